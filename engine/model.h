@@ -1,0 +1,127 @@
+// engine/model: the Llama configuration, its named parameters, and the unit a pipeline stage
+// runs: a contiguous range of decoder layers, plus the token embedding if it is first, plus
+// the final norm + LM head + loss if it is last.
+//
+// Parameters carry Hugging Face LlamaForCausalLM names ("model.embed_tokens.weight",
+// "model.layers.3.self_attn.q_proj.weight", "model.norm.weight", "lm_head.weight") and are
+// initialized from (seed, name) alone (engine/init.h): N(0, init_std^2) for matrices, 1 for
+// norm weights.
+#ifndef PPTRAIN_MODEL_H
+#define PPTRAIN_MODEL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/error.h"
+
+typedef struct {
+    char name[128];         // "tiny", "small", or the config.json path it came from
+    int hidden;             // C
+    int intermediate;       // I
+    int layers;             // L
+    int heads;              // NH
+    int kv_heads;           // NKV (divides NH)
+    int head_dim;           // HD (NH * HD need not equal C, as in HF)
+    int vocab;              // V
+    int max_positions;      // longest sequence the run may use
+    float rope_theta;
+    float rms_eps;
+    bool tie_word_embeddings;
+    float init_std;         // HF initializer_range
+} ModelConfig;
+
+// Presets: "tiny" (8 layers, ~0.33 M parameters, for tests) and "small" (8 layers,
+// ~25 M parameters, for demos and benchmarks). Returns -1 for an unknown name.
+int model_config_preset(ModelConfig *cfg, const char *name, Error *err);
+// Reads a Hugging Face config.json (LlamaForCausalLM keys); validates it.
+int model_config_from_json(ModelConfig *cfg, const char *path, Error *err);
+// Refuses dimensions that do not fit (non-positive sizes, heads % kv_heads, odd head_dim).
+int model_config_validate(const ModelConfig *cfg, Error *err);
+// Total parameter count of the whole model.
+size_t model_config_param_count(const ModelConfig *cfg);
+// Training FLOPs for one token at sequence length T: 6 * (matmul parameters) plus causal
+// attention (QK^T and PV, forward + backward), the count llm.c and PaLM's MFU use.
+double model_flops_per_token(const ModelConfig *cfg, int T);
+
+typedef struct {
+    char name[96];          // Hugging Face tensor name
+    int rows, cols;         // shape (rows, cols); cols == 0 for a vector of rows
+    size_t numel;
+    size_t offset;          // into StageModel.weights / .grads
+} ParamInfo;
+
+// Views into the flat weight (or gradient) buffer for one decoder layer.
+typedef struct {
+    float *ln1;             // (C)             input_layernorm.weight
+    float *wq;              // (NH*HD, C)      self_attn.q_proj.weight
+    float *wk;              // (NKV*HD, C)     self_attn.k_proj.weight
+    float *wv;              // (NKV*HD, C)     self_attn.v_proj.weight
+    float *wo;              // (C, NH*HD)      self_attn.o_proj.weight
+    float *ln2;             // (C)             post_attention_layernorm.weight
+    float *wgate;           // (I, C)          mlp.gate_proj.weight
+    float *wup;             // (I, C)          mlp.up_proj.weight
+    float *wdown;           // (C, I)          mlp.down_proj.weight
+} LayerParams;
+
+typedef struct {
+    float *wte;             // (V, C) model.embed_tokens.weight     first stage only
+    LayerParams *layer;     // [layer_end - layer_begin]
+    float *norm;            // (C)    model.norm.weight              last stage only
+    float *lm_head;         // (V, C) lm_head.weight (== wte when tied) last stage only
+} ParamViews;
+
+typedef struct {
+    ModelConfig cfg;
+    int layer_begin, layer_end;   // global layer indices [begin, end)
+    bool has_embed, has_head;
+    int n_params;
+    ParamInfo *params;            // [n_params], in HF order
+    size_t numel;
+    float *weights;               // (numel) one allocation, carved into views
+    float *grads;                 // (numel)
+    ParamViews w, g;              // named views into weights and grads
+} StageModel;
+
+// Creates the stage holding layers [layer_begin, layer_end) (plus embedding / head as
+// flagged), its weights initialized from (seed, name) and gradients zeroed. Returns NULL
+// with err set when the range is empty or out of bounds, or when tied embeddings would be
+// split across stages.
+StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
+                         bool has_embed, bool has_head, uint64_t seed, Error *err);
+void stage_free(StageModel *s);
+void stage_zero_grads(StageModel *s);
+// The parameter with this HF name, or NULL.
+const ParamInfo *stage_find_param(const StageModel *s, const char *name);
+
+// Everything one microbatch keeps between its forward and its backward on one stage,
+// sized once for B sequences of T tokens (no allocation inside a step).
+typedef struct StageActs StageActs;
+StageActs *stage_acts_create(const StageModel *s, int B, int T);
+void stage_acts_free(StageActs *a);
+size_t stage_acts_bytes(const StageModel *s, int B, int T);
+
+// Forward of one microbatch of B*T tokens.
+//   first stage: tokens(B*T) is read (and kept for the embedding's backward);
+//   other stages: input(B*T, C) is read (copied in).
+//   last stage: targets(B*T) (-1 = ignore) give the loss and its gradient right away;
+//               returns loss_scale * sum of per-token losses (see crossentropy_forward_backward).
+//   other stages: return 0 and the output is at stage_acts_output().
+double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const float *input,
+                     const int32_t *targets, float loss_scale);
+const float *stage_acts_output(const StageActs *a);      // (B*T, C)
+
+// Backward in two halves, so zero-bubble schedules can run them apart:
+//   stage_backward_input ("I"): from dout(B*T, C) (ignored on the last stage, whose loss
+//     gradient the forward computed) to the gradient of the stage input, at
+//     stage_acts_dinput() (first stage: nothing); keeps what the weight half needs.
+//   stage_backward_weight ("W"): accumulates every parameter gradient into s->grads.
+// stage_backward ("B") runs both.
+void stage_backward_input(StageModel *s, StageActs *a, const float *dout);
+void stage_backward_weight(StageModel *s, StageActs *a);
+void stage_backward(StageModel *s, StageActs *a, const float *dout);
+const float *stage_acts_dinput(const StageActs *a);      // (B*T, C)
+// Logits of the last forward (last stage, before the loss gradient overwrote them only if
+// keep_logits was requested at creation): used by tests against the PyTorch fixture.
+const float *stage_acts_logits(const StageActs *a);      // (B*T, V)
+void stage_acts_keep_logits(StageActs *a, bool keep);
+#endif

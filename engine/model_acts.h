@@ -1,0 +1,44 @@
+// Internal to engine/model_*.c: what one microbatch keeps on one stage (see model_stage.c for
+// the equations). Other rooms see StageActs only through engine/model.h.
+#ifndef PPTRAIN_MODEL_ACTS_H
+#define PPTRAIN_MODEL_ACTS_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    float *ln1, *rstd1;     // (N, C), (N)
+    float *q, *k, *v;       // (N, Q), (N, KV), (N, KV): q and k after rotary
+    float *att;             // (B, NH, T, T) softmax probabilities
+    float *atty;            // (N, Q) attention output before o_proj
+    float *xmid;            // (N, C) residual stream after attention
+    float *ln2, *rstd2;     // (N, C), (N)
+    float *gate, *up, *h;   // (N, I) each; h = silu(gate) * up
+    // kept by the input half for the weight half:
+    float *dq, *dk, *dv;    // (N, Q), (N, KV), (N, KV) gradients before rotary
+    float *dxmid;           // (N, C)
+    float *dgate, *dup;     // (N, I)
+    float *dln1, *dln2;     // (N, C) gradients of the norm outputs
+} LayerActs;
+
+struct StageActs {
+    int B, T, N, n_layers;
+    int C, V;               // hidden and vocabulary sizes of the stage's model
+    int32_t *tokens;        // (N) first stage: kept for the embedding gradient
+    float *resid;           // (n_layers + 1, N, C): stage input, then each layer's output
+    float *dresid;          // (n_layers + 1, N, C): their gradients; [0] is the stage's dinput
+    LayerActs *layer;       // [n_layers]
+    float *lnf, *rstdf;     // (N, C), (N) last stage: final norm
+    float *logits;          // (N, V) last stage
+    float *dlogits;         // (N, V) last stage: == logits unless logits are kept
+    float *dlnf;            // (N, C) last stage
+    float *cos_tab, *sin_tab;   // (T, HD/2) rotary tables
+    // scratch shared by the layers (never needed across layers):
+    float *datty;           // (N, Q)
+    float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
+    float *dh;              // (N, I)
+    float *datt;            // (B, NH, T, T)
+    char *arena;
+    size_t arena_bytes;
+};
+
+#endif

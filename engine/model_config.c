@@ -1,0 +1,229 @@
+// Llama configuration: presets, Hugging Face config.json, validation, sizes and FLOPs.
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+static void preset_common(ModelConfig *cfg, const char *name) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->name, sizeof cfg->name, "%s", name);
+    cfg->vocab = BYTE_VOCAB_SIZE;
+    cfg->rope_theta = 10000.0f;
+    cfg->rms_eps = 1e-5f;
+    cfg->tie_word_embeddings = false;
+    cfg->init_std = 0.02f;
+}
+
+int model_config_preset(ModelConfig *cfg, const char *name, Error *err) {
+    preset_common(cfg, name);
+    if (strcmp(name, "tiny") == 0) {           // 329,152 parameters: tests, 8 layers to cut
+        cfg->hidden = 64;
+        cfg->intermediate = 128;
+        cfg->layers = 8;
+        cfg->heads = 4;
+        cfg->kv_heads = 2;
+        cfg->head_dim = 16;
+        cfg->max_positions = 256;
+    } else if (strcmp(name, "small") == 0) {   // 25,439,744 parameters: demos, benchmarks
+        cfg->hidden = 512;
+        cfg->intermediate = 1536;
+        cfg->layers = 8;
+        cfg->heads = 8;
+        cfg->kv_heads = 4;
+        cfg->head_dim = 64;
+        cfg->max_positions = 1024;
+    } else {
+        error_set(err, "--model: unknown preset '%s' (tiny, small, or a config.json path)", name);
+        return -1;
+    }
+    return 0;
+}
+
+int model_config_validate(const ModelConfig *cfg, Error *err) {
+    const char *src = cfg->name;
+    struct { const char *key; int value; } dims[] = {
+        {"hidden_size", cfg->hidden}, {"intermediate_size", cfg->intermediate},
+        {"num_hidden_layers", cfg->layers}, {"num_attention_heads", cfg->heads},
+        {"num_key_value_heads", cfg->kv_heads}, {"head_dim", cfg->head_dim},
+        {"vocab_size", cfg->vocab}, {"max_position_embeddings", cfg->max_positions},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].value <= 0) {
+            error_set(err, "%s: %s must be positive, got %d", src, dims[i].key, dims[i].value);
+            return -1;
+        }
+    }
+    if (cfg->heads % cfg->kv_heads != 0) {
+        error_set(err, "%s: num_attention_heads (%d) is not divisible by num_key_value_heads (%d)",
+                  src, cfg->heads, cfg->kv_heads);
+        return -1;
+    }
+    if (cfg->head_dim % 2 != 0) {
+        error_set(err, "%s: head_dim (%d) must be even for rotary embeddings", src, cfg->head_dim);
+        return -1;
+    }
+    if (!(cfg->rope_theta > 0.0f) || !(cfg->rms_eps > 0.0f) || !(cfg->init_std >= 0.0f)) {
+        error_set(err, "%s: rope_theta and rms_norm_eps must be positive", src);
+        return -1;
+    }
+    return 0;
+}
+
+// Reads an optional integer field; a present field of the wrong type is an error.
+static int json_int(const cJSON *root, const char *key, int *out, const char *path, Error *err) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item || cJSON_IsNull(item)) return 0;
+    if (!cJSON_IsNumber(item) || item->valuedouble != (double)(int)item->valuedouble) {
+        error_set(err, "%s: \"%s\" must be an integer", path, key);
+        return -1;
+    }
+    *out = (int)item->valuedouble;
+    return 0;
+}
+
+static int json_float(const cJSON *root, const char *key, float *out, const char *path, Error *err) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item || cJSON_IsNull(item)) return 0;
+    if (!cJSON_IsNumber(item)) {
+        error_set(err, "%s: \"%s\" must be a number", path, key);
+        return -1;
+    }
+    *out = (float)item->valuedouble;
+    return 0;
+}
+
+static char *read_small_file(const char *path, Error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        error_set(err, "--model: cannot open '%s'", path);
+        return NULL;
+    }
+    char *buf = NULL;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1L << 24) && fseek(f, 0, SEEK_SET) == 0) {
+        buf = malloc((size_t)n + 1);
+        if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        error_set(err, "--model: cannot read '%s'", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+// Refuses features of the HF config that this model does not implement, rather than
+// silently training a different network.
+static int check_unsupported(const cJSON *root, const char *path, Error *err) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama") != 0)) {
+        error_set(err, "%s: model_type must be \"llama\"", path);
+        return -1;
+    }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0)) {
+        error_set(err, "%s: hidden_act must be \"silu\"", path);
+        return -1;
+    }
+    const char *must_be_off[] = {"attention_bias", "mlp_bias"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, must_be_off[i]);
+        if (b && cJSON_IsTrue(b)) {
+            error_set(err, "%s: %s=true is not supported", path, must_be_off[i]);
+            return -1;
+        }
+    }
+    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (scaling && !cJSON_IsNull(scaling)) {
+        error_set(err, "%s: rope_scaling is not supported", path);
+        return -1;
+    }
+    return 0;
+}
+
+int model_config_from_json(ModelConfig *cfg, const char *path, Error *err) {
+    char *text = read_small_file(path, err);
+    if (!text) return -1;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root || !cJSON_IsObject(root)) {
+        error_set(err, "%s: not a JSON object", path);
+        cJSON_Delete(root);
+        return -1;
+    }
+    preset_common(cfg, path);
+    cfg->max_positions = 2048;
+    cfg->rms_eps = 1e-6f;               // HF LlamaConfig defaults for absent keys
+    int rc = check_unsupported(root, path, err);
+    const char *required[] = {"hidden_size", "intermediate_size", "num_hidden_layers",
+                              "num_attention_heads", "vocab_size"};
+    for (int i = 0; rc == 0 && i < 5; i++) {
+        if (!cJSON_GetObjectItemCaseSensitive(root, required[i])) {
+            error_set(err, "%s: missing \"%s\"", path, required[i]);
+            rc = -1;
+        }
+    }
+    if (rc == 0)
+        rc = json_int(root, "hidden_size", &cfg->hidden, path, err) ||
+             json_int(root, "intermediate_size", &cfg->intermediate, path, err) ||
+             json_int(root, "num_hidden_layers", &cfg->layers, path, err) ||
+             json_int(root, "num_attention_heads", &cfg->heads, path, err) ||
+             json_int(root, "vocab_size", &cfg->vocab, path, err) ||
+             json_int(root, "max_position_embeddings", &cfg->max_positions, path, err) ||
+             json_float(root, "rope_theta", &cfg->rope_theta, path, err) ||
+             json_float(root, "rms_norm_eps", &cfg->rms_eps, path, err) ||
+             json_float(root, "initializer_range", &cfg->init_std, path, err);
+    if (rc == 0) {
+        cfg->kv_heads = cfg->heads;
+        cfg->head_dim = cfg->heads > 0 ? cfg->hidden / cfg->heads : 0;
+        rc = json_int(root, "num_key_value_heads", &cfg->kv_heads, path, err) ||
+             json_int(root, "head_dim", &cfg->head_dim, path, err);
+        if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(root, "head_dim") &&
+            cfg->hidden % cfg->heads != 0) {
+            error_set(err, "%s: hidden_size (%d) is not divisible by num_attention_heads (%d)",
+                      path, cfg->hidden, cfg->heads);
+            rc = -1;
+        }
+    }
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (rc == 0 && tie) {
+        if (!cJSON_IsBool(tie)) {
+            error_set(err, "%s: \"tie_word_embeddings\" must be true or false", path);
+            rc = -1;
+        } else {
+            cfg->tie_word_embeddings = cJSON_IsTrue(tie);
+        }
+    }
+    cJSON_Delete(root);
+    if (rc) return -1;
+    return model_config_validate(cfg, err);
+}
+
+static size_t layer_param_count(const ModelConfig *c) {
+    const size_t C = (size_t)c->hidden, Q = (size_t)c->heads * c->head_dim;
+    const size_t KV = (size_t)c->kv_heads * c->head_dim, I = (size_t)c->intermediate;
+    return Q * C + 2 * KV * C + C * Q + 3 * I * C + 2 * C;
+}
+
+size_t model_config_param_count(const ModelConfig *c) {
+    const size_t VC = (size_t)c->vocab * c->hidden;
+    return VC + (size_t)c->layers * layer_param_count(c) + (size_t)c->hidden +
+           (c->tie_word_embeddings ? 0 : VC);
+}
+
+double model_flops_per_token(const ModelConfig *c, int T) {
+    // Every weight matrix except the embedding lookup takes part in a matmul: 2 FLOPs per
+    // parameter forward, 4 backward. Attention adds QK^T and PV: 2 * 2 * NH*HD * T forward
+    // per token and layer, x3 with backward (PaLM appendix B's count).
+    const double matmul_params = (double)c->layers * (layer_param_count(c) - 2.0 * c->hidden) +
+                                 (double)c->vocab * c->hidden;
+    const double attn = 12.0 * c->layers * (double)c->heads * c->head_dim * T;
+    return 6.0 * matmul_params + attn;
+}

@@ -1,0 +1,140 @@
+// A stage's named parameters: one allocation for weights and one for gradients, carved into
+// Hugging Face–named tensors, initialized from (seed, name) alone.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/init.h"
+#include "engine/model.h"
+
+typedef struct {
+    StageModel *s;
+    size_t offset;
+    int count;          // counting pass when s->params is NULL
+} ParamLayout;
+
+static void add_param(ParamLayout *pl, const char *name, int rows, int cols) {
+    const size_t numel = (size_t)rows * (cols ? cols : 1);
+    if (pl->s->params) {
+        ParamInfo *p = &pl->s->params[pl->count];
+        snprintf(p->name, sizeof p->name, "%s", name);
+        p->rows = rows;
+        p->cols = cols;
+        p->numel = numel;
+        p->offset = pl->offset;
+    }
+    pl->offset += numel;
+    pl->count++;
+}
+
+// The stage's tensors in Hugging Face state_dict order. Called twice: to count, then to fill.
+static void layout_params(ParamLayout *pl) {
+    const StageModel *s = pl->s;
+    const ModelConfig *c = &s->cfg;
+    const int C = c->hidden, Q = c->heads * c->head_dim, KV = c->kv_heads * c->head_dim;
+    const int I = c->intermediate;
+    char name[96];
+    if (s->has_embed) add_param(pl, "model.embed_tokens.weight", c->vocab, C);
+    for (int l = s->layer_begin; l < s->layer_end; l++) {
+        struct { const char *suffix; int rows, cols; } t[] = {
+            {"self_attn.q_proj.weight", Q, C}, {"self_attn.k_proj.weight", KV, C},
+            {"self_attn.v_proj.weight", KV, C}, {"self_attn.o_proj.weight", C, Q},
+            {"mlp.gate_proj.weight", I, C}, {"mlp.up_proj.weight", I, C},
+            {"mlp.down_proj.weight", C, I}, {"input_layernorm.weight", C, 0},
+            {"post_attention_layernorm.weight", C, 0},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, t[i].suffix);
+            add_param(pl, name, t[i].rows, t[i].cols);
+        }
+    }
+    if (s->has_head) {
+        add_param(pl, "model.norm.weight", C, 0);
+        if (!c->tie_word_embeddings) add_param(pl, "lm_head.weight", c->vocab, C);
+    }
+}
+
+// Points the named views of one flat buffer (weights or grads) at their tensors.
+static void carve_views(const StageModel *s, float *base, ParamViews *v) {
+    const int n_layers = s->layer_end - s->layer_begin;
+    int i = 0;
+    if (s->has_embed) v->wte = base + s->params[i++].offset;
+    for (int l = 0; l < n_layers; l++) {
+        LayerParams *lp = &v->layer[l];
+        float **order[] = {&lp->wq, &lp->wk, &lp->wv, &lp->wo, &lp->wgate, &lp->wup,
+                           &lp->wdown, &lp->ln1, &lp->ln2};
+        for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+            *order[k] = base + s->params[i++].offset;
+    }
+    if (s->has_head) {
+        v->norm = base + s->params[i++].offset;
+        v->lm_head = s->cfg.tie_word_embeddings ? v->wte : base + s->params[i++].offset;
+    }
+}
+
+static bool is_norm_weight(const ParamInfo *p) {
+    return p->cols == 0;
+}
+
+StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
+                         bool has_embed, bool has_head, uint64_t seed, Error *err) {
+    if (layer_begin < 0 || layer_end > cfg->layers || layer_begin > layer_end ||
+        (layer_begin == layer_end && !has_embed && !has_head)) {
+        error_set(err, "stage holds no work: layers [%d, %d) of %d", layer_begin, layer_end, cfg->layers);
+        return NULL;
+    }
+    if (cfg->tie_word_embeddings && has_head && !has_embed) {
+        error_set(err, "tied word embeddings need the embedding and the LM head on one stage");
+        return NULL;
+    }
+    StageModel *s = xcalloc(1, sizeof *s);
+    s->cfg = *cfg;
+    s->layer_begin = layer_begin;
+    s->layer_end = layer_end;
+    s->has_embed = has_embed;
+    s->has_head = has_head;
+    ParamLayout pl = {.s = s};
+    layout_params(&pl);
+    s->n_params = pl.count;
+    s->numel = pl.offset;
+    s->params = xcalloc((size_t)s->n_params, sizeof *s->params);
+    pl = (ParamLayout){.s = s};
+    layout_params(&pl);
+    s->weights = xmalloc(s->numel * sizeof(float));
+    s->grads = xcalloc(s->numel, sizeof(float));
+    const int n_layers = layer_end - layer_begin;
+    s->w.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
+    s->g.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
+    carve_views(s, s->weights, &s->w);
+    carve_views(s, s->grads, &s->g);
+    for (int i = 0; i < s->n_params; i++) {
+        const ParamInfo *p = &s->params[i];
+        float *w = s->weights + p->offset;
+        if (is_norm_weight(p)) {
+            for (size_t k = 0; k < p->numel; k++) w[k] = 1.0f;
+        } else {
+            init_normal(w, p->numel, seed, p->name, cfg->init_std);
+        }
+    }
+    return s;
+}
+
+void stage_free(StageModel *s) {
+    if (!s) return;
+    free(s->params);
+    free(s->weights);
+    free(s->grads);
+    free(s->w.layer);
+    free(s->g.layer);
+    free(s);
+}
+
+void stage_zero_grads(StageModel *s) {
+    memset(s->grads, 0, s->numel * sizeof(float));
+}
+
+const ParamInfo *stage_find_param(const StageModel *s, const char *name) {
+    for (int i = 0; i < s->n_params; i++)
+        if (strcmp(s->params[i].name, name) == 0) return &s->params[i];
+    return NULL;
+}

@@ -1,0 +1,161 @@
+// Forward and backward of one stage on one microbatch.
+//
+// Per decoder layer (N = B*T rows, Q = NH*HD, KV = NKV*HD), x = the layer's input:
+//   ln1  = rmsnorm(x)               q, k = rope(ln1 Wq^T), rope(ln1 Wk^T)    v = ln1 Wv^T
+//   y    = attention(q, k, v)       xmid = x + y Wo^T
+//   ln2  = rmsnorm(xmid)            h = silu(ln2 Wgate^T) * (ln2 Wup^T)
+//   x'   = xmid + h Wdown^T
+// The backward is split as in the zero-bubble paper: the input half (I) walks the layers in
+// reverse computing activation gradients and keeps those the weight gradients need; the
+// weight half (W) turns them into parameter gradients. A full backward (B) is I then W.
+#include <string.h>
+
+#include "engine/model.h"
+#include "engine/model_acts.h"
+#include "kernels/cpu/kernels.h"
+
+typedef struct {
+    int B, T, N, C, Q, KV, I, V, NH, NKV, HD;
+} Dims;
+
+static Dims dims_of(const StageModel *s, const StageActs *a) {
+    const ModelConfig *c = &s->cfg;
+    return (Dims){.B = a->B, .T = a->T, .N = a->N, .C = c->hidden,
+                  .Q = c->heads * c->head_dim, .KV = c->kv_heads * c->head_dim,
+                  .I = c->intermediate, .V = c->vocab, .NH = c->heads, .NKV = c->kv_heads,
+                  .HD = c->head_dim};
+}
+
+static float *resid_at(const StageActs *a, int l) {
+    return a->resid + (size_t)l * a->N * a->C;
+}
+
+static float *dresid_at(const StageActs *a, int l) {
+    return a->dresid + (size_t)l * a->N * a->C;
+}
+
+static void zero(float *p, size_t n) {
+    memset(p, 0, n * sizeof(float));
+}
+
+static void layer_forward(const LayerParams *w, LayerActs *la, const float *x, float *out,
+                          const StageActs *a, Dims d, float eps) {
+    rmsnorm_forward(la->ln1, la->rstd1, x, w->ln1, d.N, d.C, eps);
+    linear_forward(la->q, la->ln1, w->wq, d.N, d.C, d.Q);
+    linear_forward(la->k, la->ln1, w->wk, d.N, d.C, d.KV);
+    linear_forward(la->v, la->ln1, w->wv, d.N, d.C, d.KV);
+    rope_forward(la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
+    rope_forward(la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
+    attention_forward(la->atty, la->att, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
+    linear_forward(la->xmid, la->atty, w->wo, d.N, d.Q, d.C);
+    residual_forward(la->xmid, la->xmid, x, (size_t)d.N * d.C);
+    rmsnorm_forward(la->ln2, la->rstd2, la->xmid, w->ln2, d.N, d.C, eps);
+    linear_forward(la->gate, la->ln2, w->wgate, d.N, d.C, d.I);
+    linear_forward(la->up, la->ln2, w->wup, d.N, d.C, d.I);
+    swiglu_forward(la->h, la->gate, la->up, d.N, d.I);
+    linear_forward(out, la->h, w->wdown, d.N, d.I, d.C);
+    residual_forward(out, out, la->xmid, (size_t)d.N * d.C);
+}
+
+double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const float *input,
+                     const int32_t *targets, float loss_scale) {
+    const Dims d = dims_of(s, a);
+    const size_t NC = (size_t)d.N * d.C;
+    if (s->has_embed) {
+        memcpy(a->tokens, tokens, (size_t)d.N * sizeof(int32_t));
+        embedding_forward(resid_at(a, 0), tokens, s->w.wte, d.N, d.C);
+    } else {
+        memcpy(resid_at(a, 0), input, NC * sizeof(float));
+    }
+    for (int l = 0; l < a->n_layers; l++)
+        layer_forward(&s->w.layer[l], &a->layer[l], resid_at(a, l), resid_at(a, l + 1), a, d,
+                      s->cfg.rms_eps);
+    if (!s->has_head) return 0.0;
+    rmsnorm_forward(a->lnf, a->rstdf, resid_at(a, a->n_layers), s->w.norm, d.N, d.C, s->cfg.rms_eps);
+    linear_forward(a->logits, a->lnf, s->w.lm_head, d.N, d.C, d.V);
+    // The loss gradient is computed with the loss, while the logits are hot in cache.
+    return crossentropy_forward_backward(a->dlogits, a->logits, targets, d.N, d.V, loss_scale);
+}
+
+// Input half of one layer: dout = gradient of the layer output -> dx = gradient of its input.
+static void layer_backward_input(const LayerParams *w, LayerActs *la, const float *x,
+                                 const float *dout, float *dx, StageActs *a, Dims d) {
+    const size_t NC = (size_t)d.N * d.C;
+    // MLP branch: x' = xmid + h Wdown^T
+    zero(a->dh, (size_t)d.N * d.I);
+    linear_backward_input(a->dh, dout, w->wdown, d.N, d.I, d.C);
+    zero(la->dgate, (size_t)d.N * d.I);
+    zero(la->dup, (size_t)d.N * d.I);
+    swiglu_backward(la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
+    zero(la->dln2, NC);
+    linear_backward_input(la->dln2, la->dgate, w->wgate, d.N, d.C, d.I);
+    linear_backward_input(la->dln2, la->dup, w->wup, d.N, d.C, d.I);
+    memcpy(la->dxmid, dout, NC * sizeof(float));
+    rmsnorm_backward(la->dxmid, NULL, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
+    // Attention branch: xmid = x + attention(...) Wo^T
+    zero(a->datty, (size_t)d.N * d.Q);
+    linear_backward_input(a->datty, la->dxmid, w->wo, d.N, d.Q, d.C);
+    zero(a->drot_q, (size_t)d.N * d.Q);
+    zero(a->drot_k, (size_t)d.N * d.KV);
+    zero(la->dv, (size_t)d.N * d.KV);
+    attention_backward(a->drot_q, a->drot_k, la->dv, a->datt, a->datty, la->q, la->k, la->v,
+                       la->att, d.B, d.T, d.NH, d.NKV, d.HD);
+    zero(la->dq, (size_t)d.N * d.Q);
+    zero(la->dk, (size_t)d.N * d.KV);
+    rope_backward(la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
+    rope_backward(la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
+    zero(la->dln1, NC);
+    linear_backward_input(la->dln1, la->dq, w->wq, d.N, d.C, d.Q);
+    linear_backward_input(la->dln1, la->dk, w->wk, d.N, d.C, d.KV);
+    linear_backward_input(la->dln1, la->dv, w->wv, d.N, d.C, d.KV);
+    memcpy(dx, la->dxmid, NC * sizeof(float));
+    rmsnorm_backward(dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
+}
+
+void stage_backward_input(StageModel *s, StageActs *a, const float *dout) {
+    const Dims d = dims_of(s, a);
+    const size_t NC = (size_t)d.N * d.C;
+    float *dtop = dresid_at(a, a->n_layers);
+    if (s->has_head) {
+        zero(a->dlnf, NC);
+        linear_backward_input(a->dlnf, a->dlogits, s->w.lm_head, d.N, d.C, d.V);
+        zero(dtop, NC);
+        rmsnorm_backward(dtop, NULL, a->dlnf, resid_at(a, a->n_layers), s->w.norm, a->rstdf, d.N, d.C);
+    } else {
+        memcpy(dtop, dout, NC * sizeof(float));
+    }
+    for (int l = a->n_layers - 1; l >= 0; l--)
+        layer_backward_input(&s->w.layer[l], &a->layer[l], resid_at(a, l), dresid_at(a, l + 1),
+                             dresid_at(a, l), a, d);
+}
+
+static void layer_backward_weight(const LayerParams *w, LayerParams *g, const LayerActs *la,
+                                  const float *x, const float *dout, Dims d) {
+    linear_backward_weight(g->wdown, dout, la->h, d.N, d.I, d.C);
+    linear_backward_weight(g->wgate, la->dgate, la->ln2, d.N, d.C, d.I);
+    linear_backward_weight(g->wup, la->dup, la->ln2, d.N, d.C, d.I);
+    rmsnorm_backward(NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
+    linear_backward_weight(g->wo, la->dxmid, la->atty, d.N, d.Q, d.C);
+    linear_backward_weight(g->wq, la->dq, la->ln1, d.N, d.C, d.Q);
+    linear_backward_weight(g->wk, la->dk, la->ln1, d.N, d.C, d.KV);
+    linear_backward_weight(g->wv, la->dv, la->ln1, d.N, d.C, d.KV);
+    rmsnorm_backward(NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
+}
+
+void stage_backward_weight(StageModel *s, StageActs *a) {
+    const Dims d = dims_of(s, a);
+    if (s->has_head) {
+        linear_backward_weight(s->g.lm_head, a->dlogits, a->lnf, d.N, d.C, d.V);
+        rmsnorm_backward(NULL, s->g.norm, a->dlnf, resid_at(a, a->n_layers), s->w.norm, a->rstdf,
+                         d.N, d.C);
+    }
+    for (int l = a->n_layers - 1; l >= 0; l--)
+        layer_backward_weight(&s->w.layer[l], &s->g.layer[l], &a->layer[l], resid_at(a, l),
+                              dresid_at(a, l + 1), d);
+    if (s->has_embed) embedding_backward(s->g.wte, dresid_at(a, 0), a->tokens, d.N, d.C);
+}
+
+void stage_backward(StageModel *s, StageActs *a, const float *dout) {
+    stage_backward_input(s, a, dout);
+    stage_backward_weight(s, a);
+}

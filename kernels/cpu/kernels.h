@@ -1,0 +1,106 @@
+// kernels/cpu: forward and backward of every op of a Llama decoder, fp32, on raw buffers.
+//
+// Dimension letters (as in llm.c):
+//   N  = rows = B*T tokens of a microbatch      C  = hidden size
+//   B  = sequences, T = sequence length          I  = intermediate (MLP) size
+//   NH = query heads, NKV = key/value heads, HD = head dim (NH % NKV == 0)
+//   V  = vocabulary size, IC/OC = a linear layer's in/out features
+// All tensors are row-major and contiguous unless a leading dimension says otherwise.
+// Linear weights use the PyTorch/Hugging Face layout (OC, IC): y = x @ W^T.
+//
+// Contract for every *_backward: gradients of INPUTS and of PARAMETERS are ACCUMULATED (+=)
+// into the buffers given, so the caller zeroes them once (per step for parameter grads, per
+// use for activation grads). This makes residual branches and microbatch gradient
+// accumulation free. Buffers never alias unless a comment says they may.
+// No function here allocates on the heap: scratch space is passed in by the caller.
+#ifndef PPTRAIN_KERNELS_CPU_H
+#define PPTRAIN_KERNELS_CPU_H
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- embedding.c -------------------------------------------------------------------------
+// out(N, C) = wte[tokens[n]]; tokens in [0, V).
+void embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int C);
+// dwte(V, C) += scatter of dout(N, C) by token.
+void embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N, int C);
+
+// ---- rmsnorm.c ---------------------------------------------------------------------------
+// out = inp * rstd * weight, rstd(N) = 1/sqrt(mean(inp^2) + eps) (saved for backward).
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
+                     int N, int C, float eps);
+// dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either output may be NULL
+// (the zero-bubble split computes the input gradient and the weight gradient apart).
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                      const float *weight, const float *rstd, int N, int C);
+
+// ---- linear.c (cblas_sgemm) --------------------------------------------------------------
+// out(N, OC) = inp(N, IC) @ W(OC, IC)^T        (overwrites out)
+void linear_forward(float *out, const float *inp, const float *W, int N, int IC, int OC);
+// dinp(N, IC) += dout(N, OC) @ W(OC, IC)
+void linear_backward_input(float *dinp, const float *dout, const float *W, int N, int IC, int OC);
+// dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
+void linear_backward_weight(float *dW, const float *dout, const float *inp, int N, int IC, int OC);
+
+// ---- rope.c ------------------------------------------------------------------------------
+// Rotary tables, Hugging Face convention: inv_freq[i] = 1 / theta^(2i/HD) in fp32,
+// angle = (float)t * inv_freq[i]; cos/sin(T, HD/2) hold cos/sin of that fp32 angle.
+void rope_tables(float *cos_tab, float *sin_tab, int T, int HD, float theta);
+// x(B, T, H, HD) -> out(B, T, H, HD), half-split pairs (i, i + HD/2):
+//   out[i]        = x[i] * cos - x[i+HD/2] * sin
+//   out[i+HD/2]   = x[i+HD/2] * cos + x[i] * sin
+// Position of row (b, t) is t. out may alias x.
+void rope_forward(float *out, const float *x, const float *cos_tab, const float *sin_tab,
+                  int B, int T, int H, int HD);
+// dx += R^T dout (the inverse rotation). dx must not alias dout.
+void rope_backward(float *dx, const float *dout, const float *cos_tab, const float *sin_tab,
+                   int B, int T, int H, int HD);
+
+// ---- attention.c -------------------------------------------------------------------------
+// Causal grouped-query attention. q(B, T, NH, HD), k and v (B, T, NKV, HD); query head h
+// reads kv head h / (NH / NKV). att(B, NH, T, T) receives the softmax probabilities
+// (row t valid for columns 0..t, zero above) and is kept for backward.
+// out(B, T, NH, HD) = softmax(q k^T / sqrt(HD) + causal mask) v     (overwrites out)
+void attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                       int B, int T, int NH, int NKV, int HD);
+// dq, dk, dv += gradients. scratch: B*NH*T*T floats (dscores), caller-owned.
+void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                        const float *q, const float *k, const float *v, const float *att,
+                        int B, int T, int NH, int NKV, int HD);
+
+// ---- swiglu.c ----------------------------------------------------------------------------
+// out(N, I) = silu(gate) * up, silu(x) = x * sigmoid(x).   (overwrites out)
+void swiglu_forward(float *out, const float *gate, const float *up, int N, int I);
+// dgate, dup (N, I) += gradients.
+void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                     const float *up, int N, int I);
+
+// ---- residual.c --------------------------------------------------------------------------
+// out(n) = a + b. out may alias a or b.
+void residual_forward(float *out, const float *a, const float *b, size_t n);
+
+// ---- crossentropy.c ----------------------------------------------------------------------
+// Fused softmax + cross-entropy over logits(N, V) with targets(N); a negative target is a
+// pad and contributes nothing. Returns scale * sum over non-pad rows of -log p[target]
+// (computed in double). With scale = 1 / (non-pad targets of the whole batch), summing the
+// returns of all microbatches gives the batch mean whatever the microbatch count.
+// When dlogits is non-NULL it is OVERWRITTEN with d(returned loss)/dlogits
+// = scale * (softmax - onehot), zero on pad rows. dlogits may alias logits.
+double crossentropy_forward_backward(float *dlogits, const float *logits, const int32_t *targets,
+                                     int N, int V, float scale);
+
+// ---- adamw.c -----------------------------------------------------------------------------
+// One AdamW step over n parameters, exactly torch.optim.AdamW's update (decoupled decay):
+//   p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)        t = 1, 2, ...
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, int t,
+                  float lr, float beta1, float beta2, float eps, float weight_decay);
+
+// ---- gradnorm.c --------------------------------------------------------------------------
+// sum of g^2 over n values, accumulated in double (combine across tensors/stages, then sqrt).
+double grad_sum_squares(const float *g, size_t n);
+// g *= s (gradient clipping).
+void grad_scale(float *g, size_t n, float s);
+// torch.nn.utils.clip_grad_norm_'s factor: min(1, max_norm / (total_norm + 1e-6)).
+float grad_clip_factor(double total_norm, float max_norm);
+
+#endif

@@ -1,0 +1,53 @@
+// engine/data: training text -> batches of token ids.
+//
+// Sources: a plain text file, a folder of text files (read recursively, in sorted path
+// order), an llm.c token shard (.bin), or a folder of .bin shards. Text is tokenized with the
+// byte tokenizer (engine/tokenizer.h).
+//
+// Batching (one batch = B rows of T inputs and T targets):
+//   pad:  one document per row: BOS + document + EOS, clipped to T+1 tokens or padded with
+//         PAD; inputs = row[0..T), targets = row[1..T], and a target that is PAD is -1
+//         (ignored by the loss). Documents of a text file are separated by blank lines or by
+//         lines holding only "%" (the fortune(6) format). Shards have no document marks and
+//         are refused in this mode.
+//   pack: one contiguous token stream (text: each document as BOS + doc + EOS, back to back),
+//         cut into windows of T+1 tokens at stride T; no pads.
+// Order: the documents (pad) or windows (pack) of an epoch are visited in a permutation
+// that depends only on (seed, epoch). A cursor (epoch, index into the permutation) says
+// where the next batch starts; saving and restoring it reproduces every later batch exactly.
+#ifndef PPTRAIN_DATA_H
+#define PPTRAIN_DATA_H
+#include <stdint.h>
+
+#include "engine/error.h"
+
+typedef enum { BATCHING_PAD = 0, BATCHING_PACK = 1 } Batching;
+
+typedef struct {
+    uint64_t epoch;     // completed passes over the data
+    uint64_t index;     // next item (document or window) within this epoch's permutation
+} DataCursor;
+
+typedef struct Dataset Dataset;
+
+// Opens path for rows of seq_len inputs. Returns NULL and fills err (one line naming the
+// path and the problem: missing, empty, wrong magic/version, truncated body, shards in pad
+// mode, fewer tokens than one window, ...).
+Dataset *dataset_open(const char *path, Batching mode, int seq_len, uint64_t seed, Error *err);
+void dataset_close(Dataset *ds);
+
+// Largest token id present (so the caller can check it against the model's vocabulary).
+int32_t dataset_max_token(const Dataset *ds);
+// Documents (pad) or windows (pack) in one epoch; total tokens in the source.
+uint64_t dataset_items(const Dataset *ds);
+uint64_t dataset_tokens(const Dataset *ds);
+// "text" or "llm.c shard (uint16)" / "llm.c shard (uint32)": for the run banner.
+const char *dataset_kind(const Dataset *ds);
+
+// Fills inputs(B, T) and targets(B, T) with the next B items and advances the cursor,
+// wrapping into the next epoch (a new permutation) when one is exhausted.
+void dataset_next_batch(Dataset *ds, int B, int32_t *inputs, int32_t *targets);
+
+DataCursor dataset_get_cursor(const Dataset *ds);
+void dataset_set_cursor(Dataset *ds, DataCursor c);
+#endif

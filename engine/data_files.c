@@ -1,0 +1,233 @@
+// Finds the files a --data path names. A folder is walked recursively and its files are
+// returned in sorted path order (strcmp, so the order is the same under every locale).
+// What a user pointing at a folder such as /usr/share/games/fortunes expects to be read:
+//   - hidden entries (".git", ".DS_Store") are skipped, as are sockets, fifos and dangling links;
+//   - a file reached twice (fortune's "riddles.u8 -> riddles" symlinks, hard links) is read
+//     once, under the first path in sorted order; folder symlink loops are walked once;
+//   - "NAME.dat" beside a file "NAME" is strfile(1)'s index of NAME, not text, and is skipped.
+// Files that hold NUL bytes are left to data_text.c to skip, since it reads them anyway.
+#include "engine/data_source.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    size_t order;   // position in sorted path order
+} Found;
+
+typedef struct {
+    Found *file;
+    size_t n, cap;
+    struct { dev_t dev; ino_t ino; } *dir;   // folders already walked
+    size_t n_dir, cap_dir;
+} Walk;
+
+int data_has_suffix(const char *s, const char *suffix) {
+    size_t ns = strlen(s), nx = strlen(suffix);
+    return ns >= nx && strcmp(s + ns - nx, suffix) == 0;
+}
+
+static char *join_path(const char *dir, const char *name) {
+    size_t nd = strlen(dir), nn = strlen(name);
+    while (nd > 1 && dir[nd - 1] == '/') nd--;
+    char *p = xmalloc(nd + 1 + nn + 1);
+    memcpy(p, dir, nd);
+    p[nd] = '/';
+    memcpy(p + nd + 1, name, nn + 1);
+    return p;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_found_path(const void *a, const void *b) {
+    return strcmp(((const Found *)a)->path, ((const Found *)b)->path);
+}
+
+static int cmp_found_inode(const void *a, const void *b) {
+    const Found *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int is_strfile_index(const char *dir, const char *name) {
+    if (!data_has_suffix(name, ".dat") || strlen(name) == 4) return 0;
+    char *base = join_path(dir, name);
+    base[strlen(base) - 4] = '\0';
+    struct stat st;
+    int found = stat(base, &st) == 0 && S_ISREG(st.st_mode);
+    free(base);
+    return found;
+}
+
+static int seen_dir(Walk *w, const struct stat *st) {
+    for (size_t i = 0; i < w->n_dir; i++)
+        if (w->dir[i].dev == st->st_dev && w->dir[i].ino == st->st_ino) return 1;
+    if (w->n_dir == w->cap_dir) {
+        w->cap_dir = w->cap_dir ? 2 * w->cap_dir : 16;
+        w->dir = check_alloc(realloc(w->dir, w->cap_dir * sizeof *w->dir),
+                             w->cap_dir * sizeof *w->dir, __FILE__, __LINE__);
+    }
+    w->dir[w->n_dir].dev = st->st_dev;
+    w->dir[w->n_dir].ino = st->st_ino;
+    w->n_dir++;
+    return 0;
+}
+
+static void add_file(Walk *w, char *path, const struct stat *st) {
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 64;
+        w->file = check_alloc(realloc(w->file, w->cap * sizeof *w->file),
+                              w->cap * sizeof *w->file, __FILE__, __LINE__);
+    }
+    w->file[w->n++] = (Found){.path = path, .dev = st->st_dev, .ino = st->st_ino};
+}
+
+// Names in dir, hidden ones left out, sorted; NULL with err filled when dir cannot be read.
+static char **list_dir(const char *dir, size_t *count, Error *err) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        error_set(err, "%s: cannot open folder: %s", dir, strerror(errno));
+        return NULL;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            names = check_alloc(realloc(names, cap * sizeof *names), cap * sizeof *names,
+                                __FILE__, __LINE__);
+        }
+        names[n++] = strdup(e->d_name);
+        check_alloc(names[n - 1], 1, __FILE__, __LINE__);
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_str);
+    *count = n;
+    return names ? names : xmalloc(1);
+}
+
+static int walk_dir(const char *dir, Walk *w, Error *err) {
+    size_t n = 0;
+    char **names = list_dir(dir, &n, err);
+    if (!names) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *path = join_path(dir, names[i]);
+        struct stat st;
+        int keep = 0;
+        if (rc == 0 && stat(path, &st) == 0) {   // follows symlinks; a dangling one is skipped
+            if (S_ISDIR(st.st_mode)) {
+                if (!seen_dir(w, &st)) rc = walk_dir(path, w, err);
+            } else if (S_ISREG(st.st_mode) && !is_strfile_index(dir, names[i])) {
+                add_file(w, path, &st);
+                keep = 1;
+            }
+        }
+        if (!keep) free(path);
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+// Sorts by path and drops every later path to a file already listed.
+static size_t sort_and_dedupe(Found *f, size_t n) {
+    if (n == 0) return 0;
+    qsort(f, n, sizeof *f, cmp_found_path);
+    for (size_t i = 0; i < n; i++) f[i].order = i;
+    qsort(f, n, sizeof *f, cmp_found_inode);
+    for (size_t i = 1; i < n; i++)
+        if (f[i].dev == f[i - 1].dev && f[i].ino == f[i - 1].ino) {
+            free(f[i].path);
+            f[i].path = NULL;
+        }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (f[i].path) f[kept++] = f[i];
+    qsort(f, kept, sizeof *f, cmp_found_path);
+    return kept;
+}
+
+int data_list_files(const char *path, FileList *out, Error *err) {
+    *out = (FileList){0};
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        error_set(err, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (!S_ISREG(st.st_mode)) {
+            error_set(err, "%s: not a regular file or folder", path);
+            return -1;
+        }
+        out->path = xmalloc(sizeof *out->path);
+        out->path[0] = strdup(path);
+        check_alloc(out->path[0], 1, __FILE__, __LINE__);
+        out->n = 1;
+        out->lone = 1;
+        return 0;
+    }
+    Walk w = {0};
+    seen_dir(&w, &st);
+    int rc = walk_dir(path, &w, err);
+    free(w.dir);
+    size_t n = sort_and_dedupe(w.file, w.n);
+    out->path = xmalloc((n ? n : 1) * sizeof *out->path);
+    for (size_t i = 0; i < n; i++) out->path[i] = w.file[i].path;
+    out->n = n;
+    free(w.file);
+    if (rc == 0 && n == 0) {
+        error_set(err, "%s: empty folder (no visible files in it or below it)", path);
+        rc = -1;
+    }
+    if (rc != 0) data_free_files(out);
+    return rc;
+}
+
+void data_free_files(FileList *fl) {
+    for (size_t i = 0; i < fl->n; i++) free(fl->path[i]);
+    free(fl->path);
+    *fl = (FileList){0};
+}
+
+int data_read_file(const char *path, unsigned char **buf, size_t *len, Error *err) {
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        error_set(err, "%s: cannot read: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    unsigned char *p = size ? xmalloc(size) : NULL;
+    while (got < size) {
+        ssize_t r = read(fd, p + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            error_set(err, "%s: read failed after %zu of %zu bytes: %s", path, got, size,
+                      r < 0 ? strerror(errno) : "file shrank while reading");
+            free(p);
+            close(fd);
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *buf = p;
+    *len = size;
+    return 0;
+}

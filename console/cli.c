@@ -1,0 +1,114 @@
+#include "console/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_parse_int(const char *flag, const char *text, long min, long max, long *out, Error *err) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0') {
+        error_set(err, "%s: '%s' is not an integer", flag, text);
+        return -1;
+    }
+    if (v < min || v > max) {
+        error_set(err, "%s: %ld is out of range [%ld, %ld]", flag, v, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_u64(const char *flag, const char *text, uint64_t *out, Error *err) {
+    char *end = NULL;
+    errno = 0;
+    if (text[0] == '-') {
+        error_set(err, "%s: '%s' is not a non-negative integer", flag, text);
+        return -1;
+    }
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end != '\0') {
+        error_set(err, "%s: '%s' is not a non-negative integer", flag, text);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int cli_parse_float(const char *flag, const char *text, double min, double max, double *out, Error *err) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end != '\0' || !isfinite(v)) {
+        error_set(err, "%s: '%s' is not a number", flag, text);
+        return -1;
+    }
+    if (v < min || v > max) {
+        error_set(err, "%s: %g is out of range [%g, %g]", flag, v, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+// Splits text at commas into a scratch copy; calls parse_one on each field.
+static int parse_list(const char *flag, const char *text, int n_max, Error *err,
+                      int (*parse_one)(const char *flag, const char *field, void *out, int i, Error *err),
+                      void *out) {
+    char buf[512];
+    if (strlen(text) >= sizeof buf || text[0] == '\0') {
+        error_set(err, "%s: '%s' is not a comma-separated list", flag, text);
+        return -1;
+    }
+    strcpy(buf, text);
+    int n = 0;
+    char *save = NULL;
+    for (char *field = strtok_r(buf, ",", &save); field; field = strtok_r(NULL, ",", &save)) {
+        if (n == n_max) {
+            error_set(err, "%s: more than %d values in '%s'", flag, n_max, text);
+            return -1;
+        }
+        if (parse_one(flag, field, out, n, err)) return -1;
+        n++;
+    }
+    if (n == 0 || text[strlen(text) - 1] == ',' || strstr(text, ",,")) {
+        error_set(err, "%s: '%s' has an empty field", flag, text);
+        return -1;
+    }
+    return n;
+}
+
+static int parse_one_float(const char *flag, const char *field, void *out, int i, Error *err) {
+    return cli_parse_float(flag, field, -1e30, 1e30, (double *)out + i, err);
+}
+
+static int parse_one_int(const char *flag, const char *field, void *out, int i, Error *err) {
+    long v;
+    if (cli_parse_int(flag, field, 1, 1 << 20, &v, err)) return -1;
+    ((int *)out)[i] = (int)v;
+    return 0;
+}
+
+int cli_parse_float_list(const char *flag, const char *text, double *out, int n_max, Error *err) {
+    return parse_list(flag, text, n_max, err, parse_one_float, out);
+}
+
+int cli_parse_int_list(const char *flag, const char *text, int *out, int n_max, Error *err) {
+    return parse_list(flag, text, n_max, err, parse_one_int, out);
+}
+
+const char *cli_value(int argc, char **argv, int *i, Error *err) {
+    if (*i + 1 >= argc) {
+        error_set(err, "%s needs a value", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cli_fail(const Error *err) {
+    fprintf(stderr, "pptrain: %s\n", err->msg);
+    return 2;
+}

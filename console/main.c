@@ -1,0 +1,32 @@
+// pptrain: the command-line entry point. Dispatches to one subcommand per file (cmd_*.c).
+#include <stdio.h>
+#include <string.h>
+
+#include "console/cmd_train.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} Command;
+
+static const Command COMMANDS[] = {
+    {"train", cmd_train, "a headless training run"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: pptrain COMMAND [options]   (pptrain COMMAND --help for its options)\n\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc, argv);
+    fprintf(stderr, "pptrain: unknown command '%s' (see pptrain --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,132 @@
+// The run options of DESIGN.md's command line, as one table: each flag, its help line, and
+// how it sets the RunConfig. `--help` prints the table; parsing walks it.
+#include <stdio.h>
+#include <string.h>
+
+#include "console/cli.h"
+#include "console/cmd_train.h"
+
+typedef int (*OptionSetter)(RunConfig *rc, const char *flag, const char *value, Error *err);
+
+typedef struct {
+    const char *flag;
+    const char *arg;
+    const char *help;
+    OptionSetter set;
+} RunOption;
+
+static int set_model(RunConfig *rc, const char *flag, const char *v, Error *err) {
+    (void)flag;
+    if (strcmp(v, "tiny") == 0 || strcmp(v, "small") == 0)
+        return model_config_preset(&rc->model, v, err);
+    return model_config_from_json(&rc->model, v, err);
+}
+
+static int set_data(RunConfig *rc, const char *flag, const char *v, Error *err) {
+    if (strlen(v) >= sizeof rc->data_path) {
+        error_set(err, "%s: path too long", flag);
+        return -1;
+    }
+    snprintf(rc->data_path, sizeof rc->data_path, "%s", v);
+    return 0;
+}
+
+static int set_batching(RunConfig *rc, const char *flag, const char *v, Error *err) {
+    if (strcmp(v, "pad") == 0) rc->batching = BATCHING_PAD;
+    else if (strcmp(v, "pack") == 0) rc->batching = BATCHING_PACK;
+    else {
+        error_set(err, "%s: '%s' is not pad or pack", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_int_field(int *field, const char *flag, const char *v, long min, long max, Error *err) {
+    long x;
+    if (cli_parse_int(flag, v, min, max, &x, err)) return -1;
+    *field = (int)x;
+    return 0;
+}
+
+static int set_double_field(double *field, const char *flag, const char *v, double min, double max, Error *err) {
+    double x;
+    if (cli_parse_float(flag, v, min, max, &x, err)) return -1;
+    *field = x;
+    return 0;
+}
+
+#define INT_SETTER(fn, field, min, max) \
+    static int fn(RunConfig *rc, const char *flag, const char *v, Error *err) { \
+        return set_int_field(&rc->field, flag, v, min, max, err); \
+    }
+#define DOUBLE_SETTER(fn, field, min, max) \
+    static int fn(RunConfig *rc, const char *flag, const char *v, Error *err) { \
+        return set_double_field(&rc->field, flag, v, min, max, err); \
+    }
+INT_SETTER(set_steps, steps, 1, 100000000)
+INT_SETTER(set_batch, batch, 1, 1 << 20)
+INT_SETTER(set_seq, seq_len, 1, 1 << 20)
+INT_SETTER(set_microbatches, microbatches, 1, 1 << 20)
+INT_SETTER(set_warmup, optim.warmup_steps, 0, 100000000)
+DOUBLE_SETTER(set_lr, optim.lr, 0.0, 10.0)
+DOUBLE_SETTER(set_min_lr, optim.min_lr, 0.0, 10.0)
+DOUBLE_SETTER(set_beta1, optim.beta1, 0.0, 0.999999)
+DOUBLE_SETTER(set_beta2, optim.beta2, 0.0, 0.999999999)
+DOUBLE_SETTER(set_eps, optim.eps, 0.0, 1.0)
+DOUBLE_SETTER(set_wd, optim.weight_decay, 0.0, 10.0)
+DOUBLE_SETTER(set_clip, optim.grad_clip, 0.0, 1e9)
+
+static int set_seed(RunConfig *rc, const char *flag, const char *v, Error *err) {
+    return cli_parse_u64(flag, v, &rc->seed, err);
+}
+
+static const RunOption RUN_OPTIONS[] = {
+    {"--model", "tiny|small|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model},
+    {"--data", "PATH", "text file, folder of text, llm.c .bin shard or folder of shards (required)", set_data},
+    {"--batching", "pad|pack", "one document per row, or a packed token stream (pad)", set_batching},
+    {"--steps", "N", "optimizer steps (20)", set_steps},
+    {"--batch", "B", "sequences per step (8)", set_batch},
+    {"--seq", "T", "tokens per sequence (64)", set_seq},
+    {"--microbatches", "M", "microbatches per step; divides B (1)", set_microbatches},
+    {"--seed", "S", "parameter init and data order (1337)", set_seed},
+    {"--lr", "X", "peak learning rate (1e-3)", set_lr},
+    {"--min-lr", "X", "learning rate at the end of the cosine (0)", set_min_lr},
+    {"--warmup", "N", "linear warmup steps from 0.1 x lr (0)", set_warmup},
+    {"--beta1", "X", "AdamW beta1 (0.9)", set_beta1},
+    {"--beta2", "X", "AdamW beta2 (0.99)", set_beta2},
+    {"--eps", "X", "AdamW epsilon (1e-8)", set_eps},
+    {"--weight-decay", "X", "AdamW decoupled weight decay (0.1)", set_wd},
+    {"--grad-clip", "X", "clip the global gradient norm to X; 0 = off (1.0)", set_clip},
+};
+#define N_RUN_OPTIONS (int)(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0])
+
+void run_options_usage(FILE *out) {
+    for (int i = 0; i < N_RUN_OPTIONS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
+        fprintf(out, "  %-32s %s\n", left, RUN_OPTIONS[i].help);
+    }
+}
+
+int run_options_parse(int argc, char **argv, int first, RunConfig *rc, Error *err) {
+    bool have_data = false;
+    for (int i = first; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+        const RunOption *opt = NULL;
+        for (int k = 0; k < N_RUN_OPTIONS; k++)
+            if (strcmp(argv[i], RUN_OPTIONS[k].flag) == 0) opt = &RUN_OPTIONS[k];
+        if (!opt) {
+            error_set(err, "unknown option '%s' (see --help)", argv[i]);
+            return -1;
+        }
+        const char *value = cli_value(argc, argv, &i, err);
+        if (!value || opt->set(rc, opt->flag, value, err)) return -1;
+        have_data |= opt->set == set_data;
+    }
+    if (!have_data) {
+        error_set(err, "--data PATH is required (a text file or folder, or llm.c .bin shards)");
+        return -1;
+    }
+    rc->optim.total_steps = rc->steps;
+    return run_config_validate(rc, err);
+}

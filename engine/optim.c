@@ -33,6 +33,6 @@ void adamw_state_free(AdamWState *st) {
 
 void adamw_state_step(AdamWState *st, float *params, const float *grads, const OptimConfig *o, double lr) {
     st->t++;
-    adamw_update(params, grads, st->m, st->v, st->n, st->t, (float)lr, (float)o->beta1,
-                 (float)o->beta2, (float)o->eps, (float)o->weight_decay);
+    adamw_update(params, grads, st->m, st->v, st->n, st->t, lr, o->beta1, o->beta2, o->eps,
+                 o->weight_decay);
 }

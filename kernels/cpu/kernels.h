@@ -2,7 +2,7 @@
 //
 // Dimension letters (as in llm.c):
 //   N  = rows = B*T tokens of a microbatch      C  = hidden size
-//   B  = sequences, T = sequence length          I  = intermediate (MLP) size
+//   B  = sequences, T = sequence length          FF = intermediate (MLP) size
 //   NH = query heads, NKV = key/value heads, HD = head dim (NH % NKV == 0)
 //   V  = vocabulary size, IC/OC = a linear layer's in/out features
 // All tensors are row-major and contiguous unless a leading dimension says otherwise.
@@ -68,11 +68,11 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch, const f
                         int B, int T, int NH, int NKV, int HD);
 
 // ---- swiglu.c ----------------------------------------------------------------------------
-// out(N, I) = silu(gate) * up, silu(x) = x * sigmoid(x).   (overwrites out)
-void swiglu_forward(float *out, const float *gate, const float *up, int N, int I);
-// dgate, dup (N, I) += gradients.
+// out(N, FF) = silu(gate) * up, silu(x) = x * sigmoid(x).   (overwrites out)
+void swiglu_forward(float *out, const float *gate, const float *up, int N, int FF);
+// dgate, dup (N, FF) += gradients.
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
-                     const float *up, int N, int I);
+                     const float *up, int N, int FF);
 
 // ---- residual.c --------------------------------------------------------------------------
 // out(n) = a + b. out may alias a or b.
@@ -92,8 +92,10 @@ double crossentropy_forward_backward(float *dlogits, const float *logits, const 
 // One AdamW step over n parameters, exactly torch.optim.AdamW's update (decoupled decay):
 //   p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)        t = 1, 2, ...
+// Hyperparameters arrive as doubles (as torch receives Python floats) and are rounded the
+// way torch rounds them for fp32 tensors.
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, int t,
-                  float lr, float beta1, float beta2, float eps, float weight_decay);
+                  double lr, double beta1, double beta2, double eps, double weight_decay);
 
 // ---- gradnorm.c --------------------------------------------------------------------------
 // sum of g^2 over n values, accumulated in double (combine across tensors/stages, then sqrt).

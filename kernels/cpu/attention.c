@@ -1,0 +1,140 @@
+// Causal grouped-query attention on cblas_sgemm, one (sequence, head) pair per task.
+// q, out: (B, T, NH, HD) and k, v: (B, T, NKV, HD) are read in place through leading
+// dimensions (NH*HD, NKV*HD); att and scratch hold one (T, T) block per (b, h).
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vecmath.h"
+#include <cblas.h>
+
+// Rows per sgemm: query rows [r0, r1) only see keys [0, r1), so the work above the diagonal
+// is skipped block by block (about 5/8 of the full T x T at T = 4 blocks).
+#define ATTENTION_BLOCK 64
+#define ATTENTION_LANES 8
+
+// Fixed-order lane reductions: vectorizable without -ffast-math, deterministic.
+static float attention_max(const float *restrict x, int n) {
+    float acc[ATTENTION_LANES];
+    for (int l = 0; l < ATTENTION_LANES; l++) acc[l] = x[0];
+    int j = 0;
+    for (; j + ATTENTION_LANES <= n; j += ATTENTION_LANES)
+        for (int l = 0; l < ATTENTION_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++) acc[0] = x[j] > acc[0] ? x[j] : acc[0];
+    float m = acc[0];
+    for (int l = 1; l < ATTENTION_LANES; l++) m = acc[l] > m ? acc[l] : m;
+    return m;
+}
+
+// sum of a[j] * b[j] (b == NULL: sum of a[j]) in double lanes.
+static double attention_dot(const float *restrict a, const float *restrict b, int n) {
+    double acc[ATTENTION_LANES] = {0};
+    int j = 0;
+    if (b) {
+        for (; j + ATTENTION_LANES <= n; j += ATTENTION_LANES)
+            for (int l = 0; l < ATTENTION_LANES; l++) acc[l] += (double)a[j + l] * b[j + l];
+        for (; j < n; j++) acc[0] += (double)a[j] * b[j];
+    } else {
+        for (; j + ATTENTION_LANES <= n; j += ATTENTION_LANES)
+            for (int l = 0; l < ATTENTION_LANES; l++) acc[l] += a[j + l];
+        for (; j < n; j++) acc[0] += a[j];
+    }
+    double s = 0.0;
+    for (int l = 0; l < ATTENTION_LANES; l++) s += acc[l];
+    return s;
+}
+
+// Rows [r0, r1) of the (T, T) scores -> causal softmax probabilities, zero above the diagonal.
+static void attention_softmax_rows(float *s, int r0, int r1, int T) {
+    for (int t = r0; t < r1; t++) {
+        float *restrict row = s + (size_t)t * T;
+        float m = attention_max(row, t + 1);
+        for (int j = 0; j <= t; j++) row[j] = vec_expf(row[j] - m);
+        float inv = (float)(1.0 / attention_dot(row, NULL, t + 1));
+        for (int j = 0; j <= t; j++) row[j] *= inv;
+        memset(row + t + 1, 0, (size_t)(T - 1 - t) * sizeof(float));
+    }
+}
+
+void attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                       int B, int T, int NH, int NKV, int HD) {
+    int group = NH / NKV, ldq = NH * HD, ldk = NKV * HD;
+    float scale = (float)(1.0 / sqrt((double)HD));
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        const float *qb = q + (size_t)b * T * ldq + (size_t)h * HD;
+        const float *kb = k + (size_t)b * T * ldk + (size_t)(h / group) * HD;
+        const float *vb = v + (size_t)b * T * ldk + (size_t)(h / group) * HD;
+        float *ob = out + (size_t)b * T * ldq + (size_t)h * HD;
+        float *p = att + (size_t)bh * T * T;
+        for (int r0 = 0; r0 < T; r0 += ATTENTION_BLOCK) {
+            int r1 = r0 + ATTENTION_BLOCK < T ? r0 + ATTENTION_BLOCK : T;
+            // scores[r0:r1, 0:r1] = scale * q[r0:r1] @ k[0:r1]^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, HD, scale,
+                        qb + (size_t)r0 * ldq, ldq, kb, ldk, 0.0f, p + (size_t)r0 * T, T);
+            attention_softmax_rows(p, r0, r1, T);
+            // out[r0:r1] = P[r0:r1, 0:r1] @ v[0:r1]
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, HD, r1, 1.0f,
+                        p + (size_t)r0 * T, T, vb, ldk, 0.0f, ob + (size_t)r0 * ldq, ldq);
+        }
+    }
+}
+
+// Rows [r0, r1) of dP (in ds) -> dS / scale = P * (dP - rowsum(P * dP)), zero above the
+// diagonal up to column r1 (the extent the dq sgemm reads).
+static void attention_dsoftmax_rows(float *ds, const float *p, int r0, int r1, int T) {
+    for (int t = r0; t < r1; t++) {
+        float *restrict drow = ds + (size_t)t * T;
+        const float *restrict prow = p + (size_t)t * T;
+        float dot = (float)attention_dot(prow, drow, t + 1);
+        for (int j = 0; j <= t; j++) drow[j] = prow[j] * (drow[j] - dot);
+        memset(drow + t + 1, 0, (size_t)(r1 - 1 - t) * sizeof(float));
+    }
+}
+
+// One query head: dq += scale dS k, then (its kv head) dk += scale dS^T q, dv += P^T dout.
+static void attention_backward_head(float *dqb, float *dkb, float *dvb, float *ds,
+                                    const float *doutb, const float *qb, const float *kb,
+                                    const float *vb, const float *p, int T, int HD, int ldq,
+                                    int ldk, float scale) {
+    for (int r0 = 0; r0 < T; r0 += ATTENTION_BLOCK) {
+        int r1 = r0 + ATTENTION_BLOCK < T ? r0 + ATTENTION_BLOCK : T;
+        // dP[r0:r1, 0:r1] = dout[r0:r1] @ v[0:r1]^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, HD, 1.0f,
+                    doutb + (size_t)r0 * ldq, ldq, vb, ldk, 0.0f, ds + (size_t)r0 * T, T);
+        attention_dsoftmax_rows(ds, p, r0, r1, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, HD, r1, scale,
+                    ds + (size_t)r0 * T, T, kb, ldk, 1.0f, dqb + (size_t)r0 * ldq, ldq);
+    }
+    // Key rows [c0, c1) are seen by query rows [c0, T) only.
+    for (int c0 = 0; c0 < T; c0 += ATTENTION_BLOCK) {
+        int c1 = c0 + ATTENTION_BLOCK < T ? c0 + ATTENTION_BLOCK : T;
+        size_t corner = (size_t)c0 * T + c0;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, HD, T - c0, scale,
+                    ds + corner, T, qb + (size_t)c0 * ldq, ldq, 1.0f, dkb + (size_t)c0 * ldk, ldk);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, HD, T - c0, 1.0f,
+                    p + corner, T, doutb + (size_t)c0 * ldq, ldq, 1.0f, dvb + (size_t)c0 * ldk, ldk);
+    }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                        const float *q, const float *k, const float *v, const float *att,
+                        int B, int T, int NH, int NKV, int HD) {
+    int group = NH / NKV, ldq = NH * HD, ldk = NKV * HD;
+    float scale = (float)(1.0 / sqrt((double)HD));
+    // One task per (b, kv head): its query heads run in order, so dk/dv accumulate race-free
+    // and in a fixed order.
+    #pragma omp parallel for schedule(static)
+    for (int bkv = 0; bkv < B * NKV; bkv++) {
+        int b = bkv / NKV, kh = bkv % NKV;
+        size_t kvoff = (size_t)b * T * ldk + (size_t)kh * HD;
+        for (int h = kh * group; h < (kh + 1) * group; h++) {
+            size_t qoff = (size_t)b * T * ldq + (size_t)h * HD;
+            size_t bh = (size_t)b * NH + h;
+            attention_backward_head(dq + qoff, dk + kvoff, dv + kvoff, scratch + bh * T * T,
+                                    dout + qoff, q + qoff, k + kvoff, v + kvoff,
+                                    att + bh * T * T, T, HD, ldq, ldk, scale);
+        }
+    }
+}

@@ -1,0 +1,83 @@
+// Fused softmax + cross-entropy over logits(N, V), loss in double.
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <omp.h>
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vecmath.h"
+
+#define CROSSENTROPY_LANES 8
+// Per-thread partial losses live on the stack; the team is capped to fit.
+#define CROSSENTROPY_MAX_THREADS 256
+
+static float crossentropy_max(const float *restrict x, int n) {
+    float acc[CROSSENTROPY_LANES];
+    for (int l = 0; l < CROSSENTROPY_LANES; l++) acc[l] = x[0];
+    int j = 0;
+    for (; j + CROSSENTROPY_LANES <= n; j += CROSSENTROPY_LANES)
+        for (int l = 0; l < CROSSENTROPY_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++) acc[0] = x[j] > acc[0] ? x[j] : acc[0];
+    float m = acc[0];
+    for (int l = 1; l < CROSSENTROPY_LANES; l++) m = acc[l] > m ? acc[l] : m;
+    return m;
+}
+
+// sum_j exp(x[j] - m) in double lanes; when e != NULL the exps are also stored there
+// (e may equal x: each element is read before it is written).
+static double crossentropy_sumexp(float *e, const float *x, float m, int n) {
+    double acc[CROSSENTROPY_LANES] = {0};
+    int j = 0;
+    for (; j + CROSSENTROPY_LANES <= n; j += CROSSENTROPY_LANES) {
+        float t[CROSSENTROPY_LANES];
+        for (int l = 0; l < CROSSENTROPY_LANES; l++) t[l] = vec_expf(x[j + l] - m);
+        for (int l = 0; l < CROSSENTROPY_LANES; l++) acc[l] += t[l];
+        if (e) memcpy(e + j, t, sizeof t);
+    }
+    for (; j < n; j++) {
+        float t = vec_expf(x[j] - m);
+        acc[0] += t;
+        if (e) e[j] = t;
+    }
+    double s = 0.0;
+    for (int l = 0; l < CROSSENTROPY_LANES; l++) s += acc[l];
+    return s;
+}
+
+// -log softmax(x)[target] of one row; d (may equal x, or NULL) <- scale * (softmax - onehot).
+static double crossentropy_row(float *d, const float *x, int target, int V, float scale) {
+    float m = crossentropy_max(x, V);
+    float xt = x[target];                             // read before d overwrites the row
+    double sum = crossentropy_sumexp(d, x, m, V);
+    if (d) {
+        float k = (float)(scale / sum);
+        for (int j = 0; j < V; j++) d[j] *= k;
+        d[target] -= scale;
+    }
+    return (double)m + log(sum) - (double)xt;
+}
+
+double crossentropy_forward_backward(float *dlogits, const float *logits, const int32_t *targets,
+                                     int N, int V, float scale) {
+    double partial[CROSSENTROPY_MAX_THREADS] = {0};
+    int nthreads = omp_get_max_threads();
+    if (nthreads > CROSSENTROPY_MAX_THREADS) nthreads = CROSSENTROPY_MAX_THREADS;
+    // Static row chunks and partials summed in thread order: deterministic for a thread count.
+    #pragma omp parallel num_threads(nthreads)
+    {
+        double local = 0.0;
+        #pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float *x = logits + (size_t)n * V;
+            float *d = dlogits ? dlogits + (size_t)n * V : NULL;
+            if (targets[n] < 0) {
+                if (d) memset(d, 0, (size_t)V * sizeof(float));
+                continue;
+            }
+            local += crossentropy_row(d, x, targets[n], V, scale);
+        }
+        partial[omp_get_thread_num()] = local;
+    }
+    double loss = 0.0;
+    for (int i = 0; i < nthreads; i++) loss += partial[i];
+    return (double)scale * loss;
+}

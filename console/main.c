@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "console/cmd_plan.h"
 #include "console/cmd_train.h"
 
 typedef struct {
@@ -12,6 +13,7 @@ typedef struct {
 
 static const Command COMMANDS[] = {
     {"train", cmd_train, "a headless training run"},
+    {"plan", cmd_plan, "simulate a schedule: timeline, bubble, peak activations"},
 };
 
 static void usage(FILE *out) {

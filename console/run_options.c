@@ -2,6 +2,7 @@
 // how it sets the RunConfig. `--help` prints the table; parsing walks it.
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "console/cli.h"
 #include "console/cmd_train.h"
@@ -15,10 +16,12 @@ typedef struct {
     OptionSetter set;
 } RunOption;
 
+// A value that names no file and does not look like a path is taken as a preset name, so a
+// typo says "unknown preset" rather than "cannot open".
 static int set_model(RunConfig *rc, const char *flag, const char *v, Error *err) {
     (void)flag;
-    if (strcmp(v, "tiny") == 0 || strcmp(v, "small") == 0)
-        return model_config_preset(&rc->model, v, err);
+    const bool looks_like_path = strchr(v, '/') || strstr(v, ".json") || access(v, F_OK) == 0;
+    if (!looks_like_path) return model_config_preset(&rc->model, v, err);
     return model_config_from_json(&rc->model, v, err);
 }
 

@@ -1,0 +1,286 @@
+// `pptrain plan`: simulate a schedule without a model. Builds the schedule by name (or loads
+// a torch-format CSV), checks it against the layer count, times it under a cost model and
+// prints a per-rank timeline with the bubble, makespan, peak activations and messages.
+#include "console/cmd_plan.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "console/cli.h"
+#include "engine/partition.h"
+#include "engine/schedule.h"
+#include "engine/simulate.h"
+
+#define TIMELINE_MAX_COLS 120
+
+typedef struct {
+    int stages, microbatches, virt;  // 0: not given
+    int layers;
+    const char *schedule;
+    double cost[3];                  // F, B, W through one rank's share of layers (W < 0: B/2)
+    double latency;
+    bool json, dump_csv, with_comm, help;
+} PlanOptions;
+
+typedef int (*PlanSetter)(PlanOptions *o, const char *flag, const char *value, Error *err);
+
+typedef struct {
+    const char *flag;
+    const char *arg;  // NULL for a switch
+    const char *help;
+    PlanSetter set;
+} PlanOption;
+
+static int set_int(int *field, const char *flag, const char *v, long max, Error *err) {
+    long x;
+    if (cli_parse_int(flag, v, 1, max, &x, err)) return -1;
+    *field = (int)x;
+    return 0;
+}
+
+#define INT_OPTION(fn, field, max) \
+    static int fn(PlanOptions *o, const char *f, const char *v, Error *e) { return set_int(&o->field, f, v, max, e); }
+INT_OPTION(set_stages, stages, 1024)
+INT_OPTION(set_mbs, microbatches, 100000)
+INT_OPTION(set_virtual, virt, 64)
+INT_OPTION(set_layers, layers, 1024)
+
+static int set_schedule(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    (void)flag;
+    (void)err;
+    o->schedule = v;
+    return 0;
+}
+
+static int set_cost(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    double c[3];
+    int n = cli_parse_float_list(flag, v, c, 3, err);
+    if (n < 0) return -1;
+    if (n < 2) {
+        error_set(err, "%s: '%s' needs F,B or F,B,W", flag, v);
+        return -1;
+    }
+    SimCosts sc = {c[0], c[1], n == 3 ? c[2] : -1.0, 0.0};
+    Error why;
+    if (sim_check_costs(sc, &why)) {
+        error_set(err, "%s %s: %s", flag, v, why.msg);
+        return -1;
+    }
+    o->cost[0] = c[0];
+    o->cost[1] = c[1];
+    o->cost[2] = n == 3 ? c[2] : c[1] / 2;
+    return 0;
+}
+
+static int set_latency(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    return cli_parse_float(flag, v, 0.0, 1e12, &o->latency, err);
+}
+
+#define SWITCH(fn, field) \
+    static int fn(PlanOptions *o, const char *f, const char *v, Error *e) { \
+        (void)f, (void)v, (void)e; \
+        o->field = true; \
+        return 0; \
+    }
+SWITCH(set_json, json)
+SWITCH(set_dump, dump_csv)
+SWITCH(set_with_comm, with_comm)
+SWITCH(set_help, help)
+
+static const PlanOption OPTIONS[] = {
+    {"--stages", "P", "pipeline ranks (with a schedule name; a CSV has its own)", set_stages},
+    {"--microbatches", "M", "microbatches per step (with a schedule name; a CSV has its own)", set_mbs},
+    {"--schedule", "NAME|FILE.csv",
+     "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a torch-format CSV (default 1f1b)", set_schedule},
+    {"--virtual", "V", "stages per rank (default 2 for interleaved-1f1b, looped-bfs, zb-v; 1 otherwise)", set_virtual},
+    {"--cost", "F,B[,W]",
+     "time of one microbatch's forward, backward, and the weight-gradient part of the backward, through one "
+     "rank's layers (default 1,2; W defaults to B/2); each of a rank's V stages takes 1/V of it",
+     set_cost},
+    {"--latency", "T", "time added to every message between ranks (default 0)", set_latency},
+    {"--layers", "L", "decoder layers the stages split (default 8; every stage needs one)", set_layers},
+    {"--json", NULL, "print the numbers as one JSON object", set_json},
+    {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump},
+    {"--with-comm", NULL, "with --dump-csv: include SEND_F/RECV_F/SEND_B/RECV_B", set_with_comm},
+    {"--help", NULL, "this help", set_help},
+};
+#define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: pptrain plan --stages P --microbatches M [--schedule NAME|FILE.csv] [options]\n\n");
+    for (size_t k = 0; k < N_OPTIONS; k++) {
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s", OPTIONS[k].flag, OPTIONS[k].arg ? " " : "",
+                 OPTIONS[k].arg ? OPTIONS[k].arg : "");
+        fprintf(out, "  %-28s %s\n", head, OPTIONS[k].help);
+    }
+}
+
+static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
+    *o = (PlanOptions){.layers = 8, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}};
+    for (int i = 2; i < argc; i++) {
+        const PlanOption *opt = NULL;
+        for (size_t k = 0; k < N_OPTIONS && !opt; k++)
+            if (strcmp(argv[i], OPTIONS[k].flag) == 0) opt = &OPTIONS[k];
+        if (!opt) {
+            error_set(err, "plan: unknown option '%s' (see pptrain plan --help)", argv[i]);
+            return -1;
+        }
+        const char *value = NULL;
+        if (opt->arg && !(value = cli_value(argc, argv, &i, err))) return -1;
+        if (opt->set(o, opt->flag, value, err)) return -1;
+    }
+    if (o->with_comm && !o->dump_csv) {
+        error_set(err, "--with-comm only applies to --dump-csv");
+        return -1;
+    }
+    if (o->json && o->dump_csv) {
+        error_set(err, "--json and --dump-csv print different things; choose one");
+        return -1;
+    }
+    return 0;
+}
+
+// A CSV brings its own P, M and V; flags that were given must agree with it.
+static int check_csv_shape(const PlanOptions *o, const Schedule *s, Error *err) {
+    if (o->stages && o->stages != s->n_ranks) {
+        error_set(err, "--stages %d, but %s has %d ranks (rows)", o->stages, s->name, s->n_ranks);
+        return -1;
+    }
+    if (o->microbatches && o->microbatches != s->n_microbatches) {
+        error_set(err, "--microbatches %d, but %s has %d microbatches", o->microbatches, s->name, s->n_microbatches);
+        return -1;
+    }
+    if (o->virt && o->virt * s->n_ranks != s->n_stages) {
+        error_set(err, "--virtual %d, but %s has %d stages on %d ranks", o->virt, s->name, s->n_stages, s->n_ranks);
+        return -1;
+    }
+    return 0;
+}
+
+static Schedule *make_schedule(const PlanOptions *o, Error *err) {
+    size_t len = strlen(o->schedule);
+    if (!schedule_is_builtin(o->schedule) && len > 4 && strcmp(o->schedule + len - 4, ".csv") == 0) {
+        Schedule *s = schedule_load_csv(o->schedule, err);
+        if (s && check_csv_shape(o, s, err)) {
+            schedule_free(s);
+            return NULL;
+        }
+        return s;
+    }
+    if (schedule_is_builtin(o->schedule) && (!o->stages || !o->microbatches)) {
+        error_set(err, "plan: --stages and --microbatches are required with --schedule %s", o->schedule);
+        return NULL;
+    }
+    return schedule_build(o->schedule, o->stages, o->microbatches, o->virt, err);
+}
+
+// The layer split the stages would get; refuses more stages than layers.
+static int split_layers(const PlanOptions *o, const Schedule *s, int *counts, Error *err) {
+    if (s->n_stages > o->layers) {
+        error_set(err, "%s: %d stages (%d ranks x %d per rank) need at least %d layers, --layers is %d", s->name,
+                  s->n_stages, s->n_ranks, s->n_stages / s->n_ranks, s->n_stages, o->layers);
+        return -1;
+    }
+    return partition_balance(o->layers, s->n_stages, counts, err);
+}
+
+static void print_list(const char *label, const int *v, int n) {
+    printf("%s", label);
+    for (int k = 0; k < n; k++) printf("%s%d", k ? "," : " ", v[k]);
+    printf("\n");
+}
+
+static bool has_split_backward(const Schedule *s) {
+    for (int r = 0; r < s->n_ranks; r++)
+        for (int i = 0; i < s->ranks[r].n; i++)
+            if (s->ranks[r].actions[i].type == ACT_W) return true;
+    return false;
+}
+
+// One character per `unit` of time: the shortest action when the whole run fits in
+// TIMELINE_MAX_COLS columns, else makespan / TIMELINE_MAX_COLS.
+static void print_timeline(const SimResult *r, SimCosts c, bool split) {
+    double unit = split ? fmin(c.f, fmin(c.w, c.b - c.w)) : fmin(c.f, c.b);
+    if (r->makespan / unit > TIMELINE_MAX_COLS) unit = r->makespan / TIMELINE_MAX_COLS;
+    int width = (int)ceil(r->makespan / unit - 1e-9);
+    char *row = xmalloc((size_t)width + 1);
+    printf("timeline (1 char = %g time unit%s; F forward, B backward, I input grad, W weight grad, . idle)\n", unit,
+           unit == 1.0 ? "" : "s");
+    for (int rank = 0; rank < r->schedule->n_ranks; rank++) {
+        sim_render_row(r, rank, unit, row, width);
+        printf("rank %-3d |%s|\n", rank, row);
+    }
+    free(row);
+}
+
+static void print_text(const Schedule *s, const SimResult *r, SimCosts c, const int *split) {
+    printf("%s: %d ranks, %d stages, %d microbatches\n", s->name, s->n_ranks, s->n_stages, s->n_microbatches);
+    bool split_bwd = has_split_backward(s);
+    if (split_bwd)
+        printf("cost per stage and microbatch: F=%g I=%g W=%g, latency %g\n", c.f, c.b - c.w, c.w, c.latency);
+    else
+        printf("cost per stage and microbatch: F=%g B=%g, latency %g\n", c.f, c.b, c.latency);
+    print_timeline(r, c, split_bwd);
+    printf("bubble %.2f%%  makespan %g  messages %d\n", 100.0 * r->bubble, r->makespan, r->messages);
+    print_list("peak activations per stage:", r->peak_act, s->n_stages);
+    print_list("layers per stage:", split, s->n_stages);
+}
+
+static void print_json(const Schedule *s, const SimResult *r, const int *split) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "schedule", s->name);
+    cJSON_AddNumberToObject(o, "stages", s->n_ranks);
+    cJSON_AddNumberToObject(o, "microbatches", s->n_microbatches);
+    if (s->n_stages % s->n_ranks == 0) cJSON_AddNumberToObject(o, "virtual", s->n_stages / s->n_ranks);
+    else cJSON_AddNullToObject(o, "virtual");
+    cJSON_AddNumberToObject(o, "total_stages", s->n_stages);
+    cJSON_AddNumberToObject(o, "bubble", r->bubble);
+    cJSON_AddNumberToObject(o, "makespan", r->makespan);
+    cJSON_AddItemToObject(o, "peak_activations", cJSON_CreateIntArray(r->peak_act, s->n_stages));
+    cJSON_AddNumberToObject(o, "messages", r->messages);
+    cJSON_AddItemToObject(o, "busy", cJSON_CreateDoubleArray(r->busy, s->n_ranks));
+    cJSON_AddItemToObject(o, "layers_per_stage", cJSON_CreateIntArray(split, s->n_stages));
+    char *text = cJSON_PrintUnformatted(o);
+    if (text) printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+// Simulates s and prints the result. Costs are per rank's share of layers; a stage takes
+// P/S of them (1/V).
+static int report(const PlanOptions *o, const Schedule *s, const int *split, Error *err) {
+    double share = (double)s->n_ranks / s->n_stages;
+    SimCosts c = {o->cost[0] * share, o->cost[1] * share, o->cost[2] * share, o->latency};
+    SimResult r;
+    if (sim_run(s, c, &r, err)) return -1;
+    if (o->json) print_json(s, &r, split);
+    else print_text(s, &r, c, split);
+    sim_free(&r);
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv) {
+    PlanOptions o;
+    Error err;
+    if (parse_options(argc, argv, &o, &err)) return cli_fail(&err);
+    if (o.help) {
+        usage(stdout);
+        return 0;
+    }
+    Schedule *s = make_schedule(&o, &err);
+    if (!s) return cli_fail(&err);
+    int *split = xmalloc(sizeof(int) * (size_t)s->n_stages);
+    int rc = split_layers(&o, s, split, &err);
+    if (rc == 0 && o.dump_csv && (rc = schedule_write_csv(s, stdout, o.with_comm)))
+        error_set(&err, "plan: error writing the CSV to stdout");
+    else if (rc == 0 && !o.dump_csv)
+        rc = report(&o, s, split, &err);
+    free(split);
+    schedule_free(s);
+    return rc ? cli_fail(&err) : 0;
+}

@@ -1,0 +1,166 @@
+// Balanced contiguous layer split, in two passes. (1) Layers cost the same, so a stage's cost
+// is n * layer_cost + extra (embedding on stage 0, head on the last): for a bound T each stage
+// holds at most cap(T) layers, T is feasible when the caps reach L, and the optimal T is the
+// smallest feasible value of the form n * layer_cost + extra (binary search over those).
+// (2) A dynamic program picks, among the splits within T, the most even one.
+#include "engine/partition.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+typedef struct {
+    int L, S;
+    double layer, embed, head;
+} Model;
+
+double partition_stage_cost(int stage, int n_stages, int n, double layer_cost, double embed_cost, double head_cost) {
+    return n * layer_cost + (stage == 0 ? embed_cost : 0.0) + (stage == n_stages - 1 ? head_cost : 0.0);
+}
+
+static double extra(const Model *m, int stage) {
+    return partition_stage_cost(stage, m->S, 0, m->layer, m->embed, m->head);
+}
+
+// Most layers stage k can hold without costing more than t (the 1e-9 absorbs rounding in t,
+// which is itself some n * layer + extra).
+static int capacity(const Model *m, int k, double t) {
+    double n = floor((t - extra(m, k)) / m->layer + 1e-9);
+    return n < 0 ? 0 : n > m->L ? m->L : (int)n;
+}
+
+static bool feasible(const Model *m, double t) {
+    long total = 0;
+    for (int k = 0; k < m->S; k++) {
+        int c = capacity(m, k, t);
+        if (c < 1) return false;
+        total += c;
+    }
+    return total >= m->L;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// The smallest achievable bound on the most expensive stage.
+static double optimal_bound(const Model *m) {
+    double extras[4] = {extra(m, 0), extra(m, m->S - 1), 0.0, 0.0};
+    int n_extras = m->S > 2 ? 3 : 2;  // middle stages (extra 0) exist only when S > 2
+    size_t n = (size_t)n_extras * (size_t)m->L;
+    double *cand = xmalloc(sizeof(double) * n);
+    for (int e = 0; e < n_extras; e++)
+        for (int k = 1; k <= m->L; k++) cand[(size_t)e * (size_t)m->L + (size_t)(k - 1)] = k * m->layer + extras[e];
+    qsort(cand, n, sizeof(double), cmp_double);
+    size_t lo = 0, hi = n - 1;  // cand[hi] (all layers on one stage) is always feasible
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (feasible(m, cand[mid])) hi = mid;
+        else lo = mid + 1;
+    }
+    double t = cand[lo];
+    free(cand);
+    return t;
+}
+
+// Among splits whose stages all cost at most t, the one with the smallest sum of squared
+// stage costs (the most even), then the lexicographically smallest counts. sq[k][i] is the
+// least sum of squares for stages k..S-1 holding layers i..L-1 (HUGE_VAL: impossible).
+static void split_evenly(const Model *m, double t, int *counts) {
+    const int L = m->L, S = m->S;
+    double *sq = xmalloc(sizeof(double) * (size_t)(S + 1) * (size_t)(L + 1));
+#define SQ(k, i) sq[(size_t)(k) * (size_t)(L + 1) + (size_t)(i)]
+    for (int i = 0; i <= L; i++) SQ(S, i) = i == L ? 0.0 : HUGE_VAL;
+    for (int k = S - 1; k >= 0; k--) {
+        int cap = capacity(m, k, t);
+        for (int i = 0; i <= L; i++) {
+            double best = HUGE_VAL;
+            for (int n = 1; n <= cap && i + n <= L; n++) {
+                double c = partition_stage_cost(k, S, n, m->layer, m->embed, m->head);
+                if (SQ(k + 1, i + n) + c * c < best) best = SQ(k + 1, i + n) + c * c;
+            }
+            SQ(k, i) = best;
+        }
+    }
+    assert(SQ(0, 0) < HUGE_VAL);  // t is feasible
+    for (int k = 0, i = 0; k < S; i += counts[k++]) {
+        int n = 1;
+        for (;; n++) {
+            double c = partition_stage_cost(k, S, n, m->layer, m->embed, m->head);
+            if (SQ(k + 1, i + n) + c * c <= SQ(k, i) * (1 + 1e-12)) break;
+        }
+        counts[k] = n;
+    }
+#undef SQ
+    free(sq);
+}
+
+int partition_balance_costs(int n_layers, int n_stages, double layer_cost, double embed_cost, double head_cost,
+                            int *counts, Error *err) {
+    if (n_stages < 1 || n_layers < n_stages) {
+        error_set(err, "cannot split %d layers into %d stages: every stage needs at least one layer", n_layers,
+                  n_stages);
+        return -1;
+    }
+    bool finite = isfinite(layer_cost + embed_cost + head_cost);
+    if (!(layer_cost > 0) || !(embed_cost >= 0) || !(head_cost >= 0) || !finite) {
+        error_set(err, "partition costs: layer (%g) must be > 0, embedding (%g) and head (%g) >= 0", layer_cost,
+                  embed_cost, head_cost);
+        return -1;
+    }
+    Model m = {n_layers, n_stages, layer_cost, embed_cost, head_cost};
+    split_evenly(&m, optimal_bound(&m), counts);
+    return 0;
+}
+
+int partition_balance(int n_layers, int n_stages, int *counts, Error *err) {
+    return partition_balance_costs(n_layers, n_stages, 1.0, 1.0, 1.0, counts, err);
+}
+
+int partition_parse_split(const char *text, int n_layers, int n_stages, int *counts, Error *err) {
+    int n = 0;
+    long sum = 0;
+    const char *p = text;
+    for (;;) {
+        if (!isdigit((unsigned char)*p)) {
+            error_set(err, "--split '%s': expected comma-separated layer counts like 3,3,2", text);
+            return -1;
+        }
+        long v = 0;
+        for (; isdigit((unsigned char)*p); p++)
+            if ((v = v * 10 + (*p - '0')) > 1000000) v = 1000001;
+        if (v == 0) {
+            error_set(err, "--split '%s': stage %d has no layers (every stage needs at least one)", text, n);
+            return -1;
+        }
+        if (n == n_stages) {
+            error_set(err, "--split '%s': more than %d counts for %d stages", text, n_stages, n_stages);
+            return -1;
+        }
+        counts[n++] = (int)v;
+        sum += v;
+        if (*p == '\0') break;
+        if (*p++ != ',') {
+            error_set(err, "--split '%s': expected comma-separated layer counts like 3,3,2", text);
+            return -1;
+        }
+    }
+    if (n != n_stages) {
+        error_set(err, "--split '%s': %d counts for %d stages", text, n, n_stages);
+        return -1;
+    }
+    if (sum != n_layers) {
+        error_set(err, "--split '%s': the counts add up to %ld layers, the model has %d", text, sum, n_layers);
+        return -1;
+    }
+    return 0;
+}
+
+int partition_first_layer(const int *counts, int stage) {
+    int first = 0;
+    for (int k = 0; k < stage; k++) first += counts[k];
+    return first;
+}

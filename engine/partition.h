@@ -1,0 +1,30 @@
+// engine/partition: which decoder layers each pipeline stage holds.
+//
+// L layers are cut into S contiguous, non-empty stages (S = P*V with virtual stages, stage s
+// holding the layers after stage s-1's). Cost model: a layer costs layer_cost, the embedding
+// adds embed_cost to stage 0, the final norm + LM head + loss add head_cost to stage S-1
+// (about one layer each by default).
+#ifndef PPTRAIN_PARTITION_H
+#define PPTRAIN_PARTITION_H
+#include "engine/error.h"
+
+// Fills counts[S] with the split that minimizes the most expensive stage (exact; it bounds
+// the pipeline's step time). Ties: first the smallest sum of squared stage costs (the most
+// even split), then the lexicographically smallest counts ("earlier stages smaller"): under
+// 1F1B stage s keeps up to S-s microbatches of activations, so the early stages are the ones
+// to keep light. About L^2 steps and (S+1)(L+1) doubles. Returns 0, or -1 with err when
+// S < 1 or S > L, or a cost is out of range (layer > 0, embed and head >= 0).
+int partition_balance_costs(int n_layers, int n_stages, double layer_cost, double embed_cost, double head_cost,
+                            int *counts, Error *err);
+// partition_balance_costs with costs 1, 1, 1.
+int partition_balance(int n_layers, int n_stages, int *counts, Error *err);
+
+// Parses a manual split like "3,3,2": n_stages positive counts summing to n_layers.
+int partition_parse_split(const char *text, int n_layers, int n_stages, int *counts, Error *err);
+
+// Cost of stage s holding n layers under the cost model above.
+double partition_stage_cost(int stage, int n_stages, int n_layers_in_stage, double layer_cost, double embed_cost,
+                            double head_cost);
+// First layer of stage s (the sum of counts[0..s)).
+int partition_first_layer(const int *counts, int stage);
+#endif

@@ -1,0 +1,119 @@
+// engine/schedule: a pipeline schedule as data (DESIGN.md, "Schedules are data").
+//
+// A Schedule is one ordered list of actions per rank. Each action names a global (virtual)
+// stage and a microbatch. Generators emit compute actions only (F, B, I, W); lowering adds
+// the messages between ranks; the validator proves a schedule complete and deadlock-free;
+// the runtime interprets one rank's list; the simulator (engine/simulate.h) times it.
+//
+// Dependencies (the only ones there are):
+//   F(s,mb)        needs F(s-1,mb)                      (activations from the stage before)
+//   B(s,mb)/I(s,mb) needs F(s,mb) and, unless s is last, B or I of (s+1,mb) (output grads)
+//   W(s,mb)        needs I(s,mb)
+// When the two stages of a dependency live on different ranks, the lowered form carries it as
+// a message: SEND_F/RECV_F for activations, SEND_B/RECV_B for gradients. Sends never block
+// (buffered by the transport); receives block.
+#ifndef PPTRAIN_SCHEDULE_H
+#define PPTRAIN_SCHEDULE_H
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "engine/error.h"
+
+typedef enum {
+    ACT_F,       // forward (stage 0 embeds, the last stage also computes the loss)
+    ACT_B,       // full backward: input and weight gradients together
+    ACT_I,       // backward, input gradient only (zero-bubble split)
+    ACT_W,       // backward, weight gradient only
+    ACT_SEND_F,  // stage -> stage+1: activations of mb        (stage = sender)
+    ACT_RECV_F,  // stage-1 -> stage: activations of mb        (stage = receiver)
+    ACT_SEND_B,  // stage -> stage-1: input gradient of mb      (stage = sender)
+    ACT_RECV_B,  // stage+1 -> stage: output gradient of mb     (stage = receiver)
+    ACT_COUNT
+} ActionType;
+
+typedef struct {
+    ActionType type;
+    int stage;   // global virtual stage, 0..n_stages-1
+    int mb;      // microbatch, 0..n_microbatches-1
+} Action;
+
+typedef struct {
+    Action *actions;  // (n) in execution order
+    int n, cap;
+} ScheduleList;
+
+typedef struct {
+    char name[256];       // generator name, or the CSV path it was loaded from
+    int n_ranks;          // P
+    int n_stages;         // S (= P*V for the built-in multi-stage schedules)
+    int n_microbatches;   // M
+    int *stage_rank;      // (S) rank that owns each stage
+    ScheduleList *ranks;  // (P)
+} Schedule;
+
+// Which rank owns stage s: PLAIN s (S = P); LOOP s % P (interleaved, looped BFS);
+// V rank r holds stages r and 2P-1-r (zb-v, S = 2P).
+typedef enum { STAGE_MAP_PLAIN, STAGE_MAP_LOOP, STAGE_MAP_V } StageMap;
+int schedule_stage_rank(StageMap map, int n_ranks, int n_stages, int stage);
+
+// Built-in generator names, NULL-terminated: gpipe, 1f1b, interleaved-1f1b, looped-bfs,
+// zb-h1, zb-v.
+extern const char *const SCHEDULE_NAMES[];
+bool schedule_is_builtin(const char *name);
+// V a generator uses when none is asked for: 2 for interleaved-1f1b, looped-bfs and zb-v,
+// 1 for the one-stage-per-rank schedules.
+int schedule_default_virtual(const char *name);
+
+// Builds the compute-only schedule (name, P ranks, M microbatches, V stages per rank;
+// V = 0 means schedule_default_virtual). Returns NULL and fills err for an unknown name or
+// arguments the generator refuses (V != 1 for a one-stage-per-rank schedule, V != 2 for zb-v,
+// interleaved-1f1b with M not a multiple of max(1, M / P) as torch requires).
+Schedule *schedule_build(const char *name, int n_ranks, int n_microbatches, int n_virtual, Error *err);
+
+// An empty schedule with the given shape; stage_rank filled from map.
+Schedule *schedule_new(const char *name, int n_ranks, int n_stages, int n_microbatches, StageMap map);
+void schedule_push(Schedule *s, int rank, ActionType type, int stage, int mb);
+Schedule *schedule_copy(const Schedule *s);
+void schedule_free(Schedule *s);
+bool schedule_equal(const Schedule *a, const Schedule *b);  // same shape, map and lists
+
+bool schedule_is_comm(ActionType t);
+bool schedule_has_comm(const Schedule *s);
+// Writes an action the torch way ("1F3", "0SEND_F3") into buf; returns buf.
+char *schedule_format_action(Action a, char *buf, size_t size);
+const char *schedule_type_name(ActionType t);  // "F", "SEND_F", ...
+
+// Inserts SEND/RECV for every dependency whose stages sit on different ranks: each RECV
+// right before the compute that needs it, each SEND right after the compute that produced it.
+// Since sends are buffered, the lowered schedule runs exactly when the compute-only one does.
+// No-op when s already has comm actions.
+void schedule_lower(Schedule *s);
+
+// Checks shape, ownership (each action on the rank owning its stage), completeness (one F per
+// (stage, mb) and either one B or one I and one W), local order (F before B/I, I before W, a
+// RECV before its consumer, a SEND after its producer), messages (a lowered schedule has
+// exactly the messages it needs) and runs it to prove no deadlock. Returns 0, or -1 with a
+// one-line err such as "rank 1, action 5 (1B3): backward before its forward".
+int schedule_validate(const Schedule *s, Error *err);
+
+// Runs every rank's list in order, each action starting when its rank is free and its
+// dependencies have ended (plus latency when a dependency is on another rank). dur[type] is
+// each action type's duration. start/end: (total actions) in rank-major order (rank 0's list,
+// then rank 1's, ...). Meant for a schedule that passed the validator's completeness checks
+// (a missing dependency just never arrives). Returns 0, or -1 with err naming where every
+// stuck rank waits when no rank can progress (deadlock).
+int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double latency,
+                     double *start, double *end, Error *err);
+int schedule_total_actions(const Schedule *s);
+
+// CSV in torch.distributed.pipelining's format: one row per rank, comma-separated cells
+// like "0F3" (stage 0, forward, microbatch 3), "1I2", "1W2", "0SEND_F3", "1RECV_B2"; empty
+// cells are allowed and skipped. P is the row count, S and M the largest stage and microbatch
+// plus one, the stage map whichever rank holds each stage. A file without comm actions is
+// lowered. Errors carry origin:line:column of the bad cell, or the validator's message.
+Schedule *schedule_parse_csv(const char *text, const char *origin, Error *err);
+Schedule *schedule_load_csv(const char *path, Error *err);
+// Writes s as CSV: compute actions only, or with_comm the lowered form (lowering a copy when
+// s has no comm actions). Returns 0, or -1 on a write error.
+int schedule_write_csv(const Schedule *s, FILE *out, bool with_comm);
+#endif

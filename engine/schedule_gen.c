@@ -1,0 +1,250 @@
+// The built-in schedule generators: pure functions of (P ranks, M microbatches, V stages per
+// rank) that emit compute actions only (schedule_lower adds the messages). Each follows the
+// torch.distributed.pipelining class of the same name, so a CSV dumped by either side lists
+// the same actions in the same order (torch's idle slots are simply left out).
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/schedule.h"
+
+const char *const SCHEDULE_NAMES[] = {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-v", NULL};
+
+bool schedule_is_builtin(const char *name) {
+    for (int i = 0; SCHEDULE_NAMES[i]; i++)
+        if (strcmp(name, SCHEDULE_NAMES[i]) == 0) return true;
+    return false;
+}
+
+int schedule_default_virtual(const char *name) {
+    if (strcmp(name, "interleaved-1f1b") == 0 || strcmp(name, "looped-bfs") == 0 || strcmp(name, "zb-v") == 0) return 2;
+    return 1;
+}
+
+// GPipe (torch ScheduleGPipe): every forward, then every backward, microbatches in order.
+// Peak activations: M on every stage.
+static Schedule *build_gpipe(int P, int M) {
+    Schedule *s = schedule_new("gpipe", P, P, M, STAGE_MAP_PLAIN);
+    for (int r = 0; r < P; r++) {
+        for (int mb = 0; mb < M; mb++) schedule_push(s, r, ACT_F, r, mb);
+        for (int mb = 0; mb < M; mb++) schedule_push(s, r, ACT_B, r, mb);
+    }
+    return s;
+}
+
+// 1F1B (torch Schedule1F1B): P-1-r warm-up forwards, then one forward and one backward in
+// turn, then the remaining backwards. Rank r holds at most P-r microbatches.
+static Schedule *build_1f1b(int P, int M) {
+    Schedule *s = schedule_new("1f1b", P, P, M, STAGE_MAP_PLAIN);
+    for (int r = 0; r < P; r++) {
+        int warmup = P - 1 - r < M ? P - 1 - r : M;
+        for (int mb = 0; mb < warmup; mb++) schedule_push(s, r, ACT_F, r, mb);
+        for (int k = 0; k < M - warmup; k++) {
+            schedule_push(s, r, ACT_F, r, warmup + k);
+            schedule_push(s, r, ACT_B, r, k);
+        }
+        for (int mb = M - warmup; mb < M; mb++) schedule_push(s, r, ACT_B, r, mb);
+    }
+    return s;
+}
+
+// Looped BFS (torch ScheduleLoopedBFS): rank r holds stages r, r+P, ...; it runs every
+// microbatch forward through its first stage, then its next stage, ...; then the backwards
+// in reverse stage order, microbatches last to first.
+static Schedule *build_looped_bfs(int P, int M, int V) {
+    Schedule *s = schedule_new("looped-bfs", P, P * V, M, STAGE_MAP_LOOP);
+    for (int r = 0; r < P; r++) {
+        for (int v = 0; v < V; v++)
+            for (int mb = 0; mb < M; mb++) schedule_push(s, r, ACT_F, v * P + r, mb);
+        for (int v = V - 1; v >= 0; v--)
+            for (int mb = M - 1; mb >= 0; mb--) schedule_push(s, r, ACT_B, v * P + r, mb);
+    }
+    return s;
+}
+
+// ---- interleaved 1F1B and ZB-H1: torch's _get_1f1b_rank_ops ----------------------------------
+//
+// Rank r runs V*M forwards and V*M backwards as "ops": op k < warmup is a forward alone;
+// warmup <= k < V*M is a forward then a backward; the rest are backwards alone. Forwards
+// visit the rank's local stages in rounds of mpr microbatches (depth first: all of a round on
+// local stage 0, then the same round on local stage 1, ...); backwards visit them in reverse.
+// With zero_bubble the backward is I, and W of the k-th backward is emitted after op
+// warmup + k + delay, filling the bubbles that wait for gradients.
+typedef struct {
+    int P, V, M, rank;
+    int mpr;          // microbatches per round
+    int warmup;       // forward-only ops
+    bool zero_bubble;
+    int delay;        // ops a W trails its I (zero_bubble)
+    int *next_f, *next_b, *next_w;  // (S) next microbatch of each action kind per stage
+} RankOps;
+
+static int ops_fwd_stage(const RankOps *o, int op) {
+    return ((op / o->mpr) % o->V) * o->P + o->rank;
+}
+
+static int ops_bwd_stage(const RankOps *o, int op) {
+    return (o->V - 1 - ((op - o->warmup) / o->mpr) % o->V) * o->P + o->rank;
+}
+
+static void ops_push(Schedule *s, const RankOps *o, ActionType t, int stage, int *counter) {
+    schedule_push(s, o->rank, t, stage, counter[stage]++);
+}
+
+// Emits the backward of op (B, or I then the W that is due).
+static void ops_backward(Schedule *s, RankOps *o, int op, int *w_done) {
+    ops_push(s, o, o->zero_bubble ? ACT_I : ACT_B, ops_bwd_stage(o, op), o->next_b);
+    if (o->zero_bubble && op - o->warmup >= o->delay) {
+        ops_push(s, o, ACT_W, ops_bwd_stage(o, o->warmup + *w_done), o->next_w);
+        ++*w_done;
+    }
+}
+
+static void ops_emit(Schedule *s, RankOps *o) {
+    int total = o->V * o->M, w_done = 0;
+    for (int op = 0; op < total + o->warmup; op++) {
+        if (op < total) ops_push(s, o, ACT_F, ops_fwd_stage(o, op), o->next_f);
+        if (op >= o->warmup) ops_backward(s, o, op, &w_done);
+    }
+    for (; o->zero_bubble && w_done < total; w_done++)
+        ops_push(s, o, ACT_W, ops_bwd_stage(o, o->warmup + w_done), o->next_w);
+}
+
+// Runs ops_emit for every rank. warmup_hops: 2 for interleaved 1F1B (a forward and a backward
+// per hop before the first gradient returns), 1 for zero bubble (torch's multiply_factor).
+static void build_rank_ops(Schedule *s, int P, int M, int V, int warmup_hops, bool zero_bubble) {
+    int rounds = M / P > 1 ? M / P : 1;
+    int *counters = xcalloc(3 * (size_t)(P * V), sizeof(int));
+    for (int r = 0; r < P; r++) {
+        memset(counters, 0, 3 * sizeof(int) * (size_t)(P * V));
+        RankOps o = {P, V, M, r, M / rounds, 0, zero_bubble, r, counters, counters + P * V, counters + 2 * P * V};
+        o.warmup = (V - 1) * o.mpr + warmup_hops * (P - 1 - r);
+        if (o.warmup > V * M) o.warmup = V * M;
+        ops_emit(s, &o);
+    }
+    free(counters);
+}
+
+// Interleaved 1F1B (Narayanan et al. 2021; torch ScheduleInterleaved1F1B): V stages per
+// rank, stage s on rank s % P. Like torch it needs M to be a multiple of the number of rounds
+// max(1, M / P); M % P == 0 is the paper's form.
+static Schedule *build_interleaved(int P, int M, int V, Error *err) {
+    int rounds = M / P > 1 ? M / P : 1;
+    if (M % rounds) {
+        error_set(err, "interleaved-1f1b needs the microbatches to be a multiple of max(1, M / P) = %d "
+                       "(got M = %d, P = %d; any multiple of P works)", rounds, M, P);
+        return NULL;
+    }
+    Schedule *s = schedule_new("interleaved-1f1b", P, P * V, M, STAGE_MAP_LOOP);
+    build_rank_ops(s, P, M, V, 2, false);
+    return s;
+}
+
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"; torch's zero-bubble ops with one
+// stage per rank): 1F1B's warm-up, backward split into I and W, rank r holding back its W's
+// by r ops so they fill the cooldown bubbles. Bubble (P-1)(F+I-W) instead of 1F1B's
+// (P-1)(F+I+W); rank r holds at most P microbatches, as 1F1B's rank 0 does.
+static Schedule *build_zb_h1(int P, int M) {
+    Schedule *s = schedule_new("zb-h1", P, P, M, STAGE_MAP_PLAIN);
+    build_rank_ops(s, P, M, 1, 1, true);
+    return s;
+}
+
+// ZB-V (Qi et al. 2023, section 6; torch ScheduleZBVZeroBubble): 2P stages in a V, rank r
+// holding stages r (chunk 0) and 2P-1-r (chunk 1). Built for max(M, 2P-1) microbatches,
+// then the actions of microbatches >= M are dropped, as torch does.
+typedef struct {
+    Schedule *s;
+    int rank, M;
+    int stage[2];  // the rank's chunk 0 and chunk 1 stages
+    int f[2], b[2], w[2];
+} ZbvRank;
+
+static void zbv_push(ZbvRank *z, ActionType t, int chunk, int *counter) {
+    int mb = counter[chunk]++;
+    if (mb < z->M) schedule_push(z->s, z->rank, t, z->stage[chunk], mb);
+}
+
+static void zbv_warmup(ZbvRank *z, int P) {
+    for (int k = 0; k < 2 * (P - z->rank) - 1; k++) zbv_push(z, ACT_F, 0, z->f);
+    for (int k = 0; k < z->rank; k++) {
+        zbv_push(z, ACT_F, 1, z->f);
+        zbv_push(z, ACT_F, 0, z->f);
+    }
+    for (int k = 0; k < P - z->rank; k++) {
+        zbv_push(z, ACT_F, 1, z->f);
+        zbv_push(z, ACT_I, 1, z->b);
+        zbv_push(z, ACT_W, 1, z->w);
+    }
+}
+
+static void zbv_steady(ZbvRank *z, int n_micro) {
+    while (z->f[1] < z->f[0] || z->f[0] < n_micro) {
+        if (z->f[0] < n_micro) zbv_push(z, ACT_F, 0, z->f);
+        zbv_push(z, ACT_I, 0, z->b);
+        zbv_push(z, ACT_W, 0, z->w);
+        zbv_push(z, ACT_F, 1, z->f);
+        zbv_push(z, ACT_I, 1, z->b);
+        zbv_push(z, ACT_W, 1, z->w);
+    }
+}
+
+static void zbv_cooldown(ZbvRank *z, int P) {
+    for (int k = 0; k < z->rank; k++) {
+        zbv_push(z, ACT_I, 0, z->b);
+        zbv_push(z, ACT_I, 1, z->b);
+    }
+    for (int k = 0; k < P - z->rank; k++) {
+        zbv_push(z, ACT_I, 0, z->b);
+        zbv_push(z, ACT_W, 0, z->w);
+    }
+    while (z->w[1] < z->b[1]) zbv_push(z, ACT_W, 1, z->w);
+    while (z->w[0] < z->b[0]) zbv_push(z, ACT_W, 0, z->w);
+}
+
+static Schedule *build_zb_v(int P, int M) {
+    Schedule *s = schedule_new("zb-v", P, 2 * P, M, STAGE_MAP_V);
+    int n_micro = M > 2 * P - 1 ? M : 2 * P - 1;
+    for (int r = 0; r < P; r++) {
+        ZbvRank z = {s, r, M, {r, 2 * P - 1 - r}, {0, 0}, {0, 0}, {0, 0}};
+        zbv_warmup(&z, P);
+        zbv_steady(&z, n_micro);
+        zbv_cooldown(&z, P);
+    }
+    return s;
+}
+
+// ---- dispatch ---------------------------------------------------------------------------
+
+static int check_virtual(const char *name, int V, int want, Error *err) {
+    if (V == want) return 0;
+    if (want == 1)
+        error_set(err, "%s runs one stage per rank; --virtual must be 1, not %d", name, V);
+    else
+        error_set(err, "%s runs exactly %d stages per rank; --virtual must be %d, not %d", name, want, want, V);
+    return -1;
+}
+
+Schedule *schedule_build(const char *name, int P, int M, int V, Error *err) {
+    if (!schedule_is_builtin(name)) {
+        error_set(err, "unknown schedule '%s' (gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a .csv file)",
+                  name);
+        return NULL;
+    }
+    if (V == 0) V = schedule_default_virtual(name);
+    if (P < 1 || M < 1 || V < 1) {
+        error_set(err, "%s: stages (%d), microbatches (%d) and virtual stages (%d) must each be at least 1", name, P, M,
+                  V);
+        return NULL;
+    }
+    if ((long long)P * V * M > 10000000LL) {
+        error_set(err, "%s: %lld stages x %d microbatches is more than 10^7 actions", name, (long long)P * V, M);
+        return NULL;
+    }
+    if (strcmp(name, "interleaved-1f1b") == 0) return build_interleaved(P, M, V, err);
+    if (strcmp(name, "looped-bfs") == 0) return build_looped_bfs(P, M, V);
+    if (strcmp(name, "zb-v") == 0) return check_virtual(name, V, 2, err) ? NULL : build_zb_v(P, M);
+    if (check_virtual(name, V, 1, err)) return NULL;
+    if (strcmp(name, "gpipe") == 0) return build_gpipe(P, M);
+    if (strcmp(name, "1f1b") == 0) return build_1f1b(P, M);
+    return build_zb_h1(P, M);
+}

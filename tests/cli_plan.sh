@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# `pptrain plan`: output for every schedule, --json numbers, CSV dump and reload, and the
+# one-line exit-2 error for each kind of bad input.
+# Usage: bash tests/cli_plan.sh PATH_TO_pptrain SOURCE_DIR
+set -u
+BIN=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# expect_ok NAME ARGS...: exit 0; stdout in $TMP/out.
+expect_ok() {
+    local name=$1; shift
+    if "$BIN" plan "$@" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "$name: exit $? ($(cat "$TMP/err"))"; fi
+}
+
+# expect_contains NAME TEXT: $TMP/out contains TEXT.
+expect_contains() {
+    if grep -qF -- "$2" "$TMP/out"; then ok; else bad "$1: output lacks '$2'"; cat "$TMP/out" >&2; fi
+}
+
+# expect_fail NAME WANT ARGS...: exit 2, nothing on stdout, one stderr line "pptrain: ..." containing WANT.
+expect_fail() {
+    local name=$1 want=$2; shift 2
+    "$BIN" plan "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$TMP/err")
+    if [ "$rc" -eq 2 ] && [ ! -s "$TMP/out" ] && [ "$lines" -eq 1 ] && grep -q '^pptrain: ' "$TMP/err" \
+        && grep -qF -- "$want" "$TMP/err"; then
+        ok
+    else
+        bad "$name: rc=$rc, stderr '$(cat "$TMP/err")', stdout $(wc -c <"$TMP/out") bytes, want '$want'"
+    fi
+}
+
+# json_field NAME: the value of a top-level scalar field in $TMP/out.
+json_field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$TMP/out"; }
+
+# --- output --------------------------------------------------------------------------------
+expect_ok "1f1b text" --stages 4 --microbatches 8 --schedule 1f1b --cost 1,2
+expect_contains "1f1b text" "bubble 27.27%  makespan 33  messages 48"
+expect_contains "1f1b text" "peak activations per stage: 4,3,2,1"
+expect_contains "1f1b text" "rank 0   |FFFF......BBFBBFBBFBBFBB.BB.BB.BB|"
+expect_contains "1f1b text" "rank 3   |...FBBFBBFBBFBBFBBFBBFBBFBB......|"
+expect_contains "1f1b text" "layers per stage: 1,2,3,2"
+
+for s in gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-v; do
+    expect_ok "$s runs" --stages 4 --microbatches 8 --schedule "$s"
+    expect_contains "$s runs" "bubble "
+done
+
+# Paper numbers for P=4, M=8: (P-1)/(M+P-1) = 3/11; interleaved V=2 (P-1)/(VM+P-1) = 3/19;
+# zb-h1 with F=I=W (P-1)/(3M+P-1) = 1/9; zb-v the fill bound (P-1)/(6M+P-1) = 1/17.
+check_bubble() {
+    local name=$1 want=$2; shift 2
+    expect_ok "$name json" --stages 4 --microbatches 8 --json "$@"
+    local got
+    got=$(json_field bubble)
+    if awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; exit !(d < 1e-12 && d > -1e-12) }'; then ok
+    else bad "$name: bubble $got, want $want"; fi
+}
+check_bubble gpipe 0.27272727272727271 --schedule gpipe --cost 1,2
+check_bubble 1f1b 0.27272727272727271 --schedule 1f1b --cost 1,2
+check_bubble interleaved 0.15789473684210525 --schedule interleaved-1f1b --cost 1,2
+check_bubble zb-h1 0.1111111111111111 --schedule zb-h1 --cost 1,2,1
+check_bubble zb-v 0.058823529411764705 --schedule zb-v --cost 1,2,1
+
+expect_ok "json shape" --stages 4 --microbatches 8 --schedule zb-v --json
+for key in '"schedule":"zb-v"' '"stages":4' '"microbatches":8' '"virtual":2' '"makespan":25.5' \
+    '"peak_activations":[8,7,6,5,4,3,2,1]' '"messages":96'; do
+    expect_contains "json shape" "$key"
+done
+
+# --- CSV dump and reload -------------------------------------------------------------------
+for s in 1f1b interleaved-1f1b zb-h1 zb-v; do
+    expect_ok "$s dump" --stages 4 --microbatches 8 --schedule "$s" --dump-csv
+    cp "$TMP/out" "$TMP/$s.csv"
+    expect_ok "$s builtin json" --stages 4 --microbatches 8 --schedule "$s" --json
+    sed 's/"schedule":"[^"]*",//' "$TMP/out" >"$TMP/a.json"
+    expect_ok "$s csv json" --schedule "$TMP/$s.csv" --json
+    sed 's/"schedule":"[^"]*",//' "$TMP/out" >"$TMP/b.json"
+    if cmp -s "$TMP/a.json" "$TMP/b.json"; then ok; else bad "$s: CSV reload simulates differently"; fi
+done
+if [ "$(wc -l <"$TMP/1f1b.csv")" -eq 4 ] && head -1 "$TMP/1f1b.csv" | grep -q '^0F0,0F1,0F2,0F3,0B0,'; then ok
+else bad "1f1b CSV rows: $(head -1 "$TMP/1f1b.csv")"; fi
+expect_ok "with comm" --stages 2 --microbatches 2 --schedule 1f1b --dump-csv --with-comm
+expect_contains "with comm" "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1"
+expect_contains "with comm" "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1"
+
+# --- bad input: one line, exit 2 -----------------------------------------------------------
+expect_fail "unknown schedule" "unknown schedule '2f2b'" --stages 4 --microbatches 8 --schedule 2f2b
+expect_fail "P < 1" "--stages: 0 is out of range" --stages 0 --microbatches 8
+expect_fail "M < 1" "--microbatches: 0 is out of range" --stages 4 --microbatches 0
+expect_fail "M not a number" "--microbatches: 'x' is not an integer" --stages 4 --microbatches x
+expect_fail "missing P" "--stages and --microbatches are required" --microbatches 8
+expect_fail "missing value" "--stages needs a value" --microbatches 8 --stages
+expect_fail "unknown option" "unknown option '--stage'" --stage 4
+expect_fail "zb-v V" "--virtual must be 2, not 3" --stages 2 --microbatches 4 --schedule zb-v --virtual 3
+expect_fail "1f1b V" "--virtual must be 1, not 2" --stages 2 --microbatches 4 --schedule 1f1b --virtual 2
+expect_fail "interleaved layers" "16 stages (4 ranks x 4 per rank) need at least 16 layers, --layers is 8" \
+    --stages 4 --microbatches 8 --schedule interleaved-1f1b --virtual 4
+expect_fail "zb-v layers" "need at least 16 layers" --stages 8 --microbatches 16 --schedule zb-v
+expect_fail "plain layers" "need at least 4 layers, --layers is 2" --stages 4 --microbatches 8 --layers 2
+expect_fail "interleaved M" "multiple" --stages 4 --microbatches 9 --schedule interleaved-1f1b
+expect_fail "cost count" "--cost: '1' needs F,B or F,B,W" --stages 2 --microbatches 2 --cost 1
+expect_fail "cost text" "--cost: 'a' is not a number" --stages 2 --microbatches 2 --cost 1,a
+expect_fail "cost W >= B" "below the backward time" --stages 2 --microbatches 2 --cost 1,2,2
+expect_fail "cost zero" "must be positive" --stages 2 --microbatches 2 --cost 0,2
+expect_fail "cost four" "more than 3 values" --stages 2 --microbatches 2 --cost 1,2,1,1
+expect_fail "with-comm alone" "--with-comm only applies to --dump-csv" --stages 2 --microbatches 2 --with-comm
+expect_fail "unreadable csv" "$TMP/none.csv: cannot open schedule" --schedule "$TMP/none.csv"
+printf '0F0,0Q1\n' >"$TMP/bad.csv"
+expect_fail "malformed csv" "bad.csv:1:5: bad action '0Q1'" --schedule "$TMP/bad.csv"
+printf '0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n' >"$TMP/dead.csv"
+expect_fail "deadlock csv" "deadlock" --schedule "$TMP/dead.csv"
+expect_fail "csv vs --stages" "--stages 3, but $TMP/1f1b.csv has 4 ranks" --schedule "$TMP/1f1b.csv" --stages 3
+expect_fail "csv vs --microbatches" "--microbatches 9, but" --schedule "$TMP/1f1b.csv" --microbatches 9
+
+expect_ok "help" --help
+expect_contains "help" "--schedule NAME|FILE.csv"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,108 @@
+// Layer partition: the optimal max stage cost (checked against brute force), the documented
+// tie-break, and manual --split validation.
+#include <string.h>
+
+#include "engine/partition.h"
+#include "tests/test_util.h"
+
+static double max_cost(const int *counts, int S, double layer, double embed, double head) {
+    double worst = 0;
+    for (int k = 0; k < S; k++) {
+        double c = partition_stage_cost(k, S, counts[k], layer, embed, head);
+        if (c > worst) worst = c;
+    }
+    return worst;
+}
+
+// Smallest max cost over every composition of L into S positive parts, by enumeration.
+static double brute_best(int L, int S, int k, int left, int *counts, double layer, double embed, double head) {
+    if (k == S - 1) {
+        counts[k] = left;
+        return max_cost(counts, S, layer, embed, head);
+    }
+    double best = 1e300;
+    for (int n = 1; n <= left - (S - 1 - k); n++) {
+        counts[k] = n;
+        double c = brute_best(L, S, k + 1, left - n, counts, layer, embed, head);
+        if (c < best) best = c;
+    }
+    return best;
+}
+
+static void expect_split(int L, int S, const int *want) {
+    int got[16];
+    Error err;
+    CHECK(partition_balance(L, S, got, &err) == 0, "L=%d S=%d: %s", L, S, err.msg);
+    CHECK(memcmp(got, want, sizeof(int) * (size_t)S) == 0, "L=%d S=%d: got %d,%d,... want %d,%d,...", L, S, got[0],
+          got[1], want[0], want[1]);
+}
+
+static void test_examples(void) {
+    // 8 layers + embedding + head = 10 units over 4 stages: best max is 3 (10/4 rounded up).
+    // 1,3,3,1 and 2,2,2,2 and 1,2,3,2 all reach it with costs {3,3,2,2}; the last tie-break
+    // (earlier stages smaller) gives 1,2,3,2, stage costs 2,2,3,3.
+    expect_split(8, 4, (int[]){1, 2, 3, 2});
+    expect_split(8, 2, (int[]){4, 4});          // 5, 5
+    expect_split(8, 1, (int[]){8});
+    expect_split(8, 8, (int[]){1, 1, 1, 1, 1, 1, 1, 1});
+    // 34 units, max 9: 6,9,9,8 (costs 7,9,9,9) also fits, but costs {9,9,8,8} are more even.
+    expect_split(32, 4, (int[]){7, 8, 9, 8});
+    expect_split(12, 4, (int[]){2, 3, 4, 3});    // 14 units: max 4, costs 3,3,4,4
+    int c[4];
+    Error err;
+    CHECK(partition_balance_costs(8, 4, 1, 0, 0, c, &err) == 0 && c[0] == 2 && c[1] == 2 && c[2] == 2 && c[3] == 2,
+          "free embedding and head: 2,2,2,2");
+    CHECK(partition_balance_costs(10, 3, 1, 4, 0, c, &err) == 0 && c[0] == 1 && c[1] == 4 && c[2] == 5,
+          "heavy embedding: %d,%d,%d", c[0], c[1], c[2]);
+    CHECK(partition_first_layer((int[]){1, 2, 3, 2}, 3) == 6, "first layer of stage 3");
+}
+
+static void test_optimal_vs_brute_force(void) {
+    const double costs[][3] = {{1, 1, 1}, {1, 0, 0}, {1, 2.5, 0.5}, {0.7, 1.3, 3.1}, {2, 0, 5}};
+    for (int L = 1; L <= 12; L++)
+        for (int S = 1; S <= L && S <= 6; S++)
+            for (size_t k = 0; k < sizeof costs / sizeof costs[0]; k++) {
+                int got[16], scratch[16];
+                Error err;
+                const double *c = costs[k];
+                CHECK(partition_balance_costs(L, S, c[0], c[1], c[2], got, &err) == 0, "%s", err.msg);
+                int sum = 0, positive = 1;
+                for (int s = 0; s < S; s++) sum += got[s], positive &= got[s] > 0;
+                CHECK(sum == L && positive, "L=%d S=%d: counts sum %d", L, S, sum);
+                double best = brute_best(L, S, 0, L, scratch, c[0], c[1], c[2]);
+                CHECK_NEAR(max_cost(got, S, c[0], c[1], c[2]), best, 1e-9, "optimal max stage cost");
+            }
+}
+
+static void test_errors(void) {
+    int c[8];
+    Error err;
+    CHECK(partition_balance(4, 8, c, &err) == -1 && strstr(err.msg, "cannot split 4 layers into 8 stages"), "%s",
+          err.msg);
+    CHECK(partition_balance(4, 0, c, &err) == -1, "zero stages");
+    CHECK(partition_balance_costs(4, 2, 0, 1, 1, c, &err) == -1 && strstr(err.msg, "layer (0) must be > 0"), "%s",
+          err.msg);
+    CHECK(partition_parse_split("3,3,2", 8, 3, c, &err) == 0 && c[0] == 3 && c[2] == 2, "3,3,2");
+    const struct { const char *text; int L, S; const char *want; } bad[] = {
+        {"3,3", 8, 3, "2 counts for 3 stages"},
+        {"3,3,1,1", 8, 3, "more than 3 counts"},
+        {"3,0,5", 8, 3, "stage 1 has no layers"},
+        {"3,3,3", 8, 3, "add up to 9 layers, the model has 8"},
+        {"3,,5", 8, 3, "expected comma-separated"},
+        {"3,3,2,", 8, 3, "expected comma-separated"},
+        {"3,-3,8", 8, 3, "expected comma-separated"},
+        {"3,x,2", 8, 3, "expected comma-separated"},
+        {"", 8, 3, "expected comma-separated"},
+        {"3,3,2 ", 8, 3, "expected comma-separated"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        CHECK(partition_parse_split(bad[k].text, bad[k].L, bad[k].S, c, &err) == -1 && strstr(err.msg, bad[k].want),
+              "'%s': '%s'", bad[k].text, err.msg);
+}
+
+int main(void) {
+    test_examples();
+    test_optimal_vs_brute_force();
+    test_errors();
+    return test_finish();
+}

@@ -1,0 +1,420 @@
+// Schedules: every generator valid and CSV round-trippable over a grid of (P, M, V); the
+// simulator reproducing the paper formulas exactly; the validator and CSV loader refusing
+// broken schedules with messages that say where.
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/schedule.h"
+#include "engine/simulate.h"
+#include "tests/test_util.h"
+
+#define TOL 1e-12
+
+static Schedule *build(const char *name, int P, int M, int V) {
+    Error err;
+    Schedule *s = schedule_build(name, P, M, V, &err);
+    CHECK(s != NULL, "%s P=%d M=%d V=%d: %s", name, P, M, V, err.msg);
+    return s;
+}
+
+// Simulates; f, b, w per stage (w < 0: b / 2).
+static int simulate(const Schedule *s, double f, double b, double w, SimResult *r) {
+    Error err;
+    int rc = sim_run(s, (SimCosts){f, b, w, 0.0}, r, &err);
+    CHECK(rc == 0, "%s: %s", s->name, err.msg);
+    return rc;
+}
+
+static char *dump(const Schedule *s, bool with_comm) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(schedule_write_csv(s, f, with_comm) == 0, "write %s", s->name);
+    fclose(f);
+    return text;
+}
+
+static int count_type(const Schedule *s, ActionType t) {
+    int n = 0;
+    for (int r = 0; r < s->n_ranks; r++)
+        for (int i = 0; i < s->ranks[r].n; i++) n += s->ranks[r].actions[i].type == t;
+    return n;
+}
+
+// Dependencies between stages on different ranks, per microbatch: each is one message
+// forward and one backward.
+static int crossing_edges(const Schedule *s) {
+    int n = 0;
+    for (int st = 0; st + 1 < s->n_stages; st++) n += s->stage_rank[st] != s->stage_rank[st + 1];
+    return n;
+}
+
+static bool interleaved_allows(int P, int M) {
+    int rounds = M / P > 1 ? M / P : 1;
+    return M % rounds == 0;
+}
+
+// Valid, lowered valid, CSV round trip in both forms, message count.
+static void check_one(const Schedule *s) {
+    Error err;
+    char what[320];
+    snprintf(what, sizeof what, "%s P=%d S=%d M=%d", s->name, s->n_ranks, s->n_stages, s->n_microbatches);
+    CHECK(schedule_validate(s, &err) == 0, "%s: %s", what, err.msg);
+    CHECK(!schedule_has_comm(s), "%s: generators emit compute only", what);
+    Schedule *low = schedule_copy(s);
+    schedule_lower(low);
+    CHECK(schedule_validate(low, &err) == 0, "%s lowered: %s", what, err.msg);
+    int sends = count_type(low, ACT_SEND_F) + count_type(low, ACT_SEND_B);
+    CHECK(sends == 2 * crossing_edges(s) * s->n_microbatches, "%s: %d sends", what, sends);
+    CHECK(count_type(low, ACT_RECV_F) + count_type(low, ACT_RECV_B) == sends, "%s: recvs match sends", what);
+
+    char *plain = dump(s, false), *comm = dump(s, true);
+    Schedule *back = schedule_parse_csv(plain, "plain.csv", &err);
+    CHECK(back && schedule_equal(back, low), "%s: compute-only CSV loads as the lowered schedule: %s", what,
+          back ? "differs" : err.msg);
+    Schedule *back_comm = schedule_parse_csv(comm, "comm.csv", &err);
+    CHECK(back_comm && schedule_equal(back_comm, low), "%s: CSV with comm round-trips: %s", what,
+          back_comm ? "differs" : err.msg);
+    if (back) {
+        char *again = dump(back, false);
+        CHECK(strcmp(again, plain) == 0, "%s: dump(load(dump)) == dump", what);
+        free(again);
+    }
+    schedule_free(back);
+    schedule_free(back_comm);
+    free(plain);
+    free(comm);
+    schedule_free(low);
+}
+
+static void test_every_generator_valid(void) {
+    for (int P = 1; P <= 6; P++)
+        for (int M = 1; M <= 3 * P; M++) {
+            const char *single[] = {"gpipe", "1f1b", "zb-h1", "zb-v"};
+            for (int k = 0; k < 4; k++) {
+                Schedule *s = build(single[k], P, M, 0);
+                if (s) check_one(s);
+                schedule_free(s);
+            }
+            for (int V = 1; V <= 3; V++) {
+                Schedule *s = build("looped-bfs", P, M, V);
+                if (s) check_one(s);
+                schedule_free(s);
+                if (!interleaved_allows(P, M)) continue;
+                s = build("interleaved-1f1b", P, M, V);
+                if (s) check_one(s);
+                schedule_free(s);
+            }
+        }
+}
+
+static void test_stage_maps(void) {
+    CHECK(schedule_stage_rank(STAGE_MAP_PLAIN, 4, 4, 3) == 3, "plain");
+    CHECK(schedule_stage_rank(STAGE_MAP_LOOP, 4, 8, 5) == 1, "loop: 5 %% 4");
+    int v[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+    for (int st = 0; st < 8; st++) CHECK(schedule_stage_rank(STAGE_MAP_V, 4, 8, st) == v[st], "V map stage %d", st);
+    Schedule *s = build("zb-v", 4, 8, 2);
+    if (s) CHECK(s->stage_rank[4] == 3 && s->stage_rank[7] == 0, "zb-v uses the V map");
+    schedule_free(s);
+}
+
+// GPipe and 1F1B with F=1, B=2: bubble (P-1)/(M+P-1), makespan 3(M+P-1).
+static void test_bubble_plain(void) {
+    for (int P = 1; P <= 8; P++) {
+        int Ms[] = {P, 2 * P, 3 * P + 1, 1, P > 1 ? P - 1 : 1};
+        for (int k = 0; k < 5; k++) {
+            int M = Ms[k];
+            const char *names[] = {"gpipe", "1f1b"};
+            for (int n = 0; n < 2; n++) {
+                Schedule *s = build(names[n], P, M, 1);
+                SimResult r;
+                if (!s || simulate(s, 1, 2, -1, &r)) {
+                    schedule_free(s);
+                    continue;
+                }
+                CHECK_NEAR(r.bubble, (double)(P - 1) / (M + P - 1), TOL, names[n]);
+                CHECK_NEAR(r.makespan, 3.0 * (M + P - 1), TOL, names[n]);
+                CHECK(r.messages == 2 * (P - 1) * M, "%s P=%d M=%d: %d messages", names[n], P, M, r.messages);
+                int expect_peak0 = n == 0 ? M : (M < P ? M : P);
+                CHECK(r.peak_act[0] == expect_peak0, "%s P=%d M=%d: peak on stage 0 %d, want %d", names[n], P, M,
+                      r.peak_act[0], expect_peak0);
+                sim_free(&r);
+                schedule_free(s);
+            }
+        }
+    }
+}
+
+// Interleaved 1F1B, each virtual stage doing 1/V of a rank's work (F=1/V, B=2/V), M % P == 0:
+// bubble (P-1)/(V*M+P-1), the paper's (P-1)/(V*M) of ideal time.
+static void test_bubble_interleaved(void) {
+    for (int P = 1; P <= 8; P++)
+        for (int V = 1; V <= 4; V++)
+            for (int k = 1; k <= 3; k++) {
+                int M = k * P;
+                Schedule *s = build("interleaved-1f1b", P, M, V);
+                SimResult r;
+                if (!s || simulate(s, 1.0 / V, 2.0 / V, -1, &r)) {
+                    schedule_free(s);
+                    continue;
+                }
+                char what[64];
+                snprintf(what, sizeof what, "interleaved P=%d V=%d M=%d", P, V, M);
+                CHECK_NEAR(r.bubble, (double)(P - 1) / (V * M + P - 1), 1e-9, what);
+                CHECK_NEAR(r.makespan, 3.0 * M + 3.0 * (P - 1) / V, 1e-9, what);
+                CHECK(r.messages == 2 * (P > 1 ? P * V - 1 : 0) * M, "%s: %d messages", what, r.messages);
+                sim_free(&r);
+                schedule_free(s);
+            }
+}
+
+static double idle(const SimResult *r, int P) {
+    return r->bubble * P * r->makespan;
+}
+
+// ZB-H1 with F=I=W=1: idle (P-1)(F+I-W) = P-1 per rank, a third of 1F1B's (P-1)(F+B) with
+// F=1, B=2; same peak activations.
+static void test_bubble_zb_h1(void) {
+    for (int P = 1; P <= 8; P++) {
+        int Ms[] = {P, 2 * P, 3 * P + 1};
+        for (int k = 0; k < 3; k++) {
+            int M = Ms[k];
+            Schedule *zb = build("zb-h1", P, M, 1), *base = build("1f1b", P, M, 1);
+            SimResult rz, rb;
+            if (!zb || !base || simulate(zb, 1, 2, 1, &rz)) goto done;
+            if (simulate(base, 1, 2, -1, &rb)) {
+                sim_free(&rz);
+                goto done;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "zb-h1 P=%d M=%d", P, M);
+            CHECK_NEAR(rz.bubble, (double)(P - 1) / (3 * M + P - 1), TOL, what);
+            CHECK_NEAR(idle(&rz, P) * 3, idle(&rb, P), 1e-9, what);
+            int peak_z = 0, peak_b = 0;
+            for (int st = 0; st < P; st++) {
+                if (rz.peak_act[st] > peak_z) peak_z = rz.peak_act[st];
+                if (rb.peak_act[st] > peak_b) peak_b = rb.peak_act[st];
+            }
+            CHECK(peak_z == peak_b && rz.peak_act[0] == rb.peak_act[0] && peak_z == P,
+                  "%s: peak %d (stage 0 %d) vs 1f1b %d (stage 0 %d)", what, peak_z, rz.peak_act[0], peak_b,
+                  rb.peak_act[0]);
+            sim_free(&rz);
+            sim_free(&rb);
+        done:
+            schedule_free(zb);
+            schedule_free(base);
+        }
+    }
+}
+
+// ZB-V with F=I=W=1 per stage and M >= 2P. Rank P-1 cannot start before stage P-1's first
+// input has crossed P-1 ranks ((P-1) F), and every rank does the same 6M of work, so the
+// makespan is at least 6M + P-1. ZB-V meets that bound exactly: the only idle time is the
+// unavoidable fill (P-1 per rank), bubble (P-1)/(6M+P-1); the paper's "zero bubble" is this
+// bound rounded to 0 for large M. Peak on stage 0: 2P half-size activations = 1F1B's P.
+static void test_bubble_zb_v(void) {
+    for (int P = 1; P <= 8; P++)
+        for (int M = 2 * P; M <= 4 * P; M += P) {
+            Schedule *s = build("zb-v", P, M, 2);
+            SimResult r;
+            if (!s || simulate(s, 1, 2, 1, &r)) {
+                schedule_free(s);
+                continue;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "zb-v P=%d M=%d", P, M);
+            CHECK_NEAR(r.makespan, 6.0 * M + P - 1, TOL, what);
+            CHECK_NEAR(r.bubble, (double)(P - 1) / (6 * M + P - 1), TOL, what);
+            for (int rk = 0; rk < P; rk++) CHECK_NEAR(r.busy[rk], 6.0 * M, TOL, "zb-v busy per rank");
+            CHECK(r.peak_act[0] == 2 * P, "%s: peak on stage 0 %d", what, r.peak_act[0]);
+            CHECK(r.messages == 2 * (2 * P - 2) * M, "%s: %d messages (none between stages P-1 and P)", what,
+                  r.messages);
+            sim_free(&r);
+            schedule_free(s);
+        }
+}
+
+static void test_latency_and_render(void) {
+    Schedule *s = build("1f1b", 2, 1, 1);
+    SimResult r;
+    Error err;
+    if (!s) return;
+    // F0 [0,1], message 0.5, F1 [1.5,2.5], B1 [2.5,4.5], message 0.5, B0 [5,7].
+    CHECK(sim_run(s, (SimCosts){1, 2, -1, 0.5}, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.makespan, 7.0, TOL, "latency adds once per message");
+    sim_free(&r);
+    CHECK(sim_run(s, (SimCosts){1, 2, -1, 0}, &r, &err) == 0, "%s", err.msg);
+    char row[16];
+    sim_render_row(&r, 0, 1.0, row, 6);
+    CHECK(strcmp(row, "F...BB") == 0, "rank 0 row '%s'", row);
+    sim_render_row(&r, 1, 1.0, row, 6);
+    CHECK(strcmp(row, ".FBB..") == 0, "rank 1 row '%s'", row);
+    sim_render_row(&r, 1, 0.5, row, 12);
+    CHECK(strcmp(row, "..FFBBBB....") == 0, "rank 1 half-unit row '%s'", row);
+    sim_free(&r);
+    CHECK(sim_run(s, (SimCosts){1, 2, 2, 0}, &r, &err) == -1 && strstr(err.msg, "below the backward"), "W == B: %s",
+          err.msg);
+    CHECK(sim_run(s, (SimCosts){0, 2, -1, 0}, &r, &err) == -1 && strstr(err.msg, "positive"), "F = 0: %s", err.msg);
+    schedule_free(s);
+}
+
+static void test_build_errors(void) {
+    Error err;
+    CHECK(!schedule_build("2f2b", 2, 2, 0, &err) && strstr(err.msg, "unknown schedule '2f2b'"), "%s", err.msg);
+    CHECK(!schedule_build("zb-v", 2, 4, 3, &err) && strstr(err.msg, "--virtual must be 2"), "%s", err.msg);
+    CHECK(!schedule_build("1f1b", 2, 4, 2, &err) && strstr(err.msg, "--virtual must be 1"), "%s", err.msg);
+    CHECK(!schedule_build("gpipe", 0, 4, 1, &err) && strstr(err.msg, "at least 1"), "%s", err.msg);
+    CHECK(!schedule_build("1f1b", 2, 0, 1, &err) && strstr(err.msg, "at least 1"), "%s", err.msg);
+    CHECK(!schedule_build("interleaved-1f1b", 4, 9, 2, &err) && strstr(err.msg, "multiple"), "%s", err.msg);
+    Schedule *ok = schedule_build("interleaved-1f1b", 4, 10, 2, &err);  // torch: rounds 2, 10 % 2 == 0
+    CHECK(ok != NULL, "interleaved P=4 M=10: %s", ok ? "" : err.msg);
+    schedule_free(ok);
+    CHECK(schedule_default_virtual("zb-v") == 2 && schedule_default_virtual("1f1b") == 1, "default V");
+}
+
+// Parses text, expecting failure with a message containing want.
+static void expect_bad(const char *text, const char *want) {
+    Error err = {{0}};
+    Schedule *s = schedule_parse_csv(text, "t.csv", &err);
+    CHECK(s == NULL && strstr(err.msg, want), "'%s': got '%s', want '%s'", text, s ? "(loaded)" : err.msg, want);
+    schedule_free(s);
+}
+
+static void test_csv_malformed(void) {
+    expect_bad("0F0,0X0\n1F0,1B0\n", "t.csv:1:5: bad action '0X0': unknown action type");
+    expect_bad("0F0,-1B0\n", "t.csv:1:5: bad action '-1B0': negative stage");
+    expect_bad("0F0,0B-1\n", "negative microbatch");
+    expect_bad("0F0,0B\n", "t.csv:1:5: bad action '0B': missing microbatch");
+    expect_bad("0F0, F1\n", "t.csv:1:6: bad action 'F1': expected a stage number");
+    expect_bad("0F0,0F0x\n", "trailing characters");
+    expect_bad("0F0,0UNSHARD\n", "not supported");
+    expect_bad("0F0,0F99999999999\n", "index too large");
+    expect_bad("", "empty schedule");
+    expect_bad("\n\n", "empty schedule");
+    expect_bad("0F0,0F0,0B0,0B0\n", "t.csv: rank 0, action 1 (0F0): duplicate of rank 0, action 0");
+    expect_bad("0F0,1F0,0B0\n1B0\n", "t.csv:2:1: stage 1 is on rank 1 here but on rank 0 at line 1, column 5");
+    expect_bad("0F0,0B0\n2F0,2B0\n", "stage 1 appears on no rank");
+    expect_bad("0F0,0F1,0B0\n", "stage 0, microbatch 1 has no backward");
+    expect_bad("0F0,0B0,0B1\n", "stage 0, microbatch 1 has no forward");
+    expect_bad("0B0,0F0\n", "t.csv: rank 0, action 0 (0B0): backward before its forward");
+    expect_bad("0F0,0W0,0I0\n", "rank 0, action 1 (0W0): weight gradient before its input gradient");
+    expect_bad("0F0,0I0\n", "rank 0, action 1 (0I0): input gradient without its weight gradient (W)");
+    expect_bad("0F0,0I0,0W0,0B0\n", "split backward (I/W) beside a full backward (B)");
+    // Rank 0 waits for 1B0 before sending 0F1; rank 1 waits for 0F1 before 1F0.
+    expect_bad("0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n",
+               "deadlock, no rank can progress: rank 0 waits at action 1 (0B0) for 1B0 on rank 1; "
+               "rank 1 waits at action 0 (1F1) for 0F1 on rank 0");
+    // Lowered files: every message present, each beside the right compute.
+    expect_bad("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1B0,1SEND_B0\n", "stage 1, microbatch 0: no RECV_F on rank 1");
+    expect_bad("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n",
+               "rank 1, action 0 (1F0): forward before its receive of activations");
+    expect_bad("0SEND_F0,0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+               "rank 0, action 0 (0SEND_F0): send of activations before its forward");
+    expect_bad("0F0,0SEND_F0,1F0,1B0,0B0\n", "the next stage is on the same rank; no message");
+    expect_bad("0F0,0RECV_F0,0B0\n", "stage 0 has no previous stage");
+}
+
+static void test_csv_accepts(void) {
+    Error err;
+    // torch's idle slots (empty cells), spaces, CRLF, a trailing blank line.
+    Schedule *s = schedule_parse_csv(",0F0, 0F1 ,,0B0,0B1\r\n,,1F0,1B0,1F1,1B1\r\n\r\n", "ok.csv", &err);
+    CHECK(s != NULL, "%s", s ? "" : err.msg);
+    if (s) {
+        CHECK(s->n_ranks == 2 && s->n_stages == 2 && s->n_microbatches == 2, "inferred shape %d %d %d", s->n_ranks,
+              s->n_stages, s->n_microbatches);
+        CHECK(schedule_has_comm(s), "compute-only file is lowered");
+        Schedule *ref = build("1f1b", 2, 2, 1);
+        if (ref) {
+            schedule_lower(ref);
+            CHECK(schedule_equal(s, ref), "the file is torch's 1F1B for P=2, M=2");
+        }
+        schedule_free(ref);
+    }
+    schedule_free(s);
+    // The V map comes back from the file.
+    Schedule *v = build("zb-v", 3, 6, 2);
+    if (v) {
+        char *text = dump(v, false);
+        Schedule *back = schedule_parse_csv(text, "v.csv", &err);
+        CHECK(back && back->stage_rank[3] == 2 && back->stage_rank[5] == 0, "V map inferred");
+        schedule_free(back);
+        free(text);
+    }
+    schedule_free(v);
+    CHECK(schedule_load_csv("/nonexistent/s.csv", &err) == NULL && strstr(err.msg, "/nonexistent/s.csv: cannot open"),
+          "%s", err.msg);
+}
+
+// Errors the CSV loader cannot produce (it infers the map): actions on the wrong rank or
+// outside the shape, checked on hand-built schedules.
+static void test_validate_ownership(void) {
+    Error err;
+    Schedule *s = schedule_new("hand", 2, 2, 1, STAGE_MAP_PLAIN);
+    schedule_push(s, 0, ACT_F, 0, 0);
+    schedule_push(s, 0, ACT_F, 1, 0);
+    CHECK(schedule_validate(s, &err) == -1 && strcmp(err.msg, "rank 0, action 1 (1F0): stage 1 belongs to rank 1") == 0,
+          "%s", err.msg);
+    schedule_free(s);
+    s = schedule_new("hand", 1, 1, 2, STAGE_MAP_PLAIN);
+    schedule_push(s, 0, ACT_F, 0, 2);
+    CHECK(schedule_validate(s, &err) == -1 && strstr(err.msg, "(0F2): outside 1 stages x 2 microbatches"), "%s",
+          err.msg);
+    schedule_free(s);
+}
+
+// Random edits of a valid CSV: the loader never crashes, and whatever it accepts is a valid,
+// simulatable schedule.
+static void test_csv_fuzz(void) {
+    Schedule *s = build("zb-h1", 3, 4, 1);
+    if (!s) return;
+    char *text = dump(s, true);
+    schedule_free(s);
+    const char alphabet[] = "0123456789FBIWSENDRCV_,\n -";
+    unsigned long long state = 12345;
+    int accepted = 0, runs = 3000;
+    for (int k = 0; k < runs; k++) {
+        char *t = strdup(text);
+        size_t len = strlen(t);
+        for (int e = 0; e < 1 + k % 3; e++) {
+            state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+            t[(state >> 33) % len] = alphabet[(state >> 17) % (sizeof alphabet - 1)];
+        }
+        Error err;
+        Schedule *got = schedule_parse_csv(t, "fuzz.csv", &err);
+        if (got) {
+            SimResult r;
+            accepted++;
+            CHECK(sim_run(got, (SimCosts){1, 2, 1, 0}, &r, &err) == 0, "accepted '%s' but: %s", t, err.msg);
+            sim_free(&r);
+        } else {
+            CHECK(strncmp(err.msg, "fuzz.csv", 8) == 0, "error names the file: %s", err.msg);
+        }
+        schedule_free(got);
+        free(t);
+    }
+    CHECK(accepted < runs, "most random edits are refused (%d of %d accepted)", accepted, runs);
+    free(text);
+}
+
+static void test_format(void) {
+    char buf[32];
+    CHECK(strcmp(schedule_format_action((Action){ACT_SEND_F, 0, 3}, buf, sizeof buf), "0SEND_F3") == 0, "%s", buf);
+    CHECK(strcmp(schedule_format_action((Action){ACT_W, 12, 7}, buf, sizeof buf), "12W7") == 0, "%s", buf);
+}
+
+int main(void) {
+    test_format();
+    test_stage_maps();
+    test_build_errors();
+    test_every_generator_valid();
+    test_bubble_plain();
+    test_bubble_interleaved();
+    test_bubble_zb_h1();
+    test_bubble_zb_v();
+    test_latency_and_render();
+    test_csv_malformed();
+    test_csv_accepts();
+    test_validate_ownership();
+    test_csv_fuzz();
+    return test_finish();
+}

@@ -13,20 +13,7 @@
 #define ATTENTION_BLOCK 64
 #define ATTENTION_LANES 8
 
-// Fixed-order lane reductions: vectorizable without -ffast-math, deterministic.
-static float attention_max(const float *restrict x, int n) {
-    float acc[ATTENTION_LANES];
-    for (int l = 0; l < ATTENTION_LANES; l++) acc[l] = x[0];
-    int j = 0;
-    for (; j + ATTENTION_LANES <= n; j += ATTENTION_LANES)
-        for (int l = 0; l < ATTENTION_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
-    for (; j < n; j++) acc[0] = x[j] > acc[0] ? x[j] : acc[0];
-    float m = acc[0];
-    for (int l = 1; l < ATTENTION_LANES; l++) m = acc[l] > m ? acc[l] : m;
-    return m;
-}
-
-// sum of a[j] * b[j] (b == NULL: sum of a[j]) in double lanes.
+// sum of a[j] * b[j] over fixed lanes (deterministic, vectorizes) (b == NULL: sum of a[j]) in double lanes.
 static double attention_dot(const float *restrict a, const float *restrict b, int n) {
     double acc[ATTENTION_LANES] = {0};
     int j = 0;
@@ -48,7 +35,7 @@ static double attention_dot(const float *restrict a, const float *restrict b, in
 static void attention_softmax_rows(float *s, int r0, int r1, int T) {
     for (int t = r0; t < r1; t++) {
         float *restrict row = s + (size_t)t * T;
-        float m = attention_max(row, t + 1);
+        float m = vec_max(row, t + 1);
         for (int j = 0; j <= t; j++) row[j] = vec_expf(row[j] - m);
         float inv = (float)(1.0 / attention_dot(row, NULL, t + 1));
         for (int j = 0; j <= t; j++) row[j] *= inv;

@@ -10,18 +10,6 @@
 // Per-thread partial losses live on the stack; the team is capped to fit.
 #define CROSSENTROPY_MAX_THREADS 256
 
-static float crossentropy_max(const float *restrict x, int n) {
-    float acc[CROSSENTROPY_LANES];
-    for (int l = 0; l < CROSSENTROPY_LANES; l++) acc[l] = x[0];
-    int j = 0;
-    for (; j + CROSSENTROPY_LANES <= n; j += CROSSENTROPY_LANES)
-        for (int l = 0; l < CROSSENTROPY_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
-    for (; j < n; j++) acc[0] = x[j] > acc[0] ? x[j] : acc[0];
-    float m = acc[0];
-    for (int l = 1; l < CROSSENTROPY_LANES; l++) m = acc[l] > m ? acc[l] : m;
-    return m;
-}
-
 // sum_j exp(x[j] - m) in double lanes; when e != NULL the exps are also stored there
 // (e may equal x: each element is read before it is written).
 static double crossentropy_sumexp(float *e, const float *x, float m, int n) {
@@ -45,7 +33,7 @@ static double crossentropy_sumexp(float *e, const float *x, float m, int n) {
 
 // -log softmax(x)[target] of one row; d (may equal x, or NULL) <- scale * (softmax - onehot).
 static double crossentropy_row(float *d, const float *x, int target, int V, float scale) {
-    float m = crossentropy_max(x, V);
+    float m = vec_max(x, V);
     float xt = x[target];                             // read before d overwrites the row
     double sum = crossentropy_sumexp(d, x, m, V);
     if (d) {

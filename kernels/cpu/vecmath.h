@@ -1,4 +1,5 @@
-// Private to kernels/cpu: a branch-free expf that vectorizes (glibc's expf does not without
+// Private to kernels/cpu: helpers whose loops vectorize without -ffast-math and whose results
+// do not depend on thread timing. vec_expf: a branch-free expf that vectorizes (glibc's expf does not without
 // -ffast-math). Cephes polynomial after exact 2^n range reduction, <= 1.5 ulp; inputs are
 // clamped to [-87, 88] so 2^n stays finite and normal; NaN passes through.
 #ifndef PPTRAIN_KERNELS_CPU_VECMATH_H
@@ -27,5 +28,20 @@ static inline float vec_expf(float x) {
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
+}
+
+#define VEC_LANES 8
+
+// max of x[0..n), n >= 1, over 8 fixed lanes (vectorizes; the order is fixed).
+static inline float vec_max(const float *restrict x, int n) {
+    float acc[VEC_LANES];
+    for (int l = 0; l < VEC_LANES; l++) acc[l] = x[0];
+    int j = 0;
+    for (; j + VEC_LANES <= n; j += VEC_LANES)
+        for (int l = 0; l < VEC_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++) acc[0] = x[j] > acc[0] ? x[j] : acc[0];
+    float m = acc[0];
+    for (int l = 1; l < VEC_LANES; l++) m = acc[l] > m ? acc[l] : m;
+    return m;
 }
 #endif

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs pptrain's dependencies (Debian/Ubuntu packages) and builds it into build/.
+# Safe to run again. Uses sudo when not run as root.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+packages=(
+  build-essential cmake pkg-config
+  libopenblas-openmp-dev        # CPU GEMM (cblas), OpenMP build so it shares our threads
+  libopenmpi-dev openmpi-bin    # ranks and CPU messages
+  libncurses-dev                # the console
+  libsqlite3-dev sqlite3        # the run store
+  libcjson-dev                  # config.json, safetensors headers, --json output
+  libssl-dev                    # sha256 of checkpoint files
+  tmux                          # the console's end-to-end tests
+  fortunes                      # real English text for the demo run (/usr/share/games/fortunes)
+)
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+echo "built build/pptrain"

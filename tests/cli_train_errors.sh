@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Bad input to `pptrain train`: each case must print exactly one line on stderr that names
+# the problem, exit with code 2, and leave nothing behind in the working directory.
+# usage: cli_train_errors.sh PPTRAIN SOURCE_DIR
+set -u
+bin=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+passed=0
+failed=0
+
+mkdir data
+printf 'A small document about pipelines.\n\nAnother one about bubbles.\n' > data/ok.txt
+# llm.c shards: 256 int32 header words, then the tokens.
+python_free_shard() {   # path magic version count body_tokens(uint16)
+  local path=$1 magic=$2 version=$3 count=$4 body=$5
+  { printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((magic & 255)) $((magic >> 8 & 255)) $((magic >> 16 & 255)) $((magic >> 24 & 255)))"
+    printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((version & 255)) 0 0 0)"
+    printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((count & 255)) $((count >> 8 & 255)) 0 0)"
+    head -c $((1024 - 12)) /dev/zero
+    head -c $((body * 2)) /dev/zero; } > "$path"
+}
+python_free_shard bad_magic.bin 12345 1 100 100
+python_free_shard truncated.bin 20240520 1 100 10
+printf '{"hidden_size": 60, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 259}' > hidden_heads.json
+printf '{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 259}' > heads_kv.json
+printf '{"hidden_size": 64,' > broken.json
+before=$(ls -A | sort | tr '\n' ' ')
+
+expect_error() {   # expect_error "what it should mention" args...
+  local want=$1
+  shift
+  "$bin" train "$@" >stdout.txt 2>stderr.txt
+  local code=$?
+  local lines
+  lines=$(wc -l < stderr.txt)
+  if [ "$code" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" stderr.txt && [ ! -s stdout.txt ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: pptrain train $* -> exit $code, $lines stderr lines (want 2, 1 line mentioning '$want')"
+    cat stderr.txt
+  fi
+  rm -f stdout.txt stderr.txt
+}
+
+expect_error "unknown option '--frobnicate'" --data data --frobnicate 3
+expect_error "--steps: 'ten' is not an integer" --data data --steps ten
+expect_error "--steps: '12x' is not an integer" --data data --steps 12x
+expect_error "--lr: 'fast' is not a number" --data data --lr fast
+expect_error "--batch: 0 is out of range" --data data --batch 0
+expect_error "--seq needs a value" --data data --seq
+expect_error "--data PATH is required" --steps 2
+expect_error "nowhere" --data nowhere/at/all.txt
+expect_error "bad_magic.bin" --data bad_magic.bin --batching pack
+expect_error "truncated.bin" --data truncated.bin --batching pack
+expect_error "not divisible by --microbatches" --data data --batch 6 --microbatches 4
+expect_error "exceeds the model's max_position_embeddings" --data data --seq 100000
+expect_error "hidden_size (60) is not divisible by num_attention_heads (8)" --data data --model hidden_heads.json
+expect_error "num_attention_heads (4) is not divisible by num_key_value_heads (3)" --data data --model heads_kv.json
+expect_error "broken.json: not a JSON object" --data data --model broken.json
+expect_error "unknown preset 'huge'" --data data --model huge
+expect_error "--batching: 'zip' is not pad or pack" --data data --batching zip
+
+after=$(ls -A | sort | tr '\n' ' ')
+if [ "$before" = "$after" ]; then passed=$((passed + 1)); else
+  failed=$((failed + 1)); echo "FAIL: files appeared: before [$before] after [$after]"; fi
+
+"$bin" frobnicate >/dev/null 2>stderr.txt; code=$?
+if [ $code -eq 2 ] && grep -q "unknown command 'frobnicate'" stderr.txt; then passed=$((passed + 1)); else
+  failed=$((failed + 1)); echo "FAIL: unknown command -> exit $code"; fi
+rm -f stderr.txt
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,282 @@
+// The pipeline trainer against the single-device trainer (DESIGN.md, "Parity"): every
+// built-in schedule over several rank and microbatch counts trains the tiny model 5 steps
+// to the same losses and weights; plus CSV schedules, the timeout/abort path and bad input.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/pipeline.h"
+#include "engine/runtime.h"
+#include "engine/schedule.h"
+#include "engine/transport.h"
+#include "test_util.h"
+
+enum { T = 16, STEPS = 5, MAX_M = 8 };
+
+static double max_loss_diff, max_param_diff;
+
+static RunConfig tiny_run(int M) {
+    RunConfig rc = run_config_defaults();
+    rc.batch = 2 * M;
+    rc.seq_len = T;
+    rc.microbatches = M;
+    rc.steps = STEPS;
+    rc.optim.total_steps = STEPS;
+    return rc;
+}
+
+// Deterministic tokens of (step, position); about one target in six is a pad (-1).
+static void make_batch(int step, int rows, int vocab, int32_t *inputs, int32_t *targets) {
+    uint32_t x = 2463534242u + 977u * (uint32_t)step;
+    for (int i = 0; i < rows * T; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        inputs[i] = (int32_t)(x % (uint32_t)vocab);
+        targets[i] = (x >> 8) % 6 == 0 ? -1 : (int32_t)((x >> 12) % (uint32_t)vocab);
+    }
+}
+
+// The single-device run of M microbatches: its losses and final weights.
+typedef struct {
+    StageModel *model;
+    double loss[STEPS];
+} Reference;
+
+static Reference references[MAX_M + 1];
+
+static const Reference *reference(int M) {
+    Reference *ref = &references[M];
+    if (ref->model) return ref;
+    RunConfig rc = tiny_run(M);
+    Error err;
+    ref->model = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
+    StageActs *acts = stage_acts_create(ref->model, rc.batch / M, T);
+    AdamWState opt = adamw_state_create(ref->model->numel);
+    int32_t inputs[2 * MAX_M * T], targets[2 * MAX_M * T];
+    for (int step = 0; step < STEPS; step++) {
+        make_batch(step, rc.batch, rc.model.vocab, inputs, targets);
+        ref->loss[step] = trainer_step(ref->model, acts, &opt, &rc, inputs, targets, step).loss;
+    }
+    adamw_state_free(&opt);
+    stage_acts_free(acts);
+    return ref;
+}
+
+static double rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0.0, r = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+static void check_weights(const Pipeline *p, const StageModel *ref, const char *what) {
+    for (int i = 0; i < ref->n_params; i++) {
+        const ParamInfo *pi = &ref->params[i], *got_info = NULL;
+        const float *got = pipeline_weights(p, pi->name, &got_info);
+        CHECK(got && got_info->numel == pi->numel, "%s: %s missing", what, pi->name);
+        if (!got) continue;
+        double d = rel_diff(got, ref->weights + pi->offset, pi->numel);
+        if (d > max_param_diff) max_param_diff = d;
+        CHECK(d <= 1e-5, "%s: %s differs by %.3g (relative norm)", what, pi->name, d);
+    }
+}
+
+// Trains 5 steps under opts and compares with the single-device run of the same batches.
+static void check_parity(const PipelineOptions *opts, int M) {
+    char what[4200];
+    snprintf(what, sizeof what, "%s P=%d V=%d M=%d", opts->schedule, opts->ranks, opts->virtual_stages, M);
+    const Reference *ref = reference(M);
+    RunConfig rc = tiny_run(M);
+    Error err = {{0}};
+    Pipeline *p = pipeline_create(&rc, opts, &err);
+    CHECK(p != NULL, "%s: %s", what, err.msg);
+    if (!p) return;
+    int32_t inputs[2 * MAX_M * T], targets[2 * MAX_M * T];
+    for (int step = 0; step < STEPS; step++) {
+        make_batch(step, rc.batch, rc.model.vocab, inputs, targets);
+        PipelineReport r;
+        int rcode = pipeline_step(p, inputs, targets, step, &r, &err);
+        CHECK(rcode == 0, "%s step %d: %s", what, step, err.msg);
+        if (rcode) break;
+        double d = fabs(r.step.loss - ref->loss[step]) / fabs(ref->loss[step]);
+        if (d > max_loss_diff) max_loss_diff = d;
+        CHECK(d <= 1e-6, "%s step %d: loss %.9g vs single-device %.9g", what, step, r.step.loss, ref->loss[step]);
+    }
+    check_weights(p, ref->model, what);
+    pipeline_free(p);
+}
+
+static PipelineOptions options(const char *schedule, int P, int V) {
+    PipelineOptions o = pipeline_options_defaults();
+    snprintf(o.schedule, sizeof o.schedule, "%s", schedule);
+    o.ranks = P;
+    o.virtual_stages = V;
+    return o;
+}
+
+// P = 1..4 ranks (P*V <= 8 stages of the tiny model), M = P, 2P and P+1 microbatches.
+static void test_parity_grid(void) {
+    const struct { const char *name; int V; } scheds[] = {
+        {"gpipe", 1}, {"1f1b", 1}, {"zb-h1", 1}, {"interleaved-1f1b", 2}, {"looped-bfs", 2}, {"zb-v", 2},
+    };
+    for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++)
+        for (int P = 1; P <= 4; P++) {
+            PipelineOptions o = options(scheds[i].name, P, scheds[i].V);
+            check_parity(&o, P);
+            check_parity(&o, 2 * P);
+            if (P > 1) check_parity(&o, P + 1);
+        }
+}
+
+static void test_manual_split(void) {
+    PipelineOptions o = options("1f1b", 3, 1);
+    snprintf(o.split, sizeof o.split, "1,5,2");
+    check_parity(&o, 4);
+}
+
+// A built-in written to CSV (compute-only and lowered) and loaded back trains the same.
+static void test_csv_schedule(void) {
+    Error err;
+    for (int with_comm = 0; with_comm <= 1; with_comm++) {
+        Schedule *s = schedule_build("zb-h1", 2, 4, 1, &err);
+        char path[] = "/tmp/test_pipeline_XXXXXX.csv";
+        int fd = mkstemps(path, 4);
+        FILE *f = fdopen(fd, "w");
+        CHECK(schedule_write_csv(s, f, with_comm) == 0, "write csv");
+        fclose(f);
+        schedule_free(s);
+        PipelineOptions o = options(path, 2, 0);
+        check_parity(&o, 4);
+        // The file's shape must be the run's.
+        RunConfig rc = tiny_run(2);
+        CHECK(pipeline_create(&rc, &o, &err) == NULL && strstr(err.msg, "microbatches"), "M mismatch: %s", err.msg);
+        unlink(path);
+    }
+}
+
+static void test_bad_input(void) {
+    Error err = {{0}};
+    RunConfig rc = tiny_run(2);
+    rc.batch = 5;
+    PipelineOptions o = options("1f1b", 2, 1);
+    CHECK(pipeline_create(&rc, &o, &err) == NULL && strstr(err.msg, "not divisible"), "B %% M: %s", err.msg);
+    rc = tiny_run(2);
+    o = options("zb-v", 8, 2);  // 16 stages of 8 layers
+    CHECK(pipeline_create(&rc, &o, &err) == NULL, "too many stages");
+    o = options("no-such", 2, 1);
+    CHECK(pipeline_create(&rc, &o, &err) == NULL && strstr(err.msg, "unknown schedule"), "name: %s", err.msg);
+}
+
+// Peak activation slots follow the schedule: GPipe keeps all M, 1F1B stage s keeps P - s.
+static void test_peak_slots(void) {
+    RunConfig rc = tiny_run(4);
+    Error err;
+    const char *names[] = {"gpipe", "1f1b"};
+    const int want[2][2] = {{4, 4}, {2, 1}};
+    for (int i = 0; i < 2; i++) {
+        PipelineOptions o = options(names[i], 2, 1);
+        Pipeline *p = pipeline_create(&rc, &o, &err);
+        int32_t inputs[8 * T], targets[8 * T];
+        make_batch(0, 8, rc.model.vocab, inputs, targets);
+        PipelineReport r;
+        CHECK(p && pipeline_step(p, inputs, targets, 0, &r, &err) == 0, "%s: %s", names[i], err.msg);
+        for (int s = 0; p && s < 2; s++)
+            CHECK(r.peak_slots[s] == want[i][s], "%s stage %d: %d slots, want %d", names[i], s, r.peak_slots[s],
+                  want[i][s]);
+        CHECK(p && r.busy_ms[0] > 0 && r.busy_ms[1] > 0, "busy time recorded");
+        pipeline_free(p);
+    }
+}
+
+// ---- timeout / abort: rank 0 never sends microbatch 1's activations -----------------------
+
+typedef struct {
+    Runtime *rt;
+    const int32_t *inputs, *targets;
+    RuntimeStatus status;
+    Error err;
+    double seconds;
+} RankRun;
+
+static void *run_rank(void *arg) {
+    RankRun *rr = arg;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    RuntimeStats st;
+    rr->status = runtime_step(rr->rt, rr->inputs, rr->targets, 0.01f, &st, &rr->err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    rr->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return NULL;
+}
+
+// gpipe on 2 ranks, 2 microbatches, lowered, without rank 0's "0SEND_F1".
+static Schedule *schedule_missing_send(void) {
+    Error err;
+    Schedule *full = schedule_build("gpipe", 2, 2, 1, &err);
+    schedule_lower(full);
+    Schedule *s = schedule_new("broken", 2, 2, 2, STAGE_MAP_PLAIN);
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < full->ranks[r].n; i++) {
+            Action a = full->ranks[r].actions[i];
+            if (!(a.type == ACT_SEND_F && a.mb == 1)) schedule_push(s, r, a.type, a.stage, a.mb);
+        }
+    schedule_free(full);
+    return s;
+}
+
+static void test_timeout_aborts_every_rank(void) {
+    RunConfig rc = tiny_run(2);
+    Error err;
+    Schedule *s = schedule_missing_send();
+    CHECK(schedule_validate(s, &err) != 0, "the validator refuses it too");
+    StageModel *stages[2] = {stage_create(&rc.model, 0, 4, true, false, rc.seed, &err),
+                             stage_create(&rc.model, 4, 8, false, true, rc.seed, &err)};
+    Transport *tp = transport_local_create(2, (size_t)2 * T * rc.model.hidden * sizeof(float), 4, 1.0);
+    int32_t inputs[4 * T], targets[4 * T];
+    make_batch(0, 4, rc.model.vocab, inputs, targets);
+    RankRun runs[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        runs[r] = (RankRun){.rt = runtime_create(s, r, stages, 2, T, tp), .inputs = inputs, .targets = targets};
+        pthread_create(&th[r], NULL, run_rank, &runs[r]);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    // Both ranks wait; whichever waited first times out, the other is stopped by its abort.
+    const char *at[2] = {"at action 3 (RECV_B 0,mb 0)", "at action 2 (RECV_F 1,mb 1)"};
+    const int root = runs[0].status == RUNTIME_FAILED ? 0 : 1;
+    CHECK(runs[root].status == RUNTIME_FAILED && runs[1 - root].status == RUNTIME_ABORTED, "statuses %d %d",
+          runs[0].status, runs[1].status);
+    char want[256];
+    snprintf(want, sizeof want, "rank %d (stage %d): timed out after 1 s waiting %s", root, root, at[root]);
+    CHECK(strcmp(runs[root].err.msg, want) == 0, "root: %s", runs[root].err.msg);
+    snprintf(want, sizeof want, "rank %d (stage %d): aborted (another rank failed) while waiting %s", 1 - root,
+             1 - root, at[1 - root]);
+    CHECK(strcmp(runs[1 - root].err.msg, want) == 0, "stopped: %s", runs[1 - root].err.msg);
+    for (int r = 0; r < 2; r++) {
+        CHECK(runs[r].seconds < 3.0, "rank %d returned after %.2f s", r, runs[r].seconds);
+        CHECK(!strchr(runs[r].err.msg, '\n'), "one line");
+        runtime_free(runs[r].rt);
+        stage_free(stages[r]);
+    }
+    transport_free(tp);
+    schedule_free(s);
+}
+
+int main(void) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    test_bad_input();
+    test_timeout_aborts_every_rank();
+    test_peak_slots();
+    test_csv_schedule();
+    test_manual_split();
+    test_parity_grid();
+    for (int m = 0; m <= MAX_M; m++) stage_free(references[m].model);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("max loss rel diff %.3g, max param rel diff %.3g, %.1f s\n", max_loss_diff, max_param_diff,
+           (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    return test_finish();
+}

@@ -2,11 +2,30 @@
 #include "console/cmd_train.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "console/cli.h"
+#include "engine/train_loop.h"
 
-static void print_start(void *ctx, const RunConfig *rc, const RunInfo *info) {
-    (void)ctx;
+typedef struct {
+    int n_stages, n_ranks;
+    int peak_slots[256];          // per stage, from the latest step (first 256 stages)
+    double busy_ms[256];          // per rank, summed over the steps
+    int steps;
+} TrainPrinter;
+
+static void print_stage_layers(const RunInfo *info) {
+    printf("  layers per stage:");
+    for (int s = 0; s < info->n_stages; s++) {
+        if (info->stage_layers[s] < 0) printf(" ?");
+        else printf(" %d", info->stage_layers[s]);
+    }
+    printf("\n");
+}
+
+static void print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info) {
+    TrainPrinter *tp = ctx;
+    tp->n_stages = info->n_stages;
     const ModelConfig *m = &rc->model;
     printf("pptrain train: model %s (%.2f M params: %d layers, hidden %d, heads %d/%d kv, vocab %d)\n",
            m->name, info->params / 1e6, m->layers, m->hidden, m->heads, m->kv_heads, m->vocab);
@@ -16,35 +35,52 @@ static void print_start(void *ctx, const RunConfig *rc, const RunInfo *info) {
     printf("  batch %d x seq %d, %d microbatch%s, %d steps, lr %g (warmup %d, min %g), seed %llu\n",
            rc->batch, rc->seq_len, rc->microbatches, rc->microbatches == 1 ? "" : "es", rc->steps,
            rc->optim.lr, rc->optim.warmup_steps, rc->optim.min_lr, (unsigned long long)rc->seed);
-    printf("  activations %.1f MiB per microbatch\n", info->activation_bytes / 1048576.0);
+    printf("  pipeline: %s, %d stage%s on %d rank%s\n", po->schedule, info->n_stages,
+           info->n_stages == 1 ? "" : "s", po->ranks, po->ranks == 1 ? "" : "s");
+    print_stage_layers(info);
+    size_t most = 0;
+    for (int s = 0; s < info->n_stages; s++) most = info->slot_bytes[s] > most ? info->slot_bytes[s] : most;
+    printf("  activations: %.1f MiB per microbatch on the largest stage\n", most / 1048576.0);
     fflush(stdout);
 }
 
-static void print_step(void *ctx, const StepReport *r) {
-    (void)ctx;
+static void print_step(void *ctx, const PipelineReport *pr) {
+    TrainPrinter *tp = ctx;
+    const StepReport *r = &pr->step;
     printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %9.0f tok/s | %7.2f GFLOP/s | %8.1f ms\n",
            r->step, r->steps, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->gflops, r->step_ms);
     fflush(stdout);
+    tp->n_ranks = pr->n_ranks < 256 ? pr->n_ranks : 256;
+    for (int s = 0; s < pr->n_stages && s < 256; s++) tp->peak_slots[s] = pr->peak_slots[s];
+    for (int q = 0; q < tp->n_ranks; q++) tp->busy_ms[q] += pr->busy_ms[q];
+    tp->steps++;
 }
 
 static void print_end(void *ctx, const RunSummary *s) {
-    (void)ctx;
+    TrainPrinter *tp = ctx;
     printf("done: %d steps in %.2f s | loss %.4f -> %.4f | median %.0f tok/s, %.2f GFLOP/s, %.1f ms/step\n",
            s->steps, s->wall_s, s->first_loss, s->last_loss, s->median_tokens_per_s, s->median_gflops,
            s->median_step_ms);
+    printf("  peak stashed activations (microbatches) per stage:");
+    for (int k = 0; k < tp->n_stages && k < 256; k++) printf(" %d", tp->peak_slots[k]);
+    printf("\n  mean busy ms per rank and step:");
+    for (int q = 0; q < tp->n_ranks; q++) printf(" %.1f", tp->busy_ms[q] / (tp->steps ? tp->steps : 1));
+    printf("\n");
 }
 
 int cmd_train(int argc, char **argv) {
-    RunConfig rc = run_config_defaults();
+    RunOptions ro = run_options_defaults();
     Error err = {{0}};
-    int rc_parse = run_options_parse(argc, argv, 2, &rc, &err);
+    int rc_parse = run_options_parse(argc, argv, 2, &ro, &err);
     if (rc_parse == 1) {
         printf("usage: pptrain train [run options]\n\n");
         run_options_usage(stdout);
         return 0;
     }
     if (rc_parse) return cli_fail(&err);
-    TrainerHooks hooks = {.on_start = print_start, .on_step = print_step, .on_end = print_end};
-    if (trainer_run(&rc, &hooks, &err)) return cli_fail(&err);
+    TrainPrinter printer;
+    memset(&printer, 0, sizeof printer);
+    TrainHooks hooks = {.ctx = &printer, .on_start = print_start, .on_step = print_step, .on_end = print_end};
+    if (train_run(&ro.rc, &ro.pipe, &hooks, &err)) return cli_fail(&err);
     return 0;
 }

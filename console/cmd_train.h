@@ -2,12 +2,21 @@
 #define PPTRAIN_CMD_TRAIN_H
 #include <stdio.h>
 
+#include "engine/pipeline.h"
 #include "engine/trainer.h"
+
+// Everything a run option sets: the run itself and how it is laid out across ranks.
+typedef struct {
+    RunConfig rc;
+    PipelineOptions pipe;
+} RunOptions;
+
+RunOptions run_options_defaults(void);
 
 // `pptrain train [run options]`: a headless run. Returns the process exit code.
 int cmd_train(int argc, char **argv);
-// Parses run options (shared by train and, later, check and the console). Returns 0, 1 when
-// --help was printed, or -1 with err set.
-int run_options_parse(int argc, char **argv, int first, RunConfig *rc, Error *err);
+// Parses run options (shared by train, check and the console). Returns 0, 1 when --help was
+// asked for, or -1 with err set.
+int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *err);
 void run_options_usage(FILE *out);
 #endif

@@ -7,7 +7,7 @@
 #include "console/cli.h"
 #include "console/cmd_train.h"
 
-typedef int (*OptionSetter)(RunConfig *rc, const char *flag, const char *value, Error *err);
+typedef int (*OptionSetter)(RunOptions *ro, const char *flag, const char *value, Error *err);
 
 typedef struct {
     const char *flag;
@@ -16,27 +16,32 @@ typedef struct {
     OptionSetter set;
 } RunOption;
 
-// A value that names no file and does not look like a path is taken as a preset name, so a
-// typo says "unknown preset" rather than "cannot open".
-static int set_model(RunConfig *rc, const char *flag, const char *v, Error *err) {
-    (void)flag;
-    const bool looks_like_path = strchr(v, '/') || strstr(v, ".json") || access(v, F_OK) == 0;
-    if (!looks_like_path) return model_config_preset(&rc->model, v, err);
-    return model_config_from_json(&rc->model, v, err);
-}
-
-static int set_data(RunConfig *rc, const char *flag, const char *v, Error *err) {
-    if (strlen(v) >= sizeof rc->data_path) {
-        error_set(err, "%s: path too long", flag);
+static int set_path(char *dst, size_t cap, const char *flag, const char *v, Error *err) {
+    if (strlen(v) >= cap) {
+        error_set(err, "%s: '%.40s...' is too long", flag, v);
         return -1;
     }
-    snprintf(rc->data_path, sizeof rc->data_path, "%s", v);
+    snprintf(dst, cap, "%s", v);
     return 0;
 }
 
-static int set_batching(RunConfig *rc, const char *flag, const char *v, Error *err) {
-    if (strcmp(v, "pad") == 0) rc->batching = BATCHING_PAD;
-    else if (strcmp(v, "pack") == 0) rc->batching = BATCHING_PACK;
+// A value that names no file and does not look like a path is taken as a preset name, so a
+// typo says "unknown preset" rather than "cannot open".
+static int set_model(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    (void)flag;
+    const bool looks_like_path = strchr(v, '/') || strstr(v, ".json") || access(v, F_OK) == 0;
+    if (!looks_like_path) return model_config_preset(&ro->rc.model, v, err);
+    return model_config_from_json(&ro->rc.model, v, err);
+}
+
+static int set_data(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->rc.data_path, sizeof ro->rc.data_path, flag, v, err);
+    return 0;
+}
+
+static int set_batching(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    if (strcmp(v, "pad") == 0) ro->rc.batching = BATCHING_PAD;
+    else if (strcmp(v, "pack") == 0) ro->rc.batching = BATCHING_PACK;
     else {
         error_set(err, "%s: '%s' is not pad or pack", flag, v);
         return -1;
@@ -59,28 +64,40 @@ static int set_double_field(double *field, const char *flag, const char *v, doub
 }
 
 #define INT_SETTER(fn, field, min, max) \
-    static int fn(RunConfig *rc, const char *flag, const char *v, Error *err) { \
-        return set_int_field(&rc->field, flag, v, min, max, err); \
+    static int fn(RunOptions *ro, const char *flag, const char *v, Error *err) { \
+        return set_int_field(&ro->field, flag, v, min, max, err); \
     }
 #define DOUBLE_SETTER(fn, field, min, max) \
-    static int fn(RunConfig *rc, const char *flag, const char *v, Error *err) { \
-        return set_double_field(&rc->field, flag, v, min, max, err); \
+    static int fn(RunOptions *ro, const char *flag, const char *v, Error *err) { \
+        return set_double_field(&ro->field, flag, v, min, max, err); \
     }
-INT_SETTER(set_steps, steps, 1, 100000000)
-INT_SETTER(set_batch, batch, 1, 1 << 20)
-INT_SETTER(set_seq, seq_len, 1, 1 << 20)
-INT_SETTER(set_microbatches, microbatches, 1, 1 << 20)
-INT_SETTER(set_warmup, optim.warmup_steps, 0, 100000000)
-DOUBLE_SETTER(set_lr, optim.lr, 0.0, 10.0)
-DOUBLE_SETTER(set_min_lr, optim.min_lr, 0.0, 10.0)
-DOUBLE_SETTER(set_beta1, optim.beta1, 0.0, 0.999999)
-DOUBLE_SETTER(set_beta2, optim.beta2, 0.0, 0.999999999)
-DOUBLE_SETTER(set_eps, optim.eps, 0.0, 1.0)
-DOUBLE_SETTER(set_wd, optim.weight_decay, 0.0, 10.0)
-DOUBLE_SETTER(set_clip, optim.grad_clip, 0.0, 1e9)
+INT_SETTER(set_steps, rc.steps, 1, 100000000)
+INT_SETTER(set_batch, rc.batch, 1, 1 << 20)
+INT_SETTER(set_seq, rc.seq_len, 1, 1 << 20)
+INT_SETTER(set_microbatches, rc.microbatches, 1, 1 << 20)
+INT_SETTER(set_warmup, rc.optim.warmup_steps, 0, 100000000)
+DOUBLE_SETTER(set_lr, rc.optim.lr, 0.0, 10.0)
+DOUBLE_SETTER(set_min_lr, rc.optim.min_lr, 0.0, 10.0)
+DOUBLE_SETTER(set_beta1, rc.optim.beta1, 0.0, 0.999999)
+DOUBLE_SETTER(set_beta2, rc.optim.beta2, 0.0, 0.999999999)
+DOUBLE_SETTER(set_eps, rc.optim.eps, 0.0, 1.0)
+DOUBLE_SETTER(set_wd, rc.optim.weight_decay, 0.0, 10.0)
+DOUBLE_SETTER(set_clip, rc.optim.grad_clip, 0.0, 1e9)
 
-static int set_seed(RunConfig *rc, const char *flag, const char *v, Error *err) {
-    return cli_parse_u64(flag, v, &rc->seed, err);
+static int set_seed(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return cli_parse_u64(flag, v, &ro->rc.seed, err);
+}
+
+INT_SETTER(set_stages, pipe.ranks, 1, 4096)
+INT_SETTER(set_virtual, pipe.virtual_stages, 1, 64)
+DOUBLE_SETTER(set_timeout, pipe.timeout_s, 0.001, 1e7)
+
+static int set_schedule(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->pipe.schedule, sizeof ro->pipe.schedule, flag, v, err);
+}
+
+static int set_split(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->pipe.split, sizeof ro->pipe.split, flag, v, err);
 }
 
 static const RunOption RUN_OPTIONS[] = {
@@ -100,6 +117,11 @@ static const RunOption RUN_OPTIONS[] = {
     {"--eps", "X", "AdamW epsilon (1e-8)", set_eps},
     {"--weight-decay", "X", "AdamW decoupled weight decay (0.1)", set_wd},
     {"--grad-clip", "X", "clip the global gradient norm to X; 0 = off (1.0)", set_clip},
+    {"--stages", "P", "pipeline ranks: the layers are cut into P stages (1)", set_stages},
+    {"--schedule", "NAME|FILE.csv", "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a CSV (1f1b)", set_schedule},
+    {"--virtual", "V", "stages per rank for interleaved-1f1b, looped-bfs, zb-v (2)", set_virtual},
+    {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2 (balanced by cost)", set_split},
+    {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
 };
 #define N_RUN_OPTIONS (int)(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0])
 
@@ -111,7 +133,13 @@ void run_options_usage(FILE *out) {
     }
 }
 
-int run_options_parse(int argc, char **argv, int first, RunConfig *rc, Error *err) {
+RunOptions run_options_defaults(void) {
+    RunOptions ro = {.rc = run_config_defaults(), .pipe = pipeline_options_defaults()};
+    snprintf(ro.pipe.schedule, sizeof ro.pipe.schedule, "1f1b");
+    return ro;
+}
+
+int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *err) {
     bool have_data = false;
     for (int i = first; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
@@ -123,13 +151,13 @@ int run_options_parse(int argc, char **argv, int first, RunConfig *rc, Error *er
             return -1;
         }
         const char *value = cli_value(argc, argv, &i, err);
-        if (!value || opt->set(rc, opt->flag, value, err)) return -1;
+        if (!value || opt->set(ro, opt->flag, value, err)) return -1;
         have_data |= opt->set == set_data;
     }
     if (!have_data) {
         error_set(err, "--data PATH is required (a text file or folder, or llm.c .bin shards)");
         return -1;
     }
-    rc->optim.total_steps = rc->steps;
-    return run_config_validate(rc, err);
+    ro->rc.optim.total_steps = ro->rc.steps;
+    return run_config_validate(&ro->rc, err);
 }

@@ -1,6 +1,6 @@
-// engine/trainer: the run loop. Builds the model and the data from a RunConfig, runs the
-// steps, and reports each one through hooks (the console prints them; later, storage records
-// them). The engine never prints or writes files itself.
+// engine/trainer: what a run is (RunConfig), what a step reports (StepReport), and the
+// single-device reference step that every pipelined layout must reproduce (DESIGN.md,
+// "Parity"). The run loop itself is engine/train_loop.
 #ifndef PPTRAIN_TRAINER_H
 #define PPTRAIN_TRAINER_H
 #include <stdint.h>
@@ -37,27 +37,6 @@ typedef struct {
     double gflops;          // achieved model FLOP/s / 1e9 (model_flops_per_token)
 } StepReport;
 
-typedef struct {
-    const char *data_kind;
-    uint64_t data_items, data_tokens;
-    size_t params;
-    size_t activation_bytes; // per microbatch slot
-} RunInfo;
-
-typedef struct {
-    int steps;
-    double first_loss, last_loss;
-    double median_tokens_per_s, median_gflops, median_step_ms;
-    double wall_s;
-} RunSummary;
-
-typedef struct {
-    void *ctx;
-    void (*on_start)(void *ctx, const RunConfig *rc, const RunInfo *info);
-    void (*on_step)(void *ctx, const StepReport *r);
-    void (*on_end)(void *ctx, const RunSummary *s);
-} TrainerHooks;
-
 // One optimizer step on one device over a batch of rc->batch rows: rc->microbatches slices
 // accumulate gradients (weighted so the loss is the batch's per-token mean), then the global
 // norm is clipped and AdamW applied at the schedule's lr for the 0-based step. The report's
@@ -65,6 +44,4 @@ typedef struct {
 StepReport trainer_step(StageModel *sm, StageActs *acts, AdamWState *opt, const RunConfig *rc,
                         const int32_t *inputs, const int32_t *targets, int step);
 
-// Runs rc->steps steps. Returns 0, or -1 with err set for a user error (data, config).
-int trainer_run(const RunConfig *rc, const TrainerHooks *hooks, Error *err);
 #endif

@@ -27,6 +27,8 @@ python_free_shard truncated.bin 20240520 1 100 10
 printf '{"hidden_size": 60, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 259}' > hidden_heads.json
 printf '{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 259}' > heads_kv.json
 printf '{"hidden_size": 64,' > broken.json
+printf '0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n' > incomplete.csv
+printf '0F0,0F1,0X1\n' > malformed.csv
 before=$(ls -A | sort | tr '\n' ' ')
 
 expect_error() {   # expect_error "what it should mention" args...
@@ -63,6 +65,15 @@ expect_error "num_attention_heads (4) is not divisible by num_key_value_heads (3
 expect_error "broken.json: not a JSON object" --data data --model broken.json
 expect_error "unknown preset 'huge'" --data data --model huge
 expect_error "--batching: 'zip' is not pad or pack" --data data --batching zip
+# pipeline layouts and schedules
+expect_error "cannot split 8 layers into 9 stages" --data data --stages 3 --schedule interleaved-1f1b --virtual 3 --microbatches 3 --batch 6
+expect_error "zb-v runs exactly 2 stages per rank" --data data --stages 2 --schedule zb-v --virtual 3 --microbatches 4 --batch 8
+expect_error "cannot split 8 layers into 9 stages" --data data --stages 9
+expect_error "incomplete.csv: stage 0, microbatch 1 has no backward" --data data --stages 2 --microbatches 2 --batch 4 --schedule incomplete.csv
+expect_error "malformed.csv:1:9: bad action '0X1'" --data data --microbatches 2 --batch 4 --schedule malformed.csv
+expect_error "unknown schedule 'warp'" --data data --schedule warp
+expect_error "--split '3,3,2': 3 counts for 4 stages" --data data --stages 4 --split 3,3,2
+expect_error "--stages: 0 is out of range" --data data --stages 0
 
 after=$(ls -A | sort | tr '\n' ' ')
 if [ "$before" = "$after" ]; then passed=$((passed + 1)); else

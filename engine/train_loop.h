@@ -1,0 +1,37 @@
+// engine/train_loop: the run loop. Opens the data, builds the pipeline (one stage on one
+// rank is the single-device case: the same interpreter runs every layout), runs the steps
+// and reports each one through hooks. The engine never prints or writes files itself: the
+// console floor wires the hooks to the terminal and the run store.
+#ifndef PPTRAIN_TRAIN_LOOP_H
+#define PPTRAIN_TRAIN_LOOP_H
+#include "engine/pipeline.h"
+#include "engine/trainer.h"
+
+typedef struct {
+    const char *data_kind;
+    uint64_t data_items, data_tokens;
+    size_t params;
+    int n_stages;
+    const int *stage_layers;      // (n_stages) decoder layers of each stage; -1 when the stage
+                                  // lives in another process (MPI)
+    const size_t *slot_bytes;     // (n_stages) activation bytes one microbatch keeps there
+} RunInfo;
+
+typedef struct {
+    int steps;
+    double first_loss, last_loss;
+    double median_tokens_per_s, median_gflops, median_step_ms;
+    double wall_s;
+} RunSummary;
+
+typedef struct {
+    void *ctx;
+    void (*on_start)(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info);
+    void (*on_step)(void *ctx, const PipelineReport *r);
+    void (*on_end)(void *ctx, const RunSummary *s);
+} TrainHooks;
+
+// Runs rc->steps steps. Returns 0, or -1 with a one-line err: a user error (data, config,
+// schedule) before the first step, or a failed rank (timeout, dead peer) during one.
+int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, Error *err);
+#endif

@@ -45,8 +45,8 @@ static int count_targets(const int32_t *targets, size_t n) {
     return c;
 }
 
-StepReport trainer_step(StageModel *sm, StageActs *acts, AdamWState *opt, const RunConfig *rc,
-                             const int32_t *inputs, const int32_t *targets, int step) {
+double trainer_forward_backward(StageModel *sm, StageActs *acts, const RunConfig *rc,
+                                const int32_t *inputs, const int32_t *targets) {
     const int rows = rc->batch / rc->microbatches, T = rc->seq_len;
     const size_t mb_tokens = (size_t)rows * T;
     const int n_targets = count_targets(targets, (size_t)rc->batch * T);
@@ -57,6 +57,12 @@ StepReport trainer_step(StageModel *sm, StageActs *acts, AdamWState *opt, const 
         loss += stage_forward(sm, acts, inputs + m * mb_tokens, NULL, targets + m * mb_tokens, scale);
         stage_backward(sm, acts, NULL);
     }
+    return loss;
+}
+
+StepReport trainer_step(StageModel *sm, StageActs *acts, AdamWState *opt, const RunConfig *rc,
+                        const int32_t *inputs, const int32_t *targets, int step) {
+    const double loss = trainer_forward_backward(sm, acts, rc, inputs, targets);
     const double norm = sqrt(grad_sum_squares(sm->grads, sm->numel));
     const float clip = rc->optim.grad_clip > 0 ? grad_clip_factor(norm, (float)rc->optim.grad_clip) : 1.0f;
     if (clip < 1.0f) grad_scale(sm->grads, sm->numel, clip);

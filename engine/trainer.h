@@ -37,6 +37,12 @@ typedef struct {
     double gflops;          // achieved model FLOP/s / 1e9 (model_flops_per_token)
 } StepReport;
 
+// Forward and backward of a batch of rc->batch rows on one device: gradients zeroed, then
+// rc->microbatches slices accumulate into sm->grads, each weighted so the returned loss is
+// the batch's mean over its non-pad target tokens.
+double trainer_forward_backward(StageModel *sm, StageActs *acts, const RunConfig *rc,
+                                const int32_t *inputs, const int32_t *targets);
+
 // One optimizer step on one device over a batch of rc->batch rows: rc->microbatches slices
 // accumulate gradients (weighted so the loss is the batch's per-token mean), then the global
 // norm is clipped and AdamW applied at the schedule's lr for the 0-based step. The report's

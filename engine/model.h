@@ -124,4 +124,26 @@ const float *stage_acts_dinput(const StageActs *a);      // (B*T, C)
 // keep_logits was requested at creation): used by tests against the PyTorch fixture.
 const float *stage_acts_logits(const StageActs *a);      // (B*T, V)
 void stage_acts_keep_logits(StageActs *a, bool keep);
+
+// Recompute (the GPipe paper's re-materialization, --recompute all). A light StageActs keeps
+// only what one microbatch must carry between its forward and its backward: the tokens (first
+// stage) or the stage input (others), the targets and loss scale (last stage), the output
+// (non-last stages) and the input gradient (non-first stages): about 3 * N*C floats instead
+// of every layer's activations. A full StageActs then serves as a workspace, borrowed for one
+// forward, or from a backward's input half to its weight half. stage_acts_output and
+// stage_acts_dinput work on both forms; stage_forward / stage_backward* need a full one.
+StageActs *stage_acts_create_light(const StageModel *s, int B, int T);
+size_t stage_acts_light_bytes(const StageModel *s, int B, int T);
+bool stage_acts_is_light(const StageActs *a);
+// stage_forward in the workspace ws, then keeps tokens / input / targets / output in light.
+// Returns the loss as stage_forward does.
+double stage_forward_light(StageModel *s, StageActs *light, StageActs *ws, const int32_t *tokens,
+                           const float *input, const int32_t *targets, float loss_scale);
+// Runs the forward again in ws from what light kept (the same kernels on the same inputs, so
+// ws ends bitwise as stage_forward left it), then the input half of the backward from
+// dout (ignored on the last stage), and copies the input gradient into light. ws now holds
+// what stage_backward_weight(s, ws) needs.
+void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout);
+// Both halves: stage_backward_input_light, then stage_backward_weight on ws.
+void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout);
 #endif

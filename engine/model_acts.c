@@ -1,4 +1,6 @@
 // The activation arena of one microbatch slot on one stage: sized and carved once per run.
+// Full form: everything the stage's backward reads. Light form (recompute): only what crosses
+// the stage boundary, plus what the forward needs to run again (tokens, targets).
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,9 +70,49 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     }
 }
 
+// Light form: tokens (first stage), targets (last), input and dinput (non-first), output
+// (non-last), each (N) or (N, C). Every other pointer stays NULL.
+static void carve_light(const StageModel *s, StageActs *a, Carver *cv) {
+    const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
+    if (s->has_embed) a->tokens = (int32_t *)carve(cv, N);
+    if (s->has_head) a->targets = (int32_t *)carve(cv, N);
+    if (!s->has_embed) a->input = carve(cv, N * C);
+    if (!s->has_embed) a->dinput = carve(cv, N * C);
+    if (!s->has_head) a->output = carve(cv, N * C);
+}
+
+static StageActs acts_shape(const StageModel *s, int B, int T, bool light) {
+    return (StageActs){.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
+                       .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light};
+}
+
+size_t stage_acts_light_bytes(const StageModel *s, int B, int T) {
+    StageActs a = acts_shape(s, B, T, true);
+    Carver cv = {0};
+    carve_light(s, &a, &cv);
+    return cv.used + sizeof(StageActs);
+}
+
+StageActs *stage_acts_create_light(const StageModel *s, int B, int T) {
+    StageActs *a = xcalloc(1, sizeof *a);
+    *a = acts_shape(s, B, T, true);
+    Carver cv = {0};
+    carve_light(s, a, &cv);
+    a->arena_bytes = cv.used;
+    a->arena = aligned_alloc(64, cv.used ? cv.used : 64);
+    check_alloc(a->arena, cv.used, __FILE__, __LINE__);
+    memset(a->arena, 0, cv.used);
+    cv = (Carver){.base = a->arena};
+    carve_light(s, a, &cv);
+    return a;
+}
+
+bool stage_acts_is_light(const StageActs *a) {
+    return a->light;
+}
+
 size_t stage_acts_bytes(const StageModel *s, int B, int T) {
-    StageActs a = {.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
-                   .C = s->cfg.hidden, .V = s->cfg.vocab};
+    StageActs a = acts_shape(s, B, T, false);
     Carver cv = {0};
     carve_acts(s, &a, &cv);
     return cv.used + sizeof(StageActs) + a.n_layers * sizeof(LayerActs);
@@ -78,12 +120,7 @@ size_t stage_acts_bytes(const StageModel *s, int B, int T) {
 
 StageActs *stage_acts_create(const StageModel *s, int B, int T) {
     StageActs *a = xcalloc(1, sizeof *a);
-    a->B = B;
-    a->T = T;
-    a->N = B * T;
-    a->n_layers = s->layer_end - s->layer_begin;
-    a->C = s->cfg.hidden;
-    a->V = s->cfg.vocab;
+    *a = acts_shape(s, B, T, false);
     a->layer = xcalloc((size_t)(a->n_layers ? a->n_layers : 1), sizeof(LayerActs));
     Carver cv = {0};
     carve_acts(s, a, &cv);
@@ -93,6 +130,9 @@ StageActs *stage_acts_create(const StageModel *s, int B, int T) {
     memset(a->arena, 0, cv.used);      // touch every page now, not inside the first step
     cv = (Carver){.base = a->arena};
     carve_acts(s, a, &cv);
+    a->input = a->resid;
+    a->output = a->resid + (size_t)a->n_layers * a->N * a->C;
+    a->dinput = a->dresid;
     a->dlogits = a->logits;
     rope_tables(a->cos_tab, a->sin_tab, T, s->cfg.head_dim, s->cfg.rope_theta);
     return a;
@@ -122,11 +162,11 @@ void stage_acts_keep_logits(StageActs *a, bool keep) {
 }
 
 const float *stage_acts_output(const StageActs *a) {
-    return a->resid + (size_t)a->n_layers * a->N * a->C;
+    return a->output;
 }
 
 const float *stage_acts_dinput(const StageActs *a) {
-    return a->dresid;
+    return a->dinput;
 }
 
 const float *stage_acts_logits(const StageActs *a) {

@@ -2,6 +2,7 @@
 // the equations). Other rooms see StageActs only through engine/model.h.
 #ifndef PPTRAIN_MODEL_ACTS_H
 #define PPTRAIN_MODEL_ACTS_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,9 +21,20 @@ typedef struct {
     float *dln1, *dln2;     // (N, C) gradients of the norm outputs
 } LayerActs;
 
+// Two forms (engine/model.h): a full StageActs holds everything below; a light one (recompute)
+// holds only tokens / targets / input / output / dinput, and every other pointer is NULL.
 struct StageActs {
     int B, T, N, n_layers;
     int C, V;               // hidden and vocabulary sizes of the stage's model
+    bool light;
+    // What crosses the stage boundary, in both forms (full: views into resid / dresid).
+    float *input;           // (N, C) stage input (non-first stages)
+    float *output;          // (N, C) stage output (non-last stages)
+    float *dinput;          // (N, C) gradient of the stage input (non-first stages)
+    // Light form only, last stage: the targets and scale of the loss, so that the backward
+    // can recompute the loss gradient.
+    int32_t *targets;       // (N)
+    float loss_scale;
     int32_t *tokens;        // (N) first stage: kept for the embedding gradient
     float *resid;           // (n_layers + 1, N, C): stage input, then each layer's output
     float *dresid;          // (n_layers + 1, N, C): their gradients; [0] is the stage's dinput

@@ -8,6 +8,9 @@
 // The backward is split as in the zero-bubble paper: the input half (I) walks the layers in
 // reverse computing activation gradients and keeps those the weight gradients need; the
 // weight half (W) turns them into parameter gradients. A full backward (B) is I then W.
+// Recompute: the *_light functions run the same code in a borrowed workspace and keep in a
+// light StageActs only the stage's boundary tensors (engine/model.h).
+#include <assert.h>
 #include <string.h>
 
 #include "engine/model.h"
@@ -59,6 +62,7 @@ static void layer_forward(const LayerParams *w, LayerActs *la, const float *x, f
 
 double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const float *input,
                      const int32_t *targets, float loss_scale) {
+    assert(!a->light);
     const Dims d = dims_of(s, a);
     const size_t NC = (size_t)d.N * d.C;
     if (s->has_embed) {
@@ -113,6 +117,7 @@ static void layer_backward_input(const LayerParams *w, LayerActs *la, const floa
 }
 
 void stage_backward_input(StageModel *s, StageActs *a, const float *dout) {
+    assert(!a->light);
     const Dims d = dims_of(s, a);
     const size_t NC = (size_t)d.N * d.C;
     float *dtop = dresid_at(a, a->n_layers);
@@ -143,6 +148,7 @@ static void layer_backward_weight(const LayerParams *w, LayerParams *g, const La
 }
 
 void stage_backward_weight(StageModel *s, StageActs *a) {
+    assert(!a->light);
     const Dims d = dims_of(s, a);
     if (s->has_head) {
         linear_backward_weight(s->g.lm_head, a->dlogits, a->lnf, d.N, d.C, d.V);
@@ -158,4 +164,39 @@ void stage_backward_weight(StageModel *s, StageActs *a) {
 void stage_backward(StageModel *s, StageActs *a, const float *dout) {
     stage_backward_input(s, a, dout);
     stage_backward_weight(s, a);
+}
+
+// ---- recompute -----------------------------------------------------------------------------
+
+static void copy_floats(float *dst, const float *src, size_t n) {
+    if (dst != src) memcpy(dst, src, n * sizeof(float));
+}
+
+double stage_forward_light(StageModel *s, StageActs *light, StageActs *ws, const int32_t *tokens,
+                           const float *input, const int32_t *targets, float loss_scale) {
+    assert(light->light && !ws->light && light->N == ws->N);
+    const size_t N = (size_t)ws->N, NC = N * (size_t)ws->C;
+    const double loss = stage_forward(s, ws, tokens, input, targets, loss_scale);
+    if (s->has_embed) memcpy(light->tokens, tokens, N * sizeof(int32_t));
+    else copy_floats(light->input, input, NC);   // input may be light's own (a caller's choice)
+    if (s->has_head) {
+        memcpy(light->targets, targets, N * sizeof(int32_t));
+        light->loss_scale = loss_scale;
+    } else {
+        memcpy(light->output, stage_acts_output(ws), NC * sizeof(float));
+    }
+    return loss;
+}
+
+void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout) {
+    assert(light->light && !ws->light && light->N == ws->N);
+    // The last stage's loss gradient is made by its forward: running it again restores it.
+    stage_forward(s, ws, light->tokens, light->input, light->targets, light->loss_scale);
+    stage_backward_input(s, ws, dout);
+    if (!s->has_embed) memcpy(light->dinput, stage_acts_dinput(ws), (size_t)ws->N * ws->C * sizeof(float));
+}
+
+void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout) {
+    stage_backward_input_light(s, light, ws, dout);
+    stage_backward_weight(s, ws);
 }

@@ -1,28 +1,39 @@
 // The per-rank interpreter of a lowered schedule. Set-up walks the action list once to find
 // where each (stage, microbatch) activation slot is first and last used, which gives the
 // slot pools' sizes (the schedule's peak in-flight microbatches per stage) and the points
-// where a step takes and frees slots; the step itself then allocates nothing.
+// where a step takes and frees slots, and under recompute the size of each stage's workspace
+// pool; the step itself then allocates nothing.
 #include "engine/runtime.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+// A stack of free indices 0..n-1 (slots or workspaces).
+typedef struct {
+    int *free;          // (n)
+    int n_free;
+} FreeStack;
+
 // The slots of one local stage: slot k is acts[k] plus msg[k], the buffer a RECV_F or RECV_B
-// fills and the following F or B/I reads.
+// fills and the following F or B/I reads. Under recompute acts[k] is light and ws[] holds the
+// full workspaces the compute actions borrow.
 typedef struct {
     StageModel *model;
-    int n_slots;
+    int n_slots, n_ws;
     StageActs **acts;   // (n_slots)
     float **msg;        // (n_slots) each (rows*T*C)
-    int *free_slots;    // (n_slots) stack of free slot indices
-    int n_free;
+    FreeStack slots;
+    StageActs **ws;     // (n_ws) recompute only
+    FreeStack wss;
 } StagePool;
 
 struct Runtime {
     const Schedule *sched;
     const ScheduleList *list;  // this rank's actions
     int rank, S, M, rows, T;
+    bool recompute;
     size_t msg_floats;         // rows*T*C: one activation or gradient message
     Transport *tp;
     int *local;                // (S) index among this rank's stages, -1 for another rank's
@@ -32,7 +43,10 @@ struct Runtime {
     int *slot_of;              // (n_local * M) slot held by a key, -1 when none
     int *acquire;              // (n actions) key taking a slot before the action, or -1
     int (*release)[2];         // (n actions) keys freeing their slot after the action, or -1
+    int *ws_of;                // (n_local * M) recompute: workspace a key holds from I to W, or -1
     double *mb_loss;           // (M) last stage: each microbatch's loss contribution
+    ActionEvent *events;       // (n actions) the last step's, in execution order
+    int n_events;
 };
 
 typedef struct {
@@ -55,9 +69,11 @@ static int key_of(const Runtime *rt, int stage, int mb) {
 }
 
 // Slot keys action a reads or writes: its own (stage, mb), plus the neighbour stage's on this
-// rank whose output (F) or input gradient (B, I) it takes directly. Returns how many.
+// rank whose output (F) or input gradient (B, I) it takes directly. Returns how many. Under
+// recompute a W reads only its workspace, so a light slot is freed after its I (or SEND_B).
 static int action_keys(const Runtime *rt, Action a, int keys[2]) {
     int n = 0;
+    if (rt->recompute && a.type == ACT_W) return 0;
     keys[n++] = key_of(rt, a.stage, a.mb);
     if (a.type == ACT_F && a.stage > 0 && same_rank(rt, a.stage - 1)) keys[n++] = key_of(rt, a.stage - 1, a.mb);
     if ((a.type == ACT_B || a.type == ACT_I) && same_rank(rt, a.stage + 1)) keys[n++] = key_of(rt, a.stage + 1, a.mb);
@@ -95,18 +111,50 @@ static void plan_slots(Runtime *rt, int *peak) {
     free(last);
 }
 
-static void pool_init(StagePool *p, StageModel *model, int n_slots, int rows, int T, size_t msg_floats) {
+// Recompute: each local stage's workspace peak. F and B borrow one for their own duration, I
+// keeps it until the W of its microbatch, so a compute action needs one more than the
+// microbatches then held between I and W.
+static void plan_workspaces(const Runtime *rt, int *peak) {
+    int *held = xcalloc((size_t)rt->n_local, sizeof(int));
+    for (int i = 0; i < rt->list->n; i++) {
+        const Action a = rt->list->actions[i];
+        const int l = rt->local[a.stage];
+        if (a.type == ACT_W) held[l]--;
+        if (a.type != ACT_F && a.type != ACT_B && a.type != ACT_I) continue;
+        if (held[l] + 1 > peak[l]) peak[l] = held[l] + 1;
+        if (a.type == ACT_I) held[l]++;
+    }
+    free(held);
+}
+
+static void stack_init(FreeStack *st, int n) {
+    st->free = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+    for (int k = 0; k < n; k++) st->free[k] = n - 1 - k;  // index 0 on top
+    st->n_free = n;
+}
+
+static int stack_pop(FreeStack *st) {
+    assert(st->n_free > 0);  // the plan sized the pool for its peak
+    return st->free[--st->n_free];
+}
+
+static void stack_push(FreeStack *st, int k) { st->free[st->n_free++] = k; }
+
+static void pool_init(StagePool *p, StageModel *model, int n_slots, int n_ws, bool light, int rows, int T,
+                      size_t msg_floats) {
     p->model = model;
     p->n_slots = n_slots;
+    p->n_ws = n_ws;
     p->acts = xmalloc(sizeof(StageActs *) * (size_t)(n_slots ? n_slots : 1));
     p->msg = xmalloc(sizeof(float *) * (size_t)(n_slots ? n_slots : 1));
-    p->free_slots = xmalloc(sizeof(int) * (size_t)(n_slots ? n_slots : 1));
     for (int k = 0; k < n_slots; k++) {
-        p->acts[k] = stage_acts_create(model, rows, T);
+        p->acts[k] = light ? stage_acts_create_light(model, rows, T) : stage_acts_create(model, rows, T);
         p->msg[k] = xmalloc(sizeof(float) * msg_floats);
-        p->free_slots[k] = n_slots - 1 - k;  // slot 0 on top
     }
-    p->n_free = n_slots;
+    p->ws = xmalloc(sizeof(StageActs *) * (size_t)(n_ws ? n_ws : 1));
+    for (int k = 0; k < n_ws; k++) p->ws[k] = stage_acts_create(model, rows, T);
+    stack_init(&p->slots, n_slots);
+    stack_init(&p->wss, n_ws);
 }
 
 static void pool_free(StagePool *p) {
@@ -114,33 +162,48 @@ static void pool_free(StagePool *p) {
         stage_acts_free(p->acts[k]);
         free(p->msg[k]);
     }
+    for (int k = 0; k < p->n_ws; k++) stage_acts_free(p->ws[k]);
     free(p->acts);
     free(p->msg);
-    free(p->free_slots);
+    free(p->ws);
+    free(p->slots.free);
+    free(p->wss.free);
 }
 
 Runtime *runtime_create(const Schedule *sched, int rank, StageModel *const *stages, int rows, int T,
                         Transport *tp) {
+    return runtime_create_opts(sched, rank, stages, rows, T, tp, NULL);
+}
+
+Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const *stages, int rows, int T,
+                             Transport *tp, const RuntimeOptions *opts) {
     Runtime *rt = xcalloc(1, sizeof *rt);
     *rt = (Runtime){.sched = sched, .list = &sched->ranks[rank], .rank = rank, .S = sched->n_stages,
-                    .M = sched->n_microbatches, .rows = rows, .T = T, .tp = tp};
+                    .M = sched->n_microbatches, .rows = rows, .T = T, .tp = tp,
+                    .recompute = opts && opts->recompute};
     rt->local = xmalloc(sizeof(int) * (size_t)rt->S);
     for (int s = 0; s < rt->S; s++) rt->local[s] = sched->stage_rank[s] == rank ? rt->n_local++ : -1;
     const int n = rt->list->n, n_keys = rt->n_local * rt->M;
     rt->slot_of = xmalloc(sizeof(int) * (size_t)(n_keys ? n_keys : 1));
-    for (int k = 0; k < n_keys; k++) rt->slot_of[k] = -1;
+    rt->ws_of = xmalloc(sizeof(int) * (size_t)(n_keys ? n_keys : 1));
+    for (int k = 0; k < n_keys; k++) rt->slot_of[k] = rt->ws_of[k] = -1;
+    rt->events = xcalloc((size_t)(n ? n : 1), sizeof(ActionEvent));
     rt->acquire = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
     rt->release = xmalloc(sizeof(int[2]) * (size_t)(n ? n : 1));
     rt->mb_loss = xcalloc((size_t)rt->M, sizeof(double));
     int *peak = xcalloc((size_t)(rt->n_local ? rt->n_local : 1), sizeof(int));
+    int *peak_ws = xcalloc((size_t)(rt->n_local ? rt->n_local : 1), sizeof(int));
     plan_slots(rt, peak);
+    if (rt->recompute) plan_workspaces(rt, peak_ws);
     rt->pool = xcalloc((size_t)(rt->n_local ? rt->n_local : 1), sizeof(StagePool));
     for (int s = 0; s < rt->S; s++) {
-        if (rt->local[s] < 0) continue;
+        const int l = rt->local[s];
+        if (l < 0) continue;
         rt->msg_floats = (size_t)rows * T * stages[s]->cfg.hidden;
-        pool_init(&rt->pool[rt->local[s]], stages[s], peak[rt->local[s]], rows, T, rt->msg_floats);
+        pool_init(&rt->pool[l], stages[s], peak[l], peak_ws[l], rt->recompute, rows, T, rt->msg_floats);
     }
     free(peak);
+    free(peak_ws);
     return rt;
 }
 
@@ -152,12 +215,32 @@ void runtime_free(Runtime *rt) {
     free(rt->slot_of);
     free(rt->acquire);
     free(rt->release);
+    free(rt->ws_of);
     free(rt->mb_loss);
+    free(rt->events);
     free(rt);
 }
 
 int runtime_peak_slots(const Runtime *rt, int stage) {
     return rt->local[stage] >= 0 ? rt->pool[rt->local[stage]].n_slots : 0;
+}
+
+int runtime_peak_workspaces(const Runtime *rt, int stage) {
+    return rt->local[stage] >= 0 ? rt->pool[rt->local[stage]].n_ws : 0;
+}
+
+size_t runtime_peak_bytes(const Runtime *rt, int stage) {
+    if (rt->local[stage] < 0) return 0;
+    const StagePool *p = &rt->pool[rt->local[stage]];
+    const size_t full = stage_acts_bytes(p->model, rt->rows, rt->T);
+    const size_t slot = (rt->recompute ? stage_acts_light_bytes(p->model, rt->rows, rt->T) : full) +
+                        rt->msg_floats * sizeof(float);
+    return (size_t)p->n_slots * slot + (size_t)p->n_ws * full;
+}
+
+const ActionEvent *runtime_events(const Runtime *rt, int *n) {
+    *n = rt->n_events;
+    return rt->events;
 }
 
 // ---- one step ---------------------------------------------------------------------------
@@ -175,14 +258,29 @@ static float *msg_of(const Runtime *rt, int stage, int mb) {
 }
 
 static void slot_take(Runtime *rt, int key) {
-    StagePool *p = &rt->pool[key / rt->M];
-    rt->slot_of[key] = p->free_slots[--p->n_free];  // the plan sized the pool for its peak
+    rt->slot_of[key] = stack_pop(&rt->pool[key / rt->M].slots);
 }
 
 static void slot_give_back(Runtime *rt, int key) {
-    StagePool *p = &rt->pool[key / rt->M];
-    p->free_slots[p->n_free++] = rt->slot_of[key];
+    stack_push(&rt->pool[key / rt->M].slots, rt->slot_of[key]);
     rt->slot_of[key] = -1;
+}
+
+// Recompute: the workspace (stage, mb) borrows; held under its key until ws_give_back.
+static StageActs *ws_take(Runtime *rt, int stage, int mb) {
+    const int key = key_of(rt, stage, mb);
+    StagePool *p = pool_of(rt, stage);
+    rt->ws_of[key] = stack_pop(&p->wss);
+    return p->ws[rt->ws_of[key]];
+}
+
+static void ws_give_back(Runtime *rt, int key) {
+    stack_push(&rt->pool[key / rt->M].wss, rt->ws_of[key]);
+    rt->ws_of[key] = -1;
+}
+
+static StageActs *ws_held(const Runtime *rt, int stage, int mb) {
+    return pool_of(rt, stage)->ws[rt->ws_of[key_of(rt, stage, mb)]];
 }
 
 // F: stage 0 embeds the microbatch's tokens; later stages read the stage below's output,
@@ -194,8 +292,16 @@ static void run_forward(Runtime *rt, Action a, const StepData *d) {
     if (a.stage > 0) input = same_rank(rt, a.stage - 1) ? stage_acts_output(acts_of(rt, a.stage - 1, a.mb))
                                                         : msg_of(rt, a.stage, a.mb);
     const bool last = a.stage == rt->S - 1;
-    double loss = stage_forward(pool_of(rt, a.stage)->model, acts_of(rt, a.stage, a.mb), tokens, input,
-                                last ? d->targets + off : NULL, d->loss_scale);
+    const int32_t *targets = last ? d->targets + off : NULL;
+    StageModel *m = pool_of(rt, a.stage)->model;
+    double loss;
+    if (rt->recompute) {  // the forward runs in a borrowed workspace; the slot keeps its boundary
+        loss = stage_forward_light(m, acts_of(rt, a.stage, a.mb), ws_take(rt, a.stage, a.mb), tokens, input,
+                                   targets, d->loss_scale);
+        ws_give_back(rt, key_of(rt, a.stage, a.mb));
+    } else {
+        loss = stage_forward(m, acts_of(rt, a.stage, a.mb), tokens, input, targets, d->loss_scale);
+    }
     if (last) rt->mb_loss[a.mb] = loss;
 }
 
@@ -226,38 +332,67 @@ static TransportStatus run_comm(Runtime *rt, Action a, Error *err) {
     }
 }
 
-// Runs one action; compute time is added to *busy_s.
-static TransportStatus run_action(Runtime *rt, Action a, const StepData *d, double *busy_s, Error *err) {
-    if (schedule_is_comm(a.type)) return run_comm(rt, a, err);
-    const double t0 = now_s();
+// Recompute: B and I first run the forward again in a workspace from the light slot; B gives
+// the workspace back at once, I keeps it for the W of the same microbatch.
+static void run_backward_recompute(Runtime *rt, Action a) {
     StageModel *m = pool_of(rt, a.stage)->model;
-    switch (a.type) {
-    case ACT_F: run_forward(rt, a, d); break;
-    case ACT_B: stage_backward(m, acts_of(rt, a.stage, a.mb), backward_dout(rt, a)); break;
-    case ACT_I: stage_backward_input(m, acts_of(rt, a.stage, a.mb), backward_dout(rt, a)); break;
-    case ACT_W: stage_backward_weight(m, acts_of(rt, a.stage, a.mb)); break;
+    switch (a.type) {  // (a W has no slot any more: its light slot went back after the I)
+    case ACT_B:
+        stage_backward_light(m, acts_of(rt, a.stage, a.mb), ws_take(rt, a.stage, a.mb), backward_dout(rt, a));
+        ws_give_back(rt, key_of(rt, a.stage, a.mb));
+        break;
+    case ACT_I:
+        stage_backward_input_light(m, acts_of(rt, a.stage, a.mb), ws_take(rt, a.stage, a.mb), backward_dout(rt, a));
+        break;
+    case ACT_W:
+        stage_backward_weight(m, ws_held(rt, a.stage, a.mb));
+        ws_give_back(rt, key_of(rt, a.stage, a.mb));
+        break;
     default: break;
     }
-    *busy_s += now_s() - t0;
-    return TRANSPORT_OK;
 }
 
-// Frees every slot still held (after a failed step), so the next step starts clean.
+static void run_compute(Runtime *rt, Action a, const StepData *d) {
+    StageModel *m = pool_of(rt, a.stage)->model;
+    if (a.type == ACT_F) run_forward(rt, a, d);
+    else if (rt->recompute) run_backward_recompute(rt, a);
+    else if (a.type == ACT_B) stage_backward(m, acts_of(rt, a.stage, a.mb), backward_dout(rt, a));
+    else if (a.type == ACT_I) stage_backward_input(m, acts_of(rt, a.stage, a.mb), backward_dout(rt, a));
+    else if (a.type == ACT_W) stage_backward_weight(m, acts_of(rt, a.stage, a.mb));
+}
+
+// Runs one action and records its event; its duration goes to busy_s or comm_s.
+static TransportStatus run_action(Runtime *rt, Action a, const StepData *d, RuntimeStats *stats, Error *err) {
+    ActionEvent *ev = &rt->events[rt->n_events++];
+    *ev = (ActionEvent){.start = now_s(), .mb = a.mb, .stage = (int16_t)a.stage, .type = (uint8_t)a.type};
+    TransportStatus st = TRANSPORT_OK;
+    if (schedule_is_comm(a.type)) st = run_comm(rt, a, err);
+    else run_compute(rt, a, d);
+    ev->end = now_s();
+    if (schedule_is_comm(a.type)) stats->comm_s += ev->end - ev->start;
+    else stats->busy_s += ev->end - ev->start;
+    return st;
+}
+
+// Frees every slot and workspace still held (after a failed step), so the next step starts clean.
 static void release_all(Runtime *rt) {
-    for (int k = 0; k < rt->n_local * rt->M; k++)
+    for (int k = 0; k < rt->n_local * rt->M; k++) {
         if (rt->slot_of[k] >= 0) slot_give_back(rt, k);
+        if (rt->ws_of[k] >= 0) ws_give_back(rt, k);
+    }
 }
 
 RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *targets, float loss_scale,
                            RuntimeStats *stats, Error *err) {
     const StepData d = {inputs, targets, loss_scale};
     *stats = (RuntimeStats){0};
+    rt->n_events = 0;
     memset(rt->mb_loss, 0, sizeof(double) * (size_t)rt->M);
     for (int i = 0; i < rt->list->n; i++) {
         const Action a = rt->list->actions[i];
         if (rt->acquire[i] >= 0) slot_take(rt, rt->acquire[i]);
         Error why;
-        TransportStatus st = run_action(rt, a, &d, &stats->busy_s, &why);
+        TransportStatus st = run_action(rt, a, &d, stats, &why);
         if (st != TRANSPORT_OK) {
             error_set(err, "rank %d (stage %d): %s at action %d (%s %d,mb %d)", rt->rank, a.stage, why.msg, i,
                       schedule_type_name(a.type), a.stage, a.mb);

@@ -4,13 +4,26 @@
 // microbatch takes a slot at its first action on the stage (RECV_F or F) and gives it back
 // after the last action that reads it (its B or W, its SEND_B, or the backward of the stage
 // below on the same rank, which reads its input gradient directly).
+//
+// Recompute (RuntimeOptions.recompute, --recompute all): slots are light StageActs (the stage
+// input, output and input gradient, engine/model.h), and each local stage also owns a small
+// pool of full workspaces: an F borrows one for its forward, a B for its recompute + backward,
+// an I from its recompute until the W of the same microbatch. The pool is planned from the
+// schedule: the most microbatches held between I and W on the stage, plus one (1 when the
+// schedule does not split the backward).
+//
+// Telemetry: every action a step runs is recorded as one ActionEvent (engine/telemetry.h) on
+// CLOCK_MONOTONIC, into a buffer sized at creation from the rank's action count.
 #ifndef PPTRAIN_RUNTIME_H
 #define PPTRAIN_RUNTIME_H
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/error.h"
 #include "engine/model.h"
 #include "engine/schedule.h"
+#include "engine/telemetry.h"
 #include "engine/transport.h"
 
 typedef struct Runtime Runtime;
@@ -23,13 +36,21 @@ typedef enum {
 
 typedef struct {
     double loss;      // sum of the last stage's microbatch losses, in microbatch order (0 elsewhere)
-    double busy_s;    // summed duration of the compute actions (F, B, I, W)
+    double busy_s;    // summed duration of the compute actions (F, B, I, W): their events' sum
+    double comm_s;    // summed duration of SEND / RECV (a RECV: the time it waited)
 } RuntimeStats;
+
+typedef struct {
+    bool recompute;   // re-materialize activations in the backward (light slots + workspaces)
+} RuntimeOptions;
 
 // sched: validated and lowered, borrowed for the runtime's life. stages: (S) the models of
 // every stage, only those on `rank` are used (others may be NULL). rows x T: one microbatch.
 Runtime *runtime_create(const Schedule *sched, int rank, StageModel *const *stages, int rows, int T,
                         Transport *tp);
+// runtime_create with options (opts NULL: the defaults, recompute off, as runtime_create).
+Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const *stages, int rows, int T,
+                             Transport *tp, const RuntimeOptions *opts);
 void runtime_free(Runtime *rt);
 
 // Runs the rank's actions once. inputs, targets: (M * rows * T) the whole batch, microbatch
@@ -42,4 +63,13 @@ RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *ta
 
 // Activation slots the schedule needs on `stage` (0 for a stage of another rank).
 int runtime_peak_slots(const Runtime *rt, int stage);
+// Full workspaces `stage` holds under recompute (0 without recompute or for another rank).
+int runtime_peak_workspaces(const Runtime *rt, int stage);
+// Bytes of activation memory `stage` holds for the whole run: its slots (StageActs, full or
+// light, plus message buffers) and its workspaces. 0 for a stage of another rank.
+size_t runtime_peak_bytes(const Runtime *rt, int stage);
+
+// The events of the last runtime_step, in execution order (*n of them: every action of the
+// rank's list, fewer after a failed step). Owned by the runtime, valid until its next step.
+const ActionEvent *runtime_events(const Runtime *rt, int *n);
 #endif

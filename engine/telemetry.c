@@ -1,0 +1,56 @@
+// Summarizes one step's action events (engine/telemetry.h): per-rank busy / comm / idle, per
+// stage busy / comm, the step's wall time on rank 0's clock and the measured bubble.
+#include "engine/telemetry.h"
+
+#include <stdbool.h>
+
+#include "engine/schedule.h"
+
+static bool is_compute(int type) {
+    return type == ACT_F || type == ACT_B || type == ACT_I || type == ACT_W;
+}
+
+// First start and last end over every rank's events, each shifted by its rank's offset onto
+// rank 0's clock. Returns false when there are no events at all.
+static bool step_span(int n_ranks, const ActionEvent *const *events, const int *n_events, const double *offsets,
+                      double *first, double *last) {
+    bool any = false;
+    for (int r = 0; r < n_ranks; r++)
+        for (int i = 0; i < n_events[r]; i++) {
+            const double off = offsets ? offsets[r] : 0.0;
+            const double s = events[r][i].start + off, e = events[r][i].end + off;
+            if (!any || s < *first) *first = s;
+            if (!any || e > *last) *last = e;
+            any = true;
+        }
+    return any;
+}
+
+void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank, const ActionEvent *const *events,
+                         const int *n_events, const double *offsets, StepTelemetry *out) {
+    out->n_ranks = n_ranks;
+    out->n_stages = n_stages;
+    for (int s = 0; s < n_stages; s++)
+        out->stages[s] = (StageTelemetry){.busy_ms = 0.0, .comm_ms = 0.0, .rank = stage_rank[s]};
+    double first = 0.0, last = 0.0;
+    out->step_ms = step_span(n_ranks, events, n_events, offsets, &first, &last) ? (last - first) * 1e3 : 0.0;
+    double busy_total = 0.0;
+    for (int r = 0; r < n_ranks; r++) {
+        RankTelemetry *rt = &out->ranks[r];
+        *rt = (RankTelemetry){.events = n_events[r]};
+        for (int i = 0; i < n_events[r]; i++) {
+            const ActionEvent *e = &events[r][i];
+            const double ms = (e->end - e->start) * 1e3;
+            const bool compute = is_compute(e->type);
+            *(compute ? &rt->busy_ms : &rt->comm_ms) += ms;
+            if (e->stage >= 0 && e->stage < n_stages) *(compute ? &out->stages[e->stage].busy_ms
+                                                                : &out->stages[e->stage].comm_ms) += ms;
+        }
+        // Never negative, even when a rank's events overlap through clock jitter.
+        const double idle = out->step_ms - rt->busy_ms - rt->comm_ms;
+        rt->idle_ms = idle > 0.0 ? idle : 0.0;
+        busy_total += rt->busy_ms;
+    }
+    // A step with no measured time has no bubble to speak of.
+    out->bubble = out->step_ms > 0.0 && n_ranks > 0 ? 1.0 - busy_total / (n_ranks * out->step_ms) : 0.0;
+}

@@ -1,0 +1,172 @@
+// console/layout: where every panel of every console screen goes, as pure functions of the
+// terminal size and the pipeline's shape. No curses here: the draw_*.c files only paint the
+// rectangles these functions return, and tests/test_layout.c checks them across every
+// terminal size from 20x8 to 400x120 (the nvtop lesson: resize and many-device layouts are
+// where consoles crash).
+//
+// Conventions every screen keeps:
+//   - Rect is in terminal cells, origin at the top-left; x, y are the first column and row.
+//   - A screen's rectangles tile the terminal exactly: no gaps, no overlaps.
+//   - Row 0 is the header, the last row is the key bar, both full width.
+//   - Panels (stages, timeline, loss, form, plan, table, detail) are drawn with a one-cell
+//     box border; layout_inner() is their content. The sub-rectangles below (stage_list,
+//     lanes, plan_lanes) already lie inside that border.
+//   - A hidden panel has an empty Rect (w = h = 0).
+//   - Below a screen's minimum size nothing is laid out but the "terminal too small" notice.
+//
+// Many stages. The stages panel shows one row per pipeline rank and the timeline one lane
+// per rank; with more ranks than rows both scroll (by the same selection: the drawing code
+// keeps the selected rank visible in each). Lanes never compress several ranks into one
+// row: the F/B/I/W characters are what make the chart readable without color, and one
+// character cell cannot hold two ranks. When there is room to spare a lane grows up to
+// LAYOUT_LANE_H_MAX rows.
+#ifndef PPTRAIN_LAYOUT_H
+#define PPTRAIN_LAYOUT_H
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    int x, y, w, h;
+} Rect;
+
+// Smallest terminals that show a whole screen. 60 columns fit a stages row (rank, device,
+// layers, a 10-cell bar, busy/idle/comm ms, peak memory) and the ten key-bar keys with
+// short labels; 16 rows fit header, key bar and the minimum panels: live 4 (stages: border,
+// column header, one rank) + 4 (timeline: border, one lane, axis) + 6 (loss: four plot rows).
+#define LAYOUT_LIVE_MIN_W 60
+#define LAYOUT_LIVE_MIN_H 16
+#define LAYOUT_SETUP_MIN_W 60
+#define LAYOUT_SETUP_MIN_H 16
+#define LAYOUT_HISTORY_MIN_W 60
+#define LAYOUT_HISTORY_MIN_H 16
+
+// From this width on, live puts the loss panel beside the timeline (at 120: a 72-column
+// timeline and a 48-column loss chart) and history puts the detail pane beside the run
+// table (66 + 54). Setup puts the plan beside the form from LAYOUT_SETUP_SIDE_COLS (a
+// 32-column form leaves a 58-column Gantt chart).
+#define LAYOUT_WIDE_COLS 120
+#define LAYOUT_SETUP_SIDE_COLS 90
+#define LAYOUT_LANE_H_MAX 3
+#define LAYOUT_MAX_STAGES 4096
+
+// ---- Live: header / stages / timeline (+ loss beside or below) / key bar ----------------
+//
+//   wide (>= 120 cols)              narrow
+//   +------ header --------+        +---- header ----+
+//   | stages               |        | stages         |
+//   +----------------------+        | timeline       |
+//   | timeline    | loss   |        | loss           |
+//   +------ key bar -------+        +---- key bar ---+
+//
+// Rows: stages and timeline each want one row per rank plus 3 (border, and column headings
+// or time axis). Narrow, the loss panel keeps a quarter of the body (at least 6 rows; the
+// minimum screen fits it, so only the user's toggle hides it); stages and timeline get
+// their wish if it fits in the rest, and the rows left over go to the loss curve (or, with
+// the loss panel hidden, to taller lanes). Otherwise they split the rest evenly, so both
+// scroll through the same number of ranks (the odd row goes to the loss panel, or to the
+// timeline when that is hidden). Wide, the stages panel takes at most half the body and
+// the timeline (three fifths of the width) and the loss panel share the rest.
+typedef struct {
+    bool too_small;        // only notice is set
+    Rect notice;           // "terminal too small" text, centered (too_small only)
+    Rect header;           // 1 row; 2 rows from 24 rows on (identity line, progress line)
+    Rect stages;           // panel
+    Rect stage_list;       // inside stages: one row per rank, below the column-header row
+    Rect timeline;         // panel
+    Rect lanes;            // inside timeline: the Gantt chart; the time axis is the row below
+    Rect loss;             // panel; empty when hidden
+    Rect keybar;           // last row
+    bool loss_visible;     // requested and there is room
+    bool loss_beside;      // right of the timeline (wide) rather than below it
+    int stage_rows;        // ranks visible in stage_list (<= n_stages)
+    bool stages_scroll;    // stage_rows < n_stages
+    int lane_h;            // rows per lane, 1..LAYOUT_LANE_H_MAX
+    int lanes_visible;     // lanes that fit in lanes (<= n_stages)
+    bool timeline_scrolls; // lanes_visible < n_stages
+} LiveLayout;
+
+// n_stages: pipeline ranks P (a rank's virtual stages share its row and lane), 1..4096.
+// show_loss: the user's loss-panel toggle. Returns 0, or 1 when too small (out->notice).
+int layout_live(int cols, int rows, int n_stages, bool show_loss, LiveLayout *out);
+
+// ---- Setup: header / form | plan / key bar ----------------------------------------------
+// The form (schedule list, then the run fields) is on the left from 90 columns, above the
+// plan when narrower. The plan panel holds the predicted timeline (plan_lanes) and, under
+// its time axis, two summary lines (bubble: predicted and ideal; peak activation memory).
+typedef struct {
+    bool too_small;
+    Rect notice;
+    Rect header;           // 1 row
+    Rect form;             // panel
+    Rect plan;             // panel
+    Rect plan_lanes;       // inside plan: the Gantt chart; axis and 2 summary rows below it
+    Rect keybar;
+    bool plan_beside;      // plan right of the form
+    int form_rows;         // form lines visible (<= form_lines)
+    bool form_scrolls;
+    int lane_h;
+    int lanes_visible;
+    bool plan_scrolls;
+} SetupLayout;
+
+// form_lines: lines the form wants (schedules + fields), >= 1; n_stages as for live.
+int layout_setup(int cols, int rows, int n_stages, int form_lines, SetupLayout *out);
+
+// ---- History: header / table | detail / [filter] / key bar ------------------------------
+// The run table is on the left (55%) from 120 columns, above the detail/compare pane when
+// narrower (the pane keeps 40% of the body, at least 8 rows: run fields and a loss chart).
+// The filter line, an htop-style prompt, sits just above the key bar while it is open.
+typedef struct {
+    bool too_small;
+    Rect notice;
+    Rect header;           // 1 row
+    Rect table;            // panel
+    Rect detail;           // panel: run details, or two runs' loss curves overlaid
+    Rect filter;           // 1 row above the key bar; empty when closed
+    Rect keybar;
+    bool detail_beside;
+    int table_rows;        // runs visible: table inner rows minus the column-header row
+} HistoryLayout;
+
+int layout_history(int cols, int rows, bool show_filter, HistoryLayout *out);
+
+// ---- Shared pieces ----------------------------------------------------------------------
+
+// Content area of a bordered panel (empty when the panel is narrower or shorter than 3).
+Rect layout_inner(Rect r);
+bool layout_contains(const Rect *r, int x, int y);
+bool layout_empty(const Rect *r);
+
+// True when cols x rows is below need_w x need_h; then *notice is where the text of
+// layout_too_small_text goes: one row, as wide as the text (clipped to the terminal),
+// centered. Sizes <= 0 give an empty notice.
+bool layout_too_small(int cols, int rows, int need_w, int need_h, Rect *notice);
+// "terminal too small (need 60x16)"; ASCII so its width in cells is its length in bytes.
+// Returns that length (snprintf's).
+int layout_too_small_text(int need_w, int need_h, char *buf, size_t size);
+
+// ---- Key bar (htop style: "F1Help F2Setup ... F10Quit") ---------------------------------
+// Each item is its key then its label, items one blank column apart, from the bar's left
+// edge. When all labels do not fit, every label is cut to the same length (not below
+// LAYOUT_KEYBAR_MIN_LABEL characters; a 2-letter stub reads as noise); when even that does
+// not fit the bar shows keys only; on a bar narrower than the keys alone, the last items
+// are dropped. Keys and labels are ASCII: one byte, one cell.
+typedef struct {
+    const char *key;   // "F1"
+    const char *label; // "Help"
+} KeyBarItem;
+
+typedef struct {
+    int x;        // first column of the key
+    int key_w;    // characters of the key drawn (0 when the item is dropped)
+    int label_w;  // characters of the label drawn right after the key
+} KeyBarSlot;
+
+#define LAYOUT_KEYBAR_MIN_LABEL 3
+
+// Fills slots[0..n) and returns how many items are shown (the first ones).
+int layout_keybar(const Rect *bar, const KeyBarItem *items, int n, KeyBarSlot *slots);
+// The item under column x of the bar (key or label), or -1 for a gap, the free space to
+// the right, or a dropped item. The caller checks the row.
+int layout_keybar_hit(const Rect *bar, const KeyBarItem *items, int n, int x);
+#endif

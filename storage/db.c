@@ -1,0 +1,670 @@
+// storage/db: opening the run store, its schema and migrations, and everything rank 0 writes.
+//
+// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 2).
+// Timestamps are ISO-8601 UTC with milliseconds ("2025-03-01T14:02:07.123Z"), so they sort as
+// text. A NaN measurement is stored as NULL. Version 1 is DESIGN.md's minimum schema; version 2
+// adds the columns marked (v2).
+//
+// runs: one row per training run.
+//   id            INTEGER PRIMARY KEY
+//   started_at    TEXT     when the run was recorded
+//   ended_at      TEXT     when it finished, failed or stopped; NULL while running
+//   status        TEXT     running | finished | failed | stopped
+//   error         TEXT     the one-line error of a failed run; NULL otherwise
+//   schedule      TEXT     gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a CSV path
+//   stages        INTEGER  P, pipeline ranks
+//   virtual       INTEGER  V, stages per rank
+//   dp            INTEGER  D, data-parallel replicas
+//   microbatches  INTEGER  M, microbatches per step
+//   batch         INTEGER  B, sequences per step (all replicas)
+//   seq_len       INTEGER  T, tokens per sequence
+//   model         TEXT     preset name or config.json path
+//   params        INTEGER  parameter count
+//   lr            REAL     peak learning rate
+//   seed          INTEGER  init and data-order seed (seeds >= 2^63 read back negative in SQL)
+//   transport     TEXT     local | mpi | nccl
+//   device        TEXT     cpu | cuda
+//   resumed_from  INTEGER  the run whose checkpoint this run resumed (runs.id); NULL: fresh
+//   config_json   TEXT     the full run configuration, a JSON object
+//   steps_planned INTEGER  steps the run was asked for
+//   host          TEXT     (v2) host name of the writing process (rank 0)
+//   pid           INTEGER  (v2) its process id; with host, tells a live run from a crashed one
+//   heartbeat_at  TEXT     (v2) the run's last commit; a crashed run ended near here
+// steps: one row per optimizer step, committed in batches of up to 50 steps or 1 s.
+//   run_id        INTEGER  runs.id          } PRIMARY KEY
+//   step          INTEGER  1-based          }
+//   loss          REAL     mean over the batch's non-pad target tokens
+//   lr            REAL     learning rate applied at this step
+//   grad_norm     REAL     global gradient norm before clipping
+//   tokens_per_s  REAL     B*T / step time
+//   step_ms       REAL     wall time of the step
+//   bubble        REAL     measured idle fraction of the step, 0..1; NULL: not measured
+//   gflops        REAL     (v2) achieved model GFLOP/s
+// stage_steps: one row per step, stage and rank: where each rank's step time went.
+//   run_id, step, stage, rank   INTEGER  PRIMARY KEY (stage counts virtual stages)
+//   busy_ms       REAL     computing (F, B, I, W)
+//   idle_ms       REAL     waiting: the bubble
+//   comm_ms       REAL     sending and receiving activations and gradients
+//   peak_act_bytes INTEGER activation memory high-water mark of the step
+// checkpoints: one row per checkpoint; counts only when status is 'complete'.
+//   id            INTEGER PRIMARY KEY
+//   run_id        INTEGER  runs.id
+//   step          INTEGER  the last step it contains
+//   dir           TEXT     its directory
+//   created_at    TEXT     when writing began
+//   bytes         INTEGER  total of its files (set on completion)
+//   status        TEXT     writing | complete | failed
+//   completed_at  TEXT     (v2) when it became complete or failed
+//   error         TEXT     (v2) why it failed
+// checkpoint_files: the manifest, one row per durable file.
+//   checkpoint_id INTEGER  checkpoints.id   } PRIMARY KEY
+//   path          TEXT     relative to dir  }
+//   bytes         INTEGER
+//   sha256        TEXT     64 lowercase hex digits
+//   stage         INTEGER  the stage whose shard it is; NULL: index, config or trainer state
+// Indexes: runs(started_at), runs(status) (v2), checkpoints(run_id, step); steps and
+// stage_steps are clustered on their primary keys (WITHOUT ROWID).
+#include "storage/db.h"
+
+#include <assert.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DB_BUSY_TIMEOUT_MS 5000
+#define DB_STMT_CACHE 48
+
+// Migration k (MIGRATIONS[k - 1]) takes user_version k - 1 to k. Append, never edit.
+static const char *const MIGRATIONS[DB_SCHEMA_VERSION] = {
+    // 1: DESIGN.md's minimum schema.
+    "PRAGMA application_id = 1886418034;\n"
+    "CREATE TABLE runs (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  started_at TEXT NOT NULL,\n"
+    "  ended_at TEXT,\n"
+    "  status TEXT NOT NULL CHECK (status IN ('running', 'finished', 'failed', 'stopped')),\n"
+    "  error TEXT,\n"
+    "  schedule TEXT, stages INTEGER, virtual INTEGER, dp INTEGER, microbatches INTEGER,\n"
+    "  batch INTEGER, seq_len INTEGER, model TEXT, params INTEGER, lr REAL, seed INTEGER,\n"
+    "  transport TEXT, device TEXT,\n"
+    "  resumed_from INTEGER REFERENCES runs(id) ON DELETE SET NULL,\n"
+    "  config_json TEXT,\n"
+    "  steps_planned INTEGER\n"
+    ");\n"
+    "CREATE INDEX runs_started ON runs(started_at);\n"
+    "CREATE TABLE steps (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  loss REAL, lr REAL, grad_norm REAL, tokens_per_s REAL, step_ms REAL, bubble REAL,\n"
+    "  PRIMARY KEY (run_id, step)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE stage_steps (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL, stage INTEGER NOT NULL, rank INTEGER NOT NULL,\n"
+    "  busy_ms REAL, idle_ms REAL, comm_ms REAL, peak_act_bytes INTEGER,\n"
+    "  PRIMARY KEY (run_id, step, stage, rank)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE checkpoints (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  dir TEXT NOT NULL,\n"
+    "  created_at TEXT NOT NULL,\n"
+    "  bytes INTEGER NOT NULL DEFAULT 0,\n"
+    "  status TEXT NOT NULL CHECK (status IN ('writing', 'complete', 'failed'))\n"
+    ");\n"
+    "CREATE INDEX checkpoints_run ON checkpoints(run_id, step);\n"
+    "CREATE TABLE checkpoint_files (\n"
+    "  checkpoint_id INTEGER NOT NULL REFERENCES checkpoints(id) ON DELETE CASCADE,\n"
+    "  path TEXT NOT NULL, bytes INTEGER NOT NULL, sha256 TEXT NOT NULL, stage INTEGER,\n"
+    "  PRIMARY KEY (checkpoint_id, path)\n"
+    ") WITHOUT ROWID;\n",
+    // 2: liveness (tell a crashed run from a live one), GFLOP/s, checkpoint outcomes.
+    "ALTER TABLE runs ADD COLUMN host TEXT;\n"
+    "ALTER TABLE runs ADD COLUMN pid INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN heartbeat_at TEXT;\n"
+    "CREATE INDEX runs_status ON runs(status);\n"
+    "ALTER TABLE steps ADD COLUMN gflops REAL;\n"
+    "ALTER TABLE checkpoints ADD COLUMN completed_at TEXT;\n"
+    "ALTER TABLE checkpoints ADD COLUMN error TEXT;\n",
+};
+
+// A buffered step: its run, the step, and its stage rows [stage0, stage0 + n_stages).
+typedef struct {
+    int64_t run;
+    DbStep step;
+    int stage0, n_stages;
+} DbPendingStep;
+
+struct Db {
+    sqlite3 *sql;
+    char *path;
+    bool writer;
+    int read_depth;                  // nesting of db_read_begin
+    struct {
+        const char *text;
+        sqlite3_stmt *stmt;
+    } cache[DB_STMT_CACHE];
+    int n_cached;
+    DbPendingStep *pending;          // steps not yet committed
+    int n_pending, cap_pending;
+    DbStageStep *pending_stages;
+    int n_pending_stages, cap_pending_stages;
+    double last_commit_ms;           // monotonic
+};
+
+#define xrealloc(p, bytes) check_alloc(realloc((p), (bytes)), (bytes), __FILE__, __LINE__)
+
+// ---- helpers ----------------------------------------------------------------------------
+
+static double monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// ISO-8601 UTC with milliseconds; buf holds at least 32 bytes.
+static void now_iso(char *buf) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(buf, 24, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, 32 - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+int db_fail(Db *db, Error *err, const char *what) {
+    error_set(err, "%s: %s: %s", db->path, what, sqlite3_errmsg(db->sql));
+    return -1;
+}
+
+sqlite3_stmt *db_stmt(Db *db, const char *sql, Error *err) {
+    for (int i = 0; i < db->n_cached; i++) {
+        if (db->cache[i].text == sql) {
+            sqlite3_reset(db->cache[i].stmt);
+            sqlite3_clear_bindings(db->cache[i].stmt);
+            return db->cache[i].stmt;
+        }
+    }
+    assert(db->n_cached < DB_STMT_CACHE && "raise DB_STMT_CACHE");
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v3(db->sql, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, NULL) != SQLITE_OK) {
+        db_fail(db, err, "preparing a statement");
+        return NULL;
+    }
+    db->cache[db->n_cached].text = sql;
+    db->cache[db->n_cached].stmt = stmt;
+    db->n_cached++;
+    return stmt;
+}
+
+static int db_exec(Db *db, const char *sql, const char *what, Error *err) {
+    if (sqlite3_exec(db->sql, sql, NULL, NULL, NULL) != SQLITE_OK) return db_fail(db, err, what);
+    return 0;
+}
+
+// Runs a statement that returns no rows and resets it. bound: its sqlite3_bind_* results
+// OR-ed together (SQLITE_OK is 0), so that a failed bind fails the statement.
+static int db_step_done(Db *db, sqlite3_stmt *stmt, int bound, const char *what, Error *err) {
+    int rc = bound == SQLITE_OK ? sqlite3_step(stmt) : bound;
+    if (rc != SQLITE_DONE) db_fail(db, err, what);
+    sqlite3_reset(stmt);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int bind_real(sqlite3_stmt *stmt, int i, double v) {
+    return isnan(v) ? sqlite3_bind_null(stmt, i) : sqlite3_bind_double(stmt, i, v);
+}
+
+static int bind_text(sqlite3_stmt *stmt, int i, const char *s) {
+    return s ? sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(stmt, i);
+}
+
+static int db_rollback(Db *db) {
+    return sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int db_read_begin(Db *db, Error *err) {
+    if (db->read_depth++ > 0 || !sqlite3_get_autocommit(db->sql)) return 0;
+    if (db_exec(db, "BEGIN", "starting a read", err)) {
+        db->read_depth--;
+        return -1;
+    }
+    return 0;
+}
+
+void db_read_end(Db *db) {
+    assert(db->read_depth > 0);
+    if (--db->read_depth == 0 && !sqlite3_get_autocommit(db->sql)) db_rollback(db);
+}
+
+const char *db_path(const Db *db) {
+    return db->path;
+}
+
+// ---- opening ------------------------------------------------------------------------------
+
+// Refuses, without letting SQLite touch it, a path that is missing (readers) or that is not
+// a SQLite file: an empty file is an empty database; anything else must carry the header.
+static int db_sniff(const char *path, bool create, Error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT && create) return 0;
+        if (errno == ENOENT) error_set(err, "%s: no such run store (pptrain train --db %s creates one)", path, path);
+        else error_set(err, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        error_set(err, "%s: not a regular file", path);
+        return -1;
+    }
+    if (st.st_size == 0) return 0;
+    static const char MAGIC[16] = "SQLite format 3";
+    char head[16] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        error_set(err, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    ssize_t got = read(fd, head, sizeof head);
+    close(fd);
+    if (got != (ssize_t)sizeof head || memcmp(head, MAGIC, sizeof MAGIC) != 0) {
+        error_set(err, "%s: not a SQLite database, so not a pptrain run store (left unchanged)", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int pragma_int(Db *db, const char *sql, int *out, Error *err) {
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(db->sql, sql, -1, &stmt, NULL) != SQLITE_OK) return db_fail(db, err, "reading the header");
+    int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) *out = sqlite3_column_int(stmt, 0);
+    else db_fail(db, err, "reading the header");
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_ROW ? 0 : -1;
+}
+
+// Reads the schema version; refuses a newer one and a database that is not ours.
+static int db_check_store(Db *db, bool create, int *version, Error *err) {
+    int app_id, tables;
+    if (pragma_int(db, "PRAGMA user_version", version, err) || pragma_int(db, "PRAGMA application_id", &app_id, err) ||
+        pragma_int(db, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", &tables, err))
+        return -1;
+    if (*version > DB_SCHEMA_VERSION) {
+        error_set(err, "%s: schema version %d is newer than this pptrain (%d); upgrade pptrain", db->path, *version,
+                  DB_SCHEMA_VERSION);
+        return -1;
+    }
+    if (*version > 0 && app_id != DB_APPLICATION_ID) {
+        error_set(err, "%s: a SQLite database but not a pptrain run store (application_id %d, user_version %d); "
+                       "refusing to change it", db->path, app_id, *version);
+        return -1;
+    }
+    if (*version == 0 && tables > 0) {
+        error_set(err, "%s: a SQLite database but not a pptrain run store (it has %d tables and no pptrain schema "
+                       "version); refusing to change it", db->path, tables);
+        return -1;
+    }
+    if (*version == 0 && !create) {
+        error_set(err, "%s: an empty SQLite database, not a pptrain run store", db->path);
+        return -1;
+    }
+    return 0;
+}
+
+static Db *db_connect(const char *path, int flags, Error *err) {
+    Db *db = xcalloc(1, sizeof *db);
+    db->path = strdup(path);
+    check_alloc(db->path, strlen(path) + 1, __FILE__, __LINE__);
+    db->writer = (flags & SQLITE_OPEN_READWRITE) != 0;
+    db->last_commit_ms = monotonic_ms();
+    if (sqlite3_open_v2(path, &db->sql, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        if (db->sql) db_fail(db, err, "opening");
+        else error_set(err, "%s: opening: out of memory", path);
+        db_close(db);
+        return NULL;
+    }
+    sqlite3_extended_result_codes(db->sql, 1);
+    sqlite3_busy_timeout(db->sql, DB_BUSY_TIMEOUT_MS);
+    return db;
+}
+
+static int db_set_wal(Db *db, Error *err) {
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(db->sql, "PRAGMA journal_mode = WAL", -1, &stmt, NULL) != SQLITE_OK)
+        return db_fail(db, err, "setting WAL mode");
+    int rc = sqlite3_step(stmt);
+    char mode[16] = "";
+    if (rc == SQLITE_ROW) snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(stmt, 0));
+    else db_fail(db, err, "setting WAL mode");
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_ROW) return -1;
+    if (strcmp(mode, "wal") != 0) {
+        error_set(err, "%s: cannot use WAL mode (journal_mode stays '%s'); keep the store on a local disk", db->path,
+                  mode);
+        return -1;
+    }
+    return 0;
+}
+
+// Applies migrations version+1 .. DB_SCHEMA_VERSION in one IMMEDIATE transaction, rechecking
+// the version under the lock (another process may have migrated meanwhile).
+static int db_migrate(Db *db, Error *err) {
+    if (db_exec(db, "BEGIN IMMEDIATE", "locking for migration", err)) return -1;
+    int version;
+    if (db_check_store(db, true, &version, err)) goto fail;
+    for (int k = version + 1; k <= DB_SCHEMA_VERSION; k++) {
+        char what[64], set_version[64];
+        snprintf(what, sizeof what, "migrating to schema version %d", k);
+        snprintf(set_version, sizeof set_version, "PRAGMA user_version = %d", k);
+        if (db_exec(db, MIGRATIONS[k - 1], what, err) || db_exec(db, set_version, what, err)) goto fail;
+    }
+    if (db_exec(db, "COMMIT", "committing the migration", err)) goto fail;
+    return 0;
+fail:
+    db_rollback(db);
+    return -1;
+}
+
+// The writer's connection: WAL, NORMAL sync (durable at checkpoints, never corrupt), foreign
+// keys, current schema.
+static Db *db_open_writer(const char *path, int flags, Error *err) {
+    Db *db = db_connect(path, flags, err);
+    if (!db) return NULL;
+    int version;
+    if (db_check_store(db, true, &version, err) || db_set_wal(db, err) ||
+        db_exec(db, "PRAGMA synchronous = NORMAL", "setting synchronous", err) ||
+        db_exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err) ||
+        (version < DB_SCHEMA_VERSION && db_migrate(db, err))) {
+        db_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+Db *db_open(const char *path, bool create, Error *err) {
+    if (db_sniff(path, create, err)) return NULL;
+    if (create) return db_open_writer(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, err);
+    Db *db = db_connect(path, SQLITE_OPEN_READONLY, err);
+    int version;
+    if (!db || db_check_store(db, false, &version, err)) goto fail;
+    if (version < DB_SCHEMA_VERSION) {
+        // Written by an older pptrain: upgrade in place once, then read.
+        db_close(db);
+        db = db_open_writer(path, SQLITE_OPEN_READWRITE, err);
+        if (!db) return NULL;
+        db_close(db);
+        db = db_connect(path, SQLITE_OPEN_READONLY, err);
+        if (!db || db_check_store(db, false, &version, err)) goto fail;
+    }
+    return db;
+fail:
+    if (db) db_close(db);
+    return NULL;
+}
+
+void db_close(Db *db) {
+    if (!db) return;
+    Error err;
+    if (db->n_pending && db_flush(db, &err)) fprintf(stderr, "pptrain: %s\n", err.msg);
+    for (int i = 0; i < db->n_cached; i++) sqlite3_finalize(db->cache[i].stmt);
+    if (db->sql && sqlite3_close(db->sql) != SQLITE_OK)
+        fprintf(stderr, "pptrain: %s: closing: %s\n", db->path, sqlite3_errmsg(db->sql));
+    free(db->pending);
+    free(db->pending_stages);
+    free(db->path);
+    free(db);
+}
+
+void db_schema_write(FILE *out) {
+    fprintf(out, "-- pptrain run store, schema version %d (see `pptrain history --help`)\nBEGIN;\n", DB_SCHEMA_VERSION);
+    for (int k = 1; k <= DB_SCHEMA_VERSION; k++)
+        fprintf(out, "-- version %d\n%sPRAGMA user_version = %d;\n", k, MIGRATIONS[k - 1], k);
+    fprintf(out, "COMMIT;\n");
+}
+
+// ---- runs -----------------------------------------------------------------------------------
+
+int64_t db_run_begin(Db *db, const DbRun *run, Error *err) {
+    assert(db->writer);
+    if (run->config_json) {
+        cJSON *json = cJSON_Parse(run->config_json);
+        bool object = cJSON_IsObject(json);
+        cJSON_Delete(json);
+        if (!object) {
+            error_set(err, "%s: recording a run: its config is not a JSON object", db->path);
+            return -1;
+        }
+    }
+    static const char SQL[] =
+        "INSERT INTO runs (started_at, heartbeat_at, status, schedule, stages, virtual, dp, microbatches, batch, "
+        "seq_len, model, params, lr, seed, transport, device, resumed_from, config_json, steps_planned, host, pid) "
+        "VALUES (?1, ?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    char now[32], host[256] = "";
+    now_iso(now);
+    gethostname(host, sizeof host - 1);
+    int b = bind_text(stmt, 1, now) | bind_text(stmt, 2, run->schedule);
+    const int ints[] = {run->stages, run->virtual_stages, run->dp, run->microbatches, run->batch, run->seq_len};
+    for (int i = 0; i < 6; i++) b |= sqlite3_bind_int(stmt, 3 + i, ints[i]);
+    b |= bind_text(stmt, 9, run->model) | sqlite3_bind_int64(stmt, 10, run->params) | bind_real(stmt, 11, run->lr) |
+         sqlite3_bind_int64(stmt, 12, (int64_t)run->seed) | bind_text(stmt, 13, run->transport) |
+         bind_text(stmt, 14, run->device) | bind_text(stmt, 16, run->config_json) |
+         sqlite3_bind_int(stmt, 17, run->steps_planned) | bind_text(stmt, 18, host) |
+         sqlite3_bind_int64(stmt, 19, (int64_t)getpid());
+    if (run->resumed_from > 0) b |= sqlite3_bind_int64(stmt, 15, run->resumed_from);
+    if (db_step_done(db, stmt, b, "recording a run", err)) return -1;
+    return sqlite3_last_insert_rowid(db->sql);
+}
+
+int db_run_end(Db *db, int64_t run, const char *status, const char *error_or_null, Error *err) {
+    assert(db->writer);
+    if (strcmp(status, "finished") != 0 && strcmp(status, "failed") != 0 && strcmp(status, "stopped") != 0) {
+        error_set(err, "%s: ending run %lld: status '%s' is not finished, failed or stopped", db->path,
+                  (long long)run, status);
+        return -1;
+    }
+    if (db_flush(db, err)) return -1;
+    static const char SQL[] =
+        "UPDATE runs SET status = ?1, error = ?2, ended_at = ?3, heartbeat_at = ?3 "
+        "WHERE id = ?4 AND status = 'running'";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    char now[32];
+    now_iso(now);
+    int b = bind_text(stmt, 1, status) | bind_text(stmt, 2, error_or_null) | bind_text(stmt, 3, now) |
+            sqlite3_bind_int64(stmt, 4, run);
+    if (db_step_done(db, stmt, b, "ending a run", err)) return -1;
+    if (sqlite3_changes(db->sql) != 1) {
+        error_set(err, "%s: ending run %lld: no such running run", db->path, (long long)run);
+        return -1;
+    }
+    return 0;
+}
+
+static int db_mark_failed(Db *db, int64_t id, const char *host, int64_t pid, Error *err) {
+    static const char SQL[] =
+        "UPDATE runs SET status = 'failed', ended_at = coalesce(heartbeat_at, started_at), error = ?1 "
+        "WHERE id = ?2 AND status = 'running'";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    char why[512];
+    snprintf(why, sizeof why, "process %lld on %s ended without finishing the run (killed or crashed)",
+             (long long)pid, host);
+    int b = bind_text(stmt, 1, why) | sqlite3_bind_int64(stmt, 2, id);
+    return db_step_done(db, stmt, b, "marking a crashed run", err);
+}
+
+int db_mark_stale_runs(Db *db, int *n_marked, Error *err) {
+    assert(db->writer);
+    *n_marked = 0;
+    DbRunInfo *runs = NULL;
+    int n = 0;
+    if (db_runs_list(db, &(DbRunFilter){.status = "crashed"}, &runs, &n, err)) return -1;
+    int rc = 0;
+    if (n > 0 && db_exec(db, "BEGIN IMMEDIATE", "marking crashed runs", err)) rc = -1;
+    for (int i = 0; i < n && rc == 0; i++) rc = db_mark_failed(db, runs[i].id, runs[i].host, runs[i].pid, err);
+    if (n > 0 && rc == 0 && db_exec(db, "COMMIT", "marking crashed runs", err)) rc = -1;
+    if (n > 0 && rc) db_rollback(db);
+    if (rc == 0) *n_marked = n;
+    db_runs_free(runs, n);
+    return rc;
+}
+
+// ---- steps ----------------------------------------------------------------------------------
+
+int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stages, int n_stages, Error *err) {
+    assert(db->writer && n_stages >= 0 && (stages || n_stages == 0));
+    if (db->n_pending == db->cap_pending) {
+        db->cap_pending = db->cap_pending ? 2 * db->cap_pending : 2 * DB_FLUSH_STEPS;
+        db->pending = xrealloc(db->pending, (size_t)db->cap_pending * sizeof *db->pending);
+    }
+    if (db->n_pending_stages + n_stages > db->cap_pending_stages) {
+        while (db->n_pending_stages + n_stages > db->cap_pending_stages)
+            db->cap_pending_stages = db->cap_pending_stages ? 2 * db->cap_pending_stages : 8 * DB_FLUSH_STEPS;
+        db->pending_stages = xrealloc(db->pending_stages, (size_t)db->cap_pending_stages * sizeof *db->pending_stages);
+    }
+    db->pending[db->n_pending++] = (DbPendingStep){run, *step, db->n_pending_stages, n_stages};
+    if (n_stages) memcpy(db->pending_stages + db->n_pending_stages, stages, (size_t)n_stages * sizeof *stages);
+    db->n_pending_stages += n_stages;
+    if (db->n_pending >= DB_FLUSH_STEPS || monotonic_ms() - db->last_commit_ms >= DB_FLUSH_MS) return db_flush(db, err);
+    return 0;
+}
+
+static int db_insert_step(Db *db, const DbPendingStep *p, Error *err) {
+    static const char SQL[] =
+        "INSERT INTO steps (run_id, step, loss, lr, grad_norm, tokens_per_s, step_ms, gflops, bubble) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    const DbStep *s = &p->step;
+    int b = sqlite3_bind_int64(stmt, 1, p->run) | sqlite3_bind_int(stmt, 2, s->step);
+    const double reals[] = {s->loss, s->lr, s->grad_norm, s->tokens_per_s, s->step_ms, s->gflops, s->bubble};
+    for (int i = 0; i < 7; i++) b |= bind_real(stmt, 3 + i, reals[i]);
+    return db_step_done(db, stmt, b, "recording a step", err);
+}
+
+static int db_insert_stage_step(Db *db, int64_t run, int step, const DbStageStep *s, Error *err) {
+    static const char SQL[] =
+        "INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, idle_ms, comm_ms, peak_act_bytes) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int b = sqlite3_bind_int64(stmt, 1, run) | sqlite3_bind_int(stmt, 2, step) | sqlite3_bind_int(stmt, 3, s->stage) |
+            sqlite3_bind_int(stmt, 4, s->rank) | bind_real(stmt, 5, s->busy_ms) | bind_real(stmt, 6, s->idle_ms) |
+            bind_real(stmt, 7, s->comm_ms) | sqlite3_bind_int64(stmt, 8, s->peak_act_bytes);
+    return db_step_done(db, stmt, b, "recording a stage step", err);
+}
+
+static int db_heartbeat(Db *db, int64_t run, const char *now, Error *err) {
+    static const char SQL[] = "UPDATE runs SET heartbeat_at = ? WHERE id = ?";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int b = bind_text(stmt, 1, now) | sqlite3_bind_int64(stmt, 2, run);
+    return db_step_done(db, stmt, b, "recording a heartbeat", err);
+}
+
+static int db_insert_pending(Db *db, Error *err) {
+    char now[32];
+    now_iso(now);
+    for (int i = 0; i < db->n_pending; i++) {
+        const DbPendingStep *p = &db->pending[i];
+        if (db_insert_step(db, p, err)) return -1;
+        for (int k = 0; k < p->n_stages; k++)
+            if (db_insert_stage_step(db, p->run, p->step.step, &db->pending_stages[p->stage0 + k], err)) return -1;
+        bool last_of_run = i + 1 == db->n_pending || db->pending[i + 1].run != p->run;
+        if (last_of_run && db_heartbeat(db, p->run, now, err)) return -1;
+    }
+    return 0;
+}
+
+int db_flush(Db *db, Error *err) {
+    if (db->n_pending == 0) return 0;
+    if (db_exec(db, "BEGIN IMMEDIATE", "recording steps", err)) return -1;
+    if (db_insert_pending(db, err) || db_exec(db, "COMMIT", "committing steps", err)) {
+        db_rollback(db);
+        return -1;
+    }
+    db->n_pending = db->n_pending_stages = 0;
+    db->last_commit_ms = monotonic_ms();
+    return 0;
+}
+
+// ---- checkpoints ------------------------------------------------------------------------------
+
+int64_t db_checkpoint_begin(Db *db, int64_t run, int step, const char *dir, Error *err) {
+    assert(db->writer);
+    if (db_flush(db, err)) return -1;
+    static const char SQL[] =
+        "INSERT INTO checkpoints (run_id, step, dir, created_at, status) VALUES (?, ?, ?, ?, 'writing')";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    char now[32];
+    now_iso(now);
+    int b = sqlite3_bind_int64(stmt, 1, run) | sqlite3_bind_int(stmt, 2, step) | bind_text(stmt, 3, dir) |
+            bind_text(stmt, 4, now);
+    if (db_step_done(db, stmt, b, "recording a checkpoint", err)) return -1;
+    return sqlite3_last_insert_rowid(db->sql);
+}
+
+static bool is_sha256_hex(const char *s) {
+    if (!s || strlen(s) != 64) return false;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'))) return false;
+    return true;
+}
+
+int db_checkpoint_file_add(Db *db, int64_t checkpoint, const char *path, int64_t bytes, const char *sha256,
+                           int stage, Error *err) {
+    assert(db->writer);
+    if (!is_sha256_hex(sha256)) {
+        error_set(err, "%s: checkpoint file %s: sha256 '%s' is not 64 lowercase hex digits", db->path, path,
+                  sha256 ? sha256 : "(null)");
+        return -1;
+    }
+    static const char SQL[] =
+        "INSERT INTO checkpoint_files (checkpoint_id, path, bytes, sha256, stage) VALUES (?, ?, ?, ?, ?)";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int b = sqlite3_bind_int64(stmt, 1, checkpoint) | bind_text(stmt, 2, path) | sqlite3_bind_int64(stmt, 3, bytes) |
+            bind_text(stmt, 4, sha256) | (stage >= 0 ? sqlite3_bind_int(stmt, 5, stage) : SQLITE_OK);
+    return db_step_done(db, stmt, b, "recording a checkpoint file", err);
+}
+
+// Moves a 'writing' checkpoint to 'complete' (bytes = the sum of its files) or 'failed'.
+static int db_checkpoint_finish(Db *db, int64_t checkpoint, bool complete, const char *error, Error *err) {
+    assert(db->writer);
+    static const char SQL[] =
+        "UPDATE checkpoints SET status = ?1, error = ?2, completed_at = ?3, "
+        "bytes = (SELECT coalesce(sum(bytes), 0) FROM checkpoint_files WHERE checkpoint_id = ?4) "
+        "WHERE id = ?4 AND status = 'writing'";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    char now[32];
+    now_iso(now);
+    int b = bind_text(stmt, 1, complete ? "complete" : "failed") | bind_text(stmt, 2, error) |
+            bind_text(stmt, 3, now) | sqlite3_bind_int64(stmt, 4, checkpoint);
+    if (db_step_done(db, stmt, b, "finishing a checkpoint", err)) return -1;
+    if (sqlite3_changes(db->sql) != 1) {
+        error_set(err, "%s: checkpoint %lld is not being written", db->path, (long long)checkpoint);
+        return -1;
+    }
+    return 0;
+}
+
+int db_checkpoint_complete(Db *db, int64_t checkpoint, Error *err) {
+    return db_checkpoint_finish(db, checkpoint, true, NULL, err);
+}
+
+int db_checkpoint_fail(Db *db, int64_t checkpoint, const char *error, Error *err) {
+    return db_checkpoint_finish(db, checkpoint, false, error, err);
+}

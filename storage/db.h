@@ -1,0 +1,156 @@
+// storage/db: the run store, one SQLite file (default pptrain.db). Rank 0 writes runs, steps,
+// per-stage timings and checkpoint manifests; `pptrain history` and `pptrain watch` read them
+// while a run is writing (WAL: readers never wait for the writer). The schema is documented at
+// the top of storage/db.c and printed by `pptrain history schema`.
+//
+// Every function that can fail fills Error with one line ("FILE: what: sqlite's message") and
+// returns -1 (or NULL); a Db stays usable after a failed call.
+#ifndef PPTRAIN_DB_H
+#define PPTRAIN_DB_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/error.h"
+
+#define DB_DEFAULT_PATH "pptrain.db"
+#define DB_SCHEMA_VERSION 2          // PRAGMA user_version this build writes and reads
+#define DB_APPLICATION_ID 0x70707472 // PRAGMA application_id: "pptr"
+#define DB_FLUSH_STEPS 50            // db_step_add commits after this many buffered steps...
+#define DB_FLUSH_MS 1000             // ...or when this long has passed since the last commit
+
+typedef struct Db Db;
+
+// create = true (the writer, rank 0): opens or creates FILE and migrates it to this build's
+// schema. create = false (readers): FILE must exist; it is opened read-only (a store written by
+// an older pptrain is first migrated in place). Refused with one line, the file untouched: a
+// file that is not SQLite, a SQLite database that is not a pptrain store, a store whose schema
+// is newer than this build.
+Db *db_open(const char *path, bool create, Error *err);
+// Flushes buffered steps (a failure is reported on stderr: there is no caller left to tell).
+void db_close(Db *db);
+const char *db_path(const Db *db);
+// The whole schema as SQL that the sqlite3 shell can run to create an empty store.
+void db_schema_write(FILE *out);
+
+// ---- writing (rank 0) --------------------------------------------------------------------
+typedef struct {
+    const char *schedule;       // "1f1b", ..., or the CSV's path
+    int stages, virtual_stages, dp, microbatches;  // P, V, D, M
+    int batch, seq_len;         // B, T
+    const char *model;          // preset name or config path
+    int64_t params;
+    double lr;                  // peak learning rate
+    uint64_t seed;
+    const char *transport;      // local | mpi | nccl
+    const char *device;         // cpu | cuda
+    int64_t resumed_from;       // the run this one resumes; 0: none
+    const char *config_json;    // the full run configuration as a JSON object; NULL: none
+    int steps_planned;
+} DbRun;
+
+typedef struct {
+    int step;                   // 1-based
+    double loss, lr, grad_norm;
+    double tokens_per_s, step_ms, gflops;
+    double bubble;              // measured idle fraction of the step in [0, 1]; NaN: not measured
+} DbStep;                       // NaN in any field is stored as NULL
+
+typedef struct {
+    int stage, rank;
+    double busy_ms, idle_ms, comm_ms; // a rank's step time, split three ways
+    int64_t peak_act_bytes;
+} DbStageStep;
+
+// Inserts a run with status 'running', this host and process id. Returns its id, or -1.
+int64_t db_run_begin(Db *db, const DbRun *run, Error *err);
+// Buffers one step and its n_stages stage rows (copied); commits the buffer in one transaction
+// every DB_FLUSH_STEPS steps or DB_FLUSH_MS, whichever comes first. On a failed commit the
+// rows stay buffered and the next call retries them.
+int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stages, int n_stages, Error *err);
+int db_flush(Db *db, Error *err);
+// Flushes, then sets status ('finished', 'failed' or 'stopped'), ended_at and error.
+int db_run_end(Db *db, int64_t run, const char *status, const char *error_or_null, Error *err);
+// A run whose process died (SIGKILL, power loss) stays 'running'. This marks every 'running'
+// run recorded by a process on this host that no longer exists as 'failed' ("process N on
+// HOST ended without finishing the run"), ended at its last commit. The writer calls it after
+// db_open; readers show such runs as "crashed" without changing them. Sets *n_marked.
+int db_mark_stale_runs(Db *db, int *n_marked, Error *err);
+
+// Checkpoint manifests: begin ('writing'), one row per durable file, then complete or fail.
+// db_checkpoint_begin flushes the steps first, so a complete checkpoint never lies ahead of the
+// recorded losses. complete only flips the status (and sums the bytes): the caller has already
+// made every file durable.
+int64_t db_checkpoint_begin(Db *db, int64_t run, int step, const char *dir, Error *err);
+// path relative to the checkpoint dir; sha256 as 64 lowercase hex digits; stage < 0: not a
+// stage's shard (index, config, trainer state).
+int db_checkpoint_file_add(Db *db, int64_t checkpoint, const char *path, int64_t bytes, const char *sha256,
+                           int stage, Error *err);
+int db_checkpoint_complete(Db *db, int64_t checkpoint, Error *err);
+int db_checkpoint_fail(Db *db, int64_t checkpoint, const char *error, Error *err);
+
+// ---- reading (storage/db_query.c) --------------------------------------------------------
+typedef struct {
+    int64_t id;
+    char *started_at, *ended_at;      // ISO-8601 UTC; ended_at NULL while running
+    char *status;
+    bool crashed;                     // 'running', but its process on this host is gone
+    char *error;
+    char *schedule, *model, *transport, *device, *config_json, *host;
+    int stages, virtual_stages, dp, microbatches, batch, seq_len, steps_planned;
+    int64_t params, resumed_from, pid;
+    double lr;
+    uint64_t seed;
+    // From the steps (NaN when there are none).
+    int steps_done;                   // rows in steps
+    int last_step;
+    double last_loss, min_loss, median_tokens_per_s, mean_bubble;
+} DbRunInfo;
+
+typedef struct {
+    const char *schedule, *status;    // NULL: any
+    const char *since;                // ISO-8601 UTC; runs started at or after it; NULL: any
+    int limit;                        // 0: all
+} DbRunFilter;
+
+typedef struct {
+    int stage, ranks, steps;          // ranks: distinct ranks that reported this stage
+    double busy_ms, idle_ms, comm_ms; // means over steps and ranks
+    double busy_frac;                 // busy / (busy + idle + comm)
+    int64_t peak_act_bytes;           // the largest reported
+} DbStageSummary;
+
+typedef struct {
+    int64_t id;
+    int step, files;
+    char *dir, *created_at, *status, *error;
+    int64_t bytes;
+} DbCheckpointInfo;
+
+// Newest first. *out is an array of *n runs; free with db_runs_free.
+int db_runs_list(Db *db, const DbRunFilter *filter, DbRunInfo **out, int *n, Error *err);
+// 0 and *out filled; -1 with "FILE: no run N" when there is none.
+int db_run_get(Db *db, int64_t id, DbRunInfo *out, Error *err);
+void db_run_info_clear(DbRunInfo *info);
+void db_runs_free(DbRunInfo *runs, int n);
+// The id of the newest run; 0 when the store is empty; -1 on error.
+int64_t db_run_latest(Db *db, Error *err);
+// The run's steps in step order; last_n > 0: only the last last_n. free() *out.
+int db_steps_read(Db *db, int64_t run, int last_n, DbStep **out, int *n, Error *err);
+// One row per stage, in stage order. free() *out.
+int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *err);
+// In step order; free with db_checkpoints_free.
+int db_checkpoints_read(Db *db, int64_t run, DbCheckpointInfo **out, int *n, Error *err);
+void db_checkpoints_free(DbCheckpointInfo *cks, int n);
+
+// ---- shared by storage/db*.c only ----------------------------------------------------------
+struct sqlite3_stmt;
+// The statement for sql (a string with static storage: the cache is keyed by its address),
+// prepared on first use and reset for reuse; NULL with err set on failure.
+struct sqlite3_stmt *db_stmt(Db *db, const char *sql, Error *err);
+// Fills err with "FILE: what: sqlite's message" and returns -1.
+int db_fail(Db *db, Error *err, const char *what);
+// A read transaction (one consistent snapshot) around several queries; nests.
+int db_read_begin(Db *db, Error *err);
+void db_read_end(Db *db);
+#endif

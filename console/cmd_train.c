@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <signal.h>
+
 #include "console/cli.h"
+#include "console/run_recorder.h"
 #include "engine/train_loop.h"
 
 typedef struct {
@@ -12,7 +15,15 @@ typedef struct {
     int peak_slots[256];          // per stage, from the latest step (first 256 stages)
     double busy_ms[256];          // per rank, summed over the steps
     int steps;
+    RunRecorder recorder;
 } TrainPrinter;
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
 
 static void print_stage_layers(const RunInfo *info) {
     printf("  layers per stage:");
@@ -23,8 +34,10 @@ static void print_stage_layers(const RunInfo *info) {
     printf("\n");
 }
 
-static void print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info) {
+static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
+                       Error *err) {
     TrainPrinter *tp = ctx;
+    if (recorder_begin(&tp->recorder, rc, po, info, err)) return -1;
     tp->n_stages = info->n_stages;
     const ModelConfig *m = &rc->model;
     printf("pptrain train: model %s (%.2f M params: %d layers, hidden %d, heads %d/%d kv, vocab %d)\n",
@@ -41,7 +54,9 @@ static void print_start(void *ctx, const RunConfig *rc, const PipelineOptions *p
     size_t most = 0;
     for (int s = 0; s < info->n_stages; s++) most = info->slot_bytes[s] > most ? info->slot_bytes[s] : most;
     printf("  activations: %.1f MiB per microbatch on the largest stage\n", most / 1048576.0);
+    if (tp->recorder.run > 0) printf("  recording run %lld in %s\n", (long long)tp->recorder.run, tp->recorder.path);
     fflush(stdout);
+    return 0;
 }
 
 static void print_step(void *ctx, const PipelineReport *pr) {
@@ -54,10 +69,17 @@ static void print_step(void *ctx, const PipelineReport *pr) {
     for (int s = 0; s < pr->n_stages && s < 256; s++) tp->peak_slots[s] = pr->peak_slots[s];
     for (int q = 0; q < tp->n_ranks; q++) tp->busy_ms[q] += pr->busy_ms[q];
     tp->steps++;
+    recorder_step(&tp->recorder, pr);
+}
+
+static bool stop_asked(void *ctx) {
+    (void)ctx;
+    return stop_requested != 0;
 }
 
 static void print_end(void *ctx, const RunSummary *s) {
     TrainPrinter *tp = ctx;
+    if (s->stopped) printf("stopped by signal after %d steps\n", s->steps);
     printf("done: %d steps in %.2f s | loss %.4f -> %.4f | median %.0f tok/s, %.2f GFLOP/s, %.1f ms/step\n",
            s->steps, s->wall_s, s->first_loss, s->last_loss, s->median_tokens_per_s, s->median_gflops,
            s->median_step_ms);
@@ -80,7 +102,15 @@ int cmd_train(int argc, char **argv) {
     if (rc_parse) return cli_fail(&err);
     TrainPrinter printer;
     memset(&printer, 0, sizeof printer);
-    TrainHooks hooks = {.ctx = &printer, .on_start = print_start, .on_step = print_step, .on_end = print_end};
-    if (train_run(&ro.rc, &ro.pipe, &hooks, &err)) return cli_fail(&err);
-    return 0;
+    snprintf(printer.recorder.path, sizeof printer.recorder.path, "%s", ro.db_path);
+    TrainHooks hooks = {.ctx = &printer, .on_start = print_start, .on_step = print_step,
+                        .should_stop = stop_asked, .on_end = print_end};
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    RunSummary summary;
+    const int result = train_run(&ro.rc, &ro.pipe, &hooks, &summary, &err);
+    recorder_end(&printer.recorder, result ? "failed" : summary.stopped ? "stopped" : "finished",
+                 result ? err.msg : NULL);
+    return result ? cli_fail(&err) : 0;
 }

@@ -9,6 +9,7 @@
 typedef struct {
     RunConfig rc;
     PipelineOptions pipe;
+    char db_path[4096];     // the run store ("" = do not record)
 } RunOptions;
 
 RunOptions run_options_defaults(void);

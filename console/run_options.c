@@ -6,6 +6,7 @@
 
 #include "console/cli.h"
 #include "console/cmd_train.h"
+#include "storage/db.h"
 
 typedef int (*OptionSetter)(RunOptions *ro, const char *flag, const char *value, Error *err);
 
@@ -92,6 +93,10 @@ INT_SETTER(set_stages, pipe.ranks, 1, 4096)
 INT_SETTER(set_virtual, pipe.virtual_stages, 1, 64)
 DOUBLE_SETTER(set_timeout, pipe.timeout_s, 0.001, 1e7)
 
+static int set_db(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->db_path, sizeof ro->db_path, flag, v, err);
+}
+
 static int set_schedule(RunOptions *ro, const char *flag, const char *v, Error *err) {
     return set_path(ro->pipe.schedule, sizeof ro->pipe.schedule, flag, v, err);
 }
@@ -122,6 +127,7 @@ static const RunOption RUN_OPTIONS[] = {
     {"--virtual", "V", "stages per rank for interleaved-1f1b, looped-bfs, zb-v (2)", set_virtual},
     {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2 (balanced by cost)", set_split},
     {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
+    {"--db", "FILE", "the run store this run is recorded in; '' = none (pptrain.db)", set_db},
 };
 #define N_RUN_OPTIONS (int)(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0])
 
@@ -136,6 +142,7 @@ void run_options_usage(FILE *out) {
 RunOptions run_options_defaults(void) {
     RunOptions ro = {.rc = run_config_defaults(), .pipe = pipeline_options_defaults()};
     snprintf(ro.pipe.schedule, sizeof ro.pipe.schedule, "1f1b");
+    snprintf(ro.db_path, sizeof ro.db_path, "%s", DB_DEFAULT_PATH);
     return ro;
 }
 

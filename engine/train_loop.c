@@ -68,6 +68,10 @@ static int run_steps(const RunConfig *rc, Pipeline *p, Dataset *ds, const TrainH
     int rc_step = 0;
     const double t_run = now_s();
     for (int step = 0; step < rc->steps && rc_step == 0; step++) {
+        if (step > 0 && hooks && hooks->should_stop && hooks->should_stop(hooks->ctx)) {
+            sum->stopped = true;
+            break;
+        }
         dataset_next_batch(ds, rc->batch, inputs, targets);
         PipelineReport r;
         rc_step = pipeline_step(p, inputs, targets, step, &r, err);
@@ -90,7 +94,8 @@ static int run_steps(const RunConfig *rc, Pipeline *p, Dataset *ds, const TrainH
     return rc_step;
 }
 
-int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, Error *err) {
+int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, RunSummary *summary,
+              Error *err) {
     if (run_config_validate(rc, err)) return -1;
     Dataset *ds = open_data(rc, err);
     if (!ds) return -1;
@@ -104,10 +109,11 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     size_t *bytes = xmalloc(S * sizeof(size_t));
     RunInfo info;
     describe_run(rc, p, ds, layers, bytes, &info);
-    if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, rc, po, &info);
+    int result = hooks && hooks->on_start ? hooks->on_start(hooks->ctx, rc, po, &info, err) : 0;
     RunSummary sum = {0};
-    const int result = run_steps(rc, p, ds, hooks, &sum, err);
+    if (result == 0) result = run_steps(rc, p, ds, hooks, &sum, err);
     if (result == 0 && hooks && hooks->on_end) hooks->on_end(hooks->ctx, &sum);
+    if (summary) *summary = sum;
     free(layers);
     free(bytes);
     pipeline_free(p);

@@ -18,7 +18,8 @@ typedef struct {
 } RunInfo;
 
 typedef struct {
-    int steps;
+    int steps;              // steps run (fewer than planned when stopped)
+    bool stopped;           // should_stop ended the run early
     double first_loss, last_loss;
     double median_tokens_per_s, median_gflops, median_step_ms;
     double wall_s;
@@ -26,12 +27,18 @@ typedef struct {
 
 typedef struct {
     void *ctx;
-    void (*on_start)(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info);
+    // After the data and the pipeline are set up, before the first step; returning -1 (with
+    // err set) ends the run before it starts.
+    int (*on_start)(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info, Error *err);
     void (*on_step)(void *ctx, const PipelineReport *r);
+    // Asked between steps: true ends the run early (SIGINT, the console's stop key).
+    bool (*should_stop)(void *ctx);
     void (*on_end)(void *ctx, const RunSummary *s);
 } TrainHooks;
 
-// Runs rc->steps steps. Returns 0, or -1 with a one-line err: a user error (data, config,
-// schedule) before the first step, or a failed rank (timeout, dead peer) during one.
-int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, Error *err);
+// Runs rc->steps steps (fewer when should_stop says so); *summary, when given, says how it
+// went. Returns 0, or -1 with a one-line err: a user error (data, config, schedule) before
+// the first step, or a failed rank (timeout, dead peer) during one.
+int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, RunSummary *summary,
+              Error *err);
 #endif

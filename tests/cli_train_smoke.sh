@@ -8,6 +8,7 @@ bin=$1
 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+cd "$work"
 passed=0
 failed=0
 check() {   # check "what" command...
@@ -22,6 +23,9 @@ args=(train --data "$src/tests/fixtures/text" --model tiny --steps 40 --batch 8 
 check "first run exits 0" [ $? -eq 0 ]
 "$bin" "${args[@]}" > "$work/b.txt"
 "$bin" "${args[@]}" --seed 7 > "$work/c.txt"
+mkdir empty
+(cd empty && "$bin" train --data "$src/tests/fixtures/text" --steps 1 --db '' > /dev/null)
+check "--db '' writes no store" [ -z "$(ls -A empty)" ]
 losses() { grep '^step' "$1" | sed 's/.*| loss \([0-9.]*\) |.*/\1/'; }
 check "40 step lines" [ "$(losses "$work/a.txt" | wc -l)" -eq 40 ]
 check "summary line" grep -q '^done: 40 steps' "$work/a.txt"
@@ -32,6 +36,20 @@ check "same seed, same losses" cmp -s <(losses "$work/a.txt") <(losses "$work/b.
 differ() { ! cmp -s "$1" "$2"; }
 check "other seed, other losses" differ <(losses "$work/a.txt") <(losses "$work/c.txt")
 check "step line has every field" grep -qE '^step +1/40 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| norm [0-9.]+ \| +[0-9]+ tok/s \| +[0-9.]+ GFLOP/s \| +[0-9.]+ ms$' "$work/a.txt"
+# The run store recorded the runs: finished, with every step.
+"$bin" history --db pptrain.db --json > "$work/runs.json"
+check "three runs recorded" [ "$(grep -o '"status":"finished"' "$work/runs.json" | wc -l)" -eq 3 ]
+"$bin" history export 1 --db pptrain.db --csv > "$work/steps.csv"
+check "40 steps stored" [ "$(tail -n +2 "$work/steps.csv" | wc -l)" -eq 40 ]
+check "stored losses are the printed ones" cmp -s <(losses "$work/a.txt") <(tail -n +2 "$work/steps.csv" | cut -d, -f2 | xargs printf '%.6f\n')
+# SIGTERM between steps: the run ends as 'stopped', with exit code 0.
+"$bin" train --data "$src/tests/fixtures/text" --steps 100000 --db stop.db > "$work/stop.txt" &
+pid=$!
+for _ in $(seq 100); do grep -q '^step' "$work/stop.txt" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+check "SIGTERM stops with exit 0" [ $? -eq 0 ]
+check "stopped run recorded" sh -c "'$bin' history --db stop.db --json | grep -q '\"status\":\"stopped\"'"
 "$bin" train --help > "$work/help.txt"
 check "--help exits 0 and lists --microbatches" grep -q -- '--microbatches M' "$work/help.txt"
 

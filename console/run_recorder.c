@@ -1,0 +1,49 @@
+#include "console/run_recorder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/run_json.h"
+
+int recorder_begin(RunRecorder *r, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
+                   Error *err) {
+    if (!r->path[0]) return 0;
+    r->db = db_open(r->path, true, err);
+    if (!r->db) return -1;
+    int marked = 0;
+    if (db_mark_stale_runs(r->db, &marked, err)) return -1;
+    char *config = run_json(rc, po);
+    const DbRun row = {.schedule = po->schedule, .stages = po->ranks, .virtual_stages = info->n_stages / po->ranks,
+                       .dp = 1, .microbatches = rc->microbatches, .batch = rc->batch, .seq_len = rc->seq_len,
+                       .model = rc->model.name, .params = (int64_t)info->params, .lr = rc->optim.lr,
+                       .seed = rc->seed, .transport = "local", .device = "cpu", .config_json = config,
+                       .steps_planned = rc->steps};
+    r->run = db_run_begin(r->db, &row, err);
+    free(config);
+    return r->run > 0 ? 0 : -1;
+}
+
+static void recorder_warn(RunRecorder *r, const Error *err) {
+    fprintf(stderr, "pptrain: warning: %s; the run goes on without recording\n", err->msg);
+    r->write_failed = true;
+}
+
+void recorder_step(RunRecorder *r, const PipelineReport *pr) {
+    if (!r->db || r->write_failed) return;
+    const StepReport *s = &pr->step;
+    const DbStep row = {.step = s->step, .loss = s->loss, .lr = s->lr, .grad_norm = s->grad_norm,
+                        .tokens_per_s = s->tokens_per_s, .step_ms = s->step_ms, .gflops = s->gflops,
+                        .bubble = NAN};
+    Error err;
+    if (db_step_add(r->db, r->run, &row, NULL, 0, &err)) recorder_warn(r, &err);
+}
+
+void recorder_end(RunRecorder *r, const char *status, const char *error) {
+    if (!r->db) return;
+    Error err;
+    if (r->run > 0 && db_run_end(r->db, r->run, status, error, &err))
+        fprintf(stderr, "pptrain: warning: %s\n", err.msg);
+    db_close(r->db);
+    r->db = NULL;
+}

@@ -1,60 +1,85 @@
-// The pipeline trainer: stages, schedule, transport and one runtime per rank, driven by P rank
-// threads that live as long as the pipeline. A step is three barriers: `start` (the main
-// thread has published the batch), `computed` (every rank ran its actions and summed its
-// squared gradients), `finished` (every rank clipped and stepped AdamW on its stages).
+// The pipeline trainer: stages, schedule, transport and one runtime per rank. Every rank runs
+// the same step (rank_step): actions, gradient all-reduce over its replicas, one world
+// all-reduce of (squared gradients, loss, busy time) slots, clip, AdamW. Under the local
+// transport the W ranks are threads living as long as the pipeline, released by the `start`
+// barrier (the main thread has published the batch) and collected at `finished`; under MPI
+// the process's one rank runs in the calling thread.
 #include "engine/pipeline.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <omp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/partition.h"
 #include "engine/runtime.h"
 #include "engine/schedule.h"
-#include "engine/transport.h"
 #include "kernels/cpu/kernels.h"
 
 typedef struct {
     struct Pipeline *p;
-    int rank;
+    int world, pipe, replica;  // world rank = replica * P + pipe
+    StageModel **stages;       // (S) this replica's stages; only this rank's are used
+    AdamWState *opt;           // (S)
+    Transport *view;           // the replica's window on the world transport
+    Runtime *rt;
     RuntimeStatus status;
     Error err;
-    double sumsq;   // sum of squared gradients over the rank's stages
-    double loss;
-    double busy_s;
+    double loss, busy_s;       // this rank's share of the step
+    double *slots;             // (3W) world all-reduce: squared grads | loss | busy, a slot per rank
+    double norm, batch_loss;   // the step's totals, equal on every rank
 } PipelineRank;
 
 struct Pipeline {
     RunConfig rc;
-    int P, S, M, rows, T;
+    int P, D, W, S, M, rows, T;
+    TransportKind kind;
+    int self;                 // world rank of this process (MPI), 0 under local
+    int n_host;               // ranks hosted here: W (local) or 1 (MPI)
+    int n_copies;             // replicas whose stages live here: D (local) or 1 (MPI)
     Schedule *sched;          // validated, lowered
-    StageModel **stages;      // (S)
-    AdamWState *opt;          // (S)
-    Transport *tp;
-    Runtime **rt;             // (P)
-    PipelineRank *ranks;      // (P)
-    pthread_t *threads;       // (P)
-    pthread_barrier_t start, computed, finished;
+    StageModel **stages;      // (n_copies * S), NULL where another process holds the stage
+    AdamWState *opt;          // (n_copies * S)
+    Transport *tp;            // the world transport
+    PipelineRank *ranks;      // (n_host)
+    pthread_t *threads;       // (n_host) local only
+    pthread_barrier_t start, finished;
     // The step being run, written by the main thread before `start`.
     const int32_t *inputs, *targets;
     float loss_scale;
     double lr;
+    bool update;              // false: pipeline_compute_grads
     bool quit;
     bool broken;              // a step failed: the transport is aborted
-    double *busy_ms;          // (P) report arrays
+    double *busy_ms;          // (W) report arrays
     int *peak_slots;          // (S)
+    int *stage_layers;        // (S) decoder layers of each stage
+    double *offsets;          // (W) clock offsets to rank 0
+    // Events of the last step, root only: per rank a pointer into the runtime (local) or into
+    // the gathered buffer (MPI).
+    const ActionEvent **events;  // (W)
+    int *n_events;               // (W)
+    ActionEvent *event_buf;      // MPI root: (W * event_cap)
+    int event_cap;               // most actions in one rank's list
+    RuntimeOptions rt_opts;
+    RankTelemetry *tele_ranks;   // (W)
+    StageTelemetry *tele_stages; // (S)
 };
 
 PipelineOptions pipeline_options_defaults(void) {
     PipelineOptions o;
     memset(&o, 0, sizeof o);
     o.ranks = 1;
+    o.dp = 1;
     snprintf(o.schedule, sizeof o.schedule, "gpipe");
     o.timeout_s = TRANSPORT_DEFAULT_TIMEOUT_S;
+    o.transport = TRANSPORT_KIND_LOCAL;
     return o;
 }
 
@@ -62,6 +87,134 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// ---- MPI: initialization, finalization, last words on a signal ----------------------------
+
+static bool mpi_owned;      // this module called MPI_Init_thread
+static bool mpi_finalized;
+static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals ignored
+
+void pipeline_mpi_finalize(void) {
+    if (!mpi_owned || mpi_finalized || mpi_failed) return;
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+    mpi_finalized = true;
+}
+
+static void pipeline_mpi_atexit(void) { pipeline_mpi_finalize(); }
+
+static int pipeline_mpi_init(Error *err) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) return 0;
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");
+        return -1;
+    }
+    mpi_owned = true;
+    atexit(pipeline_mpi_atexit);
+    return 0;
+}
+
+// What the signal handler knows about this process's rank. Set up once per MPI pipeline;
+// read only by the handler (every field is written before the handler is installed).
+static struct {
+    int world, first_stage, n_tags;
+    const Transport *tp;
+    char (*at)[72];           // (n_tags) " at action K (RECV_B 2,mb 3)" for each tag this rank receives
+    int *stage;               // (n_tags) the stage of that receive
+    volatile sig_atomic_t step;
+    struct sigaction old_term, old_int;
+} sig_state;
+
+static void append(char *line, size_t *n, size_t cap, const char *s) {
+    while (*s && *n + 1 < cap) line[(*n)++] = *s++;
+}
+
+static void append_int(char *line, size_t *n, size_t cap, long v) {
+    char digits[24];
+    int k = 0;
+    if (v < 0) append(line, n, cap, "-"), v = -v;
+    do digits[k++] = (char)('0' + v % 10); while ((v /= 10) && k < 23);
+    while (k && *n + 1 < cap) line[(*n)++] = digits[--k];
+}
+
+// Async-signal-safe: fixed buffers, write(2), _exit.
+static void pipeline_on_signal(int sig) {
+    if (mpi_failed) return;  // the step's own error line is on its way
+    char line[256];
+    size_t n = 0;
+    const int what = sig_state.tp ? sig_state.tp->wait.what : WAIT_NONE;
+    const int tag = sig_state.tp ? sig_state.tp->wait.tag : -1;
+    const bool recv = what == WAIT_RECV && tag >= 0 && tag < sig_state.n_tags && sig_state.at[tag][0];
+    append(line, &n, sizeof line, "pptrain: rank ");
+    append_int(line, &n, sizeof line, sig_state.world);
+    append(line, &n, sizeof line, " (stage ");
+    append_int(line, &n, sizeof line, recv ? sig_state.stage[tag] : sig_state.first_stage);
+    append(line, &n, sizeof line, sig == SIGTERM ? "): peer lost (SIGTERM) " : "): interrupted (SIGINT) ");
+    if (recv) {
+        append(line, &n, sizeof line, "while waiting");
+        append(line, &n, sizeof line, sig_state.at[tag]);
+    } else {
+        append(line, &n, sizeof line, what == WAIT_COLLECTIVE ? "in a collective of step " : "in step ");
+        append_int(line, &n, sizeof line, sig_state.step + 1);
+    }
+    line[n++] = '\n';
+    const ssize_t written = write(STDERR_FILENO, line, n);
+    (void)written;  // nothing else to do if stderr is gone
+    _exit(128 + sig);
+}
+
+static int recv_tag(const Schedule *s, Action a, int *from) {
+    const bool fwd = a.type == ACT_RECV_F;
+    const int sender = fwd ? a.stage - 1 : a.stage + 1;
+    *from = s->stage_rank[sender];
+    return transport_tag(fwd ? MSG_ACT : MSG_GRAD, sender, a.mb, s->n_stages);
+}
+
+// The per-tag " at action K (...)" table of rank `pipe`, as the runtime names its actions.
+static void signal_table(const Schedule *s, int pipe) {
+    sig_state.n_tags = 2 * s->n_microbatches * s->n_stages;
+    sig_state.at = xcalloc((size_t)sig_state.n_tags, sizeof *sig_state.at);
+    sig_state.stage = xcalloc((size_t)sig_state.n_tags, sizeof(int));
+    const ScheduleList *l = &s->ranks[pipe];
+    sig_state.first_stage = -1;
+    for (int i = 0; i < l->n; i++) {
+        const Action a = l->actions[i];
+        if (sig_state.first_stage < 0) sig_state.first_stage = a.stage;
+        if (a.type != ACT_RECV_F && a.type != ACT_RECV_B) continue;
+        int from;
+        const int tag = recv_tag(s, a, &from);
+        snprintf(sig_state.at[tag], sizeof sig_state.at[tag], " at action %d (%s %d,mb %d)", i,
+                 schedule_type_name(a.type), a.stage, a.mb);
+        sig_state.stage[tag] = a.stage;
+    }
+}
+
+static void install_signal_handlers(const Pipeline *p) {
+    sig_state.world = p->self;
+    sig_state.tp = p->tp;
+    signal_table(p->sched, p->self % p->P);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pipeline_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &sig_state.old_term);
+    sigaction(SIGINT, &sa, &sig_state.old_int);
+}
+
+static void remove_signal_handlers(void) {
+    sigaction(SIGTERM, &sig_state.old_term, NULL);
+    sigaction(SIGINT, &sig_state.old_int, NULL);
+    sig_state.tp = NULL;
+    free(sig_state.at);
+    free(sig_state.stage);
+    sig_state.at = NULL;
+    sig_state.stage = NULL;
+    sig_state.n_tags = 0;
 }
 
 // ---- set-up ------------------------------------------------------------------------------
@@ -98,137 +251,290 @@ static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) 
     return s;
 }
 
+static int check_options(const RunConfig *rc, const PipelineOptions *o, Error *err) {
+    if (o->ranks < 1 || o->dp < 1 || o->timeout_s <= 0) {
+        error_set(err, "--stages and --dp must be at least 1 (got %d, %d) and the timeout positive (got %g s)",
+                  o->ranks, o->dp, o->timeout_s);
+        return -1;
+    }
+    if (o->dp > 1 && rc->microbatches > 0 && rc->batch % (o->dp * rc->microbatches) != 0) {
+        error_set(err, "--batch %d is not divisible by --dp %d x --microbatches %d", rc->batch, o->dp,
+                  rc->microbatches);
+        return -1;
+    }
+    return run_config_validate(rc, err);
+}
+
+// Does this process hold copy c of stage s? Local: every stage of every replica; MPI: the
+// stages of its own pipeline rank.
+static bool holds(const Pipeline *p, int s) {
+    return p->kind == TRANSPORT_KIND_LOCAL || p->sched->stage_rank[s] == p->self % p->P;
+}
+
 // Stage s holds layers [first(s), first(s) + counts[s]); the embedding on 0, the head on S-1.
 static int build_stages(Pipeline *p, const PipelineOptions *o, Error *err) {
     const int L = p->rc.model.layers;
-    int *counts = xmalloc(sizeof(int) * (size_t)p->S);
+    int *counts = p->stage_layers = xcalloc((size_t)p->S, sizeof(int));
     int rc = o->split[0] ? partition_parse_split(o->split, L, p->S, counts, err)
                          : partition_balance(L, p->S, counts, err);
-    p->stages = xcalloc((size_t)p->S, sizeof(StageModel *));
-    p->opt = xcalloc((size_t)p->S, sizeof(AdamWState));
-    for (int s = 0; s < p->S && rc == 0; s++) {
-        const int begin = partition_first_layer(counts, s);
-        p->stages[s] = stage_create(&p->rc.model, begin, begin + counts[s], s == 0, s == p->S - 1, p->rc.seed, err);
-        if (!p->stages[s]) rc = -1;
-        else p->opt[s] = adamw_state_create(p->stages[s]->numel);
-    }
-    free(counts);
+    p->stages = xcalloc((size_t)(p->n_copies * p->S), sizeof(StageModel *));
+    p->opt = xcalloc((size_t)(p->n_copies * p->S), sizeof(AdamWState));
+    for (int c = 0; c < p->n_copies && rc == 0; c++)
+        for (int s = 0; s < p->S && rc == 0; s++) {
+            if (!holds(p, s)) continue;
+            const int begin = partition_first_layer(counts, s), k = c * p->S + s;
+            p->stages[k] = stage_create(&p->rc.model, begin, begin + counts[s], s == 0, s == p->S - 1, p->rc.seed, err);
+            if (!p->stages[k]) rc = -1;
+            else p->opt[k] = adamw_state_create(p->stages[k]->numel);
+        }
     return rc;
 }
 
-// Most messages one rank receives in a step: enough mailbox buffers for any order.
-static int max_receives(const Schedule *s) {
+// Most messages one rank receives or sends in a step: enough transport buffers for any order.
+static int max_messages(const Schedule *s) {
     int most = 0;
     for (int r = 0; r < s->n_ranks; r++) {
-        int n = 0;
+        int in = 0, out = 0;
         for (int i = 0; i < s->ranks[r].n; i++) {
             ActionType t = s->ranks[r].actions[i].type;
-            n += t == ACT_RECV_F || t == ACT_RECV_B;
+            in += t == ACT_RECV_F || t == ACT_RECV_B;
+            out += t == ACT_SEND_F || t == ACT_SEND_B;
         }
-        if (n > most) most = n;
+        if (in > most) most = in;
+        if (out > most) most = out;
     }
     return most;
 }
 
+static int longest_list(const Schedule *s) {
+    int most = 0;
+    for (int r = 0; r < s->n_ranks; r++)
+        if (s->ranks[r].n > most) most = s->ranks[r].n;
+    return most;
+}
+
+static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
+    const size_t msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * sizeof(float);
+    const int capacity = max_messages(p->sched);
+    if (p->kind == TRANSPORT_KIND_LOCAL) {
+        p->tp = transport_local_create_world(p->P, p->D, msg_bytes, capacity, o->timeout_s);
+        return 0;
+    }
+    p->tp = transport_mpi_create(o->mpi_comm, p->P, p->D, msg_bytes, capacity, 2 * p->M * p->S, o->timeout_s, err);
+    if (!p->tp) return -1;
+    p->self = transport_mpi_rank(p->tp);
+    return 0;
+}
+
+// World rank `world` hosted at index i of p->ranks: its replica's stages, view and runtime.
+static void init_rank(Pipeline *p, PipelineRank *pr, int world) {
+    const int copy = p->kind == TRANSPORT_KIND_LOCAL ? world / p->P : 0;
+    *pr = (PipelineRank){.p = p, .world = world, .pipe = world % p->P, .replica = world / p->P,
+                         .stages = p->stages + copy * p->S, .opt = p->opt + copy * p->S};
+    pr->view = transport_view_create(p->tp, pr->replica * p->P, p->P);
+    pr->rt = runtime_create_opts(p->sched, pr->pipe, pr->stages, p->rows, p->T, pr->view, &p->rt_opts);
+    pr->slots = xcalloc((size_t)(3 * p->W), sizeof(double));
+}
+
+// Peak slots of every stage, from replica 0's runtimes (a world all-reduce under MPI).
+static int gather_peak_slots(Pipeline *p, Error *err) {
+    double *peak = xcalloc((size_t)p->S, sizeof(double));
+    for (int i = 0; i < p->n_host; i++)
+        if (p->ranks[i].replica == 0)
+            for (int s = 0; s < p->S; s++) peak[s] += runtime_peak_slots(p->ranks[i].rt, s);
+    TransportStatus st = p->kind == TRANSPORT_KIND_MPI
+                             ? transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, peak, (size_t)p->S, err)
+                             : TRANSPORT_OK;
+    for (int s = 0; s < p->S; s++) p->peak_slots[s] = (int)peak[s];
+    free(peak);
+    return st == TRANSPORT_OK ? 0 : -1;
+}
+
 static void *pipeline_rank_main(void *arg);
 
-static void start_ranks(Pipeline *p) {
-    pthread_barrier_init(&p->start, NULL, (unsigned)p->P + 1);
-    pthread_barrier_init(&p->computed, NULL, (unsigned)p->P);
-    pthread_barrier_init(&p->finished, NULL, (unsigned)p->P + 1);
-    p->ranks = xcalloc((size_t)p->P, sizeof(PipelineRank));
-    p->threads = xcalloc((size_t)p->P, sizeof(pthread_t));
-    for (int r = 0; r < p->P; r++) {
-        p->ranks[r] = (PipelineRank){.p = p, .rank = r};
+static void start_threads(Pipeline *p) {
+    pthread_barrier_init(&p->start, NULL, (unsigned)p->W + 1);
+    pthread_barrier_init(&p->finished, NULL, (unsigned)p->W + 1);
+    p->threads = xcalloc((size_t)p->W, sizeof(pthread_t));
+    for (int r = 0; r < p->W; r++)
         // Like an allocation failure, a thread that cannot start ends the process.
         if (pthread_create(&p->threads[r], NULL, pipeline_rank_main, &p->ranks[r])) {
             fprintf(stderr, "pptrain: cannot start the thread of rank %d\n", r);
             exit(1);
         }
+}
+
+// Ranks, report arrays, clock offsets; MPI: signal handlers; local: the rank threads.
+static int start_ranks(Pipeline *p, Error *err) {
+    p->n_host = p->kind == TRANSPORT_KIND_LOCAL ? p->W : 1;
+    p->ranks = xcalloc((size_t)p->n_host, sizeof(PipelineRank));
+    for (int i = 0; i < p->n_host; i++) init_rank(p, &p->ranks[i], p->kind == TRANSPORT_KIND_LOCAL ? i : p->self);
+    p->busy_ms = xcalloc((size_t)p->W, sizeof(double));
+    p->peak_slots = xcalloc((size_t)p->S, sizeof(int));
+    p->offsets = xcalloc((size_t)p->W, sizeof(double));
+    p->events = xcalloc((size_t)p->W, sizeof(ActionEvent *));
+    p->n_events = xcalloc((size_t)p->W, sizeof(int));
+    p->tele_ranks = xcalloc((size_t)p->W, sizeof(RankTelemetry));
+    p->tele_stages = xcalloc((size_t)p->S, sizeof(StageTelemetry));
+    p->event_cap = longest_list(p->sched);
+    if (p->kind == TRANSPORT_KIND_LOCAL) {
+        start_threads(p);
+        return gather_peak_slots(p, err);
     }
+    if (p->self == 0) p->event_buf = xcalloc((size_t)p->W * (size_t)p->event_cap, sizeof(ActionEvent));
+    if (transport_clock_offsets(p->tp, p->self, p->offsets, err) != TRANSPORT_OK) return -1;
+    if (gather_peak_slots(p, err)) return -1;
+    install_signal_handlers(p);
+    return 0;
 }
 
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *err) {
-    if (run_config_validate(rc, err)) return NULL;
-    if (o->ranks < 1 || o->timeout_s <= 0) {
-        error_set(err, "--stages must be at least 1 (got %d) and the timeout positive (got %g s)", o->ranks,
-                  o->timeout_s);
-        return NULL;
-    }
+    if (check_options(rc, o, err)) return NULL;
+    if (o->transport == TRANSPORT_KIND_MPI && pipeline_mpi_init(err)) return NULL;
     Schedule *sched = pipeline_schedule(o, rc->microbatches, err);
     if (!sched) return NULL;
     Pipeline *p = xcalloc(1, sizeof *p);
-    *p = (Pipeline){.rc = *rc, .P = sched->n_ranks, .S = sched->n_stages, .M = sched->n_microbatches,
-                    .rows = rc->batch / rc->microbatches, .T = rc->seq_len, .sched = sched};
-    if (build_stages(p, o, err)) {
+    const int P = sched->n_ranks, D = o->dp;
+    *p = (Pipeline){.rc = *rc, .P = P, .D = D, .W = P * D, .S = sched->n_stages, .M = sched->n_microbatches,
+                    .rows = rc->batch / (D * rc->microbatches), .T = rc->seq_len, .kind = o->transport,
+                    .n_copies = o->transport == TRANSPORT_KIND_LOCAL ? D : 1, .sched = sched,
+                    .rt_opts = {.recompute = o->recompute}};
+    // The transport first: under MPI it says which rank this process is, hence which stages.
+    if (create_transport(p, o, err) || build_stages(p, o, err) || start_ranks(p, err)) {
         pipeline_free(p);
         return NULL;
     }
-    const size_t msg_bytes = (size_t)p->rows * p->T * rc->model.hidden * sizeof(float);
-    p->tp = transport_local_create(p->P, msg_bytes, max_receives(sched), o->timeout_s);
-    p->rt = xcalloc((size_t)p->P, sizeof(Runtime *));
-    for (int r = 0; r < p->P; r++) p->rt[r] = runtime_create(sched, r, p->stages, p->rows, p->T, p->tp);
-    p->busy_ms = xcalloc((size_t)p->P, sizeof(double));
-    p->peak_slots = xcalloc((size_t)p->S, sizeof(int));
-    for (int s = 0; s < p->S; s++) p->peak_slots[s] = runtime_peak_slots(p->rt[sched->stage_rank[s]], s);
-    start_ranks(p);
     return p;
 }
 
-// ---- the rank threads ----------------------------------------------------------------------
+// ---- one rank's step -----------------------------------------------------------------------
 
-static bool all_ranks_ok(const Pipeline *p) {
-    for (int r = 0; r < p->P; r++)
-        if (p->ranks[r].status != RUNTIME_OK) return false;
-    return true;
+static bool rank_has(const PipelineRank *pr, int s) { return pr->p->sched->stage_rank[s] == pr->pipe; }
+
+static void rank_zero_grads(PipelineRank *pr) {
+    for (int s = 0; s < pr->p->S; s++)
+        if (rank_has(pr, s)) stage_zero_grads(pr->stages[s]);
 }
 
-// sqrt of the squared gradients summed in rank order: the same value on every rank.
-static double global_grad_norm(const Pipeline *p) {
-    double sum = 0.0;
-    for (int r = 0; r < p->P; r++) sum += p->ranks[r].sumsq;
-    return sqrt(sum);
+// A collective or post failed: one line naming the rank, and every other rank is stopped.
+static void rank_failed(PipelineRank *pr, TransportStatus st, const Error *why, const char *where) {
+    const Pipeline *p = pr->p;
+    int stage = 0;
+    while (stage < p->S - 1 && !rank_has(pr, stage)) stage++;
+    error_set(&pr->err, "rank %d (stage %d): %s %s", pr->world, stage, why->msg, where);
+    pr->status = st == TRANSPORT_ABORTED ? RUNTIME_ABORTED : RUNTIME_FAILED;
+    transport_abort(p->tp);
 }
 
-static void rank_run_actions(PipelineRank *pr) {
+// Announces the step's receives, so MPI receives into its buffers as soon as data arrives.
+static int rank_post_receives(PipelineRank *pr) {
+    const Pipeline *p = pr->p;
+    const ScheduleList *l = &p->sched->ranks[pr->pipe];
+    const size_t bytes = (size_t)p->rows * p->T * p->rc.model.hidden * sizeof(float);
+    for (int i = 0; i < l->n; i++) {
+        const Action a = l->actions[i];
+        if (a.type != ACT_RECV_F && a.type != ACT_RECV_B) continue;
+        int from;
+        const int tag = recv_tag(p->sched, a, &from);
+        Error why;
+        TransportStatus st = transport_post(pr->view, pr->pipe, from, tag, bytes, &why);
+        if (st != TRANSPORT_OK) {
+            rank_failed(pr, st, &why, "posting the step's receives");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int rank_run_actions(PipelineRank *pr) {
     Pipeline *p = pr->p;
-    for (int s = 0; s < p->S; s++)
-        if (p->sched->stage_rank[s] == pr->rank) stage_zero_grads(p->stages[s]);
+    // Replica d's rows of the global batch.
+    const size_t off = (size_t)pr->replica * p->M * p->rows * p->T;
     RuntimeStats st;
-    pr->status = runtime_step(p->rt[pr->rank], p->inputs, p->targets, p->loss_scale, &st, &pr->err);
+    pr->status = runtime_step(pr->rt, p->inputs + off, p->targets + off, p->loss_scale, &st, &pr->err);
     pr->loss = st.loss;
     pr->busy_s = st.busy_s;
-    pr->sumsq = 0.0;
-    for (int s = 0; s < p->S; s++)
-        if (p->sched->stage_rank[s] == pr->rank)
-            pr->sumsq += grad_sum_squares(p->stages[s]->grads, p->stages[s]->numel);
+    if (pr->status != RUNTIME_OK && p->D > 1) {
+        Error why = pr->err;
+        error_set(&pr->err, "replica %d: %s", pr->replica, why.msg);
+    }
+    return pr->status == RUNTIME_OK ? 0 : -1;
+}
+
+// Sums each local stage's gradients over the D replicas that hold it.
+static int rank_reduce_grads(PipelineRank *pr) {
+    const Pipeline *p = pr->p;
+    if (p->D == 1) return 0;
+    for (int s = 0; s < p->S; s++) {
+        if (!rank_has(pr, s)) continue;
+        StageModel *sm = pr->stages[s];
+        Error why;
+        TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_REPLICAS, sm->grads, sm->numel, &why);
+        if (st != TRANSPORT_OK) {
+            rank_failed(pr, st, &why, "(the gradient all-reduce over replicas)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// One world all-reduce where each rank fills only its own slots, so every sum is exact and
+// every rank then adds them up in the same fixed order: the norm over replica 0's ranks in
+// pipeline order (each stage once), the loss over all ranks in world (= replica) order.
+static int rank_reduce_totals(PipelineRank *pr) {
+    const Pipeline *p = pr->p;
+    const int W = p->W;
+    double sumsq = 0.0;
+    for (int s = 0; s < p->S && pr->replica == 0; s++)
+        if (rank_has(pr, s)) sumsq += grad_sum_squares(pr->stages[s]->grads, pr->stages[s]->numel);
+    memset(pr->slots, 0, sizeof(double) * 3 * (size_t)W);
+    pr->slots[pr->world] = sumsq;
+    pr->slots[W + pr->world] = pr->loss;
+    pr->slots[2 * W + pr->world] = pr->busy_s;
+    Error why;
+    TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, 3 * (size_t)W, &why);
+    if (st != TRANSPORT_OK) {
+        rank_failed(pr, st, &why, "(the norm and loss all-reduce)");
+        return -1;
+    }
+    double norm2 = 0.0, loss = 0.0;
+    for (int r = 0; r < p->P; r++) norm2 += pr->slots[r];
+    for (int r = 0; r < W; r++) loss += pr->slots[W + r];
+    pr->norm = sqrt(norm2);
+    pr->batch_loss = loss;
+    return 0;
 }
 
 // Clip (as torch.nn.utils.clip_grad_norm_) and AdamW on the rank's stages.
-static void rank_update(PipelineRank *pr, double norm) {
+static void rank_update(PipelineRank *pr) {
     Pipeline *p = pr->p;
     const OptimConfig *oc = &p->rc.optim;
-    const float clip = oc->grad_clip > 0 ? grad_clip_factor(norm, (float)oc->grad_clip) : 1.0f;
+    const float clip = oc->grad_clip > 0 ? grad_clip_factor(pr->norm, (float)oc->grad_clip) : 1.0f;
     for (int s = 0; s < p->S; s++) {
-        if (p->sched->stage_rank[s] != pr->rank) continue;
-        StageModel *sm = p->stages[s];
+        if (!rank_has(pr, s)) continue;
+        StageModel *sm = pr->stages[s];
         if (clip < 1.0f) grad_scale(sm->grads, sm->numel, clip);
-        adamw_state_step(&p->opt[s], sm->weights, sm->grads, oc, p->lr);
+        adamw_state_step(&pr->opt[s], sm->weights, sm->grads, oc, p->lr);
     }
+}
+
+static void rank_step(PipelineRank *pr) {
+    pr->status = RUNTIME_OK;
+    rank_zero_grads(pr);
+    if (rank_post_receives(pr) || rank_run_actions(pr) || rank_reduce_grads(pr) || rank_reduce_totals(pr)) return;
+    if (pr->p->update) rank_update(pr);
 }
 
 static void *pipeline_rank_main(void *arg) {
     PipelineRank *pr = arg;
     Pipeline *p = pr->p;
     // The ranks share the cores: each rank's kernels get an equal part of the OpenMP threads.
-    const int threads = omp_get_max_threads() / p->P;
+    const int threads = omp_get_max_threads() / p->W;
     omp_set_num_threads(threads > 1 ? threads : 1);
     for (;;) {
         pthread_barrier_wait(&p->start);
         if (p->quit) return NULL;
-        rank_run_actions(pr);
-        pthread_barrier_wait(&p->computed);
-        if (all_ranks_ok(p)) rank_update(pr, global_grad_norm(p));
+        rank_step(pr);
         pthread_barrier_wait(&p->finished);
     }
 }
@@ -243,91 +549,190 @@ static int count_targets(const int32_t *targets, size_t n) {
 
 // The root cause: the first rank that failed on its own, else the first that was stopped.
 static const Error *first_failure(const Pipeline *p) {
-    for (int r = 0; r < p->P; r++)
-        if (p->ranks[r].status == RUNTIME_FAILED) return &p->ranks[r].err;
-    for (int r = 0; r < p->P; r++)
-        if (p->ranks[r].status != RUNTIME_OK) return &p->ranks[r].err;
+    for (int i = 0; i < p->n_host; i++)
+        if (p->ranks[i].status == RUNTIME_FAILED) return &p->ranks[i].err;
+    for (int i = 0; i < p->n_host; i++)
+        if (p->ranks[i].status != RUNTIME_OK) return &p->ranks[i].err;
     return NULL;
 }
 
-static void fill_report(const Pipeline *p, int step, double seconds, PipelineReport *out) {
-    const size_t tokens = (size_t)p->rc.batch * p->T;
-    double loss = 0.0;
-    for (int r = 0; r < p->P; r++) {
-        loss += p->ranks[r].loss;
-        p->busy_ms[r] = p->ranks[r].busy_s * 1e3;
-    }
-    out->step = (StepReport){.step = step + 1, .steps = p->rc.steps, .loss = loss, .lr = p->lr,
-                             .grad_norm = global_grad_norm(p), .step_ms = seconds * 1e3,
-                             .tokens_per_s = tokens / seconds,
-                             .gflops = model_flops_per_token(&p->rc.model, p->T) * tokens / seconds * 1e-9};
-    out->n_ranks = p->P;
-    out->n_stages = p->S;
-    out->busy_ms = p->busy_ms;
-    out->peak_slots = p->peak_slots;
-}
-
-int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, int step, PipelineReport *out,
-                  Error *err) {
+// Runs every hosted rank through one step; 0, or -1 with the root cause in err.
+static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, bool update, Error *err) {
     if (p->broken) {
         error_set(err, "the pipeline stopped after an earlier failure");
         return -1;
     }
-    const double t0 = now_s();
     const int n_targets = count_targets(targets, (size_t)p->rc.batch * p->T);
     p->inputs = inputs;
     p->targets = targets;
     p->loss_scale = n_targets ? 1.0f / (float)n_targets : 0.0f;
-    p->lr = optim_lr_at(&p->rc.optim, step);
-    pthread_barrier_wait(&p->start);
-    pthread_barrier_wait(&p->finished);
+    p->update = update;
+    if (p->kind == TRANSPORT_KIND_LOCAL) {
+        pthread_barrier_wait(&p->start);
+        pthread_barrier_wait(&p->finished);
+    } else {
+        rank_step(&p->ranks[0]);
+    }
     const Error *fail = first_failure(p);
-    if (fail) {
+    if (!fail) return 0;
+    p->broken = true;
+    if (p->kind == TRANSPORT_KIND_MPI) mpi_failed = 1;
+    *err = *fail;
+    return -1;
+}
+
+// Every rank's events of the step at the root: pointers (local) or a gather (MPI).
+static int collect_events(Pipeline *p, Error *err) {
+    if (p->kind == TRANSPORT_KIND_LOCAL) {
+        for (int r = 0; r < p->W; r++) p->events[r] = runtime_events(p->ranks[r].rt, &p->n_events[r]);
+        return 0;
+    }
+    int n = 0;
+    const ActionEvent *mine = runtime_events(p->ranks[0].rt, &n);
+    const size_t cap = (size_t)p->event_cap * sizeof(ActionEvent);
+    size_t *counts = p->self == 0 ? xcalloc((size_t)p->W, sizeof(size_t)) : NULL;
+    TransportStatus st = transport_gather_bytes(p->tp, p->self, mine, (size_t)n * sizeof(ActionEvent), p->event_buf,
+                                                cap, counts, err);
+    for (int r = 0; counts && r < p->W; r++) {
+        p->events[r] = p->event_buf + (size_t)r * p->event_cap;
+        p->n_events[r] = (int)(counts[r] / sizeof(ActionEvent));
+    }
+    free(counts);
+    return st == TRANSPORT_OK ? 0 : -1;
+}
+
+// Over all W ranks (the bubble counts every replica); a stage's busy and comm time add up its
+// copies on every replica, and its rank is the pipeline rank that holds it.
+static void fill_telemetry(Pipeline *p, PipelineReport *out) {
+    out->telemetry = (StepTelemetry){.ranks = p->tele_ranks, .stages = p->tele_stages};
+    telemetry_summarize(p->W, p->S, p->sched->stage_rank, (const ActionEvent *const *)p->events, p->n_events,
+                        p->offsets, &out->telemetry);
+    out->has_telemetry = true;
+}
+
+static void fill_report(const Pipeline *p, int step, double seconds, PipelineReport *out) {
+    const PipelineRank *pr = &p->ranks[0];
+    const size_t tokens = (size_t)p->rc.batch * p->T;
+    for (int r = 0; r < p->W; r++) p->busy_ms[r] = pr->slots[2 * p->W + r] * 1e3;
+    *out = (PipelineReport){.is_root = p->self == 0, .n_ranks = p->W, .n_stages = p->S, .n_replicas = p->D,
+                            .busy_ms = p->busy_ms, .peak_slots = p->peak_slots};
+    out->step = (StepReport){.step = step + 1, .steps = p->rc.steps, .loss = pr->batch_loss, .lr = p->lr,
+                             .grad_norm = pr->norm, .step_ms = seconds * 1e3, .tokens_per_s = tokens / seconds,
+                             .gflops = model_flops_per_token(&p->rc.model, p->T) * tokens / seconds * 1e-9};
+}
+
+int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, int step, PipelineReport *out,
+                  Error *err) {
+    const double t0 = now_s();
+    sig_state.step = step;
+    p->lr = optim_lr_at(&p->rc.optim, step);
+    if (run_step(p, inputs, targets, true, err)) return -1;
+    fill_report(p, step, now_s() - t0, out);
+    if (collect_events(p, err)) {
         p->broken = true;
-        *err = *fail;
+        mpi_failed = p->kind == TRANSPORT_KIND_MPI;
+        transport_abort(p->tp);
         return -1;
     }
-    fill_report(p, step, now_s() - t0, out);
+    if (pipeline_is_root(p)) fill_telemetry(p, out);
     return 0;
+}
+
+int pipeline_compute_grads(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err) {
+    if (run_step(p, inputs, targets, false, err)) return -1;
+    *loss = p->ranks[0].batch_loss;
+    return 0;
+}
+
+static void stop_threads(Pipeline *p) {
+    p->quit = true;
+    pthread_barrier_wait(&p->start);
+    for (int r = 0; r < p->W; r++) pthread_join(p->threads[r], NULL);
+    pthread_barrier_destroy(&p->start);
+    pthread_barrier_destroy(&p->finished);
+}
+
+static void free_ranks(Pipeline *p) {
+    for (int i = 0; p->ranks && i < p->n_host; i++) {
+        runtime_free(p->ranks[i].rt);
+        transport_free(p->ranks[i].view);
+        free(p->ranks[i].slots);
+    }
+    free(p->ranks);
 }
 
 void pipeline_free(Pipeline *p) {
     if (!p) return;
-    if (p->threads) {
-        p->quit = true;
-        pthread_barrier_wait(&p->start);
-        for (int r = 0; r < p->P; r++) pthread_join(p->threads[r], NULL);
-        pthread_barrier_destroy(&p->start);
-        pthread_barrier_destroy(&p->computed);
-        pthread_barrier_destroy(&p->finished);
-    }
-    for (int r = 0; p->rt && r < p->P; r++) runtime_free(p->rt[r]);
+    if (p->threads) stop_threads(p);
+    if (p->kind == TRANSPORT_KIND_MPI && sig_state.tp == p->tp && p->tp) remove_signal_handlers();
+    free_ranks(p);
     transport_free(p->tp);
-    for (int s = 0; p->stages && s < p->S; s++) {
-        if (p->stages[s]) adamw_state_free(&p->opt[s]);
-        stage_free(p->stages[s]);
+    for (int k = 0; p->stages && k < p->n_copies * p->S; k++) {
+        if (p->stages[k]) adamw_state_free(&p->opt[k]);
+        stage_free(p->stages[k]);
     }
-    free(p->rt);
     free(p->stages);
     free(p->opt);
-    free(p->ranks);
     free(p->threads);
     free(p->busy_ms);
     free(p->peak_slots);
+    free(p->stage_layers);
+    free(p->offsets);
+    free(p->events);
+    free(p->n_events);
+    free(p->event_buf);
+    free(p->tele_ranks);
+    free(p->tele_stages);
     schedule_free(p->sched);
     free(p);
 }
 
+// ---- queries -------------------------------------------------------------------------------
+
+int pipeline_stage_layers(const Pipeline *p, int stage) { return p->stage_layers[stage]; }
+
 int pipeline_n_stages(const Pipeline *p) { return p->S; }
 
-const StageModel *pipeline_stage(const Pipeline *p, int stage) { return p->stages[stage]; }
+const StageModel *pipeline_stage(const Pipeline *p, int stage) {
+    return stage >= 0 && stage < p->S ? p->stages[stage] : NULL;
+}
+
+bool pipeline_hosts_stage(const Pipeline *p, int stage) { return pipeline_stage(p, stage) != NULL; }
 
 const float *pipeline_weights(const Pipeline *p, const char *name, const ParamInfo **info) {
     for (int s = 0; s < p->S; s++) {
-        const ParamInfo *pi = stage_find_param(p->stages[s], name);
+        const ParamInfo *pi = p->stages[s] ? stage_find_param(p->stages[s], name) : NULL;
         if (!pi) continue;
         if (info) *info = pi;
         return p->stages[s]->weights + pi->offset;
     }
     return NULL;
+}
+
+bool pipeline_is_root(const Pipeline *p) { return p->self == 0; }
+
+int pipeline_world_rank(const Pipeline *p) { return p->self; }
+
+double pipeline_world_max(Pipeline *p, double local) {
+    if (p->kind == TRANSPORT_KIND_LOCAL) return local;
+    // A slot per rank: the sum only moves each value into place, then the max is local.
+    double *v = p->ranks[0].slots;
+    memset(v, 0, sizeof(double) * (size_t)p->W);
+    v[p->self] = local;
+    Error why;
+    if (p->broken || transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, v, (size_t)p->W, &why) != TRANSPORT_OK)
+        return INFINITY;
+    double most = v[0];
+    for (int r = 1; r < p->W; r++)
+        if (v[r] > most || isnan(v[r])) most = v[r];
+    return most;
+}
+
+const double *pipeline_clock_offsets(const Pipeline *p) { return p->offsets; }
+
+int pipeline_events(const Pipeline *p, const ActionEvent *const **events, const int **n_events) {
+    const bool have = pipeline_is_root(p);
+    *events = have ? p->events : NULL;
+    *n_events = have ? p->n_events : NULL;
+    return have ? p->W : 0;
 }

@@ -1,51 +1,115 @@
-// engine/pipeline: the pipeline-parallel trainer of one process. The L layers are cut into
-// S = P*V stages, each stage a StageModel with its own AdamW state; P ranks run as threads
-// (created once per pipeline) over the local transport, each interpreting its own action
-// list of the lowered schedule (engine/runtime.h). One step: zero grads, run the actions,
-// global grad norm summed over stages in fixed rank order, clip, AdamW per stage. It computes
-// what trainer_step computes on one device, up to float summation order (DESIGN.md, "Parity").
+// engine/pipeline: the pipeline- and data-parallel trainer. The L layers are cut into
+// S = P*V stages, each a StageModel with its own AdamW state; every rank interprets its own
+// action list of the lowered schedule (engine/runtime.h). It computes what trainer_step
+// computes on one device, up to float summation order (DESIGN.md, "Parity").
+//
+// World layout. A run has W = P x D ranks: world rank r is pipeline rank p = r % P of
+// data-parallel replica d = r / P. Pipeline rank p holds the schedule's stages of rank p
+// (stage_rank[s] == p), in every replica. Replica d takes rows [d*B/D, (d+1)*B/D) of the
+// global batch of B rows and splits them into M microbatches of B/(D*M) rows (B % (D*M) == 0).
+// Every microbatch's loss is scaled by 1 / (non-pad targets of the GLOBAL batch), so the sum
+// of every replica's loss is the batch mean; the reported loss is that sum, in replica order.
+//
+// One step: zero grads, post the step's receives, run the actions; all-reduce each stage's
+// gradients over its D replicas (skipped when D == 1); the global grad norm = sqrt of the sum,
+// in pipeline-rank order, of replica 0's per-rank squared gradients (every stage counted
+// once), identical on every rank; clip; AdamW on every rank's stages.
+//
+// Transports. local: the W ranks are threads of this process (created once per pipeline).
+// mpi: this process is exactly one rank of an mpirun job over opts->mpi_comm (default
+// MPI_COMM_WORLD) whose size must be P x D. pipeline_create initializes MPI (thread level
+// MPI_THREAD_SERIALIZED: call the pipeline from one thread at a time) when nobody has, and
+// then finalizes it at exit (atexit), unless a step failed: a failed MPI run leaves requests
+// that can never complete, so the process just exits non-zero with its one error line
+// (pipeline_mpi_finalize finalizes earlier, explicitly). Each rank builds only its own stages
+// (weights from (seed, name) are equal everywhere). The root (world rank 0, pipeline_is_root,
+// PipelineReport.is_root) reports the run: only its report has telemetry; the others get the
+// same loss, lr, norm and busy times, and should neither print nor record.
+// Under MPI a SIGTERM or SIGINT (mpirun kills the survivors when a rank dies) prints one line
+// "pptrain: rank R (stage S): peer lost (SIGTERM) while waiting at action K (RECV_B 2,mb 3)"
+// and exits with 128 + the signal; once a step has failed the signals are blocked, so the
+// caller's own error line is the only one.
 #ifndef PPTRAIN_PIPELINE_H
 #define PPTRAIN_PIPELINE_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/error.h"
 #include "engine/model.h"
+#include "engine/telemetry.h"
 #include "engine/trainer.h"
+#include "engine/transport.h"
 
 typedef struct {
-    int ranks;            // P (a CSV schedule must have this many rows)
-    int virtual_stages;   // V stages per rank; 0 = the schedule's default (1, or 2)
-    char schedule[4096];  // a built-in name (engine/schedule.h) or the path of a .csv file
-    char split[256];      // manual layers per stage, "3,3,2"; "" = partition_balance
-    double timeout_s;     // longest wait for one message (default 300)
+    int ranks;               // P (a CSV schedule must have this many rows)
+    int virtual_stages;      // V stages per rank; 0 = the schedule's default (1, or 2)
+    char schedule[4096];     // a built-in name (engine/schedule.h) or the path of a .csv file
+    char split[256];         // manual layers per stage, "3,3,2"; "" = partition_balance
+    double timeout_s;        // longest wait for one message or collective (default 300)
+    int dp;                  // D data-parallel replicas (default 1)
+    TransportKind transport; // TRANSPORT_KIND_LOCAL (default) or TRANSPORT_KIND_MPI
+    const void *mpi_comm;    // MPI: points at the MPI_Comm of the run's ranks; NULL = MPI_COMM_WORLD
+    bool recompute;          // --recompute all: activations re-materialized in the backward
 } PipelineOptions;
 
-PipelineOptions pipeline_options_defaults(void);  // 1 rank, gpipe, balanced, 300 s
+PipelineOptions pipeline_options_defaults(void);  // 1 rank, 1 replica, gpipe, balanced, local, 300 s
 
 typedef struct {
     StepReport step;          // loss, lr, grad_norm (before clipping), step_ms, tokens_per_s
-    int n_ranks, n_stages;
-    const double *busy_ms;    // (n_ranks) compute time of each rank this step
+    bool is_root;             // this process reports the run (prints, records): pipeline_is_root
+    int n_ranks, n_stages;    // W = P x D ranks, S stages
+    int n_replicas;           // D
+    const double *busy_ms;    // (n_ranks) compute time of each world rank this step
     const int *peak_slots;    // (n_stages) activation slots (microbatches in flight) per stage
+    // Per-rank (W) and per-stage (S) busy / comm / idle and the measured bubble, from every
+    // rank's action events on rank 0's clock (telemetry_summarize); a stage's numbers add up
+    // its copies on every replica. Root only: elsewhere has_telemetry is false, all zero.
+    bool has_telemetry;
+    StepTelemetry telemetry;
 } PipelineReport;             // arrays owned by the pipeline, valid until its next step
 
 typedef struct Pipeline Pipeline;
 
-// Partitions, builds the stages (weights from (seed, name), as the single-device model's),
-// builds or loads the schedule for rc->microbatches, validates and lowers it, starts the
-// rank threads. Returns NULL with a one-line err for a bad option, split or schedule.
+// Partitions, builds this process's stages, builds or loads the schedule for rc->microbatches,
+// validates and lowers it, creates the transport (MPI: initializes MPI if needed, checks the
+// world size, measures clock offsets), starts the rank threads (local). Returns NULL with a
+// one-line err for a bad option, split, schedule or world.
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *opts, Error *err);
-// One optimizer step (0-based `step`) over a batch of rc->batch rows of rc->seq_len tokens:
-// inputs, targets (B*T), target -1 = pad. Returns 0, or -1 with a one-line err naming the
-// rank, stage, action and microbatch that failed; after a failure the pipeline only frees.
+// One optimizer step (0-based `step`) over the global batch of rc->batch rows of rc->seq_len
+// tokens: inputs, targets (B*T), target -1 = pad; every rank passes the same batch. Returns
+// 0, or -1 with a one-line err naming the rank, stage, action and microbatch that failed;
+// after a failure the pipeline only frees (and under MPI the process should exit non-zero).
 int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, int step, PipelineReport *out,
                   Error *err);
+// For `pptrain check`: the step's actions and the gradient all-reduce, no clip and no update;
+// the gradients stay in the stages (pipeline_stage(p, s)->grads). *loss: the batch loss.
+int pipeline_compute_grads(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err);
 // Stops the threads and frees everything.
 void pipeline_free(Pipeline *p);
 
 int pipeline_n_stages(const Pipeline *p);
+// Decoder layers of stage s, whichever process holds it.
+int pipeline_stage_layers(const Pipeline *p, int stage);
+// Stage s as this process holds it (replica 0's under local), NULL when another process does.
 const StageModel *pipeline_stage(const Pipeline *p, int stage);
-// The weights of the parameter with this HF name, whichever stage holds it (NULL if none);
-// *info, when asked for, its shape.
+bool pipeline_hosts_stage(const Pipeline *p, int stage);
+// The weights of the parameter with this HF name, whichever local stage holds it (NULL if
+// none here); *info, when asked for, its shape.
 const float *pipeline_weights(const Pipeline *p, const char *name, const ParamInfo **info);
+
+// True where the run's report lives: always under local, world rank 0 under MPI.
+bool pipeline_is_root(const Pipeline *p);
+int pipeline_world_rank(const Pipeline *p);  // this process's rank (0 under local)
+// The largest `local` over every rank (a collective under MPI: every rank calls it); +inf if
+// the ranks could not agree (a failed transport).
+double pipeline_world_max(Pipeline *p, double local);
+// (W) what to add to each rank's CLOCK_MONOTONIC seconds to get rank 0's: zeros under local;
+// under MPI estimated at create from the shortest of a few ping-pongs with rank 0.
+const double *pipeline_clock_offsets(const Pipeline *p);
+// The last step's action events of every rank (root only; elsewhere *n_ranks = 0):
+// (*events)[r][0..(*n_events)[r]) on rank r's clock. Arrays owned by the pipeline.
+int pipeline_events(const Pipeline *p, const ActionEvent *const **events, const int **n_events);
+
+// Finalizes MPI now if the pipeline module initialized it (idempotent; no-op otherwise).
+void pipeline_mpi_finalize(void);
 #endif

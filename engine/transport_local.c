@@ -1,7 +1,12 @@
-// The local transport: P ranks as threads of one process. Each rank owns a mailbox (mutex +
+// The local transport: P x D ranks as threads of one process. Each rank owns a mailbox (mutex +
 // condition variable on CLOCK_MONOTONIC) holding a fixed pool of message buffers: a send
 // takes a free buffer of the receiver's mailbox and copies the bytes in; a recv finds the
-// (from, tag) message, copies it out and returns the buffer to the pool.
+// (from, tag) message, copies it out and returns the buffer to the pool. Collectives meet at
+// a rendezvous per group (a barrier with timeout and abort): the members publish their
+// buffers, each member reduces its own slice of elements over all of them in group-rank order
+// and writes the sum back to every member, and a second barrier keeps the buffers alive until
+// everyone is done. Deterministic, nothing allocated per call.
+// Also here: the view, a replica's window onto a world transport (ranks shifted by an offset).
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -28,11 +33,24 @@ typedef struct {
     bool aborted;
 } Mailbox;
 
+// A reusable barrier for the n members of one group, plus what they publish to each other.
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int n, arrived;
+    unsigned long generation;  // bumps each time all n have arrived
+    bool aborted;
+    void **bufs;               // (n) each member's buffer of this call
+    size_t *lens;              // (n) its element count (or byte count for a gather)
+} Rendezvous;
+
 typedef struct {
     Transport base;
     size_t max_bytes;
     int capacity;
-    Mailbox *box;         // (n_ranks)
+    Mailbox *box;           // (n_ranks)
+    Rendezvous *replicas;   // (P) the D ranks of pipeline rank p
+    Rendezvous world;       // all ranks
 } LocalTransport;
 
 int transport_tag(MsgKind kind, int stage, int mb, int n_stages) {
@@ -126,6 +144,147 @@ static TransportStatus transport_local_recv(Transport *t, int self, int from, in
     return st;
 }
 
+// ---- collectives ---------------------------------------------------------------------------
+
+static void rendezvous_init(Rendezvous *rv, int n) {
+    pthread_mutex_init(&rv->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&rv->changed, &attr);
+    pthread_condattr_destroy(&attr);
+    rv->n = n;
+    rv->bufs = xcalloc((size_t)n, sizeof(void *));
+    rv->lens = xcalloc((size_t)n, sizeof(size_t));
+}
+
+static void rendezvous_destroy(Rendezvous *rv) {
+    pthread_mutex_destroy(&rv->lock);
+    pthread_cond_destroy(&rv->changed);
+    free(rv->bufs);
+    free(rv->lens);
+}
+
+static void rendezvous_abort(Rendezvous *rv) {
+    pthread_mutex_lock(&rv->lock);
+    rv->aborted = true;
+    pthread_cond_broadcast(&rv->changed);
+    pthread_mutex_unlock(&rv->lock);
+}
+
+// Member `idx` publishes (buf, len) (buf NULL: keeps what it published) and waits for all n.
+static TransportStatus rendezvous_wait(Rendezvous *rv, int idx, void *buf, size_t len, double timeout_s,
+                                       Error *err) {
+    const struct timespec deadline = deadline_after(timeout_s);
+    TransportStatus st = TRANSPORT_OK;
+    pthread_mutex_lock(&rv->lock);
+    if (buf) {
+        rv->bufs[idx] = buf;
+        rv->lens[idx] = len;
+    }
+    const unsigned long gen = rv->generation;
+    if (!rv->aborted && ++rv->arrived == rv->n) {
+        rv->arrived = 0;
+        rv->generation++;
+        pthread_cond_broadcast(&rv->changed);
+    }
+    while (!rv->aborted && rv->generation == gen)
+        if (pthread_cond_timedwait(&rv->changed, &rv->lock, &deadline) == ETIMEDOUT && rv->generation == gen) {
+            error_set(err, "timed out after %g s in a collective", timeout_s);
+            st = TRANSPORT_FAILED;
+            break;
+        }
+    if (st == TRANSPORT_OK && rv->generation == gen) {
+        error_set(err, "aborted (another rank failed) in a collective");
+        st = TRANSPORT_ABORTED;
+    }
+    pthread_mutex_unlock(&rv->lock);
+    return st;
+}
+
+// The group's rendezvous and self's index in it (group-rank order: replica order, world order).
+static Rendezvous *group_of(LocalTransport *lt, TransportGroup g, int self, int *idx) {
+    if (g == GROUP_WORLD) {
+        *idx = self;
+        return &lt->world;
+    }
+    *idx = self / lt->base.n_pipe;
+    return &lt->replicas[self % lt->base.n_pipe];
+}
+
+static bool lens_agree(const Rendezvous *rv, Error *err) {
+    for (int k = 1; k < rv->n; k++)
+        if (rv->lens[k] != rv->lens[0]) {
+            error_set(err, "collective members disagree on its size (%zu vs %zu elements)", rv->lens[k], rv->lens[0]);
+            return false;
+        }
+    return true;
+}
+
+// Member idx of n sums elements [idx*len/n, (idx+1)*len/n) over every member, in member order,
+// and writes the sum to every member's buffer: the slices are disjoint, so no one races.
+#define DEFINE_REDUCE_SLICE(NAME, TYPE)                                                 \
+    static void NAME(Rendezvous *rv, int idx) {                                         \
+        const size_t len = rv->lens[0];                                                 \
+        const size_t lo = len * (size_t)idx / (size_t)rv->n;                            \
+        const size_t hi = len * (size_t)(idx + 1) / (size_t)rv->n;                      \
+        TYPE *const *b = (TYPE *const *)rv->bufs;                                       \
+        for (size_t j = lo; j < hi; j++) {                                              \
+            TYPE s = b[0][j];                                                           \
+            for (int k = 1; k < rv->n; k++) s += b[k][j];                               \
+            for (int k = 0; k < rv->n; k++) b[k][j] = s;                                \
+        }                                                                               \
+    }
+DEFINE_REDUCE_SLICE(reduce_slice_f32, float)
+DEFINE_REDUCE_SLICE(reduce_slice_f64, double)
+
+static TransportStatus local_allreduce(Transport *t, int self, TransportGroup g, void *buf, size_t n,
+                                       void (*reduce)(Rendezvous *, int), Error *err) {
+    int idx;
+    Rendezvous *rv = group_of((LocalTransport *)t, g, self, &idx);
+    if (rv->n == 1) return TRANSPORT_OK;
+    TransportStatus st = rendezvous_wait(rv, idx, buf, n, t->timeout_s, err);
+    if (st != TRANSPORT_OK) return st;
+    const bool ok = lens_agree(rv, err);  // every member sees the same verdict
+    if (ok) reduce(rv, idx);
+    st = rendezvous_wait(rv, idx, NULL, 0, t->timeout_s, err);
+    return ok ? st : TRANSPORT_FAILED;
+}
+
+static TransportStatus transport_local_allreduce_f32(Transport *t, int self, TransportGroup g, float *buf, size_t n,
+                                                     Error *err) {
+    return local_allreduce(t, self, g, buf, n, reduce_slice_f32, err);
+}
+
+static TransportStatus transport_local_allreduce_f64(Transport *t, int self, TransportGroup g, double *buf,
+                                                     size_t n, Error *err) {
+    return local_allreduce(t, self, g, buf, n, reduce_slice_f64, err);
+}
+
+// Threads of one process share one clock.
+static TransportStatus transport_local_clock_offsets(Transport *t, int self, double *offsets, Error *err) {
+    (void)self, (void)err;
+    for (int r = 0; r < t->n_ranks; r++) offsets[r] = 0.0;
+    return TRANSPORT_OK;
+}
+
+static TransportStatus transport_local_gather_bytes(Transport *t, int self, const void *mine, size_t bytes, void *all,
+                                                    size_t cap, size_t *counts, Error *err) {
+    Rendezvous *rv = &((LocalTransport *)t)->world;
+    if (bytes > cap) {
+        error_set(err, "rank %d gathers %zu bytes, more than the %zu each may", self, bytes, cap);
+        return TRANSPORT_FAILED;
+    }
+    TransportStatus st = rendezvous_wait(rv, self, (void *)mine, bytes, t->timeout_s, err);
+    if (st != TRANSPORT_OK) return st;
+    if (self == 0)
+        for (int r = 0; r < rv->n; r++) {
+            memcpy((unsigned char *)all + (size_t)r * cap, rv->bufs[r], rv->lens[r]);
+            counts[r] = rv->lens[r];
+        }
+    return rendezvous_wait(rv, self, NULL, 0, t->timeout_s, err);
+}
+
 static void transport_local_abort(Transport *t) {
     LocalTransport *lt = (LocalTransport *)t;
     for (int r = 0; r < t->n_ranks; r++) {
@@ -135,6 +294,8 @@ static void transport_local_abort(Transport *t) {
         pthread_cond_broadcast(&mb->arrived);
         pthread_mutex_unlock(&mb->lock);
     }
+    for (int p = 0; p < t->n_pipe; p++) rendezvous_abort(&lt->replicas[p]);
+    rendezvous_abort(&lt->world);
 }
 
 static void transport_local_free(Transport *t) {
@@ -146,6 +307,9 @@ static void transport_local_free(Transport *t) {
         free(mb->pool);
         free(mb->bytes);
     }
+    for (int p = 0; p < t->n_pipe; p++) rendezvous_destroy(&lt->replicas[p]);
+    rendezvous_destroy(&lt->world);
+    free(lt->replicas);
     free(lt->box);
     free(lt);
 }
@@ -153,6 +317,10 @@ static void transport_local_free(Transport *t) {
 static const TransportOps LOCAL_OPS = {
     .send = transport_local_send,
     .recv = transport_local_recv,
+    .allreduce_f32 = transport_local_allreduce_f32,
+    .allreduce_f64 = transport_local_allreduce_f64,
+    .clock_offsets = transport_local_clock_offsets,
+    .gather_bytes = transport_local_gather_bytes,
     .abort = transport_local_abort,
     .free = transport_local_free,
 };
@@ -173,12 +341,94 @@ static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity) {
     }
 }
 
-Transport *transport_local_create(int n_ranks, size_t max_bytes, int capacity, double timeout_s) {
+Transport *transport_local_create_world(int P, int D, size_t max_bytes, int capacity, double timeout_s) {
+    const int n_ranks = P * D;
     LocalTransport *lt = xcalloc(1, sizeof *lt);
-    lt->base = (Transport){.ops = &LOCAL_OPS, .n_ranks = n_ranks, .timeout_s = timeout_s};
+    lt->base = (Transport){.ops = &LOCAL_OPS, .n_ranks = n_ranks, .n_pipe = P, .timeout_s = timeout_s};
     lt->max_bytes = max_bytes;
     lt->capacity = capacity > 0 ? capacity : 1;
     lt->box = xcalloc((size_t)n_ranks, sizeof(Mailbox));
     for (int r = 0; r < n_ranks; r++) mailbox_init(&lt->box[r], max_bytes ? max_bytes : 1, lt->capacity);
+    lt->replicas = xcalloc((size_t)P, sizeof(Rendezvous));
+    for (int p = 0; p < P; p++) rendezvous_init(&lt->replicas[p], D);
+    rendezvous_init(&lt->world, n_ranks);
     return &lt->base;
+}
+
+Transport *transport_local_create(int n_ranks, size_t max_bytes, int capacity, double timeout_s) {
+    return transport_local_create_world(n_ranks, 1, max_bytes, capacity, timeout_s);
+}
+
+// ---- the view: rank i of the view is rank offset + i of the world ---------------------------
+
+typedef struct {
+    Transport base;
+    Transport *world;
+    int offset;
+} ViewTransport;
+
+static ViewTransport *as_view(Transport *t) { return (ViewTransport *)t; }
+
+static TransportStatus view_send(Transport *t, int from, int to, int tag, const void *data, size_t bytes,
+                                 Error *err) {
+    ViewTransport *v = as_view(t);
+    return transport_send(v->world, from + v->offset, to + v->offset, tag, data, bytes, err);
+}
+
+static TransportStatus view_post(Transport *t, int self, int from, int tag, size_t bytes, Error *err) {
+    ViewTransport *v = as_view(t);
+    return transport_post(v->world, self + v->offset, from + v->offset, tag, bytes, err);
+}
+
+static TransportStatus view_recv(Transport *t, int self, int from, int tag, void *data, size_t bytes, Error *err) {
+    ViewTransport *v = as_view(t);
+    return transport_recv(v->world, self + v->offset, from + v->offset, tag, data, bytes, err);
+}
+
+static TransportStatus view_allreduce_f32(Transport *t, int self, TransportGroup g, float *buf, size_t n,
+                                          Error *err) {
+    ViewTransport *v = as_view(t);
+    return transport_allreduce_f32(v->world, self + v->offset, g, buf, n, err);
+}
+
+static TransportStatus view_allreduce_f64(Transport *t, int self, TransportGroup g, double *buf, size_t n,
+                                          Error *err) {
+    ViewTransport *v = as_view(t);
+    return transport_allreduce_f64(v->world, self + v->offset, g, buf, n, err);
+}
+
+static TransportStatus view_clock_offsets(Transport *t, int self, double *offsets, Error *err) {
+    ViewTransport *v = as_view(t);
+    return transport_clock_offsets(v->world, self + v->offset, offsets, err);
+}
+
+static TransportStatus view_gather_bytes(Transport *t, int self, const void *mine, size_t bytes, void *all,
+                                         size_t cap, size_t *counts, Error *err) {
+    ViewTransport *v = as_view(t);
+    return transport_gather_bytes(v->world, self + v->offset, mine, bytes, all, cap, counts, err);
+}
+
+static void view_abort(Transport *t) { transport_abort(as_view(t)->world); }
+
+static void view_free(Transport *t) { free(t); }
+
+static const TransportOps VIEW_OPS = {
+    .send = view_send,
+    .post = view_post,
+    .recv = view_recv,
+    .allreduce_f32 = view_allreduce_f32,
+    .allreduce_f64 = view_allreduce_f64,
+    .clock_offsets = view_clock_offsets,
+    .gather_bytes = view_gather_bytes,
+    .abort = view_abort,
+    .free = view_free,
+};
+
+Transport *transport_view_create(Transport *world, int offset, int n_ranks) {
+    ViewTransport *v = xcalloc(1, sizeof *v);
+    v->base = (Transport){.ops = &VIEW_OPS, .n_ranks = n_ranks, .n_pipe = world->n_pipe,
+                          .timeout_s = world->timeout_s};
+    v->world = world;
+    v->offset = offset;
+    return &v->base;
 }

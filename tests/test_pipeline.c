@@ -1,6 +1,7 @@
 // The pipeline trainer against the single-device trainer (DESIGN.md, "Parity"): every
 // built-in schedule over several rank and microbatch counts trains the tiny model 5 steps
-// to the same losses and weights; plus CSV schedules, the timeout/abort path and bad input.
+// to the same losses and weights; data parallelism (D = 2 replicas at the same global batch)
+// too; plus CSV schedules, the timeout/abort path, telemetry, the check API and bad input.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,12 +85,16 @@ static void check_weights(const Pipeline *p, const StageModel *ref, const char *
     }
 }
 
-// Trains 5 steps under opts and compares with the single-device run of the same batches.
+// Trains 5 steps under opts and compares with the single-device run of the same batches. With
+// D replicas the global batch has D*M microbatches of the single device's shape, so only the
+// order of the gradient sums differs.
 static void check_parity(const PipelineOptions *opts, int M) {
     char what[4200];
-    snprintf(what, sizeof what, "%s P=%d V=%d M=%d", opts->schedule, opts->ranks, opts->virtual_stages, M);
-    const Reference *ref = reference(M);
-    RunConfig rc = tiny_run(M);
+    snprintf(what, sizeof what, "%s P=%d V=%d D=%d M=%d", opts->schedule, opts->ranks, opts->virtual_stages,
+             opts->dp, M);
+    const Reference *ref = reference(M * opts->dp);
+    RunConfig rc = tiny_run(M * opts->dp);
+    rc.microbatches = M;
     Error err = {{0}};
     Pipeline *p = pipeline_create(&rc, opts, &err);
     CHECK(p != NULL, "%s: %s", what, err.msg);
@@ -191,6 +196,125 @@ static void test_peak_slots(void) {
     }
 }
 
+// D = 2 replicas, each half of the same global batch, train like D = 1 (and one device).
+static void test_data_parallel(void) {
+    const struct { const char *name; int P, V; } runs[] = {
+        {"gpipe", 2, 1}, {"1f1b", 2, 1}, {"zb-h1", 2, 1}, {"interleaved-1f1b", 2, 2}, {"1f1b", 1, 1}, {"zb-v", 2, 2},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        PipelineOptions o = options(runs[i].name, runs[i].P, runs[i].V);
+        o.dp = 2;
+        check_parity(&o, runs[i].P);
+        check_parity(&o, 2 * runs[i].P);
+    }
+}
+
+static void test_dp_bad_input(void) {
+    Error err = {{0}};
+    RunConfig rc = tiny_run(2);
+    rc.batch = 6;
+    PipelineOptions o = options("1f1b", 2, 1);
+    o.dp = 2;
+    CHECK(pipeline_create(&rc, &o, &err) == NULL &&
+              strcmp(err.msg, "--batch 6 is not divisible by --dp 2 x --microbatches 2") == 0,
+          "B %% (D*M): %s", err.msg);
+    o.dp = 0;
+    CHECK(pipeline_create(&rc, &o, &err) == NULL && strstr(err.msg, "--dp"), "dp 0: %s", err.msg);
+}
+
+// Telemetry covers every rank's actions; check support: gradients without an update equal
+// the single device's, and the queries answer for a local run.
+static void test_telemetry_and_check_api(void) {
+    RunConfig rc = tiny_run(4);
+    Error err;
+    PipelineOptions o = options("1f1b", 2, 1);
+    o.dp = 2;
+    Pipeline *p = pipeline_create(&rc, &o, &err);
+    CHECK(p != NULL, "create: %s", err.msg);
+    if (!p) return;
+    int32_t inputs[8 * T], targets[8 * T];
+    make_batch(0, 8, rc.model.vocab, inputs, targets);
+    // The single device's gradients of the same batch.
+    StageModel *ref = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
+    StageActs *acts = stage_acts_create(ref, 2, T);
+    int n_targets = 0;
+    for (int i = 0; i < 8 * T; i++) n_targets += targets[i] >= 0;
+    double ref_loss = 0.0;
+    for (int m = 0; m < 4; m++) {
+        ref_loss += stage_forward(ref, acts, inputs + m * 2 * T, NULL, targets + m * 2 * T, 1.0f / (float)n_targets);
+        stage_backward(ref, acts, NULL);
+    }
+    double loss = 0.0;
+    CHECK(pipeline_compute_grads(p, inputs, targets, &loss, &err) == 0, "compute grads: %s", err.msg);
+    CHECK(fabs(loss - ref_loss) <= 1e-6 * fabs(ref_loss), "loss %.9g vs %.9g", loss, ref_loss);
+    double worst = 0.0;
+    for (int s = 0; s < pipeline_n_stages(p); s++) {
+        const StageModel *sm = pipeline_stage(p, s);
+        CHECK(pipeline_hosts_stage(p, s) && sm, "stage %d hosted", s);
+        for (int i = 0; sm && i < sm->n_params; i++) {
+            const ParamInfo *pi = stage_find_param(ref, sm->params[i].name);
+            double d = rel_diff(sm->grads + sm->params[i].offset, ref->grads + pi->offset, pi->numel);
+            if (d > worst) worst = d;
+        }
+    }
+    CHECK(worst <= 1e-5, "gradients differ by %.3g", worst);
+    CHECK(pipeline_is_root(p) && pipeline_world_rank(p) == 0 && pipeline_world_max(p, 2.5) == 2.5, "queries");
+    CHECK(!pipeline_hosts_stage(p, 2) && pipeline_stage(p, -1) == NULL, "no such stage");
+    PipelineReport r;
+    CHECK(pipeline_step(p, inputs, targets, 0, &r, &err) == 0, "step: %s", err.msg);
+    CHECK(r.n_ranks == 4 && r.n_replicas == 2 && r.has_telemetry && r.telemetry.n_ranks == 4, "report shape");
+    const ActionEvent *const *events;
+    const int *n_events;
+    CHECK(pipeline_events(p, &events, &n_events) == 4, "events of 4 ranks");
+    for (int w = 0; w < 4; w++) {
+        CHECK(n_events[w] > 0 && r.telemetry.ranks[w].events == n_events[w] && r.telemetry.ranks[w].busy_ms > 0,
+              "rank %d: %d events", w, n_events[w]);
+        CHECK(pipeline_clock_offsets(p)[w] == 0.0, "local clocks agree");
+    }
+    CHECK(r.telemetry.bubble > -1e-9 && r.telemetry.bubble < 1.0, "bubble %g", r.telemetry.bubble);
+    stage_acts_free(acts);
+    stage_free(ref);
+    pipeline_free(p);
+}
+
+// The local collectives sum in group order, on every member, and refuse mismatched sizes.
+typedef struct {
+    Transport *tp;
+    int self;
+    TransportStatus st;
+    double f64[3];
+    float f32[5];
+} CollRank;
+
+static void *coll_rank(void *arg) {
+    CollRank *c = arg;
+    Error err;
+    for (int i = 0; i < 5; i++) c->f32[i] = (float)(c->self * 10 + i);
+    for (int i = 0; i < 3; i++) c->f64[i] = c->self + 0.5 * i;
+    c->st = transport_allreduce_f32(c->tp, c->self, GROUP_REPLICAS, c->f32, 5, &err);
+    if (c->st == TRANSPORT_OK) c->st = transport_allreduce_f64(c->tp, c->self, GROUP_WORLD, c->f64, 3, &err);
+    return NULL;
+}
+
+static void test_local_collectives(void) {
+    enum { P = 3, D = 2, W = P * D };
+    Transport *tp = transport_local_create_world(P, D, 64, 2, 5.0);
+    CollRank c[W];
+    pthread_t th[W];
+    for (int r = 0; r < W; r++) {
+        c[r] = (CollRank){.tp = tp, .self = r};
+        pthread_create(&th[r], NULL, coll_rank, &c[r]);
+    }
+    for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < W; r++) {
+        CHECK(c[r].st == TRANSPORT_OK, "rank %d status %d", r, c[r].st);
+        const int p = r % P;  // replicas of p: p and p + P
+        CHECK(c[r].f32[1] == (float)(p * 10 + 1 + (p + P) * 10 + 1), "rank %d f32 %g", r, c[r].f32[1]);
+        CHECK(c[r].f64[2] == 15.0 + 6.0, "rank %d f64 %g", r, c[r].f64[2]);
+    }
+    transport_free(tp);
+}
+
 // ---- timeout / abort: rank 0 never sends microbatch 1's activations -----------------------
 
 typedef struct {
@@ -269,6 +393,10 @@ int main(void) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     test_bad_input();
+    test_dp_bad_input();
+    test_local_collectives();
+    test_telemetry_and_check_api();
+    test_data_parallel();
     test_timeout_aborts_every_rank();
     test_peak_slots();
     test_csv_schedule();

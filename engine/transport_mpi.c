@@ -1,0 +1,445 @@
+// The MPI transport: this process is one rank of an mpirun job of P x D ranks.
+//
+// Communicators, all made once at create from the run's communicator, all MPI_ERRORS_RETURN
+// so every failure comes back as a code this file turns into one line:
+//   pipe      split by replica: point-to-point messages inside a replica (comm rank = p)
+//   replicas  split by pipeline rank: the D ranks holding the same stages (gradient all-reduce)
+//   world     a duplicate: world collectives (norm, loss), clock ping-pongs, gathers
+//   ctrl      a duplicate: only abort notices, so they never match a data receive
+// Sends copy into a preallocated buffer and MPI_Isend from it (finished sends are recycled
+// with MPI_Test; the sender never waits for the receiver unless every buffer is in flight).
+// Receives are posted ahead (post: MPI_Irecv into a preallocated buffer) and completed by
+// recv, which copies the bytes out. Every wait polls its request, then the ctrl
+// communicator for an abort notice, then sleeps a little (1 us doubling to 200 us), until
+// the timeout: nothing blocks inside MPI, so no rank can hang.
+#include <limits.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/transport.h"
+
+enum { TAG_CTRL = 0, TAG_CLOCK = 1, CLOCK_ROUNDS = 5 };
+
+typedef struct {
+    MPI_Request req;  // MPI_REQUEST_NULL when free
+    unsigned char *data;
+} SendSlot;
+
+typedef struct {
+    MPI_Request req;
+    bool posted;
+    int from, tag;    // pipe-comm source, message tag
+    unsigned long order;
+    unsigned char *data;
+} RecvSlot;
+
+typedef struct {
+    Transport base;
+    MPI_Comm pipe, replicas, world, ctrl;
+    int rank, P, D;           // world rank; the layout (world size P * D, replicas group size D)
+    size_t max_bytes;
+    int capacity, max_tag;
+    SendSlot *sends;        // (capacity)
+    RecvSlot *recvs;        // (capacity)
+    unsigned long n_posted; // post order, so equal (from, tag) complete first-posted first
+    bool aborted;
+    int ctrl_msg;           // the abort notice's payload
+    MPI_Request *ctrl_reqs; // (W)
+    MPI_Request coll_req;   // a collective in flight (MPI_REQUEST_NULL when none)
+} MpiTransport;
+
+static MpiTransport *as_mpi(Transport *t) { return (MpiTransport *)t; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// One line for a failed MPI call. Returns the status to hand back.
+static TransportStatus mpi_failed(int code, const char *call, Error *err) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", code);
+    error_set(err, "%s failed: %s", call, text);
+    return TRANSPORT_FAILED;
+}
+
+// ---- waiting -------------------------------------------------------------------------------
+
+// True once an abort notice arrived (or this rank aborted); consumes the notice.
+static bool poll_abort(MpiTransport *mt) {
+    if (mt->aborted) return true;
+    int flag = 0;
+    MPI_Status st;
+    // A failing probe cannot tell us anything; the wait's own MPI_Test reports MPI errors.
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_CTRL, mt->ctrl, &flag, &st) == MPI_SUCCESS && flag) {
+        int payload;  // the notice has arrived, so this receive returns at once; its content is moot
+        (void)MPI_Recv(&payload, 1, MPI_INT, st.MPI_SOURCE, TAG_CTRL, mt->ctrl, MPI_STATUS_IGNORE);
+        mt->aborted = true;
+    }
+    return mt->aborted;
+}
+
+static void backoff(long *ns) {
+    const struct timespec ts = {0, *ns};
+    nanosleep(&ts, NULL);
+    if (*ns < 200000) *ns *= 2;
+}
+
+// Polls req to completion, an abort notice or the timeout. what: "waiting", "in a collective":
+// "timed out after 1 s waiting", "aborted (another rank failed) while waiting", as local says.
+static TransportStatus wait_request(MpiTransport *mt, MPI_Request *req, MPI_Status *status, const char *what,
+                                    Error *err) {
+    const double deadline = now_s() + mt->base.timeout_s;
+    long ns = 1000;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, status);
+        if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Test", err);
+        if (done) return TRANSPORT_OK;
+        if (poll_abort(mt)) {
+            error_set(err, "aborted (another rank failed) while %s", what);
+            return TRANSPORT_ABORTED;
+        }
+        if (now_s() > deadline) {
+            error_set(err, "timed out after %g s %s", mt->base.timeout_s, what);
+            return TRANSPORT_FAILED;
+        }
+        backoff(&ns);
+    }
+}
+
+static TransportStatus refuse_if_aborted(MpiTransport *mt, const char *what, Error *err) {
+    if (!poll_abort(mt)) return TRANSPORT_OK;
+    error_set(err, "aborted (another rank failed) while %s", what);
+    return TRANSPORT_ABORTED;
+}
+
+// ---- point to point ------------------------------------------------------------------------
+
+// A free send buffer: recycles finished sends; when all are in flight waits for the oldest.
+static TransportStatus free_send_slot(MpiTransport *mt, SendSlot **slot, Error *err) {
+    for (int i = 0; i < mt->capacity; i++) {
+        SendSlot *s = &mt->sends[i];
+        int done = 1;
+        if (s->req != MPI_REQUEST_NULL) {
+            int rc = MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Test", err);
+        }
+        if (done) {
+            *slot = s;
+            return TRANSPORT_OK;
+        }
+    }
+    *slot = &mt->sends[0];
+    return wait_request(mt, &mt->sends[0].req, MPI_STATUS_IGNORE, "waiting for a send buffer", err);
+}
+
+static TransportStatus transport_mpi_send(Transport *t, int from, int to, int tag, const void *data, size_t bytes,
+                                          Error *err) {
+    MpiTransport *mt = as_mpi(t);
+    (void)from;
+    if (bytes > mt->max_bytes || tag < 0 || tag >= mt->max_tag) {
+        error_set(err, "message of %zu bytes, tag %d exceeds the transport's %zu bytes, %d tags", bytes, tag,
+                  mt->max_bytes, mt->max_tag);
+        return TRANSPORT_FAILED;
+    }
+    TransportStatus st = refuse_if_aborted(mt, "sending", err);
+    SendSlot *slot = NULL;
+    if (st == TRANSPORT_OK) st = free_send_slot(mt, &slot, err);
+    if (st != TRANSPORT_OK) return st;
+    memcpy(slot->data, data, bytes);
+    int rc = MPI_Isend(slot->data, (int)bytes, MPI_BYTE, to % mt->P, tag, mt->pipe, &slot->req);
+    return rc == MPI_SUCCESS ? TRANSPORT_OK : mpi_failed(rc, "MPI_Isend", err);
+}
+
+static TransportStatus transport_mpi_post(Transport *t, int self, int from, int tag, size_t bytes, Error *err) {
+    MpiTransport *mt = as_mpi(t);
+    (void)self, (void)bytes;
+    RecvSlot *slot = NULL;
+    for (int i = 0; i < mt->capacity && !slot; i++)
+        if (!mt->recvs[i].posted) slot = &mt->recvs[i];
+    if (!slot) {
+        error_set(err, "more than %d receives pending", mt->capacity);
+        return TRANSPORT_FAILED;
+    }
+    // Room for max_bytes: a longer message than announced then shows up as a size mismatch.
+    int rc = MPI_Irecv(slot->data, (int)mt->max_bytes, MPI_BYTE, from % mt->P, tag, mt->pipe, &slot->req);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Irecv", err);
+    *slot = (RecvSlot){.req = slot->req, .posted = true, .from = from % mt->P, .tag = tag,
+                       .order = mt->n_posted++, .data = slot->data};
+    return TRANSPORT_OK;
+}
+
+static RecvSlot *find_posted(MpiTransport *mt, int from, int tag) {
+    RecvSlot *best = NULL;
+    for (int i = 0; i < mt->capacity; i++) {
+        RecvSlot *s = &mt->recvs[i];
+        if (s->posted && s->from == from && s->tag == tag && (!best || s->order < best->order)) best = s;
+    }
+    return best;
+}
+
+static TransportStatus transport_mpi_recv(Transport *t, int self, int from, int tag, void *data, size_t bytes,
+                                          Error *err) {
+    MpiTransport *mt = as_mpi(t);
+    RecvSlot *slot = find_posted(mt, from % mt->P, tag);
+    if (!slot) {  // not announced: post it now
+        TransportStatus st = transport_mpi_post(t, self, from, tag, bytes, err);
+        if (st != TRANSPORT_OK) return st;
+        slot = find_posted(mt, from % mt->P, tag);
+    }
+    mt->base.wait = (TransportWait){.what = WAIT_RECV, .peer = from, .tag = tag};
+    MPI_Status status;
+    TransportStatus st = wait_request(mt, &slot->req, &status, "waiting", err);
+    mt->base.wait.what = WAIT_NONE;
+    if (st != TRANSPORT_OK) return st;
+    slot->posted = false;
+    int count = 0, rc = MPI_Get_count(&status, MPI_BYTE, &count);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Get_count", err);
+    if ((size_t)count != bytes) {
+        error_set(err, "message from rank %d has %d bytes, expected %zu", from, count, bytes);
+        return TRANSPORT_FAILED;
+    }
+    memcpy(data, slot->data, bytes);
+    return TRANSPORT_OK;
+}
+
+// ---- collectives ---------------------------------------------------------------------------
+
+static TransportStatus wait_collective(MpiTransport *mt, Error *err) {
+    mt->base.wait.what = WAIT_COLLECTIVE;
+    TransportStatus st = wait_request(mt, &mt->coll_req, MPI_STATUS_IGNORE, "in a collective", err);
+    mt->base.wait.what = WAIT_NONE;
+    return st;
+}
+
+static TransportStatus mpi_allreduce(MpiTransport *mt, TransportGroup g, void *buf, size_t n, MPI_Datatype type,
+                                     Error *err) {
+    MPI_Comm comm = g == GROUP_WORLD ? mt->world : mt->replicas;
+    const int size = g == GROUP_WORLD ? mt->P * mt->D : mt->D;
+    if (size == 1 || n == 0) return TRANSPORT_OK;
+    if (n > INT_MAX) {
+        error_set(err, "all-reduce of %zu elements exceeds MPI's int count", n);
+        return TRANSPORT_FAILED;
+    }
+    TransportStatus st = refuse_if_aborted(mt, "in a collective", err);
+    if (st != TRANSPORT_OK) return st;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, type, MPI_SUM, comm, &mt->coll_req);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Iallreduce", err);
+    return wait_collective(mt, err);
+}
+
+static TransportStatus transport_mpi_allreduce_f32(Transport *t, int self, TransportGroup g, float *buf, size_t n,
+                                                   Error *err) {
+    (void)self;
+    return mpi_allreduce(as_mpi(t), g, buf, n, MPI_FLOAT, err);
+}
+
+static TransportStatus transport_mpi_allreduce_f64(Transport *t, int self, TransportGroup g, double *buf, size_t n,
+                                                   Error *err) {
+    (void)self;
+    return mpi_allreduce(as_mpi(t), g, buf, n, MPI_DOUBLE, err);
+}
+
+// One blocking-with-timeout message on the world communicator (clock ping-pong).
+static TransportStatus world_msg(MpiTransport *mt, bool send, double *value, int peer, Error *err) {
+    MPI_Request req;
+    int rc = send ? MPI_Isend(value, 1, MPI_DOUBLE, peer, TAG_CLOCK, mt->world, &req)
+                  : MPI_Irecv(value, 1, MPI_DOUBLE, peer, TAG_CLOCK, mt->world, &req);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, send ? "MPI_Isend" : "MPI_Irecv", err);
+    return wait_request(mt, &req, MPI_STATUS_IGNORE, "in the clock ping-pong", err);
+}
+
+// Rank 0 pings rank r; r answers with its clock. Of a few rounds the one with the shortest
+// round trip bounds the error best: offset = rank 0's midpoint - r's reading.
+static TransportStatus clock_ping(MpiTransport *mt, int r, double *offset, Error *err) {
+    double best_rtt = 1e30;
+    for (int k = 0; k < CLOCK_ROUNDS; k++) {
+        double t1 = now_s(), tr = 0.0;
+        TransportStatus st = world_msg(mt, true, &t1, r, err);
+        if (st == TRANSPORT_OK) st = world_msg(mt, false, &tr, r, err);
+        if (st != TRANSPORT_OK) return st;
+        const double t2 = now_s();
+        if (t2 - t1 < best_rtt) {
+            best_rtt = t2 - t1;
+            *offset = 0.5 * (t1 + t2) - tr;
+        }
+    }
+    return TRANSPORT_OK;
+}
+
+static TransportStatus clock_pong(MpiTransport *mt, Error *err) {
+    for (int k = 0; k < CLOCK_ROUNDS; k++) {
+        double ping = 0.0;
+        TransportStatus st = world_msg(mt, false, &ping, 0, err);
+        double mine = now_s();
+        if (st == TRANSPORT_OK) st = world_msg(mt, true, &mine, 0, err);
+        if (st != TRANSPORT_OK) return st;
+    }
+    return TRANSPORT_OK;
+}
+
+static TransportStatus transport_mpi_clock_offsets(Transport *t, int self, double *offsets, Error *err) {
+    MpiTransport *mt = as_mpi(t);
+    (void)self;
+    const int W = t->n_ranks;
+    for (int r = 0; r < W; r++) offsets[r] = 0.0;
+    TransportStatus st = TRANSPORT_OK;
+    if (mt->rank == 0)
+        for (int r = 1; r < W && st == TRANSPORT_OK; r++) st = clock_ping(mt, r, &offsets[r], err);
+    else
+        st = clock_pong(mt, err);
+    // Everyone learns every offset (only rank 0's entries are non-zero, so the sum is exact).
+    return st == TRANSPORT_OK ? mpi_allreduce(mt, GROUP_WORLD, offsets, (size_t)W, MPI_DOUBLE, err) : st;
+}
+
+static TransportStatus transport_mpi_gather_bytes(Transport *t, int self, const void *mine, size_t bytes, void *all,
+                                                  size_t cap, size_t *counts, Error *err) {
+    MpiTransport *mt = as_mpi(t);
+    (void)self;
+    const int W = t->n_ranks;
+    if (bytes > cap || cap > INT_MAX / (size_t)W) {
+        error_set(err, "gather of %zu bytes per rank (at most %zu) does not fit", bytes, cap);
+        return TRANSPORT_FAILED;
+    }
+    int n = (int)bytes, *ns = mt->rank == 0 ? xmalloc(sizeof(int) * 2 * (size_t)W) : NULL;
+    int rc = MPI_Igather(&n, 1, MPI_INT, ns, 1, MPI_INT, 0, mt->world, &mt->coll_req);
+    TransportStatus st = rc == MPI_SUCCESS ? wait_collective(mt, err) : mpi_failed(rc, "MPI_Igather", err);
+    int *displs = ns ? ns + W : NULL;
+    for (int r = 0; ns && r < W; r++) displs[r] = r * (int)cap;
+    if (st == TRANSPORT_OK) {
+        rc = MPI_Igatherv(mine, n, MPI_BYTE, all, ns, displs, MPI_BYTE, 0, mt->world, &mt->coll_req);
+        st = rc == MPI_SUCCESS ? wait_collective(mt, err) : mpi_failed(rc, "MPI_Igatherv", err);
+    }
+    for (int r = 0; ns && r < W; r++) counts[r] = (size_t)ns[r];
+    free(ns);
+    return st;
+}
+
+// ---- abort and free ------------------------------------------------------------------------
+
+// Tells every other rank, without waiting for anyone (the notices are tiny, sent eagerly).
+// Best effort: a notice that cannot be sent leaves that rank to its own timeout.
+static void transport_mpi_abort(Transport *t) {
+    MpiTransport *mt = as_mpi(t);
+    if (mt->aborted) return;  // already stopped, by this rank or a notice: no echo
+    mt->aborted = true;
+    for (int r = 0; r < t->n_ranks; r++)
+        if (r != mt->rank) MPI_Isend(&mt->ctrl_msg, 1, MPI_INT, r, TAG_CTRL, mt->ctrl, &mt->ctrl_reqs[r]);
+}
+
+// After a failure some requests may never complete and MPI could still write into their
+// buffers: no more MPI calls; the process is about to exit. Kept reachable from here so leak
+// checkers do not flag what is deliberately left.
+static MpiTransport *transport_mpi_abandoned;
+
+static void transport_mpi_free(Transport *t) {
+    MpiTransport *mt = as_mpi(t);
+    if (mt->aborted) {
+        mt->base.wait.what = WAIT_NONE;
+        transport_mpi_abandoned = mt;
+        return;
+    }
+    for (int i = 0; i < mt->capacity; i++) {
+        if (mt->recvs[i].posted) {
+            MPI_Cancel(&mt->recvs[i].req);
+            MPI_Wait(&mt->recvs[i].req, MPI_STATUS_IGNORE);
+        }
+        if (mt->sends[i].req != MPI_REQUEST_NULL) MPI_Wait(&mt->sends[i].req, MPI_STATUS_IGNORE);
+        free(mt->sends[i].data);
+        free(mt->recvs[i].data);
+    }
+    MPI_Comm_free(&mt->pipe);
+    MPI_Comm_free(&mt->replicas);
+    MPI_Comm_free(&mt->world);
+    MPI_Comm_free(&mt->ctrl);
+    free(mt->sends);
+    free(mt->recvs);
+    free(mt->ctrl_reqs);
+    free(mt);
+}
+
+static const TransportOps MPI_OPS = {
+    .send = transport_mpi_send,
+    .post = transport_mpi_post,
+    .recv = transport_mpi_recv,
+    .allreduce_f32 = transport_mpi_allreduce_f32,
+    .allreduce_f64 = transport_mpi_allreduce_f64,
+    .clock_offsets = transport_mpi_clock_offsets,
+    .gather_bytes = transport_mpi_gather_bytes,
+    .abort = transport_mpi_abort,
+    .free = transport_mpi_free,
+};
+
+// ---- create --------------------------------------------------------------------------------
+
+// The run's communicator split three ways and duplicated once (see the top of the file).
+static int make_comms(MpiTransport *mt, MPI_Comm run, Error *err) {
+    const int d = mt->rank / mt->P, p = mt->rank % mt->P;
+    int rc = MPI_Comm_dup(run, &mt->world);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(mt->world, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(mt->world, &mt->ctrl);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_split(mt->world, d, p, &mt->pipe);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_split(mt->world, p, d, &mt->replicas);
+    if (rc == MPI_SUCCESS) return 0;  // the derived communicators inherit MPI_ERRORS_RETURN
+    mpi_failed(rc, "creating the communicators", err);
+    return -1;
+}
+
+// The run's world: its size must be P x D; tags must fit under MPI_TAG_UB.
+static int check_world(MPI_Comm run, int P, int D, int max_tag, int *rank, Error *err) {
+    int size = 0, rc = MPI_Comm_size(run, &size);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(run, rank);
+    if (rc != MPI_SUCCESS) {
+        mpi_failed(rc, "MPI_Comm_size", err);
+        return -1;
+    }
+    if (size != P * D) {
+        error_set(err, "mpirun started %d ranks but --stages %d x --dp %d needs %d", size, P, D, P * D);
+        return -1;
+    }
+    int *tag_ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+    const int ub = flag && tag_ub ? *tag_ub : 32767;
+    if (max_tag - 1 > ub) {
+        error_set(err, "the run needs %d message tags, MPI offers %d (fewer --microbatches or stages)", max_tag, ub);
+        return -1;
+    }
+    return 0;
+}
+
+Transport *transport_mpi_create(const void *comm, int P, int D, size_t max_bytes, int capacity, int max_tag,
+                                double timeout_s, Error *err) {
+    MPI_Comm run = comm ? *(const MPI_Comm *)comm : MPI_COMM_WORLD;
+    int rank = 0;
+    if (check_world(run, P, D, max_tag, &rank, err)) return NULL;
+    if (max_bytes > INT_MAX) {
+        error_set(err, "messages of %zu bytes exceed MPI's int count", max_bytes);
+        return NULL;
+    }
+    MpiTransport *mt = xcalloc(1, sizeof *mt);
+    mt->base = (Transport){.ops = &MPI_OPS, .n_ranks = P * D, .n_pipe = P, .timeout_s = timeout_s};
+    *mt = (MpiTransport){.base = mt->base, .rank = rank, .P = P, .D = D, .max_bytes = max_bytes ? max_bytes : 1,
+                         .capacity = capacity > 0 ? capacity : 1, .max_tag = max_tag, .coll_req = MPI_REQUEST_NULL};
+    if (make_comms(mt, run, err)) {
+        free(mt);
+        return NULL;
+    }
+    mt->sends = xcalloc((size_t)mt->capacity, sizeof(SendSlot));
+    mt->recvs = xcalloc((size_t)mt->capacity, sizeof(RecvSlot));
+    for (int i = 0; i < mt->capacity; i++) {
+        mt->sends[i] = (SendSlot){.req = MPI_REQUEST_NULL, .data = xmalloc(mt->max_bytes)};
+        mt->recvs[i] = (RecvSlot){.req = MPI_REQUEST_NULL, .data = xmalloc(mt->max_bytes)};
+    }
+    mt->ctrl_reqs = xmalloc(sizeof(MPI_Request) * (size_t)(P * D));
+    return &mt->base;
+}
+
+int transport_mpi_rank(const Transport *t) { return ((const MpiTransport *)t)->rank; }

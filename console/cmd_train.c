@@ -9,13 +9,18 @@
 #include "console/cli.h"
 #include "console/run_recorder.h"
 #include "engine/train_loop.h"
+#include "storage/trace.h"
 
 typedef struct {
     int n_stages, n_ranks;
     int peak_slots[256];          // per stage, from the latest step (first 256 stages)
     double busy_ms[256];          // per rank, summed over the steps
     int steps;
+    double bubble_sum;            // measured bubble summed over the steps
     RunRecorder recorder;
+    const char *trace_path;
+    TraceWriter *trace;
+    double trace_origin;          // the first step's first event, rank 0's clock
 } TrainPrinter;
 
 static volatile sig_atomic_t stop_requested;
@@ -38,6 +43,7 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
                        Error *err) {
     TrainPrinter *tp = ctx;
     if (recorder_begin(&tp->recorder, rc, po, info, err)) return -1;
+    if (tp->trace_path[0] && !(tp->trace = trace_open(tp->trace_path, err))) return -1;
     tp->n_stages = info->n_stages;
     const ModelConfig *m = &rc->model;
     printf("pptrain train: model %s (%.2f M params: %d layers, hidden %d, heads %d/%d kv, vocab %d)\n",
@@ -48,8 +54,10 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     printf("  batch %d x seq %d, %d microbatch%s, %d steps, lr %g (warmup %d, min %g), seed %llu\n",
            rc->batch, rc->seq_len, rc->microbatches, rc->microbatches == 1 ? "" : "es", rc->steps,
            rc->optim.lr, rc->optim.warmup_steps, rc->optim.min_lr, (unsigned long long)rc->seed);
-    printf("  pipeline: %s, %d stage%s on %d rank%s\n", po->schedule, info->n_stages,
-           info->n_stages == 1 ? "" : "s", po->ranks, po->ranks == 1 ? "" : "s");
+    printf("  pipeline: %s, %d stage%s on %d rank%s x %d replica%s, %s transport%s\n", po->schedule,
+           info->n_stages, info->n_stages == 1 ? "" : "s", po->ranks, po->ranks == 1 ? "" : "s", po->dp,
+           po->dp == 1 ? "" : "s", po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local",
+           po->recompute ? ", recompute all" : "");
     print_stage_layers(info);
     size_t most = 0;
     for (int s = 0; s < info->n_stages; s++) most = info->slot_bytes[s] > most ? info->slot_bytes[s] : most;
@@ -59,17 +67,45 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     return 0;
 }
 
-static void print_step(void *ctx, const PipelineReport *pr) {
+// Appends the step's events to the trace; a failed write ends tracing with one warning.
+static void trace_step(TrainPrinter *tp, const Pipeline *p, const PipelineReport *pr) {
+    const ActionEvent *const *events;
+    const int *n_events;
+    const int W = pipeline_events(p, &events, &n_events);
+    const double *offsets = pipeline_clock_offsets(p);
+    int stage_rank[4096];
+    for (int s = 0; s < pr->n_stages && s < 4096; s++) stage_rank[s] = pr->telemetry.stages[s].rank;
+    if (tp->steps == 0) {
+        tp->trace_origin = 1e300;
+        for (int r = 0; r < W; r++)
+            if (n_events[r] && events[r][0].start + offsets[r] < tp->trace_origin)
+                tp->trace_origin = events[r][0].start + offsets[r];
+    }
+    if (trace_add_step(tp->trace, pr->step.step, W, pr->n_stages, stage_rank, events, n_events, offsets,
+                       tp->trace_origin)) {
+        Error err;
+        trace_close(tp->trace, &err);
+        fprintf(stderr, "pptrain: warning: %s; tracing stopped\n", err.msg);
+        tp->trace = NULL;
+    }
+}
+
+static void print_step(void *ctx, const Pipeline *p, const PipelineReport *pr) {
     TrainPrinter *tp = ctx;
     const StepReport *r = &pr->step;
-    printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %9.0f tok/s | %7.2f GFLOP/s | %8.1f ms\n",
+    if (tp->trace && pr->has_telemetry) trace_step(tp, p, pr);
+    printf("step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %9.0f tok/s | %7.2f GFLOP/s | %8.1f ms",
            r->step, r->steps, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->gflops, r->step_ms);
+    if (pr->has_telemetry && pr->n_ranks > 1) printf(" | bubble %4.1f%%", 100.0 * pr->telemetry.bubble);
+    printf("\n");
+    tp->bubble_sum += pr->has_telemetry ? pr->telemetry.bubble : 0.0;
     fflush(stdout);
     tp->n_ranks = pr->n_ranks < 256 ? pr->n_ranks : 256;
     for (int s = 0; s < pr->n_stages && s < 256; s++) tp->peak_slots[s] = pr->peak_slots[s];
     for (int q = 0; q < tp->n_ranks; q++) tp->busy_ms[q] += pr->busy_ms[q];
     tp->steps++;
     recorder_step(&tp->recorder, pr);
+    (void)p;
 }
 
 static bool stop_asked(void *ctx) {
@@ -88,6 +124,13 @@ static void print_end(void *ctx, const RunSummary *s) {
     printf("\n  mean busy ms per rank and step:");
     for (int q = 0; q < tp->n_ranks; q++) printf(" %.1f", tp->busy_ms[q] / (tp->steps ? tp->steps : 1));
     printf("\n");
+    if (tp->n_ranks > 1) printf("  mean measured bubble: %.1f%%\n", 100.0 * tp->bubble_sum / (tp->steps ? tp->steps : 1));
+    if (tp->trace) {
+        Error err;
+        if (trace_close(tp->trace, &err)) fprintf(stderr, "pptrain: warning: %s\n", err.msg);
+        else printf("  trace: %s (open it in https://ui.perfetto.dev)\n", tp->trace_path);
+        tp->trace = NULL;
+    }
 }
 
 int cmd_train(int argc, char **argv) {
@@ -103,6 +146,7 @@ int cmd_train(int argc, char **argv) {
     TrainPrinter printer;
     memset(&printer, 0, sizeof printer);
     snprintf(printer.recorder.path, sizeof printer.recorder.path, "%s", ro.db_path);
+    printer.trace_path = ro.trace_path;
     TrainHooks hooks = {.ctx = &printer, .on_start = print_start, .on_step = print_step,
                         .should_stop = stop_asked, .on_end = print_end};
     struct sigaction sa = {.sa_handler = on_stop_signal};
@@ -112,5 +156,6 @@ int cmd_train(int argc, char **argv) {
     const int result = train_run(&ro.rc, &ro.pipe, &hooks, &summary, &err);
     recorder_end(&printer.recorder, result ? "failed" : summary.stopped ? "stopped" : "finished",
                  result ? err.msg : NULL);
+    if (printer.trace) trace_discard(printer.trace);
     return result ? cli_fail(&err) : 0;
 }

@@ -10,6 +10,7 @@ typedef struct {
     RunConfig rc;
     PipelineOptions pipe;
     char db_path[4096];     // the run store ("" = do not record)
+    char trace_path[4096];  // a Chrome trace of every step ("" = none)
 } RunOptions;
 
 RunOptions run_options_defaults(void);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "console/cmd_check.h"
 #include "console/cmd_history.h"
 #include "console/cmd_plan.h"
 #include "console/cmd_train.h"
@@ -14,6 +15,7 @@ typedef struct {
 
 static const Command COMMANDS[] = {
     {"train", cmd_train, "a headless training run"},
+    {"check", cmd_check, "one batch pipelined vs single-device: loss and gradient differences"},
     {"plan", cmd_plan, "simulate a schedule: timeline, bubble, peak activations"},
     {"history", cmd_history, "query the run store: list, show, compare, export"},
 };

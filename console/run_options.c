@@ -97,6 +97,32 @@ static int set_db(RunOptions *ro, const char *flag, const char *v, Error *err) {
     return set_path(ro->db_path, sizeof ro->db_path, flag, v, err);
 }
 
+INT_SETTER(set_dp, pipe.dp, 1, 4096)
+
+static int set_transport(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    if (strcmp(v, "local") == 0) ro->pipe.transport = TRANSPORT_KIND_LOCAL;
+    else if (strcmp(v, "mpi") == 0) ro->pipe.transport = TRANSPORT_KIND_MPI;
+    else {
+        error_set(err, "%s: '%s' is not local or mpi", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_recompute(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    if (strcmp(v, "none") == 0) ro->pipe.recompute = false;
+    else if (strcmp(v, "all") == 0) ro->pipe.recompute = true;
+    else {
+        error_set(err, "%s: '%s' is not none or all", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_trace(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->trace_path, sizeof ro->trace_path, flag, v, err);
+}
+
 static int set_schedule(RunOptions *ro, const char *flag, const char *v, Error *err) {
     return set_path(ro->pipe.schedule, sizeof ro->pipe.schedule, flag, v, err);
 }
@@ -127,6 +153,10 @@ static const RunOption RUN_OPTIONS[] = {
     {"--virtual", "V", "stages per rank for interleaved-1f1b, looped-bfs, zb-v (2)", set_virtual},
     {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2 (balanced by cost)", set_split},
     {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
+    {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp},
+    {"--transport", "local|mpi", "ranks as threads of this process, or one MPI rank each under mpirun (local)", set_transport},
+    {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute},
+    {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace},
     {"--db", "FILE", "the run store this run is recorded in; '' = none (pptrain.db)", set_db},
 };
 #define N_RUN_OPTIONS (int)(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0])

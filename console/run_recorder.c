@@ -15,11 +15,12 @@ int recorder_begin(RunRecorder *r, const RunConfig *rc, const PipelineOptions *p
     if (db_mark_stale_runs(r->db, &marked, err)) return -1;
     char *config = run_json(rc, po);
     const DbRun row = {.schedule = po->schedule, .stages = po->ranks, .virtual_stages = info->n_stages / po->ranks,
-                       .dp = 1, .microbatches = rc->microbatches, .batch = rc->batch, .seq_len = rc->seq_len,
+                       .dp = po->dp, .microbatches = rc->microbatches, .batch = rc->batch, .seq_len = rc->seq_len,
                        .model = rc->model.name, .params = (int64_t)info->params, .lr = rc->optim.lr,
-                       .seed = rc->seed, .transport = "local", .device = "cpu", .config_json = config,
+                       .seed = rc->seed, .transport = po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local", .device = "cpu", .config_json = config,
                        .steps_planned = rc->steps};
     r->run = db_run_begin(r->db, &row, err);
+    r->slot_bytes = info->slot_bytes;
     free(config);
     return r->run > 0 ? 0 : -1;
 }
@@ -32,11 +33,22 @@ static void recorder_warn(RunRecorder *r, const Error *err) {
 void recorder_step(RunRecorder *r, const PipelineReport *pr) {
     if (!r->db || r->write_failed) return;
     const StepReport *s = &pr->step;
+    const StepTelemetry *t = &pr->telemetry;
     const DbStep row = {.step = s->step, .loss = s->loss, .lr = s->lr, .grad_norm = s->grad_norm,
                         .tokens_per_s = s->tokens_per_s, .step_ms = s->step_ms, .gflops = s->gflops,
-                        .bubble = NAN};
+                        .bubble = pr->has_telemetry ? t->bubble : NAN};
+    // One row per stage: its compute and communication, and its rank's idle time (a rank's
+    // idle time is shared by the stages it holds).
+    DbStageStep stages[512];
+    const int n = pr->has_telemetry ? (pr->n_stages < 512 ? pr->n_stages : 512) : 0;
+    for (int k = 0; k < n; k++) {
+        const int rank = t->stages[k].rank;
+        stages[k] = (DbStageStep){.stage = k, .rank = rank, .busy_ms = t->stages[k].busy_ms,
+                                  .idle_ms = t->ranks[rank].idle_ms, .comm_ms = t->stages[k].comm_ms,
+                                  .peak_act_bytes = (int64_t)pr->peak_slots[k] * (int64_t)r->slot_bytes[k]};
+    }
     Error err;
-    if (db_step_add(r->db, r->run, &row, NULL, 0, &err)) recorder_warn(r, &err);
+    if (db_step_add(r->db, r->run, &row, stages, n, &err)) recorder_warn(r, &err);
 }
 
 void recorder_end(RunRecorder *r, const char *status, const char *error) {

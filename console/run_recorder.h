@@ -12,6 +12,7 @@ typedef struct {
     Db *db;
     int64_t run;            // 0 until the run row exists
     bool write_failed;      // after one failed write, warn once and stop recording
+    const size_t *slot_bytes;   // (stages) activation bytes of one microbatch, from RunInfo
 } RunRecorder;
 
 // Opens (creating or migrating) the store and inserts the run as 'running'.

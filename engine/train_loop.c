@@ -32,13 +32,14 @@ static Dataset *open_data(const RunConfig *rc, Error *err) {
 }
 
 // What the run will do, for the banner: layers and activation bytes per stage.
-static void describe_run(const RunConfig *rc, const Pipeline *p, const Dataset *ds, int *layers,
+static void describe_run(const RunConfig *rc, const PipelineOptions *po, const Pipeline *p, const Dataset *ds, int *layers,
                          size_t *bytes, RunInfo *info) {
     const int S = pipeline_n_stages(p);
+    const int rows = rc->batch / (rc->microbatches * (po->dp > 0 ? po->dp : 1));
     for (int s = 0; s < S; s++) {
         const StageModel *sm = pipeline_stage(p, s);
-        layers[s] = sm ? sm->layer_end - sm->layer_begin : -1;
-        bytes[s] = sm ? stage_acts_bytes(sm, rc->batch / rc->microbatches, rc->seq_len) : 0;
+        layers[s] = pipeline_stage_layers(p, s);
+        bytes[s] = sm ? stage_acts_bytes(sm, rows, rc->seq_len) : 0;
     }
     *info = (RunInfo){.data_kind = dataset_kind(ds), .data_items = dataset_items(ds),
                       .data_tokens = dataset_tokens(ds), .params = model_config_param_count(&rc->model),
@@ -82,7 +83,7 @@ static int run_steps(const RunConfig *rc, Pipeline *p, Dataset *ds, const TrainH
         if (step == 0) sum->first_loss = r.step.loss;
         sum->last_loss = r.step.loss;
         sum->steps = step + 1;
-        if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, &r);
+        if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, p, &r);
     }
     sum->wall_s = now_s() - t_run;
     summarize(&ser, sum->steps, sum);
@@ -108,11 +109,13 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     int *layers = xmalloc(S * sizeof(int));
     size_t *bytes = xmalloc(S * sizeof(size_t));
     RunInfo info;
-    describe_run(rc, p, ds, layers, bytes, &info);
-    int result = hooks && hooks->on_start ? hooks->on_start(hooks->ctx, rc, po, &info, err) : 0;
+    describe_run(rc, po, p, ds, layers, bytes, &info);
+    const bool root = pipeline_is_root(p);
+    const TrainHooks *root_hooks = root ? hooks : NULL;
+    int result = root_hooks && root_hooks->on_start ? root_hooks->on_start(hooks->ctx, rc, po, &info, err) : 0;
     RunSummary sum = {0};
-    if (result == 0) result = run_steps(rc, p, ds, hooks, &sum, err);
-    if (result == 0 && hooks && hooks->on_end) hooks->on_end(hooks->ctx, &sum);
+    if (result == 0) result = run_steps(rc, p, ds, root_hooks, &sum, err);
+    if (result == 0 && root_hooks && root_hooks->on_end) root_hooks->on_end(hooks->ctx, &sum);
     if (summary) *summary = sum;
     free(layers);
     free(bytes);

@@ -1,6 +1,7 @@
 // engine/train_loop: the run loop. Opens the data, builds the pipeline (one stage on one
 // rank is the single-device case: the same interpreter runs every layout), runs the steps
-// and reports each one through hooks. The engine never prints or writes files itself: the
+// and reports each one through hooks. Under MPI every process runs the loop (each reads the
+// same batches), and only the root process's hooks are called. The engine never prints or writes files itself: the
 // console floor wires the hooks to the terminal and the run store.
 #ifndef PPTRAIN_TRAIN_LOOP_H
 #define PPTRAIN_TRAIN_LOOP_H
@@ -30,7 +31,7 @@ typedef struct {
     // After the data and the pipeline are set up, before the first step; returning -1 (with
     // err set) ends the run before it starts.
     int (*on_start)(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info, Error *err);
-    void (*on_step)(void *ctx, const PipelineReport *r);
+    void (*on_step)(void *ctx, const Pipeline *p, const PipelineReport *r);
     // Asked between steps: true ends the run early (SIGINT, the console's stop key).
     bool (*should_stop)(void *ctx);
     void (*on_end)(void *ctx, const RunSummary *s);

@@ -1,0 +1,153 @@
+// `pptrain check [run options]`: one batch pipelined and on a single device from the same
+// weights; prints the relative difference of the loss and the largest relative difference
+// over every parameter gradient, and exits 1 above tolerance (DESIGN.md, "Parity").
+// Each process compares the stages it hosts against a single-device model it builds itself
+// (weights depend only on (seed, name)), so the check works unchanged under MPI.
+#include "console/cmd_check.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "console/cli.h"
+#include "console/cmd_train.h"
+
+typedef struct {
+    double loss_pipe, loss_ref, loss_rel_diff;
+    double max_grad_rel_diff;
+    char worst[96];          // the tensor with the largest difference (on this process)
+    int tensors;             // compared on this process
+} CheckResult;
+
+static double rel_norm_diff(const float *a, const float *b, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+// Every parameter of the stages this process hosts against the single-device gradients.
+static void compare_grads(const Pipeline *p, const StageModel *ref, CheckResult *res) {
+    for (int s = 0; s < pipeline_n_stages(p); s++) {
+        if (!pipeline_hosts_stage(p, s)) continue;
+        const StageModel *sm = pipeline_stage(p, s);
+        for (int i = 0; i < sm->n_params; i++) {
+            const ParamInfo *pi = &sm->params[i], *ri = stage_find_param(ref, pi->name);
+            const double d = rel_norm_diff(sm->grads + pi->offset, ref->grads + ri->offset, pi->numel);
+            res->tensors++;
+            if (d > res->max_grad_rel_diff || res->tensors == 1) {
+                res->max_grad_rel_diff = d;
+                snprintf(res->worst, sizeof res->worst, "%s", pi->name);
+            }
+        }
+    }
+}
+
+static int first_batch(const RunConfig *rc, int32_t *inputs, int32_t *targets, Error *err) {
+    Dataset *ds = dataset_open(rc->data_path, rc->batching, rc->seq_len, rc->seed, err);
+    if (!ds) return -1;
+    dataset_next_batch(ds, rc->batch, inputs, targets);
+    const int32_t max_token = dataset_max_token(ds);
+    dataset_close(ds);
+    if (max_token >= rc->model.vocab) {
+        error_set(err, "%s: token id %d is outside the model's vocabulary (%d)", rc->data_path, (int)max_token,
+                  rc->model.vocab);
+        return -1;
+    }
+    return 0;
+}
+
+static int run_check(const RunOptions *ro, Pipeline *p, const int32_t *inputs, const int32_t *targets,
+                     CheckResult *res, Error *err) {
+    const RunConfig *rc = &ro->rc;
+    if (pipeline_compute_grads(p, inputs, targets, &res->loss_pipe, err)) return -1;
+    StageModel *ref = stage_create(&rc->model, 0, rc->model.layers, true, true, rc->seed, err);
+    if (!ref) return -1;
+    StageActs *acts = stage_acts_create(ref, rc->batch / rc->microbatches, rc->seq_len);
+    res->loss_ref = trainer_forward_backward(ref, acts, rc, inputs, targets);
+    res->loss_rel_diff = fabs(res->loss_pipe - res->loss_ref) / fabs(res->loss_ref);
+    compare_grads(p, ref, res);
+    res->max_grad_rel_diff = pipeline_world_max(p, res->max_grad_rel_diff);
+    stage_acts_free(acts);
+    stage_free(ref);
+    return 0;
+}
+
+static void print_text(const RunOptions *ro, const Pipeline *p, const CheckResult *res, double tol_loss,
+                       double tol_grad, bool ok) {
+    printf("pptrain check: %s, %d stages on %d ranks x %d replicas, %d microbatches, batch %d x %d\n",
+           ro->pipe.schedule, pipeline_n_stages(p), ro->pipe.ranks, ro->pipe.dp, ro->rc.microbatches,
+           ro->rc.batch, ro->rc.seq_len);
+    printf("  loss       pipelined %.9f  single device %.9f  rel diff %.2e\n", res->loss_pipe, res->loss_ref,
+           res->loss_rel_diff);
+    printf("  gradients  max rel diff %.2e over every parameter (worst here: %s)\n", res->max_grad_rel_diff,
+           res->worst);
+    printf("  %s (tolerances: loss %.0e, gradients %.0e)\n", ok ? "ok" : "FAILED", tol_loss, tol_grad);
+}
+
+static void print_json(const CheckResult *res, bool ok) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "loss_rel_diff", res->loss_rel_diff);
+    cJSON_AddNumberToObject(o, "max_grad_rel_diff", res->max_grad_rel_diff);
+    cJSON_AddBoolToObject(o, "ok", ok);
+    cJSON_AddNumberToObject(o, "loss_pipelined", res->loss_pipe);
+    cJSON_AddNumberToObject(o, "loss_single_device", res->loss_ref);
+    char *text = cJSON_PrintUnformatted(o);
+    printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+// Pulls check's own flags out of argv (so the rest parse as run options).
+static int parse_check_flags(int *argc, char **argv, bool *json, double *tol_loss, double *tol_grad, Error *err) {
+    int out = 2;
+    for (int i = 2; i < *argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            *json = true;
+        } else if (strcmp(argv[i], "--tol-loss") == 0 || strcmp(argv[i], "--tol-grad") == 0) {
+            const char *flag = argv[i], *v = cli_value(*argc, argv, &i, err);
+            if (!v || cli_parse_float(flag, v, 0.0, 1.0, strcmp(flag, "--tol-loss") == 0 ? tol_loss : tol_grad, err))
+                return -1;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    *argc = out;
+    return 0;
+}
+
+int cmd_check(int argc, char **argv) {
+    RunOptions ro = run_options_defaults();
+    Error err = {{0}};
+    bool json = false;
+    double tol_loss = 1e-6, tol_grad = 1e-5;   // the parity tolerances of the test suite
+    if (parse_check_flags(&argc, argv, &json, &tol_loss, &tol_grad, &err)) return cli_fail(&err);
+    const int parsed = run_options_parse(argc, argv, 2, &ro, &err);
+    if (parsed == 1) {
+        printf("usage: pptrain check [run options] [--json] [--tol-loss X] [--tol-grad X]\n\n");
+        run_options_usage(stdout);
+        return 0;
+    }
+    if (parsed) return cli_fail(&err);
+    const size_t n = (size_t)ro.rc.batch * ro.rc.seq_len;
+    int32_t *inputs = xmalloc(n * sizeof(int32_t)), *targets = xmalloc(n * sizeof(int32_t));
+    int result = first_batch(&ro.rc, inputs, targets, &err);
+    Pipeline *p = result ? NULL : pipeline_create(&ro.rc, &ro.pipe, &err);
+    CheckResult res = {0};
+    if (!p || run_check(&ro, p, inputs, targets, &res, &err)) result = -1;
+    const bool ok = result == 0 && res.loss_rel_diff <= tol_loss && res.max_grad_rel_diff <= tol_grad;
+    if (result == 0 && pipeline_is_root(p)) {
+        if (json) print_json(&res, ok);
+        else print_text(&ro, p, &res, tol_loss, tol_grad, ok);
+    }
+    pipeline_free(p);
+    free(inputs);
+    free(targets);
+    if (result) return cli_fail(&err);
+    return ok ? 0 : 1;
+}

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "console/cli.h"
+#include "kernels/cpu/kernels.h"
 #include "console/cmd_train.h"
 
 typedef struct {
@@ -20,16 +21,6 @@ typedef struct {
     char worst[96];          // the tensor with the largest difference (on this process)
     int tensors;             // compared on this process
 } CheckResult;
-
-static double rel_norm_diff(const float *a, const float *b, size_t n) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 // Every parameter of the stages this process hosts against the single-device gradients.
 static void compare_grads(const Pipeline *p, const StageModel *ref, CheckResult *res) {

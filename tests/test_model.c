@@ -9,6 +9,7 @@
 #include "engine/init.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
+#include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
 static void check_presets(void) {
@@ -74,15 +75,6 @@ static void fill_batch(int32_t *tokens, int32_t *targets, int n, int vocab) {
     }
 }
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1));
-}
-
 // Two stages chained by hand match one stage holding every layer.
 static void check_composition(int split) {
     Error err;
@@ -110,7 +102,7 @@ static void check_composition(int split) {
         const StageModel *part = k ? s1 : s0;
         for (int i = 0; i < part->n_params; i++) {
             const ParamInfo *p = &part->params[i], *q = stage_find_param(full, p->name);
-            const double d = rel_diff(part->grads + p->offset, full->grads + q->offset, p->numel);
+            const double d = rel_norm_diff(part->grads + p->offset, full->grads + q->offset, p->numel);
             if (d > worst) worst = d;
         }
     }

@@ -24,6 +24,7 @@
 #include "engine/runtime.h"
 #include "engine/schedule.h"
 #include "engine/transport.h"
+#include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
 enum { T = 16, STEPS = 3, MAX_M = 8, ROWS = 2 };
@@ -82,15 +83,6 @@ static const Reference *reference(int M) {
     return ref;
 }
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double d = 0.0, r = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return r > 0 ? sqrt(d / r) : sqrt(d);
-}
-
 static double max_loss_diff, max_param_diff;
 static int n_configs;
 
@@ -101,7 +93,7 @@ static double check_weights(Pipeline *p, const StageModel *ref, const char *what
         const StageModel *sm = pipeline_stage(p, s);
         for (int i = 0; sm && i < sm->n_params; i++) {
             const ParamInfo *pi = stage_find_param(ref, sm->params[i].name);
-            double d = rel_diff(sm->weights + sm->params[i].offset, ref->weights + pi->offset, pi->numel);
+            double d = rel_norm_diff(sm->weights + sm->params[i].offset, ref->weights + pi->offset, pi->numel);
             CHECK(d <= 1e-5, "%s rank %d: %s differs by %.3g", what, pipeline_world_rank(p), pi->name, d);
             if (d > worst) worst = d;
         }

@@ -12,6 +12,7 @@
 #include "engine/runtime.h"
 #include "engine/schedule.h"
 #include "engine/transport.h"
+#include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
 enum { T = 16, STEPS = 5, MAX_M = 8 };
@@ -64,22 +65,13 @@ static const Reference *reference(int M) {
     return ref;
 }
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double d = 0.0, r = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return r > 0 ? sqrt(d / r) : sqrt(d);
-}
-
 static void check_weights(const Pipeline *p, const StageModel *ref, const char *what) {
     for (int i = 0; i < ref->n_params; i++) {
         const ParamInfo *pi = &ref->params[i], *got_info = NULL;
         const float *got = pipeline_weights(p, pi->name, &got_info);
         CHECK(got && got_info->numel == pi->numel, "%s: %s missing", what, pi->name);
         if (!got) continue;
-        double d = rel_diff(got, ref->weights + pi->offset, pi->numel);
+        double d = rel_norm_diff(got, ref->weights + pi->offset, pi->numel);
         if (d > max_param_diff) max_param_diff = d;
         CHECK(d <= 1e-5, "%s: %s differs by %.3g (relative norm)", what, pi->name, d);
     }
@@ -253,7 +245,7 @@ static void test_telemetry_and_check_api(void) {
         CHECK(pipeline_hosts_stage(p, s) && sm, "stage %d hosted", s);
         for (int i = 0; sm && i < sm->n_params; i++) {
             const ParamInfo *pi = stage_find_param(ref, sm->params[i].name);
-            double d = rel_diff(sm->grads + sm->params[i].offset, ref->grads + pi->offset, pi->numel);
+            double d = rel_norm_diff(sm->grads + sm->params[i].offset, ref->grads + pi->offset, pi->numel);
             if (d > worst) worst = d;
         }
     }

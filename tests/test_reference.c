@@ -15,20 +15,11 @@
 
 #include "engine/trainer.h"
 #include "storage/safetensors.h"
+#include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
 #define FIXTURE PPTRAIN_SOURCE_DIR "/tests/fixtures/tiny_reference.safetensors"
 enum { B = 4, T = 32, STEPS = 10, SEED = 1337 };
-
-static double rel_norm_diff(const float *a, const float *b, size_t n) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 // The fixture tensor as float32 (it must exist with numel values).
 static float *fixture_f32(const SafetensorsFile *f, const char *name, size_t numel) {

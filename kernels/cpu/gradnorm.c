@@ -1,4 +1,5 @@
 // Global gradient norm pieces for clip_grad_norm_.
+#include <math.h>
 #include <omp.h>
 #include "kernels/cpu/kernels.h"
 
@@ -38,4 +39,14 @@ void grad_scale(float *g, size_t n, float s) {
 float grad_clip_factor(double total_norm, float max_norm) {
     double f = (double)max_norm / (total_norm + 1e-6);
     return f < 1.0 ? (float)f : 1.0f;
+}
+
+double rel_norm_diff(const float *a, const float *b, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
 }

@@ -104,5 +104,8 @@ double grad_sum_squares(const float *g, size_t n);
 void grad_scale(float *g, size_t n, float s);
 // torch.nn.utils.clip_grad_norm_'s factor: min(1, max_norm / (total_norm + 1e-6)).
 float grad_clip_factor(double total_norm, float max_norm);
+// ||a - b|| / ||b|| over n values in double (||a - b|| when b is all zero): how parity and
+// reference tests, and `pptrain check`, compare tensors.
+double rel_norm_diff(const float *a, const float *b, size_t n);
 
 #endif

@@ -3,7 +3,7 @@
 // Run plainly (by ctest) this program launches itself under mpirun three times and checks
 // how each ended:
 //   parity   4 ranks: every schedule over P = 2..4 ranks (sub-worlds carved out of the 4 with
-//            MPI_Comm_split), M = P and 2P, 3 steps of the tiny model, plus D = 2 replicas on
+//            MPI_Comm_split), M = P, 2P and P + 1, 5 steps of the tiny model, plus D = 2 replicas on
 //            P = 2; every rank compares the loss and its own stages' weights by name with
 //            trainer_step computed in the same process. Exit 0.
 //   timeout  2 ranks run a schedule whose rank 0 never sends microbatch 1's activations, with
@@ -27,7 +27,7 @@
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
-enum { T = 16, STEPS = 3, MAX_M = 8, ROWS = 2 };
+enum { T = 16, STEPS = 5, MAX_M = 8, ROWS = 2 };
 
 static double now_s(void) {
     struct timespec ts;
@@ -183,6 +183,7 @@ static int run_parity(void) {
         for (int P = 2; P <= scheds[i].P_max; P++) {
             check_parity(scheds[i].name, P, scheds[i].V, 1, P);
             check_parity(scheds[i].name, P, scheds[i].V, 1, 2 * P);
+            check_parity(scheds[i].name, P, scheds[i].V, 1, P + 1);   // M not a multiple of P
         }
     check_parity("1f1b", 2, 1, 2, 2);
     check_parity("zb-h1", 2, 1, 2, 4);

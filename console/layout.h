@@ -148,7 +148,7 @@ int layout_too_small_text(int need_w, int need_h, char *buf, size_t size);
 // ---- Key bar (htop style: "F1Help F2Setup ... F10Quit") ---------------------------------
 // Each item is its key then its label, items one blank column apart, from the bar's left
 // edge. When all labels do not fit, every label is cut to the same length (not below
-// LAYOUT_KEYBAR_MIN_LABEL characters; a 2-letter stub reads as noise); when even that does
+// LAYOUT_KEYBAR_MIN_LABEL characters; a 2-letter fragment reads as noise); when even that does
 // not fit the bar shows keys only; on a bar narrower than the keys alone, the last items
 // are dropped. Keys and labels are ASCII: one byte, one cell.
 typedef struct {

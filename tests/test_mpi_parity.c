@@ -25,9 +25,9 @@
 #include "engine/schedule.h"
 #include "engine/transport.h"
 #include "kernels/cpu/kernels.h"
+#include "parity_util.h"
 #include "test_util.h"
 
-enum { T = 16, STEPS = 5, MAX_M = 8, ROWS = 2 };
 
 static double now_s(void) {
     struct timespec ts;
@@ -36,52 +36,6 @@ static double now_s(void) {
 }
 
 // ---- under mpirun: parity ------------------------------------------------------------------
-
-static RunConfig tiny_run(int M) {
-    RunConfig rc = run_config_defaults();
-    rc.batch = ROWS * M;
-    rc.seq_len = T;
-    rc.microbatches = M;
-    rc.steps = STEPS;
-    rc.optim.total_steps = STEPS;
-    return rc;
-}
-
-// Deterministic tokens of (step, position); about one target in six is a pad (-1).
-static void make_batch(int step, int rows, int vocab, int32_t *inputs, int32_t *targets) {
-    uint32_t x = 2463534242u + 977u * (uint32_t)step;
-    for (int i = 0; i < rows * T; i++) {
-        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-        inputs[i] = (int32_t)(x % (uint32_t)vocab);
-        targets[i] = (x >> 8) % 6 == 0 ? -1 : (int32_t)((x >> 12) % (uint32_t)vocab);
-    }
-}
-
-typedef struct {
-    StageModel *model;
-    double loss[STEPS];
-} Reference;
-
-static Reference references[MAX_M + 1];
-
-// The single-device run of M microbatches of ROWS rows.
-static const Reference *reference(int M) {
-    Reference *ref = &references[M];
-    if (ref->model) return ref;
-    RunConfig rc = tiny_run(M);
-    Error err;
-    ref->model = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
-    StageActs *acts = stage_acts_create(ref->model, ROWS, T);
-    AdamWState opt = adamw_state_create(ref->model->numel);
-    int32_t inputs[ROWS * MAX_M * T], targets[ROWS * MAX_M * T];
-    for (int step = 0; step < STEPS; step++) {
-        make_batch(step, rc.batch, rc.model.vocab, inputs, targets);
-        ref->loss[step] = trainer_step(ref->model, acts, &opt, &rc, inputs, targets, step).loss;
-    }
-    adamw_state_free(&opt);
-    stage_acts_free(acts);
-    return ref;
-}
 
 static double max_loss_diff, max_param_diff;
 static int n_configs;
@@ -116,7 +70,7 @@ static void check_telemetry(const Pipeline *p, const PipelineReport *r, int W, c
     }
 }
 
-// STEPS steps on the first P*D ranks of the world, the others wait.
+// PARITY_STEPS steps on the first P*D ranks of the world, the others wait.
 static void check_parity(const char *schedule, int P, int V, int D, int M) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -125,8 +79,8 @@ static void check_parity(const char *schedule, int P, int V, int D, int M) {
     if (comm == MPI_COMM_NULL) return;
     char what[128];
     snprintf(what, sizeof what, "%s P=%d V=%d D=%d M=%d", schedule, P, V, D, M);
-    const Reference *ref = reference(M * D);
-    RunConfig rc = tiny_run(M * D);
+    const ParityReference *ref = parity_reference(M * D);
+    RunConfig rc = parity_run(M * D);
     rc.microbatches = M;
     PipelineOptions o = pipeline_options_defaults();
     snprintf(o.schedule, sizeof o.schedule, "%s", schedule);
@@ -139,9 +93,9 @@ static void check_parity(const char *schedule, int P, int V, int D, int M) {
     Error err = {{0}};
     Pipeline *p = pipeline_create(&rc, &o, &err);
     CHECK(p != NULL, "%s: %s", what, err.msg);
-    int32_t inputs[ROWS * MAX_M * T], targets[ROWS * MAX_M * T];
-    for (int step = 0; p && step < STEPS; step++) {
-        make_batch(step, rc.batch, rc.model.vocab, inputs, targets);
+    int32_t inputs[PARITY_ROWS * PARITY_MAX_M * PARITY_T], targets[PARITY_ROWS * PARITY_MAX_M * PARITY_T];
+    for (int step = 0; p && step < PARITY_STEPS; step++) {
+        parity_batch(step, rc.batch, rc.model.vocab, inputs, targets);
         PipelineReport r;
         const int rcode = pipeline_step(p, inputs, targets, step, &r, &err);
         CHECK(rcode == 0, "%s step %d: %s", what, step, err.msg);
@@ -162,7 +116,7 @@ static void check_parity(const char *schedule, int P, int V, int D, int M) {
 
 // A world of the wrong size is refused with the sizes in the message.
 static void check_world_size(void) {
-    RunConfig rc = tiny_run(4);
+    RunConfig rc = parity_run(4);
     PipelineOptions o = pipeline_options_defaults();
     o.ranks = 3;
     o.transport = TRANSPORT_KIND_MPI;
@@ -195,7 +149,7 @@ static int run_parity(void) {
     if (rank == 0)
         printf("mpi parity: %d configurations, max loss rel diff %.3g, max param rel diff %.3g, %.1f s\n", n_configs,
                max_loss_diff, max_param_diff, now_s() - t0);
-    for (int m = 0; m <= MAX_M; m++) stage_free(references[m].model);
+    parity_references_free();
     return any ? 1 : 0;
 }
 
@@ -220,20 +174,20 @@ static Schedule *schedule_missing_send(void) {
 static int run_timeout(void) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    RunConfig rc = tiny_run(2);
+    RunConfig rc = parity_run(2);
     Error err;
     Schedule *s = schedule_missing_send();
     StageModel *stages[2] = {NULL, NULL};
     stages[rank] = stage_create(&rc.model, rank * 4, rank * 4 + 4, rank == 0, rank == 1, rc.seed, &err);
-    Transport *tp = transport_mpi_create(NULL, 2, 1, (size_t)ROWS * T * rc.model.hidden * sizeof(float), 4, 8, 1.0,
+    Transport *tp = transport_mpi_create(NULL, 2, 1, (size_t)PARITY_ROWS * PARITY_T * rc.model.hidden * sizeof(float), 4, 8, 1.0,
                                          &err);
     if (!tp) {
         fprintf(stderr, "pptrain: %s\n", err.msg);
         return 3;
     }
-    Runtime *rt = runtime_create(s, rank, stages, ROWS, T, tp);
-    int32_t inputs[2 * ROWS * T], targets[2 * ROWS * T];
-    make_batch(0, 2 * ROWS, rc.model.vocab, inputs, targets);
+    Runtime *rt = runtime_create(s, rank, stages, PARITY_ROWS, PARITY_T, tp);
+    int32_t inputs[2 * PARITY_ROWS * PARITY_T], targets[2 * PARITY_ROWS * PARITY_T];
+    parity_batch(0, 2 * PARITY_ROWS, rc.model.vocab, inputs, targets);
     RuntimeStats st;
     const double t0 = now_s();
     if (runtime_step(rt, inputs, targets, 0.01f, &st, &err) == RUNTIME_OK) return 0;
@@ -245,7 +199,7 @@ static int run_timeout(void) {
 static int run_kill(void) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    RunConfig rc = tiny_run(4);
+    RunConfig rc = parity_run(4);
     rc.steps = rc.optim.total_steps = 100;
     PipelineOptions o = pipeline_options_defaults();
     snprintf(o.schedule, sizeof o.schedule, "1f1b");
@@ -258,10 +212,10 @@ static int run_kill(void) {
         fprintf(stderr, "pptrain: %s\n", err.msg);
         return 3;
     }
-    int32_t inputs[ROWS * 4 * T], targets[ROWS * 4 * T];
+    int32_t inputs[PARITY_ROWS * 4 * PARITY_T], targets[PARITY_ROWS * 4 * PARITY_T];
     for (int step = 0; step < 100; step++) {
         if (rank == 1 && step == 2) raise(SIGKILL);
-        make_batch(step, rc.batch, rc.model.vocab, inputs, targets);
+        parity_batch(step, rc.batch, rc.model.vocab, inputs, targets);
         PipelineReport r;
         if (pipeline_step(p, inputs, targets, step, &r, &err)) {
             fprintf(stderr, "pptrain: %s\n", err.msg);

@@ -13,57 +13,11 @@
 #include "engine/schedule.h"
 #include "engine/transport.h"
 #include "kernels/cpu/kernels.h"
+#include "parity_util.h"
 #include "test_util.h"
 
-enum { T = 16, STEPS = 5, MAX_M = 8 };
 
 static double max_loss_diff, max_param_diff;
-
-static RunConfig tiny_run(int M) {
-    RunConfig rc = run_config_defaults();
-    rc.batch = 2 * M;
-    rc.seq_len = T;
-    rc.microbatches = M;
-    rc.steps = STEPS;
-    rc.optim.total_steps = STEPS;
-    return rc;
-}
-
-// Deterministic tokens of (step, position); about one target in six is a pad (-1).
-static void make_batch(int step, int rows, int vocab, int32_t *inputs, int32_t *targets) {
-    uint32_t x = 2463534242u + 977u * (uint32_t)step;
-    for (int i = 0; i < rows * T; i++) {
-        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-        inputs[i] = (int32_t)(x % (uint32_t)vocab);
-        targets[i] = (x >> 8) % 6 == 0 ? -1 : (int32_t)((x >> 12) % (uint32_t)vocab);
-    }
-}
-
-// The single-device run of M microbatches: its losses and final weights.
-typedef struct {
-    StageModel *model;
-    double loss[STEPS];
-} Reference;
-
-static Reference references[MAX_M + 1];
-
-static const Reference *reference(int M) {
-    Reference *ref = &references[M];
-    if (ref->model) return ref;
-    RunConfig rc = tiny_run(M);
-    Error err;
-    ref->model = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
-    StageActs *acts = stage_acts_create(ref->model, rc.batch / M, T);
-    AdamWState opt = adamw_state_create(ref->model->numel);
-    int32_t inputs[2 * MAX_M * T], targets[2 * MAX_M * T];
-    for (int step = 0; step < STEPS; step++) {
-        make_batch(step, rc.batch, rc.model.vocab, inputs, targets);
-        ref->loss[step] = trainer_step(ref->model, acts, &opt, &rc, inputs, targets, step).loss;
-    }
-    adamw_state_free(&opt);
-    stage_acts_free(acts);
-    return ref;
-}
 
 static void check_weights(const Pipeline *p, const StageModel *ref, const char *what) {
     for (int i = 0; i < ref->n_params; i++) {
@@ -84,16 +38,16 @@ static void check_parity(const PipelineOptions *opts, int M) {
     char what[4200];
     snprintf(what, sizeof what, "%s P=%d V=%d D=%d M=%d", opts->schedule, opts->ranks, opts->virtual_stages,
              opts->dp, M);
-    const Reference *ref = reference(M * opts->dp);
-    RunConfig rc = tiny_run(M * opts->dp);
+    const ParityReference *ref = parity_reference(M * opts->dp);
+    RunConfig rc = parity_run(M * opts->dp);
     rc.microbatches = M;
     Error err = {{0}};
     Pipeline *p = pipeline_create(&rc, opts, &err);
     CHECK(p != NULL, "%s: %s", what, err.msg);
     if (!p) return;
-    int32_t inputs[2 * MAX_M * T], targets[2 * MAX_M * T];
-    for (int step = 0; step < STEPS; step++) {
-        make_batch(step, rc.batch, rc.model.vocab, inputs, targets);
+    int32_t inputs[PARITY_ROWS * PARITY_MAX_M * PARITY_T], targets[PARITY_ROWS * PARITY_MAX_M * PARITY_T];
+    for (int step = 0; step < PARITY_STEPS; step++) {
+        parity_batch(step, rc.batch, rc.model.vocab, inputs, targets);
         PipelineReport r;
         int rcode = pipeline_step(p, inputs, targets, step, &r, &err);
         CHECK(rcode == 0, "%s step %d: %s", what, step, err.msg);
@@ -148,7 +102,7 @@ static void test_csv_schedule(void) {
         PipelineOptions o = options(path, 2, 0);
         check_parity(&o, 4);
         // The file's shape must be the run's.
-        RunConfig rc = tiny_run(2);
+        RunConfig rc = parity_run(2);
         CHECK(pipeline_create(&rc, &o, &err) == NULL && strstr(err.msg, "microbatches"), "M mismatch: %s", err.msg);
         unlink(path);
     }
@@ -156,11 +110,11 @@ static void test_csv_schedule(void) {
 
 static void test_bad_input(void) {
     Error err = {{0}};
-    RunConfig rc = tiny_run(2);
+    RunConfig rc = parity_run(2);
     rc.batch = 5;
     PipelineOptions o = options("1f1b", 2, 1);
     CHECK(pipeline_create(&rc, &o, &err) == NULL && strstr(err.msg, "not divisible"), "B %% M: %s", err.msg);
-    rc = tiny_run(2);
+    rc = parity_run(2);
     o = options("zb-v", 8, 2);  // 16 stages of 8 layers
     CHECK(pipeline_create(&rc, &o, &err) == NULL, "too many stages");
     o = options("no-such", 2, 1);
@@ -169,15 +123,15 @@ static void test_bad_input(void) {
 
 // Peak activation slots follow the schedule: GPipe keeps all M, 1F1B stage s keeps P - s.
 static void test_peak_slots(void) {
-    RunConfig rc = tiny_run(4);
+    RunConfig rc = parity_run(4);
     Error err;
     const char *names[] = {"gpipe", "1f1b"};
     const int want[2][2] = {{4, 4}, {2, 1}};
     for (int i = 0; i < 2; i++) {
         PipelineOptions o = options(names[i], 2, 1);
         Pipeline *p = pipeline_create(&rc, &o, &err);
-        int32_t inputs[8 * T], targets[8 * T];
-        make_batch(0, 8, rc.model.vocab, inputs, targets);
+        int32_t inputs[8 * PARITY_T], targets[8 * PARITY_T];
+        parity_batch(0, 8, rc.model.vocab, inputs, targets);
         PipelineReport r;
         CHECK(p && pipeline_step(p, inputs, targets, 0, &r, &err) == 0, "%s: %s", names[i], err.msg);
         for (int s = 0; p && s < 2; s++)
@@ -203,7 +157,7 @@ static void test_data_parallel(void) {
 
 static void test_dp_bad_input(void) {
     Error err = {{0}};
-    RunConfig rc = tiny_run(2);
+    RunConfig rc = parity_run(2);
     rc.batch = 6;
     PipelineOptions o = options("1f1b", 2, 1);
     o.dp = 2;
@@ -217,23 +171,23 @@ static void test_dp_bad_input(void) {
 // Telemetry covers every rank's actions; check support: gradients without an update equal
 // the single device's, and the queries answer for a local run.
 static void test_telemetry_and_check_api(void) {
-    RunConfig rc = tiny_run(4);
+    RunConfig rc = parity_run(4);
     Error err;
     PipelineOptions o = options("1f1b", 2, 1);
     o.dp = 2;
     Pipeline *p = pipeline_create(&rc, &o, &err);
     CHECK(p != NULL, "create: %s", err.msg);
     if (!p) return;
-    int32_t inputs[8 * T], targets[8 * T];
-    make_batch(0, 8, rc.model.vocab, inputs, targets);
+    int32_t inputs[8 * PARITY_T], targets[8 * PARITY_T];
+    parity_batch(0, 8, rc.model.vocab, inputs, targets);
     // The single device's gradients of the same batch.
     StageModel *ref = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
-    StageActs *acts = stage_acts_create(ref, 2, T);
+    StageActs *acts = stage_acts_create(ref, 2, PARITY_T);
     int n_targets = 0;
-    for (int i = 0; i < 8 * T; i++) n_targets += targets[i] >= 0;
+    for (int i = 0; i < 8 * PARITY_T; i++) n_targets += targets[i] >= 0;
     double ref_loss = 0.0;
     for (int m = 0; m < 4; m++) {
-        ref_loss += stage_forward(ref, acts, inputs + m * 2 * T, NULL, targets + m * 2 * T, 1.0f / (float)n_targets);
+        ref_loss += stage_forward(ref, acts, inputs + m * 2 * PARITY_T, NULL, targets + m * 2 * PARITY_T, 1.0f / (float)n_targets);
         stage_backward(ref, acts, NULL);
     }
     double loss = 0.0;
@@ -344,19 +298,19 @@ static Schedule *schedule_missing_send(void) {
 }
 
 static void test_timeout_aborts_every_rank(void) {
-    RunConfig rc = tiny_run(2);
+    RunConfig rc = parity_run(2);
     Error err;
     Schedule *s = schedule_missing_send();
     CHECK(schedule_validate(s, &err) != 0, "the validator refuses it too");
     StageModel *stages[2] = {stage_create(&rc.model, 0, 4, true, false, rc.seed, &err),
                              stage_create(&rc.model, 4, 8, false, true, rc.seed, &err)};
-    Transport *tp = transport_local_create(2, (size_t)2 * T * rc.model.hidden * sizeof(float), 4, 1.0);
-    int32_t inputs[4 * T], targets[4 * T];
-    make_batch(0, 4, rc.model.vocab, inputs, targets);
+    Transport *tp = transport_local_create(2, (size_t)2 * PARITY_T * rc.model.hidden * sizeof(float), 4, 1.0);
+    int32_t inputs[4 * PARITY_T], targets[4 * PARITY_T];
+    parity_batch(0, 4, rc.model.vocab, inputs, targets);
     RankRun runs[2];
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
-        runs[r] = (RankRun){.rt = runtime_create(s, r, stages, 2, T, tp), .inputs = inputs, .targets = targets};
+        runs[r] = (RankRun){.rt = runtime_create(s, r, stages, 2, PARITY_T, tp), .inputs = inputs, .targets = targets};
         pthread_create(&th[r], NULL, run_rank, &runs[r]);
     }
     for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
@@ -394,7 +348,7 @@ int main(void) {
     test_csv_schedule();
     test_manual_split();
     test_parity_grid();
-    for (int m = 0; m <= MAX_M; m++) stage_free(references[m].model);
+    parity_references_free();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("max loss rel diff %.3g, max param rel diff %.3g, %.1f s\n", max_loss_diff, max_param_diff,
            (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);

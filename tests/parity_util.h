@@ -1,0 +1,61 @@
+// Shared by the parity tests (test_pipeline.c, test_mpi_parity.c): the tiny run they train,
+// its deterministic batches, and the single-device reference every layout must reproduce.
+#ifndef PPTRAIN_PARITY_UTIL_H
+#define PPTRAIN_PARITY_UTIL_H
+#include <stdint.h>
+
+#include "engine/trainer.h"
+
+enum { PARITY_T = 16, PARITY_STEPS = 5, PARITY_MAX_M = 8, PARITY_ROWS = 2 };
+
+// The tiny preset, M microbatches of PARITY_ROWS rows of PARITY_T tokens.
+static inline RunConfig parity_run(int M) {
+    RunConfig rc = run_config_defaults();
+    rc.batch = PARITY_ROWS * M;
+    rc.seq_len = PARITY_T;
+    rc.microbatches = M;
+    rc.steps = PARITY_STEPS;
+    rc.optim.total_steps = PARITY_STEPS;
+    return rc;
+}
+
+// Deterministic tokens of (step, position); about one target in six is a pad (-1).
+static inline void parity_batch(int step, int rows, int vocab, int32_t *inputs, int32_t *targets) {
+    uint32_t x = 2463534242u + 977u * (uint32_t)step;
+    for (int i = 0; i < rows * PARITY_T; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        inputs[i] = (int32_t)(x % (uint32_t)vocab);
+        targets[i] = (x >> 8) % 6 == 0 ? -1 : (int32_t)((x >> 12) % (uint32_t)vocab);
+    }
+}
+
+// The single-device run of M microbatches: its losses and final weights (built once per M).
+typedef struct {
+    StageModel *model;
+    double loss[PARITY_STEPS];
+} ParityReference;
+
+static ParityReference parity_references[PARITY_MAX_M + 1];
+
+static inline const ParityReference *parity_reference(int M) {
+    ParityReference *ref = &parity_references[M];
+    if (ref->model) return ref;
+    RunConfig rc = parity_run(M);
+    Error err;
+    ref->model = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
+    StageActs *acts = stage_acts_create(ref->model, PARITY_ROWS, PARITY_T);
+    AdamWState opt = adamw_state_create(ref->model->numel);
+    int32_t inputs[PARITY_ROWS * PARITY_MAX_M * PARITY_T], targets[PARITY_ROWS * PARITY_MAX_M * PARITY_T];
+    for (int step = 0; step < PARITY_STEPS; step++) {
+        parity_batch(step, rc.batch, rc.model.vocab, inputs, targets);
+        ref->loss[step] = trainer_step(ref->model, acts, &opt, &rc, inputs, targets, step).loss;
+    }
+    adamw_state_free(&opt);
+    stage_acts_free(acts);
+    return ref;
+}
+
+static inline void parity_references_free(void) {
+    for (int m = 0; m <= PARITY_MAX_M; m++) stage_free(parity_references[m].model);
+}
+#endif

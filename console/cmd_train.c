@@ -7,7 +7,7 @@
 #include <signal.h>
 
 #include "console/cli.h"
-#include "console/run_recorder.h"
+#include "console/run_session.h"
 #include "engine/train_loop.h"
 #include "storage/trace.h"
 
@@ -17,7 +17,7 @@ typedef struct {
     double busy_ms[256];          // per rank, summed over the steps
     int steps;
     double bubble_sum;            // measured bubble summed over the steps
-    RunRecorder recorder;
+    const RunSession *session;    // the run's store row and checkpoints
     const char *trace_path;
     TraceWriter *trace;
     double trace_origin;          // the first step's first event, rank 0's clock
@@ -42,7 +42,6 @@ static void print_stage_layers(const RunInfo *info) {
 static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
                        Error *err) {
     TrainPrinter *tp = ctx;
-    if (recorder_begin(&tp->recorder, rc, po, info, err)) return -1;
     if (tp->trace_path[0] && !(tp->trace = trace_open(tp->trace_path, err))) return -1;
     tp->n_stages = info->n_stages;
     const ModelConfig *m = &rc->model;
@@ -62,7 +61,8 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     size_t most = 0;
     for (int s = 0; s < info->n_stages; s++) most = info->slot_bytes[s] > most ? info->slot_bytes[s] : most;
     printf("  activations: %.1f MiB per microbatch on the largest stage\n", most / 1048576.0);
-    if (tp->recorder.run > 0) printf("  recording run %lld in %s\n", (long long)tp->recorder.run, tp->recorder.path);
+    const RunRecorder *rec = &tp->session->recorder;
+    if (rec->run > 0) printf("  recording run %lld in %s\n", (long long)rec->run, rec->path);
     fflush(stdout);
     return 0;
 }
@@ -104,7 +104,6 @@ static void print_step(void *ctx, const Pipeline *p, const PipelineReport *pr) {
     for (int s = 0; s < pr->n_stages && s < 256; s++) tp->peak_slots[s] = pr->peak_slots[s];
     for (int q = 0; q < tp->n_ranks; q++) tp->busy_ms[q] += pr->busy_ms[q];
     tp->steps++;
-    recorder_step(&tp->recorder, pr);
     (void)p;
 }
 
@@ -143,19 +142,19 @@ int cmd_train(int argc, char **argv) {
         return 0;
     }
     if (rc_parse) return cli_fail(&err);
+    static RunSession session;    // large (paths): not on the stack
     TrainPrinter printer;
     memset(&printer, 0, sizeof printer);
-    snprintf(printer.recorder.path, sizeof printer.recorder.path, "%s", ro.db_path);
+    printer.session = &session;
     printer.trace_path = ro.trace_path;
-    TrainHooks hooks = {.ctx = &printer, .on_start = print_start, .on_step = print_step,
-                        .should_stop = stop_asked, .on_end = print_end};
+    session.ro = ro;
+    session.view = (TrainHooks){.ctx = &printer, .on_start = print_start, .on_step = print_step,
+                                .should_stop = stop_asked, .on_end = print_end};
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     RunSummary summary;
-    const int result = train_run(&ro.rc, &ro.pipe, &hooks, &summary, &err);
-    recorder_end(&printer.recorder, result ? "failed" : summary.stopped ? "stopped" : "finished",
-                 result ? err.msg : NULL);
+    const int result = run_session(&session, &summary, &err);
     if (printer.trace) trace_discard(printer.trace);
     return result ? cli_fail(&err) : 0;
 }

@@ -1,0 +1,29 @@
+// console/run_session: one training run as every face runs it. The session wires the engine's
+// hooks to the run store (console/run_recorder), to checkpoints (storage/checkpoint) and to
+// --resume / --init-from, then calls the face's own hooks (the headless printer of
+// `pptrain train`, the live console) after its own. Every face that starts a run goes through
+// here, so a run started from the console lands in the store exactly like a headless one.
+#ifndef PPTRAIN_RUN_SESSION_H
+#define PPTRAIN_RUN_SESSION_H
+#include <stdint.h>
+
+#include "console/cmd_train.h"
+#include "console/run_recorder.h"
+#include "engine/train_loop.h"
+
+typedef struct {
+    RunOptions ro;          // what to run (the session may fill rc from a checkpoint on --resume)
+    TrainHooks view;        // the face's hooks; any may be NULL. Called on the root process only.
+    // Filled as the run goes; the view's hooks may read them.
+    RunRecorder recorder;   // recorder.run: the run store's row id (0 when not recording)
+    int64_t resumed_from;   // the checkpoint id resumed from, 0 for a fresh run
+    int start_step;         // steps already done before this run (a resumed run starts there)
+    int64_t last_ckpt_id;   // the newest checkpoint this run wrote, 0 when none
+    char last_ckpt_dir[4096];
+} RunSession;
+
+// Runs s->ro to the end (or until the view's should_stop says stop: a final checkpoint is
+// written when --ckpt-dir is set). The run's row ends finished, stopped or failed.
+// Returns 0, or -1 with a one-line err.
+int run_session(RunSession *s, RunSummary *summary, Error *err);
+#endif

@@ -58,6 +58,15 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
            po->dp == 1 ? "" : "s", po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local",
            po->recompute ? ", recompute all" : "");
     print_stage_layers(info);
+    const RunSession *ss = tp->session;
+    if (ss->ro.resume[0])
+        printf("  resuming from %s at step %d (run %lld)\n", ss->source_dir, info->start_step, (long long)ss->resumed_from);
+    else if (ss->ro.init_from[0])
+        printf("  weights from %s\n", ss->source_dir);
+    if (ss->ro.ckpt_dir[0]) {
+        if (ss->ro.ckpt_every > 0) printf("  checkpoints under %s every %d steps and at the end\n", ss->ro.ckpt_dir, ss->ro.ckpt_every);
+        else printf("  a checkpoint under %s at the end\n", ss->ro.ckpt_dir);
+    }
     size_t most = 0;
     for (int s = 0; s < info->n_stages; s++) most = info->slot_bytes[s] > most ? info->slot_bytes[s] : most;
     printf("  activations: %.1f MiB per microbatch on the largest stage\n", most / 1048576.0);
@@ -107,6 +116,12 @@ static void print_step(void *ctx, const Pipeline *p, const PipelineReport *pr) {
     (void)p;
 }
 
+static void print_checkpoint(void *ctx, const char *dir, int step, int64_t bytes, int files) {
+    (void)ctx;
+    printf("checkpoint step %d: %s (%d files, %.2f MiB)\n", step, dir, files, bytes / 1048576.0);
+    fflush(stdout);
+}
+
 static bool stop_asked(void *ctx) {
     (void)ctx;
     return stop_requested != 0;
@@ -150,6 +165,7 @@ int cmd_train(int argc, char **argv) {
     session.ro = ro;
     session.view = (TrainHooks){.ctx = &printer, .on_start = print_start, .on_step = print_step,
                                 .should_stop = stop_asked, .on_end = print_end};
+    session.on_checkpoint = print_checkpoint;
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

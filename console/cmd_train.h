@@ -1,5 +1,7 @@
 #ifndef PPTRAIN_CMD_TRAIN_H
 #define PPTRAIN_CMD_TRAIN_H
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "engine/pipeline.h"
@@ -11,6 +13,11 @@ typedef struct {
     PipelineOptions pipe;
     char db_path[4096];     // the run store ("" = do not record)
     char trace_path[4096];  // a Chrome trace of every step ("" = none)
+    char ckpt_dir[4096];    // checkpoints go under DIR/run-<id>/step-<n>/ ("" = none)
+    int ckpt_every;         // also every N steps (0 = only at the end and on a stop)
+    char resume[4096];      // --resume RUN|latest|CKPT_DIR ("" = a fresh run)
+    char init_from[4096];   // --init-from HF_FOLDER: weights to start from ("" = (seed, name))
+    uint64_t given;         // which options the command line set (run_options_given)
 } RunOptions;
 
 RunOptions run_options_defaults(void);
@@ -21,4 +28,7 @@ int cmd_train(int argc, char **argv);
 // asked for, or -1 with err set.
 int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *err);
 void run_options_usage(FILE *out);
+// Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
+// values except where the user gave new ones.
+bool run_options_given(const RunOptions *ro, const char *flag);
 #endif

@@ -1,4 +1,5 @@
 // pptrain: the command-line entry point. Dispatches to one subcommand per file (cmd_*.c).
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,9 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    // A file over the size limit (ulimit -f) fails its write with EFBIG and one error line,
+    // instead of killing the process mid-checkpoint.
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

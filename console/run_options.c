@@ -123,6 +123,20 @@ static int set_trace(RunOptions *ro, const char *flag, const char *v, Error *err
     return set_path(ro->trace_path, sizeof ro->trace_path, flag, v, err);
 }
 
+static int set_ckpt_dir(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->ckpt_dir, sizeof ro->ckpt_dir, flag, v, err);
+}
+
+INT_SETTER(set_ckpt_every, ckpt_every, 0, 100000000)
+
+static int set_resume(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->resume, sizeof ro->resume, flag, v, err);
+}
+
+static int set_init_from(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->init_from, sizeof ro->init_from, flag, v, err);
+}
+
 static int set_schedule(RunOptions *ro, const char *flag, const char *v, Error *err) {
     return set_path(ro->pipe.schedule, sizeof ro->pipe.schedule, flag, v, err);
 }
@@ -157,9 +171,14 @@ static const RunOption RUN_OPTIONS[] = {
     {"--transport", "local|mpi", "ranks as threads of this process, or one MPI rank each under mpirun (local)", set_transport},
     {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute},
     {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace},
+    {"--ckpt-dir", "DIR", "write checkpoints (HF safetensors + optimizer + trainer state) under DIR", set_ckpt_dir},
+    {"--ckpt-every", "N", "checkpoint every N steps as well as at the end and on a stop (0)", set_ckpt_every},
+    {"--resume", "RUN|latest|DIR", "continue a run from its newest complete checkpoint (or a checkpoint folder)", set_resume},
+    {"--init-from", "FOLDER", "start from the weights of a Hugging Face Llama folder (safetensors)", set_init_from},
     {"--db", "FILE", "the run store this run is recorded in; '' = none (pptrain.db)", set_db},
 };
 #define N_RUN_OPTIONS (int)(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0])
+_Static_assert(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0] <= 64, "RunOptions.given has one bit per option");
 
 void run_options_usage(FILE *out) {
     for (int i = 0; i < N_RUN_OPTIONS; i++) {
@@ -167,6 +186,12 @@ void run_options_usage(FILE *out) {
         snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
         fprintf(out, "  %-32s %s\n", left, RUN_OPTIONS[i].help);
     }
+}
+
+bool run_options_given(const RunOptions *ro, const char *flag) {
+    for (int k = 0; k < N_RUN_OPTIONS; k++)
+        if (strcmp(flag, RUN_OPTIONS[k].flag) == 0) return (ro->given >> k) & 1;
+    return false;
 }
 
 RunOptions run_options_defaults(void) {
@@ -182,7 +207,7 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
         const RunOption *opt = NULL;
         for (int k = 0; k < N_RUN_OPTIONS; k++)
-            if (strcmp(argv[i], RUN_OPTIONS[k].flag) == 0) opt = &RUN_OPTIONS[k];
+            if (strcmp(argv[i], RUN_OPTIONS[k].flag) == 0) opt = &RUN_OPTIONS[k], ro->given |= 1ull << k;
         if (!opt) {
             error_set(err, "unknown option '%s' (see --help)", argv[i]);
             return -1;
@@ -190,6 +215,10 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
         const char *value = cli_value(argc, argv, &i, err);
         if (!value || opt->set(ro, opt->flag, value, err)) return -1;
         have_data |= opt->set == set_data;
+    }
+    if (ro->resume[0]) {   // the run config comes from the checkpoint: run_session checks it
+        ro->rc.optim.total_steps = ro->rc.steps;
+        return 0;
     }
     if (!have_data) {
         error_set(err, "--data PATH is required (a text file or folder, or llm.c .bin shards)");

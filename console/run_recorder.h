@@ -13,6 +13,7 @@ typedef struct {
     int64_t run;            // 0 until the run row exists
     bool write_failed;      // after one failed write, warn once and stop recording
     const size_t *slot_bytes;   // (stages) activation bytes of one microbatch, from RunInfo
+    int64_t resumed_from;       // the run this one continues (0: a fresh run)
 } RunRecorder;
 
 // Opens (creating or migrating) the store and inserts the run as 'running'.

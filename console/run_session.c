@@ -1,11 +1,178 @@
 #include "console/run_session.h"
 
+#include <stdio.h>
 #include <string.h>
 
-// The session's hooks: its own work first (record, checkpoint), then the view's.
+#include "storage/atomic_file.h"
+#include "storage/checkpoint.h"
+#include "storage/checkpoint_find.h"
+
+// ---- where the run starts: --resume and --init-from ---------------------------------------------
+
+// What a resumed run keeps from its checkpoint: changing any of these would make it another run.
+static const char *const KEPT_ON_RESUME[] = {"--model", "--batching", "--batch", "--seq", "--seed",
+                                             "--lr", "--min-lr", "--warmup", "--beta1", "--beta2",
+                                             "--eps", "--weight-decay", "--grad-clip", "--init-from"};
+
+// The checkpoint's run, laid out as the user now asks: layout flags, --steps and --data win.
+static int merge_resumed(RunOptions *ro, const CkptState *st, Error *err) {
+    for (size_t i = 0; i < sizeof KEPT_ON_RESUME / sizeof KEPT_ON_RESUME[0]; i++)
+        if (run_options_given(ro, KEPT_ON_RESUME[i])) {
+            error_set(err, "%s cannot be changed on --resume: a resumed run keeps its checkpoint's model, data "
+                           "order, batch, sequence length and optimizer", KEPT_ON_RESUME[i]);
+            return -1;
+        }
+    RunConfig rc = st->rc;
+    PipelineOptions po = st->po;
+    if (run_options_given(ro, "--data")) snprintf(rc.data_path, sizeof rc.data_path, "%s", ro->rc.data_path);
+    if (run_options_given(ro, "--steps")) rc.steps = rc.optim.total_steps = ro->rc.steps;
+    if (run_options_given(ro, "--microbatches")) rc.microbatches = ro->rc.microbatches;
+    const bool stages = run_options_given(ro, "--stages"), schedule = run_options_given(ro, "--schedule");
+    if (stages) po.ranks = ro->pipe.ranks;
+    if (schedule) snprintf(po.schedule, sizeof po.schedule, "%s", ro->pipe.schedule);
+    if (run_options_given(ro, "--virtual") || schedule) po.virtual_stages = ro->pipe.virtual_stages;
+    if (run_options_given(ro, "--split") || stages || schedule) snprintf(po.split, sizeof po.split, "%s", ro->pipe.split);
+    if (run_options_given(ro, "--dp")) po.dp = ro->pipe.dp;
+    if (run_options_given(ro, "--recompute")) po.recompute = ro->pipe.recompute;
+    if (run_options_given(ro, "--timeout")) po.timeout_s = ro->pipe.timeout_s;
+    po.transport = ro->pipe.transport;   // how this process was launched decides, not the checkpoint
+    po.mpi_comm = ro->pipe.mpi_comm;
+    if (st->step >= rc.steps) {
+        error_set(err, "the checkpoint is at step %d, the end of its %d-step run (give --steps N to go on)", st->step,
+                  rc.steps);
+        return -1;
+    }
+    ro->rc = rc;
+    ro->pipe = po;
+    return run_config_validate(&ro->rc, err);
+}
+
+static bool same_model(const ModelConfig *a, const ModelConfig *b) {
+    return a->hidden == b->hidden && a->intermediate == b->intermediate && a->layers == b->layers &&
+           a->heads == b->heads && a->kv_heads == b->kv_heads && a->head_dim == b->head_dim && a->vocab == b->vocab &&
+           a->rope_theta == b->rope_theta && a->rms_eps == b->rms_eps &&
+           a->tie_word_embeddings == b->tie_word_embeddings;
+}
+
+int run_session_prepare(RunSession *s, Error *err) {
+    RunOptions *ro = &s->ro;
+    if (s->source) return 0;
+    if (ro->resume[0] && ro->init_from[0]) {
+        error_set(err, "--resume and --init-from exclude each other (a resumed run has its own weights)");
+        return -1;
+    }
+    if (ro->resume[0]) {
+        if (ckpt_find_resume(ro->resume, ro->db_path, s->source_dir, sizeof s->source_dir, &s->resumed_from, err))
+            return -1;
+        if (!(s->source = ckpt_open(s->source_dir, true, false, err))) return -1;   // verified just now
+        const CkptState *st = ckpt_state(s->source);
+        s->start_step = st->step;
+        if (!s->resumed_from) s->resumed_from = st->run_id;
+        return merge_resumed(ro, st, err);
+    }
+    if (ro->init_from[0]) {
+        snprintf(s->source_dir, sizeof s->source_dir, "%s", ro->init_from);
+        if (!(s->source = ckpt_open(ro->init_from, false, true, err))) return -1;
+        const ModelConfig *m = ckpt_model(s->source);
+        if (run_options_given(ro, "--model") && !same_model(&ro->rc.model, m)) {
+            error_set(err, "--model %s differs from %s/config.json (leave --model out with --init-from)",
+                      ro->rc.model.name, ro->init_from);
+            return -1;
+        }
+        ro->rc.model = *m;
+        return run_config_validate(&ro->rc, err);
+    }
+    return 0;
+}
+
+// Every process: the pipeline's tensors from the source folder.
+static int session_restore(void *ctx, Pipeline *p, TrainPosition *pos, Error *err) {
+    RunSession *s = ctx;
+    const CkptState *st = ckpt_state(s->source);
+    const bool resume = s->ro.resume[0] != '\0';
+    if (pipeline_load(p, ckpt_tensor_source, s->source, resume, resume ? st->adam_step : 0, err)) return -1;
+    if (resume) {
+        pos->step = st->step;
+        pos->cursor = st->cursor;
+    }
+    return 0;
+}
+
+// ---- checkpoints --------------------------------------------------------------------------------
+
+// The root records the manifest: every file, trainer_state.json last, then 'complete'.
+static int record_manifest(RunSession *s, int64_t id, const char *dir, const CkptState *st, int64_t *bytes, Error *err) {
+    Db *db = s->recorder.db;
+    CkptFile state;
+    char path[4600];
+    snprintf(path, sizeof path, "%s/%s", dir, CKPT_STATE_FILE);
+    snprintf(state.path, sizeof state.path, "%s", CKPT_STATE_FILE);
+    state.stage = -1;
+    if (file_sha256(path, state.sha256, &state.bytes, err)) return -1;
+    *bytes = state.bytes;
+    for (int i = 0; i < st->n_files; i++) *bytes += st->files[i].bytes;
+    if (!db || id <= 0) return 0;
+    for (int i = 0; i < st->n_files; i++) {
+        const CkptFile *f = &st->files[i];
+        if (db_checkpoint_file_add(db, id, f->path, f->bytes, f->sha256, f->stage, err)) return -1;
+    }
+    if (db_checkpoint_file_add(db, id, state.path, state.bytes, state.sha256, -1, err)) return -1;
+    return db_checkpoint_complete(db, id, err);
+}
+
+static int adam_step_of(const Pipeline *p) {
+    for (int k = 0; k < pipeline_n_stages(p); k++)
+        if (pipeline_stage_optimizer(p, k)) return pipeline_stage_optimizer(p, k)->t;
+    return 0;
+}
+
+// Every process: its shards; once all are durable, the root writes and records the manifest.
+static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error *err) {
+    RunSession *s = ctx;
+    const bool root = pipeline_is_root(p);
+    const int64_t run = (int64_t)pipeline_world_max(p, root ? (double)s->recorder.run : 0.0);
+    char dir[4096];
+    const int n = run > 0 ? snprintf(dir, sizeof dir, "%s/run-%lld/step-%06d", s->ro.ckpt_dir, (long long)run, pos->step)
+                          : snprintf(dir, sizeof dir, "%s/step-%06d", s->ro.ckpt_dir, pos->step);
+    if (n >= (int)sizeof dir) {
+        error_set(err, "--ckpt-dir: '%.40s...' is too long", s->ro.ckpt_dir);
+        return -1;
+    }
+    Db *db = root && !s->recorder.write_failed ? s->recorder.db : NULL;
+    int64_t id = 0;
+    int rc = 0;
+    if (db && (id = db_checkpoint_begin(db, run, pos->step, dir, err)) < 0) rc = -1;
+    if (rc == 0) rc = make_dirs(dir, err) || ckpt_write_shards(dir, p, err) ? -1 : 0;
+    const bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
+    if (failed_somewhere && rc == 0)
+        error_set(err, "checkpoint %s: another rank could not write its shards (see its error line)", dir);
+    if (!failed_somewhere && root) {
+        CkptState st;
+        int64_t bytes = 0;
+        rc = ckpt_write_manifest(dir, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run, &st, err);
+        if (rc == 0) {
+            rc = record_manifest(s, db ? id : 0, dir, &st, &bytes, err);
+            if (rc == 0) {
+                s->last_ckpt_id = id;
+                snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
+                if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, pos->step, bytes, st.n_files + 1);
+            }
+            ckpt_state_clear(&st);
+        }
+    }
+    if ((failed_somewhere || rc) && db && id > 0) {
+        Error ignored;
+        db_checkpoint_fail(db, id, err->msg, &ignored);
+    }
+    return failed_somewhere || rc ? -1 : 0;
+}
+
+// ---- the session's hooks: its own work first (record), then the view's ----------------------------
+
 static int session_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
                             Error *err) {
     RunSession *s = ctx;
+    s->recorder.resumed_from = s->resumed_from;
     if (recorder_begin(&s->recorder, rc, po, info, err)) return -1;
     return s->view.on_start ? s->view.on_start(s->view.ctx, rc, po, info, err) : 0;
 }
@@ -27,13 +194,18 @@ static void session_on_end(void *ctx, const RunSummary *sum) {
 }
 
 int run_session(RunSession *s, RunSummary *summary, Error *err) {
-    snprintf(s->recorder.path, sizeof s->recorder.path, "%s", s->ro.db_path);
-    const TrainHooks hooks = {.ctx = s, .on_start = session_on_start, .on_step = session_on_step,
-                              .should_stop = session_should_stop, .on_end = session_on_end};
     RunSummary local;
     RunSummary *sum = summary ? summary : &local;
     memset(sum, 0, sizeof *sum);
-    const int result = train_run(&s->ro.rc, &s->ro.pipe, &hooks, sum, err);
+    if (run_session_prepare(s, err)) return -1;
+    snprintf(s->recorder.path, sizeof s->recorder.path, "%s", s->ro.db_path);
+    const TrainHooks hooks = {.ctx = s, .on_start = session_on_start, .on_step = session_on_step,
+                              .should_stop = session_should_stop, .on_end = session_on_end};
+    const CheckpointHooks ckpt = {.ctx = s, .restore = s->source ? session_restore : NULL,
+                                  .save = s->ro.ckpt_dir[0] ? session_save : NULL, .every = s->ro.ckpt_every};
+    const int result = train_run(&s->ro.rc, &s->ro.pipe, &hooks, &ckpt, sum, err);
     recorder_end(&s->recorder, result ? "failed" : sum->stopped ? "stopped" : "finished", result ? err->msg : NULL);
+    ckpt_close(s->source);
+    s->source = NULL;
     return result;
 }

@@ -18,10 +18,19 @@ typedef struct {
     RunRecorder recorder;   // recorder.run: the run store's row id (0 when not recording)
     int64_t resumed_from;   // the checkpoint id resumed from, 0 for a fresh run
     int start_step;         // steps already done before this run (a resumed run starts there)
-    int64_t last_ckpt_id;   // the newest checkpoint this run wrote, 0 when none
+    int64_t last_ckpt_id;   // the newest checkpoint this run wrote in the store, 0 when none
     char last_ckpt_dir[4096];
+    char source_dir[4096];  // the checkpoint resumed, or the folder --init-from read ("" = none)
+    // Called on the root after each checkpoint is complete (view.ctx as ctx); may be NULL.
+    void (*on_checkpoint)(void *ctx, const char *dir, int step, int64_t bytes, int files);
+    struct Checkpoint *source;   // private: the open --resume / --init-from folder
 } RunSession;
 
+// Resolves --resume (the newest intact checkpoint, its run config merged with the options the
+// user gave: layout, steps, data path) or --init-from (the folder's config.json is the model).
+// run_session calls it; a face may call it first to show what will run. Idempotent.
+// Returns 0, or -1 with a one-line user error (exit 2).
+int run_session_prepare(RunSession *s, Error *err);
 // Runs s->ro to the end (or until the view's should_stop says stop: a final checkpoint is
 // written when --ckpt-dir is set). The run's row ends finished, stopped or failed.
 // Returns 0, or -1 with a one-line err.

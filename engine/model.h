@@ -35,6 +35,11 @@ typedef struct {
 int model_config_preset(ModelConfig *cfg, const char *name, Error *err);
 // Reads a Hugging Face config.json (LlamaForCausalLM keys); validates it.
 int model_config_from_json(ModelConfig *cfg, const char *path, Error *err);
+// The same from the text of such a file; `path` names it in errors (and becomes cfg->name).
+int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *path, Error *err);
+// The config.json of a Hugging Face LlamaForCausalLM with these dimensions (malloc'd text):
+// what transformers needs to load a checkpoint, and what model_config_from_json reads back.
+char *model_config_to_hf_json(const ModelConfig *cfg);
 // Refuses dimensions that do not fit (non-positive sizes, heads % kv_heads, odd head_dim).
 int model_config_validate(const ModelConfig *cfg, Error *err);
 // Total parameter count of the whole model.

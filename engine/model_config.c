@@ -151,8 +151,13 @@ static int check_unsupported(const cJSON *root, const char *path, Error *err) {
 int model_config_from_json(ModelConfig *cfg, const char *path, Error *err) {
     char *text = read_small_file(path, err);
     if (!text) return -1;
-    cJSON *root = cJSON_Parse(text);
+    const int rc = model_config_from_json_text(cfg, text, path, err);
     free(text);
+    return rc;
+}
+
+int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *path, Error *err) {
+    cJSON *root = cJSON_Parse(text);
     if (!root || !cJSON_IsObject(root)) {
         error_set(err, "%s: not a JSON object", path);
         cJSON_Delete(root);
@@ -226,4 +231,52 @@ double model_flops_per_token(const ModelConfig *c, int T) {
                                  (double)c->vocab * c->hidden;
     const double attn = 12.0 * c->layers * (double)c->heads * c->head_dim * T;
     return 6.0 * matmul_params + attn;
+}
+
+// Floats as the shortest text that reads back to the same float (1e-05, not 9.99999974e-06),
+// so the file looks like one Hugging Face wrote and parses back bitwise.
+static void add_float(cJSON *o, const char *key, float x) {
+    char text[32];
+    snprintf(text, sizeof text, "%.9g", (double)x);
+    for (int digits = 1; digits <= 9; digits++) {
+        char shorter[32];
+        snprintf(shorter, sizeof shorter, "%.*g", digits, (double)x);
+        if (strtof(shorter, NULL) == x) {
+            snprintf(text, sizeof text, "%s", shorter);
+            break;
+        }
+    }
+    cJSON_AddRawToObject(o, key, text);
+}
+
+char *model_config_to_hf_json(const ModelConfig *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "llama");
+    cJSON_AddNumberToObject(o, "hidden_size", c->hidden);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->intermediate);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_positions);
+    add_float(o, "rope_theta", c->rope_theta);
+    add_float(o, "rms_norm_eps", c->rms_eps);
+    add_float(o, "initializer_range", c->init_std);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "attention_bias", false);
+    cJSON_AddBoolToObject(o, "mlp_bias", false);
+    cJSON_AddNullToObject(o, "rope_scaling");
+    cJSON_AddNumberToObject(o, "attention_dropout", 0);
+    cJSON_AddNumberToObject(o, "pretraining_tp", 1);
+    cJSON_AddNumberToObject(o, "bos_token_id", TOKEN_BOS);
+    cJSON_AddNumberToObject(o, "eos_token_id", TOKEN_EOS);
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    cJSON_AddBoolToObject(o, "use_cache", true);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return check_alloc(text, 1, __FILE__, __LINE__);
 }

@@ -709,6 +709,40 @@ const float *pipeline_weights(const Pipeline *p, const char *name, const ParamIn
     return NULL;
 }
 
+const AdamWState *pipeline_stage_optimizer(const Pipeline *p, int stage) {
+    return stage >= 0 && stage < p->S && p->stages[stage] ? &p->opt[stage] : NULL;
+}
+
+int pipeline_replica(const Pipeline *p) { return p->kind == TRANSPORT_KIND_LOCAL ? 0 : p->self / p->P; }
+
+int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int adam_t, Error *err) {
+    for (int s = 0; s < p->S; s++) {
+        StageModel *sm = p->stages[s];   // copy 0 is read from src; the other copies copy it
+        if (!sm) continue;
+        AdamWState *st = &p->opt[s];
+        for (int i = 0; i < sm->n_params; i++) {
+            const ParamInfo *pi = &sm->params[i];
+            if (src(ctx, pi->name, TENSOR_WEIGHT, pi, sm->weights + pi->offset, err)) return -1;
+            if (moments && (src(ctx, pi->name, TENSOR_EXP_AVG, pi, st->m + pi->offset, err) ||
+                            src(ctx, pi->name, TENSOR_EXP_AVG_SQ, pi, st->v + pi->offset, err)))
+                return -1;
+        }
+        if (!moments) {
+            memset(st->m, 0, st->n * sizeof(float));
+            memset(st->v, 0, st->n * sizeof(float));
+        }
+        st->t = moments ? adam_t : 0;
+        for (int c = 1; c < p->n_copies; c++) {
+            const int k = c * p->S + s;
+            memcpy(p->stages[k]->weights, sm->weights, sm->numel * sizeof(float));
+            memcpy(p->opt[k].m, st->m, st->n * sizeof(float));
+            memcpy(p->opt[k].v, st->v, st->n * sizeof(float));
+            p->opt[k].t = st->t;
+        }
+    }
+    return 0;
+}
+
 bool pipeline_is_root(const Pipeline *p) { return p->self == 0; }
 
 int pipeline_world_rank(const Pipeline *p) { return p->self; }

@@ -97,6 +97,26 @@ bool pipeline_hosts_stage(const Pipeline *p, int stage);
 // none here); *info, when asked for, its shape.
 const float *pipeline_weights(const Pipeline *p, const char *name, const ParamInfo **info);
 
+// Replica 0's AdamW state of stage s as this process holds it, NULL when another process does.
+const AdamWState *pipeline_stage_optimizer(const Pipeline *p, int stage);
+// The data-parallel replica this process's stages belong to: 0 under local (which holds every
+// replica, replica 0 answering for them), world rank / P under MPI. A checkpoint is written by
+// replica 0's processes only: the replicas are equal after every step.
+int pipeline_replica(const Pipeline *p);
+
+// Restoring a run. A TensorSource fills dst (info->numel floats, shaped info->rows x
+// info->cols) with the tensor of this HF name in this role, or returns -1 with a one-line err
+// (missing, wrong shape). storage/checkpoint implements it over a folder of safetensors shards,
+// so a checkpoint written under any layout loads under any other: it is keyed by name.
+typedef enum { TENSOR_WEIGHT = 0, TENSOR_EXP_AVG, TENSOR_EXP_AVG_SQ } TensorRole;
+typedef int (*TensorSource)(void *ctx, const char *name, TensorRole role, const ParamInfo *info, float *dst,
+                            Error *err);
+// Fills every stage this process holds (every replica's copy) from src: the weights, and when
+// `moments` the AdamW first and second moments with the update count set to adam_t (without,
+// the moments stay zero: a fresh optimizer). Call between steps (before the first). Returns 0,
+// or -1 with err.
+int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int adam_t, Error *err);
+
 // True where the run's report lives: always under local, world rank 0 under MPI.
 bool pipeline_is_root(const Pipeline *p);
 int pipeline_world_rank(const Pipeline *p);  // this process's rank (0 under local)

@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void add_model(cJSON *root, const ModelConfig *m) {
     cJSON *o = cJSON_AddObjectToObject(root, "model");
@@ -53,7 +54,115 @@ char *run_json(const RunConfig *rc, const PipelineOptions *po) {
     cJSON_AddNumberToObject(p, "virtual", po->virtual_stages);
     cJSON_AddStringToObject(p, "split", po->split);
     cJSON_AddNumberToObject(p, "timeout_s", po->timeout_s);
+    cJSON_AddNumberToObject(p, "dp", po->dp);
+    cJSON_AddStringToObject(p, "transport", po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local");
+    cJSON_AddBoolToObject(p, "recompute", po->recompute);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return check_alloc(text, 1, __FILE__, __LINE__);
+}
+
+// ---- reading it back -----------------------------------------------------------------------
+
+typedef struct {
+    const char *where;
+    Error *err;
+    int failed;
+} Reader;
+
+static const cJSON *field(Reader *r, const cJSON *obj, const char *key, bool string) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (r->failed) return NULL;
+    if (!v || (string ? !cJSON_IsString(v) : !cJSON_IsNumber(v))) {
+        error_set(r->err, "%s: run config: \"%s\" is missing or not a %s", r->where, key, string ? "string" : "number");
+        r->failed = 1;
+        return NULL;
+    }
+    return v;
+}
+
+static void read_int(Reader *r, const cJSON *obj, const char *key, int *out) {
+    const cJSON *v = field(r, obj, key, false);
+    if (v) *out = (int)v->valuedouble;
+}
+
+static void read_double(Reader *r, const cJSON *obj, const char *key, double *out) {
+    const cJSON *v = field(r, obj, key, false);
+    if (v) *out = v->valuedouble;
+}
+
+static void read_string(Reader *r, const cJSON *obj, const char *key, char *out, size_t cap) {
+    const cJSON *v = field(r, obj, key, true);
+    if (v) snprintf(out, cap, "%s", v->valuestring);
+}
+
+static const cJSON *object(Reader *r, const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!r->failed && !cJSON_IsObject(v)) {
+        error_set(r->err, "%s: run config: \"%s\" is missing or not an object", r->where, key);
+        r->failed = 1;
+    }
+    return r->failed ? NULL : v;
+}
+
+static int read_model(Reader *r, const cJSON *m, ModelConfig *out) {
+    char *text = cJSON_PrintUnformatted(m);
+    const int rc = model_config_from_json_text(out, check_alloc(text, 1, __FILE__, __LINE__), r->where, r->err);
+    free(text);
+    read_string(r, m, "name", out->name, sizeof out->name);   // the preset's name, not the file's
+    return rc || r->failed ? -1 : 0;
+}
+
+int run_json_parse(const char *text, const char *where, RunConfig *rc, PipelineOptions *po, Error *err) {
+    cJSON *root = cJSON_Parse(text);
+    Reader r = {.where = where, .err = err};
+    if (!cJSON_IsObject(root)) {
+        error_set(err, "%s: run config is not a JSON object", where);
+        cJSON_Delete(root);
+        return -1;
+    }
+    const cJSON *m = object(&r, root, "model"), *o = object(&r, root, "optimizer"), *p = object(&r, root, "pipeline");
+    if (m && read_model(&r, m, &rc->model)) r.failed = 1;
+    if (o) {
+        read_double(&r, o, "lr", &rc->optim.lr);
+        read_double(&r, o, "min_lr", &rc->optim.min_lr);
+        read_int(&r, o, "warmup_steps", &rc->optim.warmup_steps);
+        read_int(&r, o, "total_steps", &rc->optim.total_steps);
+        read_double(&r, o, "beta1", &rc->optim.beta1);
+        read_double(&r, o, "beta2", &rc->optim.beta2);
+        read_double(&r, o, "eps", &rc->optim.eps);
+        read_double(&r, o, "weight_decay", &rc->optim.weight_decay);
+        read_double(&r, o, "grad_clip", &rc->optim.grad_clip);
+    }
+    char batching[16] = "", seed[32] = "";
+    read_string(&r, root, "data", rc->data_path, sizeof rc->data_path);
+    read_string(&r, root, "batching", batching, sizeof batching);
+    read_int(&r, root, "batch", &rc->batch);
+    read_int(&r, root, "seq_len", &rc->seq_len);
+    read_int(&r, root, "microbatches", &rc->microbatches);
+    read_int(&r, root, "steps", &rc->steps);
+    read_string(&r, root, "seed", seed, sizeof seed);
+    if (p) {
+        read_string(&r, p, "schedule", po->schedule, sizeof po->schedule);
+        read_int(&r, p, "stages", &po->ranks);
+        read_int(&r, p, "virtual", &po->virtual_stages);
+        read_string(&r, p, "split", po->split, sizeof po->split);
+        read_double(&r, p, "timeout_s", &po->timeout_s);
+        read_int(&r, p, "dp", &po->dp);
+        char transport[16] = "";
+        read_string(&r, p, "transport", transport, sizeof transport);
+        po->transport = strcmp(transport, "mpi") == 0 ? TRANSPORT_KIND_MPI : TRANSPORT_KIND_LOCAL;
+        po->recompute = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "recompute"));
+    }
+    if (!r.failed) {
+        char *end = NULL;
+        rc->seed = strtoull(seed, &end, 10);
+        rc->batching = strcmp(batching, "pack") == 0 ? BATCHING_PACK : BATCHING_PAD;
+        if (!seed[0] || *end || (strcmp(batching, "pack") && strcmp(batching, "pad"))) {
+            error_set(err, "%s: run config: bad \"seed\" or \"batching\"", where);
+            r.failed = 1;
+        }
+    }
+    cJSON_Delete(root);
+    return r.failed ? -1 : 0;
 }

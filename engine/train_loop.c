@@ -58,32 +58,71 @@ static void summarize(const StepSeries *ser, int steps, RunSummary *sum) {
     sum->median_step_ms = median(ser->step_ms + skip, steps - skip);
 }
 
-static int run_steps(const RunConfig *rc, Pipeline *p, Dataset *ds, const TrainHooks *hooks,
-                     RunSummary *sum, Error *err) {
+// Every process calls this with its own verdict; all of them get the same answer (under
+// local there is one process and the answer is its own).
+static bool anyone(Pipeline *p, bool mine) { return pipeline_world_max(p, mine ? 1.0 : 0.0) > 0.0; }
+
+// Runs the checkpoint hook on every process; a failure anywhere fails the run everywhere.
+static int save_checkpoint(const CheckpointHooks *ckpt, Pipeline *p, const TrainPosition *pos, Error *err) {
+    Error mine = {{0}};
+    const int rc = ckpt->save(ckpt->ctx, p, pos, &mine);
+    if (!anyone(p, rc != 0)) return 0;
+    if (rc) *err = mine;
+    else error_set(err, "checkpoint at step %d failed on another rank (see its error line)", pos->step);
+    return -1;
+}
+
+typedef struct {
+    const RunConfig *rc;
+    Pipeline *p;
+    Dataset *ds;
+    const TrainHooks *hooks;          // the root's hooks, NULL elsewhere
+    const CheckpointHooks *ckpt;      // every process's, or NULL
+    bool mpi;                         // the stop decision must be shared with the other processes
+} Loop;
+
+static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error *err) {
+    const RunConfig *rc = lp->rc;
+    const TrainHooks *hooks = lp->hooks;
     const size_t batch_tokens = (size_t)rc->batch * rc->seq_len;
     int32_t *inputs = xmalloc(batch_tokens * sizeof(int32_t));
     int32_t *targets = xmalloc(batch_tokens * sizeof(int32_t));
-    StepSeries ser = {.tokens_per_s = xmalloc(rc->steps * sizeof(double)),
-                      .gflops = xmalloc(rc->steps * sizeof(double)),
-                      .step_ms = xmalloc(rc->steps * sizeof(double))};
-    int rc_step = 0;
+    const int planned = rc->steps - pos->step > 0 ? rc->steps - pos->step : 0;
+    StepSeries ser = {.tokens_per_s = xmalloc((planned + 1) * sizeof(double)),
+                      .gflops = xmalloc((planned + 1) * sizeof(double)),
+                      .step_ms = xmalloc((planned + 1) * sizeof(double))};
+    int result = 0, saved_at = -1;
     const double t_run = now_s();
-    for (int step = 0; step < rc->steps && rc_step == 0; step++) {
-        if (step > 0 && hooks && hooks->should_stop && hooks->should_stop(hooks->ctx)) {
-            sum->stopped = true;
-            break;
+    for (int n = 0; pos->step < rc->steps; n++) {
+        if (n > 0) {
+            bool stop = hooks && hooks->should_stop && hooks->should_stop(hooks->ctx);
+            if (lp->mpi) stop = anyone(lp->p, stop);
+            if (stop) {
+                sum->stopped = true;
+                break;
+            }
         }
-        dataset_next_batch(ds, rc->batch, inputs, targets);
+        dataset_next_batch(lp->ds, rc->batch, inputs, targets);
         PipelineReport r;
-        rc_step = pipeline_step(p, inputs, targets, step, &r, err);
-        if (rc_step) break;
-        ser.tokens_per_s[step] = r.step.tokens_per_s;
-        ser.gflops[step] = r.step.gflops;
-        ser.step_ms[step] = r.step.step_ms;
-        if (step == 0) sum->first_loss = r.step.loss;
+        if ((result = pipeline_step(lp->p, inputs, targets, pos->step, &r, err))) break;
+        pos->step++;
+        pos->cursor = dataset_get_cursor(lp->ds);
+        ser.tokens_per_s[n] = r.step.tokens_per_s;
+        ser.gflops[n] = r.step.gflops;
+        ser.step_ms[n] = r.step.step_ms;
+        if (n == 0) sum->first_loss = r.step.loss;
         sum->last_loss = r.step.loss;
-        sum->steps = step + 1;
-        if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, p, &r);
+        sum->steps = n + 1;
+        if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, lp->p, &r);
+        if (lp->ckpt && lp->ckpt->save && lp->ckpt->every > 0 && pos->step % lp->ckpt->every == 0 &&
+            pos->step < rc->steps) {
+            if ((result = save_checkpoint(lp->ckpt, lp->p, pos, err))) break;
+            saved_at = pos->step;
+        }
+    }
+    if (result == 0 && lp->ckpt && lp->ckpt->save && saved_at != pos->step && sum->steps > 0) {
+        pos->final = true;
+        result = save_checkpoint(lp->ckpt, lp->p, pos, err);
     }
     sum->wall_s = now_s() - t_run;
     summarize(&ser, sum->steps, sum);
@@ -92,11 +131,26 @@ static int run_steps(const RunConfig *rc, Pipeline *p, Dataset *ds, const TrainH
     free(ser.step_ms);
     free(inputs);
     free(targets);
-    return rc_step;
+    return result;
 }
 
-int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, RunSummary *summary,
-              Error *err) {
+// Restores the pipeline and the position on every process; a failure anywhere fails all.
+static int restore(const CheckpointHooks *ckpt, Pipeline *p, Dataset *ds, TrainPosition *pos, Error *err) {
+    *pos = (TrainPosition){.step = 0, .cursor = dataset_get_cursor(ds)};
+    if (!ckpt || !ckpt->restore) return 0;
+    Error mine = {{0}};
+    const int rc = ckpt->restore(ckpt->ctx, p, pos, &mine);
+    if (anyone(p, rc != 0)) {
+        if (rc) *err = mine;
+        else error_set(err, "restoring the run failed on another rank (see its error line)");
+        return -1;
+    }
+    dataset_set_cursor(ds, pos->cursor);
+    return 0;
+}
+
+int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, const CheckpointHooks *ckpt,
+              RunSummary *summary, Error *err) {
     if (run_config_validate(rc, err)) return -1;
     Dataset *ds = open_data(rc, err);
     if (!ds) return -1;
@@ -105,16 +159,21 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
         dataset_close(ds);
         return -1;
     }
+    TrainPosition pos;
+    RunSummary sum = {0};
+    int result = restore(ckpt, p, ds, &pos, err);
     const int S = pipeline_n_stages(p);
     int *layers = xmalloc(S * sizeof(int));
     size_t *bytes = xmalloc(S * sizeof(size_t));
     RunInfo info;
     describe_run(rc, po, p, ds, layers, bytes, &info);
+    info.start_step = pos.step;
     const bool root = pipeline_is_root(p);
     const TrainHooks *root_hooks = root ? hooks : NULL;
-    int result = root_hooks && root_hooks->on_start ? root_hooks->on_start(hooks->ctx, rc, po, &info, err) : 0;
-    RunSummary sum = {0};
-    if (result == 0) result = run_steps(rc, p, ds, root_hooks, &sum, err);
+    if (result == 0 && root_hooks && root_hooks->on_start) result = root_hooks->on_start(hooks->ctx, rc, po, &info, err);
+    const Loop loop = {.rc = rc, .p = p, .ds = ds, .hooks = root_hooks, .ckpt = ckpt,
+                       .mpi = po->transport == TRANSPORT_KIND_MPI};
+    if (result == 0) result = run_steps(&loop, &pos, &sum, err);
     if (result == 0 && root_hooks && root_hooks->on_end) root_hooks->on_end(hooks->ctx, &sum);
     if (summary) *summary = sum;
     free(layers);

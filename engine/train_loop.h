@@ -16,10 +16,11 @@ typedef struct {
     const int *stage_layers;      // (n_stages) decoder layers of each stage; -1 when the stage
                                   // lives in another process (MPI)
     const size_t *slot_bytes;     // (n_stages) activation bytes one microbatch keeps there
+    int start_step;               // steps done before this run (a resumed run); 0 for a fresh one
 } RunInfo;
 
 typedef struct {
-    int steps;              // steps run (fewer than planned when stopped)
+    int steps;              // steps run by this process (a resumed run counts from its start) (fewer than planned when stopped)
     bool stopped;           // should_stop ended the run early
     double first_loss, last_loss;
     double median_tokens_per_s, median_gflops, median_step_ms;
@@ -37,9 +38,33 @@ typedef struct {
     void (*on_end)(void *ctx, const RunSummary *s);
 } TrainHooks;
 
+// Where a run stands between steps: besides the weights and moments, what a checkpoint keeps.
+// The data order depends only on (seed, cursor) and the lr only on the step, so this and the
+// tensors are the whole state: a run restored from them continues bitwise as it would have.
+typedef struct {
+    int step;               // optimizer steps done: the next step's 0-based index
+    DataCursor cursor;      // where the next batch starts
+    bool final;             // the run's last checkpoint: its end, or a stop
+} TrainPosition;
+
+// Checkpointing, wired by the console floor to storage/checkpoint (the engine writes no files).
+// Unlike TrainHooks these are called on EVERY process (each writes or reads the stages it
+// holds); a failure anywhere fails the run everywhere.
+typedef struct {
+    void *ctx;
+    // Before the first step: fill the pipeline (pipeline_load) and *pos (it starts at step 0
+    // with the dataset's initial cursor). NULL: a fresh run from (seed, name).
+    int (*restore)(void *ctx, Pipeline *p, TrainPosition *pos, Error *err);
+    // After a step when pos->step is a multiple of `every`, and once more at the end of the run
+    // or after a stop (pos->final) unless that step was just saved. NULL: no checkpoints.
+    int (*save)(void *ctx, Pipeline *p, const TrainPosition *pos, Error *err);
+    int every;              // 0: only the final checkpoint
+} CheckpointHooks;
+
 // Runs rc->steps steps (fewer when should_stop says so); *summary, when given, says how it
 // went. Returns 0, or -1 with a one-line err: a user error (data, config, schedule) before
 // the first step, or a failed rank (timeout, dead peer) during one.
-int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, RunSummary *summary,
-              Error *err);
+// A restored run runs steps [pos.step, rc->steps). ckpt may be NULL.
+int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, const CheckpointHooks *ckpt,
+              RunSummary *summary, Error *err);
 #endif

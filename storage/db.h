@@ -142,6 +142,14 @@ int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *e
 // In step order; free with db_checkpoints_free.
 int db_checkpoints_read(Db *db, int64_t run, DbCheckpointInfo **out, int *n, Error *err);
 void db_checkpoints_free(DbCheckpointInfo *cks, int n);
+typedef struct {
+    char path[256];                   // relative to the checkpoint's dir
+    int64_t bytes;
+    char sha256[65];
+    int stage;                        // -1: not a stage's shard
+} DbCheckpointFile;
+// A checkpoint's manifest in path order. free() *out.
+int db_checkpoint_files_read(Db *db, int64_t checkpoint, DbCheckpointFile **out, int *n, Error *err);
 
 // ---- shared by storage/db*.c only ----------------------------------------------------------
 struct sqlite3_stmt;

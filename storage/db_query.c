@@ -319,3 +319,30 @@ int db_checkpoints_read(Db *db, int64_t run, DbCheckpointInfo **out, int *n, Err
     *n = 0;
     return -1;
 }
+
+int db_checkpoint_files_read(Db *db, int64_t checkpoint, DbCheckpointFile **out, int *n, Error *err) {
+    static const char SQL[] =
+        "SELECT path, bytes, sha256, stage FROM checkpoint_files WHERE checkpoint_id = ? ORDER BY path";
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int bound = sqlite3_bind_int64(stmt, 1, checkpoint);
+    int rc, cap = 0;
+    while ((rc = step_if(stmt, bound)) == SQLITE_ROW) {
+        *out = grow(*out, *n, &cap, sizeof **out);
+        DbCheckpointFile *f = &(*out)[(*n)++];
+        memset(f, 0, sizeof *f);
+        snprintf(f->path, sizeof f->path, "%s", (const char *)sqlite3_column_text(stmt, 0));
+        f->bytes = sqlite3_column_int64(stmt, 1);
+        snprintf(f->sha256, sizeof f->sha256, "%s", (const char *)sqlite3_column_text(stmt, 2));
+        f->stage = sqlite3_column_int(stmt, 3);
+    }
+    if (rc != SQLITE_DONE) db_fail(db, err, "reading a checkpoint's files");
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_DONE) return 0;
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}

@@ -1,4 +1,5 @@
 #include "storage/safetensors.h"
+#include "storage/atomic_file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -719,26 +720,7 @@ int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *ten
         goto out_unlink;
     }
     // Make the rename durable: fsync the directory that holds path.
-    const char *slash = strrchr(path, '/');
-    char *dir;
-    if (!slash) {
-        dir = xmalloc(2);
-        memcpy(dir, ".", 2);
-    } else {
-        size_t dl = slash == path ? 1 : (size_t)(slash - path);
-        dir = xmalloc(dl + 1);
-        memcpy(dir, path, dl);
-        dir[dl] = '\0';
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL)) {
-        error_set(err, "%s: cannot fsync directory %s: %s", path, dir, strerror(errno));
-        if (dfd >= 0) close(dfd);
-        free(dir);
-        goto out;
-    }
-    close(dfd);
-    free(dir);
+    if (fsync_parent_dir(path, err)) goto out;
     rc = 0;
     goto out;
 

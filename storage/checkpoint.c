@@ -1,0 +1,464 @@
+#include "storage/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/run_json.h"
+#include "storage/atomic_file.h"
+#include "storage/safetensors.h"
+
+#define MAX_JSON_BYTES (64u << 20)
+
+void ckpt_shard_name(char *out, size_t cap, const char *kind, int stage, int n_stages) {
+    snprintf(out, cap, "%s-%05d-of-%05d.safetensors", kind, stage + 1, n_stages);
+}
+
+static void join(char *out, size_t cap, const char *dir, const char *name) { snprintf(out, cap, "%s/%s", dir, name); }
+
+// ---- writing ----------------------------------------------------------------------------------
+
+static int64_t *shape_of(const ParamInfo *pi, int64_t shape[2], int *ndim) {
+    shape[0] = pi->rows;
+    shape[1] = pi->cols;
+    *ndim = pi->cols ? 2 : 1;
+    return shape;
+}
+
+// One shard: the stage's parameters in HF order, from base (weights, m or v) with a suffix.
+static int write_shard(const char *path, const StageModel *sm, const float *base, const char *suffix,
+                       const char *kind, Error *err) {
+    SafetensorsWriteTensor *t = xcalloc((size_t)sm->n_params, sizeof *t);
+    char (*names)[128] = xcalloc((size_t)sm->n_params, sizeof *names);
+    int64_t (*shapes)[2] = xcalloc((size_t)sm->n_params, sizeof *shapes);
+    for (int i = 0; i < sm->n_params; i++) {
+        const ParamInfo *pi = &sm->params[i];
+        snprintf(names[i], sizeof names[i], "%s%s", pi->name, suffix);
+        t[i] = (SafetensorsWriteTensor){.name = names[i], .dtype = ST_F32, .data = base + pi->offset};
+        shape_of(pi, shapes[i], &t[i].ndim);
+        t[i].shape = shapes[i];
+    }
+    const SafetensorsMeta meta[] = {{"format", "pt"}, {"pptrain", kind}};
+    const int rc = safetensors_write(path, sm->n_params, t, 2, meta, err);
+    free(t);
+    free(names);
+    free(shapes);
+    return rc;
+}
+
+int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err) {
+    if (pipeline_replica(p) != 0) return 0;   // the replicas hold equal copies
+    const int S = pipeline_n_stages(p);
+    for (int s = 0; s < S; s++) {
+        const StageModel *sm = pipeline_stage(p, s);
+        const AdamWState *st = pipeline_stage_optimizer(p, s);
+        if (!sm) continue;
+        char name[128], path[4400];
+        ckpt_shard_name(name, sizeof name, "model", s, S);
+        join(path, sizeof path, dir, name);
+        if (write_shard(path, sm, sm->weights, "", "weights", err)) return -1;
+        ckpt_shard_name(name, sizeof name, "optimizer", s, S);
+        join(path, sizeof path, dir, name);
+        // Both moments in one file: "<name>.exp_avg" then "<name>.exp_avg_sq" (torch's names).
+        StageModel both = *sm;
+        both.n_params = 2 * sm->n_params;
+        both.params = xcalloc((size_t)both.n_params, sizeof(ParamInfo));
+        float *mv = xmalloc(2 * sm->numel * sizeof(float));
+        memcpy(mv, st->m, sm->numel * sizeof(float));
+        memcpy(mv + sm->numel, st->v, sm->numel * sizeof(float));
+        for (int i = 0; i < sm->n_params; i++) {
+            ParamInfo a = sm->params[i], b = sm->params[i];
+            snprintf(a.name, sizeof a.name, "%.80s.exp_avg", sm->params[i].name);
+            snprintf(b.name, sizeof b.name, "%.80s.exp_avg_sq", sm->params[i].name);
+            b.offset += sm->numel;
+            both.params[2 * i] = a;
+            both.params[2 * i + 1] = b;
+        }
+        const int rc = write_shard(path, &both, mv, "", "optimizer", err);
+        free(both.params);
+        free(mv);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+// model.safetensors.index.json from the shards' own headers: the root need not hold a stage
+// to know its tensors.
+static int write_index(const char *dir, int S, Error *err) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
+    double total = 0;
+    int rc = 0;
+    for (int s = 0; s < S && rc == 0; s++) {
+        char name[128], path[4400];
+        ckpt_shard_name(name, sizeof name, "model", s, S);
+        join(path, sizeof path, dir, name);
+        SafetensorsFile *f = safetensors_open(path, err);
+        if (!f) {
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < safetensors_count(f); i++) {
+            const SafetensorsTensor *t = safetensors_tensor(f, i);
+            cJSON_AddStringToObject(map, t->name, name);
+            total += (double)t->nbytes;
+        }
+        safetensors_close(f);
+    }
+    cJSON_AddNumberToObject(meta, "total_size", total);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char path[4400];
+    join(path, sizeof path, dir, CKPT_INDEX_FILE);
+    if (rc == 0) rc = atomic_write_file(path, text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+static int write_text(const char *dir, const char *name, char *text, Error *err) {
+    char path[4400];
+    join(path, sizeof path, dir, name);
+    const int rc = atomic_write_file(path, text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+static int hash_file(const char *dir, const char *name, int stage, CkptFile *f, Error *err) {
+    char path[4400];
+    join(path, sizeof path, dir, name);
+    snprintf(f->path, sizeof f->path, "%s", name);
+    f->stage = stage;
+    return file_sha256(path, f->sha256, &f->bytes, err);
+}
+
+static char *u64_text(char *buf, size_t cap, uint64_t x) {
+    snprintf(buf, cap, "%llu", (unsigned long long)x);
+    return buf;
+}
+
+static char *state_json(const CkptState *st, double lr_next) {
+    cJSON *root = cJSON_CreateObject();
+    char buf[32];
+    cJSON_AddStringToObject(root, "format", "pptrain-checkpoint");
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddNumberToObject(root, "step", st->step);
+    cJSON_AddNumberToObject(root, "adam_step", st->adam_step);
+    cJSON *cur = cJSON_AddObjectToObject(root, "data_cursor");
+    cJSON_AddStringToObject(cur, "epoch", u64_text(buf, sizeof buf, st->cursor.epoch));
+    cJSON_AddStringToObject(cur, "index", u64_text(buf, sizeof buf, st->cursor.index));
+    // The only randomness after initialization is the data order, a function of (seed, epoch).
+    cJSON *rng = cJSON_AddObjectToObject(root, "rng");
+    cJSON_AddStringToObject(rng, "seed", u64_text(buf, sizeof buf, st->rc.seed));
+    cJSON_AddStringToObject(rng, "data_order", "permutation of (seed, epoch); position in data_cursor");
+    cJSON *lr = cJSON_AddObjectToObject(root, "lr_schedule");
+    cJSON_AddNumberToObject(lr, "step", st->step);
+    cJSON_AddNumberToObject(lr, "total_steps", st->rc.optim.total_steps);
+    cJSON_AddNumberToObject(lr, "next_lr", lr_next);
+    cJSON_AddNumberToObject(root, "run_id", (double)st->run_id);
+    char *run = run_json(&st->rc, &st->po);
+    cJSON_AddItemToObject(root, "run", cJSON_Parse(run));
+    free(run);
+    cJSON *files = cJSON_AddArrayToObject(root, "files");
+    for (int i = 0; i < st->n_files; i++) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "path", st->files[i].path);
+        cJSON_AddNumberToObject(f, "bytes", (double)st->files[i].bytes);
+        cJSON_AddStringToObject(f, "sha256", st->files[i].sha256);
+        cJSON_AddNumberToObject(f, "stage", st->files[i].stage);
+        cJSON_AddItemToArray(files, f);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    return check_alloc(text, 1, __FILE__, __LINE__);
+}
+
+int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOptions *po, int n_stages,
+                        const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out, Error *err) {
+    CkptState st = {.step = pos->step, .adam_step = adam_step, .cursor = pos->cursor, .rc = *rc, .po = *po,
+                    .run_id = run_id, .files = xcalloc((size_t)(2 * n_stages + 2), sizeof(CkptFile))};
+    int rc_w = write_index(dir, n_stages, err) ||
+               write_text(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model), err);
+    for (int s = 0; s < n_stages && rc_w == 0; s++) {
+        char name[128];
+        ckpt_shard_name(name, sizeof name, "model", s, n_stages);
+        rc_w = hash_file(dir, name, s, &st.files[st.n_files++], err);
+        ckpt_shard_name(name, sizeof name, "optimizer", s, n_stages);
+        if (rc_w == 0) rc_w = hash_file(dir, name, s, &st.files[st.n_files++], err);
+    }
+    if (rc_w == 0) rc_w = hash_file(dir, CKPT_INDEX_FILE, -1, &st.files[st.n_files++], err);
+    if (rc_w == 0) rc_w = hash_file(dir, CKPT_CONFIG_FILE, -1, &st.files[st.n_files++], err);
+    if (rc_w == 0) rc_w = write_text(dir, CKPT_STATE_FILE, state_json(&st, optim_lr_at(&rc->optim, pos->step)), err);
+    if (rc_w || !out) ckpt_state_clear(&st);
+    else *out = st;
+    return rc_w ? -1 : 0;
+}
+
+void ckpt_state_clear(CkptState *st) {
+    free(st->files);
+    st->files = NULL;
+    st->n_files = 0;
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+static const cJSON *need(const cJSON *obj, const char *key, int type_string, const char *path, Error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    const bool ok = type_string == 1 ? cJSON_IsString(v) : type_string == 0 ? cJSON_IsNumber(v) : cJSON_IsObject(v) || cJSON_IsArray(v);
+    if (!ok) error_set(err, "%s: \"%s\" is missing or has the wrong type", path, key);
+    return ok ? v : NULL;
+}
+
+static int parse_u64(const cJSON *v, uint64_t *out) {
+    if (!v) return -1;
+    char *end = NULL;
+    errno = 0;
+    *out = strtoull(v->valuestring, &end, 10);
+    return *v->valuestring && !*end && errno == 0 ? 0 : -1;
+}
+
+static int parse_files(const cJSON *arr, CkptState *st, const char *path, Error *err) {
+    const int n = cJSON_GetArraySize(arr);
+    st->files = xcalloc((size_t)(n > 0 ? n : 1), sizeof(CkptFile));
+    const cJSON *f;
+    cJSON_ArrayForEach(f, arr) {
+        const cJSON *p = need(f, "path", 1, path, err), *b = p ? need(f, "bytes", 0, path, err) : NULL;
+        const cJSON *h = b ? need(f, "sha256", 1, path, err) : NULL, *s = h ? need(f, "stage", 0, path, err) : NULL;
+        if (!s) return -1;
+        CkptFile *cf = &st->files[st->n_files++];
+        if (strchr(p->valuestring, '/') || strlen(p->valuestring) >= sizeof cf->path || strlen(h->valuestring) != 64) {
+            error_set(err, "%s: bad file entry '%.60s'", path, p->valuestring);
+            return -1;
+        }
+        snprintf(cf->path, sizeof cf->path, "%s", p->valuestring);
+        snprintf(cf->sha256, sizeof cf->sha256, "%s", h->valuestring);
+        cf->bytes = (int64_t)b->valuedouble;
+        cf->stage = s->valueint;
+    }
+    return 0;
+}
+
+int ckpt_read_state(const char *dir, CkptState *out, Error *err) {
+    char path[4400];
+    join(path, sizeof path, dir, CKPT_STATE_FILE);
+    memset(out, 0, sizeof *out);
+    char *text = read_text_file(path, MAX_JSON_BYTES, err);
+    if (!text) return -1;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    int rc = -1;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pptrain-checkpoint") != 0) {
+        error_set(err, "%s: not a pptrain trainer state", path);
+        goto out;
+    }
+    const cJSON *step = need(root, "step", 0, path, err), *adam = step ? need(root, "adam_step", 0, path, err) : NULL;
+    const cJSON *cur = adam ? need(root, "data_cursor", 2, path, err) : NULL;
+    const cJSON *run = cur ? need(root, "run", 2, path, err) : NULL;
+    const cJSON *files = run ? need(root, "files", 2, path, err) : NULL;
+    const cJSON *run_id = files ? need(root, "run_id", 0, path, err) : NULL;
+    if (!run_id) goto out;
+    out->step = step->valueint;
+    out->adam_step = adam->valueint;
+    out->run_id = (int64_t)run_id->valuedouble;
+    if (parse_u64(need(cur, "epoch", 1, path, err), &out->cursor.epoch) ||
+        parse_u64(need(cur, "index", 1, path, err), &out->cursor.index)) {
+        error_set(err, "%s: bad data_cursor", path);
+        goto out;
+    }
+    out->rc = run_config_defaults();
+    out->po = pipeline_options_defaults();
+    char *run_text = cJSON_PrintUnformatted(run);
+    const int prc = run_json_parse(check_alloc(run_text, 1, __FILE__, __LINE__), path, &out->rc, &out->po, err);
+    free(run_text);
+    if (prc == 0 && parse_files(files, out, path, err) == 0) rc = 0;
+out:
+    cJSON_Delete(root);
+    if (rc) ckpt_state_clear(out);
+    return rc;
+}
+
+int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err) {
+    for (int i = 0; i < n; i++) {
+        char path[4400], hex[65];
+        join(path, sizeof path, dir, files[i].path);
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            error_set(err, "%s: %s is missing", dir, files[i].path);
+            return -1;
+        }
+        if ((int64_t)sb.st_size != files[i].bytes) {
+            error_set(err, "%s: %s has %lld bytes, the manifest says %lld", dir, files[i].path, (long long)sb.st_size,
+                      (long long)files[i].bytes);
+            return -1;
+        }
+        int64_t bytes;
+        if (file_sha256(path, hex, &bytes, err)) return -1;
+        if (strcmp(hex, files[i].sha256) != 0) {
+            error_set(err, "%s: %s: sha256 does not match the manifest", dir, files[i].path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+struct Checkpoint {
+    char dir[4096];
+    bool has_state;
+    CkptState state;
+    ModelConfig model;
+    int n_model, n_optim;
+    SafetensorsFile **model_files, **optim_files;
+};
+
+static int open_shards(Checkpoint *c, const char *const *names, int n, SafetensorsFile ***out, Error *err) {
+    *out = xcalloc((size_t)(n > 0 ? n : 1), sizeof **out);
+    for (int i = 0; i < n; i++) {
+        char path[4400];
+        join(path, sizeof path, c->dir, names[i]);
+        if (!((*out)[i] = safetensors_open(path, err))) return -1;
+    }
+    return 0;
+}
+
+// The shard files an index names (each once, in first-seen order).
+static int index_files(const char *dir, char ***names, int *n, Error *err) {
+    char path[4400];
+    join(path, sizeof path, dir, CKPT_INDEX_FILE);
+    char *text = read_text_file(path, MAX_JSON_BYTES, err);
+    if (!text) return -1;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!cJSON_IsObject(map)) {
+        error_set(err, "%s: no \"weight_map\" object", path);
+        cJSON_Delete(root);
+        return -1;
+    }
+    *names = xcalloc((size_t)cJSON_GetArraySize(map) + 1, sizeof(char *));
+    *n = 0;
+    const cJSON *e;
+    int rc = 0;
+    cJSON_ArrayForEach(e, map) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
+            error_set(err, "%s: \"%s\" maps to no plain file name", path, e->string);
+            rc = -1;
+            break;
+        }
+        bool seen = false;
+        for (int i = 0; i < *n; i++) seen |= strcmp((*names)[i], e->valuestring) == 0;
+        if (!seen) (*names)[(*n)++] = strdup(e->valuestring);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+static int open_model_files(Checkpoint *c, Error *err) {
+    char path[4400];
+    join(path, sizeof path, c->dir, CKPT_INDEX_FILE);
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        char **names = NULL;
+        int n = 0;
+        int rc = index_files(c->dir, &names, &n, err);
+        if (rc == 0) rc = open_shards(c, (const char *const *)names, c->n_model = n, &c->model_files, err);
+        free_names(names, n);
+        return rc;
+    }
+    join(path, sizeof path, c->dir, "model.safetensors");
+    if (stat(path, &sb) != 0) {
+        error_set(err, "%s: neither %s nor model.safetensors is there", c->dir, CKPT_INDEX_FILE);
+        return -1;
+    }
+    const char *single[] = {"model.safetensors"};
+    return open_shards(c, single, c->n_model = 1, &c->model_files, err);
+}
+
+Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err) {
+    Checkpoint *c = xcalloc(1, sizeof *c);
+    snprintf(c->dir, sizeof c->dir, "%s", dir);
+    char path[4400];
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        error_set(err, "%s: no such checkpoint folder", dir);
+        goto fail;
+    }
+    join(path, sizeof path, dir, CKPT_STATE_FILE);
+    c->has_state = stat(path, &sb) == 0;
+    if (!c->has_state && need_state) {
+        error_set(err, "%s: not a complete checkpoint (no %s)", dir, CKPT_STATE_FILE);
+        goto fail;
+    }
+    if (c->has_state && ckpt_read_state(dir, &c->state, err)) goto fail;
+    if (c->has_state && verify && ckpt_verify_files(dir, c->state.files, c->state.n_files, err)) goto fail;
+    join(path, sizeof path, dir, CKPT_CONFIG_FILE);
+    if (model_config_from_json(&c->model, path, err)) goto fail;
+    if (c->has_state) snprintf(c->model.name, sizeof c->model.name, "%s", c->state.rc.model.name);
+    if (open_model_files(c, err)) goto fail;
+    if (c->has_state) {
+        const char *names[8192];
+        int n = 0;
+        for (int i = 0; i < c->state.n_files && n < 8192; i++)
+            if (strncmp(c->state.files[i].path, "optimizer-", 10) == 0) names[n++] = c->state.files[i].path;
+        if (open_shards(c, names, c->n_optim = n, &c->optim_files, err)) goto fail;
+    }
+    return c;
+fail:
+    ckpt_close(c);
+    return NULL;
+}
+
+void ckpt_close(Checkpoint *c) {
+    if (!c) return;
+    for (int i = 0; c->model_files && i < c->n_model; i++) safetensors_close(c->model_files[i]);
+    for (int i = 0; c->optim_files && i < c->n_optim; i++) safetensors_close(c->optim_files[i]);
+    free(c->model_files);
+    free(c->optim_files);
+    ckpt_state_clear(&c->state);
+    free(c);
+}
+
+const char *ckpt_dir(const Checkpoint *c) { return c->dir; }
+const CkptState *ckpt_state(const Checkpoint *c) { return c->has_state ? &c->state : NULL; }
+const ModelConfig *ckpt_model(const Checkpoint *c) { return &c->model; }
+
+int ckpt_tensor_source(void *ctx, const char *name, TensorRole role, const ParamInfo *info, float *dst, Error *err) {
+    Checkpoint *c = ctx;
+    char key[160];
+    snprintf(key, sizeof key, "%s%s", name, role == TENSOR_EXP_AVG ? ".exp_avg" : role == TENSOR_EXP_AVG_SQ ? ".exp_avg_sq" : "");
+    SafetensorsFile **files = role == TENSOR_WEIGHT ? c->model_files : c->optim_files;
+    const int n = role == TENSOR_WEIGHT ? c->n_model : c->n_optim;
+    for (int i = 0; i < n; i++) {
+        const SafetensorsTensor *t = safetensors_find(files[i], key);
+        if (!t) continue;
+        int64_t shape[2];
+        int ndim;
+        shape_of(info, shape, &ndim);
+        if (!safetensors_expect(files[i], key, ndim, shape, err)) return -1;
+        return safetensors_to_f32(t, dst, info->numel, err);
+    }
+    if (role != TENSOR_WEIGHT && !c->has_state)
+        error_set(err, "%s: a Hugging Face folder has no optimizer state (use --init-from for it)", c->dir);
+    else error_set(err, "%s: no tensor '%s'", c->dir, key);
+    return -1;
+}
+
+StageModel *ckpt_load_model(Checkpoint *c, Error *err) {
+    StageModel *sm = stage_create(&c->model, 0, c->model.layers, true, true, 0, err);
+    if (!sm) return NULL;
+    for (int i = 0; i < sm->n_params; i++)
+        if (ckpt_tensor_source(c, sm->params[i].name, TENSOR_WEIGHT, &sm->params[i], sm->weights + sm->params[i].offset, err)) {
+            stage_free(sm);
+            return NULL;
+        }
+    return sm;
+}

@@ -1,0 +1,83 @@
+// storage/checkpoint: checkpoints in the Hugging Face layout (DESIGN.md, "Formats users
+// already have"), written by every process for the stages it holds and read back, by tensor
+// name, under any other layout (stages, virtual stages, schedule, dp, transport).
+//
+// A checkpoint folder of a run with S stages:
+//   model-0000k-of-0000S.safetensors      stage k-1's weights: HF names, F32, {"format":"pt"}
+//   optimizer-0000k-of-0000S.safetensors  its AdamW moments "<name>.exp_avg", "<name>.exp_avg_sq"
+//   model.safetensors.index.json          {"metadata":{"total_size":N},"weight_map":{name:file}}
+//   config.json                           LlamaForCausalLM: transformers loads the folder as is
+//   trainer_state.json                    step, data cursor, RNG, lr position, the run config,
+//                                         and every other file's size and sha256
+// Each file is written to a temporary name, fsynced and renamed; trainer_state.json is written
+// last, after every other file is durable and hashed: a folder without it is not a checkpoint.
+// A plain Hugging Face folder (model.safetensors, or an index and its shards, and config.json;
+// F32, BF16, F16 or F64) is read by the same reader: that is --init-from.
+#ifndef PPTRAIN_CHECKPOINT_H
+#define PPTRAIN_CHECKPOINT_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/pipeline.h"
+#include "engine/train_loop.h"
+
+#define CKPT_STATE_FILE "trainer_state.json"
+#define CKPT_INDEX_FILE "model.safetensors.index.json"
+#define CKPT_CONFIG_FILE "config.json"
+
+typedef struct {
+    char path[256];         // relative to the checkpoint folder
+    int64_t bytes;
+    char sha256[65];        // 64 lowercase hex digits
+    int stage;              // the stage a shard holds; -1 for the index and config
+} CkptFile;
+
+typedef struct {
+    int step;               // optimizer steps done
+    int adam_step;          // AdamW's update count t
+    DataCursor cursor;      // where the next batch starts
+    RunConfig rc;           // the run that wrote it (model, data, optimizer, batch, steps, seed)
+    PipelineOptions po;     // and its layout
+    int64_t run_id;         // its row in the run store (0: not recorded)
+    int n_files;
+    CkptFile *files;        // every file but trainer_state.json
+} CkptState;
+
+// "model-00002-of-00004.safetensors" for stage 1 of 4 (kind "model" or "optimizer").
+void ckpt_shard_name(char *out, size_t cap, const char *kind, int stage, int n_stages);
+
+// ---- writing (DIR must exist) -----------------------------------------------------------------
+// Every process: the weights and moments of the stages it holds, when it is in replica 0.
+int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err);
+// The root, once every process's shards are durable: the index and config.json, then the
+// hashes of every file, then trainer_state.json. *out (free with ckpt_state_clear) lists the
+// files for the run store. Returns 0, or -1 with err (and no trainer_state.json).
+int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOptions *po, int n_stages,
+                        const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out, Error *err);
+void ckpt_state_clear(CkptState *st);
+
+// ---- reading ----------------------------------------------------------------------------------
+typedef struct Checkpoint Checkpoint;
+// Opens a checkpoint folder, or a plain HF folder when it has no trainer_state.json (and
+// `need_state` is false). verify: every file of the manifest must exist with its recorded size
+// and sha256. NULL with a one-line err ("DIR: model-00002-of-00004.safetensors: sha256 does
+// not match the manifest").
+Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err);
+void ckpt_close(Checkpoint *c);
+const char *ckpt_dir(const Checkpoint *c);
+// The trainer state, NULL for a plain HF folder.
+const CkptState *ckpt_state(const Checkpoint *c);
+// The model of config.json.
+const ModelConfig *ckpt_model(const Checkpoint *c);
+// A TensorSource (engine/pipeline.h) over the folder: ctx is the Checkpoint. Moments exist only
+// in checkpoint folders.
+int ckpt_tensor_source(void *ctx, const char *name, TensorRole role, const ParamInfo *info, float *dst, Error *err);
+// The whole model (every layer, embedding and head on one StageModel) with the folder's
+// weights: for export and for comparing logits with transformers. NULL with err.
+StageModel *ckpt_load_model(Checkpoint *c, Error *err);
+
+// Reads trainer_state.json of dir (no verification). Returns 0, or -1 with err.
+int ckpt_read_state(const char *dir, CkptState *out, Error *err);
+// Every file of a manifest exists under dir with its size and sha256.
+int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err);
+#endif

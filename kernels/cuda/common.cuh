@@ -1,0 +1,111 @@
+// Private to kernels/cuda: the context's definition, the scratch arena, the GEMM helpers
+// (gemm.cu) and the device-side reductions every kernel file shares.
+#ifndef PPTRAIN_KERNELS_CUDA_COMMON_CUH
+#define PPTRAIN_KERNELS_CUDA_COMMON_CUH
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/cuda_check.h"
+
+struct CudaCtx {
+    int device;
+    cudaStream_t stream;          // every kernel, copy and GEMM of this context goes here
+    cublasHandle_t cublas;        // strided-batched GEMMs (attention), fallback GEMMs
+    cublasLtHandle_t lt;          // linear layers
+    void *lt_workspace;
+    size_t lt_workspace_bytes;
+    void *arena;                  // scratch of one call at a time (stream order), grown on demand
+    size_t arena_bytes;
+};
+
+// The arena: at least `bytes` of device scratch, 256-byte aligned, valid for the work this
+// call queues (the next call on the same stream may reuse it: stream order keeps them apart).
+// Growing waits for the stream before freeing the old block, so queued work never sees it go.
+void *ctx_arena(CudaCtx *ctx, size_t bytes);
+// Rounds a byte count up to the arena's 256-byte carving unit.
+static inline size_t arena_round(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+// ---- gemm.cu -----------------------------------------------------------------------------
+// Row-major GEMM, C(M, N) (ldc) = alpha * op(A) @ op(B) + beta * C, fp32 C and accumulation.
+// op(A) is (M, K): A is stored (M, K) with row stride lda, or (K, M) when ta.
+// op(B) is (K, N): B is stored (K, N) with ldb, or (N, K) when tb.
+// ab_type: CUDA_R_32F (fp32 GEMM, no TF32) or CUDA_R_16BF (bf16 operands, fp32 accumulate).
+// beta = 1 accumulates (the backward contract); with beta = 0, C is not read.
+void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A,
+             int lda, const void *B, int ldb, cudaDataType_t ab_type, float beta, float *C,
+             int ldc);
+// The same over `batch` independent problems at element strides sA, sB, sC (cuBLAS strided
+// batched). Entries of one call must not write overlapping C blocks.
+void gemm_rm_strided(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
+                     const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
+                     cudaDataType_t ab_type, float beta, float *C, int ldc, long long sC,
+                     int batch);
+
+// ---- launch shapes -----------------------------------------------------------------------
+// Blocks for a grid-stride loop over n elements: enough to fill an H100 several times over,
+// capped so the count fits the grid limit; the loop covers the rest.
+static inline unsigned grid_for(size_t n, int block) {
+    size_t blocks = (n + (size_t)block - 1) / (size_t)block;
+    if (blocks > 65536) blocks = 65536;
+    return blocks ? (unsigned)blocks : 1u;
+}
+
+// ---- device reductions -------------------------------------------------------------------
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum (or max) over the whole block, returned to every thread. blockDim.x a multiple of 32,
+// at most 1024. Fixed order for a given blockDim (deterministic). Contains __syncthreads:
+// every thread of the block must call it.
+template <typename T>
+__device__ T block_sum(T v) {
+    __shared__ T sh[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        T w = lane < nw ? sh[lane] : T(0);
+        w = warp_sum(w);
+        if (lane == 0) sh[0] = w;
+    }
+    __syncthreads();
+    T r = sh[0];
+    __syncthreads();                  // sh may be reused by the next call
+    return r;
+}
+__device__ inline float block_max(float v) {
+    __shared__ float sh[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        float w = lane < nw ? sh[lane] : -INFINITY;
+        w = warp_max(w);
+        if (lane == 0) sh[0] = w;
+    }
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+static inline __nv_bfloat16 *as_bf16(cuda_bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
+static inline const __nv_bfloat16 *as_bf16(const cuda_bf16 *p) {
+    return reinterpret_cast<const __nv_bfloat16 *>(p);
+}
+
+#endif

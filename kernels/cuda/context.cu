@@ -1,0 +1,116 @@
+// The CUDA context (stream, cuBLAS/cuBLASLt handles, workspace, scratch arena), device
+// discovery that never aborts, and the one-line failure of the CHECK macros.
+#include <stdio.h>
+#include <stdlib.h>
+#include "kernels/cuda/common.cuh"
+
+// cuBLASLt workspace: 32 MiB, what NVIDIA recommends for Hopper (4 MiB suffice before it).
+#define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
+
+extern "C" void cuda_check_fail(const char *library, const char *message, const char *name,
+                                const char *call, const char *file, int line) {
+    fprintf(stderr, "pptrain: %s error: %s [%s] in %s at %s:%d\n", library,
+            message ? message : "?", name ? name : "?", call, file, line);
+    fflush(stderr);
+    exit(EXIT_FAILURE);
+}
+
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    // Without a driver this returns cudaErrorInsufficientDriver / cudaErrorNoDevice; clear
+    // the sticky last-error so later checked calls do not report it.
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" const char *cuda_unavailable_reason(void) {
+    static char reason[256];
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(reason, sizeof reason, "no CUDA device usable: %s (%s)",
+                 cudaGetErrorString(err), cudaGetErrorName(err));
+        return reason;
+    }
+    if (n == 0) {
+        snprintf(reason, sizeof reason, "no CUDA device visible (check CUDA_VISIBLE_DEVICES)");
+        return reason;
+    }
+    return NULL;
+}
+
+extern "C" CudaCtx *cuda_ctx_create(int device) {
+    int n = cuda_device_count();
+    if (device < 0 || device >= n) {
+        const char *why = cuda_unavailable_reason();
+        fprintf(stderr, "pptrain: CUDA device %d requested but %s\n", device,
+                why ? why : "it does not exist");
+        exit(EXIT_FAILURE);
+    }
+    CudaCtx *ctx = (CudaCtx *)calloc(1, sizeof *ctx);
+    if (!ctx) {
+        fprintf(stderr, "pptrain: out of host memory creating a CUDA context\n");
+        exit(EXIT_FAILURE);
+    }
+    ctx->device = device;
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasCreate(&ctx->cublas));
+    CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));
+    // fp32 GEMMs stay fp32: no TF32 (CUBLAS_COMPUTE_32F is passed explicitly as well).
+    CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
+    ctx->lt_workspace_bytes = CUDA_LT_WORKSPACE_BYTES;
+    CUDA_CHECK(cudaMalloc(&ctx->lt_workspace, ctx->lt_workspace_bytes));
+    return ctx;
+}
+
+extern "C" void cuda_ctx_destroy(CudaCtx *ctx) {
+    if (!ctx) return;
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    if (ctx->arena) CUDA_CHECK(cudaFree(ctx->arena));
+    CUDA_CHECK(cudaFree(ctx->lt_workspace));
+    CUBLAS_CHECK(cublasLtDestroy(ctx->lt));
+    CUBLAS_CHECK(cublasDestroy(ctx->cublas));
+    CUDA_CHECK(cudaStreamDestroy(ctx->stream));
+    free(ctx);
+}
+
+extern "C" cudaStream_t cuda_ctx_stream(const CudaCtx *ctx) { return ctx->stream; }
+extern "C" int cuda_ctx_device(const CudaCtx *ctx) { return ctx->device; }
+
+extern "C" void cuda_ctx_synchronize(CudaCtx *ctx) {
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+}
+
+extern "C" double cuda_fetch_double(CudaCtx *ctx, const double *dev_value) {
+    double v = 0.0;
+    CUDA_CHECK(cudaMemcpyAsync(&v, dev_value, sizeof v, cudaMemcpyDeviceToHost, ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    return v;
+}
+
+extern "C" void cuda_zero(CudaCtx *ctx, void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx->stream));
+}
+
+void *ctx_arena(CudaCtx *ctx, size_t bytes) {
+    if (bytes <= ctx->arena_bytes) return ctx->arena;
+    // Grow by at least half again, so a run's first few shapes settle the size quickly.
+    size_t want = ctx->arena_bytes + ctx->arena_bytes / 2;
+    if (want < bytes) want = bytes;
+    want = arena_round(want);
+    if (ctx->arena) {
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));   // queued work may still read it
+        CUDA_CHECK(cudaFree(ctx->arena));
+        ctx->arena = NULL;
+        ctx->arena_bytes = 0;
+    }
+    CUDA_CHECK(cudaMalloc(&ctx->arena, want));
+    ctx->arena_bytes = want;
+    return ctx->arena;
+}

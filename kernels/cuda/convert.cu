@@ -1,0 +1,27 @@
+// fp32 <-> bf16 conversion: GEMM operands and inter-stage messages (DESIGN.md "Numerics").
+#include "kernels/cuda/common.cuh"
+
+// One element per thread step; __float2bfloat16 rounds to nearest even and keeps NaN a NaN.
+__global__ void f32_to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16(src[i]);
+}
+
+__global__ void bf16_to_f32_kernel(float *dst, const __nv_bfloat16 *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __bfloat162float(src[i]);
+}
+
+void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n) {
+    if (n == 0) return;
+    f32_to_bf16_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(as_bf16(dst), src, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n) {
+    if (n == 0) return;
+    bf16_to_f32_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(dst, as_bf16(src), n);
+    CUDA_CHECK_LAUNCH();
+}

@@ -1,0 +1,57 @@
+// kernels/cuda: checked CUDA, cuBLAS(Lt) and NCCL calls. Every call of those libraries in
+// pptrain goes through one of these macros: on failure the process prints ONE line on stderr
+//   pptrain: CUDA error: <library's error string> [<error name>] in <call> at <file>:<line>
+// and exits with status 1 (DESIGN.md "No hangs": one line, non-zero exit; the CUDA runtime's
+// own exit handlers still run).
+// C-callable: the engine (C) includes this header as well as the .cu files.
+#ifndef PPTRAIN_KERNELS_CUDA_CHECK_H
+#define PPTRAIN_KERNELS_CUDA_CHECK_H
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Prints the one line described above and exits(1). Never returns.
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+void cuda_check_fail(const char *library, const char *message, const char *name,
+                     const char *call, const char *file, int line);
+
+#ifdef __cplusplus
+}
+#endif
+
+// CUDA runtime calls (and cudaGetLastError() after kernel launches).
+#define CUDA_CHECK(call)                                                                   \
+    do {                                                                                   \
+        cudaError_t cuda_check_err_ = (call);                                              \
+        if (cuda_check_err_ != cudaSuccess)                                                \
+            cuda_check_fail("CUDA", cudaGetErrorString(cuda_check_err_),                   \
+                            cudaGetErrorName(cuda_check_err_), #call, __FILE__, __LINE__); \
+    } while (0)
+
+// After a kernel launch: launch-configuration errors surface here, at the launch site.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+// cuBLAS and cuBLASLt calls (both return cublasStatus_t). Needs <cublas_api.h> where used.
+#define CUBLAS_CHECK(call)                                                               \
+    do {                                                                                 \
+        cublasStatus_t cublas_check_st_ = (call);                                        \
+        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                   \
+            cuda_check_fail("cuBLAS", cublasGetStatusString(cublas_check_st_),           \
+                            cublasGetStatusName(cublas_check_st_), #call, __FILE__,      \
+                            __LINE__);                                                   \
+    } while (0)
+
+// NCCL calls (the engine's nccl transport). Needs <nccl.h> where used.
+#define NCCL_CHECK(call)                                                                  \
+    do {                                                                                  \
+        ncclResult_t nccl_check_res_ = (call);                                            \
+        if (nccl_check_res_ != ncclSuccess)                                               \
+            cuda_check_fail("NCCL", ncclGetErrorString(nccl_check_res_), "ncclResult_t", \
+                            #call, __FILE__, __LINE__);                                   \
+    } while (0)
+
+#endif

@@ -1,0 +1,192 @@
+// kernels/cuda: the CUDA backend of every op of kernels/cpu/kernels.h, on DEVICE buffers.
+//
+// Same dimension letters, layouts, argument order and semantics as kernels/cpu/kernels.h
+// (read it first): row-major contiguous tensors, linear weights in (OC, IC) layout with
+// y = x @ W^T, and every *_backward ACCUMULATES (+=) into the gradient buffers it is given.
+// Differences, all forced by the device:
+//   * Every function takes a CudaCtx first: it carries the CUDA stream all work is queued
+//     on (functions return before the work is done; stream order is the only ordering),
+//     the cuBLAS and cuBLASLt handles and their workspace, and a small scratch arena.
+//   * Scalars the CPU functions RETURN (the cross-entropy loss, a gradient sum of squares)
+//     are instead accumulated (+=) into a device double, so a step never waits for the
+//     host; cuda_fetch_double() reads one back (and waits).
+//   * Reductions run in a fixed order for given shapes (no atomics): a GPU run repeats
+//     itself bitwise; it matches the CPU up to float summation order.
+//
+// Numerics (DESIGN.md): GPU matmuls take bf16 operands with fp32 accumulation; master
+// weights, AdamW moments, gradients, activations and every reduction stay fp32. So:
+//   * the plain names (cuda_linear_forward, cuda_attention_forward, ...) are fp32 in and out
+//     (fp32 GEMMs, no TF32): the reference path, for `pptrain check` and parity tests;
+//   * the *_bf16 names take bf16 GEMM operands (the bf16 working copy of the weights that
+//     cuda_adamw_update writes, bf16 activations from cuda_f32_to_bf16) and accumulate in
+//     fp32 into fp32 outputs (cuBLAS(Lt) with CUBLAS_COMPUTE_32F);
+//   * cuda_f32_to_bf16 / cuda_bf16_to_f32 convert inter-stage messages and GEMM inputs.
+// bf16 buffers are typed cuda_bf16 (the 16 raw bits, round-to-nearest-even from fp32), so C
+// callers need no CUDA C++ type.
+//
+// Buffers never alias unless a comment says they may. Calls run on the calling thread's
+// current device; cuda_ctx_create makes the context's device current.
+// C-callable (extern "C"): engine C code includes this header. The library defines
+// PPTRAIN_HAVE_CUDA for everything that links pptrain_kernels_cuda.
+#ifndef PPTRAIN_KERNELS_CUDA_H
+#define PPTRAIN_KERNELS_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#include "kernels/cuda/cuda_check.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t cuda_bf16;          // bfloat16 bits: 1 sign, 8 exponent, 7 mantissa
+
+// ---- context.cu ------------------------------------------------------------------------
+// Visible CUDA devices; 0 when there is no driver or no device (never aborts, never prints).
+int cuda_device_count(void);
+// NULL when at least one device is usable, otherwise one line (no newline) saying why not,
+// e.g. "no CUDA device usable: CUDA driver version is insufficient for CUDA runtime version
+// (cudaErrorInsufficientDriver)", for `--device cuda` to print and exit 2. Static storage.
+const char *cuda_unavailable_reason(void);
+
+typedef struct CudaCtx CudaCtx;
+// Makes `device` current, creates a non-blocking stream, cuBLAS and cuBLASLt handles bound
+// to it and a 32 MiB cuBLASLt workspace. Aborts (one line) on failure: check
+// cuda_unavailable_reason() first.
+CudaCtx *cuda_ctx_create(int device);
+// Waits for the stream, then frees everything (NULL is fine).
+void cuda_ctx_destroy(CudaCtx *ctx);
+cudaStream_t cuda_ctx_stream(const CudaCtx *ctx);
+int cuda_ctx_device(const CudaCtx *ctx);
+// Waits until all work queued on the context's stream is done.
+void cuda_ctx_synchronize(CudaCtx *ctx);
+// Waits for the stream, then returns *dev_value (a device double, e.g. a loss accumulator).
+double cuda_fetch_double(CudaCtx *ctx, const double *dev_value);
+// bytes of device memory at p = 0, queued on the stream.
+void cuda_zero(CudaCtx *ctx, void *p, size_t bytes);
+
+// ---- convert.cu --------------------------------------------------------------------------
+// dst(n) = bf16(src), round to nearest even (NaN stays NaN).
+void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n);
+// dst(n) = float(src), exact.
+void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n);
+
+// ---- embedding.cu ------------------------------------------------------------------------
+// out(N, C) = wte[tokens[n]]; tokens (device, N) in [0, V).
+void cuda_embedding_forward(CudaCtx *ctx, float *out, const int32_t *tokens, const float *wte,
+                            int N, int C);
+// dwte(V, C) += scatter of dout(N, C) by token. Deterministic: rows are stably sorted by
+// token (cub radix sort), then each (token, column) sums its rows in row order.
+void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout,
+                             const int32_t *tokens, int N, int C);
+
+// ---- rmsnorm.cu --------------------------------------------------------------------------
+// out = inp * rstd * weight, rstd(N) = 1/sqrt(mean(inp^2) + eps) (saved for backward).
+void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp,
+                          const float *weight, int N, int C, float eps);
+// dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL.
+void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
+                           const float *inp, const float *weight, const float *rstd,
+                           int N, int C);
+
+// ---- linear.cu (cuBLASLt) ----------------------------------------------------------------
+// fp32 operands, fp32 accumulation (no TF32).
+// out(N, OC) = inp(N, IC) @ W(OC, IC)^T        (overwrites out)
+void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W,
+                         int N, int IC, int OC);
+// dinp(N, IC) += dout(N, OC) @ W(OC, IC)
+void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W,
+                                int N, int IC, int OC);
+// dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
+void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, const float *inp,
+                                 int N, int IC, int OC);
+// The same three with bf16 operands, fp32 accumulation, fp32 results (overwrite / +=).
+void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
+                              const cuda_bf16 *W, int N, int IC, int OC);
+void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout,
+                                     const cuda_bf16 *W, int N, int IC, int OC);
+void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout,
+                                      const cuda_bf16 *inp, int N, int IC, int OC);
+
+// ---- rope.cu -----------------------------------------------------------------------------
+// cos/sin(T, HD/2) tables, bit-for-bit the recipe of rope_tables (fp32 inv_freq computed on
+// the host with powf, fp32 angle t * inv_freq, cos/sin of that angle in double rounded once).
+// HD even, HD <= 1024.
+void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD,
+                      float theta);
+// x(B, T, H, HD) -> out, Hugging Face half-split pairs (i, i + HD/2); out may alias x.
+void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab,
+                       const float *sin_tab, int B, int T, int H, int HD);
+// dx += R^T dout. dx must not alias dout.
+void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab,
+                        const float *sin_tab, int B, int T, int H, int HD);
+
+// ---- attention.cu ------------------------------------------------------------------------
+// Causal grouped-query attention, as attention_forward/attention_backward: q(B, T, NH, HD),
+// k, v(B, T, NKV, HD), query head h reads kv head h / (NH / NKV); att(B, NH, T, T) gets the
+// softmax probabilities (zero above the diagonal) and is kept for backward;
+// out(B, T, NH, HD) is overwritten. scratch: B*NH*T*T floats (dscores), caller-owned.
+void cuda_attention_forward(CudaCtx *ctx, float *out, float *att, const float *q,
+                            const float *k, const float *v, int B, int T, int NH, int NKV,
+                            int HD);
+// dq, dk, dv += gradients.
+void cuda_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch,
+                             const float *dout, const float *q, const float *k, const float *v,
+                             const float *att, int B, int T, int NH, int NKV, int HD);
+// bf16 GEMM operands (q, k, v, dout and bf16 copies of the probabilities and dscores, made
+// in the context's arena: 2 or 4 bytes per att element), fp32 scores, softmax, att, out and
+// gradients.
+void cuda_attention_forward_bf16(CudaCtx *ctx, float *out, float *att, const cuda_bf16 *q,
+                                 const cuda_bf16 *k, const cuda_bf16 *v, int B, int T, int NH,
+                                 int NKV, int HD);
+void cuda_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv,
+                                  float *scratch, const cuda_bf16 *dout, const cuda_bf16 *q,
+                                  const cuda_bf16 *k, const cuda_bf16 *v, const float *att,
+                                  int B, int T, int NH, int NKV, int HD);
+
+// ---- swiglu.cu ---------------------------------------------------------------------------
+// out(N, FF) = silu(gate) * up     (overwrites out)
+void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up,
+                         int N, int FF);
+// dgate, dup (N, FF) += gradients.
+void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
+                          const float *gate, const float *up, int N, int FF);
+
+// ---- residual.cu -------------------------------------------------------------------------
+// out(n) = a + b. out may alias a or b.
+void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n);
+
+// ---- crossentropy.cu ---------------------------------------------------------------------
+// Fused softmax + cross-entropy over logits(N, V) (the LM head's output) with targets(N)
+// (device); a negative target is a pad and contributes nothing. As
+// crossentropy_forward_backward, except that the value it returns,
+//   scale * sum over non-pad rows of -log p[target]     (per row in double),
+// is ADDED to *loss (a device double; zero it once per step; NULL: not computed). With
+// scale = 1 / (non-pad targets of the whole batch), after all microbatches *loss is the
+// batch mean. When dlogits is non-NULL it is OVERWRITTEN with scale * (softmax - onehot),
+// zero on pad rows. dlogits may alias logits.
+void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *loss,
+                                        const float *logits, const int32_t *targets, int N,
+                                        int V, float scale);
+
+// ---- adamw.cu ----------------------------------------------------------------------------
+// adamw_update on fp32 master params and moments, the same fp32 arithmetic term for term;
+// when params_bf16 is non-NULL it also receives bf16(params) (the GEMM working copy).
+void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, const float *grads,
+                       float *m, float *v, size_t n, int t, double lr, double beta1,
+                       double beta2, double eps, double weight_decay);
+
+// ---- gradnorm.cu -------------------------------------------------------------------------
+// *sumsq (device double) += sum of g^2 over n values, accumulated in double, fixed order.
+// Call once per tensor; the total is what grad_sum_squares returns summed over tensors.
+void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n);
+// g *= s.
+void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s);
+// g *= grad_clip_factor(sqrt(*sumsq), max_norm), the factor computed on the device from the
+// device sum of squares (clip without a round trip to the host).
+void cuda_grad_clip(CudaCtx *ctx, float *g, size_t n, const double *sumsq, float max_norm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

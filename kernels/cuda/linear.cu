@@ -1,0 +1,46 @@
+// Linear layer y = x @ W^T with W in (OC, IC) layout (kernels/cpu/linear.c), on cuBLASLt.
+// Row-major GEMM shapes (see gemm.cu for the column-major mapping):
+//   forward          out(N, OC)  = inp(N, IC) @ W(OC, IC)^T     ta = 0, tb = 1, beta = 0
+//   backward input   dinp(N, IC) += dout(N, OC) @ W(OC, IC)     ta = 0, tb = 0, beta = 1
+//   backward weight  dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)   ta = 1, tb = 0, beta = 1
+// The fp32 and bf16 versions differ only in the operands' type; results are fp32 either way.
+#include "kernels/cuda/common.cuh"
+
+static void linear_fwd(CudaCtx *ctx, float *out, const void *inp, const void *W, int N, int IC,
+                       int OC, cudaDataType_t t) {
+    gemm_rm(ctx, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, t, 0.0f, out, OC);
+}
+static void linear_bwd_inp(CudaCtx *ctx, float *dinp, const void *dout, const void *W, int N,
+                           int IC, int OC, cudaDataType_t t) {
+    gemm_rm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, W, IC, t, 1.0f, dinp, IC);
+}
+static void linear_bwd_w(CudaCtx *ctx, float *dW, const void *dout, const void *inp, int N,
+                         int IC, int OC, cudaDataType_t t) {
+    gemm_rm(ctx, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, t, 1.0f, dW, IC);
+}
+
+void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N,
+                         int IC, int OC) {
+    linear_fwd(ctx, out, inp, W, N, IC, OC, CUDA_R_32F);
+}
+void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W,
+                                int N, int IC, int OC) {
+    linear_bwd_inp(ctx, dinp, dout, W, N, IC, OC, CUDA_R_32F);
+}
+void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, const float *inp,
+                                 int N, int IC, int OC) {
+    linear_bwd_w(ctx, dW, dout, inp, N, IC, OC, CUDA_R_32F);
+}
+
+void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
+                              const cuda_bf16 *W, int N, int IC, int OC) {
+    linear_fwd(ctx, out, inp, W, N, IC, OC, CUDA_R_16BF);
+}
+void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout,
+                                     const cuda_bf16 *W, int N, int IC, int OC) {
+    linear_bwd_inp(ctx, dinp, dout, W, N, IC, OC, CUDA_R_16BF);
+}
+void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout,
+                                      const cuda_bf16 *inp, int N, int IC, int OC) {
+    linear_bwd_w(ctx, dW, dout, inp, N, IC, OC, CUDA_R_16BF);
+}

@@ -1,0 +1,117 @@
+// RMSNorm (Llama): out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps).
+// Row kernels use one warp per row (8 rows per 256-thread block); row sums are accumulated
+// in double per lane as the CPU does, then combined by a fixed butterfly (deterministic).
+#include "kernels/cuda/common.cuh"
+
+#define RMSNORM_ROWS_PER_BLOCK 8
+// dweight reduction: each block owns 32 columns x `chunk` rows (RMSNORM_CHUNK, doubled until
+// the chunk count fits gridDim.y); 8 thread rows walk the chunk, then a second kernel adds the
+// chunks' partial sums in chunk order.
+#define RMSNORM_CHUNK 128
+
+__global__ void rmsnorm_forward_kernel(float *__restrict__ out, float *__restrict__ rstd,
+                                       const float *__restrict__ inp,
+                                       const float *__restrict__ weight, int N, int C,
+                                       float eps) {
+    int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;                                 // whole warp leaves together
+    const float *x = inp + (size_t)row * C;
+    float *o = out + (size_t)row * C;
+    double ss = 0.0;
+    for (int c = lane; c < C; c += 32) ss += (double)x[c] * x[c];
+    ss = warp_sum(ss);
+    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+    if (lane == 0) rstd[row] = r;
+    for (int c = lane; c < C; c += 32) o[c] = x[c] * r * weight[c];
+}
+
+// dinp = rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp), row by row, accumulated.
+__global__ void rmsnorm_backward_input_kernel(float *__restrict__ dinp,
+                                              const float *__restrict__ dout,
+                                              const float *__restrict__ inp,
+                                              const float *__restrict__ weight,
+                                              const float *__restrict__ rstd, int N, int C) {
+    int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
+    float *dx = dinp + (size_t)row * C;
+    double wdx = 0.0;
+    for (int c = lane; c < C; c += 32) wdx += (double)d[c] * x[c] * weight[c];
+    wdx = warp_sum(wdx);
+    double r = rstd[row];
+    float a = (float)r, b = (float)(r * r * r * wdx / C);
+    for (int c = lane; c < C; c += 32) dx[c] += a * (weight[c] * d[c]) - b * x[c];
+}
+
+// partial(chunks, C) = per-chunk sums of dout * (inp * rstd). Block (32, 8): x = column,
+// y = row phase; grid (column blocks, chunks). Shared-memory combine over y in fixed order.
+__global__ void rmsnorm_dweight_partial_kernel(double *__restrict__ partial,
+                                               const float *__restrict__ dout,
+                                               const float *__restrict__ inp,
+                                               const float *__restrict__ rstd, int N, int C,
+                                               int chunk) {
+    __shared__ double sh[8][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * chunk;
+    int r1 = min(r0 + chunk, N);
+    double acc = 0.0;
+    if (c < C)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            size_t i = (size_t)r * C + c;
+            acc += (double)dout[i] * (inp[i] * rstd[r]);
+        }
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        double s = 0.0;
+        for (int y = 0; y < 8; y++) s += sh[y][threadIdx.x];
+        partial[(size_t)blockIdx.y * C + c] = s;
+    }
+}
+
+// dweight(C) += sum over chunks of partial, in chunk order.
+__global__ void rmsnorm_dweight_final_kernel(float *__restrict__ dweight,
+                                             const double *__restrict__ partial, int chunks,
+                                             int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = 0.0;
+    for (int k = 0; k < chunks; k++) s += partial[(size_t)k * C + c];
+    dweight[c] += (float)s;
+}
+
+void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp,
+                          const float *weight, int N, int C, float eps) {
+    if (N <= 0) return;
+    int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+    rmsnorm_forward_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(
+        out, rstd, inp, weight, N, C, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
+                           const float *inp, const float *weight, const float *rstd, int N,
+                           int C) {
+    if (N <= 0 || C <= 0) return;
+    if (dinp) {
+        int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+        rmsnorm_backward_input_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(
+            dinp, dout, inp, weight, rstd, N, C);
+        CUDA_CHECK_LAUNCH();
+    }
+    if (dweight) {
+        int chunk = RMSNORM_CHUNK;
+        while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
+        int chunks = (N + chunk - 1) / chunk;
+        double *partial = (double *)ctx_arena(ctx, (size_t)chunks * C * sizeof(double));
+        dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks);
+        rmsnorm_dweight_partial_kernel<<<grid, dim3(32, 8), 0, ctx->stream>>>(partial, dout, inp,
+                                                                               rstd, N, C, chunk);
+        CUDA_CHECK_LAUNCH();
+        rmsnorm_dweight_final_kernel<<<(C + 255) / 256, 256, 0, ctx->stream>>>(dweight, partial,
+                                                                              chunks, C);
+        CUDA_CHECK_LAUNCH();
+    }
+}

@@ -1,0 +1,100 @@
+// Rotary position embedding, Hugging Face half-split convention: dimension i pairs with
+// i + HD/2 (DESIGN.md "Numerics"), angles in fp32 exactly as kernels/cpu/rope.c makes them.
+#include <stdio.h>
+#include <stdlib.h>
+#include "kernels/cuda/common.cuh"
+
+#define ROPE_MAX_HALF 512                          // HD <= 1024
+
+// inv_freq by value (2 KiB of kernel parameters): computed on the host with the same powf
+// as the CPU, so the tables agree with rope_tables bit for bit.
+struct RopeInvFreq {
+    float v[ROPE_MAX_HALF];
+};
+
+// cos/sin(T, half): fp32 angle t * inv_freq[i] (one rounding, as torch), cos/sin in double,
+// rounded once to fp32.
+__global__ void rope_tables_kernel(float *cos_tab, float *sin_tab, int T, int half,
+                                   RopeInvFreq f) {
+    size_t total = (size_t)T * half;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int t = (int)(idx / half), i = (int)(idx % half);
+        float angle = __fmul_rn((float)t, f.v[i]);
+        cos_tab[idx] = (float)cos((double)angle);
+        sin_tab[idx] = (float)sin((double)angle);
+    }
+}
+
+// One thread per pair (b, t, h, i < half): reads both halves, then writes both, so out may
+// alias x (each pair has exactly one owner).
+__global__ void rope_forward_kernel(float *out, const float *x, const float *__restrict__ cos_tab,
+                                    const float *__restrict__ sin_tab, int T, int H, int HD,
+                                    size_t pairs) {
+    int half = HD / 2;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs;
+         p += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(p % half);
+        size_t bth = p / half;                      // (b*T + t)*H + h
+        int t = (int)((bth / H) % T);
+        size_t off = bth * HD;                      // start of head h of row (b, t)
+        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
+        float x0 = x[off + i], x1 = x[off + i + half];
+        out[off + i] = x0 * c - x1 * s;
+        out[off + i + half] = x1 * c + x0 * s;
+    }
+}
+
+// dx += R^T dout: rotation by -angle.
+__global__ void rope_backward_kernel(float *__restrict__ dx, const float *__restrict__ dout,
+                                     const float *__restrict__ cos_tab,
+                                     const float *__restrict__ sin_tab, int T, int H, int HD,
+                                     size_t pairs) {
+    int half = HD / 2;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs;
+         p += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(p % half);
+        size_t bth = p / half;
+        int t = (int)((bth / H) % T);
+        size_t off = bth * HD;
+        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
+        float g0 = dout[off + i], g1 = dout[off + i + half];
+        dx[off + i] += g0 * c + g1 * s;
+        dx[off + i + half] += g1 * c - g0 * s;
+    }
+}
+
+void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD,
+                      float theta) {
+    int half = HD / 2;
+    if (HD <= 0 || HD % 2 != 0 || half > ROPE_MAX_HALF) {
+        fprintf(stderr, "pptrain: cuda_rope_tables: head dim %d must be even and <= %d\n", HD,
+                2 * ROPE_MAX_HALF);
+        exit(EXIT_FAILURE);
+    }
+    RopeInvFreq f;
+    for (int i = 0; i < half; i++) f.v[i] = 1.0f / powf(theta, (float)(2 * i) / (float)HD);
+    for (int i = half; i < ROPE_MAX_HALF; i++) f.v[i] = 0.0f;
+    size_t total = (size_t)T * half;
+    if (total == 0) return;
+    rope_tables_kernel<<<grid_for(total, 256), 256, 0, ctx->stream>>>(cos_tab, sin_tab, T, half, f);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab,
+                       const float *sin_tab, int B, int T, int H, int HD) {
+    size_t pairs = (size_t)B * T * H * (HD / 2);
+    if (pairs == 0) return;
+    rope_forward_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>(out, x, cos_tab, sin_tab,
+                                                                       T, H, HD, pairs);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab,
+                        const float *sin_tab, int B, int T, int H, int HD) {
+    size_t pairs = (size_t)B * T * H * (HD / 2);
+    if (pairs == 0) return;
+    rope_backward_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>(dx, dout, cos_tab,
+                                                                        sin_tab, T, H, HD, pairs);
+    CUDA_CHECK_LAUNCH();
+}

@@ -1,0 +1,43 @@
+// SwiGLU gate of the Llama MLP: out(N, FF) = silu(gate) * up, elementwise over N*FF.
+#include "kernels/cuda/common.cuh"
+
+__global__ void swiglu_forward_kernel(float *__restrict__ out, const float *__restrict__ gate,
+                                      const float *__restrict__ up, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float g = gate[i];
+        // silu(g) = g / (1 + exp(-g)), the form torch (and kernels/cpu) uses.
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ void swiglu_backward_kernel(float *__restrict__ dgate, float *__restrict__ dup,
+                                       const float *__restrict__ dout,
+                                       const float *__restrict__ gate,
+                                       const float *__restrict__ up, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float g = gate[i], d = dout[i];
+        // silu'(g) = s (1 + g (1 - s)), s = sigmoid(g)
+        float s = 1.0f / (1.0f + expf(-g));
+        dgate[i] += d * up[i] * (s * (1.0f + g * (1.0f - s)));
+        dup[i] += d * (g * s);
+    }
+}
+
+void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up, int N,
+                         int FF) {
+    size_t n = (size_t)N * FF;
+    if (n == 0) return;
+    swiglu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(out, gate, up, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
+                          const float *gate, const float *up, int N, int FF) {
+    size_t n = (size_t)N * FF;
+    if (n == 0) return;
+    swiglu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(dgate, dup, dout, gate,
+                                                                       up, n);
+    CUDA_CHECK_LAUNCH();
+}

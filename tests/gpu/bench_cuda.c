@@ -1,0 +1,244 @@
+// Forward + backward of one Llama decoder layer at 125M-parameter shapes on the bf16 GEMM
+// path (C = 768, 12 heads of 64, 4 kv heads, FF = 2048, T = 1024, B = 4), timed with CUDA
+// events, plus one large bf16 and fp32 GEMM for the device's reference rate.
+//   bench_cuda [iterations]        (built, not run by ctest; prints TFLOP/s)
+// FLOPs counted: every GEMM, attention's T x T products in full (as computed, not halved
+// for the causal mask). Elementwise kernels are timed but not counted.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cuda/kernels_cuda.h"
+
+enum { B = 4, T = 1024, N = B * T, C = 768, NH = 12, NKV = 4, HD = C / NH, CKV = NKV * HD,
+       FF = 2048 };
+
+static CudaCtx *ctx;
+
+static void *dalloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+static float *drand_f32(size_t n, float amp) {
+    float *h = malloc(n * sizeof *h);
+    if (!h) abort();
+    uint32_t s = 12345u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        h[i] = amp * ((float)(s >> 8) / 8388608.0f - 1.0f);
+    }
+    float *d = dalloc(n * sizeof *d);
+    // Queued on the context's stream: the kernels that read d come after it in stream order.
+    CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof *d, cudaMemcpyHostToDevice, cuda_ctx_stream(ctx)));
+    cuda_ctx_synchronize(ctx);
+    free(h);
+    return d;
+}
+static cuda_bf16 *drand_bf16(size_t n, float amp) {
+    float *f = drand_f32(n, amp);
+    cuda_bf16 *d = dalloc(n * sizeof *d);
+    cuda_f32_to_bf16(ctx, d, f, n);
+    cuda_ctx_synchronize(ctx);
+    CUDA_CHECK(cudaFree(f));
+    return d;
+}
+static float *dzeros(size_t n) {
+    float *d = dalloc(n * sizeof *d);
+    cuda_zero(ctx, d, n * sizeof *d);
+    return d;
+}
+static cuda_bf16 *dbf(size_t n) { return dalloc(n * sizeof(cuda_bf16)); }
+
+// The layer's buffers. Weights in bf16 (the AdamW working copy); grads, activations fp32.
+struct Layer {
+    cuda_bf16 *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+    float *ln1, *ln2, *cos_tab, *sin_tab;
+    float *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd, *dln1, *dln2;
+    // forward
+    float *x, *rstd1, *xn1, *q, *k, *v, *att, *ao, *o, *x1, *rstd2, *xn2, *g, *u, *h, *y, *x2;
+    cuda_bf16 *xn1_b, *q_b, *k_b, *v_b, *ao_b, *xn2_b, *h_b;
+    // backward
+    float *dx2, *dh, *dg, *du, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *scratch;
+    cuda_bf16 *dy_b, *dg_b, *du_b, *do_b, *dao_b, *dq_b, *dk_b, *dv_b;
+};
+
+static void layer_alloc(struct Layer *L) {
+    const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV, nf = (size_t)N * FF;
+    const size_t na = (size_t)B * NH * T * T;
+    L->wq = drand_bf16((size_t)C * C, 0.03f); L->wk = drand_bf16((size_t)CKV * C, 0.03f);
+    L->wv = drand_bf16((size_t)CKV * C, 0.03f); L->wo = drand_bf16((size_t)C * C, 0.03f);
+    L->wg = drand_bf16((size_t)FF * C, 0.03f); L->wu = drand_bf16((size_t)FF * C, 0.03f);
+    L->wd = drand_bf16((size_t)C * FF, 0.03f);
+    L->ln1 = drand_f32(C, 1.0f); L->ln2 = drand_f32(C, 1.0f);
+    L->cos_tab = dalloc(sizeof(float) * T * HD / 2); L->sin_tab = dalloc(sizeof(float) * T * HD / 2);
+    cuda_rope_tables(ctx, L->cos_tab, L->sin_tab, T, HD, 10000.0f);
+    L->dwq = dzeros((size_t)C * C); L->dwk = dzeros((size_t)CKV * C); L->dwv = dzeros((size_t)CKV * C);
+    L->dwo = dzeros((size_t)C * C); L->dwg = dzeros((size_t)FF * C); L->dwu = dzeros((size_t)FF * C);
+    L->dwd = dzeros((size_t)C * FF); L->dln1 = dzeros(C); L->dln2 = dzeros(C);
+    L->x = drand_f32(nc, 1.0f); L->rstd1 = dzeros(N); L->xn1 = dzeros(nc);
+    L->q = dzeros(nc); L->k = dzeros(nkv); L->v = dzeros(nkv); L->att = dzeros(na);
+    L->ao = dzeros(nc); L->o = dzeros(nc); L->x1 = dzeros(nc); L->rstd2 = dzeros(N);
+    L->xn2 = dzeros(nc); L->g = dzeros(nf); L->u = dzeros(nf); L->h = dzeros(nf);
+    L->y = dzeros(nc); L->x2 = dzeros(nc);
+    L->xn1_b = dbf(nc); L->q_b = dbf(nc); L->k_b = dbf(nkv); L->v_b = dbf(nkv);
+    L->ao_b = dbf(nc); L->xn2_b = dbf(nc); L->h_b = dbf(nf);
+    L->dx2 = drand_f32(nc, 1e-3f); L->dh = dzeros(nf); L->dg = dzeros(nf); L->du = dzeros(nf);
+    L->dxn2 = dzeros(nc); L->dx1 = dzeros(nc); L->dao = dzeros(nc); L->dq = dzeros(nc);
+    L->dk = dzeros(nkv); L->dv = dzeros(nkv); L->dxn1 = dzeros(nc); L->dx = dzeros(nc);
+    L->scratch = dzeros(na);
+    L->dy_b = dbf(nc); L->dg_b = dbf(nf); L->du_b = dbf(nf); L->do_b = dbf(nc);
+    L->dao_b = dbf(nc); L->dq_b = dbf(nc); L->dk_b = dbf(nkv); L->dv_b = dbf(nkv);
+}
+
+static void layer_forward(struct Layer *L) {
+    const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV, nf = (size_t)N * FF;
+    cuda_rmsnorm_forward(ctx, L->xn1, L->rstd1, L->x, L->ln1, N, C, 1e-5f);
+    cuda_f32_to_bf16(ctx, L->xn1_b, L->xn1, nc);
+    cuda_linear_forward_bf16(ctx, L->q, L->xn1_b, L->wq, N, C, C);
+    cuda_linear_forward_bf16(ctx, L->k, L->xn1_b, L->wk, N, C, CKV);
+    cuda_linear_forward_bf16(ctx, L->v, L->xn1_b, L->wv, N, C, CKV);
+    cuda_rope_forward(ctx, L->q, L->q, L->cos_tab, L->sin_tab, B, T, NH, HD);
+    cuda_rope_forward(ctx, L->k, L->k, L->cos_tab, L->sin_tab, B, T, NKV, HD);
+    cuda_f32_to_bf16(ctx, L->q_b, L->q, nc);
+    cuda_f32_to_bf16(ctx, L->k_b, L->k, nkv);
+    cuda_f32_to_bf16(ctx, L->v_b, L->v, nkv);
+    cuda_attention_forward_bf16(ctx, L->ao, L->att, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
+    cuda_f32_to_bf16(ctx, L->ao_b, L->ao, nc);
+    cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
+    cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
+    cuda_rmsnorm_forward(ctx, L->xn2, L->rstd2, L->x1, L->ln2, N, C, 1e-5f);
+    cuda_f32_to_bf16(ctx, L->xn2_b, L->xn2, nc);
+    cuda_linear_forward_bf16(ctx, L->g, L->xn2_b, L->wg, N, C, FF);
+    cuda_linear_forward_bf16(ctx, L->u, L->xn2_b, L->wu, N, C, FF);
+    cuda_swiglu_forward(ctx, L->h, L->g, L->u, N, FF);
+    cuda_f32_to_bf16(ctx, L->h_b, L->h, nf);
+    cuda_linear_forward_bf16(ctx, L->y, L->h_b, L->wd, N, FF, C);
+    cuda_residual_forward(ctx, L->x2, L->x1, L->y, nc);
+}
+
+// Backward from dx2 (the gradient of the layer's output). Activation gradients are zeroed
+// per use, as the accumulate contract asks of the caller.
+static void layer_backward(struct Layer *L) {
+    const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV, nf = (size_t)N * FF;
+    // MLP: x2 = x1 + down(swiglu(gate(xn2), up(xn2)))
+    cuda_f32_to_bf16(ctx, L->dy_b, L->dx2, nc);
+    cuda_zero(ctx, L->dh, nf * sizeof(float));
+    cuda_linear_backward_input_bf16(ctx, L->dh, L->dy_b, L->wd, N, FF, C);
+    cuda_linear_backward_weight_bf16(ctx, L->dwd, L->dy_b, L->h_b, N, FF, C);
+    cuda_zero(ctx, L->dg, nf * sizeof(float));
+    cuda_zero(ctx, L->du, nf * sizeof(float));
+    cuda_swiglu_backward(ctx, L->dg, L->du, L->dh, L->g, L->u, N, FF);
+    cuda_f32_to_bf16(ctx, L->dg_b, L->dg, nf);
+    cuda_f32_to_bf16(ctx, L->du_b, L->du, nf);
+    cuda_zero(ctx, L->dxn2, nc * sizeof(float));
+    cuda_linear_backward_input_bf16(ctx, L->dxn2, L->dg_b, L->wg, N, C, FF);
+    cuda_linear_backward_input_bf16(ctx, L->dxn2, L->du_b, L->wu, N, C, FF);
+    cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dg_b, L->xn2_b, N, C, FF);
+    cuda_linear_backward_weight_bf16(ctx, L->dwu, L->du_b, L->xn2_b, N, C, FF);
+    cuda_zero(ctx, L->dx1, nc * sizeof(float));
+    cuda_rmsnorm_backward(ctx, L->dx1, L->dln2, L->dxn2, L->x1, L->ln2, L->rstd2, N, C);
+    cuda_residual_forward(ctx, L->dx1, L->dx1, L->dx2, nc);
+    // Attention: x1 = x + o(attn(rope(q(xn1)), rope(k(xn1)), v(xn1)))
+    cuda_f32_to_bf16(ctx, L->do_b, L->dx1, nc);
+    cuda_zero(ctx, L->dao, nc * sizeof(float));
+    cuda_linear_backward_input_bf16(ctx, L->dao, L->do_b, L->wo, N, C, C);
+    cuda_linear_backward_weight_bf16(ctx, L->dwo, L->do_b, L->ao_b, N, C, C);
+    cuda_f32_to_bf16(ctx, L->dao_b, L->dao, nc);
+    cuda_zero(ctx, L->dq, nc * sizeof(float));
+    cuda_zero(ctx, L->dk, nkv * sizeof(float));
+    cuda_zero(ctx, L->dv, nkv * sizeof(float));
+    cuda_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->scratch, L->dao_b, L->q_b, L->k_b,
+                                 L->v_b, L->att, B, T, NH, NKV, HD);
+    // RoPE backward needs dx != dout: rotate into the (now free) ao / o buffers.
+    cuda_zero(ctx, L->ao, nc * sizeof(float));
+    cuda_zero(ctx, L->o, nkv * sizeof(float));
+    cuda_rope_backward(ctx, L->ao, L->dq, L->cos_tab, L->sin_tab, B, T, NH, HD);
+    cuda_rope_backward(ctx, L->o, L->dk, L->cos_tab, L->sin_tab, B, T, NKV, HD);
+    cuda_f32_to_bf16(ctx, L->dq_b, L->ao, nc);
+    cuda_f32_to_bf16(ctx, L->dk_b, L->o, nkv);
+    cuda_f32_to_bf16(ctx, L->dv_b, L->dv, nkv);
+    cuda_zero(ctx, L->dxn1, nc * sizeof(float));
+    cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dq_b, L->wq, N, C, C);
+    cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dk_b, L->wk, N, C, CKV);
+    cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dv_b, L->wv, N, C, CKV);
+    cuda_linear_backward_weight_bf16(ctx, L->dwq, L->dq_b, L->xn1_b, N, C, C);
+    cuda_linear_backward_weight_bf16(ctx, L->dwk, L->dk_b, L->xn1_b, N, C, CKV);
+    cuda_linear_backward_weight_bf16(ctx, L->dwv, L->dv_b, L->xn1_b, N, C, CKV);
+    cuda_zero(ctx, L->dx, nc * sizeof(float));
+    cuda_rmsnorm_backward(ctx, L->dx, L->dln1, L->dxn1, L->x, L->ln1, L->rstd1, N, C);
+    cuda_residual_forward(ctx, L->dx, L->dx, L->dx1, nc);
+}
+
+// Milliseconds per call of fn, averaged over iters after one warm-up call.
+static double time_ms(void (*fn)(struct Layer *), struct Layer *L, int iters) {
+    cudaEvent_t t0, t1;
+    CUDA_CHECK(cudaEventCreate(&t0));
+    CUDA_CHECK(cudaEventCreate(&t1));
+    fn(L);                                              // warm-up: arena, cuBLAS plans
+    CUDA_CHECK(cudaEventRecord(t0, cuda_ctx_stream(ctx)));
+    for (int i = 0; i < iters; i++) fn(L);
+    CUDA_CHECK(cudaEventRecord(t1, cuda_ctx_stream(ctx)));
+    CUDA_CHECK(cudaEventSynchronize(t1));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    CUDA_CHECK(cudaEventDestroy(t0));
+    CUDA_CHECK(cudaEventDestroy(t1));
+    return ms / iters;
+}
+
+static void fwd_bwd(struct Layer *L) {
+    layer_forward(L);
+    layer_backward(L);
+}
+
+// One (N x 3072) = (N x 768) @ (768 x 3072)^T GEMM, bf16 and fp32 operands.
+static struct Layer *gemm_layer;
+static cuda_bf16 *gA_b, *gW_b;
+static float *gA_f, *gW_f, *gOut;
+enum { GEMM_OC = 3072 };
+static void gemm_bf16(struct Layer *L) { (void)L; cuda_linear_forward_bf16(ctx, gOut, gA_b, gW_b, N, C, GEMM_OC); }
+static void gemm_f32(struct Layer *L) { (void)L; cuda_linear_forward(ctx, gOut, gA_f, gW_f, N, C, GEMM_OC); }
+
+int main(int argc, char **argv) {
+    int iters = argc > 1 ? atoi(argv[1]) : 20;
+    if (iters < 1) iters = 1;
+    const char *why = cuda_unavailable_reason();
+    if (why) {
+        fprintf(stderr, "bench_cuda: %s\n", why);
+        return 77;
+    }
+    ctx = cuda_ctx_create(0);
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+
+    gA_f = drand_f32((size_t)N * C, 1.0f);
+    gW_f = drand_f32((size_t)GEMM_OC * C, 0.03f);
+    gOut = dzeros((size_t)N * GEMM_OC);
+    gA_b = drand_bf16((size_t)N * C, 1.0f);
+    gW_b = drand_bf16((size_t)GEMM_OC * C, 0.03f);
+    const double gemm_flops = 2.0 * N * C * GEMM_OC;
+    double ms = time_ms(gemm_bf16, gemm_layer, iters);
+    printf("GEMM %dx%dx%d bf16 -> fp32:  %8.3f ms  %7.1f TFLOP/s\n", N, GEMM_OC, C, ms,
+           gemm_flops / (ms * 1e9));
+    ms = time_ms(gemm_f32, gemm_layer, iters);
+    printf("GEMM %dx%dx%d fp32:          %8.3f ms  %7.1f TFLOP/s\n", N, GEMM_OC, C, ms,
+           gemm_flops / (ms * 1e9));
+
+    struct Layer L;
+    memset(&L, 0, sizeof L);
+    layer_alloc(&L);
+    // Linear FLOPs per token-row: q, o (C x C), k, v (CKV x C), gate, up, down (FF x C).
+    const double lin = 2.0 * N * ((double)C * C * 2 + (double)CKV * C * 2 + (double)FF * C * 3);
+    const double attn = 4.0 * B * NH * (double)T * T * HD;   // scores + P v, full T x T
+    const double fwd_flops = lin + attn, bwd_flops = 2.0 * lin + 2.0 * attn;
+    double f_ms = time_ms(layer_forward, &L, iters);
+    double fb_ms = time_ms(fwd_bwd, &L, iters);
+    printf("layer B=%d T=%d C=%d NH=%d NKV=%d FF=%d (bf16 GEMMs, fp32 accumulate)\n", B, T, C,
+           NH, NKV, FF);
+    printf("  forward:            %8.3f ms  %7.1f TFLOP/s\n", f_ms, fwd_flops / (f_ms * 1e9));
+    printf("  forward + backward: %8.3f ms  %7.1f TFLOP/s  (%.0f tokens/s per layer)\n", fb_ms,
+           (fwd_flops + bwd_flops) / (fb_ms * 1e9), N / (fb_ms * 1e-3));
+    cuda_ctx_destroy(ctx);
+    return 0;
+}

@@ -1,0 +1,491 @@
+// Every CUDA kernel (kernels/cuda) against the CPU backend (kernels/cpu) on fresh random
+// inputs: forward outputs and the increments that backward ops ACCUMULATE into gradient
+// buffers that start non-zero (so "+=" is checked, not just "="). Errors are norm-relative
+// (rel_norm_diff). Bounds: fp32 paths 1e-6..1e-4 (float summation order only); bf16 GEMM
+// paths against the fp32 CPU on the unrounded inputs, 1e-2 for forward outputs and 3e-2 for
+// gradients (bf16 operands carry 8 significant bits; llm.c's GPU tests bound them alike).
+// Exit 77 (ctest: skipped) when no CUDA device is visible. Written in C on purpose: the
+// header must serve the engine's C code.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+// Shapes: small, odd where it hurts (FF, V not multiples of 8 or 16).
+enum { B = 2, T = 64, N = B * T, C = 64, NH = 4, NKV = 2, HD = C / NH, FF = 172, V = 259 };
+
+static CudaCtx *ctx;
+static int checks, failures;
+
+// ---- host helpers ------------------------------------------------------------------------
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static float frand(void) {                               // uniform in [-1, 1)
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+static float *hrand(size_t n, float amp) {
+    float *x = malloc(n * sizeof *x);
+    if (!x) abort();
+    for (size_t i = 0; i < n; i++) x[i] = amp * frand();
+    return x;
+}
+static float *hcopy(const float *x, size_t n) {
+    float *y = malloc(n * sizeof *y);
+    if (!y) abort();
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+// fp32 -> bf16, round to nearest even (what __float2bfloat16 does).
+static cuda_bf16 f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (cuda_bf16)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (cuda_bf16)(u >> 16);
+}
+static float bf2f(cuda_bf16 h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// ---- device helpers (all copies are queued on the context's stream) ---------------------
+static void *dalloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+static void upload(void *d, const void *h, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, cuda_ctx_stream(ctx)));
+}
+static void download(void *h, const void *d, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, cuda_ctx_stream(ctx)));
+    cuda_ctx_synchronize(ctx);
+}
+static float *dfloat(const float *h, size_t n) {
+    float *d = dalloc(n * sizeof *d);
+    upload(d, h, n * sizeof *d);
+    return d;
+}
+static cuda_bf16 *dbf16(const float *h, size_t n) {
+    cuda_bf16 *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) abort();
+    for (size_t i = 0; i < n; i++) tmp[i] = f2bf(h[i]);
+    cuda_bf16 *d = dalloc(n * sizeof *d);
+    upload(d, tmp, n * sizeof *d);
+    cuda_ctx_synchronize(ctx);                           // tmp is freed next
+    free(tmp);
+    return d;
+}
+static float *fetch(const float *d, size_t n) {
+    float *h = malloc(n * sizeof *h);
+    if (!h) abort();
+    download(h, d, n * sizeof *h);
+    return h;
+}
+
+// ---- checks ------------------------------------------------------------------------------
+static void report(const char *name, double err, double tol) {
+    int ok = isfinite(err) && err <= tol;
+    checks++;
+    if (!ok) failures++;
+    printf("%-44s rel err %.3e  (bound %.0e)  %s\n", name, err, tol, ok ? "ok" : "FAIL");
+}
+// The device tensor d against the host reference want.
+static void check(const char *name, const float *d, const float *want, size_t n, double tol) {
+    float *got = fetch(d, n);
+    report(name, rel_norm_diff(got, want, n), tol);
+    free(got);
+}
+// Accumulating ops: compares the increments (device result - init) and (want - init).
+static void check_delta(const char *name, const float *d, const float *want, const float *init,
+                        size_t n, double tol) {
+    float *got = fetch(d, n);
+    float *dg = malloc(n * sizeof *dg), *dw = malloc(n * sizeof *dw);
+    if (!dg || !dw) abort();
+    for (size_t i = 0; i < n; i++) {
+        dg[i] = (float)((double)got[i] - init[i]);
+        dw[i] = (float)((double)want[i] - init[i]);
+    }
+    report(name, rel_norm_diff(dg, dw, n), tol);
+    free(got);
+    free(dg);
+    free(dw);
+}
+static void check_scalar(const char *name, double got, double want, double tol) {
+    report(name, want != 0.0 ? fabs(got - want) / fabs(want) : fabs(got), tol);
+}
+static void check_true(const char *name, int cond) { report(name, cond ? 0.0 : 1.0, 0.0); }
+
+// ---- tests -------------------------------------------------------------------------------
+static void test_device(void) {
+    check_true("cuda_unavailable_reason() == NULL", cuda_unavailable_reason() == NULL);
+}
+
+static void test_convert(void) {
+    enum { n = 4099 };
+    float *x = hrand(n, 1.0f);
+    for (size_t i = 0; i < n; i++) x[i] = ldexpf(x[i], (int)(i % 61) - 30);   // wide exponents
+    x[0] = 1.0f + 1.0f / 256.0f;                         // a tie: rounds to even (1.0)
+    x[1] = 1.0f + 3.0f / 256.0f;                         // a tie: rounds to even (up)
+    float *dx = dfloat(x, n);
+    cuda_bf16 *db = dalloc(n * sizeof *db);
+    float *dy = dalloc(n * sizeof *dy);
+    cuda_f32_to_bf16(ctx, db, dx, n);
+    cuda_bf16_to_f32(ctx, dy, db, n);
+    cuda_bf16 *hb = malloc(n * sizeof *hb);
+    float *hy = malloc(n * sizeof *hy);
+    if (!hb || !hy) abort();
+    download(hb, db, n * sizeof *hb);
+    download(hy, dy, n * sizeof *hy);
+    int bad_b = 0, bad_f = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad_b += hb[i] != f2bf(x[i]);
+        bad_f += hy[i] != bf2f(f2bf(x[i]));
+    }
+    check_true("f32_to_bf16: round to nearest even, exact", bad_b == 0);
+    check_true("bf16_to_f32: exact", bad_f == 0);
+    free(x); free(hb); free(hy);
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(db)); CUDA_CHECK(cudaFree(dy));
+}
+
+static void test_embedding(void) {
+    int32_t tokens[N];
+    for (int n = 0; n < N; n++)                          // many repeats, and the last row of V
+        tokens[n] = n % 5 == 0 ? V - 1 : (int32_t)((frand() + 1.0f) * 18.0f);
+    float *wte = hrand((size_t)V * C, 1.0f), *out = malloc(sizeof(float) * N * C);
+    float *dout = hrand((size_t)N * C, 1.0f), *dwte0 = hrand((size_t)V * C, 1.0f);
+    float *dwte = hcopy(dwte0, (size_t)V * C);
+    if (!out) abort();
+    embedding_forward(out, tokens, wte, N, C);
+    embedding_backward(dwte, dout, tokens, N, C);
+
+    int32_t *dtok = dalloc(sizeof tokens);
+    upload(dtok, tokens, sizeof tokens);
+    float *d_wte = dfloat(wte, (size_t)V * C), *d_out = dalloc(sizeof(float) * N * C);
+    float *d_dout = dfloat(dout, (size_t)N * C), *d_dwte = dfloat(dwte0, (size_t)V * C);
+    cuda_embedding_forward(ctx, d_out, dtok, d_wte, N, C);
+    check("embedding_forward", d_out, out, (size_t)N * C, 0.0);
+    cuda_embedding_backward(ctx, d_dwte, d_dout, dtok, N, C);
+    check_delta("embedding_backward dwte (+=)", d_dwte, dwte, dwte0, (size_t)V * C, 1e-6);
+    // Deterministic: the same call on the same input gives the same bits.
+    float *first = fetch(d_dwte, (size_t)V * C);
+    upload(d_dwte, dwte0, sizeof(float) * V * C);
+    cuda_embedding_backward(ctx, d_dwte, d_dout, dtok, N, C);
+    float *second = fetch(d_dwte, (size_t)V * C);
+    check_true("embedding_backward bitwise repeatable",
+               memcmp(first, second, sizeof(float) * V * C) == 0);
+    free(first); free(second);
+    free(wte); free(out); free(dout); free(dwte0); free(dwte);
+    CUDA_CHECK(cudaFree(dtok)); CUDA_CHECK(cudaFree(d_wte)); CUDA_CHECK(cudaFree(d_out));
+    CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dwte));
+}
+
+static void test_rmsnorm(void) {
+    const float eps = 1e-5f;
+    float *inp = hrand((size_t)N * C, 2.0f), *w = hrand(C, 0.5f);
+    for (int c = 0; c < C; c++) w[c] += 1.0f;
+    float *out = malloc(sizeof(float) * N * C), *rstd = malloc(sizeof(float) * N);
+    float *dout = hrand((size_t)N * C, 1.0f);
+    float *dinp0 = hrand((size_t)N * C, 1.0f), *dw0 = hrand(C, 1.0f);
+    float *dinp = hcopy(dinp0, (size_t)N * C), *dw = hcopy(dw0, C);
+    if (!out || !rstd) abort();
+    rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+
+    float *d_inp = dfloat(inp, (size_t)N * C), *d_w = dfloat(w, C);
+    float *d_out = dalloc(sizeof(float) * N * C), *d_rstd = dalloc(sizeof(float) * N);
+    float *d_dout = dfloat(dout, (size_t)N * C);
+    float *d_dinp = dfloat(dinp0, (size_t)N * C), *d_dw = dfloat(dw0, C);
+    cuda_rmsnorm_forward(ctx, d_out, d_rstd, d_inp, d_w, N, C, eps);
+    check("rmsnorm_forward out", d_out, out, (size_t)N * C, 1e-6);
+    check("rmsnorm_forward rstd", d_rstd, rstd, N, 1e-6);
+    // The two halves apart (NULL for the other), as the zero-bubble split calls them.
+    cuda_rmsnorm_backward(ctx, d_dinp, NULL, d_dout, d_inp, d_w, d_rstd, N, C);
+    cuda_rmsnorm_backward(ctx, NULL, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
+    check_delta("rmsnorm_backward dinp (+=)", d_dinp, dinp, dinp0, (size_t)N * C, 1e-5);
+    check_delta("rmsnorm_backward dweight (+=)", d_dw, dw, dw0, C, 1e-5);
+    free(inp); free(w); free(out); free(rstd); free(dout); free(dinp0); free(dw0);
+    free(dinp); free(dw);
+    CUDA_CHECK(cudaFree(d_inp)); CUDA_CHECK(cudaFree(d_w)); CUDA_CHECK(cudaFree(d_out));
+    CUDA_CHECK(cudaFree(d_rstd)); CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dinp));
+    CUDA_CHECK(cudaFree(d_dw));
+}
+
+// One linear shape, fp32 and bf16 paths.
+static void test_linear_shape(int IC, int OC) {
+    char name[96];
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+    float *inp = hrand(ni, 1.0f), *W = hrand(nw, 0.2f), *dout = hrand(no, 1.0f);
+    float *out = malloc(sizeof(float) * no);
+    float *dinp0 = hrand(ni, 1.0f), *dW0 = hrand(nw, 1.0f);
+    float *dinp = hcopy(dinp0, ni), *dW = hcopy(dW0, nw);
+    if (!out) abort();
+    linear_forward(out, inp, W, N, IC, OC);
+    linear_backward_input(dinp, dout, W, N, IC, OC);
+    linear_backward_weight(dW, dout, inp, N, IC, OC);
+
+    float *d_inp = dfloat(inp, ni), *d_W = dfloat(W, nw), *d_dout = dfloat(dout, no);
+    float *d_out = dalloc(sizeof(float) * no);
+    float *d_dinp = dfloat(dinp0, ni), *d_dW = dfloat(dW0, nw);
+    cuda_linear_forward(ctx, d_out, d_inp, d_W, N, IC, OC);
+    snprintf(name, sizeof name, "linear_forward fp32 (%d->%d)", IC, OC);
+    check(name, d_out, out, no, 1e-5);
+    cuda_linear_backward_input(ctx, d_dinp, d_dout, d_W, N, IC, OC);
+    snprintf(name, sizeof name, "linear_backward_input fp32 (%d->%d, +=)", IC, OC);
+    check_delta(name, d_dinp, dinp, dinp0, ni, 1e-5);
+    cuda_linear_backward_weight(ctx, d_dW, d_dout, d_inp, N, IC, OC);
+    snprintf(name, sizeof name, "linear_backward_weight fp32 (%d->%d, +=)", IC, OC);
+    check_delta(name, d_dW, dW, dW0, nw, 1e-5);
+
+    cuda_bf16 *b_inp = dbf16(inp, ni), *b_W = dbf16(W, nw), *b_dout = dbf16(dout, no);
+    upload(d_dinp, dinp0, sizeof(float) * ni);
+    upload(d_dW, dW0, sizeof(float) * nw);
+    cuda_linear_forward_bf16(ctx, d_out, b_inp, b_W, N, IC, OC);
+    snprintf(name, sizeof name, "linear_forward bf16 (%d->%d)", IC, OC);
+    check(name, d_out, out, no, 1e-2);
+    cuda_linear_backward_input_bf16(ctx, d_dinp, b_dout, b_W, N, IC, OC);
+    snprintf(name, sizeof name, "linear_backward_input bf16 (%d->%d, +=)", IC, OC);
+    check_delta(name, d_dinp, dinp, dinp0, ni, 3e-2);
+    cuda_linear_backward_weight_bf16(ctx, d_dW, b_dout, b_inp, N, IC, OC);
+    snprintf(name, sizeof name, "linear_backward_weight bf16 (%d->%d, +=)", IC, OC);
+    check_delta(name, d_dW, dW, dW0, nw, 3e-2);
+
+    free(inp); free(W); free(dout); free(out); free(dinp0); free(dW0); free(dinp); free(dW);
+    CUDA_CHECK(cudaFree(d_inp)); CUDA_CHECK(cudaFree(d_W)); CUDA_CHECK(cudaFree(d_dout));
+    CUDA_CHECK(cudaFree(d_out)); CUDA_CHECK(cudaFree(d_dinp)); CUDA_CHECK(cudaFree(d_dW));
+    CUDA_CHECK(cudaFree(b_inp)); CUDA_CHECK(cudaFree(b_W)); CUDA_CHECK(cudaFree(b_dout));
+}
+
+static void test_linear(void) {
+    test_linear_shape(C, FF);        // up/gate projection
+    test_linear_shape(FF, C);        // down projection
+    test_linear_shape(C, V);         // LM head
+}
+
+static void test_rope(void) {
+    const int half = HD / 2;
+    const size_t nt = (size_t)T * half, nx = (size_t)N * NH * HD;
+    float *cos_tab = malloc(sizeof(float) * nt), *sin_tab = malloc(sizeof(float) * nt);
+    if (!cos_tab || !sin_tab) abort();
+    rope_tables(cos_tab, sin_tab, T, HD, 10000.0f);
+    float *d_cos = dalloc(sizeof(float) * nt), *d_sin = dalloc(sizeof(float) * nt);
+    cuda_rope_tables(ctx, d_cos, d_sin, T, HD, 10000.0f);
+    check("rope_tables cos", d_cos, cos_tab, nt, 1e-7);
+    check("rope_tables sin", d_sin, sin_tab, nt, 1e-7);
+
+    float *x = hrand(nx, 1.0f), *out = malloc(sizeof(float) * nx);
+    float *dout = hrand(nx, 1.0f), *dx0 = hrand(nx, 1.0f), *dx = hcopy(dx0, nx);
+    if (!out) abort();
+    rope_forward(out, x, cos_tab, sin_tab, B, T, NH, HD);
+    rope_backward(dx, dout, cos_tab, sin_tab, B, T, NH, HD);
+    // Device runs on the CPU's tables so the kernels are checked on their own.
+    upload(d_cos, cos_tab, sizeof(float) * nt);
+    upload(d_sin, sin_tab, sizeof(float) * nt);
+    float *d_x = dfloat(x, nx), *d_out = dalloc(sizeof(float) * nx);
+    float *d_dout = dfloat(dout, nx), *d_dx = dfloat(dx0, nx);
+    cuda_rope_forward(ctx, d_out, d_x, d_cos, d_sin, B, T, NH, HD);
+    check("rope_forward", d_out, out, nx, 1e-6);
+    cuda_rope_forward(ctx, d_x, d_x, d_cos, d_sin, B, T, NH, HD);      // in place
+    check("rope_forward in place (out == x)", d_x, out, nx, 1e-6);
+    cuda_rope_backward(ctx, d_dx, d_dout, d_cos, d_sin, B, T, NH, HD);
+    check_delta("rope_backward dx (+=)", d_dx, dx, dx0, nx, 1e-6);
+    free(cos_tab); free(sin_tab); free(x); free(out); free(dout); free(dx0); free(dx);
+    CUDA_CHECK(cudaFree(d_cos)); CUDA_CHECK(cudaFree(d_sin)); CUDA_CHECK(cudaFree(d_x));
+    CUDA_CHECK(cudaFree(d_out)); CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dx));
+}
+
+static void test_attention(void) {
+    const size_t nq = (size_t)N * NH * HD, nk = (size_t)N * NKV * HD;
+    const size_t na = (size_t)B * NH * T * T;
+    float *q = hrand(nq, 1.0f), *k = hrand(nk, 1.0f), *v = hrand(nk, 1.0f);
+    float *out = malloc(sizeof(float) * nq), *att = malloc(sizeof(float) * na);
+    float *scratch = malloc(sizeof(float) * na), *dout = hrand(nq, 1.0f);
+    float *dq0 = hrand(nq, 1.0f), *dk0 = hrand(nk, 1.0f), *dv0 = hrand(nk, 1.0f);
+    float *dq = hcopy(dq0, nq), *dk = hcopy(dk0, nk), *dv = hcopy(dv0, nk);
+    if (!out || !att || !scratch) abort();
+    attention_forward(out, att, q, k, v, B, T, NH, NKV, HD);
+    attention_backward(dq, dk, dv, scratch, dout, q, k, v, att, B, T, NH, NKV, HD);
+
+    float *d_q = dfloat(q, nq), *d_k = dfloat(k, nk), *d_v = dfloat(v, nk);
+    float *d_out = dalloc(sizeof(float) * nq), *d_att = dalloc(sizeof(float) * na);
+    float *d_scratch = dalloc(sizeof(float) * na), *d_dout = dfloat(dout, nq);
+    float *d_dq = dfloat(dq0, nq), *d_dk = dfloat(dk0, nk), *d_dv = dfloat(dv0, nk);
+    cuda_attention_forward(ctx, d_out, d_att, d_q, d_k, d_v, B, T, NH, NKV, HD);
+    check("attention_forward fp32 out", d_out, out, nq, 1e-5);
+    check("attention_forward fp32 att (causal)", d_att, att, na, 1e-5);
+    cuda_attention_backward(ctx, d_dq, d_dk, d_dv, d_scratch, d_dout, d_q, d_k, d_v, d_att, B, T,
+                            NH, NKV, HD);
+    check_delta("attention_backward fp32 dq (+=)", d_dq, dq, dq0, nq, 1e-4);
+    check_delta("attention_backward fp32 dk (+=, GQA)", d_dk, dk, dk0, nk, 1e-4);
+    check_delta("attention_backward fp32 dv (+=, GQA)", d_dv, dv, dv0, nk, 1e-4);
+
+    cuda_bf16 *b_q = dbf16(q, nq), *b_k = dbf16(k, nk), *b_v = dbf16(v, nk);
+    cuda_bf16 *b_dout = dbf16(dout, nq);
+    upload(d_dq, dq0, sizeof(float) * nq);
+    upload(d_dk, dk0, sizeof(float) * nk);
+    upload(d_dv, dv0, sizeof(float) * nk);
+    cuda_attention_forward_bf16(ctx, d_out, d_att, b_q, b_k, b_v, B, T, NH, NKV, HD);
+    check("attention_forward bf16 out", d_out, out, nq, 1e-2);
+    check("attention_forward bf16 att", d_att, att, na, 1e-2);
+    cuda_attention_backward_bf16(ctx, d_dq, d_dk, d_dv, d_scratch, b_dout, b_q, b_k, b_v, d_att,
+                                 B, T, NH, NKV, HD);
+    check_delta("attention_backward bf16 dq (+=)", d_dq, dq, dq0, nq, 3e-2);
+    check_delta("attention_backward bf16 dk (+=)", d_dk, dk, dk0, nk, 3e-2);
+    check_delta("attention_backward bf16 dv (+=)", d_dv, dv, dv0, nk, 3e-2);
+
+    free(q); free(k); free(v); free(out); free(att); free(scratch); free(dout);
+    free(dq0); free(dk0); free(dv0); free(dq); free(dk); free(dv);
+    CUDA_CHECK(cudaFree(d_q)); CUDA_CHECK(cudaFree(d_k)); CUDA_CHECK(cudaFree(d_v));
+    CUDA_CHECK(cudaFree(d_out)); CUDA_CHECK(cudaFree(d_att)); CUDA_CHECK(cudaFree(d_scratch));
+    CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dq)); CUDA_CHECK(cudaFree(d_dk));
+    CUDA_CHECK(cudaFree(d_dv)); CUDA_CHECK(cudaFree(b_q)); CUDA_CHECK(cudaFree(b_k));
+    CUDA_CHECK(cudaFree(b_v)); CUDA_CHECK(cudaFree(b_dout));
+}
+
+static void test_swiglu_residual(void) {
+    const size_t n = (size_t)N * FF;
+    float *gate = hrand(n, 4.0f), *up = hrand(n, 2.0f), *out = malloc(sizeof(float) * n);
+    float *dout = hrand(n, 1.0f), *dg0 = hrand(n, 1.0f), *du0 = hrand(n, 1.0f);
+    float *dg = hcopy(dg0, n), *du = hcopy(du0, n);
+    if (!out) abort();
+    swiglu_forward(out, gate, up, N, FF);
+    swiglu_backward(dg, du, dout, gate, up, N, FF);
+    float *d_gate = dfloat(gate, n), *d_up = dfloat(up, n), *d_out = dalloc(sizeof(float) * n);
+    float *d_dout = dfloat(dout, n), *d_dg = dfloat(dg0, n), *d_du = dfloat(du0, n);
+    cuda_swiglu_forward(ctx, d_out, d_gate, d_up, N, FF);
+    check("swiglu_forward", d_out, out, n, 1e-6);
+    cuda_swiglu_backward(ctx, d_dg, d_du, d_dout, d_gate, d_up, N, FF);
+    check_delta("swiglu_backward dgate (+=)", d_dg, dg, dg0, n, 1e-6);
+    check_delta("swiglu_backward dup (+=)", d_du, du, du0, n, 1e-6);
+
+    // residual: out = a + b (exact), then in place (out == a).
+    float *sum = malloc(sizeof(float) * n);
+    if (!sum) abort();
+    residual_forward(sum, gate, up, n);
+    cuda_residual_forward(ctx, d_out, d_gate, d_up, n);
+    check("residual_forward", d_out, sum, n, 0.0);
+    cuda_residual_forward(ctx, d_gate, d_gate, d_up, n);
+    check("residual_forward in place (out == a)", d_gate, sum, n, 0.0);
+    free(gate); free(up); free(out); free(dout); free(dg0); free(du0); free(dg); free(du);
+    free(sum);
+    CUDA_CHECK(cudaFree(d_gate)); CUDA_CHECK(cudaFree(d_up)); CUDA_CHECK(cudaFree(d_out));
+    CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dg)); CUDA_CHECK(cudaFree(d_du));
+}
+
+static void test_crossentropy(void) {
+    const size_t n = (size_t)N * V;
+    int32_t targets[N];
+    int nonpad = 0;
+    for (int i = 0; i < N; i++) {
+        targets[i] = i % 7 == 3 ? -1 : (int32_t)((frand() + 1.0f) * 0.5f * (V - 1));
+        nonpad += targets[i] >= 0;
+    }
+    const float scale = 1.0f / (float)nonpad;
+    float *logits = hrand(n, 4.0f), *dlogits = malloc(sizeof(float) * n);
+    if (!dlogits) abort();
+    double loss = crossentropy_forward_backward(dlogits, logits, targets, N, V, scale);
+
+    int32_t *d_t = dalloc(sizeof targets);
+    upload(d_t, targets, sizeof targets);
+    float *d_logits = dfloat(logits, n), *d_dlogits = dalloc(sizeof(float) * n);
+    double *d_loss = dalloc(sizeof(double));
+    cuda_zero(ctx, d_loss, sizeof(double));
+    cuda_crossentropy_forward_backward(ctx, d_dlogits, d_loss, d_logits, d_t, N, V, scale);
+    check_scalar("crossentropy loss", cuda_fetch_double(ctx, d_loss), loss, 1e-6);
+    check("crossentropy dlogits", d_dlogits, dlogits, n, 1e-6);
+    // In place (dlogits == logits), then loss only: the device loss accumulates (+=).
+    cuda_crossentropy_forward_backward(ctx, d_logits, d_loss, d_logits, d_t, N, V, scale);
+    check("crossentropy dlogits in place", d_logits, dlogits, n, 1e-6);
+    upload(d_logits, logits, sizeof(float) * n);
+    cuda_crossentropy_forward_backward(ctx, NULL, d_loss, d_logits, d_t, N, V, scale);
+    check_scalar("crossentropy loss accumulates (3 calls)", cuda_fetch_double(ctx, d_loss),
+                 3.0 * loss, 1e-6);
+    free(logits); free(dlogits);
+    CUDA_CHECK(cudaFree(d_t)); CUDA_CHECK(cudaFree(d_logits)); CUDA_CHECK(cudaFree(d_dlogits));
+    CUDA_CHECK(cudaFree(d_loss));
+}
+
+static void test_adamw(void) {
+    enum { n = 1000 };
+    float *p = hrand(n, 1.0f), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    if (!m || !v) abort();
+    float *d_p = dfloat(p, n), *d_m = dfloat(m, n), *d_v = dfloat(v, n);
+    float *d_g = dalloc(sizeof(float) * n);
+    cuda_bf16 *d_pb = dalloc(sizeof(cuda_bf16) * n);
+    for (int t = 1; t <= 3; t++) {
+        float *g = hrand(n, 1.0f);
+        upload(d_g, g, sizeof(float) * n);
+        adamw_update(p, g, m, v, n, t, 1e-3, 0.9, 0.95, 1e-8, 0.1);
+        cuda_adamw_update(ctx, d_p, d_pb, d_g, d_m, d_v, n, t, 1e-3, 0.9, 0.95, 1e-8, 0.1);
+        cuda_ctx_synchronize(ctx);                       // g is freed next
+        free(g);
+    }
+    check("adamw params (3 steps)", d_p, p, n, 1e-6);
+    check("adamw m", d_m, m, n, 1e-6);
+    check("adamw v", d_v, v, n, 1e-6);
+    float *gp = fetch(d_p, n);
+    cuda_bf16 *gb = malloc(sizeof(cuda_bf16) * n);
+    if (!gb) abort();
+    download(gb, d_pb, sizeof(cuda_bf16) * n);
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += gb[i] != f2bf(gp[i]);
+    check_true("adamw bf16 working copy == bf16(params)", bad == 0);
+    free(p); free(m); free(v); free(gp); free(gb);
+    CUDA_CHECK(cudaFree(d_p)); CUDA_CHECK(cudaFree(d_m)); CUDA_CHECK(cudaFree(d_v));
+    CUDA_CHECK(cudaFree(d_g)); CUDA_CHECK(cudaFree(d_pb));
+}
+
+static void test_gradnorm(void) {
+    const size_t n1 = 1000, n2 = 300007;                 // one block; many blocks, ragged
+    float *g1 = hrand(n1, 1.0f), *g2 = hrand(n2, 0.1f);
+    double want = grad_sum_squares(g1, n1) + grad_sum_squares(g2, n2);
+    float *d_g1 = dfloat(g1, n1), *d_g2 = dfloat(g2, n2);
+    double *d_ss = dalloc(sizeof(double));
+    cuda_zero(ctx, d_ss, sizeof(double));
+    cuda_grad_sum_squares(ctx, d_ss, d_g1, n1);
+    cuda_grad_sum_squares(ctx, d_ss, d_g2, n2);
+    check_scalar("grad_sum_squares (two tensors, +=)", cuda_fetch_double(ctx, d_ss), want, 1e-10);
+
+    const float max_norm = (float)(0.5 * sqrt(want));  // forces clipping
+    float *c2 = hcopy(g2, n2);
+    grad_scale(c2, n2, grad_clip_factor(sqrt(want), max_norm));
+    cuda_grad_clip(ctx, d_g2, n2, d_ss, max_norm);
+    check("grad_clip (device factor)", d_g2, c2, n2, 2e-7);
+    grad_scale(g1, n1, 0.37f);
+    cuda_grad_scale(ctx, d_g1, n1, 0.37f);
+    check("grad_scale", d_g1, g1, n1, 0.0);
+    free(g1); free(g2); free(c2);
+    CUDA_CHECK(cudaFree(d_g1)); CUDA_CHECK(cudaFree(d_g2)); CUDA_CHECK(cudaFree(d_ss));
+}
+
+int main(void) {
+    if (cuda_device_count() == 0) {
+        printf("no CUDA device visible: skipped\n");
+        return 77;
+    }
+    ctx = cuda_ctx_create(0);
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("device 0: %s (sm_%d%d); N=%d C=%d NH=%d NKV=%d HD=%d FF=%d V=%d\n", prop.name,
+           prop.major, prop.minor, N, C, NH, NKV, HD, FF, V);
+    test_device();
+    test_convert();
+    test_embedding();
+    test_rmsnorm();
+    test_linear();
+    test_rope();
+    test_attention();
+    test_swiglu_residual();
+    test_crossentropy();
+    test_adamw();
+    test_gradnorm();
+    cuda_ctx_destroy(ctx);
+    printf("test_cuda_kernels: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}

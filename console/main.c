@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "console/cmd_check.h"
+#include "console/cmd_export.h"
 #include "console/cmd_history.h"
 #include "console/cmd_plan.h"
 #include "console/cmd_train.h"
@@ -19,6 +20,7 @@ static const Command COMMANDS[] = {
     {"check", cmd_check, "one batch pipelined vs single-device: loss and gradient differences"},
     {"plan", cmd_plan, "simulate a schedule: timeline, bubble, peak activations"},
     {"history", cmd_history, "query the run store: list, show, compare, export"},
+    {"export", cmd_export, "a checkpoint as a plain Hugging Face folder (model.safetensors, config.json)"},
 };
 
 static void usage(FILE *out) {

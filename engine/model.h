@@ -39,7 +39,8 @@ int model_config_from_json(ModelConfig *cfg, const char *path, Error *err);
 int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *path, Error *err);
 // The config.json of a Hugging Face LlamaForCausalLM with these dimensions (malloc'd text):
 // what transformers needs to load a checkpoint, and what model_config_from_json reads back.
-char *model_config_to_hf_json(const ModelConfig *cfg);
+// torch_dtype: "float32" or "bfloat16", the dtype of the weights beside it.
+char *model_config_to_hf_json(const ModelConfig *cfg, const char *torch_dtype);
 // Refuses dimensions that do not fit (non-positive sizes, heads % kv_heads, odd head_dim).
 int model_config_validate(const ModelConfig *cfg, Error *err);
 // Total parameter count of the whole model.

@@ -1,5 +1,8 @@
 // Llama configuration: presets, Hugging Face config.json, validation, sizes and FLOPs.
 #include <cjson/cJSON.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +79,9 @@ int model_config_validate(const ModelConfig *cfg, Error *err) {
 static int json_int(const cJSON *root, const char *key, int *out, const char *path, Error *err) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!item || cJSON_IsNull(item)) return 0;
-    if (!cJSON_IsNumber(item) || item->valuedouble != (double)(int)item->valuedouble) {
-        error_set(err, "%s: \"%s\" must be an integer", path, key);
+    const double v = cJSON_IsNumber(item) ? item->valuedouble : 0.5;
+    if (!(v >= INT_MIN && v <= INT_MAX) || v != floor(v)) {   // range first: the cast of a
+        error_set(err, "%s: \"%s\" must be an integer", path, key);   // huge double is undefined
         return -1;
     }
     *out = (int)item->valuedouble;
@@ -87,8 +91,8 @@ static int json_int(const cJSON *root, const char *key, int *out, const char *pa
 static int json_float(const cJSON *root, const char *key, float *out, const char *path, Error *err) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!item || cJSON_IsNull(item)) return 0;
-    if (!cJSON_IsNumber(item)) {
-        error_set(err, "%s: \"%s\" must be a number", path, key);
+    if (!cJSON_IsNumber(item) || !(fabs(item->valuedouble) <= FLT_MAX)) {
+        error_set(err, "%s: \"%s\" must be a (float) number", path, key);
         return -1;
     }
     *out = (float)item->valuedouble;
@@ -190,7 +194,7 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
         cfg->head_dim = cfg->heads > 0 ? cfg->hidden / cfg->heads : 0;
         rc = json_int(root, "num_key_value_heads", &cfg->kv_heads, path, err) ||
              json_int(root, "head_dim", &cfg->head_dim, path, err);
-        if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(root, "head_dim") &&
+        if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(root, "head_dim") && cfg->heads > 0 &&
             cfg->hidden % cfg->heads != 0) {
             error_set(err, "%s: hidden_size (%d) is not divisible by num_attention_heads (%d)",
                       path, cfg->hidden, cfg->heads);
@@ -238,6 +242,11 @@ double model_flops_per_token(const ModelConfig *c, int T) {
 static void add_float(cJSON *o, const char *key, float x) {
     char text[32];
     snprintf(text, sizeof text, "%.9g", (double)x);
+    if (x == (float)(long)x && x > -1e9f && x < 1e9f) {   // 10000.0, as Python writes it
+        snprintf(text, sizeof text, "%.1f", (double)x);
+        cJSON_AddRawToObject(o, key, text);
+        return;
+    }
     for (int digits = 1; digits <= 9; digits++) {
         char shorter[32];
         snprintf(shorter, sizeof shorter, "%.*g", digits, (double)x);
@@ -249,7 +258,7 @@ static void add_float(cJSON *o, const char *key, float x) {
     cJSON_AddRawToObject(o, key, text);
 }
 
-char *model_config_to_hf_json(const ModelConfig *c) {
+char *model_config_to_hf_json(const ModelConfig *c, const char *torch_dtype) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
@@ -274,7 +283,7 @@ char *model_config_to_hf_json(const ModelConfig *c) {
     cJSON_AddNumberToObject(o, "pretraining_tp", 1);
     cJSON_AddNumberToObject(o, "bos_token_id", TOKEN_BOS);
     cJSON_AddNumberToObject(o, "eos_token_id", TOKEN_EOS);
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
     cJSON_AddBoolToObject(o, "use_cache", true);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);

@@ -1,6 +1,8 @@
 #include "engine/run_json.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +85,13 @@ static const cJSON *field(Reader *r, const cJSON *obj, const char *key, bool str
 
 static void read_int(Reader *r, const cJSON *obj, const char *key, int *out) {
     const cJSON *v = field(r, obj, key, false);
-    if (v) *out = (int)v->valuedouble;
+    if (!v) return;
+    if (!(v->valuedouble >= INT_MIN && v->valuedouble <= INT_MAX) || v->valuedouble != floor(v->valuedouble)) {
+        error_set(r->err, "%s: run config: \"%s\" is not an integer", r->where, key);
+        r->failed = 1;
+        return;
+    }
+    *out = (int)v->valuedouble;
 }
 
 static void read_double(Reader *r, const cJSON *obj, const char *key, double *out) {

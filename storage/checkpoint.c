@@ -182,7 +182,7 @@ int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOpti
     CkptState st = {.step = pos->step, .adam_step = adam_step, .cursor = pos->cursor, .rc = *rc, .po = *po,
                     .run_id = run_id, .files = xcalloc((size_t)(2 * n_stages + 2), sizeof(CkptFile))};
     int rc_w = write_index(dir, n_stages, err) ||
-               write_text(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model), err);
+               write_text(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model, "float32"), err);
     for (int s = 0; s < n_stages && rc_w == 0; s++) {
         char name[128];
         ckpt_shard_name(name, sizeof name, "model", s, n_stages);
@@ -236,6 +236,10 @@ static int parse_files(const cJSON *arr, CkptState *st, const char *path, Error 
         }
         snprintf(cf->path, sizeof cf->path, "%s", p->valuestring);
         snprintf(cf->sha256, sizeof cf->sha256, "%s", h->valuestring);
+        if (!(b->valuedouble >= 0 && b->valuedouble < 9e15)) {
+            error_set(err, "%s: bad size for '%.60s'", path, p->valuestring);
+            return -1;
+        }
         cf->bytes = (int64_t)b->valuedouble;
         cf->stage = s->valueint;
     }
@@ -248,8 +252,14 @@ int ckpt_read_state(const char *dir, CkptState *out, Error *err) {
     memset(out, 0, sizeof *out);
     char *text = read_text_file(path, MAX_JSON_BYTES, err);
     if (!text) return -1;
-    cJSON *root = cJSON_Parse(text);
+    const int rc = ckpt_state_parse(text, path, out, err);
     free(text);
+    return rc;
+}
+
+int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *err) {
+    memset(out, 0, sizeof *out);
+    cJSON *root = cJSON_Parse(text);
     int rc = -1;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pptrain-checkpoint") != 0) {
@@ -264,6 +274,10 @@ int ckpt_read_state(const char *dir, CkptState *out, Error *err) {
     if (!run_id) goto out;
     out->step = step->valueint;
     out->adam_step = adam->valueint;
+    if (!(run_id->valuedouble >= 0 && run_id->valuedouble < 9e15)) {
+        error_set(err, "%s: bad run_id", path);
+        goto out;
+    }
     out->run_id = (int64_t)run_id->valuedouble;
     if (parse_u64(need(cur, "epoch", 1, path, err), &out->cursor.epoch) ||
         parse_u64(need(cur, "index", 1, path, err), &out->cursor.index)) {

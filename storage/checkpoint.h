@@ -78,6 +78,8 @@ StageModel *ckpt_load_model(Checkpoint *c, Error *err);
 
 // Reads trainer_state.json of dir (no verification). Returns 0, or -1 with err.
 int ckpt_read_state(const char *dir, CkptState *out, Error *err);
+// The same from the file's text; `path` names it in errors.
+int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *err);
 // Every file of a manifest exists under dir with its size and sha256.
 int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err);
 #endif

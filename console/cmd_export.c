@@ -1,0 +1,59 @@
+// `pptrain export RUN|latest|CKPT_DIR FOLDER [--bf16] [--db FILE]`: the newest intact checkpoint
+// of a run (or a checkpoint folder) as a plain Hugging Face folder (storage/hf_export).
+#include "console/cmd_export.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "console/cli.h"
+#include "storage/checkpoint_find.h"
+#include "storage/db.h"
+#include "storage/hf_export.h"
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: pptrain export RUN|latest|CKPT_DIR FOLDER [--bf16] [--db FILE]\n\n"
+                 "  Writes FOLDER/model.safetensors and FOLDER/config.json: a Hugging Face LlamaForCausalLM\n"
+                 "  folder (transformers: LlamaForCausalLM.from_pretrained(FOLDER)).\n"
+                 "  RUN is a run id in the store (its newest intact checkpoint), latest the newest run\n"
+                 "  with one, CKPT_DIR a checkpoint folder.\n\n"
+                 "  --bf16       weights as bfloat16 (rounded to nearest even); default float32\n"
+                 "  --db FILE    the run store (pptrain.db)\n");
+}
+
+int cmd_export(int argc, char **argv) {
+    const char *what = NULL, *folder = NULL, *db_file = DB_DEFAULT_PATH;
+    bool bf16 = false;
+    Error err = {{0}};
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--bf16") == 0) {
+            bf16 = true;
+        } else if (strcmp(argv[i], "--db") == 0) {
+            if (!(db_file = cli_value(argc, argv, &i, &err))) return cli_fail(&err);
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            error_set(&err, "export: unknown option '%s' (see pptrain export --help)", argv[i]);
+            return cli_fail(&err);
+        } else if (!what) {
+            what = argv[i];
+        } else if (!folder) {
+            folder = argv[i];
+        } else {
+            error_set(&err, "export: unexpected argument '%s'", argv[i]);
+            return cli_fail(&err);
+        }
+    }
+    if (!folder) {
+        error_set(&err, "export needs RUN|latest|CKPT_DIR and FOLDER (see pptrain export --help)");
+        return cli_fail(&err);
+    }
+    char dir[4096];
+    int64_t run = 0;
+    if (ckpt_find_resume(what, db_file, dir, sizeof dir, &run, &err)) return cli_fail(&err);
+    HfExportInfo info;
+    if (hf_export(dir, folder, bf16, &info, &err)) return cli_fail(&err);
+    printf("exported %s: %d tensors, %.3f M parameters, %s, %.2f MiB -> %s/model.safetensors + config.json\n", dir,
+           info.tensors, info.params / 1e6, bf16 ? "bf16" : "f32", info.bytes / 1048576.0, folder);
+    return 0;
+}

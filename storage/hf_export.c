@@ -1,0 +1,66 @@
+#include "storage/hf_export.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "storage/atomic_file.h"
+#include "storage/checkpoint.h"
+#include "storage/safetensors.h"
+
+static int write_model(const char *path, const StageModel *sm, bool bf16, HfExportInfo *info, Error *err) {
+    SafetensorsWriteTensor *t = xcalloc((size_t)sm->n_params, sizeof *t);
+    int64_t (*shapes)[2] = xcalloc((size_t)sm->n_params, sizeof *shapes);
+    uint16_t *half = bf16 ? xmalloc(sm->numel * sizeof(uint16_t)) : NULL;
+    for (size_t i = 0; half && i < sm->numel; i++) half[i] = safetensors_f32_to_bf16(sm->weights[i]);
+    for (int i = 0; i < sm->n_params; i++) {
+        const ParamInfo *pi = &sm->params[i];
+        shapes[i][0] = pi->rows;
+        shapes[i][1] = pi->cols;
+        t[i] = (SafetensorsWriteTensor){.name = pi->name, .dtype = bf16 ? ST_BF16 : ST_F32, .ndim = pi->cols ? 2 : 1,
+                                        .shape = shapes[i],
+                                        .data = bf16 ? (const void *)(half + pi->offset) : (const void *)(sm->weights + pi->offset)};
+    }
+    const SafetensorsMeta meta[] = {{"format", "pt"}};
+    const int rc = safetensors_write(path, sm->n_params, t, 1, meta, err);
+    info->params = (int64_t)sm->numel;
+    info->tensors = sm->n_params;
+    free(t);
+    free(shapes);
+    free(half);
+    return rc;
+}
+
+int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err) {
+    HfExportInfo local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    char model_path[4200], config_path[4200];
+    if (snprintf(model_path, sizeof model_path, "%s/model.safetensors", out_dir) >= (int)sizeof model_path ||
+        snprintf(config_path, sizeof config_path, "%s/config.json", out_dir) >= (int)sizeof config_path) {
+        error_set(err, "%.60s...: path too long", out_dir);
+        return -1;
+    }
+    struct stat sb;
+    if (stat(model_path, &sb) == 0) {
+        error_set(err, "%s already exists (export into a new or empty folder)", model_path);
+        return -1;
+    }
+    Checkpoint *c = ckpt_open(src, false, true, err);
+    if (!c) return -1;
+    StageModel *sm = ckpt_load_model(c, err);
+    int rc = sm ? 0 : -1;
+    if (rc == 0) rc = make_dirs(out_dir, err);
+    if (rc == 0) rc = write_model(model_path, sm, bf16, info, err);
+    if (rc == 0) {
+        // transformers reads torch_dtype to choose the dtype of the loaded model.
+        char *config = model_config_to_hf_json(ckpt_model(c), bf16 ? "bfloat16" : "float32");
+        rc = atomic_write_file(config_path, config, strlen(config), err);
+        free(config);
+    }
+    if (rc == 0 && stat(model_path, &sb) == 0) info->bytes = (int64_t)sb.st_size;
+    stage_free(sm);
+    ckpt_close(c);
+    return rc;
+}

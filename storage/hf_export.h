@@ -1,0 +1,22 @@
+// storage/hf_export: a checkpoint (or any HF Llama folder) as a plain Hugging Face folder:
+// one model.safetensors with every weight in HF order and config.json, nothing else. This is
+// what `pptrain export` writes, for transformers, llama.cpp's converters, vLLM and the like.
+#ifndef PPTRAIN_HF_EXPORT_H
+#define PPTRAIN_HF_EXPORT_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/error.h"
+
+typedef struct {
+    int64_t params;      // weights written
+    int64_t bytes;       // size of model.safetensors
+    int tensors;
+} HfExportInfo;
+
+// Reads src (a checkpoint folder, verified against its manifest, or a plain HF folder) and
+// writes out_dir/model.safetensors (F32, or BF16 rounded to nearest even) and
+// out_dir/config.json, each atomically. out_dir is created; a model.safetensors already there
+// is refused. Returns 0, or -1 with a one-line err.
+int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err);
+#endif

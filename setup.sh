@@ -13,6 +13,7 @@ packages=(
   libcjson-dev                  # config.json, safetensors headers, --json output
   libssl-dev                    # sha256 of checkpoint files
   tmux                          # the console's end-to-end tests
+  clang                         # libFuzzer targets of the test suite (tests/fuzz)
   fortunes                      # real English text for the demo run (/usr/share/games/fortunes)
 )
 sudo=""
@@ -24,6 +25,15 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# libFuzzer's runtime: in libclang-rt-N-dev on Debian 12 and Ubuntu 24.04, inside clang's own
+# packages on older releases.
+fuzzer_rt=$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null || true)
+if [ ! -f "$fuzzer_rt" ]; then
+  v=$(clang -dumpversion | cut -d. -f1)
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "libclang-rt-$v-dev" ||
+    echo "setup: libFuzzer runtime not found (libclang-rt-$v-dev); the fuzz stage of tests/run-tests will fail"
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -7,6 +7,9 @@
 #include "console/cli.h"
 #include "console/cmd_train.h"
 #include "storage/db.h"
+#ifdef PPTRAIN_HAVE_CUDA
+#include "kernels/cuda/kernels_cuda.h"
+#endif
 
 typedef int (*OptionSetter)(RunOptions *ro, const char *flag, const char *value, Error *err);
 
@@ -123,6 +126,26 @@ static int set_trace(RunOptions *ro, const char *flag, const char *v, Error *err
     return set_path(ro->trace_path, sizeof ro->trace_path, flag, v, err);
 }
 
+// Only the CPU engine exists so far: kernels/cuda is built and tested on its own, but stages
+// do not run on GPUs yet. `--device cuda` says which of the two reasons stops it.
+static int set_device(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    (void)ro;
+    if (strcmp(v, "cpu") == 0) return 0;
+    if (strcmp(v, "cuda") != 0) {
+        error_set(err, "%s: '%s' is not cpu or cuda", flag, v);
+        return -1;
+    }
+#ifdef PPTRAIN_HAVE_CUDA
+    const char *why = cuda_unavailable_reason();
+    if (why) error_set(err, "%s cuda: %s", flag, why);
+    else error_set(err, "%s cuda: a GPU is visible, but pipeline stages do not run on GPUs yet (only the kernels do: "
+                        "build-*/tests/gpu/test_cuda_kernels)", flag);
+#else
+    error_set(err, "%s cuda: this pptrain was built without the CUDA toolkit", flag);
+#endif
+    return -1;
+}
+
 static int set_ckpt_dir(RunOptions *ro, const char *flag, const char *v, Error *err) {
     return set_path(ro->ckpt_dir, sizeof ro->ckpt_dir, flag, v, err);
 }
@@ -171,6 +194,7 @@ static const RunOption RUN_OPTIONS[] = {
     {"--transport", "local|mpi", "ranks as threads of this process, or one MPI rank each under mpirun (local)", set_transport},
     {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute},
     {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace},
+    {"--device", "cpu|cuda", "where stages run (cpu)", set_device},
     {"--ckpt-dir", "DIR", "write checkpoints (HF safetensors + optimizer + trainer state) under DIR", set_ckpt_dir},
     {"--ckpt-every", "N", "checkpoint every N steps as well as at the end and on a stop (0)", set_ckpt_every},
     {"--resume", "RUN|latest|DIR", "continue a run from its newest complete checkpoint (or a checkpoint folder)", set_resume},

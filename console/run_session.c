@@ -72,7 +72,11 @@ int run_session_prepare(RunSession *s, Error *err) {
     }
     if (ro->init_from[0]) {
         snprintf(s->source_dir, sizeof s->source_dir, "%s", ro->init_from);
-        if (!(s->source = ckpt_open(ro->init_from, false, true, err))) return -1;
+        Error why;
+        if (!(s->source = ckpt_open(ro->init_from, false, true, &why))) {
+            error_set(err, "--init-from: %s", why.msg);
+            return -1;
+        }
         const ModelConfig *m = ckpt_model(s->source);
         if (run_options_given(ro, "--model") && !same_model(&ro->rc.model, m)) {
             error_set(err, "--model %s differs from %s/config.json (leave --model out with --init-from)",

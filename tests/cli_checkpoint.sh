@@ -59,6 +59,22 @@ kill_and_resume() {
 }
 for k in 7 12 27; do kill_and_resume "$k"; done
 
+# SIGINT stops the run between steps with a final checkpoint at the step it stopped at,
+# and the resumed run continues bitwise.
+"$bin" "${args[@]}" --db int.db --ckpt-dir int --ckpt-every 1000 > int.txt 2>&1 &
+pid=$!
+for _ in $(seq 2000); do grep -q '^step *9/' int.txt 2>/dev/null && break; sleep 0.005; done
+kill -INT "$pid"
+wait "$pid"
+check "SIGINT: exit 0" [ $? -eq 0 ]
+check "SIGINT: run recorded as stopped" [ "$(sqlite3 int.db 'SELECT status FROM runs')" = stopped ]
+stopped_at=$(sqlite3 int.db 'SELECT max(step) FROM steps')
+check "SIGINT: a complete checkpoint at the step it stopped at ($stopped_at)" \
+  [ "$(sqlite3 int.db "SELECT step FROM checkpoints WHERE status = 'complete'")" = "$stopped_at" ]
+"$bin" train --resume latest --db int.db > int-resume.txt 2>&1
+losses int.db 2 > int.losses
+check "SIGINT: resumed losses bitwise equal to the uninterrupted run" same_losses ref.losses int.losses
+
 # Killed before its first checkpoint: nothing to resume, and the line says so.
 "$bin" "${args[@]}" --db early.db --ckpt-dir early --ckpt-every 1000 > early.txt 2>&1 &
 pid=$!

@@ -8,19 +8,7 @@
 #  - a full disk during a checkpoint fails the run with one line, marks the checkpoint failed,
 #    leaves no trainer_state.json, and the store passes PRAGMA integrity_check.
 # usage: cli_checkpoint.sh PPTRAIN SOURCE_DIR
-set -u
-bin=$1
-src=$2
-work=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-cd "$work"
-passed=0
-failed=0
-check() {   # check "what" command...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+source "$(dirname "$0")/lib_cli.sh" "$@"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
 args=(train --data "$src/tests/fixtures/text" --model tiny --steps 40 --batch 8 --seq 64 --microbatches 4
@@ -139,5 +127,4 @@ check "disk full: no trainer_state.json, no temporary files" \
   [ -z "$(find full -name 'trainer_state.json' -o -name '*.tmp')" ]
 check "disk full: integrity_check ok" [ "$(sqlite3 full.db 'PRAGMA integrity_check')" = ok ]
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

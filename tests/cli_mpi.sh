@@ -4,18 +4,7 @@
 # --dp 2, and a world of the wrong size ends every rank with one line and a non-zero exit.
 # Skipped (exit 0, says so) while `pptrain train` has no --transport flag.
 # usage: cli_mpi.sh PPTRAIN SOURCE_DIR
-set -u
-bin=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-check() {   # check "what" command...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+source "$(dirname "$0")/lib_cli.sh" "$@"
 
 if ! "$bin" train --help 2>&1 | grep -q -- '--transport'; then
   echo "skipped: pptrain train has no --transport flag yet"
@@ -53,8 +42,7 @@ check "wrong world size exits non-zero" [ $? -ne 0 ]
 check "every rank says why, once" [ "$(grep -c 'pptrain: mpirun started 3 ranks but --stages 2 x --dp 2 needs 4' \
   "$work/size.txt")" -eq 3 ]
 
-echo "$passed passed, $failed failed"
 if [ "$failed" -ne 0 ]; then
   for f in "$work"/*.txt; do echo "== $f"; cat "$f"; done
 fi
-[ "$failed" -eq 0 ]
+cli_finish

@@ -3,19 +3,7 @@
 # the same seed print bitwise the same losses (data order and init depend only on the
 # seed), and another seed changes them.
 # usage: cli_train_smoke.sh PPTRAIN SOURCE_DIR
-set -u
-bin=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-passed=0
-failed=0
-check() {   # check "what" command...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+source "$(dirname "$0")/lib_cli.sh" "$@"
 
 args=(train --data "$src/tests/fixtures/text" --model tiny --steps 40 --batch 8 --seq 64
       --lr 3e-3 --warmup 5 --microbatches 2)
@@ -53,5 +41,4 @@ check "stopped run recorded" sh -c "'$bin' history --db stop.db --json | grep -q
 "$bin" train --help > "$work/help.txt"
 check "--help exits 0 and lists --microbatches" grep -q -- '--microbatches M' "$work/help.txt"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

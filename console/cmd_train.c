@@ -2,11 +2,13 @@
 #include "console/cmd_train.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <signal.h>
 
 #include "console/cli.h"
+#include "console/cmd_console.h"
 #include "console/run_session.h"
 #include "engine/train_loop.h"
 #include "storage/trace.h"
@@ -147,12 +149,28 @@ static void print_end(void *ctx, const RunSummary *s) {
     }
 }
 
+// `pptrain train --tui ...` is `pptrain console --start ...`: the same run, watched live.
+static int train_in_console(int argc, char **argv) {
+    char **args = xcalloc((size_t)argc + 2, sizeof(char *));
+    int n = 0;
+    args[n++] = argv[0];
+    args[n++] = "console";
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--tui") != 0) args[n++] = argv[i];
+    args[n++] = "--start";
+    const int rc = cmd_console(n, args);
+    free(args);
+    return rc;
+}
+
 int cmd_train(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--tui") == 0) return train_in_console(argc, argv);
     RunOptions ro = run_options_defaults();
     Error err = {{0}};
     int rc_parse = run_options_parse(argc, argv, 2, &ro, &err);
     if (rc_parse == 1) {
-        printf("usage: pptrain train [run options]\n\n");
+        printf("usage: pptrain train [run options] [--tui]   (--tui: the same run in the live console)\n\n");
         run_options_usage(stdout);
         return 0;
     }

@@ -5,9 +5,11 @@
 
 #include "console/cmd_check.h"
 #include "console/cmd_export.h"
+#include "console/cmd_console.h"
 #include "console/cmd_history.h"
 #include "console/cmd_plan.h"
 #include "console/cmd_train.h"
+#include "console/cmd_watch.h"
 
 typedef struct {
     const char *name;
@@ -16,15 +18,18 @@ typedef struct {
 } Command;
 
 static const Command COMMANDS[] = {
+    {"console", cmd_console, "the curses console (also what pptrain alone opens)"},
     {"train", cmd_train, "a headless training run"},
     {"check", cmd_check, "one batch pipelined vs single-device: loss and gradient differences"},
     {"plan", cmd_plan, "simulate a schedule: timeline, bubble, peak activations"},
     {"history", cmd_history, "query the run store: list, show, compare, export"},
     {"export", cmd_export, "a checkpoint as a plain Hugging Face folder (model.safetensors, config.json)"},
+    {"watch", cmd_watch, "the live console, read-only, for a run another process is writing"},
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: pptrain COMMAND [options]   (pptrain COMMAND --help for its options)\n\n");
+    fprintf(out, "usage: pptrain [COMMAND] [options]   (pptrain COMMAND --help for its options;\n"
+                 "       pptrain alone opens the console)\n\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
 }
@@ -33,9 +38,12 @@ int main(int argc, char **argv) {
     // A file over the size limit (ulimit -f) fails its write with EFBIG and one error line,
     // instead of killing the process mid-checkpoint.
     signal(SIGXFSZ, SIG_IGN);
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    // No command, or options only: the console.
+    if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")))
+        return cmd_console(argc, argv);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc, argv);

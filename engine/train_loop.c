@@ -171,6 +171,12 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     const bool root = pipeline_is_root(p);
     const TrainHooks *root_hooks = root ? hooks : NULL;
     if (result == 0 && root_hooks && root_hooks->on_start) result = root_hooks->on_start(hooks->ctx, rc, po, &info, err);
+    // Only the root runs on_start (opens the store, ...): when it fails there, the other
+    // processes must not step into a run the root has left.
+    if (anyone(p, result != 0) && result == 0) {
+        error_set(err, "the run could not start on rank 0 (see its error line)");
+        result = -1;
+    }
     const Loop loop = {.rc = rc, .p = p, .ds = ds, .hooks = root_hooks, .ckpt = ckpt,
                        .mpi = po->transport == TRANSPORT_KIND_MPI};
     if (result == 0) result = run_steps(&loop, &pos, &sum, err);

@@ -1,0 +1,108 @@
+// `pptrain watch [--db FILE] [RUN]`: the live screen, read-only, for a run that another
+// process (e.g. `mpirun ... pptrain train`) is writing into the run store; refreshed from
+// SQLite once a second. Without RUN it shows the newest run and moves on to newer ones.
+#include "console/cmd_watch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "console/cli.h"
+#include "console/tui_app.h"
+#include "console/tui_term.h"
+#include "storage/db.h"
+
+typedef struct {
+    const char *db, *theme, *themes_dir, *run;
+    bool ascii, help;
+} WatchFlags;
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: pptrain watch [--db FILE] [--theme NAME|FILE] [--themes-dir DIR] [--ascii] [RUN]\n\n"
+                 "The live console, read-only, for a run another process is writing: refreshed from the\n"
+                 "run store once a second. RUN is a run id or 'latest' (default: the newest run, and the\n"
+                 "next one when a newer run starts). The timeline shows the schedule's plan: the store\n"
+                 "keeps steps and per-stage times, not every action.\n\n"
+                 "  --db FILE                  the run store (pptrain.db)\n"
+                 "  --theme NAME|FILE          dark, light, high-contrast, monochrome, or a .theme file\n"
+                 "  --themes-dir DIR           where theme names are found\n"
+                 "  --ascii                    no UTF-8 characters\n");
+}
+
+static int parse(int argc, char **argv, WatchFlags *f, Error *err) {
+    *f = (WatchFlags){.db = DB_DEFAULT_PATH};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char **value = !strcmp(a, "--db") ? &f->db : !strcmp(a, "--theme") ? &f->theme
+                             : !strcmp(a, "--themes-dir") ? &f->themes_dir : NULL;
+        if (value) {
+            if (!(*value = cli_value(argc, argv, &i, err))) return -1;
+        } else if (!strcmp(a, "--ascii")) f->ascii = true;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) f->help = true;
+        else if (a[0] == '-') {
+            error_set(err, "watch: unknown option '%s' (see pptrain watch --help)", a);
+            return -1;
+        } else if (f->run) {
+            error_set(err, "watch: one RUN at most ('%s' and '%s')", f->run, a);
+            return -1;
+        } else f->run = a;
+    }
+    return 0;
+}
+
+// The run asked for must exist now; the newest run may come later.
+static int check_run(const WatchFlags *f, int64_t *want, Error *err) {
+    *want = 0;
+    if (access(f->db, F_OK) != 0) {
+        error_set(err, "%s: no run store here (start a run, or pass --db FILE)", f->db);
+        return -1;
+    }
+    if (!f->run || !strcmp(f->run, "latest")) return 0;
+    long id;
+    if (cli_parse_int("RUN", f->run, 1, 1L << 62, &id, err)) return -1;
+    Db *db = db_open(f->db, false, err);
+    if (!db) return -1;
+    DbRunInfo r;
+    const int rc = db_run_get(db, id, &r, err);
+    if (rc == 0) db_run_info_clear(&r);
+    db_close(db);
+    *want = id;
+    return rc;
+}
+
+int cmd_watch(int argc, char **argv) {
+    WatchFlags f;
+    Error err = {{0}};
+    if (parse(argc, argv, &f, &err)) return cli_fail(&err);
+    if (f.help) {
+        usage(stdout);
+        return 0;
+    }
+    int64_t want;
+    if (check_run(&f, &want, &err)) return cli_fail(&err);
+    TuiTerm term;
+    if (tui_term_open(&term, f.ascii, false, &err)) return cli_fail(&err);
+    TuiApp *app = xcalloc(1, sizeof *app);
+    app->watch_mode = true;
+    app->utf8 = term.utf8;
+    app->no_color = term.no_color;
+    app->ema = true;
+    app->show_loss = true;
+    app->screen = TUI_SCREEN_LIVE;
+    snprintf(app->db_path, sizeof app->db_path, "%s", f.db);
+    snprintf(app->watcher.db_path, sizeof app->watcher.db_path, "%s", f.db);
+    app->watcher.want = want;
+    app->watcher.polled_at = -1e9;
+    app->view = xmalloc(sizeof *app->view);
+    tui_view_reset(app->view);
+    app->view->read_only = true;
+    app->view->n_ranks = 1;
+    tui_app_setup_themes(app, f.themes_dir, f.theme);
+    tui_app_loop(app);
+    tui_term_close(&term);
+    tui_watch_free(&app->watcher);
+    free(app->view);
+    free(app);
+    return 0;
+}

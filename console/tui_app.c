@@ -1,0 +1,362 @@
+// console/tui_app: the UI loop, key dispatch, mouse, help, quit, themes (see tui_app.h).
+#define NCURSES_WIDECHAR 1
+#include "console/tui_app.h"
+
+#include <curses.h>
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "console/tui_draw.h"
+#include "console/tui_term.h"
+
+#define FRAME_S 0.1      // at most 10 frames a second, for keys and mouse
+#define DATA_FRAME_S 0.2 // at most 5 for new steps: every frame is CPU time the stages could use
+#define UI_NICE 10       // the UI thread yields the cores to the stage threads (see tui_app_loop)
+#define STATUS_S 6.0     // how long a status message stays
+
+double tui_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(app->status, sizeof app->status, fmt, ap);
+    va_end(ap);
+    app->status_role = role;
+    app->status_until = tui_now() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
+}
+
+void tui_app_show(TuiApp *app, TuiScreen screen) {
+    if (app->watch_mode) return;
+    app->screen = screen;
+    if (screen == TUI_SCREEN_SETUP) tui_setup_enter(app);
+    if (screen == TUI_SCREEN_HISTORY) tui_history_refresh(app, true);
+}
+
+void tui_app_theme(TuiApp *app, int k) {
+    Theme t;
+    theme_default(&t);
+    if (k >= 0 && k < app->n_themes) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s.theme", app->themes_dir, app->theme_names[k]);
+        Error err;
+        if (theme_load(path, &t, &err)) {
+            theme_default(&t);
+            tui_app_status(app, THEME_ERROR, "%s (using the built-in dark theme)", err.msg);
+        } else {
+            tui_app_status(app, THEME_DIM, "theme %s", t.name);
+        }
+        app->theme_index = k;
+    }
+    if (app->no_color) theme_apply_no_color(&t);
+    tui_draw_setup(&t, app->utf8, app->no_color);
+    clearok(stdscr, TRUE);
+}
+
+void tui_app_start_run(TuiApp *app, const RunOptions *ro) {
+    Error err;
+    if (tui_runner_submit(app->runner, ro, &err)) {
+        tui_app_status(app, THEME_ERROR, "%s", err.msg);
+        return;
+    }
+    app->sel_rank = 0;
+    app->screen = TUI_SCREEN_LIVE;
+    app->setup.ro.resume[0] = '\0';   // a --resume given to the console applies to its first run
+    tui_app_status(app, THEME_TEXT, "%s started%s", ro->pipe.schedule, ro->resume[0] ? " (resuming)" : "");
+}
+
+// ---- shared keys --------------------------------------------------------------------------------------
+
+void tui_key_help(TuiApp *app) { app->help = true; }
+void tui_key_live(TuiApp *app) { tui_app_show(app, TUI_SCREEN_LIVE); }
+void tui_key_setup(TuiApp *app) { tui_app_show(app, TUI_SCREEN_SETUP); }
+void tui_key_history(TuiApp *app) { tui_app_show(app, TUI_SCREEN_HISTORY); }
+
+void tui_key_theme(TuiApp *app) {
+    if (app->n_themes == 0) {
+        tui_app_status(app, THEME_WARNING, "no themes found in %s", app->themes_dir);
+        return;
+    }
+    tui_app_theme(app, (app->theme_index + 1) % app->n_themes);
+}
+
+void tui_key_quit(TuiApp *app) {
+    if (!app->watch_mode && tui_runner_busy(app->runner)) app->confirm_quit = true;
+    else app->quit = true;
+}
+
+static void confirm_key(TuiApp *app, int key) {
+    app->confirm_quit = false;
+    if (key != 'y' && key != 'Y') return;
+    tui_live_request_stop(app->live);
+    app->quitting = true;
+    tui_app_status(app, THEME_WARNING, "stopping the run, then quitting");
+}
+
+// ---- bindings ---------------------------------------------------------------------------------------
+
+static const TuiBinding *bindings(const TuiApp *app, int *n) {
+    if (app->watch_mode) return *n = TUI_WATCH_NKEYS, TUI_WATCH_KEYS;
+    switch (app->screen) {
+    case TUI_SCREEN_SETUP: return *n = TUI_SETUP_NKEYS, TUI_SETUP_KEYS;
+    case TUI_SCREEN_HISTORY: return *n = TUI_HISTORY_NKEYS, TUI_HISTORY_KEYS;
+    default: return *n = TUI_LIVE_NKEYS, TUI_LIVE_KEYS;
+    }
+}
+
+// The key bar's items, and for each the binding it stands for.
+static int keybar_items(const TuiApp *app, KeyBarItem *items, const TuiBinding **which, int cap) {
+    int n, k = 0;
+    const TuiBinding *b = bindings(app, &n);
+    for (int i = 0; i < n && k < cap; i++) {
+        if (!b[i].bar_key) continue;
+        items[k] = (KeyBarItem){b[i].bar_key, b[i].label_fn ? b[i].label_fn(app) : b[i].bar_label};
+        which[k++] = &b[i];
+    }
+    return k;
+}
+
+static bool dispatch(TuiApp *app, int key) {
+    int n;
+    const TuiBinding *b = bindings(app, &n);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            if (b[i].keys[k] && b[i].keys[k] == key) {
+                b[i].fn(app);
+                return true;
+            }
+    return false;
+}
+
+static void mouse(TuiApp *app) {
+    MEVENT ev;
+    if (getmouse(&ev) != OK) return;
+    if (app->help || app->confirm_quit) {
+        app->help = false;
+        app->confirm_quit = false;
+        return;
+    }
+    int rows, cols;
+    getmaxyx(stdscr, rows, cols);
+    if (ev.y == rows - 1) {
+        KeyBarItem items[16];
+        const TuiBinding *which[16];
+        const int n = keybar_items(app, items, which, 16);
+        const Rect bar = {0, rows - 1, cols, 1};
+        const int hit = layout_keybar_hit(&bar, items, n, ev.x);
+        if (hit >= 0) which[hit]->fn(app);
+        return;
+    }
+    const bool twice = (ev.bstate & BUTTON1_DOUBLE_CLICKED) != 0;
+    if (app->screen == TUI_SCREEN_LIVE || app->watch_mode) tui_live_click(app, cols, rows, ev.x, ev.y);
+    else if (app->screen == TUI_SCREEN_SETUP) tui_setup_click(app, cols, rows, ev.x, ev.y);
+    else tui_history_click(app, cols, rows, ev.x, ev.y, twice);
+}
+
+static void handle_key(TuiApp *app, int key) {
+    if (key == TUI_FN(KEY_RESIZE)) return;
+    if (key == TUI_FN(KEY_MOUSE)) {
+        mouse(app);
+        return;
+    }
+    if (app->confirm_quit) {
+        confirm_key(app, key);
+        return;
+    }
+    if (app->help) {
+        app->help = false;
+        return;
+    }
+    if (key == TUI_CTRL('l')) {
+        clearok(stdscr, TRUE);
+        return;
+    }
+    if (!app->watch_mode && app->screen == TUI_SCREEN_SETUP && tui_setup_key(app, key)) return;
+    if (!app->watch_mode && app->screen == TUI_SCREEN_HISTORY && tui_history_key(app, key)) return;
+    if (key == '\t' && !app->watch_mode) {
+        tui_app_show(app, (TuiScreen)((app->screen + 1) % 3));
+        return;
+    }
+    dispatch(app, key);
+}
+
+// ---- drawing ----------------------------------------------------------------------------------------
+
+static void draw_help(TuiApp *app, int cols, int rows) {
+    int n;
+    const TuiBinding *b = bindings(app, &n);
+    const char *lines[64];
+    int k = 0;
+    for (int i = 0; i < n && k < 56; i++)
+        if (b[i].help) lines[k++] = b[i].help;
+    if (!app->watch_mode) lines[k++] = "Tab       next screen";
+    lines[k++] = "mouse     click the key bar, a rank, a form line or a run";
+    lines[k++] = "          (double-click a run marks it)";
+    lines[k++] = "";
+    lines[k++] = "any key closes this help";
+    tui_dialog(cols, rows, app->watch_mode ? "pptrain watch: keys" : "pptrain console: keys", lines, k);
+}
+
+static void draw(TuiApp *app) {
+    int rows, cols;
+    getmaxyx(stdscr, rows, cols);
+    tui_set_role(THEME_BACKGROUND);
+    erase();
+    if (app->watch_mode || app->screen == TUI_SCREEN_LIVE) tui_live_draw(app, cols, rows);
+    else if (app->screen == TUI_SCREEN_SETUP) tui_setup_draw(app, cols, rows);
+    else tui_history_draw(app, cols, rows);
+    Rect notice;
+    // Every screen has the same minimum: below it only the notice is drawn.
+    if (!layout_too_small(cols, rows, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, &notice)) {
+        KeyBarItem items[16];
+        const TuiBinding *which[16];
+        const int n = keybar_items(app, items, which, 16);
+        const Rect bar = {0, rows - 1, cols, 1};
+        tui_keybar(&bar, items, n);
+        if (app->help) draw_help(app, cols, rows);
+        if (app->confirm_quit) {
+            const char *lines[] = {"A run is live. Stop it (writing a checkpoint) and quit?", "",
+                                   "y: stop and quit     any other key: keep running"};
+            tui_dialog(cols, rows, "quit", lines, 3);
+        }
+    }
+    refresh();
+}
+
+// The UI thread runs niced: on a machine whose cores the stage threads fill, the scheduler
+// then gives them the CPU first and the console what is left (Linux nice is per thread; the
+// training thread, started before, keeps its priority, and so do the stage threads it starts).
+static void yield_to_training(void) { setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), UI_NICE); }
+
+void tui_app_loop(TuiApp *app) {
+    double last_draw = -1.0, last_history = 0.0;
+    bool input_dirty = true, data_dirty = false, status_shown = false;
+    yield_to_training();
+    while (!app->quit) {
+        if (app->watch_mode) data_dirty |= tui_watch_poll(app);
+        else if (tui_live_snapshot(app->live, app->view)) data_dirty = true;
+        if (!app->watch_mode && app->screen == TUI_SCREEN_HISTORY) {
+            tui_history_refresh(app, false);
+            if (app->history.loaded_at != last_history) last_history = app->history.loaded_at, data_dirty = true;
+        }
+        if (app->quitting && !tui_runner_busy(app->runner)) break;
+        const double now = tui_now();
+        const bool status_now = app->status[0] && now < app->status_until;
+        if (status_now != status_shown) status_shown = status_now, input_dirty = true;
+        // Keys redraw within a tenth of a second, new steps within a fifth.
+        const double due = input_dirty ? last_draw + FRAME_S : data_dirty ? last_draw + DATA_FRAME_S : now + FRAME_S;
+        if ((input_dirty || data_dirty) && now >= due) {
+            draw(app);
+            last_draw = now;
+            input_dirty = data_dirty = false;
+        }
+        const double wait = input_dirty || data_dirty ? due - now : FRAME_S;
+        timeout(wait > 0.001 ? (int)(wait * 1000) : 1);
+        wint_t wch;
+        const int rc = get_wch(&wch);
+        if (tui_term_interrupted()) {
+            if (app->confirm_quit) app->quit = true;   // a second Ctrl-C: no more questions
+            else tui_key_quit(app);
+            input_dirty = true;
+            continue;
+        }
+        if (rc == ERR) continue;
+        handle_key(app, rc == KEY_CODE_YES ? TUI_FN((int)wch) : (int)wch);
+        input_dirty = true;
+    }
+}
+
+// ---- themes -------------------------------------------------------------------------------------------
+
+static int cmp_theme_names(const void *a, const void *b) {
+    const bool dark_a = !strcmp(a, "dark"), dark_b = !strcmp(b, "dark");   // dark first
+    if (dark_a != dark_b) return dark_a ? -1 : 1;
+    return strcmp(a, b);
+}
+
+// The themes folder: --themes-dir, else $PPTRAIN_THEMES, else ./themes, else beside the
+// executable (build/../themes, as in a source checkout), else /usr/share/pptrain/themes.
+static void find_themes_dir(TuiApp *app, const char *given) {
+    char exe[2048], cand[2100];
+    const char *env = getenv("PPTRAIN_THEMES");
+    if (given && given[0]) {
+        snprintf(app->themes_dir, sizeof app->themes_dir, "%s", given);
+        return;
+    }
+    if (env && env[0]) {
+        snprintf(app->themes_dir, sizeof app->themes_dir, "%s", env);
+        return;
+    }
+    snprintf(app->themes_dir, sizeof app->themes_dir, "themes");
+    DIR *d = opendir("themes");
+    if (d) {
+        closedir(d);
+        return;
+    }
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        const char *const tries[] = {"%s/../themes", "%s/themes", "%s/../share/pptrain/themes"};
+        for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+            snprintf(cand, sizeof cand, tries[i], exe);
+            if ((d = opendir(cand))) {
+                closedir(d);
+                snprintf(app->themes_dir, sizeof app->themes_dir, "%s", cand);
+                return;
+            }
+        }
+    }
+    snprintf(app->themes_dir, sizeof app->themes_dir, "/usr/share/pptrain/themes");
+}
+
+static void list_themes(TuiApp *app) {
+    app->n_themes = 0;
+    DIR *d = opendir(app->themes_dir);
+    for (struct dirent *e; d && (e = readdir(d)) && app->n_themes < 16;) {
+        const size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len <= 6 || len - 6 >= sizeof app->theme_names[0] ||
+            strcmp(e->d_name + len - 6, ".theme") != 0)
+            continue;
+        snprintf(app->theme_names[app->n_themes], sizeof app->theme_names[0], "%.*s", (int)(len - 6), e->d_name);
+        app->n_themes++;
+    }
+    if (d) closedir(d);
+    qsort(app->theme_names, (size_t)app->n_themes, sizeof app->theme_names[0], cmp_theme_names);
+}
+
+void tui_app_setup_themes(TuiApp *app, const char *themes_dir, const char *theme) {
+    find_themes_dir(app, themes_dir);
+    list_themes(app);
+    app->theme_index = -1;
+    if (!theme || !theme[0]) {
+        for (int k = 0; k < app->n_themes; k++)
+            if (!strcmp(app->theme_names[k], "dark")) app->theme_index = k;
+        tui_app_theme(app, -1);   // the built-in dark: the same as themes/dark.theme
+        app->status[0] = '\0';
+        return;
+    }
+    char path[4096];
+    Error err;
+    Theme t;
+    if (theme_find(theme, app->themes_dir, path, sizeof path, &err) || theme_load(path, &t, &err)) {
+        tui_app_theme(app, -1);
+        tui_app_status(app, THEME_ERROR, "%s (using the built-in dark theme)", err.msg);
+        return;
+    }
+    for (int k = 0; k < app->n_themes; k++)
+        if (!strcmp(app->theme_names[k], t.name)) app->theme_index = k;
+    if (app->no_color) theme_apply_no_color(&t);
+    tui_draw_setup(&t, app->utf8, app->no_color);
+}

@@ -1,0 +1,188 @@
+// console/tui_app: the console's state and its UI loop. One thread (the caller's) owns
+// curses: it reads keys and mouse with a timeout and redraws at most 10 times a second from
+// the latest snapshot of the run (console/tui_snapshot), which the training thread
+// (console/tui_runner) publishes without ever waiting for it.
+//
+// Screens: live (tui_live.c), setup (tui_setup.c), history (tui_history.c); `pptrain watch`
+// is the live screen alone, read-only, fed from the run store (tui_watch.c). Each screen
+// has one table of key bindings (htop style): the key bar, the help text and mouse clicks
+// on the key bar all come from it.
+#ifndef PPTRAIN_TUI_APP_H
+#define PPTRAIN_TUI_APP_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "console/cmd_train.h"
+#include "console/layout.h"
+#include "console/theme.h"
+#include "console/tui_plan.h"
+#include "console/tui_runner.h"
+#include "console/tui_snapshot.h"
+#include "storage/db.h"
+
+typedef enum { TUI_SCREEN_LIVE, TUI_SCREEN_SETUP, TUI_SCREEN_HISTORY } TuiScreen;
+
+// Keys: printable characters as their code point, curses KEY_* codes negated (TUI_FN).
+#define TUI_FN(k) (-(k))
+#define TUI_CTRL(c) ((c) & 0x1f)
+
+typedef struct TuiApp TuiApp;
+
+typedef struct {
+    int keys[3];              // up to three keys (0: none)
+    const char *bar_key;      // key-bar item ("F5"); NULL: not on the bar
+    const char *bar_label;
+    const char *help;         // the help screen's line
+    void (*fn)(TuiApp *app);
+    const char *(*label_fn)(const TuiApp *app);  // a label that changes with the state, or NULL
+} TuiBinding;
+
+// ---- setup ------------------------------------------------------------------------------------
+#define TUI_MAX_SCHEDULES 64
+typedef enum {
+    TUI_FIELD_STAGES, TUI_FIELD_VIRTUAL, TUI_FIELD_DP, TUI_FIELD_MICRO, TUI_FIELD_BATCH, TUI_FIELD_SEQ,
+    TUI_FIELD_MODEL, TUI_FIELD_STEPS, TUI_FIELD_LR, TUI_FIELD_WARMUP, TUI_FIELD_DATA, TUI_FIELD_COUNT
+} TuiField;
+
+typedef struct {
+    char names[TUI_MAX_SCHEDULES][256];   // built-in schedules, then *.csv in the working directory
+    int n_names;
+    int chosen;                           // the selected schedule
+    RunOptions ro;                        // the form's values (the next run's options)
+    int cursor;                           // form line: schedules first, then fields
+    int scroll;
+    bool editing;
+    char edit[512];
+    bool dirty;                           // plan and validation need redoing
+    TuiPlan plan;
+    bool plan_ok;
+    char problem[512];                    // why the run cannot start ("" when it can)
+} TuiSetup;
+
+// ---- history ---------------------------------------------------------------------------------
+#define TUI_MAX_MARKED 6
+typedef struct {
+    int64_t id;
+    float *loss;
+    int n;
+    bool running;
+    int64_t peak_bytes;
+} TuiRunCurve;
+
+typedef struct {
+    Db *db;
+    char error[512];
+    double loaded_at;
+    DbRunInfo *runs;
+    int n_runs;
+    int *shown;                           // indices into runs after filter and sort
+    int n_shown;
+    int sel, scroll;
+    int sort;                             // column index of TUI_HISTORY_SORTS
+    bool sort_desc;                       // newest first until the user sorts
+    char filter[128];
+    bool filter_open;
+    int64_t marked[TUI_MAX_MARKED];
+    int n_marked;
+    int64_t detail_id;                    // the detail pane's run
+    DbStageSummary *stages;
+    int n_stages;
+    DbCheckpointInfo *cks;
+    int n_cks;
+    int ck_sel;
+    TuiRunCurve curves[TUI_MAX_MARKED + 1];
+    int n_curves;
+} TuiHistory;
+
+// ---- watch -------------------------------------------------------------------------------------
+typedef struct {
+    char db_path[4096];
+    int64_t want;                         // the RUN argument; 0: the newest run, following new ones
+    Db *db;
+    int64_t run;
+    int last_step;
+    double polled_at;
+    double ms_sum;                        // step times seen, for the pace
+} TuiWatch;
+
+struct TuiApp {
+    bool watch_mode;                      // `pptrain watch`: live screen only, read-only
+    bool mpi;
+    int world;                            // MPI world size (1 under local)
+    char db_path[4096];
+    char themes_dir[4096];
+    char theme_names[16][64];
+    int n_themes, theme_index;
+    bool utf8, no_color;
+
+    TuiScreen screen;
+    bool help, confirm_quit, quitting, quit;
+    char status[512];
+    ThemeRole status_role;
+    double status_until;
+
+    TuiLive *live;                        // NULL in watch mode
+    TuiRunner *runner;
+    TuiView *view;                        // the UI's copy of the latest snapshot
+    bool ema, show_loss;
+    int sel_rank;
+
+    TuiSetup setup;
+    TuiHistory history;
+    TuiWatch watcher;
+};
+
+// The UI loop; returns when the user quits (a live run stopped first). curses is set up.
+void tui_app_loop(TuiApp *app);
+// A message in the header for a few seconds (THEME_TEXT, THEME_WARNING or THEME_ERROR).
+void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tui_app_show(TuiApp *app, TuiScreen screen);
+// Loads theme k of app->theme_names (or the built-in dark on error, with the error shown).
+void tui_app_theme(TuiApp *app, int k);
+// Finds the themes folder (--themes-dir, $PPTRAIN_THEMES, ./themes, beside the executable)
+// and loads `theme` (a name or a path; NULL: the built-in dark). A theme that fails to load
+// leaves the built-in dark in use and its error (file and line) in the status.
+void tui_app_setup_themes(TuiApp *app, const char *themes_dir, const char *theme);
+// Submits options as the next run and switches to the live screen; errors go to the status.
+void tui_app_start_run(TuiApp *app, const RunOptions *ro);
+double tui_now(void);
+
+// Shared key-table entries: help, screens, theme, quit.
+void tui_key_help(TuiApp *app);
+void tui_key_quit(TuiApp *app);
+void tui_key_theme(TuiApp *app);
+void tui_key_live(TuiApp *app);
+void tui_key_setup(TuiApp *app);
+void tui_key_history(TuiApp *app);
+
+// ---- screens (each: bindings, draw, extra keys, clicks) ---------------------------------------
+extern const TuiBinding TUI_LIVE_KEYS[];
+extern const int TUI_LIVE_NKEYS;
+extern const TuiBinding TUI_WATCH_KEYS[];
+extern const int TUI_WATCH_NKEYS;
+void tui_live_draw(TuiApp *app, int cols, int rows);
+void tui_live_click(TuiApp *app, int cols, int rows, int x, int y);
+
+extern const TuiBinding TUI_SETUP_KEYS[];
+extern const int TUI_SETUP_NKEYS;
+void tui_setup_init(TuiSetup *s, const RunOptions *ro);
+void tui_setup_free(TuiSetup *s);
+void tui_setup_enter(TuiApp *app);        // rescans the working directory's CSV files
+void tui_setup_draw(TuiApp *app, int cols, int rows);
+bool tui_setup_key(TuiApp *app, int key); // editing and field keys, before the table
+void tui_setup_click(TuiApp *app, int cols, int rows, int x, int y);
+// The form's options, validated; -1 with err when they cannot run.
+int tui_setup_options(TuiApp *app, RunOptions *ro, Error *err);
+
+extern const TuiBinding TUI_HISTORY_KEYS[];
+extern const int TUI_HISTORY_NKEYS;
+void tui_history_free(TuiHistory *h);
+void tui_history_refresh(TuiApp *app, bool force);
+void tui_history_draw(TuiApp *app, int cols, int rows);
+bool tui_history_key(TuiApp *app, int key);
+void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice);
+
+// Watch: polls the store once a second into app->view. Returns true when the view changed.
+bool tui_watch_poll(TuiApp *app);
+void tui_watch_free(TuiWatch *w);
+#endif

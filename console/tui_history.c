@@ -1,0 +1,562 @@
+// console/tui_history: the history screen. The run store's runs as a sortable, filterable
+// table; beside it the selected run (configuration, results, checkpoints, loss curve), or,
+// with two or more runs marked, their loss curves overlaid and their measured bubble,
+// tokens/s and peak activation memory side by side. A run resumes from its newest checkpoint
+// or from the one picked in the detail pane.
+#define NCURSES_WIDECHAR 1
+#include <curses.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "console/tui_app.h"
+#include "console/tui_draw.h"
+#include "engine/run_json.h"
+
+static int min_i(int a, int b) { return a < b ? a : b; }
+static int max_i(int a, int b) { return a > b ? a : b; }
+
+#define HISTORY_REFRESH_S 2.0
+
+static const char *const SORT_NAMES[] = {"id", "schedule", "status", "loss", "tok/s", "bubble"};
+enum { N_SORTS = sizeof SORT_NAMES / sizeof SORT_NAMES[0] };
+
+static const char *shown_status(const DbRunInfo *r) { return r->crashed ? "crashed" : r->status ? r->status : "?"; }
+
+// ---- loading ---------------------------------------------------------------------------------------
+
+static void free_curves(TuiHistory *h) {
+    for (int i = 0; i < h->n_curves; i++) free(h->curves[i].loss);
+    h->n_curves = 0;
+}
+
+static void free_detail(TuiHistory *h) {
+    free(h->stages);
+    db_checkpoints_free(h->cks, h->n_cks);
+    h->stages = NULL;
+    h->cks = NULL;
+    h->n_stages = h->n_cks = 0;
+    h->detail_id = 0;
+}
+
+void tui_history_free(TuiHistory *h) {
+    free_curves(h);
+    free_detail(h);
+    db_runs_free(h->runs, h->n_runs);
+    free(h->shown);
+    h->runs = NULL;
+    h->shown = NULL;
+    h->n_runs = h->n_shown = 0;
+    if (h->db) db_close(h->db);
+    h->db = NULL;
+}
+
+static const DbRunInfo *find_run(const TuiHistory *h, int64_t id) {
+    for (int i = 0; i < h->n_runs; i++)
+        if (h->runs[i].id == id) return &h->runs[i];
+    return NULL;
+}
+
+static const DbRunInfo *selected(const TuiHistory *h) {
+    return h->sel >= 0 && h->sel < h->n_shown ? &h->runs[h->shown[h->sel]] : NULL;
+}
+
+static double sort_key(const DbRunInfo *r, int sort) {
+    switch (sort) {
+    case 3: return r->last_loss;
+    case 4: return r->median_tokens_per_s;
+    case 5: return r->mean_bubble;
+    default: return (double)r->id;
+    }
+}
+
+static const TuiHistory *sorting;   // qsort has no context argument; UI thread only
+
+static int cmp_runs(const void *pa, const void *pb) {
+    const DbRunInfo *a = &sorting->runs[*(const int *)pa], *b = &sorting->runs[*(const int *)pb];
+    int c = 0;
+    if (sorting->sort == 1) c = strcmp(a->schedule ? a->schedule : "", b->schedule ? b->schedule : "");
+    else if (sorting->sort == 2) c = strcmp(shown_status(a), shown_status(b));
+    else {
+        const double x = sort_key(a, sorting->sort), y = sort_key(b, sorting->sort);
+        // NaN (no steps) sorts last either way.
+        c = isnan(x) ? (isnan(y) ? 0 : 1) : isnan(y) ? -1 : (x > y) - (x < y);
+        if (isnan(x) != isnan(y)) return c;
+    }
+    if (c == 0) c = (a->id > b->id) - (a->id < b->id);
+    return sorting->sort_desc ? -c : c;
+}
+
+static bool matches(const DbRunInfo *r, const char *filter) {
+    char id[32];
+    snprintf(id, sizeof id, "%lld", (long long)r->id);
+    return tui_contains_ci(id, filter) || tui_contains_ci(r->schedule, filter) ||
+           tui_contains_ci(shown_status(r), filter) || tui_contains_ci(r->model, filter) ||
+           tui_contains_ci(r->transport, filter);
+}
+
+static void apply_view(TuiHistory *h) {
+    const int64_t keep = selected(h) ? selected(h)->id : 0;
+    free(h->shown);
+    h->shown = xmalloc(sizeof(int) * (size_t)(h->n_runs + 1));
+    h->n_shown = 0;
+    for (int i = 0; i < h->n_runs; i++)
+        if (matches(&h->runs[i], h->filter)) h->shown[h->n_shown++] = i;
+    sorting = h;
+    qsort(h->shown, (size_t)h->n_shown, sizeof(int), cmp_runs);
+    sorting = NULL;
+    for (int i = 0; i < h->n_shown; i++)
+        if (h->runs[h->shown[i]].id == keep) h->sel = i;
+    h->sel = max_i(0, min_i(h->sel, h->n_shown - 1));
+}
+
+// Mean loss per bucket of `step_max / m` steps: every curve gets the same x axis.
+static float *resample(const DbStep *steps, int n, int step_max, int m) {
+    float *out = xmalloc(sizeof(float) * (size_t)m);
+    double *sum = xcalloc((size_t)m, sizeof(double));
+    int *cnt = xcalloc((size_t)m, sizeof(int));
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(steps[i].loss) || steps[i].step < 1) continue;
+        const int b = min_i(m - 1, (int)((double)(steps[i].step - 1) * m / step_max));
+        sum[b] += steps[i].loss;
+        cnt[b]++;
+    }
+    for (int j = 0; j < m; j++) out[j] = cnt[j] ? (float)(sum[j] / cnt[j]) : NAN;
+    free(sum);
+    free(cnt);
+    return out;
+}
+
+#define CURVE_POINTS 512
+
+// The curves of the marked runs (or of the selected run alone), on a common step axis.
+static void load_curves(TuiHistory *h) {
+    free_curves(h);
+    int64_t ids[TUI_MAX_MARKED + 1];
+    int n = 0;
+    if (h->n_marked >= 2) for (int i = 0; i < h->n_marked; i++) ids[n++] = h->marked[i];
+    else if (selected(h)) ids[n++] = selected(h)->id;
+    int step_max = 1;
+    DbStep *steps[TUI_MAX_MARKED + 1] = {NULL};
+    int counts[TUI_MAX_MARKED + 1] = {0};
+    Error err;
+    for (int i = 0; i < n; i++) {
+        if (db_steps_read(h->db, ids[i], 0, &steps[i], &counts[i], &err)) counts[i] = 0, steps[i] = NULL;
+        if (counts[i]) step_max = max_i(step_max, steps[i][counts[i] - 1].step);
+    }
+    for (int i = 0; i < n; i++) {
+        TuiRunCurve *c = &h->curves[h->n_curves++];
+        const DbRunInfo *r = find_run(h, ids[i]);
+        c->id = ids[i];
+        c->running = r && r->status && strcmp(r->status, "running") == 0 && !r->crashed;
+        c->n = min_i(CURVE_POINTS, step_max);
+        c->loss = resample(steps[i], counts[i], step_max, c->n);
+        c->peak_bytes = -1;
+        DbStageSummary *st = NULL;
+        int n_st = 0;
+        if (db_stage_summary(h->db, ids[i], &st, &n_st, &err) == 0)
+            for (int k = 0; k < n_st; k++)
+                if (st[k].peak_act_bytes > c->peak_bytes) c->peak_bytes = st[k].peak_act_bytes;
+        free(st);
+        free(steps[i]);
+    }
+}
+
+static void load_detail(TuiHistory *h, int64_t id) {
+    free_detail(h);
+    Error err;
+    h->detail_id = id;
+    if (db_stage_summary(h->db, id, &h->stages, &h->n_stages, &err)) h->stages = NULL, h->n_stages = 0;
+    if (db_checkpoints_read(h->db, id, &h->cks, &h->n_cks, &err)) h->cks = NULL, h->n_cks = 0;
+    h->ck_sel = max_i(0, h->n_cks - 1);
+}
+
+// Reloads the detail and curves when the selection, the marks or a running run changed.
+static void sync_panes(TuiHistory *h, bool force) {
+    const DbRunInfo *r = selected(h);
+    const bool running = r && r->status && strcmp(r->status, "running") == 0;
+    if (!r) {
+        free_detail(h);
+        free_curves(h);
+        return;
+    }
+    if (force || running || h->detail_id != r->id) {
+        const int keep = h->ck_sel;
+        const bool same = h->detail_id == r->id;
+        load_detail(h, r->id);
+        if (same) h->ck_sel = min_i(keep, max_i(0, h->n_cks - 1));
+    }
+    bool stale = force || h->n_curves == 0;
+    const int want = h->n_marked >= 2 ? h->n_marked : 1;
+    if (h->n_curves != want) stale = true;
+    for (int i = 0; i < h->n_curves && !stale; i++)
+        stale = h->curves[i].running || (h->n_marked >= 2 ? h->curves[i].id != h->marked[i] : h->curves[i].id != r->id);
+    if (stale) load_curves(h);
+}
+
+void tui_history_refresh(TuiApp *app, bool force) {
+    TuiHistory *h = &app->history;
+    const double now = tui_now();
+    if (!force && now - h->loaded_at < HISTORY_REFRESH_S) return;
+    h->loaded_at = now;
+    Error err;
+    if (!h->db && !(h->db = db_open(app->db_path, false, &err))) {
+        snprintf(h->error, sizeof h->error, "no runs yet (%.480s)", err.msg);
+        return;
+    }
+    h->error[0] = '\0';
+    const int64_t keep = selected(h) ? selected(h)->id : 0;
+    DbRunInfo *runs = NULL;
+    int n = 0;
+    const DbRunFilter all = {0};
+    if (db_runs_list(h->db, &all, &runs, &n, &err)) {
+        snprintf(h->error, sizeof h->error, "%s", err.msg);
+        return;
+    }
+    db_runs_free(h->runs, h->n_runs);
+    h->runs = runs;
+    h->n_runs = n;
+    apply_view(h);
+    for (int i = 0; i < h->n_shown; i++)
+        if (h->runs[h->shown[i]].id == keep) h->sel = i;
+    sync_panes(h, force);
+}
+
+// ---- drawing: the table ------------------------------------------------------------------------------
+
+typedef struct {
+    const char *head;
+    int w;          // columns, the first one included
+    int drop;       // dropped first when narrow: higher first; 0 never
+} Column;
+
+enum { C_MARK, C_ID, C_STARTED, C_STATUS, C_SCHED, C_SHAPE, C_STEPS, C_LOSS, C_TOKS, C_BUBBLE, N_COLS };
+static const Column TABLE_COLS[N_COLS] = {
+    {"", 2, 0}, {"id", 5, 0}, {"started", 12, 1}, {"status", 9, 0}, {"schedule", 14, 0},
+    {"PxVxD M", 10, 2}, {"steps", 10, 0}, {"loss", 7, 0}, {"tok/s", 7, 3}, {"bubble", 7, 4}};
+
+static void visible_columns(int width, bool *on) {
+    int total = 0;
+    for (int c = 0; c < N_COLS; c++) on[c] = true, total += TABLE_COLS[c].w;
+    for (int level = 1; level <= 4 && total > width; level++)
+        for (int c = 0; c < N_COLS; c++)
+            if (TABLE_COLS[c].drop == level) on[c] = false, total -= TABLE_COLS[c].w;
+}
+
+static bool is_marked(const TuiHistory *h, int64_t id) {
+    for (int i = 0; i < h->n_marked; i++)
+        if (h->marked[i] == id) return true;
+    return false;
+}
+
+static void cell_text(const TuiHistory *h, const DbRunInfo *r, int c, char *buf, size_t size) {
+    switch (c) {
+    case C_MARK: snprintf(buf, size, "%s", is_marked(h, r->id) ? "*" : ""); break;
+    case C_ID: snprintf(buf, size, "%lld", (long long)r->id); break;
+    case C_STARTED:   // "2026-11-21T20:35:01.123Z" -> "11-21T20:35" (the T becomes a blank below)
+        snprintf(buf, size, "%.11s", r->started_at && strlen(r->started_at) > 16 ? r->started_at + 5 : "-");
+        break;
+    case C_STATUS: snprintf(buf, size, "%s", shown_status(r)); break;
+    case C_SCHED: snprintf(buf, size, "%s", r->schedule ? r->schedule : "-"); break;
+    case C_SHAPE: snprintf(buf, size, "%dx%dx%d M%d", r->stages, r->virtual_stages, r->dp, r->microbatches); break;
+    case C_STEPS: snprintf(buf, size, "%d/%d", r->last_step, r->steps_planned); break;
+    case C_LOSS: snprintf(buf, size, isnan(r->last_loss) ? "-" : "%.4f", r->last_loss); break;
+    case C_TOKS: tui_fmt_count(r->median_tokens_per_s, buf, size); break;
+    case C_BUBBLE: snprintf(buf, size, isnan(r->mean_bubble) ? "-" : "%.1f%%", 100 * r->mean_bubble); break;
+    default: buf[0] = '\0';
+    }
+    if (c == C_STARTED && buf[0] != '-' && strlen(buf) > 5) buf[5] = ' ';   // "11-21T20:35" -> "11-21 20:35"
+}
+
+static void draw_table(TuiApp *app, const HistoryLayout *L) {
+    TuiHistory *h = &app->history;
+    char title[256];
+    snprintf(title, sizeof title, "runs  %d of %d  sorted by %s %s%s%s", h->n_shown, h->n_runs, SORT_NAMES[h->sort],
+             h->sort_desc ? "desc" : "asc", h->filter[0] ? "  filter: " : "", h->filter);
+    tui_panel(L->table, title, THEME_TITLE);
+    const Rect in = layout_inner(L->table);
+    bool on[N_COLS];
+    visible_columns(in.w, on);
+    int x = in.x;
+    for (int c = 0; c < N_COLS; c++)
+        if (on[c])
+            x += tui_textf(in.y, x, min_i(TABLE_COLS[c].w, in.x + in.w - x), THEME_DIM, "%-*s", TABLE_COLS[c].w,
+                           TABLE_COLS[c].head);
+    if (h->error[0] && h->n_runs == 0) {
+        tui_text(in.y + 1, in.x + 1, in.w - 1, THEME_DIM, h->error);
+        return;
+    }
+    if (h->sel < h->scroll) h->scroll = h->sel;
+    if (h->sel >= h->scroll + L->table_rows) h->scroll = h->sel - L->table_rows + 1;
+    h->scroll = max_i(0, min_i(h->scroll, h->n_shown - L->table_rows));
+    for (int k = 0; k < L->table_rows && h->scroll + k < h->n_shown; k++) {
+        const int i = h->scroll + k, y = in.y + 1 + k;
+        const DbRunInfo *r = &h->runs[h->shown[i]];
+        const bool sel = i == h->sel;
+        if (sel) tui_fill((Rect){in.x, y, in.w, 1}, THEME_SELECTED);
+        x = in.x;
+        for (int c = 0; c < N_COLS; c++) {
+            if (!on[c]) continue;
+            char cell[64];
+            cell_text(h, r, c, cell, sizeof cell);
+            ThemeRole role = sel ? THEME_SELECTED : THEME_TEXT;
+            const bool failed = r->crashed || (r->status && !strcmp(r->status, "failed"));
+            const bool running = !r->crashed && r->status && !strcmp(r->status, "running");
+            if (!sel && c == C_STATUS && (failed || running)) role = failed ? THEME_ERROR : THEME_TITLE;
+            const int w = min_i(TABLE_COLS[c].w, in.x + in.w - x);
+            tui_textf(y, x, w, role, "%-*.*s", w - 1 > 0 ? w - 1 : 0, w - 1 > 0 ? w - 1 : 0, cell);
+            x += w;
+        }
+    }
+}
+
+// ---- drawing: detail and compare ------------------------------------------------------------------
+
+static const ThemeRole CURVE_ROLES[TUI_MAX_MARKED + 1] = {THEME_LOSS, THEME_LOSS_COMPARE, THEME_LOSS_EMA,
+                                                           THEME_BAR_BUSY, THEME_BAR_COMM, THEME_TITLE, THEME_TEXT};
+static const char CURVE_MARKS[TUI_MAX_MARKED + 1] = {'*', '+', 'o', 'x', '#', '@', '%'};
+
+static void draw_curves(const TuiHistory *h, Rect area) {
+    if (area.h < 2 || area.w < 12 || h->n_curves == 0) return;
+    float lo = 0, hi = 0;
+    bool any = false;
+    for (int i = 0; i < h->n_curves; i++) {
+        float a, b;
+        if (!tui_series_range(h->curves[i].loss, h->curves[i].n, &a, &b)) continue;
+        lo = any ? fminf(lo, a) : a, hi = any ? fmaxf(hi, b) : b, any = true;
+    }
+    if (!any) {
+        tui_text(area.y, area.x, area.w, THEME_DIM, "no steps recorded");
+        return;
+    }
+    TuiPlotSeries s[TUI_MAX_MARKED + 1];
+    for (int i = 0; i < h->n_curves; i++)
+        s[i] = (TuiPlotSeries){h->curves[i].loss, h->curves[i].n, CURVE_ROLES[i], CURVE_MARKS[i]};
+    tui_textf(area.y, area.x, 7, THEME_DIM, "%6.3f", hi);
+    tui_textf(area.y + area.h - 1, area.x, 7, THEME_DIM, "%6.3f", lo);
+    tui_plot((Rect){area.x + 7, area.y, area.w - 7, area.h}, s, h->n_curves, lo, hi);
+}
+
+static void draw_compare(TuiApp *app, const HistoryLayout *L) {
+    TuiHistory *h = &app->history;
+    tui_panel(L->detail, "compare  (space marks or unmarks)", THEME_TITLE);
+    const Rect in = layout_inner(L->detail);
+    int y = in.y;
+    tui_textf(y++, in.x, in.w, THEME_DIM, "  %-5s%-12s%8s%7s%9s%8s", "run", "schedule", "bubble", "tok/s", "peak act",
+              "loss");
+    for (int i = 0; i < h->n_curves && y < in.y + in.h; i++) {
+        const TuiRunCurve *c = &h->curves[i];
+        const DbRunInfo *r = find_run(h, c->id);
+        char toks[16], peak[16], bubble[16] = "-", loss[16] = "-";
+        tui_fmt_count(r ? r->median_tokens_per_s : NAN, toks, sizeof toks);
+        tui_fmt_bytes(c->peak_bytes >= 0 ? (double)c->peak_bytes : NAN, peak, sizeof peak);
+        if (r && !isnan(r->mean_bubble)) snprintf(bubble, sizeof bubble, "%.1f%%", 100 * r->mean_bubble);
+        if (r && !isnan(r->last_loss)) snprintf(loss, sizeof loss, "%.4f", r->last_loss);
+        tui_textf(y, in.x, 2, CURVE_ROLES[i], "%c ", CURVE_MARKS[i]);
+        tui_textf(y++, in.x + 2, in.w - 2, CURVE_ROLES[i], "%-5lld%-12.11s%8s%7s%9s%8s", (long long)c->id,
+                  r && r->schedule ? r->schedule : "-", bubble, toks, peak, loss);
+    }
+    draw_curves(h, (Rect){in.x, y, in.w, in.y + in.h - y});
+}
+
+static void draw_detail(TuiApp *app, const HistoryLayout *L) {
+    TuiHistory *h = &app->history;
+    const DbRunInfo *r = selected(h);
+    char title[64];
+    snprintf(title, sizeof title, r ? "run %lld" : "run", r ? (long long)r->id : 0LL);
+    tui_panel(L->detail, title, THEME_TITLE);
+    const Rect in = layout_inner(L->detail);
+    if (!r) return;
+    int y = in.y;
+    const int end = in.y + in.h;
+    char params[16], toks[16];
+    tui_fmt_count((double)r->params, params, sizeof params);
+    tui_fmt_count(r->median_tokens_per_s, toks, sizeof toks);
+    tui_textf(y++, in.x, in.w, THEME_TEXT, "%s  started %s", shown_status(r), r->started_at ? r->started_at : "-");
+    tui_textf(y++, in.x, in.w, THEME_TEXT, "%s  P%d V%d D%d M%d  %s %s  B%d T%d  lr %g",
+              r->schedule ? r->schedule : "-", r->stages, r->virtual_stages, r->dp, r->microbatches,
+              r->model ? r->model : "-", params, r->batch, r->seq_len, r->lr);
+    if (y < end)
+        tui_textf(y++, in.x, in.w, THEME_TEXT, "steps %d/%d  loss %.4f (min %.4f)  %s tok/s  bubble %.1f%%",
+                  r->last_step, r->steps_planned, r->last_loss, r->min_loss, toks, 100 * r->mean_bubble);
+    if (r->error && y < end) tui_text(y++, in.x, in.w, THEME_ERROR, r->error);
+    if (h->n_stages && y < end) {
+        char line[512];
+        size_t len = (size_t)snprintf(line, sizeof line, "peak act per stage:");
+        for (int k = 0; k < h->n_stages && len + 12 < sizeof line; k++) {
+            char b[16];
+            tui_fmt_bytes((double)h->stages[k].peak_act_bytes, b, sizeof b);
+            len += (size_t)snprintf(line + len, sizeof line - len, " %s", b);
+        }
+        tui_text(y++, in.x, in.w, THEME_TEXT, line);
+    }
+    if (y < end)
+        tui_textf(y++, in.x, in.w, THEME_DIM, h->n_cks ? "checkpoints (c picks, F5 resumes):" : "no checkpoints");
+    // At most three checkpoint lines, around the picked one; the rest of the pane is the curve.
+    const int first = max_i(0, min_i(h->ck_sel - 1, h->n_cks - 3));
+    for (int k = first; k < h->n_cks && k < first + 3 && y < end; k++) {
+        const DbCheckpointInfo *c = &h->cks[k];
+        char size[16];
+        tui_fmt_bytes((double)c->bytes, size, sizeof size);
+        tui_textf(y++, in.x, in.w, k == h->ck_sel ? THEME_SELECTED : THEME_TEXT, "%s step %-6d %-9s %6s  %s",
+                  k == h->ck_sel ? ">" : " ", c->step, c->status ? c->status : "-", size, c->dir ? c->dir : "-");
+    }
+    draw_curves(h, (Rect){in.x, y, in.w, end - y});
+}
+
+void tui_history_draw(TuiApp *app, int cols, int rows) {
+    TuiHistory *h = &app->history;
+    HistoryLayout L;
+    if (layout_history(cols, rows, h->filter_open, &L)) {
+        tui_too_small(&L.notice, LAYOUT_HISTORY_MIN_W, LAYOUT_HISTORY_MIN_H);
+        return;
+    }
+    tui_fill(L.header, THEME_HEADER);
+    const int x = tui_text(0, 0, cols, THEME_TITLE, "pptrain history  ");
+    if (app->status[0] && tui_now() < app->status_until) tui_text(0, x, cols - x, app->status_role, app->status);
+    else tui_textf(0, x, cols - x, THEME_HEADER, "%s  space marks runs to compare  / filters", app->db_path);
+    draw_table(app, &L);
+    if (h->n_marked >= 2) draw_compare(app, &L);
+    else draw_detail(app, &L);
+    if (h->filter_open) {
+        tui_fill(L.filter, THEME_INPUT);
+        tui_textf(L.filter.y, 0, cols, THEME_INPUT, "Filter: %s_   (Enter keeps, Esc clears)", h->filter);
+    }
+}
+
+// ---- keys -----------------------------------------------------------------------------------------
+
+static void history_move(TuiApp *app, int d) {
+    TuiHistory *h = &app->history;
+    h->sel = max_i(0, min_i(h->n_shown - 1, h->sel + d));
+    sync_panes(h, false);
+}
+
+static void key_up(TuiApp *app) { history_move(app, -1); }
+static void key_down(TuiApp *app) { history_move(app, 1); }
+static void key_pgup(TuiApp *app) { history_move(app, -10); }
+static void key_pgdn(TuiApp *app) { history_move(app, 10); }
+static void key_home(TuiApp *app) { history_move(app, -1000000); }
+static void key_end(TuiApp *app) { history_move(app, 1000000); }
+
+static void key_mark(TuiApp *app) {
+    TuiHistory *h = &app->history;
+    const DbRunInfo *r = selected(h);
+    if (!r) return;
+    for (int i = 0; i < h->n_marked; i++) {
+        if (h->marked[i] != r->id) continue;
+        memmove(&h->marked[i], &h->marked[i + 1], sizeof h->marked[0] * (size_t)(h->n_marked - i - 1));
+        h->n_marked--;
+        sync_panes(h, false);
+        return;
+    }
+    if (h->n_marked == TUI_MAX_MARKED) {
+        tui_app_status(app, THEME_WARNING, "at most %d runs at once", TUI_MAX_MARKED);
+        return;
+    }
+    h->marked[h->n_marked++] = r->id;
+    sync_panes(h, false);
+}
+
+static void key_sort(TuiApp *app) {
+    TuiHistory *h = &app->history;
+    h->sort = (h->sort + 1) % N_SORTS;
+    h->sort_desc = h->sort == 0 || h->sort >= 4;   // newest, fastest, most bubble first; the rest ascending
+    apply_view(h);
+    sync_panes(h, false);
+}
+
+static void key_reverse(TuiApp *app) {
+    app->history.sort_desc = !app->history.sort_desc;
+    apply_view(&app->history);
+}
+
+static void key_filter(TuiApp *app) { app->history.filter_open = true; }
+
+static void key_checkpoint(TuiApp *app) {
+    TuiHistory *h = &app->history;
+    if (h->n_cks) h->ck_sel = (h->ck_sel + 1) % h->n_cks;
+}
+
+// Resume the selected run: from the picked checkpoint's folder, or the run's newest one.
+static void key_resume(TuiApp *app) {
+    TuiHistory *h = &app->history;
+    const DbRunInfo *r = selected(h);
+    if (!r) return;
+    RunOptions ro = app->setup.ro;
+    Error err;
+    if (r->config_json && run_json_parse(r->config_json, "the run store", &ro.rc, &ro.pipe, &err)) {
+        tui_app_status(app, THEME_ERROR, "run %lld: %s", (long long)r->id, err.msg);
+        return;
+    }
+    ro.rc.optim.total_steps = ro.rc.steps;
+    const int D = ro.pipe.dp > 0 ? ro.pipe.dp : 1;
+    if (app->mpi && ro.pipe.ranks * D != app->world) {
+        tui_app_status(app, THEME_ERROR, "run %lld ran on %d x %d ranks; this mpirun has %d", (long long)r->id,
+                       ro.pipe.ranks, D, app->world);
+        return;
+    }
+    const DbCheckpointInfo *ck = h->detail_id == r->id && h->n_cks ? &h->cks[h->ck_sel] : NULL;
+    if (ck && ck->dir && ck->status && strcmp(ck->status, "complete") == 0)
+        snprintf(ro.resume, sizeof ro.resume, "%s", ck->dir);
+    else snprintf(ro.resume, sizeof ro.resume, "%lld", (long long)r->id);
+    tui_app_start_run(app, &ro);
+}
+
+const TuiBinding TUI_HISTORY_KEYS[] = {
+    {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", "F1 ?      help", tui_key_help, NULL},
+    {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", "F2        setup: schedule, stages, run options", tui_key_setup, NULL},
+    {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", "F3        the live run", tui_key_live, NULL},
+    {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", "F4        this history screen", tui_key_history, NULL},
+    {{TUI_FN(KEY_F(5)), 'R', 0}, "F5", "Resume", "F5 R      resume the run from the picked (or newest) checkpoint",
+     key_resume, NULL},
+    {{TUI_FN(KEY_F(6)), 'o', 0}, "F6", "Sort", "F6 o      sort by the next column (r reverses)", key_sort, NULL},
+    {{TUI_FN(KEY_F(7)), ' ', 'm'}, "F7", "Mark", "F7 space  mark / unmark a run; two or more are compared", key_mark,
+     NULL},
+    {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", "F8 t      next theme", tui_key_theme, NULL},
+    {{TUI_FN(KEY_F(9)), '/', 0}, "F9", "Filter", "F9 /      filter by id, schedule, status, model", key_filter, NULL},
+    {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", "F10 q     quit (asks first while a run is live)", tui_key_quit,
+     NULL},
+    {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, "up k      previous run", key_up, NULL},
+    {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, "down j    next run", key_down, NULL},
+    {{TUI_FN(KEY_PPAGE), 0, 0}, NULL, NULL, "PgUp PgDn Home End  move further", key_pgup, NULL},
+    {{TUI_FN(KEY_NPAGE), 0, 0}, NULL, NULL, NULL, key_pgdn, NULL},
+    {{TUI_FN(KEY_HOME), 'g', 0}, NULL, NULL, NULL, key_home, NULL},
+    {{TUI_FN(KEY_END), 'G', 0}, NULL, NULL, NULL, key_end, NULL},
+    {{'c', TUI_FN(KEY_RIGHT), 'l'}, NULL, NULL, "c l right pick the next checkpoint of the run", key_checkpoint, NULL},
+    {{'r', 0, 0}, NULL, NULL, "r         reverse the sort", key_reverse, NULL},
+};
+const int TUI_HISTORY_NKEYS = sizeof TUI_HISTORY_KEYS / sizeof TUI_HISTORY_KEYS[0];
+
+// The filter line takes every key while open.
+bool tui_history_key(TuiApp *app, int key) {
+    TuiHistory *h = &app->history;
+    if (!h->filter_open) return false;
+    const size_t len = strlen(h->filter);
+    if (key == '\n' || key == '\r' || key == TUI_FN(KEY_ENTER)) h->filter_open = false;
+    else if (key == 27) h->filter_open = false, h->filter[0] = '\0';
+    else if (key == TUI_FN(KEY_BACKSPACE) || key == 127 || key == 8) {
+        if (len) h->filter[len - 1] = '\0';
+    } else if (key >= 32 && key < 127 && len + 1 < sizeof h->filter) {
+        h->filter[len] = (char)key;
+        h->filter[len + 1] = '\0';
+    } else return true;
+    apply_view(h);
+    sync_panes(h, false);
+    return true;
+}
+
+void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
+    TuiHistory *h = &app->history;
+    HistoryLayout L;
+    if (layout_history(cols, rows, h->filter_open, &L)) return;
+    const Rect in = layout_inner(L.table);
+    const Rect list = {in.x, in.y + 1, in.w, L.table_rows};
+    if (!layout_contains(&list, x, y)) return;
+    const int i = h->scroll + (y - list.y);
+    if (i >= h->n_shown) return;
+    h->sel = i;
+    sync_panes(h, false);
+    if (twice) key_mark(app);
+}

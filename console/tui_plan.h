@@ -1,0 +1,33 @@
+// console/tui_plan: a schedule's predicted timeline and bubble, as `pptrain plan` computes
+// them (engine/simulate, costs F=1 B=2 and W=1 for split backwards, per rank's share of the
+// layers), in the form the console draws: TuiEvents per rank. The setup screen previews it,
+// the live screen shows its bubble as the ideal beside the measured one, and `pptrain watch`
+// draws it where the run store has no measured timeline. Pure: no curses.
+#ifndef PPTRAIN_TUI_PLAN_H
+#define PPTRAIN_TUI_PLAN_H
+#include <stdbool.h>
+
+#include "console/tui_chart.h"
+#include "engine/error.h"
+
+typedef struct {
+    char name[256];
+    int P, S, M;            // ranks, stages, microbatches (a CSV brings its own)
+    double bubble;          // idle fraction of P x makespan
+    double makespan;        // time units
+    int *peak_act;          // (S) microbatches in flight at most, per stage
+    int *layers;            // (S) decoder layers per stage (balanced split)
+    int *stage_rank;        // (S) the rank holding each stage
+    int *ev_off;            // (P+1) rank r's events are ev[ev_off[r] .. ev_off[r+1])
+    TuiEvent *ev;           // compute actions only, times in units
+} TuiPlan;
+
+// schedule: a built-in name or a .csv path; P, M, V as the run would pass them (V = 0: the
+// schedule's default; ignored with a CSV). n_layers: the model's decoder layers (every stage
+// needs one). Returns 0, or -1 with a one-line err; out is then empty (tui_plan_free is safe).
+int tui_plan_build(const char *schedule, int P, int M, int V, int n_layers, TuiPlan *out, Error *err);
+void tui_plan_free(TuiPlan *p);
+
+// True for a name ending in .csv that is not a built-in schedule.
+bool tui_plan_is_csv(const char *schedule);
+#endif

@@ -1,0 +1,295 @@
+// console/tui_snapshot: the live view and the run hooks that fill it (see tui_snapshot.h).
+#include "console/tui_snapshot.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/schedule.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int min_i(int a, int b) { return a < b ? a : b; }
+
+const char *tui_run_state_name(TuiRunState s) {
+    static const char *const NAMES[] = {"ready", "starting", "running", "paused", "stopping",
+                                        "finished", "stopped", "failed"};
+    return s <= TUI_RUN_FAILED ? NAMES[s] : "?";
+}
+
+bool tui_run_state_live(TuiRunState s) { return s >= TUI_RUN_STARTING && s <= TUI_RUN_STOPPING; }
+
+// ---- the view -------------------------------------------------------------------------------
+
+void tui_view_reset(TuiView *v) {
+    memset(v, 0, offsetof(TuiView, ev));
+    v->bubble_ideal = NAN;
+    v->loss = v->lr = v->grad_norm = v->tokens_per_s = v->gflops = v->step_ms = NAN;
+    tui_series_reset(&v->loss_series);
+}
+
+void tui_view_copy(TuiView *dst, const TuiView *src) {
+    memcpy(dst, src, offsetof(TuiView, ev));
+    const int n = src->ev_off[min_i(src->n_ranks, TUI_MAX_RANKS)];
+    memcpy(dst->ev, src->ev, sizeof(TuiEvent) * (size_t)n);
+    tui_series_copy(&dst->loss_series, &src->loss_series);
+    dst->version = src->version;
+}
+
+void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *po) {
+    snprintf(v->schedule, sizeof v->schedule, "%.255s", po->schedule);
+    snprintf(v->model, sizeof v->model, "%s", rc->model.name);
+    snprintf(v->transport, sizeof v->transport, "%s", po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local");
+    snprintf(v->device, sizeof v->device, "cpu");
+    v->P = po->ranks;
+    v->V = po->virtual_stages ? po->virtual_stages
+           : schedule_is_builtin(po->schedule) ? schedule_default_virtual(po->schedule) : 0;
+    v->D = po->dp > 0 ? po->dp : 1;
+    v->M = rc->microbatches;
+    v->B = rc->batch;
+    v->T = rc->seq_len;
+    v->steps_planned = rc->steps;
+    v->lr_peak = rc->optim.lr;
+    v->params = (double)model_config_param_count(&rc->model);
+    v->n_ranks = min_i(po->ranks, TUI_MAX_RANKS);
+    for (int r = 0; r < v->n_ranks; r++) {
+        TuiRankRow *row = &v->rank[r];
+        snprintf(row->layers, sizeof row->layers, "?");
+        row->busy_ms = row->idle_ms = row->comm_ms = row->peak_bytes = NAN;
+    }
+}
+
+double tui_view_eta(const TuiView *v) {
+    if (v->steps_done <= 0 || v->run_s <= 0) return NAN;
+    const int left = v->steps_planned - v->step;
+    return left > 0 ? left * v->run_s / v->steps_done : 0.0;
+}
+
+// ---- publishing -------------------------------------------------------------------------------
+
+// blocking: wait for the UI's copy to finish (only before or after the run's steps).
+static void publish(TuiLive *l, bool blocking) {
+    if (blocking) pthread_mutex_lock(&l->mu);
+    else if (pthread_mutex_trylock(&l->mu) != 0) {
+        l->publish_pending = true;
+        return;
+    }
+    l->staging.version++;
+    tui_view_copy(&l->shared, &l->staging);
+    pthread_mutex_unlock(&l->mu);
+    l->publish_pending = false;
+}
+
+void tui_live_init(TuiLive *l) {
+    memset(l, 0, offsetof(TuiLive, shared));
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->resume_cv, NULL);
+    tui_view_reset(&l->shared);
+    tui_view_reset(&l->staging);
+    atomic_init(&l->pause, false);
+    atomic_init(&l->stop, false);
+    l->publish_pending = false;
+    l->run_id = NULL;
+    l->pause_limit_s = 0.0;
+}
+
+void tui_live_destroy(TuiLive *l) {
+    pthread_cond_destroy(&l->resume_cv);
+    pthread_mutex_destroy(&l->mu);
+}
+
+bool tui_live_snapshot(TuiLive *l, TuiView *out) {
+    pthread_mutex_lock(&l->mu);
+    const bool changed = l->shared.version != out->version;
+    if (changed) tui_view_copy(out, &l->shared);
+    pthread_mutex_unlock(&l->mu);
+    return changed;
+}
+
+void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal) {
+    const unsigned version = l->staging.version;
+    tui_view_reset(&l->staging);
+    l->staging.version = version;
+    tui_view_identity(&l->staging, &ro->rc, &ro->pipe);
+    l->staging.state = TUI_RUN_STARTING;
+    l->staging.bubble_ideal = bubble_ideal;
+    l->run_id = run_id;
+    l->n_stages = 0;
+    l->bubble_sum = 0.0;
+    atomic_store(&l->pause, false);
+    atomic_store(&l->stop, false);
+    publish(l, true);
+}
+
+void tui_live_end(TuiLive *l, TuiRunState state, const char *message, int64_t run_id) {
+    l->staging.state = state;
+    snprintf(l->staging.message, sizeof l->staging.message, "%s", message ? message : "");
+    if (run_id > 0) l->staging.run_id = run_id;
+    publish(l, true);
+}
+
+void tui_live_set_pause(TuiLive *l, bool paused) {
+    pthread_mutex_lock(&l->mu);
+    atomic_store(&l->pause, paused);
+    pthread_cond_broadcast(&l->resume_cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void tui_live_request_stop(TuiLive *l) {
+    pthread_mutex_lock(&l->mu);
+    atomic_store(&l->stop, true);
+    pthread_cond_broadcast(&l->resume_cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+// ---- the run's hooks (engine thread) ------------------------------------------------------------
+
+static int live_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
+                         Error *err) {
+    (void)err;
+    TuiLive *l = ctx;
+    TuiView *v = &l->staging;
+    tui_view_identity(v, rc, po);
+    v->params = (double)info->params;
+    v->V = po->ranks > 0 ? info->n_stages / po->ranks : 0;
+    v->state = atomic_load(&l->stop) ? TUI_RUN_STOPPING : TUI_RUN_RUNNING;
+    if (l->run_id) v->run_id = *l->run_id;
+    l->n_stages = min_i(info->n_stages, TUI_MAX_STAGES);
+    for (int s = 0; s < l->n_stages; s++) {
+        l->stage_layers[s] = info->stage_layers[s];
+        l->slot_bytes[s] = (double)info->slot_bytes[s];
+    }
+    l->t_first = now_s();
+    publish(l, false);
+    return 0;
+}
+
+// Per pipeline rank: the mean over its replicas' busy / idle / comm, the layers of its
+// stages and the activation memory they peaked at.
+static void update_ranks(TuiLive *l, const PipelineReport *r) {
+    TuiView *v = &l->staging;
+    const StepTelemetry *t = &r->telemetry;
+    const int P = v->P > 0 ? v->P : 1, D = r->n_ranks / P > 0 ? r->n_ranks / P : 1;
+    int stage_rank[TUI_MAX_STAGES];
+    const int S = min_i(min_i(r->n_stages, l->n_stages), TUI_MAX_STAGES);
+    for (int s = 0; s < S; s++) stage_rank[s] = t->stages[s].rank % P;
+    for (int q = 0; q < v->n_ranks; q++) {
+        TuiRankRow *row = &v->rank[q];
+        row->busy_ms = row->idle_ms = row->comm_ms = 0.0;
+        for (int d = 0; d < D && d * P + q < t->n_ranks; d++) {
+            const RankTelemetry *rt = &t->ranks[d * P + q];
+            row->busy_ms += rt->busy_ms / D;
+            row->idle_ms += rt->idle_ms / D;
+            row->comm_ms += rt->comm_ms / D;
+        }
+        double peak = 0.0;
+        for (int s = 0; s < S; s++) {
+            if (stage_rank[s] != q) continue;
+            peak += l->slot_bytes[s] > 0 ? r->peak_slots[s] * l->slot_bytes[s] : NAN;
+        }
+        row->peak_bytes = peak;
+        tui_layer_ranges(l->stage_layers, stage_rank, S, q, row->layers, sizeof row->layers);
+    }
+}
+
+// Lane q is world rank q (replica 0), its times moved onto rank 0's clock.
+static void update_timeline(TuiLive *l, const Pipeline *p, const PipelineReport *r) {
+    TuiView *v = &l->staging;
+    const ActionEvent *const *events;
+    const int *n_events;
+    const int W = pipeline_events(p, &events, &n_events);
+    const double *off = pipeline_clock_offsets(p);
+    const int lanes = min_i(v->n_ranks, W);
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (int q = 0; q < lanes; q++)
+        for (int i = 0; i < n_events[q]; i++) {
+            t0 = fmin(t0, events[q][i].start + off[q]);
+            t1 = fmax(t1, events[q][i].end + off[q]);
+        }
+    int n = 0;
+    for (int q = 0; q < v->n_ranks; q++) {
+        v->ev_off[q] = n;
+        for (int i = 0; q < lanes && i < n_events[q] && n < TUI_MAX_EVENTS; i++) {
+            const ActionEvent *e = &events[q][i];
+            v->ev[n++] = (TuiEvent){.t0 = (float)((e->start + off[q] - t0) * 1e3),
+                                    .t1 = (float)((e->end + off[q] - t0) * 1e3),
+                                    .kind = (uint8_t)tui_cell_kind(e->type), .stage = e->stage, .mb = e->mb};
+        }
+    }
+    v->ev_off[v->n_ranks] = n;
+    v->span_ms = n ? (t1 - t0) * 1e3 : 0.0;
+    v->timeline_step = r->step.step;
+    v->timeline_planned = false;
+}
+
+static void live_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) {
+    TuiLive *l = ctx;
+    TuiView *v = &l->staging;
+    const StepReport *s = &r->step;
+    v->step = s->step;
+    v->steps_planned = s->steps;
+    v->loss = s->loss;
+    v->lr = s->lr;
+    v->grad_norm = s->grad_norm;
+    v->tokens_per_s = s->tokens_per_s;
+    v->gflops = s->gflops;
+    v->step_ms = s->step_ms;
+    v->steps_done++;
+    v->run_s = now_s() - l->t_first;
+    tui_series_push(&v->loss_series, s->step, s->loss);
+    if (r->has_telemetry) {
+        v->has_bubble = r->n_ranks > 1;
+        v->bubble = r->telemetry.bubble;
+        l->bubble_sum += r->telemetry.bubble;
+        v->bubble_mean = l->bubble_sum / v->steps_done;
+        update_ranks(l, r);
+        update_timeline(l, p, r);
+    }
+    publish(l, false);
+}
+
+// A paused run waits here, between steps, until resume or stop; under MPI it lets one step
+// through every pause_limit_s so that no other process's wait reaches the timeout.
+static bool live_should_stop(void *ctx) {
+    TuiLive *l = ctx;
+    if (l->publish_pending) publish(l, false);
+    if (atomic_load(&l->stop)) {
+        l->staging.state = TUI_RUN_STOPPING;
+        publish(l, true);
+        return true;
+    }
+    if (!atomic_load(&l->pause)) return false;
+    l->staging.state = TUI_RUN_PAUSED;
+    publish(l, true);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    const double limit = l->pause_limit_s > 0 ? l->pause_limit_s : 1e9;
+    until.tv_sec += (time_t)limit;
+    pthread_mutex_lock(&l->mu);
+    int rc = 0;
+    while (atomic_load(&l->pause) && !atomic_load(&l->stop) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&l->resume_cv, &l->mu, &until);
+    pthread_mutex_unlock(&l->mu);
+    const bool stop = atomic_load(&l->stop);
+    l->staging.state = stop ? TUI_RUN_STOPPING : atomic_load(&l->pause) ? TUI_RUN_PAUSED : TUI_RUN_RUNNING;
+    publish(l, true);
+    return stop;
+}
+
+static void live_on_end(void *ctx, const RunSummary *s) {
+    TuiLive *l = ctx;
+    (void)s;
+    if (l->publish_pending) publish(l, true);
+}
+
+TrainHooks tui_live_hooks(TuiLive *l) {
+    return (TrainHooks){.ctx = l, .on_start = live_on_start, .on_step = live_on_step,
+                        .should_stop = live_should_stop, .on_end = live_on_end};
+}

@@ -1,0 +1,120 @@
+// console/tui_snapshot: what the live screen shows (TuiView), and how a training run fills it
+// without ever waiting for the screen (TuiLive).
+//
+// Two threads, one rule: the engine's thread never waits for drawing. The run's hooks
+// (called on the engine's thread, root process only) update a private staging view, then
+// try to publish it into the shared view under a mutex with pthread_mutex_trylock; when the
+// UI thread holds the mutex the step is published with the next one (nothing is lost: the
+// staging view keeps every loss point). The UI thread copies the shared view out under the
+// mutex (a few KiB: only the filled parts of the arrays) and draws from its own copy.
+//
+// Pause and stop are atomics the engine reads between steps (should_stop): a paused run
+// waits there on a condition variable until resume or stop.
+#ifndef PPTRAIN_TUI_SNAPSHOT_H
+#define PPTRAIN_TUI_SNAPSHOT_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "console/cmd_train.h"
+#include "console/tui_chart.h"
+#include "engine/train_loop.h"
+
+#define TUI_MAX_RANKS 256     // pipeline ranks the live screen keeps (rows and lanes)
+#define TUI_MAX_STAGES 1024
+#define TUI_MAX_EVENTS 16384  // timeline actions of one step, all lanes together
+
+typedef enum {
+    TUI_RUN_NONE,       // nothing started yet
+    TUI_RUN_STARTING,   // data and pipeline being set up
+    TUI_RUN_RUNNING,
+    TUI_RUN_PAUSED,
+    TUI_RUN_STOPPING,   // stop asked: the step in flight, then the checkpoint
+    TUI_RUN_FINISHED,
+    TUI_RUN_STOPPED,
+    TUI_RUN_FAILED,
+} TuiRunState;
+
+const char *tui_run_state_name(TuiRunState s);
+bool tui_run_state_live(TuiRunState s);   // STARTING .. STOPPING
+
+typedef struct {
+    char layers[32];            // "0-1", "2,5-6", "?"
+    double busy_ms, idle_ms, comm_ms;  // the latest step (watch: means over the run)
+    double peak_bytes;          // peak activation memory; NaN: unknown
+} TuiRankRow;
+
+typedef struct {
+    TuiRunState state;
+    bool read_only;             // `pptrain watch`: no controls
+    char message[512];          // the failure's line, or a note
+    int64_t run_id;             // in the run store; 0: not recorded
+    char schedule[256], model[128], transport[8], device[8];
+    int P, V, D, M, B, T, steps_planned;
+    double params, lr_peak;
+    // The latest step.
+    int step;                   // 1-based, counted from the run's first step (resumed runs too)
+    double loss, lr, grad_norm, tokens_per_s, gflops, step_ms;
+    int steps_done;             // steps this process ran (the rate for the ETA)
+    double run_s;               // wall seconds since this process's first step began
+    bool has_bubble;
+    double bubble, bubble_mean; // measured: the latest step, the run's mean
+    double bubble_ideal;        // the schedule's, simulated at F=1 B=2 (W=1); NaN: unknown
+    int n_ranks;                // rows and lanes (P)
+    TuiRankRow rank[TUI_MAX_RANKS];
+    // The latest step's timeline, replica 0: lane r's events are ev[ev_off[r] .. ev_off[r+1]).
+    int timeline_step;
+    bool timeline_planned;      // the schedule's simulated timeline (watch), not a measured one
+    double span_ms;             // first action's start to last action's end
+    int ev_off[TUI_MAX_RANKS + 1];
+    TuiEvent ev[TUI_MAX_EVENTS];
+    TuiSeries loss_series;
+    unsigned version;           // bumped by every publish
+} TuiView;
+
+void tui_view_reset(TuiView *v);
+// Copies the filled parts of src (the whole struct is ~300 KiB, mostly spare capacity).
+void tui_view_copy(TuiView *dst, const TuiView *src);
+// Fills the identity fields (schedule, P, V, D, M, B, T, model, lr, steps) from a run's
+// configuration.
+void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *po);
+// ETA in seconds from the run's pace; NaN before the first step.
+double tui_view_eta(const TuiView *v);
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t resume_cv;   // a paused should_stop waits here
+    TuiView shared;             // under mu
+    TuiView staging;            // the engine's thread only
+    atomic_bool pause, stop;
+    bool publish_pending;       // engine thread only: a publish was skipped (mutex busy)
+    // Engine-thread state for the current run.
+    int n_stages;
+    int stage_layers[TUI_MAX_STAGES];
+    double slot_bytes[TUI_MAX_STAGES];
+    double bubble_sum;
+    double t_first;             // monotonic seconds at on_start
+    const int64_t *run_id;      // the session's run-store id (RunSession.recorder.run)
+    double pause_limit_s;       // > 0 (MPI): a paused run still steps once per this long, so
+                                // the other processes' waits never reach --timeout
+} TuiLive;
+
+void tui_live_init(TuiLive *l);
+void tui_live_destroy(TuiLive *l);
+
+// Hooks for RunSession.view; ctx is the TuiLive.
+TrainHooks tui_live_hooks(TuiLive *l);
+
+// Called by the run's thread around run_session: begin resets the view for a new run
+// (state STARTING, identity from ro, ideal bubble); end sets the final state and message.
+void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal);
+void tui_live_end(TuiLive *l, TuiRunState state, const char *message, int64_t run_id);
+
+// UI thread: copies the shared view into *out when its version differs from out->version.
+// Returns true when it copied.
+bool tui_live_snapshot(TuiLive *l, TuiView *out);
+
+void tui_live_set_pause(TuiLive *l, bool paused);
+void tui_live_request_stop(TuiLive *l);
+#endif

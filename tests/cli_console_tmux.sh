@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The console end to end, driven in tmux (send-keys in, capture-pane out): it opens on the
+# setup screen with a CSV schedule of the working directory listed, starts a run (Enter),
+# shows the stage rows, the timeline with measured and ideal bubble and the loss; switches
+# to zb-h1 and starts a second run; the history screen lists both and compares them; the
+# key bar answers a mouse click; help, a bad theme file, a terminal too small and back, and a
+# quit that asks first while a run is live (it stops with a checkpoint). Both runs land in
+# the run store. The captures are kept in $PPTRAIN_CAPTURE_DIR when that is set.
+# usage: cli_console_tmux.sh PPTRAIN SOURCE_DIR
+source "$(dirname "$0")/lib_cli.sh" "$@"
+if ! command -v tmux >/dev/null; then
+  echo "skipped: no tmux (setup.sh installs it)"
+  exit 0
+fi
+if [ ! -r /usr/share/games/fortunes ]; then
+  echo "skipped: no /usr/share/games/fortunes (apt-get install fortunes)"
+  exit 0
+fi
+source "$(dirname "$0")/lib_console.sh"
+
+keep() {   # keep NAME: save the current screen as a capture
+  [ -n "${PPTRAIN_CAPTURE_DIR:-}" ] && tm capture-pane -p > "$PPTRAIN_CAPTURE_DIR/$1.txt"
+  return 0
+}
+
+# A theme file with a bad line, and a schedule as a CSV file in the working directory.
+printf 'title = cyan bold\nborder = purpel\n' > bad.theme
+"$bin" plan --stages 4 --microbatches 8 --schedule 1f1b --dump-csv > mine.csv
+
+run=(--db "$work/runs.db" --steps 30 --seq 64 --batch 16 --microbatches 8 --stages 4 --theme "$work/bad.theme")
+tm new-session -d -x 120 -y 40 "cd '$work' && '$bin' console ${run[*]} 2>'$work/stderr.txt'; echo \$? > '$work/exit.txt'"
+
+# Setup screen: the default schedule, the CSV listed, the plan, the theme's error by file and line.
+wait_for 10 'bad\.theme:2: .*purpel' "a bad theme line is named"
+wait_for 5 '\(\*\) 1f1b' "setup shows the chosen schedule"
+wait_for 5 '\( \) mine\.csv +csv' "setup lists the CSV schedule"
+wait_for 5 'bubble 27\.27% predicted' "setup shows the plan's bubble"
+
+# First run: stage rows, timeline lanes with letters, bubbles, loss.
+tm send-keys Enter
+wait_for 60 '^[│x]0 +cpu +0 ' "the first stage row"
+wait_for 10 '^[│x]3 +cpu +6-7 ' "the last stage row"
+wait_for 10 '^[│x]r0 +[-F·.B]*[FB]' "a timeline lane"
+wait_for 10 'bubble [0-9.]+% measured \| 27\.3% ideal' "measured and ideal bubble"
+wait_for 10 'loss \+ EMA' "the loss panel"
+wait_for 60 '^pptrain finished +run 1 +1f1b' "the first run finishes"
+keep live
+
+# Help opens and closes.
+tm send-keys F1
+wait_for 5 'pptrain console: keys' "F1 opens help"
+tm send-keys Escape
+sleep 0.3
+
+# Second run: zb-h1, three lines below 1f1b on the setup screen.
+tm send-keys F2
+wait_for 5 'run setup' "F2 opens setup"
+tm send-keys Down Down Down Enter
+wait_for 60 '^pptrain (running|finished) +run 2 +zb-h1' "the second run starts on zb-h1"
+wait_for 10 '^[│x]r0 +[-F·.BIW]*[IW]' "the zb-h1 timeline shows split backwards"
+wait_for 60 '^pptrain finished +run 2' "the second run finishes"
+
+# History lists both runs, newest first; marking both compares them.
+tm send-keys F4
+wait_for 10 '^[│x] +2 +finished +zb-h1 ' "history lists run 2"
+wait_for 5 '^[│x] +1 +finished +1f1b ' "history lists run 1"
+tm send-keys ' ' j ' '
+wait_for 5 'compare' "two marked runs are compared"
+wait_for 5 '^.*[│x][*] 2 +zb-h1 ' "run 2 in the comparison"
+keep history
+
+# A mouse click on the key bar's F2 (an xterm X10 report: press, release at column 9, last row).
+tm send-keys -l $'\e[M )H\e[M#)H'
+wait_for 5 'run setup' "a click on the key bar opens setup"
+
+# Too small, then back.
+tm resize-window -x 50 -y 12
+wait_for 5 'terminal too small \(need 60x16\)' "the too-small notice"
+tm resize-window -x 120 -y 40
+wait_for 5 'run setup' "the screen comes back after the resize"
+
+# A long run (steps typed into the form: ten lines below zb-h1): quitting asks first, then
+# stops it with a checkpoint.
+tm send-keys Down Down Down Down Down Down Down Down Down Down 5 0 0 0 Enter
+wait_for 5 'steps +5000 ' "typing a value into the form"
+tm send-keys F5
+wait_for 30 '^pptrain running +run 3 +zb-h1' "a third run starts"
+tm send-keys q
+wait_for 5 'A run is live' "quit asks while a run is live"
+tm send-keys y
+for _ in $(seq 150); do [ -s "$work/exit.txt" ] && break; sleep 0.2; done
+if [ "$(cat "$work/exit.txt" 2>/dev/null)" = 0 ]; then pass; else fail "console exit code: '$(cat "$work/exit.txt" 2>/dev/null)'"; fi
+if [ ! -s "$work/stderr.txt" ]; then pass; else fail "stderr not empty:"; cat "$work/stderr.txt"; fi
+if ! ls "$work"/asan.* "$work"/ubsan.* >/dev/null 2>&1; then pass; else fail "sanitizer reports:"; cat "$work"/asan.* "$work"/ubsan.* 2>/dev/null | head -60; fi
+
+# The runs landed in the store like headless ones.
+got=$(sqlite3 "$work/runs.db" "SELECT group_concat(id || ':' || schedule || ':' || status || ':' || (SELECT count(*) FROM steps WHERE run_id = runs.id), ' ') FROM runs" 2>&1)
+if [[ "$got" =~ ^1:1f1b:finished:30\ 2:zb-h1:finished:30\ 3:zb-h1:stopped:[0-9]+$ ]]; then pass; else fail "runs in the store: $got"; fi
+ck=$(sqlite3 "$work/runs.db" "SELECT count(*) FROM checkpoints WHERE run_id = 3 AND status = 'complete'" 2>&1)
+if [ "$ck" = 1 ]; then pass; else fail "the stopped run's checkpoint: '$ck'"; fi
+
+cli_finish

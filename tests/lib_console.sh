@@ -1,0 +1,28 @@
+# Shared by the console's tmux tests (sourced after lib_cli.sh): a private tmux server that is
+# killed at exit, pass/fail counters, a UTF-8 locale where there is one, sanitizer reports to
+# files (the console keeps stderr aside while it draws), and wait_for, which polls the screen.
+# shellcheck shell=bash
+sock=pptrain-test-$$
+tm() { tmux -L "$sock" "$@"; }
+trap 'tm kill-server 2>/dev/null; cli_cleanup' EXIT   # cli_cleanup also ends background jobs
+pass() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# The screens are checked in a UTF-8 locale where there is one (borders are then '│'; in
+# ASCII, curses draws them with the terminal's line characters, which tmux captures as 'x').
+if locale -a 2>/dev/null | grep -qix 'c.utf-\?8'; then export LC_ALL=C.UTF-8; fi
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$work/asan"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$work/ubsan"
+
+# wait_for SECONDS PATTERN WHAT: polls the screen until the extended regex shows up.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  while [ $SECONDS -le $deadline ]; do
+    tm capture-pane -p > "$work/screen.txt" 2>/dev/null
+    if grep -Eq -- "$2" "$work/screen.txt"; then pass; return 0; fi
+    sleep 0.2
+  done
+  fail "$3: no '$2' on the screen within $1 s:"
+  cat "$work/screen.txt"
+  return 1
+}

@@ -36,10 +36,16 @@ static void describe_run(const RunConfig *rc, const PipelineOptions *po, const P
                          size_t *bytes, RunInfo *info) {
     const int S = pipeline_n_stages(p);
     const int rows = rc->batch / (rc->microbatches * (po->dp > 0 ? po->dp : 1));
+    int first_layer = 0;
     for (int s = 0; s < S; s++) {
-        const StageModel *sm = pipeline_stage(p, s);
         layers[s] = pipeline_stage_layers(p, s);
-        bytes[s] = sm ? stage_acts_bytes(sm, rows, rc->seq_len) : 0;
+        // The sizes depend only on the stage's shape, so a shell (no weights) answers for
+        // stages held by other processes too. Under recompute a microbatch keeps the light set.
+        const StageModel shell = {.cfg = rc->model, .layer_begin = first_layer, .layer_end = first_layer + layers[s],
+                                  .has_embed = s == 0, .has_head = s == S - 1};
+        bytes[s] = po->recompute ? stage_acts_light_bytes(&shell, rows, rc->seq_len)
+                                 : stage_acts_bytes(&shell, rows, rc->seq_len);
+        first_layer += layers[s];
     }
     *info = (RunInfo){.data_kind = dataset_kind(ds), .data_items = dataset_items(ds),
                       .data_tokens = dataset_tokens(ds), .params = model_config_param_count(&rc->model),

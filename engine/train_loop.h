@@ -15,7 +15,8 @@ typedef struct {
     int n_stages;
     const int *stage_layers;      // (n_stages) decoder layers of each stage; -1 when the stage
                                   // lives in another process (MPI)
-    const size_t *slot_bytes;     // (n_stages) activation bytes one microbatch keeps there
+    const size_t *slot_bytes;     // (n_stages) activation bytes one microbatch keeps there (the
+                                  // light set under recompute; every stage, wherever it lives)
     int start_step;               // steps done before this run (a resumed run); 0 for a fresh one
 } RunInfo;
 

@@ -1,9 +1,11 @@
 // Shared by the parity tests (test_pipeline.c, test_mpi_parity.c): the tiny run they train,
-// its deterministic batches, and the single-device reference every layout must reproduce.
+// its deterministic batches, the single-device reference every layout must reproduce, and a
+// schedule that deadlocks on purpose.
 #ifndef PPTRAIN_PARITY_UTIL_H
 #define PPTRAIN_PARITY_UTIL_H
 #include <stdint.h>
 
+#include "engine/schedule.h"
 #include "engine/trainer.h"
 
 enum { PARITY_T = 16, PARITY_STEPS = 5, PARITY_MAX_M = 8, PARITY_ROWS = 2 };
@@ -58,4 +60,21 @@ static inline const ParityReference *parity_reference(int M) {
 static inline void parity_references_free(void) {
     for (int m = 0; m <= PARITY_MAX_M; m++) stage_free(parity_references[m].model);
 }
+
+// gpipe on 2 ranks, 2 microbatches, lowered, without rank 0's "0SEND_F1": a
+// schedule that waits forever, for the timeout and dead-peer tests.
+static inline Schedule *schedule_missing_send(void) {
+    Error err;
+    Schedule *full = schedule_build("gpipe", 2, 2, 1, &err);
+    schedule_lower(full);
+    Schedule *s = schedule_new("broken", 2, 2, 2, STAGE_MAP_PLAIN);
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < full->ranks[r].n; i++) {
+            Action a = full->ranks[r].actions[i];
+            if (!(a.type == ACT_SEND_F && a.mb == 1)) schedule_push(s, r, a.type, a.stage, a.mb);
+        }
+    schedule_free(full);
+    return s;
+}
+
 #endif

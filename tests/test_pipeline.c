@@ -282,21 +282,6 @@ static void *run_rank(void *arg) {
     return NULL;
 }
 
-// gpipe on 2 ranks, 2 microbatches, lowered, without rank 0's "0SEND_F1".
-static Schedule *schedule_missing_send(void) {
-    Error err;
-    Schedule *full = schedule_build("gpipe", 2, 2, 1, &err);
-    schedule_lower(full);
-    Schedule *s = schedule_new("broken", 2, 2, 2, STAGE_MAP_PLAIN);
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < full->ranks[r].n; i++) {
-            Action a = full->ranks[r].actions[i];
-            if (!(a.type == ACT_SEND_F && a.mb == 1)) schedule_push(s, r, a.type, a.stage, a.mb);
-        }
-    schedule_free(full);
-    return s;
-}
-
 static void test_timeout_aborts_every_rank(void) {
     RunConfig rc = parity_run(2);
     Error err;

@@ -29,24 +29,34 @@ static int64_t *shape_of(const ParamInfo *pi, int64_t shape[2], int *ndim) {
     return shape;
 }
 
-// One shard: the stage's parameters in HF order, from base (weights, m or v) with a suffix.
-static int write_shard(const char *path, const StageModel *sm, const float *base, const char *suffix,
-                       const char *kind, Error *err) {
-    SafetensorsWriteTensor *t = xcalloc((size_t)sm->n_params, sizeof *t);
-    char (*names)[128] = xcalloc((size_t)sm->n_params, sizeof *names);
+int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet *sets, int n_sets, bool bf16,
+                      const char *kind, Error *err) {
+    const int n = sm->n_params * n_sets;
+    SafetensorsWriteTensor *t = xcalloc((size_t)n, sizeof *t);
+    char (*names)[128] = xcalloc((size_t)n, sizeof *names);
     int64_t (*shapes)[2] = xcalloc((size_t)sm->n_params, sizeof *shapes);
+    uint16_t *half = bf16 ? xmalloc((size_t)n_sets * sm->numel * sizeof(uint16_t)) : NULL;
+    for (int k = 0; half && k < n_sets; k++)
+        for (size_t i = 0; i < sm->numel; i++) half[k * sm->numel + i] = safetensors_f32_to_bf16(sets[k].base[i]);
     for (int i = 0; i < sm->n_params; i++) {
         const ParamInfo *pi = &sm->params[i];
-        snprintf(names[i], sizeof names[i], "%s%s", pi->name, suffix);
-        t[i] = (SafetensorsWriteTensor){.name = names[i], .dtype = ST_F32, .data = base + pi->offset};
-        shape_of(pi, shapes[i], &t[i].ndim);
-        t[i].shape = shapes[i];
+        int ndim;
+        shape_of(pi, shapes[i], &ndim);
+        for (int k = 0; k < n_sets; k++) {   // a parameter's tensors side by side
+            const int j = i * n_sets + k;
+            snprintf(names[j], sizeof names[j], "%.100s%s", pi->name, sets[k].suffix);
+            t[j] = (SafetensorsWriteTensor){.name = names[j], .dtype = bf16 ? ST_BF16 : ST_F32, .ndim = ndim,
+                                            .shape = shapes[i],
+                                            .data = bf16 ? (const void *)(half + k * sm->numel + pi->offset)
+                                                         : (const void *)(sets[k].base + pi->offset)};
+        }
     }
     const SafetensorsMeta meta[] = {{"format", "pt"}, {"pptrain", kind}};
-    const int rc = safetensors_write(path, sm->n_params, t, 2, meta, err);
+    const int rc = safetensors_write(path, n, t, kind ? 2 : 1, meta, err);
     free(t);
     free(names);
     free(shapes);
+    free(half);
     return rc;
 }
 
@@ -60,28 +70,13 @@ int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err) {
         char name[128], path[4400];
         ckpt_shard_name(name, sizeof name, "model", s, S);
         join(path, sizeof path, dir, name);
-        if (write_shard(path, sm, sm->weights, "", "weights", err)) return -1;
+        const CkptParamSet weights = {sm->weights, ""};
+        if (ckpt_write_params(path, sm, &weights, 1, false, "weights", err)) return -1;
         ckpt_shard_name(name, sizeof name, "optimizer", s, S);
         join(path, sizeof path, dir, name);
-        // Both moments in one file: "<name>.exp_avg" then "<name>.exp_avg_sq" (torch's names).
-        StageModel both = *sm;
-        both.n_params = 2 * sm->n_params;
-        both.params = xcalloc((size_t)both.n_params, sizeof(ParamInfo));
-        float *mv = xmalloc(2 * sm->numel * sizeof(float));
-        memcpy(mv, st->m, sm->numel * sizeof(float));
-        memcpy(mv + sm->numel, st->v, sm->numel * sizeof(float));
-        for (int i = 0; i < sm->n_params; i++) {
-            ParamInfo a = sm->params[i], b = sm->params[i];
-            snprintf(a.name, sizeof a.name, "%.80s.exp_avg", sm->params[i].name);
-            snprintf(b.name, sizeof b.name, "%.80s.exp_avg_sq", sm->params[i].name);
-            b.offset += sm->numel;
-            both.params[2 * i] = a;
-            both.params[2 * i + 1] = b;
-        }
-        const int rc = write_shard(path, &both, mv, "", "optimizer", err);
-        free(both.params);
-        free(mv);
-        if (rc) return -1;
+        // Both moments in one file, under torch's names; they share the weights' offsets.
+        const CkptParamSet moments[] = {{st->m, ".exp_avg"}, {st->v, ".exp_avg_sq"}};
+        if (ckpt_write_params(path, sm, moments, 2, false, "optimizer", err)) return -1;
     }
     return 0;
 }

@@ -47,6 +47,16 @@ typedef struct {
 void ckpt_shard_name(char *out, size_t cap, const char *kind, int stage, int n_stages);
 
 // ---- writing (DIR must exist) -----------------------------------------------------------------
+// One safetensors file of a stage's parameters in HF order: for each parameter, one tensor per
+// set (name + suffix) read at the parameter's offset in the set's buffer (weights, or an AdamW
+// moment: they share the layout). F32, or BF16 rounded to nearest even; metadata
+// {"format":"pt"} and, when kind is not NULL, {"pptrain": kind}. Atomic (safetensors_write).
+typedef struct {
+    const float *base;      // (sm->numel)
+    const char *suffix;     // "" or ".exp_avg", ...
+} CkptParamSet;
+int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet *sets, int n_sets, bool bf16,
+                      const char *kind, Error *err);
 // Every process: the weights and moments of the stages it holds, when it is in replica 0.
 int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err);
 // The root, once every process's shards are durable: the index and config.json, then the

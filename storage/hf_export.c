@@ -9,29 +9,6 @@
 #include "storage/checkpoint.h"
 #include "storage/safetensors.h"
 
-static int write_model(const char *path, const StageModel *sm, bool bf16, HfExportInfo *info, Error *err) {
-    SafetensorsWriteTensor *t = xcalloc((size_t)sm->n_params, sizeof *t);
-    int64_t (*shapes)[2] = xcalloc((size_t)sm->n_params, sizeof *shapes);
-    uint16_t *half = bf16 ? xmalloc(sm->numel * sizeof(uint16_t)) : NULL;
-    for (size_t i = 0; half && i < sm->numel; i++) half[i] = safetensors_f32_to_bf16(sm->weights[i]);
-    for (int i = 0; i < sm->n_params; i++) {
-        const ParamInfo *pi = &sm->params[i];
-        shapes[i][0] = pi->rows;
-        shapes[i][1] = pi->cols;
-        t[i] = (SafetensorsWriteTensor){.name = pi->name, .dtype = bf16 ? ST_BF16 : ST_F32, .ndim = pi->cols ? 2 : 1,
-                                        .shape = shapes[i],
-                                        .data = bf16 ? (const void *)(half + pi->offset) : (const void *)(sm->weights + pi->offset)};
-    }
-    const SafetensorsMeta meta[] = {{"format", "pt"}};
-    const int rc = safetensors_write(path, sm->n_params, t, 1, meta, err);
-    info->params = (int64_t)sm->numel;
-    info->tensors = sm->n_params;
-    free(t);
-    free(shapes);
-    free(half);
-    return rc;
-}
-
 int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err) {
     HfExportInfo local;
     if (!info) info = &local;
@@ -52,7 +29,12 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
     StageModel *sm = ckpt_load_model(c, err);
     int rc = sm ? 0 : -1;
     if (rc == 0) rc = make_dirs(out_dir, err);
-    if (rc == 0) rc = write_model(model_path, sm, bf16, info, err);
+    const CkptParamSet weights = {sm ? sm->weights : NULL, ""};
+    if (rc == 0) rc = ckpt_write_params(model_path, sm, &weights, 1, bf16, NULL, err);
+    if (rc == 0) {
+        info->params = (int64_t)sm->numel;
+        info->tensors = sm->n_params;
+    }
     if (rc == 0) {
         // transformers reads torch_dtype to choose the dtype of the loaded model.
         char *config = model_config_to_hf_json(ckpt_model(c), bf16 ? "bfloat16" : "float32");

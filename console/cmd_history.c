@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <langinfo.h>
-#include <libgen.h>
 #include <locale.h>
 #include <math.h>
 #include <stdbool.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "storage/atomic_file.h"
 #include "storage/db.h"
 
 #define HISTORY_MAX_RUNS 16
@@ -729,37 +729,20 @@ static void export_write(FILE *out, const DbStep *steps, int n, bool csv) {
     else export_json(out, steps, n);
 }
 
-// Writes to a temporary file beside path, fsyncs it, renames it over path, fsyncs the folder.
+// The whole export in memory, then written atomically (storage/atomic_file).
 static int export_atomic(const char *path, const DbStep *steps, int n, bool csv, Error *err) {
-    char tmp[4096 + 16], dir[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
-        error_set(err, "--out: path too long");
-        return -1;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
         error_set(err, "%s: %s", path, strerror(errno));
         return -1;
     }
-    FILE *out = fdopen(fd, "w");
-    if (!out) close(fd);
-    else export_write(out, steps, n, csv);
-    bool ok = out && fflush(out) == 0 && !ferror(out) && fsync(fileno(out)) == 0;
-    int saved = errno;
-    if (out && fclose(out) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false, saved = errno;
-    if (!ok) {
-        unlink(tmp);
-        error_set(err, "%s: %s", path, strerror(saved));
-        return -1;
-    }
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
+    export_write(out, steps, n, csv);
+    fclose(out);
+    const int rc = atomic_write_file(path, text, len, err);
+    free(text);
+    return rc;
 }
 
 static int history_export(Db *db, const HistoryOptions *o, Error *err) {

@@ -7,7 +7,6 @@
 
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
-#include "storage/safetensors.h"
 
 int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err) {
     HfExportInfo local;

@@ -5,6 +5,7 @@
 //   {"name":"F mb0","cat":"F","ph":"X","ts":12.345,"dur":678.901,"pid":0,"tid":0,"args":{...}},
 //   ...]}
 #include "storage/trace.h"
+#include "storage/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -108,18 +109,6 @@ void trace_discard(TraceWriter *tw) {
     trace_free(tw);
 }
 
-// The directory entry of the rename is durable only once the directory is fsynced.
-static int fsync_parent(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    const int rc = fsync(fd) != 0 && errno != EINVAL ? -1 : 0;
-    close(fd);
-    return rc;
-}
-
 int trace_close(TraceWriter *tw, Error *err) {
     fputs("\n]}\n", tw->f);
     const char *what = NULL;   // the step that failed
@@ -129,11 +118,12 @@ int trace_close(TraceWriter *tw, Error *err) {
     else if (fsync(fileno(tw->f)) != 0) what = "fsync", why = errno;
     if (fclose(tw->f) != 0 && !what) what = "close", why = errno;
     if (!what && rename(tw->tmp, tw->path) != 0) what = "rename", why = errno;
-    if (!what && fsync_parent(tw->path) != 0) what = "fsync of its directory", why = errno;
     if (what) {
         error_set(err, "%s: trace %s failed: %s", tw->path, what, strerror(why));
         unlink(tw->tmp);
     }
+    // The directory entry of the rename is durable only once the directory is fsynced.
+    const int rc = what || fsync_parent_dir(tw->path, err) ? -1 : 0;
     trace_free(tw);
-    return what ? -1 : 0;
+    return rc;
 }

@@ -460,3 +460,54 @@ int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double late
     index_free(&ix);
     return rc;
 }
+
+// ---- message order per edge (transports without tags) -------------------------------------
+
+typedef struct {
+    int mb;
+    int index;   // position in its rank's list
+} EdgeMsg;
+
+// The messages of one edge (sending stage `from`, kind grad) that rank `self` sends (send) or
+// receives (!send), in list order.
+static int edge_messages(const Schedule *s, int self, int from, bool grad, bool send, EdgeMsg *out) {
+    int n = 0;
+    const ScheduleList *l = &s->ranks[self];
+    for (int i = 0; i < l->n; i++) {
+        const Action a = l->actions[i];
+        const bool match = send ? (a.type == (grad ? ACT_SEND_B : ACT_SEND_F) && a.stage == from)
+                                : (a.type == (grad ? ACT_RECV_B : ACT_RECV_F) && a.stage == (grad ? from - 1 : from + 1));
+        if (match) out[n++] = (EdgeMsg){.mb = a.mb, .index = i};
+    }
+    return n;
+}
+
+int schedule_check_fifo(const Schedule *s, Error *err) {
+    int longest = 1;
+    for (int r = 0; r < s->n_ranks; r++)
+        if (s->ranks[r].n > longest) longest = s->ranks[r].n;
+    EdgeMsg *sent = xcalloc((size_t)longest, sizeof(EdgeMsg)), *got = xcalloc((size_t)longest, sizeof(EdgeMsg));
+    int rc = 0;
+    for (int from = 0; from < s->n_stages && rc == 0; from++)
+        for (int grad = 0; grad < 2 && rc == 0; grad++) {
+            const int to = grad ? from - 1 : from + 1;
+            if (to < 0 || to >= s->n_stages || s->stage_rank[to] == s->stage_rank[from]) continue;
+            const int a = s->stage_rank[from], b = s->stage_rank[to];
+            const int ns = edge_messages(s, a, from, grad, true, sent), nr = edge_messages(s, b, from, grad, false, got);
+            for (int k = 0; k < ns && k < nr && rc == 0; k++) {
+                if (sent[k].mb == got[k].mb) continue;
+                char x[48], y[48];
+                error_set(err, "stage %d sends its %s to stage %d in another order than stage %d receives them: "
+                               "rank %d's action %d (%s) is message %d, rank %d's receive %d is action %d (%s); "
+                               "NCCL matches messages in order, so reorder the receives (or run with --transport "
+                               "local or mpi)",
+                          from, grad ? "gradients" : "activations", to, to, a, sent[k].index,
+                          schedule_format_action(s->ranks[a].actions[sent[k].index], x, sizeof x), k + 1, b, k + 1,
+                          got[k].index, schedule_format_action(s->ranks[b].actions[got[k].index], y, sizeof y));
+                rc = -1;
+            }
+        }
+    free(sent);
+    free(got);
+    return rc;
+}

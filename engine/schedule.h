@@ -96,6 +96,13 @@ void schedule_lower(Schedule *s);
 // one-line err such as "rank 1, action 5 (1B3): backward before its forward".
 int schedule_validate(const Schedule *s, Error *err);
 
+// For transports without tags: NCCL matches the k-th send with the k-th receive of a channel,
+// and the nccl transport gives every edge of the stage graph (stage s's activations to s+1,
+// its gradients to s-1, across ranks) a channel of its own. Checks that on every edge a
+// lowered schedule receives the microbatches in the order it sends them. Every built-in
+// schedule does; a CSV schedule may not. Returns 0, or -1 with one line naming the mismatch.
+int schedule_check_fifo(const Schedule *s, Error *err);
+
 // Runs every rank's list in order, each action starting when its rank is free and its
 // dependencies have ended (plus latency when a dependency is on another rank). dur[type] is
 // each action type's duration. start/end: (total actions) in rank-major order (rank 0's list,

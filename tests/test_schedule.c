@@ -64,6 +64,7 @@ static void check_one(const Schedule *s) {
     Schedule *low = schedule_copy(s);
     schedule_lower(low);
     CHECK(schedule_validate(low, &err) == 0, "%s lowered: %s", what, err.msg);
+    CHECK(schedule_check_fifo(low, &err) == 0, "%s lowered: not in NCCL's per-pair order: %s", what, err.msg);
     int sends = count_type(low, ACT_SEND_F) + count_type(low, ACT_SEND_B);
     CHECK(sends == 2 * crossing_edges(s) * s->n_microbatches, "%s: %d sends", what, sends);
     CHECK(count_type(low, ACT_RECV_F) + count_type(low, ACT_RECV_B) == sends, "%s: recvs match sends", what);
@@ -345,6 +346,21 @@ static void test_csv_accepts(void) {
           "%s", err.msg);
 }
 
+// A schedule whose second rank takes microbatch 1 before 0 is valid (sends are buffered) but
+// cannot run over a transport that matches messages in order (NCCL): the check says where.
+static void test_fifo_order(void) {
+    Error err;
+    Schedule *s = schedule_parse_csv("0F0,0F1,0B1,0B0\n1F1,1B1,1F0,1B0\n", "swap.csv", &err);
+    CHECK(s != NULL, "%s", s ? "" : err.msg);
+    if (!s) return;
+    CHECK(schedule_validate(s, &err) == 0, "swap.csv is a valid schedule: %s", err.msg);
+    CHECK(schedule_check_fifo(s, &err) == -1 &&
+              strstr(err.msg, "stage 0 sends its activations to stage 1 in another order") &&
+              strstr(err.msg, "0SEND_F0") && strstr(err.msg, "1RECV_F1"),
+          "%s", err.msg);
+    schedule_free(s);
+}
+
 // Errors the CSV loader cannot produce (it infers the map): actions on the wrong rank or
 // outside the shape, checked on hand-built schedules.
 static void test_validate_ownership(void) {
@@ -415,6 +431,7 @@ int main(void) {
     test_csv_malformed();
     test_csv_accepts();
     test_validate_ownership();
+    test_fifo_order();
     test_csv_fuzz();
     return test_finish();
 }

@@ -3,6 +3,7 @@
 // over every parameter gradient, and exits 1 above tolerance (DESIGN.md, "Parity").
 // Each process compares the stages it hosts against a single-device model it builds itself
 // (weights depend only on (seed, name)), so the check works unchanged under MPI.
+// On GPUs (--device cuda) the pipelined run is on the GPUs and the single device is this CPU.
 #include "console/cmd_check.h"
 
 #include <cjson/cJSON.h>
@@ -57,6 +58,7 @@ static int run_check(const RunOptions *ro, Pipeline *p, const int32_t *inputs, c
                      CheckResult *res, Error *err) {
     const RunConfig *rc = &ro->rc;
     if (pipeline_compute_grads(p, inputs, targets, &res->loss_pipe, err)) return -1;
+    pipeline_sync_to_host(p, true);   // GPU stages: their gradients into the host arrays compared below
     StageModel *ref = stage_create(&rc->model, 0, rc->model.layers, true, true, rc->seed, err);
     if (!ref) return -1;
     StageActs *acts = stage_acts_create(ref, rc->batch / rc->microbatches, rc->seq_len);
@@ -71,9 +73,10 @@ static int run_check(const RunOptions *ro, Pipeline *p, const int32_t *inputs, c
 
 static void print_text(const RunOptions *ro, const Pipeline *p, const CheckResult *res, double tol_loss,
                        double tol_grad, bool ok) {
-    printf("pptrain check: %s, %d stages on %d ranks x %d replicas, %d microbatches, batch %d x %d\n",
+    printf("pptrain check: %s, %d stages on %d ranks x %d replicas, %d microbatches, batch %d x %d%s\n",
            ro->pipe.schedule, pipeline_n_stages(p), ro->pipe.ranks, ro->pipe.dp, ro->rc.microbatches,
-           ro->rc.batch, ro->rc.seq_len);
+           ro->rc.batch, ro->rc.seq_len,
+           ro->pipe.device != DEVICE_CUDA ? "" : ro->pipe.gpu_fp32 ? ", on GPUs in fp32" : ", on GPUs in bf16");
     printf("  loss       pipelined %.9f  single device %.9f  rel diff %.2e\n", res->loss_pipe, res->loss_ref,
            res->loss_rel_diff);
     printf("  gradients  max rel diff %.2e over every parameter (worst here: %s)\n", res->max_grad_rel_diff,
@@ -116,7 +119,7 @@ int cmd_check(int argc, char **argv) {
     RunOptions ro = run_options_defaults();
     Error err = {{0}};
     bool json = false;
-    double tol_loss = 1e-6, tol_grad = 1e-5;   // the parity tolerances of the test suite
+    double tol_loss = -1, tol_grad = -1;   // -1: the defaults below
     if (parse_check_flags(&argc, argv, &json, &tol_loss, &tol_grad, &err)) return cli_fail(&err);
     const int parsed = run_options_parse(argc, argv, 2, &ro, &err);
     if (parsed == 1) {
@@ -125,6 +128,13 @@ int cmd_check(int argc, char **argv) {
         return 0;
     }
     if (parsed) return cli_fail(&err);
+    // On GPUs the check holds the pipeline to the CPU's single device in fp32 unless bf16 is
+    // asked for; bf16 GEMMs and messages then get bf16-sized tolerances.
+    const bool gpu = ro.pipe.device == DEVICE_CUDA;
+    if (gpu && !run_options_given(&ro, "--precision")) ro.pipe.gpu_fp32 = true;
+    const bool bf16 = gpu && !ro.pipe.gpu_fp32;
+    if (tol_loss < 0) tol_loss = bf16 ? 1e-2 : gpu ? 1e-5 : 1e-6;   // CPU: the test suite's parity tolerances
+    if (tol_grad < 0) tol_grad = bf16 ? 5e-2 : gpu ? 1e-4 : 1e-5;
     const size_t n = (size_t)ro.rc.batch * ro.rc.seq_len;
     int32_t *inputs = xmalloc(n * sizeof(int32_t)), *targets = xmalloc(n * sizeof(int32_t));
     int result = first_batch(&ro.rc, inputs, targets, &err);

@@ -57,7 +57,7 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
            rc->optim.lr, rc->optim.warmup_steps, rc->optim.min_lr, (unsigned long long)rc->seed);
     printf("  pipeline: %s, %d stage%s on %d rank%s x %d replica%s, %s transport%s\n", po->schedule,
            info->n_stages, info->n_stages == 1 ? "" : "s", po->ranks, po->ranks == 1 ? "" : "s", po->dp,
-           po->dp == 1 ? "" : "s", po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local",
+           po->dp == 1 ? "" : "s", transport_kind_name(po->transport),
            po->recompute ? ", recompute all" : "");
     print_stage_layers(info);
     const RunSession *ss = tp->session;

@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "engine/model_cuda.h"
 #include "console/cmd_train.h"
 #include "storage/db.h"
-#ifdef PPTRAIN_HAVE_CUDA
-#include "kernels/cuda/kernels_cuda.h"
-#endif
 
 typedef int (*OptionSetter)(RunOptions *ro, const char *flag, const char *value, Error *err);
 
@@ -103,13 +101,9 @@ static int set_db(RunOptions *ro, const char *flag, const char *v, Error *err) {
 INT_SETTER(set_dp, pipe.dp, 1, 4096)
 
 static int set_transport(RunOptions *ro, const char *flag, const char *v, Error *err) {
-    if (strcmp(v, "local") == 0) ro->pipe.transport = TRANSPORT_KIND_LOCAL;
-    else if (strcmp(v, "mpi") == 0) ro->pipe.transport = TRANSPORT_KIND_MPI;
-    else {
-        error_set(err, "%s: '%s' is not local or mpi", flag, v);
-        return -1;
-    }
-    return 0;
+    if (transport_kind_parse(v, &ro->pipe.transport) == 0) return 0;
+    error_set(err, "%s: '%s' is not local, mpi or nccl", flag, v);
+    return -1;
 }
 
 static int set_recompute(RunOptions *ro, const char *flag, const char *v, Error *err) {
@@ -126,24 +120,35 @@ static int set_trace(RunOptions *ro, const char *flag, const char *v, Error *err
     return set_path(ro->trace_path, sizeof ro->trace_path, flag, v, err);
 }
 
-// Only the CPU engine exists so far: kernels/cuda is built and tested on its own, but stages
-// do not run on GPUs yet. `--device cuda` says which of the two reasons stops it.
+// `--device cuda` says at once, in one line, why no GPU can be used (no driver, no device, a
+// build without the toolkit); what GPU stages cannot do is checked with the other options
+// (engine/pipeline.c).
 static int set_device(RunOptions *ro, const char *flag, const char *v, Error *err) {
-    (void)ro;
-    if (strcmp(v, "cpu") == 0) return 0;
+    if (strcmp(v, "cpu") == 0) {
+        ro->pipe.device = DEVICE_CPU;
+        return 0;
+    }
     if (strcmp(v, "cuda") != 0) {
         error_set(err, "%s: '%s' is not cpu or cuda", flag, v);
         return -1;
     }
-#ifdef PPTRAIN_HAVE_CUDA
-    const char *why = cuda_unavailable_reason();
-    if (why) error_set(err, "%s cuda: %s", flag, why);
-    else error_set(err, "%s cuda: a GPU is visible, but pipeline stages do not run on GPUs yet (only the kernels do: "
-                        "build-*/tests/gpu/test_cuda_kernels)", flag);
-#else
-    error_set(err, "%s cuda: this pptrain was built without the CUDA toolkit", flag);
-#endif
-    return -1;
+    const char *why = stage_cuda_unavailable();
+    if (why) {
+        error_set(err, "%s cuda: %s", flag, why);
+        return -1;
+    }
+    ro->pipe.device = DEVICE_CUDA;
+    return 0;
+}
+
+static int set_precision(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    if (strcmp(v, "bf16") == 0) ro->pipe.gpu_fp32 = false;
+    else if (strcmp(v, "fp32") == 0) ro->pipe.gpu_fp32 = true;
+    else {
+        error_set(err, "%s: '%s' is not bf16 or fp32", flag, v);
+        return -1;
+    }
+    return 0;
 }
 
 static int set_ckpt_dir(RunOptions *ro, const char *flag, const char *v, Error *err) {
@@ -169,7 +174,7 @@ static int set_split(RunOptions *ro, const char *flag, const char *v, Error *err
 }
 
 static const RunOption RUN_OPTIONS[] = {
-    {"--model", "tiny|small|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model},
+    {"--model", "tiny|small|125m|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model},
     {"--data", "PATH", "text file, folder of text, llm.c .bin shard or folder of shards (required)", set_data},
     {"--batching", "pad|pack", "one document per row, or a packed token stream (pad)", set_batching},
     {"--steps", "N", "optimizer steps (20)", set_steps},
@@ -191,10 +196,11 @@ static const RunOption RUN_OPTIONS[] = {
     {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2 (balanced by cost)", set_split},
     {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
     {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp},
-    {"--transport", "local|mpi", "ranks as threads of this process, or one MPI rank each under mpirun (local)", set_transport},
+    {"--transport", "local|mpi|nccl", "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport},
     {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute},
     {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace},
-    {"--device", "cpu|cuda", "where stages run (cpu)", set_device},
+    {"--device", "cpu|cuda", "where stages run; cuda: rank r on GPU r mod GPUs (cpu)", set_device},
+    {"--precision", "bf16|fp32", "GPU stages: bf16 GEMMs and messages, fp32 master weights; or fp32 throughout (bf16)", set_precision},
     {"--ckpt-dir", "DIR", "write checkpoints (HF safetensors + optimizer + trainer state) under DIR", set_ckpt_dir},
     {"--ckpt-every", "N", "checkpoint every N steps as well as at the end and on a stop (0)", set_ckpt_every},
     {"--resume", "RUN|latest|DIR", "continue a run from its newest complete checkpoint (or a checkpoint folder)", set_resume},

@@ -17,7 +17,7 @@ int recorder_begin(RunRecorder *r, const RunConfig *rc, const PipelineOptions *p
     const DbRun row = {.schedule = po->schedule, .stages = po->ranks, .virtual_stages = info->n_stages / po->ranks,
                        .dp = po->dp, .microbatches = rc->microbatches, .batch = rc->batch, .seq_len = rc->seq_len,
                        .model = rc->model.name, .params = (int64_t)info->params, .lr = rc->optim.lr,
-                       .seed = rc->seed, .transport = po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local", .device = "cpu", .config_json = config,
+                       .seed = rc->seed, .transport = transport_kind_name(po->transport), .device = po->device == DEVICE_CUDA ? "cuda" : "cpu", .config_json = config,
                        .steps_planned = rc->steps, .resumed_from = r->resumed_from};
     r->run = db_run_begin(r->db, &row, err);
     r->slot_bytes = info->slot_bytes;

@@ -46,8 +46,8 @@ void tui_view_copy(TuiView *dst, const TuiView *src) {
 void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *po) {
     snprintf(v->schedule, sizeof v->schedule, "%.255s", po->schedule);
     snprintf(v->model, sizeof v->model, "%s", rc->model.name);
-    snprintf(v->transport, sizeof v->transport, "%s", po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local");
-    snprintf(v->device, sizeof v->device, "cpu");
+    snprintf(v->transport, sizeof v->transport, "%s", transport_kind_name(po->transport));
+    snprintf(v->device, sizeof v->device, "%s", po->device == DEVICE_CUDA ? "cuda" : "cpu");
     v->P = po->ranks;
     v->V = po->virtual_stages ? po->virtual_stages
            : schedule_is_builtin(po->schedule) ? schedule_default_virtual(po->schedule) : 0;

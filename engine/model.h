@@ -30,8 +30,9 @@ typedef struct {
     float init_std;         // HF initializer_range
 } ModelConfig;
 
-// Presets: "tiny" (8 layers, ~0.33 M parameters, for tests) and "small" (8 layers,
-// ~25 M parameters, for demos and benchmarks). Returns -1 for an unknown name.
+// Presets: "tiny" (8 layers, ~0.33 M parameters, for tests), "small" (8 layers,
+// ~25 M parameters, for demos and CPU benchmarks) and "125m" (12 x 768, 32000 tokens,
+// ~127 M parameters, sequences up to 1024: the GPU benchmark). -1 for an unknown name.
 int model_config_preset(ModelConfig *cfg, const char *name, Error *err);
 // Reads a Hugging Face config.json (LlamaForCausalLM keys); validates it.
 int model_config_from_json(ModelConfig *cfg, const char *path, Error *err);
@@ -86,6 +87,10 @@ typedef struct {
     float *weights;               // (numel) one allocation, carved into views
     float *grads;                 // (numel)
     ParamViews w, g;              // named views into weights and grads
+    // NULL: the stage computes on the CPU in weights/grads. Otherwise its compute runs on a
+    // CUDA GPU (engine/model_cuda.h) and weights/grads are the host mirror, brought up to
+    // date only by stage_cuda_download.
+    struct StageCuda *cuda;
 } StageModel;
 
 // Creates the stage holding layers [layer_begin, layer_end) (plus embedding / head as
@@ -98,6 +103,9 @@ void stage_free(StageModel *s);
 void stage_zero_grads(StageModel *s);
 // The parameter with this HF name, or NULL.
 const ParamInfo *stage_find_param(const StageModel *s, const char *name);
+// Points the named views v (v->layer holds the stage's layers) at the tensors of one flat
+// buffer in the stage's layout: weights, grads, or their device twins (engine/model_cuda.c).
+void stage_carve_views(const StageModel *s, float *base, ParamViews *v);
 
 // Everything one microbatch keeps between its forward and its backward on one stage,
 // sized once for B sequences of T tokens (no allocation inside a step).
@@ -108,24 +116,34 @@ size_t stage_acts_bytes(const StageModel *s, int B, int T);
 
 // Forward of one microbatch of B*T tokens.
 //   first stage: tokens(B*T) is read (and kept for the embedding's backward);
-//   other stages: input(B*T, C) is read (copied in).
+//   other stages: input(B*T, C) is read (copied in), a message of the stage's format
+//     (stage_msg_bytes): fp32 on the CPU; bf16 or fp32 device memory on a GPU.
+//   tokens and targets are host memory on every device.
 //   last stage: targets(B*T) (-1 = ignore) give the loss and its gradient right away;
 //               returns loss_scale * sum of per-token losses (see crossentropy_forward_backward).
 //   other stages: return 0 and the output is at stage_acts_output().
-double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const float *input,
+double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
                      const int32_t *targets, float loss_scale);
-const float *stage_acts_output(const StageActs *a);      // (B*T, C)
+// The output as a message of the stage's format, on the stage's device.
+const void *stage_acts_output(const StageActs *a);       // (B*T, C)
+// Bytes of one message (an activation or its gradient) of B*T rows: B*T*C*4 on the CPU,
+// B*T*C*2 on a GPU in bf16 (DESIGN.md "Numerics"); where it lives: stage_msg_alloc.
+size_t stage_msg_bytes(const StageModel *s, int B, int T);
+// A message buffer on the stage's device (host memory for a CPU stage); aborts on failure.
+void *stage_msg_alloc(const StageModel *s, size_t bytes);
+void stage_msg_free(const StageModel *s, void *msg);
 
 // Backward in two halves, so zero-bubble schedules can run them apart:
-//   stage_backward_input ("I"): from dout(B*T, C) (ignored on the last stage, whose loss
+//   stage_backward_input ("I"): from dout(B*T, C), a message like the forward's input
+//     (ignored on the last stage, whose loss
 //     gradient the forward computed) to the gradient of the stage input, at
 //     stage_acts_dinput() (first stage: nothing); keeps what the weight half needs.
 //   stage_backward_weight ("W"): accumulates every parameter gradient into s->grads.
 // stage_backward ("B") runs both.
-void stage_backward_input(StageModel *s, StageActs *a, const float *dout);
+void stage_backward_input(StageModel *s, StageActs *a, const void *dout);
 void stage_backward_weight(StageModel *s, StageActs *a);
-void stage_backward(StageModel *s, StageActs *a, const float *dout);
-const float *stage_acts_dinput(const StageActs *a);      // (B*T, C)
+void stage_backward(StageModel *s, StageActs *a, const void *dout);
+const void *stage_acts_dinput(const StageActs *a);       // (B*T, C), a message like the output
 // Logits of the last forward (last stage, before the loss gradient overwrote them only if
 // keep_logits was requested at creation): used by tests against the PyTorch fixture.
 const float *stage_acts_logits(const StageActs *a);      // (B*T, V)
@@ -143,13 +161,14 @@ size_t stage_acts_light_bytes(const StageModel *s, int B, int T);
 bool stage_acts_is_light(const StageActs *a);
 // stage_forward in the workspace ws, then keeps tokens / input / targets / output in light.
 // Returns the loss as stage_forward does.
+// Recompute runs on CPU stages only.
 double stage_forward_light(StageModel *s, StageActs *light, StageActs *ws, const int32_t *tokens,
-                           const float *input, const int32_t *targets, float loss_scale);
+                           const void *input, const int32_t *targets, float loss_scale);
 // Runs the forward again in ws from what light kept (the same kernels on the same inputs, so
 // ws ends bitwise as stage_forward left it), then the input half of the backward from
 // dout (ignored on the last stage), and copies the input gradient into light. ws now holds
 // what stage_backward_weight(s, ws) needs.
-void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout);
+void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout);
 // Both halves: stage_backward_input_light, then stage_backward_weight on ws.
-void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout);
+void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout);
 #endif

@@ -6,6 +6,7 @@
 
 #include "engine/model.h"
 #include "engine/model_acts.h"
+#include "engine/model_cuda.h"
 #include "kernels/cpu/kernels.h"
 
 // Carves buffers out of one arena; the counting pass (base == NULL) only sums sizes.
@@ -81,13 +82,13 @@ static void carve_light(const StageModel *s, StageActs *a, Carver *cv) {
     if (!s->has_head) a->output = carve(cv, N * C);
 }
 
-static StageActs acts_shape(const StageModel *s, int B, int T, bool light) {
+StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light) {
     return (StageActs){.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
                        .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light};
 }
 
 size_t stage_acts_light_bytes(const StageModel *s, int B, int T) {
-    StageActs a = acts_shape(s, B, T, true);
+    StageActs a = stage_acts_shape(s, B, T, true);
     Carver cv = {0};
     carve_light(s, &a, &cv);
     return cv.used + sizeof(StageActs);
@@ -95,7 +96,7 @@ size_t stage_acts_light_bytes(const StageModel *s, int B, int T) {
 
 StageActs *stage_acts_create_light(const StageModel *s, int B, int T) {
     StageActs *a = xcalloc(1, sizeof *a);
-    *a = acts_shape(s, B, T, true);
+    *a = stage_acts_shape(s, B, T, true);
     Carver cv = {0};
     carve_light(s, a, &cv);
     a->arena_bytes = cv.used;
@@ -111,25 +112,27 @@ bool stage_acts_is_light(const StageActs *a) {
     return a->light;
 }
 
+size_t stage_acts_layout(const StageModel *s, StageActs *a, char *base) {
+    Carver cv = {.base = base};
+    carve_acts(s, a, &cv);
+    return cv.used;
+}
+
 size_t stage_acts_bytes(const StageModel *s, int B, int T) {
-    StageActs a = acts_shape(s, B, T, false);
-    Carver cv = {0};
-    carve_acts(s, &a, &cv);
-    return cv.used + sizeof(StageActs) + a.n_layers * sizeof(LayerActs);
+    StageActs a = stage_acts_shape(s, B, T, false);
+    return stage_acts_layout(s, &a, NULL) + sizeof(StageActs) + a.n_layers * sizeof(LayerActs);
 }
 
 StageActs *stage_acts_create(const StageModel *s, int B, int T) {
+    if (s->cuda) return stage_cuda_acts_create(s, B, T);
     StageActs *a = xcalloc(1, sizeof *a);
-    *a = acts_shape(s, B, T, false);
+    *a = stage_acts_shape(s, B, T, false);
     a->layer = xcalloc((size_t)(a->n_layers ? a->n_layers : 1), sizeof(LayerActs));
-    Carver cv = {0};
-    carve_acts(s, a, &cv);
-    a->arena_bytes = cv.used;
-    a->arena = aligned_alloc(64, cv.used);
-    check_alloc(a->arena, cv.used, __FILE__, __LINE__);
-    memset(a->arena, 0, cv.used);      // touch every page now, not inside the first step
-    cv = (Carver){.base = a->arena};
-    carve_acts(s, a, &cv);
+    a->arena_bytes = stage_acts_layout(s, a, NULL);
+    a->arena = aligned_alloc(64, a->arena_bytes);
+    check_alloc(a->arena, a->arena_bytes, __FILE__, __LINE__);
+    memset(a->arena, 0, a->arena_bytes);      // touch every page now, not inside the first step
+    stage_acts_layout(s, a, a->arena);
     a->input = a->resid;
     a->output = a->resid + (size_t)a->n_layers * a->N * a->C;
     a->dinput = a->dresid;
@@ -140,6 +143,10 @@ StageActs *stage_acts_create(const StageModel *s, int B, int T) {
 
 void stage_acts_free(StageActs *a) {
     if (!a) return;
+    if (a->cuda) {
+        stage_cuda_acts_free(a);
+        return;
+    }
     if (a->dlogits != a->logits) free(a->dlogits);
     free(a->arena);
     free(a->layer);
@@ -149,6 +156,7 @@ void stage_acts_free(StageActs *a) {
 // Gives the loss gradient a buffer of its own so the logits survive the forward (tests).
 // Called at set-up, never inside a step.
 void stage_acts_keep_logits(StageActs *a, bool keep) {
+    if (a->cuda) return;   // a GPU stage's logits stay on the device (tests read CPU stages)
     const bool kept = a->dlogits != a->logits;
     if (!a->logits || keep == kept) return;
     if (keep) {
@@ -161,12 +169,25 @@ void stage_acts_keep_logits(StageActs *a, bool keep) {
     }
 }
 
-const float *stage_acts_output(const StageActs *a) {
-    return a->output;
+const void *stage_acts_output(const StageActs *a) {
+    return a->cuda ? stage_cuda_acts_output(a) : a->output;
 }
 
-const float *stage_acts_dinput(const StageActs *a) {
-    return a->dinput;
+const void *stage_acts_dinput(const StageActs *a) {
+    return a->cuda ? stage_cuda_acts_dinput(a) : a->dinput;
+}
+
+size_t stage_msg_bytes(const StageModel *s, int B, int T) {
+    return (size_t)B * T * s->cfg.hidden * (s->cuda ? stage_cuda_msg_elem_bytes(s) : sizeof(float));
+}
+
+void *stage_msg_alloc(const StageModel *s, size_t bytes) {
+    return s->cuda ? stage_cuda_msg_alloc(s, bytes) : xmalloc(bytes ? bytes : 1);
+}
+
+void stage_msg_free(const StageModel *s, void *msg) {
+    if (s->cuda) stage_cuda_msg_free(s, msg);
+    else free(msg);
 }
 
 const float *stage_acts_logits(const StageActs *a) {

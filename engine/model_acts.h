@@ -49,8 +49,16 @@ struct StageActs {
     float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
     float *dh;              // (N, I)
     float *datt;            // (B, NH, T, T)
-    char *arena;
+    char *arena;            // host memory, or device memory when cuda is set
     size_t arena_bytes;
+    struct ActsCuda *cuda;  // NULL on the CPU; a GPU stage's extras (engine/model_cuda.c)
 };
+
+// The shape fields of a StageActs for B x T (no buffers).
+StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light);
+// The full form's arena: carves every buffer above out of base (NULL: only counts) and
+// returns the bytes it takes. a->layer must hold n_layers entries when base is set. The
+// CUDA stage carves a device arena with it, so both devices share one layout.
+size_t stage_acts_layout(const StageModel *s, StageActs *a, char *base);
 
 #endif

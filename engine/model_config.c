@@ -38,8 +38,17 @@ int model_config_preset(ModelConfig *cfg, const char *name, Error *err) {
         cfg->kv_heads = 4;
         cfg->head_dim = 64;
         cfg->max_positions = 1024;
+    } else if (strcmp(name, "125m") == 0) {    // 127,027,968 parameters: the GPU benchmark (GPT-2 small's
+        cfg->hidden = 768;                     // size, Llama-shaped: 12 x 768, a 32000-token vocabulary)
+        cfg->intermediate = 1792;
+        cfg->layers = 12;
+        cfg->heads = 12;
+        cfg->kv_heads = 12;
+        cfg->head_dim = 64;
+        cfg->vocab = 32000;
+        cfg->max_positions = 1024;
     } else {
-        error_set(err, "--model: unknown preset '%s' (tiny, small, or a config.json path)", name);
+        error_set(err, "--model: unknown preset '%s' (tiny, small, 125m, or a config.json path)", name);
         return -1;
     }
     return 0;

@@ -6,6 +6,7 @@
 
 #include "engine/init.h"
 #include "engine/model.h"
+#include "engine/model_cuda.h"
 
 typedef struct {
     StageModel *s;
@@ -55,7 +56,7 @@ static void layout_params(ParamLayout *pl) {
 }
 
 // Points the named views of one flat buffer (weights or grads) at their tensors.
-static void carve_views(const StageModel *s, float *base, ParamViews *v) {
+void stage_carve_views(const StageModel *s, float *base, ParamViews *v) {
     const int n_layers = s->layer_end - s->layer_begin;
     int i = 0;
     if (s->has_embed) v->wte = base + s->params[i++].offset;
@@ -105,8 +106,8 @@ StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
     const int n_layers = layer_end - layer_begin;
     s->w.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
     s->g.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
-    carve_views(s, s->weights, &s->w);
-    carve_views(s, s->grads, &s->g);
+    stage_carve_views(s, s->weights, &s->w);
+    stage_carve_views(s, s->grads, &s->g);
     for (int i = 0; i < s->n_params; i++) {
         const ParamInfo *p = &s->params[i];
         float *w = s->weights + p->offset;
@@ -121,6 +122,7 @@ StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
 
 void stage_free(StageModel *s) {
     if (!s) return;
+    stage_cuda_detach(s);
     free(s->params);
     free(s->weights);
     free(s->grads);
@@ -130,6 +132,10 @@ void stage_free(StageModel *s) {
 }
 
 void stage_zero_grads(StageModel *s) {
+    if (s->cuda) {
+        stage_cuda_zero_grads(s);
+        return;
+    }
     memset(s->grads, 0, s->numel * sizeof(float));
 }
 

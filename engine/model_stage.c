@@ -10,11 +10,14 @@
 // weight half (W) turns them into parameter gradients. A full backward (B) is I then W.
 // Recompute: the *_light functions run the same code in a borrowed workspace and keep in a
 // light StageActs only the stage's boundary tensors (engine/model.h).
+// A stage on a GPU (s->cuda) runs the same equations in engine/model_cuda.c: each entry point
+// below hands it over first.
 #include <assert.h>
 #include <string.h>
 
 #include "engine/model.h"
 #include "engine/model_acts.h"
+#include "engine/model_cuda.h"
 #include "kernels/cpu/kernels.h"
 
 typedef struct {
@@ -60,8 +63,9 @@ static void layer_forward(const LayerParams *w, LayerActs *la, const float *x, f
     residual_forward(out, out, la->xmid, (size_t)d.N * d.C);
 }
 
-double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const float *input,
+double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
                      const int32_t *targets, float loss_scale) {
+    if (s->cuda) return stage_cuda_forward(s, a, tokens, input, targets, loss_scale);
     assert(!a->light);
     const Dims d = dims_of(s, a);
     const size_t NC = (size_t)d.N * d.C;
@@ -116,7 +120,11 @@ static void layer_backward_input(const LayerParams *w, LayerActs *la, const floa
     rmsnorm_backward(dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
-void stage_backward_input(StageModel *s, StageActs *a, const float *dout) {
+void stage_backward_input(StageModel *s, StageActs *a, const void *dout) {
+    if (s->cuda) {
+        stage_cuda_backward_input(s, a, dout);
+        return;
+    }
     assert(!a->light);
     const Dims d = dims_of(s, a);
     const size_t NC = (size_t)d.N * d.C;
@@ -148,6 +156,10 @@ static void layer_backward_weight(const LayerParams *w, LayerParams *g, const La
 }
 
 void stage_backward_weight(StageModel *s, StageActs *a) {
+    if (s->cuda) {
+        stage_cuda_backward_weight(s, a);
+        return;
+    }
     assert(!a->light);
     const Dims d = dims_of(s, a);
     if (s->has_head) {
@@ -161,7 +173,7 @@ void stage_backward_weight(StageModel *s, StageActs *a) {
     if (s->has_embed) embedding_backward(s->g.wte, dresid_at(a, 0), a->tokens, d.N, d.C);
 }
 
-void stage_backward(StageModel *s, StageActs *a, const float *dout) {
+void stage_backward(StageModel *s, StageActs *a, const void *dout) {
     stage_backward_input(s, a, dout);
     stage_backward_weight(s, a);
 }
@@ -173,8 +185,8 @@ static void copy_floats(float *dst, const float *src, size_t n) {
 }
 
 double stage_forward_light(StageModel *s, StageActs *light, StageActs *ws, const int32_t *tokens,
-                           const float *input, const int32_t *targets, float loss_scale) {
-    assert(light->light && !ws->light && light->N == ws->N);
+                           const void *input, const int32_t *targets, float loss_scale) {
+    assert(light->light && !ws->light && light->N == ws->N && !s->cuda);
     const size_t N = (size_t)ws->N, NC = N * (size_t)ws->C;
     const double loss = stage_forward(s, ws, tokens, input, targets, loss_scale);
     if (s->has_embed) memcpy(light->tokens, tokens, N * sizeof(int32_t));
@@ -188,7 +200,7 @@ double stage_forward_light(StageModel *s, StageActs *light, StageActs *ws, const
     return loss;
 }
 
-void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout) {
+void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout) {
     assert(light->light && !ws->light && light->N == ws->N);
     // The last stage's loss gradient is made by its forward: running it again restores it.
     stage_forward(s, ws, light->tokens, light->input, light->targets, light->loss_scale);
@@ -196,7 +208,7 @@ void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, 
     if (!s->has_embed) memcpy(light->dinput, stage_acts_dinput(ws), (size_t)ws->N * ws->C * sizeof(float));
 }
 
-void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const float *dout) {
+void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout) {
     stage_backward_input_light(s, light, ws, dout);
     stage_backward_weight(s, ws);
 }

@@ -17,8 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/model_cuda.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
+#ifdef PPTRAIN_HAVE_NCCL
+#include "engine/transport_nccl.h"
+#endif
 #include "engine/schedule.h"
 #include "kernels/cpu/kernels.h"
 
@@ -40,6 +44,9 @@ struct Pipeline {
     RunConfig rc;
     int P, D, W, S, M, rows, T;
     TransportKind kind;
+    bool multiprocess;        // mpi or nccl: this process is one rank
+    bool cuda;                // stages on GPUs
+    int gpu;                  // nccl: this process's GPU
     int self;                 // world rank of this process (MPI), 0 under local
     int n_host;               // ranks hosted here: W (local) or 1 (MPI)
     int n_copies;             // replicas whose stages live here: D (local) or 1 (MPI)
@@ -251,10 +258,39 @@ static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) 
     return s;
 }
 
+// What GPU stages cannot do (yet), each in one line.
+static int check_cuda_options(const PipelineOptions *o, Error *err) {
+    const char *why = stage_cuda_unavailable();
+    if (why) {
+        error_set(err, "--device cuda: %s", why);
+        return -1;
+    }
+    if (o->recompute) {
+        error_set(err, "--recompute all runs on CPU stages only; on GPUs use --recompute none");
+        return -1;
+    }
+    if (o->transport == TRANSPORT_KIND_MPI) {
+        error_set(err, "--device cuda under mpirun uses --transport nccl (mpi moves host memory)");
+        return -1;
+    }
+#ifndef PPTRAIN_HAVE_NCCL
+    if (o->transport == TRANSPORT_KIND_NCCL) {
+        error_set(err, "--transport nccl: this pptrain was built without NCCL");
+        return -1;
+    }
+#endif
+    return 0;
+}
+
 static int check_options(const RunConfig *rc, const PipelineOptions *o, Error *err) {
     if (o->ranks < 1 || o->dp < 1 || o->timeout_s <= 0) {
         error_set(err, "--stages and --dp must be at least 1 (got %d, %d) and the timeout positive (got %g s)",
                   o->ranks, o->dp, o->timeout_s);
+        return -1;
+    }
+    if (o->device == DEVICE_CUDA && check_cuda_options(o, err)) return -1;
+    if (o->device != DEVICE_CUDA && o->transport == TRANSPORT_KIND_NCCL) {
+        error_set(err, "--transport nccl moves GPU memory: it needs --device cuda");
         return -1;
     }
     if (o->dp > 1 && rc->microbatches > 0 && rc->batch % (o->dp * rc->microbatches) != 0) {
@@ -268,7 +304,14 @@ static int check_options(const RunConfig *rc, const PipelineOptions *o, Error *e
 // Does this process hold copy c of stage s? Local: every stage of every replica; MPI: the
 // stages of its own pipeline rank.
 static bool holds(const Pipeline *p, int s) {
-    return p->kind == TRANSPORT_KIND_LOCAL || p->sched->stage_rank[s] == p->self % p->P;
+    return !p->multiprocess || p->sched->stage_rank[s] == p->self % p->P;
+}
+
+// GPU stages: world rank r's stages go to GPU r mod (visible GPUs) under local, to this
+// process's GPU under nccl.
+static int attach_gpu(const Pipeline *p, const PipelineOptions *o, StageModel *sm, int world, Error *err) {
+    const int gpu = p->multiprocess ? p->gpu : world % stage_cuda_device_count();
+    return stage_cuda_attach(sm, gpu, !o->gpu_fp32, err);
 }
 
 // Stage s holds layers [first(s), first(s) + counts[s]); the embedding on 0, the head on S-1.
@@ -286,6 +329,7 @@ static int build_stages(Pipeline *p, const PipelineOptions *o, Error *err) {
             p->stages[k] = stage_create(&p->rc.model, begin, begin + counts[s], s == 0, s == p->S - 1, p->rc.seed, err);
             if (!p->stages[k]) rc = -1;
             else p->opt[k] = adamw_state_create(p->stages[k]->numel);
+            if (rc == 0 && p->cuda) rc = attach_gpu(p, o, p->stages[k], c * p->P + p->sched->stage_rank[s], err);
         }
     return rc;
 }
@@ -313,13 +357,55 @@ static int longest_list(const Schedule *s) {
     return most;
 }
 
+#ifdef PPTRAIN_HAVE_NCCL
+// This process's GPU: its rank among the ranks on its node, mod the visible GPUs. NCCL needs
+// every rank on its own GPU.
+static int pick_gpu(const PipelineOptions *o, int *gpu, Error *err) {
+    MPI_Comm world = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD, node;
+    int local = 0, on_node = 1;
+    if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+        error_set(err, "--transport nccl: MPI could not group the ranks by node");
+        return -1;
+    }
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_size(node, &on_node);
+    MPI_Comm_free(&node);
+    const int gpus = stage_cuda_device_count();
+    if (on_node > gpus) {
+        error_set(err, "--transport nccl: %d ranks on this node but %d GPU%s; NCCL needs a GPU per rank "
+                       "(several stages on one GPU: --transport local)", on_node, gpus, gpus == 1 ? "" : "s");
+        return -1;
+    }
+    *gpu = local % gpus;
+    return 0;
+}
+
+static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
+    if (schedule_check_fifo(p->sched, err) || pick_gpu(o, &p->gpu, err) || stage_cuda_set_device(p->gpu, err))
+        return -1;
+    p->tp = transport_nccl_create(o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
+                                  2 * p->M * p->S, o->timeout_s, p->gpu, err);
+    if (!p->tp) return -1;
+    p->self = transport_nccl_rank(p->tp);
+    return 0;
+}
+#else
+static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
+    (void)p, (void)o, (void)msg_bytes, (void)capacity;
+    error_set(err, "--transport nccl: this pptrain was built without NCCL");
+    return -1;
+}
+#endif
+
 static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
     const size_t msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * sizeof(float);
     const int capacity = max_messages(p->sched);
     if (p->kind == TRANSPORT_KIND_LOCAL) {
-        p->tp = transport_local_create_world(p->P, p->D, msg_bytes, capacity, o->timeout_s);
+        p->tp = transport_local_create_mem(p->P, p->D, msg_bytes, capacity, o->timeout_s,
+                                           p->cuda ? stage_cuda_transport_memory() : NULL);
         return 0;
     }
+    if (p->kind == TRANSPORT_KIND_NCCL) return create_nccl(p, o, msg_bytes, capacity, err);
     p->tp = transport_mpi_create(o->mpi_comm, p->P, p->D, msg_bytes, capacity, 2 * p->M * p->S, o->timeout_s, err);
     if (!p->tp) return -1;
     p->self = transport_mpi_rank(p->tp);
@@ -328,7 +414,7 @@ static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
 
 // World rank `world` hosted at index i of p->ranks: its replica's stages, view and runtime.
 static void init_rank(Pipeline *p, PipelineRank *pr, int world) {
-    const int copy = p->kind == TRANSPORT_KIND_LOCAL ? world / p->P : 0;
+    const int copy = p->multiprocess ? 0 : world / p->P;
     *pr = (PipelineRank){.p = p, .world = world, .pipe = world % p->P, .replica = world / p->P,
                          .stages = p->stages + copy * p->S, .opt = p->opt + copy * p->S};
     pr->view = transport_view_create(p->tp, pr->replica * p->P, p->P);
@@ -342,7 +428,7 @@ static int gather_peak_slots(Pipeline *p, Error *err) {
     for (int i = 0; i < p->n_host; i++)
         if (p->ranks[i].replica == 0)
             for (int s = 0; s < p->S; s++) peak[s] += runtime_peak_slots(p->ranks[i].rt, s);
-    TransportStatus st = p->kind == TRANSPORT_KIND_MPI
+    TransportStatus st = p->multiprocess
                              ? transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, peak, (size_t)p->S, err)
                              : TRANSPORT_OK;
     for (int s = 0; s < p->S; s++) p->peak_slots[s] = (int)peak[s];
@@ -366,9 +452,9 @@ static void start_threads(Pipeline *p) {
 
 // Ranks, report arrays, clock offsets; MPI: signal handlers; local: the rank threads.
 static int start_ranks(Pipeline *p, Error *err) {
-    p->n_host = p->kind == TRANSPORT_KIND_LOCAL ? p->W : 1;
+    p->n_host = p->multiprocess ? 1 : p->W;
     p->ranks = xcalloc((size_t)p->n_host, sizeof(PipelineRank));
-    for (int i = 0; i < p->n_host; i++) init_rank(p, &p->ranks[i], p->kind == TRANSPORT_KIND_LOCAL ? i : p->self);
+    for (int i = 0; i < p->n_host; i++) init_rank(p, &p->ranks[i], p->multiprocess ? p->self : i);
     p->busy_ms = xcalloc((size_t)p->W, sizeof(double));
     p->peak_slots = xcalloc((size_t)p->S, sizeof(int));
     p->offsets = xcalloc((size_t)p->W, sizeof(double));
@@ -377,7 +463,7 @@ static int start_ranks(Pipeline *p, Error *err) {
     p->tele_ranks = xcalloc((size_t)p->W, sizeof(RankTelemetry));
     p->tele_stages = xcalloc((size_t)p->S, sizeof(StageTelemetry));
     p->event_cap = longest_list(p->sched);
-    if (p->kind == TRANSPORT_KIND_LOCAL) {
+    if (!p->multiprocess) {
         start_threads(p);
         return gather_peak_slots(p, err);
     }
@@ -390,13 +476,14 @@ static int start_ranks(Pipeline *p, Error *err) {
 
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *err) {
     if (check_options(rc, o, err)) return NULL;
-    if (o->transport == TRANSPORT_KIND_MPI && pipeline_mpi_init(err)) return NULL;
+    if (o->transport != TRANSPORT_KIND_LOCAL && pipeline_mpi_init(err)) return NULL;
     Schedule *sched = pipeline_schedule(o, rc->microbatches, err);
     if (!sched) return NULL;
     Pipeline *p = xcalloc(1, sizeof *p);
     const int P = sched->n_ranks, D = o->dp;
     *p = (Pipeline){.rc = *rc, .P = P, .D = D, .W = P * D, .S = sched->n_stages, .M = sched->n_microbatches,
                     .rows = rc->batch / (D * rc->microbatches), .T = rc->seq_len, .kind = o->transport,
+                    .multiprocess = o->transport != TRANSPORT_KIND_LOCAL, .cuda = o->device == DEVICE_CUDA,
                     .n_copies = o->transport == TRANSPORT_KIND_LOCAL ? D : 1, .sched = sched,
                     .rt_opts = {.recompute = o->recompute}};
     // The transport first: under MPI it says which rank this process is, hence which stages.
@@ -461,15 +548,21 @@ static int rank_run_actions(PipelineRank *pr) {
     return pr->status == RUNTIME_OK ? 0 : -1;
 }
 
-// Sums each local stage's gradients over the D replicas that hold it.
+// Sums each local stage's gradients over the D replicas that hold it: host arrays on the CPU;
+// device memory under nccl; GPU stages under local go through their host mirror (the local
+// transport's collectives add host memory).
 static int rank_reduce_grads(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     if (p->D == 1) return 0;
     for (int s = 0; s < p->S; s++) {
         if (!rank_has(pr, s)) continue;
         StageModel *sm = pr->stages[s];
+        const bool on_device = p->cuda && p->kind == TRANSPORT_KIND_NCCL, staged = p->cuda && !on_device;
+        float *grads = on_device ? stage_cuda_grads(sm) : sm->grads;
+        if (staged) stage_cuda_download(sm, true, NULL);
         Error why;
-        TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_REPLICAS, sm->grads, sm->numel, &why);
+        TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_REPLICAS, grads, sm->numel, &why);
+        if (staged && st == TRANSPORT_OK) stage_cuda_upload(sm, true, NULL);
         if (st != TRANSPORT_OK) {
             rank_failed(pr, st, &why, "(the gradient all-reduce over replicas)");
             return -1;
@@ -486,7 +579,9 @@ static int rank_reduce_totals(PipelineRank *pr) {
     const int W = p->W;
     double sumsq = 0.0;
     for (int s = 0; s < p->S && pr->replica == 0; s++)
-        if (rank_has(pr, s)) sumsq += grad_sum_squares(pr->stages[s]->grads, pr->stages[s]->numel);
+        if (rank_has(pr, s))
+            sumsq += p->cuda ? stage_cuda_grad_sum_squares(pr->stages[s])
+                             : grad_sum_squares(pr->stages[s]->grads, pr->stages[s]->numel);
     memset(pr->slots, 0, sizeof(double) * 3 * (size_t)W);
     pr->slots[pr->world] = sumsq;
     pr->slots[W + pr->world] = pr->loss;
@@ -513,6 +608,10 @@ static void rank_update(PipelineRank *pr) {
     for (int s = 0; s < p->S; s++) {
         if (!rank_has(pr, s)) continue;
         StageModel *sm = pr->stages[s];
+        if (p->cuda) {
+            stage_cuda_update(sm, &pr->opt[s], oc, p->lr, clip);
+            continue;
+        }
         if (clip < 1.0f) grad_scale(sm->grads, sm->numel, clip);
         adamw_state_step(&pr->opt[s], sm->weights, sm->grads, oc, p->lr);
     }
@@ -531,6 +630,12 @@ static void *pipeline_rank_main(void *arg) {
     // The ranks share the cores: each rank's kernels get an equal part of the OpenMP threads.
     const int threads = omp_get_max_threads() / p->W;
     omp_set_num_threads(threads > 1 ? threads : 1);
+    // GPU stages: this thread launches on its stages' GPU (all of a rank's stages share one).
+    for (int s = 0; p->cuda && s < p->S; s++)
+        if (rank_has(pr, s)) {
+            stage_cuda_bind_thread(pr->stages[s]);
+            break;
+        }
     for (;;) {
         pthread_barrier_wait(&p->start);
         if (p->quit) return NULL;
@@ -576,14 +681,14 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
     const Error *fail = first_failure(p);
     if (!fail) return 0;
     p->broken = true;
-    if (p->kind == TRANSPORT_KIND_MPI) mpi_failed = 1;
+    if (p->multiprocess) mpi_failed = 1;
     *err = *fail;
     return -1;
 }
 
 // Every rank's events of the step at the root: pointers (local) or a gather (MPI).
 static int collect_events(Pipeline *p, Error *err) {
-    if (p->kind == TRANSPORT_KIND_LOCAL) {
+    if (!p->multiprocess) {
         for (int r = 0; r < p->W; r++) p->events[r] = runtime_events(p->ranks[r].rt, &p->n_events[r]);
         return 0;
     }
@@ -630,7 +735,7 @@ int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, in
     fill_report(p, step, now_s() - t0, out);
     if (collect_events(p, err)) {
         p->broken = true;
-        mpi_failed = p->kind == TRANSPORT_KIND_MPI;
+        mpi_failed = p->multiprocess;
         transport_abort(p->tp);
         return -1;
     }
@@ -664,7 +769,7 @@ static void free_ranks(Pipeline *p) {
 void pipeline_free(Pipeline *p) {
     if (!p) return;
     if (p->threads) stop_threads(p);
-    if (p->kind == TRANSPORT_KIND_MPI && sig_state.tp == p->tp && p->tp) remove_signal_handlers();
+    if (p->multiprocess && sig_state.tp == p->tp && p->tp) remove_signal_handlers();
     free_ranks(p);
     transport_free(p->tp);
     for (int k = 0; p->stages && k < p->n_copies * p->S; k++) {
@@ -713,7 +818,12 @@ const AdamWState *pipeline_stage_optimizer(const Pipeline *p, int stage) {
     return stage >= 0 && stage < p->S && p->stages[stage] ? &p->opt[stage] : NULL;
 }
 
-int pipeline_replica(const Pipeline *p) { return p->kind == TRANSPORT_KIND_LOCAL ? 0 : p->self / p->P; }
+int pipeline_replica(const Pipeline *p) { return p->multiprocess ? p->self / p->P : 0; }
+
+void pipeline_sync_to_host(Pipeline *p, bool grads) {
+    for (int s = 0; p->cuda && s < p->S; s++)
+        if (p->stages[s]) stage_cuda_download(p->stages[s], grads, &p->opt[s]);
+}
 
 int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int adam_t, Error *err) {
     for (int s = 0; s < p->S; s++) {
@@ -732,12 +842,14 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
             memset(st->v, 0, st->n * sizeof(float));
         }
         st->t = moments ? adam_t : 0;
+        if (p->cuda) stage_cuda_upload(sm, false, st);
         for (int c = 1; c < p->n_copies; c++) {
             const int k = c * p->S + s;
             memcpy(p->stages[k]->weights, sm->weights, sm->numel * sizeof(float));
             memcpy(p->opt[k].m, st->m, st->n * sizeof(float));
             memcpy(p->opt[k].v, st->v, st->n * sizeof(float));
             p->opt[k].t = st->t;
+            if (p->cuda) stage_cuda_upload(p->stages[k], false, &p->opt[k]);
         }
     }
     return 0;
@@ -748,7 +860,7 @@ bool pipeline_is_root(const Pipeline *p) { return p->self == 0; }
 int pipeline_world_rank(const Pipeline *p) { return p->self; }
 
 double pipeline_world_max(Pipeline *p, double local) {
-    if (p->kind == TRANSPORT_KIND_LOCAL) return local;
+    if (!p->multiprocess) return local;
     // A slot per rank: the sum only moves each value into place, then the max is local.
     double *v = p->ranks[0].slots;
     memset(v, 0, sizeof(double) * (size_t)p->W);

@@ -16,6 +16,8 @@
 // once), identical on every rank; clip; AdamW on every rank's stages.
 //
 // Transports. local: the W ranks are threads of this process (created once per pipeline).
+// nccl (GPU stages only): as mpi, one rank per process, with messages and the gradient
+// all-reduce in device memory through NCCL (engine/transport_nccl.h).
 // mpi: this process is exactly one rank of an mpirun job over opts->mpi_comm (default
 // MPI_COMM_WORLD) whose size must be P x D. pipeline_create initializes MPI (thread level
 // MPI_THREAD_SERIALIZED: call the pipeline from one thread at a time) when nobody has, and
@@ -40,6 +42,12 @@
 #include "engine/trainer.h"
 #include "engine/transport.h"
 
+// Where stages compute. DEVICE_CUDA: every stage on a GPU (engine/model_cuda.h). Under the
+// local transport world rank r uses GPU r mod (visible GPUs), so one GPU carries a whole
+// multi-stage pipeline of threads, each stage on its own stream; under nccl, rank r uses GPU
+// (its rank on its node) mod (visible GPUs), and NCCL needs them distinct.
+typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } DeviceKind;
+
 typedef struct {
     int ranks;               // P (a CSV schedule must have this many rows)
     int virtual_stages;      // V stages per rank; 0 = the schedule's default (1, or 2)
@@ -49,7 +57,9 @@ typedef struct {
     int dp;                  // D data-parallel replicas (default 1)
     TransportKind transport; // TRANSPORT_KIND_LOCAL (default) or TRANSPORT_KIND_MPI
     const void *mpi_comm;    // MPI: points at the MPI_Comm of the run's ranks; NULL = MPI_COMM_WORLD
-    bool recompute;          // --recompute all: activations re-materialized in the backward
+    bool recompute;          // --recompute all: activations re-materialized in the backward (CPU)
+    DeviceKind device;       // --device cpu|cuda
+    bool gpu_fp32;           // --precision fp32: GPU stages in fp32 (default bf16, DESIGN.md "Numerics")
 } PipelineOptions;
 
 PipelineOptions pipeline_options_defaults(void);  // 1 rank, 1 replica, gpipe, balanced, local, 300 s
@@ -99,6 +109,11 @@ const float *pipeline_weights(const Pipeline *p, const char *name, const ParamIn
 
 // Replica 0's AdamW state of stage s as this process holds it, NULL when another process does.
 const AdamWState *pipeline_stage_optimizer(const Pipeline *p, int stage);
+// GPU stages: copies this process's replica-0 stages' weights and AdamW moments (and
+// gradients when `grads`) from their GPUs into the host arrays pipeline_stage,
+// pipeline_weights and pipeline_stage_optimizer read. Call between steps, before reading
+// them (a checkpoint, `pptrain check`). A no-op for CPU stages, whose host arrays are the real ones.
+void pipeline_sync_to_host(Pipeline *p, bool grads);
 // The data-parallel replica this process's stages belong to: 0 under local (which holds every
 // replica, replica 0 answering for them), world rank / P under MPI. A checkpoint is written by
 // replica 0's processes only: the replicas are equal after every step.

@@ -57,8 +57,10 @@ char *run_json(const RunConfig *rc, const PipelineOptions *po) {
     cJSON_AddStringToObject(p, "split", po->split);
     cJSON_AddNumberToObject(p, "timeout_s", po->timeout_s);
     cJSON_AddNumberToObject(p, "dp", po->dp);
-    cJSON_AddStringToObject(p, "transport", po->transport == TRANSPORT_KIND_MPI ? "mpi" : "local");
+    cJSON_AddStringToObject(p, "transport", transport_kind_name(po->transport));
     cJSON_AddBoolToObject(p, "recompute", po->recompute);
+    cJSON_AddStringToObject(p, "device", po->device == DEVICE_CUDA ? "cuda" : "cpu");
+    cJSON_AddStringToObject(p, "precision", po->device != DEVICE_CUDA ? "fp32" : po->gpu_fp32 ? "fp32" : "bf16");
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return check_alloc(text, 1, __FILE__, __LINE__);
@@ -159,8 +161,16 @@ int run_json_parse(const char *text, const char *where, RunConfig *rc, PipelineO
         read_int(&r, p, "dp", &po->dp);
         char transport[16] = "";
         read_string(&r, p, "transport", transport, sizeof transport);
-        po->transport = strcmp(transport, "mpi") == 0 ? TRANSPORT_KIND_MPI : TRANSPORT_KIND_LOCAL;
+        if (transport_kind_parse(transport, &po->transport)) po->transport = TRANSPORT_KIND_LOCAL;
         po->recompute = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "recompute"));
+        // Absent in runs recorded before GPUs: the CPU.
+        char device[16] = "cpu", precision[16] = "bf16";
+        const cJSON *dv = cJSON_GetObjectItemCaseSensitive(p, "device");
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(p, "precision");
+        if (cJSON_IsString(dv)) snprintf(device, sizeof device, "%s", dv->valuestring);
+        if (cJSON_IsString(pr)) snprintf(precision, sizeof precision, "%s", pr->valuestring);
+        po->device = strcmp(device, "cuda") == 0 ? DEVICE_CUDA : DEVICE_CPU;
+        po->gpu_fp32 = strcmp(precision, "fp32") == 0;
     }
     if (!r.failed) {
         char *end = NULL;

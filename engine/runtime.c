@@ -23,7 +23,7 @@ typedef struct {
     StageModel *model;
     int n_slots, n_ws;
     StageActs **acts;   // (n_slots)
-    float **msg;        // (n_slots) each (rows*T*C)
+    void **msg;         // (n_slots) each one message (stage_msg_bytes) on the stage's device
     FreeStack slots;
     StageActs **ws;     // (n_ws) recompute only
     FreeStack wss;
@@ -34,7 +34,7 @@ struct Runtime {
     const ScheduleList *list;  // this rank's actions
     int rank, S, M, rows, T;
     bool recompute;
-    size_t msg_floats;         // rows*T*C: one activation or gradient message
+    size_t msg_bytes;          // one activation or gradient message (stage_msg_bytes)
     Transport *tp;
     int *local;                // (S) index among this rank's stages, -1 for another rank's
     int n_local;
@@ -141,15 +141,15 @@ static int stack_pop(FreeStack *st) {
 static void stack_push(FreeStack *st, int k) { st->free[st->n_free++] = k; }
 
 static void pool_init(StagePool *p, StageModel *model, int n_slots, int n_ws, bool light, int rows, int T,
-                      size_t msg_floats) {
+                      size_t msg_bytes) {
     p->model = model;
     p->n_slots = n_slots;
     p->n_ws = n_ws;
     p->acts = xmalloc(sizeof(StageActs *) * (size_t)(n_slots ? n_slots : 1));
-    p->msg = xmalloc(sizeof(float *) * (size_t)(n_slots ? n_slots : 1));
+    p->msg = xmalloc(sizeof(void *) * (size_t)(n_slots ? n_slots : 1));
     for (int k = 0; k < n_slots; k++) {
         p->acts[k] = light ? stage_acts_create_light(model, rows, T) : stage_acts_create(model, rows, T);
-        p->msg[k] = xmalloc(sizeof(float) * msg_floats);
+        p->msg[k] = stage_msg_alloc(model, msg_bytes);
     }
     p->ws = xmalloc(sizeof(StageActs *) * (size_t)(n_ws ? n_ws : 1));
     for (int k = 0; k < n_ws; k++) p->ws[k] = stage_acts_create(model, rows, T);
@@ -160,7 +160,7 @@ static void pool_init(StagePool *p, StageModel *model, int n_slots, int n_ws, bo
 static void pool_free(StagePool *p) {
     for (int k = 0; k < p->n_slots; k++) {
         stage_acts_free(p->acts[k]);
-        free(p->msg[k]);
+        stage_msg_free(p->model, p->msg[k]);
     }
     for (int k = 0; k < p->n_ws; k++) stage_acts_free(p->ws[k]);
     free(p->acts);
@@ -199,8 +199,8 @@ Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const 
     for (int s = 0; s < rt->S; s++) {
         const int l = rt->local[s];
         if (l < 0) continue;
-        rt->msg_floats = (size_t)rows * T * stages[s]->cfg.hidden;
-        pool_init(&rt->pool[l], stages[s], peak[l], peak_ws[l], rt->recompute, rows, T, rt->msg_floats);
+        rt->msg_bytes = stage_msg_bytes(stages[s], rows, T);
+        pool_init(&rt->pool[l], stages[s], peak[l], peak_ws[l], rt->recompute, rows, T, rt->msg_bytes);
     }
     free(peak);
     free(peak_ws);
@@ -234,7 +234,7 @@ size_t runtime_peak_bytes(const Runtime *rt, int stage) {
     const StagePool *p = &rt->pool[rt->local[stage]];
     const size_t full = stage_acts_bytes(p->model, rt->rows, rt->T);
     const size_t slot = (rt->recompute ? stage_acts_light_bytes(p->model, rt->rows, rt->T) : full) +
-                        rt->msg_floats * sizeof(float);
+                        rt->msg_bytes;
     return (size_t)p->n_slots * slot + (size_t)p->n_ws * full;
 }
 
@@ -253,7 +253,7 @@ static StageActs *acts_of(const Runtime *rt, int stage, int mb) {
     return pool_of(rt, stage)->acts[slot_index(rt, stage, mb)];
 }
 
-static float *msg_of(const Runtime *rt, int stage, int mb) {
+static void *msg_of(const Runtime *rt, int stage, int mb) {
     return pool_of(rt, stage)->msg[slot_index(rt, stage, mb)];
 }
 
@@ -288,7 +288,7 @@ static StageActs *ws_held(const Runtime *rt, int stage, int mb) {
 static void run_forward(Runtime *rt, Action a, const StepData *d) {
     const size_t off = (size_t)a.mb * rt->rows * rt->T;
     const int32_t *tokens = a.stage == 0 ? d->inputs + off : NULL;
-    const float *input = NULL;
+    const void *input = NULL;
     if (a.stage > 0) input = same_rank(rt, a.stage - 1) ? stage_acts_output(acts_of(rt, a.stage - 1, a.mb))
                                                         : msg_of(rt, a.stage, a.mb);
     const bool last = a.stage == rt->S - 1;
@@ -307,14 +307,14 @@ static void run_forward(Runtime *rt, Action a, const StepData *d) {
 
 // B or I: the output gradient comes from the stage above (directly when on this rank, else
 // the slot's message); the last stage's forward already made its own.
-static const float *backward_dout(const Runtime *rt, Action a) {
+static const void *backward_dout(const Runtime *rt, Action a) {
     if (a.stage == rt->S - 1) return NULL;
     return same_rank(rt, a.stage + 1) ? stage_acts_dinput(acts_of(rt, a.stage + 1, a.mb)) : msg_of(rt, a.stage, a.mb);
 }
 
 static TransportStatus run_comm(Runtime *rt, Action a, Error *err) {
     const int *owner = rt->sched->stage_rank;
-    const size_t bytes = rt->msg_floats * sizeof(float);
+    const size_t bytes = rt->msg_bytes;
     switch (a.type) {
     case ACT_SEND_F:
         return transport_send(rt->tp, rt->rank, owner[a.stage + 1], transport_tag(MSG_ACT, a.stage, a.mb, rt->S),

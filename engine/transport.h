@@ -40,7 +40,12 @@ typedef enum { MSG_ACT = 0, MSG_GRAD = 1 } MsgKind;  // activations forward, gra
 typedef enum {
     TRANSPORT_KIND_LOCAL = 0,  // ranks as threads of this process
     TRANSPORT_KIND_MPI = 1,    // this process is one rank of an mpirun job
+    TRANSPORT_KIND_NCCL = 2,   // one rank of an mpirun job, one GPU each, NCCL between them
 } TransportKind;
+
+// "local", "mpi", "nccl"; and back (-1 for another word).
+const char *transport_kind_name(TransportKind kind);
+int transport_kind_parse(const char *name, TransportKind *kind);
 
 // The groups a collective runs over, fixed by the world layout.
 typedef enum {
@@ -88,11 +93,24 @@ struct Transport {
 
 #define TRANSPORT_DEFAULT_TIMEOUT_S 300.0
 
+// Where the local transport's mailboxes live and how message bytes move in and out of them:
+// host memory and memcpy by default; device memory and a CUDA copy when the stages run on
+// GPUs (stage_cuda_transport_memory, engine/model_cuda.h), so one GPU, or several, carry a
+// multi-stage pipeline of threads. Collectives always work on host memory.
+typedef struct {
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*copy)(void *dst, const void *src, size_t bytes);  // complete when it returns
+} TransportMemory;
+
 // Ranks as threads of one process: a world of P x D ranks. Each rank's mailbox preallocates
 // `capacity` messages of at most max_bytes each (no allocation per message); capacity must
 // cover the messages a rank can have received but not yet consumed (its RECV actions per step
 // is always enough). Collectives reduce in place through shared pointers, in group-rank order.
 Transport *transport_local_create_world(int P, int D, size_t max_bytes, int capacity, double timeout_s);
+// The same with the mailboxes in `mem` (NULL: host memory).
+Transport *transport_local_create_mem(int P, int D, size_t max_bytes, int capacity, double timeout_s,
+                                      const TransportMemory *mem);
 // One replica of n_ranks pipeline ranks (D = 1).
 Transport *transport_local_create(int n_ranks, size_t max_bytes, int capacity, double timeout_s);
 

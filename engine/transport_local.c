@@ -47,11 +47,26 @@ typedef struct {
 typedef struct {
     Transport base;
     size_t max_bytes;
+    TransportMemory mem;      // where mailbox bytes live, how they move
     int capacity;
     Mailbox *box;           // (n_ranks)
     Rendezvous *replicas;   // (P) the D ranks of pipeline rank p
     Rendezvous world;       // all ranks
 } LocalTransport;
+
+const char *transport_kind_name(TransportKind kind) {
+    return kind == TRANSPORT_KIND_MPI ? "mpi" : kind == TRANSPORT_KIND_NCCL ? "nccl" : "local";
+}
+
+int transport_kind_parse(const char *name, TransportKind *kind) {
+    static const TransportKind kinds[] = {TRANSPORT_KIND_LOCAL, TRANSPORT_KIND_MPI, TRANSPORT_KIND_NCCL};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(name, transport_kind_name(kinds[i])) == 0) {
+            *kind = kinds[i];
+            return 0;
+        }
+    return -1;
+}
 
 int transport_tag(MsgKind kind, int stage, int mb, int n_stages) {
     return (mb * n_stages + stage) * 2 + (int)kind;
@@ -77,7 +92,7 @@ static TransportStatus transport_local_send(Transport *t, int from, int to, int 
         LocalMsg *m = mb->free_list;
         mb->free_list = m->next;
         *m = (LocalMsg){.next = NULL, .from = from, .tag = tag, .bytes = bytes, .data = m->data};
-        memcpy(m->data, data, bytes);
+        lt->mem.copy(m->data, data, bytes);
         LocalMsg **tail = &mb->pending;
         while (*tail) tail = &(*tail)->next;
         *tail = m;
@@ -128,7 +143,7 @@ static TransportStatus transport_local_recv(Transport *t, int self, int from, in
         error_set(err, "message from rank %d has %zu bytes, expected %zu", from, m->bytes, bytes);
         st = TRANSPORT_FAILED;
     } else if (m) {
-        memcpy(data, m->data, bytes);
+        lt->mem.copy(data, m->data, bytes);
     } else if (mb->aborted) {
         error_set(err, "aborted (another rank failed) while waiting");
         st = TRANSPORT_ABORTED;
@@ -305,7 +320,7 @@ static void transport_local_free(Transport *t) {
         pthread_mutex_destroy(&mb->lock);
         pthread_cond_destroy(&mb->arrived);
         free(mb->pool);
-        free(mb->bytes);
+        lt->mem.free(mb->bytes);
     }
     for (int p = 0; p < t->n_pipe; p++) rendezvous_destroy(&lt->replicas[p]);
     rendezvous_destroy(&lt->world);
@@ -325,7 +340,7 @@ static const TransportOps LOCAL_OPS = {
     .free = transport_local_free,
 };
 
-static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity) {
+static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity, const TransportMemory *mem) {
     pthread_mutex_init(&mb->lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -333,7 +348,7 @@ static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity) {
     pthread_cond_init(&mb->arrived, &attr);
     pthread_condattr_destroy(&attr);
     mb->pool = xcalloc((size_t)capacity, sizeof(LocalMsg));
-    mb->bytes = xmalloc((size_t)capacity * max_bytes);
+    mb->bytes = mem->alloc((size_t)capacity * max_bytes);
     for (int i = 0; i < capacity; i++) {
         mb->pool[i].data = mb->bytes + (size_t)i * max_bytes;
         mb->pool[i].next = mb->free_list;
@@ -341,14 +356,26 @@ static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity) {
     }
 }
 
+static void *host_alloc(size_t bytes) { return xmalloc(bytes); }
+
+static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static const TransportMemory HOST_MEMORY = {.alloc = host_alloc, .free = free, .copy = host_copy};
+
 Transport *transport_local_create_world(int P, int D, size_t max_bytes, int capacity, double timeout_s) {
+    return transport_local_create_mem(P, D, max_bytes, capacity, timeout_s, NULL);
+}
+
+Transport *transport_local_create_mem(int P, int D, size_t max_bytes, int capacity, double timeout_s,
+                                      const TransportMemory *mem) {
     const int n_ranks = P * D;
     LocalTransport *lt = xcalloc(1, sizeof *lt);
+    lt->mem = mem ? *mem : HOST_MEMORY;
     lt->base = (Transport){.ops = &LOCAL_OPS, .n_ranks = n_ranks, .n_pipe = P, .timeout_s = timeout_s};
     lt->max_bytes = max_bytes;
     lt->capacity = capacity > 0 ? capacity : 1;
     lt->box = xcalloc((size_t)n_ranks, sizeof(Mailbox));
-    for (int r = 0; r < n_ranks; r++) mailbox_init(&lt->box[r], max_bytes ? max_bytes : 1, lt->capacity);
+    for (int r = 0; r < n_ranks; r++) mailbox_init(&lt->box[r], max_bytes ? max_bytes : 1, lt->capacity, &lt->mem);
     lt->replicas = xcalloc((size_t)P, sizeof(Rendezvous));
     for (int p = 0; p < P; p++) rendezvous_init(&lt->replicas[p], D);
     rendezvous_init(&lt->world, n_ranks);

@@ -98,6 +98,8 @@ extern "C" void cuda_zero(CudaCtx *ctx, void *p, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx->stream));
 }
 
+extern "C" void cuda_ctx_reserve(CudaCtx *ctx, size_t bytes) { (void)ctx_arena(ctx, bytes); }
+
 void *ctx_arena(CudaCtx *ctx, size_t bytes) {
     if (bytes <= ctx->arena_bytes) return ctx->arena;
     // Grow by at least half again, so a run's first few shapes settle the size quickly.

@@ -62,6 +62,11 @@ int cuda_ctx_device(const CudaCtx *ctx);
 void cuda_ctx_synchronize(CudaCtx *ctx);
 // Waits for the stream, then returns *dev_value (a device double, e.g. a loss accumulator).
 double cuda_fetch_double(CudaCtx *ctx, const double *dev_value);
+// Grows the context's scratch arena (what attention_bf16, the embedding sort, the norms'
+// partial sums use) to at least `bytes` now. Growing frees the old arena, and cudaFree waits
+// for the whole device: a caller whose GPU runs kernels that wait on other ranks (NCCL
+// receives) reserves the arena at set-up so no step ever grows it.
+void cuda_ctx_reserve(CudaCtx *ctx, size_t bytes);
 // bytes of device memory at p = 0, queued on the stream.
 void cuda_zero(CudaCtx *ctx, void *p, size_t bytes);
 

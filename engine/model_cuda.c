@@ -1,0 +1,572 @@
+// A stage on a CUDA GPU: the equations of model_stage.c (read it first: same order, same
+// buffers, same accumulate-into contract) on the device twin of engine/model_cuda.h, with the
+// kernels of kernels/cuda. The activation arena is carved by model_acts.c's own layout
+// (stage_acts_layout) out of device memory, so every LayerActs pointer means what it means on
+// the CPU; a GPU slot adds its messages (bf16 copies of the output and the input gradient),
+// its device targets and its loss accumulator (ActsCuda).
+//
+// GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's four bf16
+// scratch buffers (S_A ... S_D, each as large as the largest operand, N x max(C, Q, I, V)) right
+// before the GEMM, once per tensor even when several GEMMs read it (ln1 feeds q, k and v).
+// The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
+#include "engine/model_cuda.h"
+
+#ifdef PPTRAIN_HAVE_CUDA
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "engine/model_acts.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+enum { S_A = 0, S_B, S_C, S_D, N_SCRATCH };
+
+typedef struct StageCuda StageCuda;
+typedef struct ActsCuda ActsCuda;
+
+struct StageCuda {
+    CudaCtx *ctx;              // the stage's device, stream and cuBLAS handles
+    int device;
+    bool bf16;
+    float *w, *g, *m, *v;      // (numel) fp32: master weights, gradients, AdamW moments
+    cuda_bf16 *w16;            // (numel) bf16 working copy of w (bf16 mode), else NULL
+    ParamViews dw, dg;         // named views into w and g
+    double *sumsq;             // one device double: the gradient norm's accumulator
+    cuda_bf16 *scratch[N_SCRATCH];  // bf16 GEMM operands (bf16 mode)
+    size_t scratch_elems;      // each scratch's size
+    int32_t *targets;          // (scratch_rows) the microbatch's targets, last stage
+    size_t scratch_rows;
+};
+
+struct ActsCuda {
+    void *out_msg;             // (N, C) the output as a message: bf16 copy, or == output (fp32)
+    void *din_msg;             // (N, C) the input gradient as a message: bf16 copy, or == dinput
+    double *loss;              // one device double: this slot's last loss
+};
+
+typedef struct {
+    int B, T, N, C, Q, KV, I, V, NH, NKV, HD;
+} Dims;
+
+static Dims dims_of(const StageModel *s, const StageActs *a) {
+    const ModelConfig *c = &s->cfg;
+    return (Dims){.B = a->B, .T = a->T, .N = a->N, .C = c->hidden, .Q = c->heads * c->head_dim,
+                  .KV = c->kv_heads * c->head_dim, .I = c->intermediate, .V = c->vocab, .NH = c->heads,
+                  .NKV = c->kv_heads, .HD = c->head_dim};
+}
+
+static void *dev_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    return p;
+}
+
+static void dev_free(void *p) {
+    if (p) CUDA_CHECK(cudaFree(p));
+}
+
+// ---- availability, attach, detach ------------------------------------------------------
+
+const char *stage_cuda_unavailable(void) { return cuda_unavailable_reason(); }
+
+int stage_cuda_device_count(void) { return cuda_device_count(); }
+
+int stage_cuda_set_device(int device, Error *err) {
+    const cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) return 0;
+    error_set(err, "CUDA device %d: %s (%s)", device, cudaGetErrorString(e), cudaGetErrorName(e));
+    return -1;
+}
+
+int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err) {
+    const char *why = cuda_unavailable_reason();
+    if (why) {
+        error_set(err, "%s", why);
+        return -1;
+    }
+    if (device < 0 || device >= cuda_device_count()) {
+        error_set(err, "CUDA device %d does not exist (%d visible)", device, cuda_device_count());
+        return -1;
+    }
+    StageCuda *c = xcalloc(1, sizeof *c);
+    c->ctx = cuda_ctx_create(device);   // makes the device current
+    c->device = device;
+    c->bf16 = bf16;
+    const size_t bytes = s->numel * sizeof(float);
+    c->w = dev_alloc(bytes);
+    c->g = dev_alloc(bytes);
+    c->m = dev_alloc(bytes);
+    c->v = dev_alloc(bytes);
+    if (bf16) c->w16 = dev_alloc(s->numel * sizeof(cuda_bf16));
+    c->sumsq = dev_alloc(sizeof(double));
+    const int n_layers = s->layer_end - s->layer_begin;
+    c->dw.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
+    c->dg.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
+    stage_carve_views(s, c->w, &c->dw);
+    stage_carve_views(s, c->g, &c->dg);
+    s->cuda = c;
+    cuda_zero(c->ctx, c->g, bytes);
+    cuda_zero(c->ctx, c->m, bytes);
+    cuda_zero(c->ctx, c->v, bytes);
+    stage_cuda_upload(s, false, NULL);
+    return 0;
+}
+
+void stage_cuda_detach(StageModel *s) {
+    StageCuda *c = s->cuda;
+    if (!c) return;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    cuda_ctx_synchronize(c->ctx);
+    dev_free(c->w);
+    dev_free(c->g);
+    dev_free(c->m);
+    dev_free(c->v);
+    dev_free(c->w16);
+    dev_free(c->sumsq);
+    dev_free(c->targets);
+    for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
+    free(c->dw.layer);
+    free(c->dg.layer);
+    cuda_ctx_destroy(c->ctx);
+    free(c);
+    s->cuda = NULL;
+}
+
+void stage_cuda_bind_thread(const StageModel *s) { CUDA_CHECK(cudaSetDevice(s->cuda->device)); }
+
+int stage_cuda_device(const StageModel *s) { return s->cuda->device; }
+
+// ---- host mirror, optimizer --------------------------------------------------------------
+
+static void copy_sync(StageCuda *c, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, cuda_ctx_stream(c->ctx)));
+    cuda_ctx_synchronize(c->ctx);
+}
+
+void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) {
+    StageCuda *c = s->cuda;
+    const size_t bytes = s->numel * sizeof(float);
+    CUDA_CHECK(cudaSetDevice(c->device));
+    copy_sync(c, s->weights, c->w, bytes, cudaMemcpyDeviceToHost);
+    if (grads) copy_sync(c, s->grads, c->g, bytes, cudaMemcpyDeviceToHost);
+    if (opt) {
+        copy_sync(c, opt->m, c->m, bytes, cudaMemcpyDeviceToHost);
+        copy_sync(c, opt->v, c->v, bytes, cudaMemcpyDeviceToHost);
+    }
+}
+
+void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt) {
+    StageCuda *c = s->cuda;
+    const size_t bytes = s->numel * sizeof(float);
+    CUDA_CHECK(cudaSetDevice(c->device));
+    copy_sync(c, c->w, s->weights, bytes, cudaMemcpyHostToDevice);
+    if (c->w16) cuda_f32_to_bf16(c->ctx, c->w16, c->w, s->numel);
+    if (grads) copy_sync(c, c->g, s->grads, bytes, cudaMemcpyHostToDevice);
+    if (opt) {
+        copy_sync(c, c->m, opt->m, bytes, cudaMemcpyHostToDevice);
+        copy_sync(c, c->v, opt->v, bytes, cudaMemcpyHostToDevice);
+    }
+    cuda_ctx_synchronize(c->ctx);
+}
+
+void stage_cuda_zero_grads(StageModel *s) {
+    cuda_zero(s->cuda->ctx, s->cuda->g, s->numel * sizeof(float));
+    cuda_ctx_synchronize(s->cuda->ctx);
+}
+
+float *stage_cuda_grads(StageModel *s) { return s->cuda->g; }
+
+double stage_cuda_grad_sum_squares(StageModel *s) {
+    StageCuda *c = s->cuda;
+    cuda_zero(c->ctx, c->sumsq, sizeof(double));
+    cuda_grad_sum_squares(c->ctx, c->sumsq, c->g, s->numel);
+    return cuda_fetch_double(c->ctx, c->sumsq);
+}
+
+void stage_cuda_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
+    StageCuda *c = s->cuda;
+    if (clip < 1.0f) cuda_grad_scale(c->ctx, c->g, s->numel, clip);
+    opt->t++;
+    cuda_adamw_update(c->ctx, c->w, c->w16, c->g, c->m, c->v, s->numel, opt->t, lr, o->beta1, o->beta2, o->eps,
+                      o->weight_decay);
+    cuda_ctx_synchronize(c->ctx);
+}
+
+// ---- messages and slots ------------------------------------------------------------------
+
+size_t stage_cuda_msg_elem_bytes(const StageModel *s) { return s->cuda->bf16 ? sizeof(cuda_bf16) : sizeof(float); }
+
+void *stage_cuda_msg_alloc(const StageModel *s, size_t bytes) {
+    CUDA_CHECK(cudaSetDevice(s->cuda->device));
+    return dev_alloc(bytes);
+}
+
+void stage_cuda_msg_free(const StageModel *s, void *msg) {
+    CUDA_CHECK(cudaSetDevice(s->cuda->device));
+    dev_free(msg);
+}
+
+static void *mailbox_alloc(size_t bytes) { return dev_alloc(bytes); }
+
+static void mailbox_copy(void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread));
+    CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
+static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = dev_free, .copy = mailbox_copy};
+
+const TransportMemory *stage_cuda_transport_memory(void) { return &CUDA_MAILBOX; }
+
+// The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a step.
+static void ensure_scratch(const StageModel *s, size_t N) {
+    StageCuda *c = s->cuda;
+    const ModelConfig *m = &s->cfg;
+    size_t widest = (size_t)m->hidden;
+    const size_t cols[] = {(size_t)m->heads * m->head_dim, (size_t)m->intermediate,
+                           s->has_head ? (size_t)m->vocab : 0};
+    for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++)
+        if (cols[k] > widest) widest = cols[k];
+    if (N > c->scratch_rows) {
+        dev_free(c->targets);
+        c->targets = dev_alloc(N * sizeof(int32_t));
+        c->scratch_rows = N;
+    }
+    if (!c->bf16 || N * widest <= c->scratch_elems) return;
+    for (int k = 0; k < N_SCRATCH; k++) {
+        dev_free(c->scratch[k]);
+        c->scratch[k] = dev_alloc(N * widest * sizeof(cuda_bf16));
+    }
+    c->scratch_elems = N * widest;
+}
+
+// The most the kernels ask of the context's arena for one slot's shapes (each use is alone):
+// bf16 attention's backward 4 bytes per score, the embedding sort (3 index vectors and cub's
+// temporary storage: bounded by 32 bytes a row and a MiB), the loss (8 bytes a row), an
+// RMSNorm weight gradient's partial sums (at most 8 bytes per row and column). Reserved when
+// the slot is made, so no step grows it (cudaFree in a step would wait for the whole GPU,
+// NCCL's posted receives included).
+static size_t arena_need(const StageModel *s, const StageActs *a) {
+    const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
+    const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
+    size_t need = 4 * att;
+    const size_t others[] = {(12 + 32) * N + ((size_t)1 << 20), 8 * N, 8 * N * C};
+    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++)
+        if (others[k] > need) need = others[k];
+    return need;
+}
+
+StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
+    StageCuda *c = s->cuda;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    StageActs *a = xcalloc(1, sizeof *a);
+    *a = stage_acts_shape(s, B, T, false);
+    a->layer = xcalloc((size_t)(a->n_layers ? a->n_layers : 1), sizeof(LayerActs));
+    a->arena_bytes = stage_acts_layout(s, a, NULL);
+    a->arena = dev_alloc(a->arena_bytes);
+    stage_acts_layout(s, a, a->arena);
+    cuda_zero(c->ctx, a->arena, a->arena_bytes);
+    a->input = a->resid;
+    a->output = a->resid + (size_t)a->n_layers * a->N * a->C;
+    a->dinput = a->dresid;
+    a->dlogits = a->logits;
+    cuda_rope_tables(c->ctx, a->cos_tab, a->sin_tab, T, s->cfg.head_dim, s->cfg.rope_theta);
+    ActsCuda *ac = a->cuda = xcalloc(1, sizeof *ac);
+    const size_t NC = (size_t)a->N * a->C;
+    ac->out_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->output;
+    ac->din_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->dinput;
+    ac->loss = dev_alloc(sizeof(double));
+    ensure_scratch(s, (size_t)a->N);
+    cuda_ctx_reserve(c->ctx, arena_need(s, a));
+    cuda_ctx_synchronize(c->ctx);
+    return a;
+}
+
+void stage_cuda_acts_free(StageActs *a) {
+    ActsCuda *ac = a->cuda;
+    if (ac->out_msg != (void *)a->output) dev_free(ac->out_msg);
+    if (ac->din_msg != (void *)a->dinput) dev_free(ac->din_msg);
+    dev_free(ac->loss);
+    dev_free(a->arena);
+    free(ac);
+    free(a->layer);
+    free(a);
+}
+
+const void *stage_cuda_acts_output(const StageActs *a) { return a->cuda->out_msg; }
+
+const void *stage_cuda_acts_dinput(const StageActs *a) { return a->cuda->din_msg; }
+
+// ---- GEMMs in either precision -----------------------------------------------------------
+
+// x(n) as a GEMM operand: bf16 mode converts it into scratch k, fp32 mode uses it as it is.
+static const void *operand(StageCuda *c, int k, const float *x, size_t n) {
+    if (!c->bf16) return x;
+    assert(n <= c->scratch_elems);
+    cuda_f32_to_bf16(c->ctx, c->scratch[k], x, n);
+    return c->scratch[k];
+}
+
+// The bf16 working copy of device weight W (a view into c->w).
+static const cuda_bf16 *w16_of(const StageCuda *c, const float *W) { return c->w16 + (W - c->w); }
+
+// out(N, OC) = in(N, IC) @ W^T
+static void lin_fwd(StageCuda *c, float *out, const void *in, const float *W, int N, int IC, int OC) {
+    if (c->bf16) cuda_linear_forward_bf16(c->ctx, out, in, w16_of(c, W), N, IC, OC);
+    else cuda_linear_forward(c->ctx, out, in, W, N, IC, OC);
+}
+
+// dinp(N, IC) += dout(N, OC) @ W
+static void lin_bwd_in(StageCuda *c, float *dinp, const void *dout, const float *W, int N, int IC, int OC) {
+    if (c->bf16) cuda_linear_backward_input_bf16(c->ctx, dinp, dout, w16_of(c, W), N, IC, OC);
+    else cuda_linear_backward_input(c->ctx, dinp, dout, W, N, IC, OC);
+}
+
+// dW(OC, IC) += dout(N, OC)^T @ in(N, IC)
+static void lin_bwd_w(StageCuda *c, float *dW, const void *dout, const void *in, int N, int IC, int OC) {
+    if (c->bf16) cuda_linear_backward_weight_bf16(c->ctx, dW, dout, in, N, IC, OC);
+    else cuda_linear_backward_weight(c->ctx, dW, dout, in, N, IC, OC);
+}
+
+// A message (bf16 or fp32, device) into an fp32 buffer of n values.
+static void from_msg(StageCuda *c, float *dst, const void *msg, size_t n) {
+    if (c->bf16) cuda_bf16_to_f32(c->ctx, dst, msg, n);
+    else CUDA_CHECK(cudaMemcpyAsync(dst, msg, n * sizeof(float), cudaMemcpyDeviceToDevice, cuda_ctx_stream(c->ctx)));
+}
+
+// fp32 -> message (bf16 mode; in fp32 mode the message is the buffer itself).
+static void to_msg(StageCuda *c, void *msg, const float *src, size_t n) {
+    if (c->bf16) cuda_f32_to_bf16(c->ctx, msg, src, n);
+}
+
+static void copy_f32(StageCuda *c, float *dst, const float *src, size_t n) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, cuda_ctx_stream(c->ctx)));
+}
+
+static float *resid_at(const StageActs *a, int l) { return a->resid + (size_t)l * a->N * a->C; }
+
+static float *dresid_at(const StageActs *a, int l) { return a->dresid + (size_t)l * a->N * a->C; }
+
+// ---- forward -----------------------------------------------------------------------------
+
+static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
+                          const StageActs *a, Dims d, float eps) {
+    const size_t NC = (size_t)d.N * d.C;
+    cuda_rmsnorm_forward(c->ctx, la->ln1, la->rstd1, x, w->ln1, d.N, d.C, eps);
+    const void *ln1 = operand(c, S_A, la->ln1, NC);
+    lin_fwd(c, la->q, ln1, w->wq, d.N, d.C, d.Q);
+    lin_fwd(c, la->k, ln1, w->wk, d.N, d.C, d.KV);
+    lin_fwd(c, la->v, ln1, w->wv, d.N, d.C, d.KV);
+    cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
+    cuda_rope_forward(c->ctx, la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
+    if (c->bf16)
+        cuda_attention_forward_bf16(c->ctx, la->atty, la->att, operand(c, S_B, la->q, (size_t)d.N * d.Q),
+                                    operand(c, S_C, la->k, (size_t)d.N * d.KV),
+                                    operand(c, S_D, la->v, (size_t)d.N * d.KV), d.B, d.T, d.NH, d.NKV, d.HD);
+    else
+        cuda_attention_forward(c->ctx, la->atty, la->att, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
+    lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.N * d.Q), w->wo, d.N, d.Q, d.C);
+    cuda_residual_forward(c->ctx, la->xmid, la->xmid, x, NC);
+    cuda_rmsnorm_forward(c->ctx, la->ln2, la->rstd2, la->xmid, w->ln2, d.N, d.C, eps);
+    const void *ln2 = operand(c, S_A, la->ln2, NC);
+    lin_fwd(c, la->gate, ln2, w->wgate, d.N, d.C, d.I);
+    lin_fwd(c, la->up, ln2, w->wup, d.N, d.C, d.I);
+    cuda_swiglu_forward(c->ctx, la->h, la->gate, la->up, d.N, d.I);
+    lin_fwd(c, out, operand(c, S_A, la->h, (size_t)d.N * d.I), w->wdown, d.N, d.I, d.C);
+    cuda_residual_forward(c->ctx, out, out, la->xmid, NC);
+}
+
+double stage_cuda_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
+                          const int32_t *targets, float loss_scale) {
+    StageCuda *c = s->cuda;
+    ActsCuda *ac = a->cuda;
+    const Dims d = dims_of(s, a);
+    const size_t NC = (size_t)d.N * d.C;
+    const cudaStream_t st = cuda_ctx_stream(c->ctx);
+    if (s->has_embed) {
+        CUDA_CHECK(cudaMemcpyAsync(a->tokens, tokens, (size_t)d.N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+        cuda_embedding_forward(c->ctx, resid_at(a, 0), a->tokens, c->dw.wte, d.N, d.C);
+    } else {
+        from_msg(c, resid_at(a, 0), input, NC);
+    }
+    for (int l = 0; l < a->n_layers; l++)
+        layer_forward(c, &c->dw.layer[l], &a->layer[l], resid_at(a, l), resid_at(a, l + 1), a, d, s->cfg.rms_eps);
+    if (!s->has_head) {
+        to_msg(c, ac->out_msg, a->output, NC);
+        cuda_ctx_synchronize(c->ctx);
+        return 0.0;
+    }
+    cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
+    lin_fwd(c, a->logits, operand(c, S_A, a->lnf, NC), c->dw.lm_head, d.N, d.C, d.V);
+    CUDA_CHECK(cudaMemcpyAsync(c->targets, targets, (size_t)d.N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    cuda_zero(c->ctx, ac->loss, sizeof(double));
+    cuda_crossentropy_forward_backward(c->ctx, a->dlogits, ac->loss, a->logits, c->targets, d.N, d.V, loss_scale);
+    return cuda_fetch_double(c->ctx, ac->loss);   // waits for the stream
+}
+
+// ---- backward ----------------------------------------------------------------------------
+
+static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x,
+                                 const float *dout, float *dx, StageActs *a, Dims d) {
+    const size_t NC = (size_t)d.N * d.C, NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q;
+    const size_t NKV = (size_t)d.N * d.KV;
+    // MLP branch
+    cuda_zero(c->ctx, a->dh, NI * sizeof(float));
+    lin_bwd_in(c, a->dh, operand(c, S_A, dout, NC), w->wdown, d.N, d.I, d.C);
+    cuda_zero(c->ctx, la->dgate, NI * sizeof(float));
+    cuda_zero(c->ctx, la->dup, NI * sizeof(float));
+    cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
+    cuda_zero(c->ctx, la->dln2, NC * sizeof(float));
+    lin_bwd_in(c, la->dln2, operand(c, S_A, la->dgate, NI), w->wgate, d.N, d.C, d.I);
+    lin_bwd_in(c, la->dln2, operand(c, S_B, la->dup, NI), w->wup, d.N, d.C, d.I);
+    copy_f32(c, la->dxmid, dout, NC);
+    cuda_rmsnorm_backward(c->ctx, la->dxmid, NULL, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
+    // Attention branch
+    cuda_zero(c->ctx, a->datty, NQ * sizeof(float));
+    lin_bwd_in(c, a->datty, operand(c, S_A, la->dxmid, NC), w->wo, d.N, d.Q, d.C);
+    cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
+    cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
+    cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
+    if (c->bf16)
+        cuda_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, la->dv, a->datt, operand(c, S_A, a->datty, NQ),
+                                     operand(c, S_B, la->q, NQ), operand(c, S_C, la->k, NKV),
+                                     operand(c, S_D, la->v, NKV), la->att, d.B, d.T, d.NH, d.NKV, d.HD);
+    else
+        cuda_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->datt, a->datty, la->q, la->k, la->v,
+                                la->att, d.B, d.T, d.NH, d.NKV, d.HD);
+    cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
+    cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
+    cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
+    cuda_rope_backward(c->ctx, la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
+    cuda_zero(c->ctx, la->dln1, NC * sizeof(float));
+    lin_bwd_in(c, la->dln1, operand(c, S_A, la->dq, NQ), w->wq, d.N, d.C, d.Q);
+    lin_bwd_in(c, la->dln1, operand(c, S_B, la->dk, NKV), w->wk, d.N, d.C, d.KV);
+    lin_bwd_in(c, la->dln1, operand(c, S_C, la->dv, NKV), w->wv, d.N, d.C, d.KV);
+    copy_f32(c, dx, la->dxmid, NC);
+    cuda_rmsnorm_backward(c->ctx, dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
+}
+
+void stage_cuda_backward_input(StageModel *s, StageActs *a, const void *dout) {
+    StageCuda *c = s->cuda;
+    const Dims d = dims_of(s, a);
+    const size_t NC = (size_t)d.N * d.C;
+    float *dtop = dresid_at(a, a->n_layers);
+    if (s->has_head) {
+        cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
+        lin_bwd_in(c, a->dlnf, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), c->dw.lm_head, d.N, d.C, d.V);
+        cuda_zero(c->ctx, dtop, NC * sizeof(float));
+        cuda_rmsnorm_backward(c->ctx, dtop, NULL, a->dlnf, resid_at(a, a->n_layers), c->dw.norm, a->rstdf, d.N, d.C);
+    } else {
+        from_msg(c, dtop, dout, NC);
+    }
+    for (int l = a->n_layers - 1; l >= 0; l--)
+        layer_backward_input(c, &c->dw.layer[l], &a->layer[l], resid_at(a, l), dresid_at(a, l + 1),
+                             dresid_at(a, l), a, d);
+    if (!s->has_embed) to_msg(c, a->cuda->din_msg, a->dinput, NC);
+    cuda_ctx_synchronize(c->ctx);
+}
+
+static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
+                                  const float *x, const float *dout, Dims d) {
+    const size_t NC = (size_t)d.N * d.C, NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q;
+    const size_t NKV = (size_t)d.N * d.KV;
+    lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), operand(c, S_B, la->h, NI), d.N, d.I, d.C);
+    const void *ln2 = operand(c, S_B, la->ln2, NC);
+    lin_bwd_w(c, g->wgate, operand(c, S_A, la->dgate, NI), ln2, d.N, d.C, d.I);
+    lin_bwd_w(c, g->wup, operand(c, S_A, la->dup, NI), ln2, d.N, d.C, d.I);
+    cuda_rmsnorm_backward(c->ctx, NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
+    lin_bwd_w(c, g->wo, operand(c, S_A, la->dxmid, NC), operand(c, S_B, la->atty, NQ), d.N, d.Q, d.C);
+    const void *ln1 = operand(c, S_B, la->ln1, NC);
+    lin_bwd_w(c, g->wq, operand(c, S_A, la->dq, NQ), ln1, d.N, d.C, d.Q);
+    lin_bwd_w(c, g->wk, operand(c, S_A, la->dk, NKV), ln1, d.N, d.C, d.KV);
+    lin_bwd_w(c, g->wv, operand(c, S_A, la->dv, NKV), ln1, d.N, d.C, d.KV);
+    cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
+}
+
+void stage_cuda_backward_weight(StageModel *s, StageActs *a) {
+    StageCuda *c = s->cuda;
+    const Dims d = dims_of(s, a);
+    const size_t NC = (size_t)d.N * d.C;
+    if (s->has_head) {
+        lin_bwd_w(c, c->dg.lm_head, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), operand(c, S_B, a->lnf, NC),
+                  d.N, d.C, d.V);
+        cuda_rmsnorm_backward(c->ctx, NULL, c->dg.norm, a->dlnf, resid_at(a, a->n_layers), c->dw.norm, a->rstdf,
+                              d.N, d.C);
+    }
+    for (int l = a->n_layers - 1; l >= 0; l--)
+        layer_backward_weight(c, &c->dw.layer[l], &c->dg.layer[l], &a->layer[l], resid_at(a, l),
+                              dresid_at(a, l + 1), d);
+    if (s->has_embed) cuda_embedding_backward(c->ctx, c->dg.wte, dresid_at(a, 0), a->tokens, d.N, d.C);
+    cuda_ctx_synchronize(c->ctx);
+}
+
+#else  // ---- a build without the CUDA toolkit ---------------------------------------------
+// Only stage_cuda_attach can be reached (it refuses); every other entry point needs a stage
+// it attached, so reaching one is a bug.
+#include <stdio.h>
+#include <stdlib.h>
+
+__attribute__((noreturn)) static void no_cuda_build(const char *what) {
+    fprintf(stderr, "pptrain: internal error: %s called in a build without CUDA\n", what);
+    abort();
+}
+
+const char *stage_cuda_unavailable(void) { return "this pptrain was built without the CUDA toolkit"; }
+int stage_cuda_device_count(void) { return 0; }
+int stage_cuda_set_device(int device, Error *err) {
+    error_set(err, "CUDA device %d: %s", device, stage_cuda_unavailable());
+    return -1;
+}
+int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err) {
+    (void)s, (void)device, (void)bf16;
+    error_set(err, "%s", stage_cuda_unavailable());
+    return -1;
+}
+void stage_cuda_detach(StageModel *s) { (void)s; }
+void stage_cuda_bind_thread(const StageModel *s) { (void)s, no_cuda_build(__func__); }
+int stage_cuda_device(const StageModel *s) { return (void)s, no_cuda_build(__func__), -1; }
+void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) { (void)s, (void)grads, (void)opt, no_cuda_build(__func__); }
+void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt) { (void)s, (void)grads, (void)opt, no_cuda_build(__func__); }
+void stage_cuda_zero_grads(StageModel *s) { (void)s, no_cuda_build(__func__); }
+float *stage_cuda_grads(StageModel *s) { return (void)s, no_cuda_build(__func__), NULL; }
+double stage_cuda_grad_sum_squares(StageModel *s) { return (void)s, no_cuda_build(__func__), 0.0; }
+void stage_cuda_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
+    (void)s, (void)opt, (void)o, (void)lr, (void)clip, no_cuda_build(__func__);
+}
+size_t stage_cuda_msg_elem_bytes(const StageModel *s) { return (void)s, no_cuda_build(__func__), 0; }
+void *stage_cuda_msg_alloc(const StageModel *s, size_t bytes) { return (void)s, (void)bytes, no_cuda_build(__func__), NULL; }
+void stage_cuda_msg_free(const StageModel *s, void *msg) { (void)s, (void)msg, no_cuda_build(__func__); }
+const TransportMemory *stage_cuda_transport_memory(void) { return no_cuda_build(__func__), NULL; }
+// The most the kernels ask of the context's arena for one slot's shapes (each use is alone):
+// bf16 attention's backward 4 bytes per score, the embedding sort (3 index vectors and cub's
+// temporary storage: bounded by 32 bytes a row and a MiB), the loss (8 bytes a row), an
+// RMSNorm weight gradient's partial sums (at most 8 bytes per row and column). Reserved when
+// the slot is made, so no step grows it (cudaFree in a step would wait for the whole GPU,
+// NCCL's posted receives included).
+static size_t arena_need(const StageModel *s, const StageActs *a) {
+    const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
+    const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
+    size_t need = 4 * att;
+    const size_t others[] = {(12 + 32) * N + ((size_t)1 << 20), 8 * N, 8 * N * C};
+    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++)
+        if (others[k] > need) need = others[k];
+    return need;
+}
+
+StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
+    return (void)s, (void)B, (void)T, no_cuda_build(__func__), NULL;
+}
+void stage_cuda_acts_free(StageActs *a) { (void)a, no_cuda_build(__func__); }
+const void *stage_cuda_acts_output(const StageActs *a) { return (void)a, no_cuda_build(__func__), NULL; }
+const void *stage_cuda_acts_dinput(const StageActs *a) { return (void)a, no_cuda_build(__func__), NULL; }
+double stage_cuda_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
+                          const int32_t *targets, float loss_scale) {
+    (void)s, (void)a, (void)tokens, (void)input, (void)targets, (void)loss_scale;
+    return no_cuda_build(__func__), 0.0;
+}
+void stage_cuda_backward_input(StageModel *s, StageActs *a, const void *dout) {
+    (void)s, (void)a, (void)dout, no_cuda_build(__func__);
+}
+void stage_cuda_backward_weight(StageModel *s, StageActs *a) { (void)s, (void)a, no_cuda_build(__func__); }
+#endif

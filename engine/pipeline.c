@@ -67,6 +67,7 @@ struct Pipeline {
     double *busy_ms;          // (W) report arrays
     int *peak_slots;          // (S)
     int *stage_layers;        // (S) decoder layers of each stage
+    size_t msg_bytes;         // one message (stage_msg_bytes): fp32 on CPUs, bf16 on GPUs by default
     double *offsets;          // (W) clock offsets to rank 0
     // Events of the last step, root only: per rank a pointer into the runtime (local) or into
     // the gathered buffer (MPI).
@@ -330,6 +331,7 @@ static int build_stages(Pipeline *p, const PipelineOptions *o, Error *err) {
             if (!p->stages[k]) rc = -1;
             else p->opt[k] = adamw_state_create(p->stages[k]->numel);
             if (rc == 0 && p->cuda) rc = attach_gpu(p, o, p->stages[k], c * p->P + p->sched->stage_rank[s], err);
+            if (rc == 0) p->msg_bytes = stage_msg_bytes(p->stages[k], p->rows, p->T);   // equal for every stage
         }
     return rc;
 }
@@ -517,7 +519,7 @@ static void rank_failed(PipelineRank *pr, TransportStatus st, const Error *why, 
 static int rank_post_receives(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     const ScheduleList *l = &p->sched->ranks[pr->pipe];
-    const size_t bytes = (size_t)p->rows * p->T * p->rc.model.hidden * sizeof(float);
+    const size_t bytes = p->msg_bytes;   // what the sender sends: NCCL needs the two sizes equal
     for (int i = 0; i < l->n; i++) {
         const Action a = l->actions[i];
         if (a.type != ACT_RECV_F && a.type != ACT_RECV_B) continue;

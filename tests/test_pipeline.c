@@ -261,6 +261,37 @@ static void test_local_collectives(void) {
     transport_free(tp);
 }
 
+// The local transport's mailboxes live where TransportMemory says and every message byte
+// moves through its copy (how GPU stages share a GPU: device mailboxes, CUDA copies).
+static int mem_allocs, mem_frees, mem_copies;
+static void *counting_alloc(size_t bytes) {
+    mem_allocs++;
+    return xmalloc(bytes);
+}
+static void counting_free(void *p) {
+    mem_frees += p != NULL;
+    free(p);
+}
+static void counting_copy(void *dst, const void *src, size_t bytes) {
+    mem_copies++;
+    memcpy(dst, src, bytes);
+}
+
+static void test_local_mailbox_memory(void) {
+    static const TransportMemory mem = {.alloc = counting_alloc, .free = counting_free, .copy = counting_copy};
+    Transport *tp = transport_local_create_mem(2, 1, 16, 2, 5.0, &mem);
+    CHECK(mem_allocs == 2 && mem_copies == 0, "one mailbox per rank from the hooks: %d allocs", mem_allocs);
+    const float out[4] = {1.5f, -2.0f, 3.25f, 0.0f};
+    float in[4] = {0};
+    Error err;
+    CHECK(transport_send(tp, 0, 1, 7, out, sizeof out, &err) == TRANSPORT_OK, "send: %s", err.msg);
+    CHECK(transport_recv(tp, 1, 0, 7, in, sizeof in, &err) == TRANSPORT_OK, "recv: %s", err.msg);
+    CHECK(memcmp(in, out, sizeof out) == 0 && mem_copies == 2, "the bytes arrive through the copy hook (%d copies)",
+          mem_copies);
+    transport_free(tp);
+    CHECK(mem_frees == 2, "mailboxes freed through the hook: %d", mem_frees);
+}
+
 // ---- timeout / abort: rank 0 never sends microbatch 1's activations -----------------------
 
 typedef struct {
@@ -269,10 +300,12 @@ typedef struct {
     RuntimeStatus status;
     Error err;
     double seconds;
+    double delay_s;   // sleep before the step
 } RankRun;
 
 static void *run_rank(void *arg) {
     RankRun *rr = arg;
+    if (rr->delay_s > 0) nanosleep(&(struct timespec){0, (long)(rr->delay_s * 1e9)}, NULL);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     RuntimeStats st;
@@ -295,11 +328,14 @@ static void test_timeout_aborts_every_rank(void) {
     RankRun runs[2];
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
-        runs[r] = (RankRun){.rt = runtime_create(s, r, stages, 2, PARITY_T, tp), .inputs = inputs, .targets = targets};
+        // Rank 1 starts 0.4 s late, so rank 0 has waited longest and times out first: were both
+        // waits to start together, both could time out before either saw the other's abort.
+        runs[r] = (RankRun){.rt = runtime_create(s, r, stages, 2, PARITY_T, tp), .inputs = inputs, .targets = targets,
+                            .delay_s = 0.4 * r};
         pthread_create(&th[r], NULL, run_rank, &runs[r]);
     }
     for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
-    // Both ranks wait; whichever waited first times out, the other is stopped by its abort.
+    // Both ranks wait; the one that waited first times out, the other is stopped by its abort.
     const char *at[2] = {"at action 3 (RECV_B 0,mb 0)", "at action 2 (RECV_F 1,mb 1)"};
     const int root = runs[0].status == RUNTIME_FAILED ? 0 : 1;
     CHECK(runs[root].status == RUNTIME_FAILED && runs[1 - root].status == RUNTIME_ABORTED, "statuses %d %d",
@@ -326,6 +362,7 @@ int main(void) {
     test_bad_input();
     test_dp_bad_input();
     test_local_collectives();
+    test_local_mailbox_memory();
     test_telemetry_and_check_api();
     test_data_parallel();
     test_timeout_aborts_every_rank();

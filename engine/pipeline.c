@@ -267,16 +267,16 @@ static int check_cuda_options(const PipelineOptions *o, Error *err) {
         return -1;
     }
     if (o->recompute) {
-        error_set(err, "--recompute all runs on CPU stages only; on GPUs use --recompute none");
+        error_set(err, "--device cuda: --recompute all runs on CPU stages only (use --recompute none)");
         return -1;
     }
     if (o->transport == TRANSPORT_KIND_MPI) {
-        error_set(err, "--device cuda under mpirun uses --transport nccl (mpi moves host memory)");
+        error_set(err, "--device cuda: under mpirun use --transport nccl (mpi moves host memory)");
         return -1;
     }
 #ifndef PPTRAIN_HAVE_NCCL
     if (o->transport == TRANSPORT_KIND_NCCL) {
-        error_set(err, "--transport nccl: this pptrain was built without NCCL");
+        error_set(err, "--device cuda: --transport nccl: this pptrain was built without NCCL");
         return -1;
     }
 #endif

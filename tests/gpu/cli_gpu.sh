@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# GPU stages end to end, against the CPU engine as the independent reference:
+#  - 10 steps of the tiny preset on a GPU (bf16) within 2e-2 of the CPU's losses, on one
+#    stage, on 4 stages of one GPU (threads, 1f1b), and with 2 data-parallel replicas;
+#    in fp32 within 1e-4;
+#  - `pptrain check --device cuda` passes for every built-in schedule (fp32, the CPU's single
+#    device as reference), and in bf16 with bf16 tolerances;
+#  - a GPU run checkpointed at step 5 and resumed repeats the uninterrupted losses bitwise;
+#  - under mpirun, --transport nccl matches the local run (two or more GPUs), or refuses a
+#    second rank on one GPU with one line (one GPU);
+#  - GPU-only refusals are one line and exit 2.
+# Exit 77 (ctest: skipped) when no GPU is usable.
+# usage: cli_gpu.sh PPTRAIN SOURCE_DIR
+source "$(dirname "$0")/../lib_cli.sh" "$@"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:protect_shadow_gap=0"
+
+if ! why=$("$bin" train --device cuda --help 2>&1 >/dev/null); then
+  echo "skipped: $why"
+  exit 77
+fi
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$gpus" -ge 1 ] || gpus=1   # no nvidia-smi: at least the one the probe found
+
+data="$src/tests/fixtures/text"
+base=(train --data "$data" --model tiny --steps 10 --batch 8 --seq 64 --microbatches 4 --lr 3e-3 --warmup 2)
+losses() { sqlite3 "$1" "SELECT step, printf('%.17g', loss) FROM steps ORDER BY step"; }
+# within A B TOL: the same steps, and |b - a| <= TOL * |a| at each (A the reference).
+within() {
+  [ -s "$1" ] && [ "$(wc -l < "$1")" -eq "$(wc -l < "$2")" ] &&
+    paste -d'|' "$1" "$2" | awk -F'|' -v tol="$3" '
+      { d = $4 - $2; if (d < 0) d = -d; a = $2 < 0 ? -$2 : $2
+        if ($1 != $3 || d > tol * a) { printf "  step %s: %s vs %s\n", $1, $2, $4; bad = 1 } }
+      END { exit bad }'
+}
+run() {   # run NAME args...: a run recorded in NAME.db, output in NAME.txt
+  local name=$1
+  shift
+  "$bin" "${base[@]}" --db "$name.db" "$@" > "$name.txt" 2>&1
+  local code=$?
+  losses "$name.db" > "$name.losses"
+  [ $code -eq 0 ] || { echo "  $name exited $code:"; tail -3 "$name.txt"; }
+  return $code
+}
+
+check "CPU reference run" run cpu
+check "CPU reference, 4 stages" run cpu4 --stages 4 --schedule 1f1b
+check "GPU bf16, 1 stage, runs" run gpu
+check "GPU bf16, 1 stage: 10 losses within 2e-2 of the CPU's" within cpu.losses gpu.losses 2e-2
+check "GPU fp32, 1 stage, runs" run gpu32 --precision fp32
+check "GPU fp32, 1 stage: within 1e-4 of the CPU's" within cpu.losses gpu32.losses 1e-4
+check "GPU bf16, 4 stages on one GPU (1f1b), runs" run gpu4 --stages 4 --schedule 1f1b
+check "GPU 4 stages: within 2e-2 of the CPU's" within cpu4.losses gpu4.losses 2e-2
+check "GPU 4 stages: the record says cuda" [ "$(sqlite3 gpu4.db 'SELECT device FROM runs')" = cuda ]
+check "GPU fp32, interleaved (4 stages on 2 ranks of one GPU), runs" run gpu4i --stages 2 --schedule interleaved-1f1b --precision fp32
+check "GPU fp32 interleaved: within 1e-4 of the CPU's" within cpu.losses gpu4i.losses 1e-4
+check "GPU bf16, 2 stages x 2 replicas, runs" run gpudp --stages 2 --dp 2
+check "GPU data parallel: within 2e-2 of the CPU's" within cpu.losses gpudp.losses 2e-2
+
+# Every schedule through `check`: fp32 against the CPU single device, then bf16.
+for sched in gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-v; do
+  for P in 2 4; do
+    "$bin" check --data "$data" --model tiny --batch 8 --seq 64 --microbatches 4 --stages $P --schedule $sched \
+      --device cuda > "check-$sched-$P.txt" 2>&1
+    check "check --device cuda --schedule $sched --stages $P" [ $? -eq 0 ] || cat "check-$sched-$P.txt"
+  done
+done
+"$bin" check --data "$data" --model tiny --batch 8 --seq 64 --microbatches 4 --stages 4 --schedule zb-v \
+  --device cuda --precision bf16 > check-bf16.txt 2>&1
+check "check --device cuda --precision bf16 (bf16 tolerances)" [ $? -eq 0 ] || cat check-bf16.txt
+
+# Checkpoint at step 5 on the GPU, resume: the same losses as the run never stopped.
+check "GPU run with checkpoints" run ck --stages 2 --ckpt-dir ck --ckpt-every 5
+"$bin" "${base[@]}" --db ck.db --stages 2 --resume ck/run-1/step-000005 > resume.txt 2>&1
+check "GPU resume from step 5 exits 0" [ $? -eq 0 ] || tail -3 resume.txt
+sqlite3 ck.db "SELECT step, printf('%.17g', loss) FROM steps WHERE run_id = 2 ORDER BY step" > resume.losses
+tail -5 ck.losses > ck-tail.losses
+check "GPU resume: steps 6-10 bitwise equal to the uninterrupted run" cmp -s ck-tail.losses resume.losses
+
+# NCCL between processes.
+if [ "$gpus" -ge 2 ]; then
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --stages 2 --transport nccl --device cuda \
+    --db nccl.db > nccl.txt 2>&1
+  check "mpirun -np 2 --transport nccl exits 0" [ $? -eq 0 ] || tail -5 nccl.txt
+  losses nccl.db > nccl.losses
+  check "nccl: within 2e-2 of the CPU's" within cpu.losses nccl.losses 2e-2
+else
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --stages 2 --transport nccl --device cuda \
+    --db '' > nccl.txt 2>&1
+  check "nccl with 2 ranks on 1 GPU: refused, non-zero" [ $? -ne 0 ]
+  check "nccl with 2 ranks on 1 GPU: says a GPU per rank" grep -q "NCCL needs a GPU per rank" nccl.txt
+fi
+
+expect_refusal() {   # expect_refusal "text" args...: one line on stderr, exit 2
+  local want=$1
+  shift
+  "$bin" "${base[@]}" --db '' "$@" > out.txt 2> err.txt
+  local code=$?
+  [ $code -eq 2 ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -qF -- "$want" err.txt || {
+    echo "  exit $code:"; cat err.txt; return 1; }
+}
+check "--recompute all on GPUs: one line, exit 2" expect_refusal "--recompute all runs on CPU stages only" \
+  --device cuda --recompute all
+check "--transport mpi on GPUs: one line, exit 2" expect_refusal "use --transport nccl" --device cuda --transport mpi
+cli_finish

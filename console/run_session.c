@@ -35,6 +35,9 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, Error *err) {
     if (run_options_given(ro, "--dp")) po.dp = ro->pipe.dp;
     if (run_options_given(ro, "--recompute")) po.recompute = ro->pipe.recompute;
     if (run_options_given(ro, "--timeout")) po.timeout_s = ro->pipe.timeout_s;
+    // The device and precision are the checkpoint's unless given: a run on GPUs goes on there.
+    if (run_options_given(ro, "--device")) po.device = ro->pipe.device;
+    if (run_options_given(ro, "--precision")) po.gpu_fp32 = ro->pipe.gpu_fp32;
     po.transport = ro->pipe.transport;   // how this process was launched decides, not the checkpoint
     po.mpi_comm = ro->pipe.mpi_comm;
     if (st->step >= rc.steps) {

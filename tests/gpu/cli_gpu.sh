@@ -9,7 +9,8 @@
 #  - under mpirun, --transport nccl matches the local run (two or more GPUs), or refuses a
 #    second rank on one GPU with one line (one GPU);
 #  - GPU-only refusals are one line and exit 2.
-# Exit 77 (ctest: skipped) when no GPU is usable.
+# Exit 77 (ctest: skipped) when no GPU is usable. ctest also runs it on the CPU against
+# pptrain_emu, the GPU emulated (tests/gpu_emu/cuda_emu.c, PPTRAIN_EMU_GPUS=2 devices).
 # usage: cli_gpu.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/../lib_cli.sh" "$@"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:protect_shadow_gap=0"
@@ -18,7 +19,7 @@ if ! why=$("$bin" train --device cuda --help 2>&1 >/dev/null); then
   echo "skipped: $why"
   exit 77
 fi
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+gpus=${PPTRAIN_EMU_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 [ "$gpus" -ge 1 ] || gpus=1   # no nvidia-smi: at least the one the probe found
 
 data="$src/tests/fixtures/text"
@@ -44,16 +45,16 @@ run() {   # run NAME args...: a run recorded in NAME.db, output in NAME.txt
 
 check "CPU reference run" run cpu
 check "CPU reference, 4 stages" run cpu4 --stages 4 --schedule 1f1b
-check "GPU bf16, 1 stage, runs" run gpu
+check "GPU bf16, 1 stage, runs" run gpu --device cuda
 check "GPU bf16, 1 stage: 10 losses within 2e-2 of the CPU's" within cpu.losses gpu.losses 2e-2
-check "GPU fp32, 1 stage, runs" run gpu32 --precision fp32
+check "GPU fp32, 1 stage, runs" run gpu32 --device cuda --precision fp32
 check "GPU fp32, 1 stage: within 1e-4 of the CPU's" within cpu.losses gpu32.losses 1e-4
-check "GPU bf16, 4 stages on one GPU (1f1b), runs" run gpu4 --stages 4 --schedule 1f1b
+check "GPU bf16, 4 stages on one GPU (1f1b), runs" run gpu4 --device cuda --stages 4 --schedule 1f1b
 check "GPU 4 stages: within 2e-2 of the CPU's" within cpu4.losses gpu4.losses 2e-2
 check "GPU 4 stages: the record says cuda" [ "$(sqlite3 gpu4.db 'SELECT device FROM runs')" = cuda ]
-check "GPU fp32, interleaved (4 stages on 2 ranks of one GPU), runs" run gpu4i --stages 2 --schedule interleaved-1f1b --precision fp32
+check "GPU fp32, interleaved (4 stages on 2 ranks of one GPU), runs" run gpu4i --device cuda --stages 2 --schedule interleaved-1f1b --precision fp32
 check "GPU fp32 interleaved: within 1e-4 of the CPU's" within cpu.losses gpu4i.losses 1e-4
-check "GPU bf16, 2 stages x 2 replicas, runs" run gpudp --stages 2 --dp 2
+check "GPU bf16, 2 stages x 2 replicas, runs" run gpudp --device cuda --stages 2 --dp 2
 check "GPU data parallel: within 2e-2 of the CPU's" within cpu.losses gpudp.losses 2e-2
 
 # Every schedule through `check`: fp32 against the CPU single device, then bf16.
@@ -69,15 +70,21 @@ done
 check "check --device cuda --precision bf16 (bf16 tolerances)" [ $? -eq 0 ] || cat check-bf16.txt
 
 # Checkpoint at step 5 on the GPU, resume: the same losses as the run never stopped.
-check "GPU run with checkpoints" run ck --stages 2 --ckpt-dir ck --ckpt-every 5
-"$bin" "${base[@]}" --db ck.db --stages 2 --resume ck/run-1/step-000005 > resume.txt 2>&1
+check "GPU run with checkpoints" run ck --device cuda --stages 2 --ckpt-dir ck --ckpt-every 5
+# Only layout flags with --resume: the device and precision come from the checkpoint.
+"$bin" train --data "$data" --steps 10 --stages 2 --db ck.db --resume ck/run-1/step-000005 > resume.txt 2>&1
 check "GPU resume from step 5 exits 0" [ $? -eq 0 ] || tail -3 resume.txt
 sqlite3 ck.db "SELECT step, printf('%.17g', loss) FROM steps WHERE run_id = 2 ORDER BY step" > resume.losses
 tail -5 ck.losses > ck-tail.losses
 check "GPU resume: steps 6-10 bitwise equal to the uninterrupted run" cmp -s ck-tail.losses resume.losses
+check "GPU resume: the resumed run is on the GPU too" [ "$(sqlite3 ck.db 'SELECT device FROM runs WHERE id = 2')" = cuda ]
 
 # NCCL between processes.
-if [ "$gpus" -ge 2 ]; then
+nccl_built=1
+"$bin" "${base[@]}" --transport nccl --device cuda --db '' 2>&1 | grep -q "built without NCCL" && nccl_built=0
+if [ $nccl_built -eq 0 ]; then
+  echo "  (this pptrain has no NCCL: the nccl checks are skipped)"
+elif [ "$gpus" -ge 2 ]; then
   mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --stages 2 --transport nccl --device cuda \
     --db nccl.db > nccl.txt 2>&1
   check "mpirun -np 2 --transport nccl exits 0" [ $? -eq 0 ] || tail -5 nccl.txt

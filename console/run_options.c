@@ -214,7 +214,7 @@ void run_options_usage(FILE *out) {
     for (int i = 0; i < N_RUN_OPTIONS; i++) {
         char left[64];
         snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
-        fprintf(out, "  %-32s %s\n", left, RUN_OPTIONS[i].help);
+        fprintf(out, "  %-36s %s\n", left, RUN_OPTIONS[i].help);
     }
 }
 

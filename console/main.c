@@ -1,6 +1,7 @@
 // pptrain: the command-line entry point. Dispatches to one subcommand per file (cmd_*.c).
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "console/cmd_check.h"
@@ -38,6 +39,13 @@ int main(int argc, char **argv) {
     // A file over the size limit (ulimit -f) fails its write with EFBIG and one error line,
     // instead of killing the process mid-checkpoint.
     signal(SIGXFSZ, SIG_IGN);
+    // GPU runs (engine/model_cuda.h, transport_nccl.h): posted NCCL receives spin on the GPU
+    // during a step, so nothing in a step may wait for the whole device. CUDA loads kernels
+    // lazily by default, and a first launch may synchronize the context; NCCL may connect
+    // collective algorithms at their first use. Both happen at start-up instead, unless the
+    // user's environment says otherwise (before any CUDA call: --device is parsed later).
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     // No command, or options only: the console.
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")))
         return cmd_console(argc, argv);

@@ -246,6 +246,11 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
         if (!value || opt->set(ro, opt->flag, value, err)) return -1;
         have_data |= opt->set == set_data;
     }
+    if (run_options_given(ro, "--precision") && !ro->pipe.gpu_fp32 && ro->pipe.device != DEVICE_CUDA &&
+        !ro->resume[0]) {
+        error_set(err, "--precision bf16 is for GPU stages (--device cuda); CPU stages compute in fp32");
+        return -1;
+    }
     if (ro->resume[0]) {   // the run config comes from the checkpoint: run_session checks it
         ro->rc.optim.total_steps = ro->rc.steps;
         return 0;

@@ -6,8 +6,8 @@
 // its device targets and its loss accumulator (ActsCuda).
 //
 // GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's four bf16
-// scratch buffers (S_A ... S_D, each as large as the largest operand, N x max(C, Q, I, V)) right
-// before the GEMM, once per tensor even when several GEMMs read it (ln1 feeds q, k and v).
+// scratch buffers (S_A ... S_D, sized by ensure_scratch) right before the GEMM, once per
+// tensor even when several GEMMs read it (ln1 feeds q, k and v).
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 #include "engine/model_cuda.h"
 
@@ -35,12 +35,13 @@ struct StageCuda {
     ParamViews dw, dg;         // named views into w and g
     double *sumsq;             // one device double: the gradient norm's accumulator
     cuda_bf16 *scratch[N_SCRATCH];  // bf16 GEMM operands (bf16 mode)
-    size_t scratch_elems;      // each scratch's size
+    size_t scratch_elems[N_SCRATCH];  // each one's size
     int32_t *targets;          // (scratch_rows) the microbatch's targets, last stage
     size_t scratch_rows;
 };
 
 struct ActsCuda {
+    int device;                // the stage's GPU
     void *out_msg;             // (N, C) the output as a message: bf16 copy, or == output (fp32)
     void *din_msg;             // (N, C) the input gradient as a message: bf16 copy, or == dinput
     double *loss;              // one device double: this slot's last loss
@@ -171,6 +172,16 @@ void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt) {
     cuda_ctx_synchronize(c->ctx);
 }
 
+void stage_cuda_grads_to_host(StageModel *s) {
+    CUDA_CHECK(cudaSetDevice(s->cuda->device));
+    copy_sync(s->cuda, s->grads, s->cuda->g, s->numel * sizeof(float), cudaMemcpyDeviceToHost);
+}
+
+void stage_cuda_grads_from_host(StageModel *s) {
+    CUDA_CHECK(cudaSetDevice(s->cuda->device));
+    copy_sync(s->cuda, s->cuda->g, s->grads, s->numel * sizeof(float), cudaMemcpyHostToDevice);
+}
+
 void stage_cuda_zero_grads(StageModel *s) {
     cuda_zero(s->cuda->ctx, s->cuda->g, s->numel * sizeof(float));
     cuda_ctx_synchronize(s->cuda->ctx);
@@ -208,7 +219,16 @@ void stage_cuda_msg_free(const StageModel *s, void *msg) {
     dev_free(msg);
 }
 
-static void *mailbox_alloc(size_t bytes) { return dev_alloc(bytes); }
+// Rank r's mailbox on its GPU (r mod the GPUs, as the pipeline places rank r's stages), so a
+// message crosses GPUs at most once; the caller's current device is left as it was.
+static void *mailbox_alloc(size_t bytes, int owner) {
+    int was = 0;
+    CUDA_CHECK(cudaGetDevice(&was));
+    CUDA_CHECK(cudaSetDevice(owner % cuda_device_count()));
+    void *p = dev_alloc(bytes);
+    CUDA_CHECK(cudaSetDevice(was));
+    return p;
+}
 
 static void mailbox_copy(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread));
@@ -219,42 +239,49 @@ static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = dev
 
 const TransportMemory *stage_cuda_transport_memory(void) { return &CUDA_MAILBOX; }
 
-// The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a step.
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+// The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
+// step. What each holds (model_cuda.c's calls of operand): S_A any activation or gradient
+// operand, the logits' gradient included (N x V, head stage); S_B up to N x max(C, Q, I);
+// S_C and S_D the keys and values and their gradients (N x KV).
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = s->cuda;
     const ModelConfig *m = &s->cfg;
-    size_t widest = (size_t)m->hidden;
-    const size_t cols[] = {(size_t)m->heads * m->head_dim, (size_t)m->intermediate,
-                           s->has_head ? (size_t)m->vocab : 0};
-    for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++)
-        if (cols[k] > widest) widest = cols[k];
+    const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
+    const size_t wide = max3(C, Q, (size_t)m->intermediate);
+    const size_t cols[N_SCRATCH] = {s->has_head && (size_t)m->vocab > wide ? (size_t)m->vocab : wide, wide, KV, KV};
     if (N > c->scratch_rows) {
         dev_free(c->targets);
         c->targets = dev_alloc(N * sizeof(int32_t));
         c->scratch_rows = N;
     }
-    if (!c->bf16 || N * widest <= c->scratch_elems) return;
-    for (int k = 0; k < N_SCRATCH; k++) {
+    for (int k = 0; c->bf16 && k < N_SCRATCH; k++) {
+        if (N * cols[k] <= c->scratch_elems[k]) continue;
         dev_free(c->scratch[k]);
-        c->scratch[k] = dev_alloc(N * widest * sizeof(cuda_bf16));
+        c->scratch[k] = dev_alloc(N * cols[k] * sizeof(cuda_bf16));
+        c->scratch_elems[k] = N * cols[k];
     }
-    c->scratch_elems = N * widest;
 }
 
-// The most the kernels ask of the context's arena for one slot's shapes (each use is alone):
-// bf16 attention's backward 4 bytes per score, the embedding sort (3 index vectors and cub's
-// temporary storage: bounded by 32 bytes a row and a MiB), the loss (8 bytes a row), an
-// RMSNorm weight gradient's partial sums (at most 8 bytes per row and column). Reserved when
-// the slot is made, so no step grows it (cudaFree in a step would wait for the whole GPU,
-// NCCL's posted receives included).
+// Bytes rounded as the kernels' arena carves them (kernels/cuda/common.cuh: 256).
+static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+// The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
+// rounded as they round it: bf16 attention's backward two bf16 score copies, the embedding
+// sort (3 index vectors and cub's temporary storage: bounded by 32 bytes a row and a MiB),
+// the loss (8 bytes a row), an RMSNorm weight gradient's partial sums (at most 8 bytes per
+// row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
+// would wait for the whole GPU, NCCL's posted receives included).
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
     const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
-    size_t need = 4 * att;
-    const size_t others[] = {(12 + 32) * N + ((size_t)1 << 20), 8 * N, 8 * N * C};
-    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++)
-        if (others[k] > need) need = others[k];
-    return need;
+    const size_t needs[] = {s->cuda->bf16 ? 2 * round256(2 * att) : 0, 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
+                            round256(8 * N), round256(8 * N * C)};
+    size_t need = 0;
+    for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
+        if (needs[k] > need) need = needs[k];
+    return need + 4096;   // slack: what a kernel's own alignment may add
 }
 
 StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
@@ -273,6 +300,7 @@ StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
     a->dlogits = a->logits;
     cuda_rope_tables(c->ctx, a->cos_tab, a->sin_tab, T, s->cfg.head_dim, s->cfg.rope_theta);
     ActsCuda *ac = a->cuda = xcalloc(1, sizeof *ac);
+    ac->device = c->device;
     const size_t NC = (size_t)a->N * a->C;
     ac->out_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->output;
     ac->din_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->dinput;
@@ -285,6 +313,7 @@ StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
 
 void stage_cuda_acts_free(StageActs *a) {
     ActsCuda *ac = a->cuda;
+    CUDA_CHECK(cudaSetDevice(ac->device));   // the slot's memory is on its stage's GPU
     if (ac->out_msg != (void *)a->output) dev_free(ac->out_msg);
     if (ac->din_msg != (void *)a->dinput) dev_free(ac->din_msg);
     dev_free(ac->loss);
@@ -303,7 +332,7 @@ const void *stage_cuda_acts_dinput(const StageActs *a) { return a->cuda->din_msg
 // x(n) as a GEMM operand: bf16 mode converts it into scratch k, fp32 mode uses it as it is.
 static const void *operand(StageCuda *c, int k, const float *x, size_t n) {
     if (!c->bf16) return x;
-    assert(n <= c->scratch_elems);
+    assert(n <= c->scratch_elems[k]);
     cuda_f32_to_bf16(c->ctx, c->scratch[k], x, n);
     return c->scratch[k];
 }
@@ -529,6 +558,8 @@ int stage_cuda_device(const StageModel *s) { return (void)s, no_cuda_build(__fun
 void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) { (void)s, (void)grads, (void)opt, no_cuda_build(__func__); }
 void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt) { (void)s, (void)grads, (void)opt, no_cuda_build(__func__); }
 void stage_cuda_zero_grads(StageModel *s) { (void)s, no_cuda_build(__func__); }
+void stage_cuda_grads_to_host(StageModel *s) { (void)s, no_cuda_build(__func__); }
+void stage_cuda_grads_from_host(StageModel *s) { (void)s, no_cuda_build(__func__); }
 float *stage_cuda_grads(StageModel *s) { return (void)s, no_cuda_build(__func__), NULL; }
 double stage_cuda_grad_sum_squares(StageModel *s) { return (void)s, no_cuda_build(__func__), 0.0; }
 void stage_cuda_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
@@ -538,22 +569,6 @@ size_t stage_cuda_msg_elem_bytes(const StageModel *s) { return (void)s, no_cuda_
 void *stage_cuda_msg_alloc(const StageModel *s, size_t bytes) { return (void)s, (void)bytes, no_cuda_build(__func__), NULL; }
 void stage_cuda_msg_free(const StageModel *s, void *msg) { (void)s, (void)msg, no_cuda_build(__func__); }
 const TransportMemory *stage_cuda_transport_memory(void) { return no_cuda_build(__func__), NULL; }
-// The most the kernels ask of the context's arena for one slot's shapes (each use is alone):
-// bf16 attention's backward 4 bytes per score, the embedding sort (3 index vectors and cub's
-// temporary storage: bounded by 32 bytes a row and a MiB), the loss (8 bytes a row), an
-// RMSNorm weight gradient's partial sums (at most 8 bytes per row and column). Reserved when
-// the slot is made, so no step grows it (cudaFree in a step would wait for the whole GPU,
-// NCCL's posted receives included).
-static size_t arena_need(const StageModel *s, const StageActs *a) {
-    const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
-    const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
-    size_t need = 4 * att;
-    const size_t others[] = {(12 + 32) * N + ((size_t)1 << 20), 8 * N, 8 * N * C};
-    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++)
-        if (others[k] > need) need = others[k];
-    return need;
-}
-
 StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
     return (void)s, (void)B, (void)T, no_cuda_build(__func__), NULL;
 }

@@ -59,6 +59,9 @@ void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt);
 void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt);
 
 void stage_cuda_zero_grads(StageModel *s);
+// Only the gradients, device -> host and back (the local transport's data-parallel sum).
+void stage_cuda_grads_to_host(StageModel *s);
+void stage_cuda_grads_from_host(StageModel *s);
 // The stage's device gradient buffer (numel floats): what NCCL all-reduces over replicas.
 float *stage_cuda_grads(StageModel *s);
 // Sum of squared gradients, in double in a fixed order (as grad_sum_squares on the host).

@@ -382,9 +382,20 @@ static int pick_gpu(const PipelineOptions *o, int *gpu, Error *err) {
     return 0;
 }
 
+// Every rank's verdict on its own set-up, agreed over the world before NCCL's collective
+// initialization (which has no timeout): a rank that failed would leave the others waiting.
+static int agree(const PipelineOptions *o, int failed, Error *err) {
+    MPI_Comm world = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD;
+    int any = failed;
+    if (MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS) any = 1;
+    if (any && !failed) error_set(err, "--transport nccl: another rank could not use its GPU (see its error line)");
+    return any ? -1 : 0;
+}
+
 static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
-    if (schedule_check_fifo(p->sched, err) || pick_gpu(o, &p->gpu, err) || stage_cuda_set_device(p->gpu, err))
-        return -1;
+    const int failed = schedule_check_fifo(p->sched, err) || pick_gpu(o, &p->gpu, err) ||
+                       stage_cuda_set_device(p->gpu, err);
+    if (agree(o, failed, err)) return -1;
     p->tp = transport_nccl_create(o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
                                   2 * p->M * p->S, o->timeout_s, p->gpu, err);
     if (!p->tp) return -1;
@@ -400,7 +411,9 @@ static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, 
 #endif
 
 static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
-    const size_t msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * sizeof(float);
+    // One message (stage_msg_bytes, before the stages exist): bf16 on GPUs unless fp32.
+    const size_t elem = p->cuda && !o->gpu_fp32 ? 2 : sizeof(float);
+    const size_t msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * elem;
     const int capacity = max_messages(p->sched);
     if (p->kind == TRANSPORT_KIND_LOCAL) {
         p->tp = transport_local_create_mem(p->P, p->D, msg_bytes, capacity, o->timeout_s,
@@ -561,10 +574,10 @@ static int rank_reduce_grads(PipelineRank *pr) {
         StageModel *sm = pr->stages[s];
         const bool on_device = p->cuda && p->kind == TRANSPORT_KIND_NCCL, staged = p->cuda && !on_device;
         float *grads = on_device ? stage_cuda_grads(sm) : sm->grads;
-        if (staged) stage_cuda_download(sm, true, NULL);
+        if (staged) stage_cuda_grads_to_host(sm);
         Error why;
         TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_REPLICAS, grads, sm->numel, &why);
-        if (staged && st == TRANSPORT_OK) stage_cuda_upload(sm, true, NULL);
+        if (staged && st == TRANSPORT_OK) stage_cuda_grads_from_host(sm);
         if (st != TRANSPORT_OK) {
             rank_failed(pr, st, &why, "(the gradient all-reduce over replicas)");
             return -1;
@@ -772,8 +785,11 @@ void pipeline_free(Pipeline *p) {
     if (!p) return;
     if (p->threads) stop_threads(p);
     if (p->multiprocess && sig_state.tp == p->tp && p->tp) remove_signal_handlers();
-    free_ranks(p);
+    // The transport before the ranks' slots: after a failed nccl step its posted receives
+    // still spin on the GPU until it aborts them, and freeing device memory (cudaFree) waits
+    // for the whole GPU. The ranks' views only borrow it and are freed without touching it.
     transport_free(p->tp);
+    free_ranks(p);
     for (int k = 0; p->stages && k < p->n_copies * p->S; k++) {
         if (p->stages[k]) adamw_state_free(&p->opt[k]);
         stage_free(p->stages[k]);

@@ -170,7 +170,7 @@ int run_json_parse(const char *text, const char *where, RunConfig *rc, PipelineO
         if (cJSON_IsString(dv)) snprintf(device, sizeof device, "%s", dv->valuestring);
         if (cJSON_IsString(pr)) snprintf(precision, sizeof precision, "%s", pr->valuestring);
         po->device = strcmp(device, "cuda") == 0 ? DEVICE_CUDA : DEVICE_CPU;
-        po->gpu_fp32 = strcmp(precision, "fp32") == 0;
+        po->gpu_fp32 = po->device == DEVICE_CUDA && strcmp(precision, "fp32") == 0;   // CPU runs: the GPU default
     }
     if (!r.failed) {
         char *end = NULL;

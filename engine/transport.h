@@ -98,7 +98,7 @@ struct Transport {
 // GPUs (stage_cuda_transport_memory, engine/model_cuda.h), so one GPU, or several, carry a
 // multi-stage pipeline of threads. Collectives always work on host memory.
 typedef struct {
-    void *(*alloc)(size_t bytes);
+    void *(*alloc)(size_t bytes, int owner);   // owner: the world rank whose mailbox it is
     void (*free)(void *p);
     void (*copy)(void *dst, const void *src, size_t bytes);  // complete when it returns
 } TransportMemory;

@@ -340,7 +340,7 @@ static const TransportOps LOCAL_OPS = {
     .free = transport_local_free,
 };
 
-static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity, const TransportMemory *mem) {
+static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity, const TransportMemory *mem, int owner) {
     pthread_mutex_init(&mb->lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -348,7 +348,7 @@ static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity, const Tran
     pthread_cond_init(&mb->arrived, &attr);
     pthread_condattr_destroy(&attr);
     mb->pool = xcalloc((size_t)capacity, sizeof(LocalMsg));
-    mb->bytes = mem->alloc((size_t)capacity * max_bytes);
+    mb->bytes = mem->alloc((size_t)capacity * max_bytes, owner);
     for (int i = 0; i < capacity; i++) {
         mb->pool[i].data = mb->bytes + (size_t)i * max_bytes;
         mb->pool[i].next = mb->free_list;
@@ -356,7 +356,10 @@ static void mailbox_init(Mailbox *mb, size_t max_bytes, int capacity, const Tran
     }
 }
 
-static void *host_alloc(size_t bytes) { return xmalloc(bytes); }
+static void *host_alloc(size_t bytes, int owner) {
+    (void)owner;
+    return xmalloc(bytes);
+}
 
 static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
@@ -375,7 +378,7 @@ Transport *transport_local_create_mem(int P, int D, size_t max_bytes, int capaci
     lt->max_bytes = max_bytes;
     lt->capacity = capacity > 0 ? capacity : 1;
     lt->box = xcalloc((size_t)n_ranks, sizeof(Mailbox));
-    for (int r = 0; r < n_ranks; r++) mailbox_init(&lt->box[r], max_bytes ? max_bytes : 1, lt->capacity, &lt->mem);
+    for (int r = 0; r < n_ranks; r++) mailbox_init(&lt->box[r], max_bytes ? max_bytes : 1, lt->capacity, &lt->mem, r);
     lt->replicas = xcalloc((size_t)P, sizeof(Rendezvous));
     for (int p = 0; p < P; p++) rendezvous_init(&lt->replicas[p], D);
     rendezvous_init(&lt->world, n_ranks);

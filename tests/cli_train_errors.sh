@@ -78,6 +78,9 @@ expect_error "--device: 'tpu' is not cpu or cuda" --data data --device tpu
 # One line and exit 2 on every machine: without a GPU it says why none is usable (no driver,
 # no device, a build without the toolkit); with one, that recompute is CPU-only.
 expect_error "--device cuda: " --data data --device cuda --recompute all
+expect_error "--precision bf16 is for GPU stages" --data data --precision bf16
+expect_error "--precision: 'fp16' is not bf16 or fp32" --data data --precision fp16
+expect_error "--transport nccl moves GPU memory: it needs --device cuda" --data data --transport nccl
 expect_error "--resume and --init-from exclude each other" --resume 1 --init-from x --db ''
 expect_error "--resume 1 needs the run store" --resume 1 --db ''
 expect_error "checkpoint nowhere cannot be resumed" --resume nowhere --db ''

@@ -264,8 +264,10 @@ static void test_local_collectives(void) {
 // The local transport's mailboxes live where TransportMemory says and every message byte
 // moves through its copy (how GPU stages share a GPU: device mailboxes, CUDA copies).
 static int mem_allocs, mem_frees, mem_copies;
-static void *counting_alloc(size_t bytes) {
+static int mem_owner_sum;
+static void *counting_alloc(size_t bytes, int owner) {
     mem_allocs++;
+    mem_owner_sum += owner;
     return xmalloc(bytes);
 }
 static void counting_free(void *p) {
@@ -280,7 +282,8 @@ static void counting_copy(void *dst, const void *src, size_t bytes) {
 static void test_local_mailbox_memory(void) {
     static const TransportMemory mem = {.alloc = counting_alloc, .free = counting_free, .copy = counting_copy};
     Transport *tp = transport_local_create_mem(2, 1, 16, 2, 5.0, &mem);
-    CHECK(mem_allocs == 2 && mem_copies == 0, "one mailbox per rank from the hooks: %d allocs", mem_allocs);
+    CHECK(mem_allocs == 2 && mem_owner_sum == 0 + 1 && mem_copies == 0,
+          "one mailbox per rank from the hooks, each for its owner: %d allocs", mem_allocs);
     const float out[4] = {1.5f, -2.0f, 3.25f, 0.0f};
     float in[4] = {0};
     Error err;

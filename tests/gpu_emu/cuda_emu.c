@@ -101,6 +101,11 @@ cudaError_t cudaSetDevice(int device) {
     return cudaSuccess;
 }
 
+cudaError_t cudaGetDevice(int *device) {
+    *device = current_device;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
     (void)stream;
     const bool dst_dev = !bytes || find_block(dst, bytes), src_dev = !bytes || find_block(src, bytes);

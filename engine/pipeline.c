@@ -360,28 +360,6 @@ static int longest_list(const Schedule *s) {
 }
 
 #ifdef PPTRAIN_HAVE_NCCL
-// This process's GPU: its rank among the ranks on its node, mod the visible GPUs. NCCL needs
-// every rank on its own GPU.
-static int pick_gpu(const PipelineOptions *o, int *gpu, Error *err) {
-    MPI_Comm world = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD, node;
-    int local = 0, on_node = 1;
-    if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
-        error_set(err, "--transport nccl: MPI could not group the ranks by node");
-        return -1;
-    }
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_size(node, &on_node);
-    MPI_Comm_free(&node);
-    const int gpus = stage_cuda_device_count();
-    if (on_node > gpus) {
-        error_set(err, "--transport nccl: %d ranks on this node but %d GPU%s; NCCL needs a GPU per rank "
-                       "(several stages on one GPU: --transport local)", on_node, gpus, gpus == 1 ? "" : "s");
-        return -1;
-    }
-    *gpu = local % gpus;
-    return 0;
-}
-
 // Every rank's verdict on its own set-up, agreed over the world before NCCL's collective
 // initialization (which has no timeout): a rank that failed would leave the others waiting.
 static int agree(const PipelineOptions *o, int failed, Error *err) {
@@ -393,7 +371,7 @@ static int agree(const PipelineOptions *o, int failed, Error *err) {
 }
 
 static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
-    const int failed = schedule_check_fifo(p->sched, err) || pick_gpu(o, &p->gpu, err) ||
+    const int failed = schedule_check_fifo(p->sched, err) || transport_nccl_pick_device(o->mpi_comm, &p->gpu, err) ||
                        stage_cuda_set_device(p->gpu, err);
     if (agree(o, failed, err)) return -1;
     p->tp = transport_nccl_create(o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,

@@ -608,3 +608,40 @@ Transport *transport_nccl_create(const void *comm, int P, int D, int S, const in
 }
 
 int transport_nccl_rank(const Transport *t) { return ((const NcclTransport *)t)->rank; }
+
+// ---- which GPU -------------------------------------------------------------------------------
+
+int transport_nccl_pick_device(const void *comm, int *device, Error *err) {
+    MPI_Comm run = comm ? *(const MPI_Comm *)comm : MPI_COMM_WORLD, node;
+    if (MPI_Comm_split_type(run, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+        error_set(err, "--transport nccl: MPI could not group the ranks by node");
+        return -1;
+    }
+    int local = 0, on_node = 1, count = 0;
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_size(node, &on_node);
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) count = 1;   // usable: the caller checked
+    *device = local % count;
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, *device));
+    char *uuids = xmalloc(sizeof prop.uuid.bytes * (size_t)on_node);
+    int rc = MPI_Allgather(prop.uuid.bytes, (int)sizeof prop.uuid.bytes, MPI_BYTE, uuids, (int)sizeof prop.uuid.bytes,
+                           MPI_BYTE, node);
+    int clash = -1;
+    for (int r = 0; rc == MPI_SUCCESS && r < on_node && clash < 0; r++)
+        if (r != local && memcmp(uuids + (size_t)r * sizeof prop.uuid.bytes, prop.uuid.bytes, sizeof prop.uuid.bytes) == 0)
+            clash = r;
+    free(uuids);
+    MPI_Comm_free(&node);
+    if (rc != MPI_SUCCESS) {
+        mpi_failed(rc, "--transport nccl: comparing the node's GPUs", err);
+        return -1;
+    }
+    if (clash >= 0) {
+        error_set(err, "--transport nccl: ranks %d and %d of this node would share GPU %d (%s) of the %d it sees; NCCL "
+                       "needs a GPU per rank (several stages on one GPU: --transport local)",
+                  local < clash ? local : clash, local < clash ? clash : local, *device, prop.name, count);
+        return -1;
+    }
+    return 0;
+}

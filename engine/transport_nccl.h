@@ -43,4 +43,10 @@
 Transport *transport_nccl_create(const void *comm, int P, int D, int S, const int *stage_rank, size_t max_bytes,
                                  int capacity, int max_tag, double timeout_s, int device, Error *err);
 int transport_nccl_rank(const Transport *t);  // this process's world rank
+
+// This rank's GPU: its rank among the ranks on its node, mod the GPUs it sees (so it also
+// works when each rank sees only its own, CUDA_VISIBLE_DEVICES per rank). NCCL refuses two
+// ranks on one GPU, so the node's ranks compare the UUIDs of their picks: a clash is one line
+// in err (-1). Collective over the ranks of *comm (NULL = MPI_COMM_WORLD) on each node.
+int transport_nccl_pick_device(const void *comm, int *device, Error *err);
 #endif

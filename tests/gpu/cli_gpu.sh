@@ -94,7 +94,7 @@ else
   mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --stages 2 --transport nccl --device cuda \
     --db '' > nccl.txt 2>&1
   check "nccl with 2 ranks on 1 GPU: refused, non-zero" [ $? -ne 0 ]
-  check "nccl with 2 ranks on 1 GPU: says a GPU per rank" grep -q "NCCL needs a GPU per rank" nccl.txt
+  check "nccl with 2 ranks on 1 GPU: says they would share it" grep -q "would share GPU 0.*NCCL needs a GPU per rank" nccl.txt
 fi
 
 expect_refusal() {   # expect_refusal "text" args...: one line on stderr, exit 2

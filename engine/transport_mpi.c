@@ -21,9 +21,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/mpi_notices.h"
 #include "engine/transport.h"
 
-enum { TAG_CTRL = 0, TAG_CLOCK = 1, CLOCK_ROUNDS = 5 };
+enum { TAG_CLOCK = 1, CLOCK_ROUNDS = 5 };
 
 typedef struct {
     MPI_Request req;  // MPI_REQUEST_NULL when free
@@ -40,78 +41,43 @@ typedef struct {
 
 typedef struct {
     Transport base;
-    MPI_Comm pipe, replicas, world, ctrl;
+    MPI_Comm pipe, replicas, world;
+    AbortNotices notices;   // the ctrl communicator: abort notices only
     int rank, P, D;           // world rank; the layout (world size P * D, replicas group size D)
     size_t max_bytes;
     int capacity, max_tag;
     SendSlot *sends;        // (capacity)
     RecvSlot *recvs;        // (capacity)
     unsigned long n_posted; // post order, so equal (from, tag) complete first-posted first
-    bool aborted;
-    int ctrl_msg;           // the abort notice's payload
-    MPI_Request *ctrl_reqs; // (W)
     MPI_Request coll_req;   // a collective in flight (MPI_REQUEST_NULL when none)
 } MpiTransport;
 
 static MpiTransport *as_mpi(Transport *t) { return (MpiTransport *)t; }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// One line for a failed MPI call. Returns the status to hand back.
-static TransportStatus mpi_failed(int code, const char *call, Error *err) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", code);
-    error_set(err, "%s failed: %s", call, text);
-    return TRANSPORT_FAILED;
-}
-
 // ---- waiting -------------------------------------------------------------------------------
 
-// True once an abort notice arrived (or this rank aborted); consumes the notice.
-static bool poll_abort(MpiTransport *mt) {
-    if (mt->aborted) return true;
-    int flag = 0;
-    MPI_Status st;
-    // A failing probe cannot tell us anything; the wait's own MPI_Test reports MPI errors.
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_CTRL, mt->ctrl, &flag, &st) == MPI_SUCCESS && flag) {
-        int payload;  // the notice has arrived, so this receive returns at once; its content is moot
-        (void)MPI_Recv(&payload, 1, MPI_INT, st.MPI_SOURCE, TAG_CTRL, mt->ctrl, MPI_STATUS_IGNORE);
-        mt->aborted = true;
-    }
-    return mt->aborted;
-}
-
-static void backoff(long *ns) {
-    const struct timespec ts = {0, *ns};
-    nanosleep(&ts, NULL);
-    if (*ns < 200000) *ns *= 2;
-}
+static bool poll_abort(MpiTransport *mt) { return abort_notices_poll(&mt->notices); }
 
 // Polls req to completion, an abort notice or the timeout. what: "waiting", "in a collective":
 // "timed out after 1 s waiting", "aborted (another rank failed) while waiting", as local says.
 static TransportStatus wait_request(MpiTransport *mt, MPI_Request *req, MPI_Status *status, const char *what,
                                     Error *err) {
-    const double deadline = now_s() + mt->base.timeout_s;
+    const double deadline = notices_now_s() + mt->base.timeout_s;
     long ns = 1000;
     for (;;) {
         int done = 0;
         int rc = MPI_Test(req, &done, status);
-        if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Test", err);
+        if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Test", err);
         if (done) return TRANSPORT_OK;
         if (poll_abort(mt)) {
             error_set(err, "aborted (another rank failed) while %s", what);
             return TRANSPORT_ABORTED;
         }
-        if (now_s() > deadline) {
+        if (notices_now_s() > deadline) {
             error_set(err, "timed out after %g s %s", mt->base.timeout_s, what);
             return TRANSPORT_FAILED;
         }
-        backoff(&ns);
+        notices_backoff(&ns);
     }
 }
 
@@ -130,7 +96,7 @@ static TransportStatus free_send_slot(MpiTransport *mt, SendSlot **slot, Error *
         int done = 1;
         if (s->req != MPI_REQUEST_NULL) {
             int rc = MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
-            if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Test", err);
+            if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Test", err);
         }
         if (done) {
             *slot = s;
@@ -156,7 +122,7 @@ static TransportStatus transport_mpi_send(Transport *t, int from, int to, int ta
     if (st != TRANSPORT_OK) return st;
     memcpy(slot->data, data, bytes);
     int rc = MPI_Isend(slot->data, (int)bytes, MPI_BYTE, to % mt->P, tag, mt->pipe, &slot->req);
-    return rc == MPI_SUCCESS ? TRANSPORT_OK : mpi_failed(rc, "MPI_Isend", err);
+    return rc == MPI_SUCCESS ? TRANSPORT_OK : mpi_call_failed(rc, "MPI_Isend", err);
 }
 
 static TransportStatus transport_mpi_post(Transport *t, int self, int from, int tag, size_t bytes, Error *err) {
@@ -171,7 +137,7 @@ static TransportStatus transport_mpi_post(Transport *t, int self, int from, int 
     }
     // Room for max_bytes: a longer message than announced then shows up as a size mismatch.
     int rc = MPI_Irecv(slot->data, (int)mt->max_bytes, MPI_BYTE, from % mt->P, tag, mt->pipe, &slot->req);
-    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Irecv", err);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Irecv", err);
     *slot = (RecvSlot){.req = slot->req, .posted = true, .from = from % mt->P, .tag = tag,
                        .order = mt->n_posted++, .data = slot->data};
     return TRANSPORT_OK;
@@ -202,7 +168,7 @@ static TransportStatus transport_mpi_recv(Transport *t, int self, int from, int 
     if (st != TRANSPORT_OK) return st;
     slot->posted = false;
     int count = 0, rc = MPI_Get_count(&status, MPI_BYTE, &count);
-    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Get_count", err);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Get_count", err);
     if ((size_t)count != bytes) {
         error_set(err, "message from rank %d has %d bytes, expected %zu", from, count, bytes);
         return TRANSPORT_FAILED;
@@ -232,7 +198,7 @@ static TransportStatus mpi_allreduce(MpiTransport *mt, TransportGroup g, void *b
     TransportStatus st = refuse_if_aborted(mt, "in a collective", err);
     if (st != TRANSPORT_OK) return st;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, type, MPI_SUM, comm, &mt->coll_req);
-    if (rc != MPI_SUCCESS) return mpi_failed(rc, "MPI_Iallreduce", err);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Iallreduce", err);
     return wait_collective(mt, err);
 }
 
@@ -253,7 +219,7 @@ static TransportStatus world_msg(MpiTransport *mt, bool send, double *value, int
     MPI_Request req;
     int rc = send ? MPI_Isend(value, 1, MPI_DOUBLE, peer, TAG_CLOCK, mt->world, &req)
                   : MPI_Irecv(value, 1, MPI_DOUBLE, peer, TAG_CLOCK, mt->world, &req);
-    if (rc != MPI_SUCCESS) return mpi_failed(rc, send ? "MPI_Isend" : "MPI_Irecv", err);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(rc, send ? "MPI_Isend" : "MPI_Irecv", err);
     return wait_request(mt, &req, MPI_STATUS_IGNORE, "in the clock ping-pong", err);
 }
 
@@ -262,11 +228,11 @@ static TransportStatus world_msg(MpiTransport *mt, bool send, double *value, int
 static TransportStatus clock_ping(MpiTransport *mt, int r, double *offset, Error *err) {
     double best_rtt = 1e30;
     for (int k = 0; k < CLOCK_ROUNDS; k++) {
-        double t1 = now_s(), tr = 0.0;
+        double t1 = notices_now_s(), tr = 0.0;
         TransportStatus st = world_msg(mt, true, &t1, r, err);
         if (st == TRANSPORT_OK) st = world_msg(mt, false, &tr, r, err);
         if (st != TRANSPORT_OK) return st;
-        const double t2 = now_s();
+        const double t2 = notices_now_s();
         if (t2 - t1 < best_rtt) {
             best_rtt = t2 - t1;
             *offset = 0.5 * (t1 + t2) - tr;
@@ -279,7 +245,7 @@ static TransportStatus clock_pong(MpiTransport *mt, Error *err) {
     for (int k = 0; k < CLOCK_ROUNDS; k++) {
         double ping = 0.0;
         TransportStatus st = world_msg(mt, false, &ping, 0, err);
-        double mine = now_s();
+        double mine = notices_now_s();
         if (st == TRANSPORT_OK) st = world_msg(mt, true, &mine, 0, err);
         if (st != TRANSPORT_OK) return st;
     }
@@ -311,12 +277,12 @@ static TransportStatus transport_mpi_gather_bytes(Transport *t, int self, const 
     }
     int n = (int)bytes, *ns = mt->rank == 0 ? xmalloc(sizeof(int) * 2 * (size_t)W) : NULL;
     int rc = MPI_Igather(&n, 1, MPI_INT, ns, 1, MPI_INT, 0, mt->world, &mt->coll_req);
-    TransportStatus st = rc == MPI_SUCCESS ? wait_collective(mt, err) : mpi_failed(rc, "MPI_Igather", err);
+    TransportStatus st = rc == MPI_SUCCESS ? wait_collective(mt, err) : mpi_call_failed(rc, "MPI_Igather", err);
     int *displs = ns ? ns + W : NULL;
     for (int r = 0; ns && r < W; r++) displs[r] = r * (int)cap;
     if (st == TRANSPORT_OK) {
         rc = MPI_Igatherv(mine, n, MPI_BYTE, all, ns, displs, MPI_BYTE, 0, mt->world, &mt->coll_req);
-        st = rc == MPI_SUCCESS ? wait_collective(mt, err) : mpi_failed(rc, "MPI_Igatherv", err);
+        st = rc == MPI_SUCCESS ? wait_collective(mt, err) : mpi_call_failed(rc, "MPI_Igatherv", err);
     }
     for (int r = 0; ns && r < W; r++) counts[r] = (size_t)ns[r];
     free(ns);
@@ -327,13 +293,7 @@ static TransportStatus transport_mpi_gather_bytes(Transport *t, int self, const 
 
 // Tells every other rank, without waiting for anyone (the notices are tiny, sent eagerly).
 // Best effort: a notice that cannot be sent leaves that rank to its own timeout.
-static void transport_mpi_abort(Transport *t) {
-    MpiTransport *mt = as_mpi(t);
-    if (mt->aborted) return;  // already stopped, by this rank or a notice: no echo
-    mt->aborted = true;
-    for (int r = 0; r < t->n_ranks; r++)
-        if (r != mt->rank) MPI_Isend(&mt->ctrl_msg, 1, MPI_INT, r, TAG_CTRL, mt->ctrl, &mt->ctrl_reqs[r]);
-}
+static void transport_mpi_abort(Transport *t) { abort_notices_send(&as_mpi(t)->notices); }
 
 // After a failure some requests may never complete and MPI could still write into their
 // buffers: no more MPI calls; the process is about to exit. Kept reachable from here so leak
@@ -342,7 +302,7 @@ static MpiTransport *transport_mpi_abandoned;
 
 static void transport_mpi_free(Transport *t) {
     MpiTransport *mt = as_mpi(t);
-    if (mt->aborted) {
+    if (mt->notices.aborted) {
         mt->base.wait.what = WAIT_NONE;
         transport_mpi_abandoned = mt;
         return;
@@ -359,10 +319,9 @@ static void transport_mpi_free(Transport *t) {
     MPI_Comm_free(&mt->pipe);
     MPI_Comm_free(&mt->replicas);
     MPI_Comm_free(&mt->world);
-    MPI_Comm_free(&mt->ctrl);
+    abort_notices_free(&mt->notices);
     free(mt->sends);
     free(mt->recvs);
-    free(mt->ctrl_reqs);
     free(mt);
 }
 
@@ -385,12 +344,13 @@ static int make_comms(MpiTransport *mt, MPI_Comm run, Error *err) {
     const int d = mt->rank / mt->P, p = mt->rank % mt->P;
     int rc = MPI_Comm_dup(run, &mt->world);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(mt->world, MPI_ERRORS_RETURN);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(mt->world, &mt->ctrl);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_split(mt->world, d, p, &mt->pipe);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_split(mt->world, p, d, &mt->replicas);
-    if (rc == MPI_SUCCESS) return 0;  // the derived communicators inherit MPI_ERRORS_RETURN
-    mpi_failed(rc, "creating the communicators", err);
-    return -1;
+    if (rc != MPI_SUCCESS) {  // the derived communicators inherit MPI_ERRORS_RETURN
+        mpi_call_failed(rc, "creating the communicators", err);
+        return -1;
+    }
+    return abort_notices_init(&mt->notices, mt->world, err);
 }
 
 // The run's world: its size must be P x D; tags must fit under MPI_TAG_UB.
@@ -398,7 +358,7 @@ static int check_world(MPI_Comm run, int P, int D, int max_tag, int *rank, Error
     int size = 0, rc = MPI_Comm_size(run, &size);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(run, rank);
     if (rc != MPI_SUCCESS) {
-        mpi_failed(rc, "MPI_Comm_size", err);
+        mpi_call_failed(rc, "MPI_Comm_size", err);
         return -1;
     }
     if (size != P * D) {
@@ -438,7 +398,6 @@ Transport *transport_mpi_create(const void *comm, int P, int D, size_t max_bytes
         mt->sends[i] = (SendSlot){.req = MPI_REQUEST_NULL, .data = xmalloc(mt->max_bytes)};
         mt->recvs[i] = (RecvSlot){.req = MPI_REQUEST_NULL, .data = xmalloc(mt->max_bytes)};
     }
-    mt->ctrl_reqs = xmalloc(sizeof(MPI_Request) * (size_t)(P * D));
     return &mt->base;
 }
 

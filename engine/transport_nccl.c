@@ -36,10 +36,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/mpi_notices.h"
 #include "engine/transport_nccl.h"
 #include "kernels/cuda/cuda_check.h"
 
-enum { TAG_CTRL = 0, SLOT_ALIGN = 256 };  // SLOT_ALIGN: bytes, every device buffer starts aligned
+enum { SLOT_ALIGN = 256 };  // SLOT_ALIGN: bytes, every device buffer starts aligned
 
 typedef struct {
     ncclComm_t comm;      // 2 ranks: sender 0, receiver 1; NULL where this rank is neither end
@@ -69,7 +70,7 @@ typedef struct {
 typedef struct {
     Transport base;
     Transport *ctl;            // inner MPI transport
-    MPI_Comm ctrl;             // abort notices only
+    AbortNotices notices;      // ctrl: abort notices only (and the NCCL id's broadcast)
     int rank, P, D;            // world rank; the layout (world size P * D)
     size_t max_bytes;
     int capacity, max_tag;
@@ -84,51 +85,16 @@ typedef struct {
     SendSlot *sends;           // (capacity)
     RecvSlot *recvs;           // (capacity)
     unsigned long n_sent, n_posted;
-    bool aborted;              // this rank aborted or an abort notice arrived
     bool failed;               // a wait or check failed: free aborts the communicators
     bool cuda_failed;          // a CUDA error surfaced in a wait: the context may be unusable
-    int ctrl_msg;              // the abort notice's payload
-    MPI_Request *ctrl_reqs;    // (W)
 } NcclTransport;
 
 static NcclTransport *as_nccl(Transport *t) { return (NcclTransport *)t; }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// One line for a failed MPI call. Returns the status to hand back.
-static TransportStatus mpi_failed(int code, const char *call, Error *err) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", code);
-    error_set(err, "%s failed: %s", call, text);
-    return TRANSPORT_FAILED;
-}
-
 // ---- waiting -------------------------------------------------------------------------------
 
-// True once an abort notice arrived (or this rank aborted); consumes the notice.
-static bool poll_abort(NcclTransport *nt) {
-    if (nt->aborted) return true;
-    int flag = 0;
-    MPI_Status st;
-    // A failing probe cannot tell us anything; the deadline still ends the wait.
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_CTRL, nt->ctrl, &flag, &st) == MPI_SUCCESS && flag) {
-        int payload;  // the notice has arrived, so this receive returns at once; its content is moot
-        (void)MPI_Recv(&payload, 1, MPI_INT, st.MPI_SOURCE, TAG_CTRL, nt->ctrl, MPI_STATUS_IGNORE);
-        nt->aborted = true;
-    }
-    return nt->aborted;
-}
-
-static void backoff(long *ns) {
-    const struct timespec ts = {0, *ns};
-    nanosleep(&ts, NULL);
-    if (*ns < 200000) *ns *= 2;
-}
+// True once an abort notice arrived (or this rank aborted).
+static bool poll_abort(NcclTransport *nt) { return abort_notices_poll(&nt->notices); }
 
 // What a wait waits for, for its error line: "waiting for rank 2", "in a collective".
 static void describe(char *out, size_t n, const char *what, int peer) {
@@ -171,7 +137,7 @@ static TransportStatus poll_event(NcclTransport *nt, cudaEvent_t ev, ncclComm_t 
 // in a collective".
 static TransportStatus wait_event(NcclTransport *nt, cudaEvent_t ev, ncclComm_t comm, const char *what, int peer,
                                   Error *err) {
-    const double deadline = now_s() + nt->base.timeout_s;
+    const double deadline = notices_now_s() + nt->base.timeout_s;
     long ns = 1000;
     char who[96];
     for (;;) {
@@ -183,13 +149,13 @@ static TransportStatus wait_event(NcclTransport *nt, cudaEvent_t ev, ncclComm_t 
             error_set(err, "aborted (another rank failed) while %s", who);
             return TRANSPORT_ABORTED;
         }
-        if (now_s() > deadline) {
+        if (notices_now_s() > deadline) {
             describe(who, sizeof who, what, peer);
             error_set(err, "timed out after %g s %s", nt->base.timeout_s, who);
             nt->failed = true;
             return TRANSPORT_FAILED;
         }
-        backoff(&ns);
+        notices_backoff(&ns);
     }
 }
 
@@ -350,7 +316,7 @@ static TransportStatus transport_nccl_allreduce_f32(Transport *t, int self, Tran
 static TransportStatus ctl_done(NcclTransport *nt, TransportStatus st) {
     nt->base.wait.what = WAIT_NONE;
     if (st == TRANSPORT_FAILED) nt->failed = true;
-    if (st == TRANSPORT_ABORTED) nt->aborted = true;
+    if (st == TRANSPORT_ABORTED) nt->notices.aborted = true;
     return st;
 }
 
@@ -380,11 +346,7 @@ static TransportStatus transport_nccl_gather_bytes(Transport *t, int self, const
 // transport does), then aborts ctl, whose own notices wake the ranks in host collectives.
 static void transport_nccl_abort(Transport *t) {
     NcclTransport *nt = as_nccl(t);
-    if (!nt->aborted) {  // already stopped by a notice: no echo
-        nt->aborted = true;
-        for (int r = 0; r < t->n_ranks; r++)
-            if (r != nt->rank) MPI_Isend(&nt->ctrl_msg, 1, MPI_INT, r, TAG_CTRL, nt->ctrl, &nt->ctrl_reqs[r]);
-    }
+    abort_notices_send(&nt->notices);
     transport_abort(nt->ctl);
 }
 
@@ -445,13 +407,12 @@ static void transport_nccl_free(Transport *t) {
     free(nt->sends);
     free(nt->recvs);
     transport_free(ctl);
-    if (nt->aborted) {  // notices may still be on their way: ctrl and its requests stay
+    if (nt->notices.aborted) {  // notices may still be on their way: ctrl and its requests stay
         nt->base.wait.what = WAIT_NONE;
         transport_nccl_abandoned = nt;
         return;
     }
-    MPI_Comm_free(&nt->ctrl);
-    free(nt->ctrl_reqs);
+    abort_notices_free(&nt->notices);
     free(nt);
 }
 
@@ -471,19 +432,14 @@ static const TransportOps NCCL_OPS = {
 
 // ctrl (errors returned, not fatal), then the world communicator from rank 0's id.
 static int make_world(NcclTransport *nt, MPI_Comm run, Error *err) {
-    int rc = MPI_Comm_dup(run, &nt->ctrl);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(nt->ctrl, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-        mpi_failed(rc, "creating the communicators", err);
-        return -1;
-    }
+    if (abort_notices_init(&nt->notices, run, err)) return -1;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (nt->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, nt->ctrl);
+    const int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, nt->notices.comm);
     if (rc != MPI_SUCCESS) {
-        mpi_failed(rc, "MPI_Bcast of the NCCL id", err);
-        MPI_Comm_free(&nt->ctrl);
+        mpi_call_failed(rc, "MPI_Bcast of the NCCL id", err);
+        abort_notices_free(&nt->notices);
         return -1;
     }
     NCCL_CHECK(ncclCommInitRank(&nt->world, nt->P * nt->D, id, nt->rank));
@@ -596,7 +552,6 @@ Transport *transport_nccl_create(const void *comm, int P, int D, int S, const in
         free(nt);
         return NULL;
     }
-    nt->ctrl_reqs = xmalloc(sizeof(MPI_Request) * (size_t)(P * D));
     make_comms(nt, stage_rank);
     make_buffers(nt);
     if (connect_all(nt, err) != TRANSPORT_OK) {
@@ -634,7 +589,7 @@ int transport_nccl_pick_device(const void *comm, int *device, Error *err) {
     free(uuids);
     MPI_Comm_free(&node);
     if (rc != MPI_SUCCESS) {
-        mpi_failed(rc, "--transport nccl: comparing the node's GPUs", err);
+        mpi_call_failed(rc, "--transport nccl: comparing the node's GPUs", err);
         return -1;
     }
     if (clash >= 0) {

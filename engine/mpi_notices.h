@@ -1,0 +1,41 @@
+// engine/mpi_notices: what the two transports built on MPI (engine/transport_mpi.c,
+// engine/transport_nccl.c) share: abort notices, their waits' clock and backoff, and the one
+// line of a failed MPI call.
+//
+// Abort notices travel on a communicator of their own (a duplicate of the run's), so they
+// never match a data receive. A rank that aborts sends one tiny notice to every other rank
+// without waiting for anyone (best effort: a rank that misses it ends at its own timeout);
+// every wait polls for them between its own checks.
+#ifndef PPTRAIN_MPI_NOTICES_H
+#define PPTRAIN_MPI_NOTICES_H
+#include <mpi.h>
+#include <stdbool.h>
+
+#include "engine/error.h"
+#include "engine/transport.h"
+
+typedef struct {
+    MPI_Comm comm;          // notices only (MPI_ERRORS_RETURN)
+    int rank, size;         // this rank in it, and the world's size
+    bool aborted;           // this rank aborted, or a notice arrived
+    int payload;            // what a notice carries (its content is moot)
+    MPI_Request *reqs;      // (size) the notices this rank sent
+} AbortNotices;
+
+// Duplicates `from` for the notices. -1 with one line in err.
+int abort_notices_init(AbortNotices *n, MPI_Comm from, Error *err);
+// True once this rank aborted or a notice arrived (consuming it).
+bool abort_notices_poll(AbortNotices *n);
+// Marks this rank aborted and tells every other rank, once (no echo of a received notice).
+void abort_notices_send(AbortNotices *n);
+// Frees the communicator and requests. Not after an abort: notices may still be in flight,
+// and the process is about to exit.
+void abort_notices_free(AbortNotices *n);
+
+// "MPI_Test failed: <MPI's error string>" in err; returns TRANSPORT_FAILED.
+TransportStatus mpi_call_failed(int code, const char *call, Error *err);
+// CLOCK_MONOTONIC seconds, for deadlines.
+double notices_now_s(void);
+// Sleeps *ns nanoseconds, then doubles it up to 200 us: a poll loop's pause.
+void notices_backoff(long *ns);
+#endif

@@ -6,8 +6,8 @@
 #  - `pptrain check --device cuda` passes for every built-in schedule (fp32, the CPU's single
 #    device as reference), and in bf16 with bf16 tolerances;
 #  - a GPU run checkpointed at step 5 and resumed repeats the uninterrupted losses bitwise;
-#  - under mpirun, --transport nccl matches the local run (two or more GPUs), or refuses a
-#    second rank on one GPU with one line (one GPU);
+#  - under mpirun, --transport nccl matches the CPU's losses (two or more GPUs: 1f1b and
+#    zb-v; four: with 2 replicas), or refuses a second rank on one GPU with one line;
 #  - GPU-only refusals are one line and exit 2.
 # Exit 77 (ctest: skipped) when no GPU is usable. ctest also runs it on the CPU against
 # pptrain_emu, the GPU emulated (tests/gpu_emu/cuda_emu.c, PPTRAIN_EMU_GPUS=2 devices).
@@ -79,22 +79,43 @@ tail -5 ck.losses > ck-tail.losses
 check "GPU resume: steps 6-10 bitwise equal to the uninterrupted run" cmp -s ck-tail.losses resume.losses
 check "GPU resume: the resumed run is on the GPU too" [ "$(sqlite3 ck.db 'SELECT device FROM runs WHERE id = 2')" = cuda ]
 
-# NCCL between processes.
+# NCCL between processes (one OpenMP thread each: the ranks share the machine's cores).
 nccl_built=1
 "$bin" "${base[@]}" --transport nccl --device cuda --db '' 2>&1 | grep -q "built without NCCL" && nccl_built=0
+nccl_run() {   # nccl_run NAME NP args...: mpirun -np NP, recorded in NAME.db
+  local name=$1 np=$2
+  shift 2
+  OMP_NUM_THREADS=1 timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$np" "$bin" "${base[@]}" \
+    --transport nccl --device cuda --db "$name.db" "$@" > "$name.txt" 2>&1
+  local code=$?
+  losses "$name.db" > "$name.losses" 2>/dev/null
+  [ $code -eq 0 ] || { echo "  $name exited $code:"; tail -5 "$name.txt"; }
+  return $code
+}
+nccl_refused() {   # with one GPU for two ranks: one line on each rank, non-zero ([EMULATED_GPUS])
+  env ${1:+PPTRAIN_EMU_GPUS=$1} OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --stages 2 \
+    --transport nccl --device cuda --db '' > refused.txt 2>&1
+  [ $? -ne 0 ] && grep -q "would share GPU 0.*NCCL needs a GPU per rank" refused.txt
+}
 if [ $nccl_built -eq 0 ]; then
   echo "  (this pptrain has no NCCL: the nccl checks are skipped)"
-elif [ "$gpus" -ge 2 ]; then
-  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --stages 2 --transport nccl --device cuda \
-    --db nccl.db > nccl.txt 2>&1
-  check "mpirun -np 2 --transport nccl exits 0" [ $? -eq 0 ] || tail -5 nccl.txt
-  losses nccl.db > nccl.losses
-  check "nccl: within 2e-2 of the CPU's" within cpu.losses nccl.losses 2e-2
 else
-  mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --stages 2 --transport nccl --device cuda \
-    --db '' > nccl.txt 2>&1
-  check "nccl with 2 ranks on 1 GPU: refused, non-zero" [ $? -ne 0 ]
-  check "nccl with 2 ranks on 1 GPU: says they would share it" grep -q "would share GPU 0.*NCCL needs a GPU per rank" nccl.txt
+  if [ "$gpus" -ge 2 ]; then
+    check "nccl, 2 processes, 1f1b" nccl_run nccl 2 --stages 2
+    check "nccl 1f1b: within 2e-2 of the CPU's" within cpu.losses nccl.losses 2e-2
+    # zb-v: rank 0 sends stage 0's activations and stage 3's gradients to rank 1, each on its own edge.
+    check "nccl, 2 processes, zb-v (4 stages)" nccl_run ncclv 2 --stages 2 --schedule zb-v
+    check "nccl zb-v: within 2e-2 of the CPU's" within cpu.losses ncclv.losses 2e-2
+  fi
+  if [ "$gpus" -ge 4 ]; then
+    check "nccl, 4 processes: 2 stages x 2 replicas" nccl_run nccldp 4 --stages 2 --dp 2
+    check "nccl data parallel: within 2e-2 of the CPU's" within cpu.losses nccldp.losses 2e-2
+  fi
+  if [ -n "${PPTRAIN_EMU_GPUS:-}" ]; then
+    check "nccl with 2 ranks on 1 emulated GPU: refused, saying they would share it" nccl_refused 1
+  elif [ "$gpus" -eq 1 ]; then
+    check "nccl with 2 ranks on 1 GPU: refused, saying they would share it" nccl_refused
+  fi
 fi
 
 expect_refusal() {   # expect_refusal "text" args...: one line on stderr, exit 2

@@ -15,6 +15,7 @@
 // GPU) nor about asynchrony: every call here completes before it returns.
 // PPTRAIN_EMU_GPUS=N sets how many devices it pretends to have (default 1).
 #include <math.h>
+#include <mpi.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "tests/gpu_emu/emu.h"
 
 // ---- device memory: a registry of live allocations ----------------------------------------
 
@@ -117,8 +119,107 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
     return cudaSuccess;
 }
 
+// ---- streams and events ----------------------------------------------------------------------
+// Kernels and copies complete when they are called, so a stream only holds what does not:
+// the MPI requests that stand in for NCCL's operations (nccl_emu.c). An event marks how many
+// of its stream's requests came before it; it has completed when those have.
+
+struct CUstream_st {
+    MPI_Request *reqs;   // (n) in enqueue order; MPI_REQUEST_NULL once complete
+    size_t n, cap, done; // reqs[0, done) are complete
+};
+
+struct CUevent_st {
+    cudaStream_t stream;
+    size_t upto;         // completes with the stream's first upto requests
+};
+
+static bool special_stream(cudaStream_t s) { return s == NULL || s == cudaStreamPerThread || s == cudaStreamLegacy; }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    (void)flags;
+    *stream = calloc(1, sizeof **stream);
+    return *stream ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (special_stream(stream)) return cudaSuccess;
+    free(stream->reqs);
+    free(stream);
+    return cudaSuccess;
+}
+
+void emu_stream_push(cudaStream_t stream, MPI_Request req) {
+    if (special_stream(stream)) breach("emu_stream_push", "an NCCL operation on a default stream");
+    if (stream->n == stream->cap) {
+        stream->cap = stream->cap ? 2 * stream->cap : 64;
+        stream->reqs = realloc(stream->reqs, stream->cap * sizeof *stream->reqs);
+        if (!stream->reqs) abort();
+    }
+    stream->reqs[stream->n++] = req;
+}
+
+// Have the stream's first upto requests completed? Tests them without waiting (wait: waits).
+static bool stream_reached(cudaStream_t stream, size_t upto, bool wait) {
+    if (special_stream(stream)) return true;
+    while (stream->done < upto) {
+        int flag = 1;
+        MPI_Request *r = &stream->reqs[stream->done];
+        if (wait) MPI_Wait(r, MPI_STATUS_IGNORE);
+        else MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+        if (!flag) return false;
+        stream->done++;
+    }
+    return true;
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (!special_stream(stream)) stream_reached(stream, stream->n, true);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    (void)flags;
+    *event = calloc(1, sizeof **event);
+    return *event ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    free(event);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    event->stream = stream;
+    event->upto = special_stream(stream) ? 0 : stream->n;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    return !event->stream || stream_reached(event->stream, event->upto, false) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = emu_devices();
+    return cudaSuccess;
+}
+
+// The device's UUID is its index: processes on one machine that pick the same index share it,
+// as they would share a real GPU.
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    if (device < 0 || device >= emu_devices()) return cudaErrorInvalidDevice;
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "emulated GPU %d", device);
+    prop->uuid.bytes[0] = (char)device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
     (void)stream;
+    need_device(__func__, p, bytes);
+    memset(p, value, bytes);
     return cudaSuccess;
 }
 
@@ -136,6 +237,7 @@ void cuda_check_fail(const char *library, const char *message, const char *name,
 
 struct CudaCtx {
     int device;
+    cudaStream_t stream;
 };
 
 int cuda_device_count(void) { return emu_devices(); }
@@ -147,17 +249,22 @@ CudaCtx *cuda_ctx_create(int device) {
     CudaCtx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) abort();
     ctx->device = device;
+    cudaStreamCreateWithFlags(&ctx->stream, 0);
     return ctx;
 }
 
-void cuda_ctx_destroy(CudaCtx *ctx) { free(ctx); }
+void cuda_ctx_destroy(CudaCtx *ctx) {
+    if (!ctx) return;
+    cudaStreamDestroy(ctx->stream);
+    free(ctx);
+}
 
 // A context's work is launched from a thread whose current device is the context's.
 static void launch(const CudaCtx *ctx, const char *call) {
     if (ctx->device != current_device) breach(call, "launched from a thread whose current device is another");
 }
 
-cudaStream_t cuda_ctx_stream(const CudaCtx *ctx) { return (cudaStream_t)(uintptr_t)(0x100 + ctx->device); }
+cudaStream_t cuda_ctx_stream(const CudaCtx *ctx) { return ctx->stream; }
 
 int cuda_ctx_device(const CudaCtx *ctx) { return ctx->device; }
 

@@ -111,7 +111,7 @@ int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err) {
     cuda_zero(c->ctx, c->g, bytes);
     cuda_zero(c->ctx, c->m, bytes);
     cuda_zero(c->ctx, c->v, bytes);
-    stage_cuda_upload(s, false, NULL);
+    stage_cuda_upload(s, NULL);
     return 0;
 }
 
@@ -137,8 +137,6 @@ void stage_cuda_detach(StageModel *s) {
 
 void stage_cuda_bind_thread(const StageModel *s) { CUDA_CHECK(cudaSetDevice(s->cuda->device)); }
 
-int stage_cuda_device(const StageModel *s) { return s->cuda->device; }
-
 // ---- host mirror, optimizer --------------------------------------------------------------
 
 static void copy_sync(StageCuda *c, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
@@ -158,13 +156,12 @@ void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) {
     }
 }
 
-void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt) {
+void stage_cuda_upload(StageModel *s, const AdamWState *opt) {
     StageCuda *c = s->cuda;
     const size_t bytes = s->numel * sizeof(float);
     CUDA_CHECK(cudaSetDevice(c->device));
     copy_sync(c, c->w, s->weights, bytes, cudaMemcpyHostToDevice);
     if (c->w16) cuda_f32_to_bf16(c->ctx, c->w16, c->w, s->numel);
-    if (grads) copy_sync(c, c->g, s->grads, bytes, cudaMemcpyHostToDevice);
     if (opt) {
         copy_sync(c, c->m, opt->m, bytes, cudaMemcpyHostToDevice);
         copy_sync(c, c->v, opt->v, bytes, cudaMemcpyHostToDevice);
@@ -554,9 +551,8 @@ int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err) {
 }
 void stage_cuda_detach(StageModel *s) { (void)s; }
 void stage_cuda_bind_thread(const StageModel *s) { (void)s, no_cuda_build(__func__); }
-int stage_cuda_device(const StageModel *s) { return (void)s, no_cuda_build(__func__), -1; }
 void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) { (void)s, (void)grads, (void)opt, no_cuda_build(__func__); }
-void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt) { (void)s, (void)grads, (void)opt, no_cuda_build(__func__); }
+void stage_cuda_upload(StageModel *s, const AdamWState *opt) { (void)s, (void)opt, no_cuda_build(__func__); }
 void stage_cuda_zero_grads(StageModel *s) { (void)s, no_cuda_build(__func__); }
 void stage_cuda_grads_to_host(StageModel *s) { (void)s, no_cuda_build(__func__); }
 void stage_cuda_grads_from_host(StageModel *s) { (void)s, no_cuda_build(__func__); }

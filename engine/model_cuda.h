@@ -51,12 +51,11 @@ int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err);
 void stage_cuda_detach(StageModel *s);
 // Makes the stage's device current on the calling thread (each rank thread, once).
 void stage_cuda_bind_thread(const StageModel *s);
-int stage_cuda_device(const StageModel *s);
 
 // Device -> host: s->weights, and s->grads when `grads`, and opt->m / opt->v when opt.
 void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt);
-// Host -> device: weights (and their bf16 copy), grads when `grads`, moments when opt.
-void stage_cuda_upload(StageModel *s, bool grads, const AdamWState *opt);
+// Host -> device: weights (and their bf16 copy), and moments when opt.
+void stage_cuda_upload(StageModel *s, const AdamWState *opt);
 
 void stage_cuda_zero_grads(StageModel *s);
 // Only the gradients, device -> host and back (the local transport's data-parallel sum).

@@ -838,14 +838,14 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
             memset(st->v, 0, st->n * sizeof(float));
         }
         st->t = moments ? adam_t : 0;
-        if (p->cuda) stage_cuda_upload(sm, false, st);
+        if (p->cuda) stage_cuda_upload(sm, st);
         for (int c = 1; c < p->n_copies; c++) {
             const int k = c * p->S + s;
             memcpy(p->stages[k]->weights, sm->weights, sm->numel * sizeof(float));
             memcpy(p->opt[k].m, st->m, st->n * sizeof(float));
             memcpy(p->opt[k].v, st->v, st->n * sizeof(float));
             p->opt[k].t = st->t;
-            if (p->cuda) stage_cuda_upload(p->stages[k], false, &p->opt[k]);
+            if (p->cuda) stage_cuda_upload(p->stages[k], &p->opt[k]);
         }
     }
     return 0;

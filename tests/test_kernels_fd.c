@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include "kernels/cpu/kernels.h"
 #include "tests/test_util.h"
 
@@ -528,8 +529,89 @@ static void test_gradnorm(void) {
     free(g); free(g0);
 }
 
+// ---- thread-count invariance ---------------------------------------------------------------
+// gemm_fixed, the loss and the sum of squares give the same bits at 1, 2 and 3 threads and at
+// any alignment of their operands (the pipeline's parity rests on it), and gemm_fixed's tiles
+// cover the product exactly (against a double reference, in all four transposes and both cut
+// directions).
+static void gemm_reference(bool ta, bool tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, const float *C0, double *out) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = beta * (double)C0[(size_t)i * N + j];
+            for (int k = 0; k < K; k++)
+                acc += (double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                       (double)(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+            out[(size_t)i * N + j] = acc;
+        }
+}
+
+static void test_gemm_fixed(void) {
+    const int shapes[][3] = {{600, 300, 70}, {260, 700, 33}, {64, 64, 16}, {513, 257, 129}};
+    double worst = 0.0;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int t = 0; t < 4; t++) {
+            const bool ta = t & 1, tb = t & 2;
+            const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+            const int lda = ta ? M : K, ldb = tb ? K : N;
+            const size_t nA = (size_t)M * K, nB = (size_t)K * N, nC = (size_t)M * N;
+            float *A = frand(nA + 7, -1, 1), *B = frand(nB + 7, -1, 1), *C0 = frand(nC + 7, -1, 1);
+            float *first = NULL;
+            for (int threads = 1; threads <= 3; threads++)
+                for (int shift = 0; shift <= 3; shift += 3) {   // shift 3: every operand off alignment
+                    float *a = malloc((nA + 7) * sizeof(float)), *b = malloc((nB + 7) * sizeof(float));
+                    float *c = malloc((nC + 7) * sizeof(float));
+                    memcpy(a + shift, A, nA * sizeof(float));
+                    memcpy(b + shift, B, nB * sizeof(float));
+                    memcpy(c + shift, C0, nC * sizeof(float));
+                    omp_set_num_threads(threads);
+                    gemm_fixed(ta, tb, M, N, K, 0.5f, a + shift, lda, b + shift, ldb, 1.0f, c + shift, N);
+                    if (!first)
+                        first = fcopy(c + shift, nC);
+                    else
+                        CHECK(memcmp(first, c + shift, nC * sizeof(float)) == 0,
+                              "gemm_fixed %dx%dx%d ta=%d tb=%d: other bits at %d threads, shift %d", M, N, K, ta, tb,
+                              threads, shift);
+                    free(a); free(b); free(c);
+                }
+            omp_set_num_threads(2);
+            double *want = malloc(nC * sizeof(double));
+            float *Ah = fcopy(A, nA), *Bh = fcopy(B, nB);
+            for (size_t i = 0; i < nA; i++) Ah[i] *= 0.5f;   // alpha 0.5 is exact
+            gemm_reference(ta, tb, M, N, K, Ah, lda, Bh, ldb, 1.0f, C0, want);
+            double num = 0, den = 0;
+            for (size_t i = 0; i < nC; i++) {
+                num += (first[i] - want[i]) * (first[i] - want[i]);
+                den += want[i] * want[i];
+            }
+            if (sqrt(num / den) > worst) worst = sqrt(num / den);
+            free(want); free(Ah); free(Bh); free(A); free(B); free(C0); free(first);
+        }
+    report("gemm_fixed vs double (every transpose, both cuts)", worst, TOL_FWD);
+}
+
+static void test_reductions_thread_invariant(void) {
+    enum { N = 517, V = 259, n = 1000003 };
+    float *logits = frand((size_t)N * V, -4, 4), *g = frand(n, -1, 1);
+    int32_t *targets = malloc(N * sizeof *targets);
+    for (int i = 0; i < N; i++) targets[i] = i % 7 == 0 ? -1 : (int32_t)(i * 31 % V);
+    double loss[3], sumsq[3];
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        loss[threads - 1] = crossentropy_forward_backward(NULL, logits, targets, N, V, 0.01f);
+        sumsq[threads - 1] = grad_sum_squares(g, n);
+    }
+    omp_set_num_threads(2);
+    CHECK(loss[0] == loss[1] && loss[1] == loss[2], "loss differs across thread counts: %.17g %.17g %.17g", loss[0],
+          loss[1], loss[2]);
+    CHECK(sumsq[0] == sumsq[1] && sumsq[1] == sumsq[2], "sum of squares differs across thread counts");
+    free(logits); free(g); free(targets);
+}
+
 int main(void) {
     printf("max relative errors:\n");
+    test_gemm_fixed();
+    test_reductions_thread_invariant();
     test_embedding();
     test_rmsnorm();
     test_linear();

@@ -2,13 +2,12 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <omp.h>
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/vecmath.h"
 
 #define CROSSENTROPY_LANES 8
-// Per-thread partial losses live on the stack; the team is capped to fit.
-#define CROSSENTROPY_MAX_THREADS 256
+// Row segments of the loss sum (the parallelism of the kernel, up to this many threads).
+#define CROSSENTROPY_SEGMENTS 64
 
 // sum_j exp(x[j] - m) in double lanes; when e != NULL the exps are also stored there
 // (e may equal x: each element is read before it is written).
@@ -46,15 +45,15 @@ static double crossentropy_row(float *d, const float *x, int target, int V, floa
 
 double crossentropy_forward_backward(float *dlogits, const float *logits, const int32_t *targets,
                                      int N, int V, float scale) {
-    double partial[CROSSENTROPY_MAX_THREADS] = {0};
-    int nthreads = omp_get_max_threads();
-    if (nthreads > CROSSENTROPY_MAX_THREADS) nthreads = CROSSENTROPY_MAX_THREADS;
-    // Static row chunks and partials summed in thread order: deterministic for a thread count.
-    #pragma omp parallel num_threads(nthreads)
-    {
+    // Rows are cut into CROSSENTROPY_SEGMENTS fixed segments, each summed in row order, and the
+    // segment sums added in order: the loss's bits depend on N alone, not on the thread count.
+    double partial[CROSSENTROPY_SEGMENTS] = {0};
+    const int segs = N < CROSSENTROPY_SEGMENTS ? N : CROSSENTROPY_SEGMENTS;
+    #pragma omp parallel for schedule(static)
+    for (int g = 0; g < segs; g++) {
+        const int n0 = (int)((long)N * g / segs), n1 = (int)((long)N * (g + 1) / segs);
         double local = 0.0;
-        #pragma omp for schedule(static)
-        for (int n = 0; n < N; n++) {
+        for (int n = n0; n < n1; n++) {
             const float *x = logits + (size_t)n * V;
             float *d = dlogits ? dlogits + (size_t)n * V : NULL;
             if (targets[n] < 0) {
@@ -63,9 +62,9 @@ double crossentropy_forward_backward(float *dlogits, const float *logits, const 
             }
             local += crossentropy_row(d, x, targets[n], V, scale);
         }
-        partial[omp_get_thread_num()] = local;
+        partial[g] = local;
     }
     double loss = 0.0;
-    for (int i = 0; i < nthreads; i++) loss += partial[i];
+    for (int g = 0; g < segs; g++) loss += partial[g];
     return (double)scale * loss;
 }

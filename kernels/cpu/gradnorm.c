@@ -1,33 +1,32 @@
 // Global gradient norm pieces for clip_grad_norm_.
 #include <math.h>
-#include <omp.h>
 #include "kernels/cpu/kernels.h"
 
 #define GRADNORM_LANES 8
-// Per-thread partial sums live on the stack; the team is capped to fit.
-#define GRADNORM_MAX_THREADS 256
+// Fixed segments of a tensor (the parallelism of the sum, up to this many threads).
+#define GRADNORM_SEGMENTS 64
+
+// Values [i0, i1) in double lanes, in order.
+static double sum_squares_range(const float *g, size_t i0, size_t i1) {
+    double acc[GRADNORM_LANES] = {0};
+    size_t i = i0;
+    for (; i + GRADNORM_LANES <= i1; i += GRADNORM_LANES)
+        for (int l = 0; l < GRADNORM_LANES; l++) acc[l] += (double)g[i + l] * g[i + l];
+    for (; i < i1; i++) acc[0] += (double)g[i] * g[i];
+    double s = 0.0;
+    for (int l = 0; l < GRADNORM_LANES; l++) s += acc[l];
+    return s;
+}
 
 double grad_sum_squares(const float *g, size_t n) {
-    double partial[GRADNORM_MAX_THREADS] = {0};
-    int nthreads = omp_get_max_threads();
-    if (nthreads > GRADNORM_MAX_THREADS) nthreads = GRADNORM_MAX_THREADS;
-    // Each thread sums one static chunk in double lanes; chunks combine in thread order, so the
-    // result is deterministic for a given thread count.
-    #pragma omp parallel num_threads(nthreads)
-    {
-        int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t i0 = n * tid / nt, i1 = n * (tid + 1) / nt;
-        double acc[GRADNORM_LANES] = {0};
-        size_t i = i0;
-        for (; i + GRADNORM_LANES <= i1; i += GRADNORM_LANES)
-            for (int l = 0; l < GRADNORM_LANES; l++) acc[l] += (double)g[i + l] * g[i + l];
-        for (; i < i1; i++) acc[0] += (double)g[i] * g[i];
-        double s = 0.0;
-        for (int l = 0; l < GRADNORM_LANES; l++) s += acc[l];
-        partial[tid] = s;
-    }
+    // GRADNORM_SEGMENTS fixed segments (bounds depend on n alone), each summed in lanes, the
+    // segment sums added in order: the same bits at every thread count.
+    double partial[GRADNORM_SEGMENTS] = {0};
+    const int segs = n < 4096 ? 1 : GRADNORM_SEGMENTS;
+    #pragma omp parallel for schedule(static) if (segs > 1)
+    for (int k = 0; k < segs; k++) partial[k] = sum_squares_range(g, n * k / segs, n * (k + 1) / segs);
     double total = 0.0;
-    for (int i = 0; i < nthreads; i++) total += partial[i];
+    for (int k = 0; k < segs; k++) total += partial[k];
     return total;
 }
 

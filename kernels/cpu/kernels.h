@@ -15,6 +15,7 @@
 // No function here allocates on the heap: scratch space is passed in by the caller.
 #ifndef PPTRAIN_KERNELS_CPU_H
 #define PPTRAIN_KERNELS_CPU_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,7 +34,16 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                       const float *weight, const float *rstd, int N, int C);
 
-// ---- linear.c (cblas_sgemm) --------------------------------------------------------------
+// ---- gemm.c ------------------------------------------------------------------------------
+// C(M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb: the
+// arguments of cblas_sgemm. The bits depend on the shape alone, never on the thread count:
+// C is cut into gemm_tile_count(M, N) tiles of whole rows (M >= N) or columns, each one
+// single-threaded sgemm, spread over the OpenMP threads.
+void gemm_fixed(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                int ldb, float beta, float *C, int ldc);
+int gemm_tile_count(int M, int N);
+
+// ---- linear.c (gemm_fixed) ---------------------------------------------------------------
 // out(N, OC) = inp(N, IC) @ W(OC, IC)^T        (overwrites out)
 void linear_forward(float *out, const float *inp, const float *W, int N, int IC, int OC);
 // dinp(N, IC) += dout(N, OC) @ W(OC, IC)
@@ -98,7 +108,9 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
                   double lr, double beta1, double beta2, double eps, double weight_decay);
 
 // ---- gradnorm.c --------------------------------------------------------------------------
-// sum of g^2 over n values, accumulated in double (combine across tensors/stages, then sqrt).
+// sum of g^2 over n values, accumulated in double in fixed segments: the bits depend on n
+// alone, not on the thread count. The global norm adds these per tensor, in the model's
+// tensor order (engine/model.h, stage_grad_sum_squares).
 double grad_sum_squares(const float *g, size_t n);
 // g *= s (gradient clipping).
 void grad_scale(float *g, size_t n, float s);

@@ -89,6 +89,17 @@ const char *schedule_type_name(ActionType t);  // "F", "SEND_F", ...
 // No-op when s already has comm actions.
 void schedule_lower(Schedule *s);
 
+// Weight gradients in microbatch order (engine/schedule_order.c): a stage's gradient adds its
+// microbatches' contributions in the order its B / W actions run, and one device adds them
+// in microbatch order, so every layout must too (DESIGN.md "Parity"). schedule_weight_order_ok
+// says whether every stage's B / W actions already come in increasing microbatch order;
+// schedule_order_weight_grads rewrites a valid schedule so they do (compute-only: the stage's
+// backward actions take its microbatches in increasing order where that stays valid;
+// otherwise early B actions run as I and their W waits for its turn). Returns 1 when it
+// changed s, 0 when s was already in order. The pipeline and the simulator run this form.
+bool schedule_weight_order_ok(const Schedule *s);
+int schedule_order_weight_grads(Schedule *s);
+
 // Checks shape, ownership (each action on the rank owning its stage), completeness (one F per
 // (stage, mb) and either one B or one I and one W), local order (F before B/I, I before W, a
 // RECV before its consumer, a SEND after its producer), messages (a lowered schedule has

@@ -67,6 +67,7 @@ int sim_run(const Schedule *s, SimCosts c, SimResult *out, Error *err) {
     dur[ACT_I] = c.b - w;
     dur[ACT_W] = w;
     out->schedule = schedule_copy(s);
+    schedule_order_weight_grads(out->schedule);  // what the pipeline runs
     schedule_lower(out->schedule);
     const Schedule *ls = out->schedule;
     int total = schedule_total_actions(ls);

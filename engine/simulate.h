@@ -16,7 +16,7 @@ typedef struct {
 } SimCosts;
 
 typedef struct {
-    Schedule *schedule;  // the lowered copy that was run (owned)
+    Schedule *schedule;  // the ordered, lowered copy that was run (owned)
     double *start, *end; // (total actions) rank-major: rank r's action i at offset[r] + i
     int *offset;         // (P+1)
     double makespan;     // last end (every rank starts at time 0)
@@ -28,7 +28,8 @@ typedef struct {
 
 // Checks the costs (f > 0, b > 0, 0 < w < b, latency >= 0). Returns 0 or -1 with err.
 int sim_check_costs(SimCosts c, Error *err);
-// Validates s, lowers a copy and times it. Returns 0, or -1 with err (bad costs, invalid
+// Validates s, puts a copy's weight gradients in microbatch order and lowers it, as the
+// pipeline runs it (schedule_order_weight_grads), and times it. Returns 0, or -1 with err (bad costs, invalid
 // schedule); out is then empty.
 int sim_run(const Schedule *s, SimCosts c, SimResult *out, Error *err);
 void sim_free(SimResult *r);

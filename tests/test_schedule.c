@@ -418,7 +418,81 @@ static void test_format(void) {
     CHECK(strcmp(schedule_format_action((Action){ACT_W, 12, 7}, buf, sizeof buf), "12W7") == 0, "%s", buf);
 }
 
+// s without its messages.
+static Schedule *compute_only(const Schedule *s) {
+    Schedule *c = schedule_copy(s);
+    for (int r = 0; r < c->n_ranks; r++) {
+        ScheduleList *l = &c->ranks[r];
+        int n = 0;
+        for (int i = 0; i < l->n; i++)
+            if (!schedule_is_comm(l->actions[i].type)) l->actions[n++] = l->actions[i];
+        l->n = n;
+    }
+    return c;
+}
+
+// Weight gradients in microbatch order (engine/schedule_order.c): every built-in ends valid
+// and in order; looped BFS by permuting its backward (same shape, same simulated timeline
+// length); a reversed CSV backward, and a lowered one, by deferring W.
+static void test_weight_order(void) {
+    const char *names[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v"};
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+        for (int P = 1; P <= 4; P++)
+            for (int M = 1; M <= 9; M++) {
+                Error err;
+                Schedule *s = schedule_build(names[n], P, M, 0, &err);
+                if (!s) continue;   // a shape the generator refuses
+                Schedule *o = schedule_copy(s);
+                const int changed = schedule_order_weight_grads(o);
+                CHECK(schedule_weight_order_ok(o) && schedule_validate(o, &err) == 0, "%s P=%d M=%d: %s", names[n],
+                      P, M, err.msg);
+                CHECK(changed == (strcmp(names[n], "looped-bfs") == 0 && M > 1), "%s P=%d M=%d: changed %d",
+                      names[n], P, M, changed);
+                for (int r = 0; r < P; r++)
+                    CHECK(o->ranks[r].n == s->ranks[r].n, "%s P=%d M=%d rank %d: %d actions, was %d", names[n], P, M,
+                          r, o->ranks[r].n, s->ranks[r].n);
+                schedule_free(o);
+                schedule_free(s);
+            }
+    // Backward in reverse: permuted when that stays valid, else the early B runs as I and its W
+    // waits (here microbatch 1 runs first everywhere, so the permutation would put rank 1's
+    // 1B0 before its 1F0).
+    const struct { const char *csv, *rank1; } cases[] = {
+        {"0F0,0F1,0B0,0B1\n1F0,1F1,1B1,1B0\n", "1F0 1F1 1B0 1B1 "},
+        {"0F1,0F0,0B1,0B0\n1F1,1B1,1F0,1B0\n", "1F1 1I1 1F0 1B0 1W1 "},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        Error err;
+        Schedule *lowered = schedule_parse_csv(cases[c].csv, "rev.csv", &err);
+        CHECK(lowered != NULL, "rev.csv: %s", err.msg);
+        if (!lowered) continue;
+        Schedule *s = compute_only(lowered);   // the loader lowers; the generators' form is compute-only
+        schedule_free(lowered);
+        CHECK(!schedule_weight_order_ok(s) && schedule_order_weight_grads(s) == 1, "reversed backward rewritten");
+        char buf[32], row[256] = "";
+        for (int i = 0; i < s->ranks[1].n; i++) {
+            strcat(row, schedule_format_action(s->ranks[1].actions[i], buf, sizeof buf));
+            strcat(row, " ");
+        }
+        CHECK(strcmp(row, cases[c].rank1) == 0, "case %zu: rank 1 runs '%s', want '%s'", c, row, cases[c].rank1);
+        CHECK(schedule_weight_order_ok(s) && schedule_validate(s, &err) == 0, "rewritten: %s", err.msg);
+        schedule_free(s);
+    }
+    Error err;
+    Schedule *s;
+    // Lowered (with comm): permuting would move messages, so W is deferred.
+    s = build("looped-bfs", 2, 3, 2);
+    schedule_lower(s);
+    const int before = schedule_total_actions(s);
+    CHECK(schedule_order_weight_grads(s) == 1 && schedule_weight_order_ok(s) && schedule_validate(s, &err) == 0,
+          "lowered looped-bfs: %s", err.msg);
+    CHECK(schedule_total_actions(s) == before + 2 * 2 * 2, "each stage's 2 early B become I + W: %d actions, was %d",
+          schedule_total_actions(s), before);
+    schedule_free(s);
+}
+
 int main(void) {
+    test_weight_order();
     test_format();
     test_stage_maps();
     test_build_errors();

@@ -21,6 +21,7 @@ typedef struct {
     double max_grad_rel_diff;
     char worst[96];          // the tensor with the largest difference (on this process)
     int tensors;             // compared on this process
+    bool bitwise;            // the loss and every gradient are the same bits (on every process)
 } CheckResult;
 
 // Every parameter of the stages this process hosts against the single-device gradients.
@@ -31,6 +32,8 @@ static void compare_grads(const Pipeline *p, const StageModel *ref, CheckResult 
         for (int i = 0; i < sm->n_params; i++) {
             const ParamInfo *pi = &sm->params[i], *ri = stage_find_param(ref, pi->name);
             const double d = rel_norm_diff(sm->grads + pi->offset, ref->grads + ri->offset, pi->numel);
+            if (memcmp(sm->grads + pi->offset, ref->grads + ri->offset, pi->numel * sizeof(float)) != 0)
+                res->bitwise = false;
             res->tensors++;
             if (d > res->max_grad_rel_diff || res->tensors == 1) {
                 res->max_grad_rel_diff = d;
@@ -61,11 +64,14 @@ static int run_check(const RunOptions *ro, Pipeline *p, const int32_t *inputs, c
     pipeline_sync_to_host(p, true);   // GPU stages: their gradients into the host arrays compared below
     StageModel *ref = stage_create(&rc->model, 0, rc->model.layers, true, true, rc->seed, err);
     if (!ref) return -1;
-    StageActs *acts = stage_acts_create(ref, rc->batch / rc->microbatches, rc->seq_len);
-    res->loss_ref = trainer_forward_backward(ref, acts, rc, inputs, targets);
+    // The single device splits the batch as the D replicas do (trainer_forward_backward).
+    StageActs *acts = stage_acts_create(ref, rc->batch / (ro->pipe.dp * rc->microbatches), rc->seq_len);
+    res->loss_ref = trainer_forward_backward(ref, acts, rc, ro->pipe.dp, inputs, targets);
     res->loss_rel_diff = fabs(res->loss_pipe - res->loss_ref) / fabs(res->loss_ref);
+    res->bitwise = res->loss_pipe == res->loss_ref;
     compare_grads(p, ref, res);
     res->max_grad_rel_diff = pipeline_world_max(p, res->max_grad_rel_diff);
+    res->bitwise = pipeline_world_max(p, res->bitwise ? 0.0 : 1.0) == 0.0;
     stage_acts_free(acts);
     stage_free(ref);
     return 0;
@@ -81,7 +87,10 @@ static void print_text(const RunOptions *ro, const Pipeline *p, const CheckResul
            res->loss_rel_diff);
     printf("  gradients  max rel diff %.2e over every parameter (worst here: %s)\n", res->max_grad_rel_diff,
            res->worst);
-    printf("  %s (tolerances: loss %.0e, gradients %.0e)\n", ok ? "ok" : "FAILED", tol_loss, tol_grad);
+    if (ok && res->bitwise)
+        printf("  bitwise: the loss and every gradient are the same bits as on one device\n");
+    else
+        printf("  %s (tolerances: loss %.0e, gradients %.0e)\n", ok ? "ok" : "FAILED", tol_loss, tol_grad);
 }
 
 static void print_json(const CheckResult *res, bool ok) {
@@ -89,6 +98,7 @@ static void print_json(const CheckResult *res, bool ok) {
     cJSON_AddNumberToObject(o, "loss_rel_diff", res->loss_rel_diff);
     cJSON_AddNumberToObject(o, "max_grad_rel_diff", res->max_grad_rel_diff);
     cJSON_AddBoolToObject(o, "ok", ok);
+    cJSON_AddBoolToObject(o, "bitwise", ok && res->bitwise);
     cJSON_AddNumberToObject(o, "loss_pipelined", res->loss_pipe);
     cJSON_AddNumberToObject(o, "loss_single_device", res->loss_ref);
     char *text = cJSON_PrintUnformatted(o);

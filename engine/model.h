@@ -103,6 +103,14 @@ void stage_free(StageModel *s);
 void stage_zero_grads(StageModel *s);
 // The parameter with this HF name, or NULL.
 const ParamInfo *stage_find_param(const StageModel *s, const char *name);
+// The global-norm reduction (DESIGN.md "Parity"): the squared gradient norm is the sum, in
+// the whole model's tensor order, of each tensor's grad_sum_squares, on every layout.
+// model_param_tensors: the whole model's tensor count; stage_param_base: the global index of
+// the stage's first tensor; stage_grad_sum_squares: out[i] for each of the stage's n_params
+// tensors (CPU stages; host grads).
+int model_param_tensors(const ModelConfig *cfg);
+int stage_param_base(const StageModel *s);
+void stage_grad_sum_squares(const StageModel *s, double *out);
 // Points the named views v (v->layer holds the stage's layers) at the tensors of one flat
 // buffer in the stage's layout: weights, grads, or their device twins (engine/model_cuda.c).
 void stage_carve_views(const StageModel *s, float *base, ParamViews *v);

@@ -7,6 +7,7 @@
 #include "engine/init.h"
 #include "engine/model.h"
 #include "engine/model_cuda.h"
+#include "kernels/cpu/kernels.h"
 
 typedef struct {
     StageModel *s;
@@ -53,6 +54,29 @@ static void layout_params(ParamLayout *pl) {
         add_param(pl, "model.norm.weight", C, 0);
         if (!c->tie_word_embeddings) add_param(pl, "lm_head.weight", c->vocab, C);
     }
+}
+
+// Tensors of a stage shaped like s with layers [0, layer_end) and the given ends, counted
+// by the same layout that creates stages (so every tensor kind is counted once, in order).
+static int count_tensors(const ModelConfig *cfg, int layer_end, bool has_embed, bool has_head) {
+    StageModel shell = {.cfg = *cfg, .layer_begin = 0, .layer_end = layer_end, .has_embed = has_embed,
+                        .has_head = has_head};
+    ParamLayout pl = {.s = &shell};
+    layout_params(&pl);
+    return pl.count;
+}
+
+int model_param_tensors(const ModelConfig *cfg) {
+    return count_tensors(cfg, cfg->layers, true, true);
+}
+
+int stage_param_base(const StageModel *s) {
+    // The embedding (unless this stage holds it) and every layer before layer_begin.
+    return count_tensors(&s->cfg, s->layer_begin, !s->has_embed, false);
+}
+
+void stage_grad_sum_squares(const StageModel *s, double *out) {
+    for (int i = 0; i < s->n_params; i++) out[i] = grad_sum_squares(s->grads + s->params[i].offset, s->params[i].numel);
 }
 
 // Points the named views of one flat buffer (weights or grads) at their tensors.

@@ -36,7 +36,8 @@ typedef struct {
     RuntimeStatus status;
     Error err;
     double loss, busy_s;       // this rank's share of the step
-    double *slots;             // (3W) world all-reduce: squared grads | loss | busy, a slot per rank
+    double *slots;             // (2W + n_tensors) world all-reduce: loss | busy a slot per rank, then the
+                               // squared gradient norm of each of the model's tensors
     double norm, batch_loss;   // the step's totals, equal on every rank
 } PipelineRank;
 
@@ -251,8 +252,15 @@ static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) 
                       ? load_schedule_file(o, M, err)
                       : schedule_build(o->schedule, o->ranks, M, o->virtual_stages, err);
     if (!s) return NULL;
-    schedule_lower(s);
-    if (schedule_validate(s, err)) {
+    // Validated as written (errors name the user's actions), then run with weight gradients in
+    // microbatch order (engine/schedule_order.c) and lowered.
+    int bad = schedule_validate(s, err);
+    if (!bad) {
+        schedule_order_weight_grads(s);
+        schedule_lower(s);
+        bad = schedule_validate(s, err);
+    }
+    if (bad) {
         schedule_free(s);
         return NULL;
     }
@@ -405,6 +413,10 @@ static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
     return 0;
 }
 
+static size_t n_slots(const Pipeline *p) {
+    return 2 * (size_t)p->W + (size_t)model_param_tensors(&p->rc.model);
+}
+
 // World rank `world` hosted at index i of p->ranks: its replica's stages, view and runtime.
 static void init_rank(Pipeline *p, PipelineRank *pr, int world) {
     const int copy = p->multiprocess ? 0 : world / p->P;
@@ -412,7 +424,7 @@ static void init_rank(Pipeline *p, PipelineRank *pr, int world) {
                          .stages = p->stages + copy * p->S, .opt = p->opt + copy * p->S};
     pr->view = transport_view_create(p->tp, pr->replica * p->P, p->P);
     pr->rt = runtime_create_opts(p->sched, pr->pipe, pr->stages, p->rows, p->T, pr->view, &p->rt_opts);
-    pr->slots = xcalloc((size_t)(3 * p->W), sizeof(double));
+    pr->slots = xcalloc(n_slots(p), sizeof(double));
 }
 
 // Peak slots of every stage, from replica 0's runtimes (a world all-reduce under MPI).
@@ -565,29 +577,38 @@ static int rank_reduce_grads(PipelineRank *pr) {
 }
 
 // One world all-reduce where each rank fills only its own slots, so every sum is exact and
-// every rank then adds them up in the same fixed order: the norm over replica 0's ranks in
-// pipeline order (each stage once), the loss over all ranks in world (= replica) order.
+// every rank then adds them up in the same fixed order: the loss over all ranks in world (=
+// replica) order, the squared norm over the model's tensors in their global order (replica 0
+// fills them, each stage's tensors at stage_param_base) as trainer_grad_norm adds them on one
+// device. A GPU stage gives one sum for all its tensors, at its first tensor's slot.
+static void fill_norm_slots(PipelineRank *pr, double *norm_slots) {
+    const Pipeline *p = pr->p;
+    for (int s = 0; s < p->S && pr->replica == 0; s++) {
+        if (!rank_has(pr, s)) continue;
+        const StageModel *sm = pr->stages[s];
+        double *mine = norm_slots + stage_param_base(sm);
+        if (p->cuda) mine[0] = stage_cuda_grad_sum_squares(pr->stages[s]);
+        else stage_grad_sum_squares(sm, mine);
+    }
+}
+
 static int rank_reduce_totals(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     const int W = p->W;
-    double sumsq = 0.0;
-    for (int s = 0; s < p->S && pr->replica == 0; s++)
-        if (rank_has(pr, s))
-            sumsq += p->cuda ? stage_cuda_grad_sum_squares(pr->stages[s])
-                             : grad_sum_squares(pr->stages[s]->grads, pr->stages[s]->numel);
-    memset(pr->slots, 0, sizeof(double) * 3 * (size_t)W);
-    pr->slots[pr->world] = sumsq;
-    pr->slots[W + pr->world] = pr->loss;
-    pr->slots[2 * W + pr->world] = pr->busy_s;
+    const size_t n = n_slots(p);
+    memset(pr->slots, 0, sizeof(double) * n);
+    pr->slots[pr->world] = pr->loss;
+    pr->slots[W + pr->world] = pr->busy_s;
+    fill_norm_slots(pr, pr->slots + 2 * W);
     Error why;
-    TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, 3 * (size_t)W, &why);
+    TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, n, &why);
     if (st != TRANSPORT_OK) {
         rank_failed(pr, st, &why, "(the norm and loss all-reduce)");
         return -1;
     }
     double norm2 = 0.0, loss = 0.0;
-    for (int r = 0; r < p->P; r++) norm2 += pr->slots[r];
-    for (int r = 0; r < W; r++) loss += pr->slots[W + r];
+    for (size_t i = 2 * (size_t)W; i < n; i++) norm2 += pr->slots[i];
+    for (int r = 0; r < W; r++) loss += pr->slots[r];
     pr->norm = sqrt(norm2);
     pr->batch_loss = loss;
     return 0;
@@ -711,7 +732,7 @@ static void fill_telemetry(Pipeline *p, PipelineReport *out) {
 static void fill_report(const Pipeline *p, int step, double seconds, PipelineReport *out) {
     const PipelineRank *pr = &p->ranks[0];
     const size_t tokens = (size_t)p->rc.batch * p->T;
-    for (int r = 0; r < p->W; r++) p->busy_ms[r] = pr->slots[2 * p->W + r] * 1e3;
+    for (int r = 0; r < p->W; r++) p->busy_ms[r] = pr->slots[p->W + r] * 1e3;
     *out = (PipelineReport){.is_root = p->self == 0, .n_ranks = p->W, .n_stages = p->S, .n_replicas = p->D,
                             .busy_ms = p->busy_ms, .peak_slots = p->peak_slots};
     out->step = (StepReport){.step = step + 1, .steps = p->rc.steps, .loss = pr->batch_loss, .lr = p->lr,

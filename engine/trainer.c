@@ -45,25 +45,55 @@ static int count_targets(const int32_t *targets, size_t n) {
     return c;
 }
 
-double trainer_forward_backward(StageModel *sm, StageActs *acts, const RunConfig *rc,
-                                const int32_t *inputs, const int32_t *targets) {
-    const int rows = rc->batch / rc->microbatches, T = rc->seq_len;
-    const size_t mb_tokens = (size_t)rows * T;
-    const int n_targets = count_targets(targets, (size_t)rc->batch * T);
-    const float scale = n_targets ? 1.0f / (float)n_targets : 0.0f;
+// One replica's share: its M microbatches accumulate into sm->grads (zeroed first) in
+// microbatch order; returns the sum of their losses, in that order.
+static double replica_forward_backward(StageModel *sm, StageActs *acts, int M, size_t mb_tokens, float scale,
+                                       const int32_t *inputs, const int32_t *targets) {
     stage_zero_grads(sm);
     double loss = 0.0;
-    for (int m = 0; m < rc->microbatches; m++) {
+    for (int m = 0; m < M; m++) {
         loss += stage_forward(sm, acts, inputs + m * mb_tokens, NULL, targets + m * mb_tokens, scale);
         stage_backward(sm, acts, NULL);
     }
     return loss;
 }
 
-StepReport trainer_step(StageModel *sm, StageActs *acts, AdamWState *opt, const RunConfig *rc,
+double trainer_forward_backward(StageModel *sm, StageActs *acts, const RunConfig *rc, int replicas,
+                                const int32_t *inputs, const int32_t *targets) {
+    const int D = replicas, M = rc->microbatches, T = rc->seq_len;
+    const size_t mb_tokens = (size_t)(rc->batch / (D * M)) * T, replica_tokens = (size_t)M * mb_tokens;
+    const int n_targets = count_targets(targets, (size_t)rc->batch * T);
+    const float scale = n_targets ? 1.0f / (float)n_targets : 0.0f;
+    // Replica 0's sum, then each later replica's added in replica order: the sums the
+    // replicas' gradient all-reduce makes (engine/transport.h).
+    float *sum = D > 1 ? xmalloc(sm->numel * sizeof(float)) : NULL;
+    double loss = 0.0;
+    for (int d = 0; d < D; d++) {
+        loss += replica_forward_backward(sm, acts, M, mb_tokens, scale, inputs + d * replica_tokens,
+                                         targets + d * replica_tokens);
+        if (D == 1) break;
+        if (d == 0) memcpy(sum, sm->grads, sm->numel * sizeof(float));
+        else
+            for (size_t i = 0; i < sm->numel; i++) sum[i] += sm->grads[i];
+    }
+    if (sum) memcpy(sm->grads, sum, sm->numel * sizeof(float));
+    free(sum);
+    return loss;
+}
+
+double trainer_grad_norm(const StageModel *sm) {
+    double *per = xmalloc(sizeof(double) * (size_t)(sm->n_params ? sm->n_params : 1));
+    stage_grad_sum_squares(sm, per);
+    double norm2 = 0.0;
+    for (int i = 0; i < sm->n_params; i++) norm2 += per[i];
+    free(per);
+    return sqrt(norm2);
+}
+
+StepReport trainer_step(StageModel *sm, StageActs *acts, AdamWState *opt, const RunConfig *rc, int replicas,
                         const int32_t *inputs, const int32_t *targets, int step) {
-    const double loss = trainer_forward_backward(sm, acts, rc, inputs, targets);
-    const double norm = sqrt(grad_sum_squares(sm->grads, sm->numel));
+    const double loss = trainer_forward_backward(sm, acts, rc, replicas, inputs, targets);
+    const double norm = trainer_grad_norm(sm);
     const float clip = rc->optim.grad_clip > 0 ? grad_clip_factor(norm, (float)rc->optim.grad_clip) : 1.0f;
     if (clip < 1.0f) grad_scale(sm->grads, sm->numel, clip);
     const double lr = optim_lr_at(&rc->optim, step);

@@ -50,6 +50,8 @@ typedef struct {
     RecvSlot *recvs;        // (capacity)
     unsigned long n_posted; // post order, so equal (from, tag) complete first-posted first
     MPI_Request coll_req;   // a collective in flight (MPI_REQUEST_NULL when none)
+    float *fold;            // the ordered reduction's pieces (D x the largest chunk), grown once
+    size_t fold_cap;        // floats in fold
 } MpiTransport;
 
 static MpiTransport *as_mpi(Transport *t) { return (MpiTransport *)t; }
@@ -202,10 +204,58 @@ static TransportStatus mpi_allreduce(MpiTransport *mt, TransportGroup g, void *b
     return wait_collective(mt, err);
 }
 
+// Replica gradients, D >= 3: MPI's sum may associate (a + b) + (c + d), and which way can
+// change with the message size, so the sum is made here in replica order, as the local
+// transport and the single-device reference make it (DESIGN.md "Parity"). Replica k owns
+// elements [n*k/D, n*(k+1)/D): an all-to-all brings it every replica's copy of its chunk, it
+// adds them as ((x0 + x1) + x2) + ..., and an all-gather hands the sums back. Same bytes on the
+// wire as a ring all-reduce. (For D = 2, a + b = b + a: MPI's sum is used.)
+static TransportStatus ordered_allreduce_f32(MpiTransport *mt, float *buf, size_t n, Error *err) {
+    const int D = mt->D;
+    int me = 0;
+    MPI_Comm_rank(mt->replicas, &me);
+    int counts[D], displs[D], mine_counts[D], mine_displs[D];
+    for (int k = 0; k < D; k++) {
+        displs[k] = (int)(n * (size_t)k / (size_t)D);
+        counts[k] = (int)(n * (size_t)(k + 1) / (size_t)D) - displs[k];
+    }
+    const int chunk = counts[me];
+    if ((size_t)D * (size_t)chunk > mt->fold_cap) {
+        free(mt->fold);
+        mt->fold_cap = (size_t)D * (size_t)chunk;
+        mt->fold = xmalloc(mt->fold_cap * sizeof(float));
+    }
+    for (int k = 0; k < D; k++) mine_counts[k] = chunk, mine_displs[k] = k * chunk;
+    int rc = MPI_Ialltoallv(buf, counts, displs, MPI_FLOAT, mt->fold, mine_counts, mine_displs, MPI_FLOAT,
+                            mt->replicas, &mt->coll_req);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Ialltoallv", err);
+    TransportStatus st = wait_collective(mt, err);
+    if (st != TRANSPORT_OK) return st;
+    float *sum = buf + displs[me];
+    for (int i = 0; i < chunk; i++) {
+        float x = mt->fold[i];
+        for (int k = 1; k < D; k++) x += mt->fold[(size_t)k * chunk + i];
+        sum[i] = x;
+    }
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, mt->replicas,
+                         &mt->coll_req);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Iallgatherv", err);
+    return wait_collective(mt, err);
+}
+
 static TransportStatus transport_mpi_allreduce_f32(Transport *t, int self, TransportGroup g, float *buf, size_t n,
                                                    Error *err) {
     (void)self;
-    return mpi_allreduce(as_mpi(t), g, buf, n, MPI_FLOAT, err);
+    MpiTransport *mt = as_mpi(t);
+    if (g == GROUP_REPLICAS && mt->D > 2 && n > 0) {
+        if (n > INT_MAX) {
+            error_set(err, "all-reduce of %zu elements exceeds MPI's int count", n);
+            return TRANSPORT_FAILED;
+        }
+        TransportStatus st = refuse_if_aborted(mt, "in a collective", err);
+        return st != TRANSPORT_OK ? st : ordered_allreduce_f32(mt, buf, n, err);
+    }
+    return mpi_allreduce(mt, g, buf, n, MPI_FLOAT, err);
 }
 
 static TransportStatus transport_mpi_allreduce_f64(Transport *t, int self, TransportGroup g, double *buf, size_t n,
@@ -321,6 +371,7 @@ static void transport_mpi_free(Transport *t) {
     MPI_Comm_free(&mt->world);
     abort_notices_free(&mt->notices);
     free(mt->sends);
+    free(mt->fold);
     free(mt->recvs);
     free(mt);
 }

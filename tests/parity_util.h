@@ -3,7 +3,10 @@
 // schedule that deadlocks on purpose.
 #ifndef PPTRAIN_PARITY_UTIL_H
 #define PPTRAIN_PARITY_UTIL_H
+#include <omp.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "engine/schedule.h"
 #include "engine/trainer.h"
@@ -31,34 +34,49 @@ static inline void parity_batch(int step, int rows, int vocab, int32_t *inputs, 
     }
 }
 
-// The single-device run of M microbatches: its losses and final weights (built once per M).
+// The single-device run of a D-replica layout with M microbatches per replica: its losses and
+// final weights (built once per (M, D)), computed with PARITY_REFERENCE_THREADS OpenMP threads,
+// a count no pipeline rank of the tests runs with, so every comparison also crosses thread
+// counts.
+enum { PARITY_MAX_D = 4, PARITY_REFERENCE_THREADS = 3 };
 typedef struct {
     StageModel *model;
     double loss[PARITY_STEPS];
 } ParityReference;
 
-static ParityReference parity_references[PARITY_MAX_M + 1];
+static ParityReference parity_references[PARITY_MAX_M + 1][PARITY_MAX_D + 1];
 
-static inline const ParityReference *parity_reference(int M) {
-    ParityReference *ref = &parity_references[M];
+static inline const ParityReference *parity_reference(int M, int D) {
+    ParityReference *ref = &parity_references[M][D];
     if (ref->model) return ref;
-    RunConfig rc = parity_run(M);
+    RunConfig rc = parity_run(M * D);
+    rc.microbatches = M;
     Error err;
     ref->model = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
     StageActs *acts = stage_acts_create(ref->model, PARITY_ROWS, PARITY_T);
     AdamWState opt = adamw_state_create(ref->model->numel);
-    int32_t inputs[PARITY_ROWS * PARITY_MAX_M * PARITY_T], targets[PARITY_ROWS * PARITY_MAX_M * PARITY_T];
+    int32_t inputs[PARITY_ROWS * PARITY_MAX_M * PARITY_MAX_D * PARITY_T];
+    int32_t targets[PARITY_ROWS * PARITY_MAX_M * PARITY_MAX_D * PARITY_T];
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(PARITY_REFERENCE_THREADS);
     for (int step = 0; step < PARITY_STEPS; step++) {
         parity_batch(step, rc.batch, rc.model.vocab, inputs, targets);
-        ref->loss[step] = trainer_step(ref->model, acts, &opt, &rc, inputs, targets, step).loss;
+        ref->loss[step] = trainer_step(ref->model, acts, &opt, &rc, D, inputs, targets, step).loss;
     }
+    omp_set_num_threads(threads);
     adamw_state_free(&opt);
     stage_acts_free(acts);
     return ref;
 }
 
 static inline void parity_references_free(void) {
-    for (int m = 0; m <= PARITY_MAX_M; m++) stage_free(parity_references[m].model);
+    for (int m = 0; m <= PARITY_MAX_M; m++)
+        for (int d = 0; d <= PARITY_MAX_D; d++) stage_free(parity_references[m][d].model);
+}
+
+// Whether n floats are the same bits (the parity tests' one comparison).
+static inline bool parity_same_bits(const float *a, const float *b, size_t n) {
+    return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
 // gpipe on 2 ranks, 2 microbatches, lowered, without rank 0's "0SEND_F1": a

@@ -152,7 +152,7 @@ static void check_training(const SafetensorsFile *f) {
     if (!inputs || !targets) return;
     double worst = 0.0;
     for (int s = 0; s < STEPS; s++) {
-        const StepReport r = trainer_step(sm, acts, &opt, &rc, inputs + (size_t)s * B * T,
+        const StepReport r = trainer_step(sm, acts, &opt, &rc, 1, inputs + (size_t)s * B * T,
                                           targets + (size_t)s * B * T, s);
         const double ref_loss = fixture_f64_at(f, "train_losses", s);
         const double ref_lr = fixture_f64_at(f, "train_lrs", s);

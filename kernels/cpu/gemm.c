@@ -14,31 +14,53 @@
 // gives it: the same on every layout, at every thread count, at any alignment (checked for
 // every kernel family this machine runs: see gemm_fixed's test in tests/test_kernels_fd.c).
 //
-// The price: each tile packs the operand it shares with the others again. With tiles of
-// about GEMM_TILE rows that costs 2-4% of a product on one thread (tests/bench_sgemm.c).
+// The price: each tile packs the operand it shares with the others again (see gemm_plan).
 #include <cblas.h>
 #include <omp.h>
 
 #include "kernels/cpu/kernels.h"
 
-// Target tile extent along the cut dimension. Tiles are equal to within one row, so a
-// dimension of 300 is two tiles of 150, not 256 + 44.
+// Tile extent: a dimension longer than GEMM_TILE is cut into ceil(dim / GEMM_TILE) tiles,
+// equal to within one row (300 rows: two tiles of 150). Each tile packs the operand it shares
+// with the others again, so a cut of C's rows into a tiles costs (a - 1) / M of the product's
+// packing per flop, and of its columns into b tiles (b - 1) / N: the cut is the cheaper one.
+// Products of more than GEMM_WORK flops per tile get more tiles for more threads.
 #define GEMM_TILE 256
+#define GEMM_WORK (1L << 30)
 
-int gemm_tile_count(int M, int N) {
-    const int dim = M >= N ? M : N;
-    return dim <= GEMM_TILE ? 1 : (dim + GEMM_TILE - 1) / GEMM_TILE;
+static int tiles_along(int dim, long want) {
+    long n = dim <= GEMM_TILE ? 1 : (dim + GEMM_TILE - 1) / GEMM_TILE;
+    if (want > n) n = want < dim / 64 ? want : (dim / 64 > n ? dim / 64 : n);   // tiles of >= 64
+    return (int)n;
 }
 
-// Tile t of n: rows (or columns) [dim * t / n, dim * (t + 1) / n).
+// How C is cut: *rows = true for rows (M), false for columns (N); returns the tile count.
+static int gemm_plan(int M, int N, int K, bool *rows) {
+    const long want = (2L * M * N * K) / GEMM_WORK;
+    const int a = tiles_along(M, want), b = tiles_along(N, want);
+    if (a == 1 && b == 1) {
+        *rows = true;
+        return 1;
+    }
+    // Prefer a real cut; between two, the smaller packing overhead (a-1)/M vs (b-1)/N.
+    *rows = b == 1 || (a > 1 && (double)(a - 1) / M <= (double)(b - 1) / N);
+    return *rows ? a : b;
+}
+
+int gemm_tile_count(int M, int N, int K) {
+    bool rows;
+    return gemm_plan(M, N, K, &rows);
+}
+
+// Tile t of n along rows or columns: [dim * t / n, dim * (t + 1) / n).
 static void tile_product(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
-                         const float *B, int ldb, float beta, float *C, int ldc, int t, int n) {
+                         const float *B, int ldb, float beta, float *C, int ldc, bool rows, int t, int n) {
     const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
-    if (M >= N) {  // cut C's rows: A's rows (or columns when transposed) follow
+    if (rows) {   // cut C's rows: A's rows (or columns when transposed) follow
         const int r0 = (int)((long)M * t / n), r1 = (int)((long)M * (t + 1) / n);
         const float *a = ta ? A + r0 : A + (size_t)r0 * lda;
         cblas_sgemm(CblasRowMajor, opa, opb, r1 - r0, N, K, alpha, a, lda, B, ldb, beta, C + (size_t)r0 * ldc, ldc);
-    } else {       // cut C's columns: B's columns (or rows when transposed) follow
+    } else {      // cut C's columns: B's columns (or rows when transposed) follow
         const int c0 = (int)((long)N * t / n), c1 = (int)((long)N * (t + 1) / n);
         const float *b = tb ? B + (size_t)c0 * ldb : B + c0;
         cblas_sgemm(CblasRowMajor, opa, opb, M, c1 - c0, K, alpha, A, lda, b, ldb, beta, C + c0, ldc);
@@ -47,15 +69,16 @@ static void tile_product(bool ta, bool tb, int M, int N, int K, float alpha, con
 
 void gemm_fixed(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                 int ldb, float beta, float *C, int ldc) {
-    const int n = gemm_tile_count(M, N);
+    bool rows;
+    const int n = gemm_plan(M, N, K, &rows);
     if (n == 1 || omp_get_max_threads() == 1) {
         // One thread: OpenBLAS must not start its own team, whatever its thread setting.
         const int threads = omp_get_max_threads();
         omp_set_num_threads(1);
-        for (int t = 0; t < n; t++) tile_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, t, n);
+        for (int t = 0; t < n; t++) tile_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows, t, n);
         omp_set_num_threads(threads);
         return;
     }
     #pragma omp parallel for schedule(static)
-    for (int t = 0; t < n; t++) tile_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, t, n);
+    for (int t = 0; t < n; t++) tile_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rows, t, n);
 }

@@ -37,11 +37,11 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
 // ---- gemm.c ------------------------------------------------------------------------------
 // C(M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb: the
 // arguments of cblas_sgemm. The bits depend on the shape alone, never on the thread count:
-// C is cut into gemm_tile_count(M, N) tiles of whole rows (M >= N) or columns, each one
-// single-threaded sgemm, spread over the OpenMP threads.
+// C is cut into gemm_tile_count(M, N, K) tiles of whole rows or whole columns (a function of
+// the shape alone), each one single-threaded sgemm, spread over the OpenMP threads.
 void gemm_fixed(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                 int ldb, float beta, float *C, int ldc);
-int gemm_tile_count(int M, int N);
+int gemm_tile_count(int M, int N, int K);
 
 // ---- linear.c (gemm_fixed) ---------------------------------------------------------------
 // out(N, OC) = inp(N, IC) @ W(OC, IC)^T        (overwrites out)

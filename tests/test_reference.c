@@ -6,7 +6,8 @@
 //   loss              |a - b| / b       <= 1e-6
 //   every gradient    ||a - b|| / ||b|| <= 1e-5
 //   10 AdamW steps    each loss          <= 1e-5 relative (warmup, cosine decay, clipping),
-//                     and the weights after them <= 1e-4
+//                     and the weights after them within 10 times PyTorch fp32's distance
+//                     from float64 (check_weights_after_training)
 // and checks that splitting the batch into microbatches leaves the loss and gradients as
 // they were (the batch loss is the mean over all its non-pad tokens, not a mean of means).
 #include <math.h>
@@ -116,6 +117,11 @@ static void check_batch(const SafetensorsFile *f, int microbatches) {
     const double ref_loss = fixture_f64_at(f, "loss", 0);
     printf("M=%d: loss %.9f (torch %.9f), rel diff %.2e; logits rel diff %.2e\n", microbatches,
            loss, ref_loss, fabs(loss - ref_loss) / ref_loss, worst_logits);
+    // Bounds, from fp32's unit roundoff u = 6e-8: every value passes about 8 layers x 6 ops
+    // (GEMMs over K <= 128, each a relative error of order sqrt(K) u for random-signed terms,
+    // K u at worst), so the logits carry ~1e2 u = 6e-6 at worst: 1e-5 (measured worst, every
+    // OpenBLAS kernel family: 4.1e-7). The loss averages ~100 per-token terms computed in
+    // double from those logits, whose errors partly cancel: 1e-6 (measured 5.2e-9).
     CHECK(worst_logits <= 1e-5, "logits rel diff %.3g", worst_logits);
     CHECK(fabs(loss - ref_loss) / ref_loss <= 1e-6, "loss %.9g vs %.9g", loss, ref_loss);
 
@@ -127,6 +133,8 @@ static void check_batch(const SafetensorsFile *f, int microbatches) {
         snprintf(name, sizeof name, "grad.%s", p->name);
         float *ref = fixture_f32(f, name, p->numel);
         if (!ref) continue;
+        // The backward doubles the forward's chain of ops: 1e-5 as for the logits (measured
+        // worst over the kernel families: 8.5e-7).
         const double d = rel_norm_diff(sm->grads + p->offset, ref, p->numel);
         CHECK(d <= 1e-5, "gradient of %s: rel diff %.3g", p->name, d);
         if (d > worst) {
@@ -141,17 +149,18 @@ static void check_batch(const SafetensorsFile *f, int microbatches) {
     stage_free(sm);
 }
 
-static void check_training(const SafetensorsFile *f) {
-    RunConfig rc = reference_run_config(f, 1);
+// 10 steps on one device with `microbatches` slices of the fixture's batches; the losses and
+// norms are held to torch's as they go; the model is returned.
+static StageModel *train_reference(const SafetensorsFile *f, int microbatches, bool report) {
+    RunConfig rc = reference_run_config(f, microbatches);
     Error err;
     StageModel *sm = stage_create(&rc.model, 0, rc.model.layers, true, true, SEED, &err);
-    StageActs *acts = stage_acts_create(sm, B, T);
+    StageActs *acts = stage_acts_create(sm, B / microbatches, T);
     AdamWState opt = adamw_state_create(sm->numel);
     const int32_t *inputs = fixture_i32(f, "train_inputs", STEPS * B * T);
     const int32_t *targets = fixture_i32(f, "train_targets", STEPS * B * T);
-    if (!inputs || !targets) return;
     double worst = 0.0;
-    for (int s = 0; s < STEPS; s++) {
+    for (int s = 0; inputs && targets && s < STEPS; s++) {
         const StepReport r = trainer_step(sm, acts, &opt, &rc, 1, inputs + (size_t)s * B * T,
                                           targets + (size_t)s * B * T, s);
         const double ref_loss = fixture_f64_at(f, "train_losses", s);
@@ -159,31 +168,48 @@ static void check_training(const SafetensorsFile *f) {
         const double ref_norm = fixture_f64_at(f, "train_grad_norms", s);
         const double d = fabs(r.loss - ref_loss) / ref_loss;
         if (d > worst) worst = d;
-        printf("step %2d: loss %.8f torch %.8f (rel %.1e) | norm %.6f torch %.6f | lr %.6g torch %.6g\n",
-               s, r.loss, ref_loss, d, r.grad_norm, ref_norm, r.lr, ref_lr);
-        CHECK(d <= 1e-5, "step %d loss rel diff %.3g", s, d);
+        if (report)
+            printf("step %2d: loss %.8f torch %.8f (rel %.1e) | norm %.6f torch %.6f | lr %.6g torch %.6g\n",
+                   s, r.loss, ref_loss, d, r.grad_norm, ref_norm, r.lr, ref_lr);
+        CHECK(d <= 1e-5, "M=%d step %d loss rel diff %.3g", microbatches, s, d);
         CHECK(fabs(r.lr - ref_lr) <= 1e-12 * ref_lr, "step %d lr %.10g vs %.10g", s, r.lr, ref_lr);
         CHECK(fabs(r.grad_norm - ref_norm) <= 1e-5 * ref_norm, "step %d grad norm %.8g vs %.8g", s,
               r.grad_norm, ref_norm);
     }
-    printf("10 AdamW steps: worst loss rel diff %.2e\n", worst);
-    // The weights themselves after 10 updates: the first 16 values of every tensor.
-    double worst_w = 0.0;
-    for (int i = 0; i < sm->n_params; i++) {
-        char name[160];
-        snprintf(name, sizeof name, "final_head.%s", sm->params[i].name);
-        float *ref = fixture_f32(f, name, 16);
-        if (!ref) continue;
-        const double d = rel_norm_diff(sm->weights + sm->params[i].offset, ref, 16);
-        // Adam divides by sqrt(v): the fp32 vs fp64 rounding of entries with small gradients
-        // is magnified in the weights (measured worst: 1.1e-5 over 16 values), never in the loss.
-        CHECK(d <= 1e-4, "%s after 10 steps: rel diff %.3g", sm->params[i].name, d);
-        if (d > worst_w) worst_w = d;
-        free(ref);
-    }
-    printf("weights after 10 steps: worst rel diff %.2e\n", worst_w);
+    if (report) printf("10 AdamW steps: worst loss rel diff %.2e\n", worst);
     adamw_state_free(&opt);
     stage_acts_free(acts);
+    return sm;
+}
+
+// The weights after 10 AdamW steps, the first 16 values of every tensor. Adam divides by
+// sqrt(v), so an entry whose gradients are small next to their rounding error moves by up to
+// lr per step whatever its gradient's exact value: no useful fixed bound on fp32-vs-float64
+// weights follows from the arithmetic. The yardstick is an independent fp32 implementation of
+// the same training: the fixture also holds stock float32 PyTorch's weights after the same 10
+// steps (final_head_fp32.*). pptrain may land at most 10 times further from float64 than
+// PyTorch's own fp32 run lands, comparing the worst tensor of each.
+static void check_weights_after_training(const SafetensorsFile *f) {
+    StageModel *sm = train_reference(f, 1, true);
+    double worst = 0.0, worst_torch32 = 0.0;
+    for (int i = 0; i < sm->n_params; i++) {
+        char name[160], name32[176];
+        snprintf(name, sizeof name, "final_head.%s", sm->params[i].name);
+        snprintf(name32, sizeof name32, "final_head_fp32.%s", sm->params[i].name);
+        float *ref = fixture_f32(f, name, 16), *torch32 = fixture_f32(f, name32, 16);
+        if (ref && torch32) {
+            const double d = rel_norm_diff(sm->weights + sm->params[i].offset, ref, 16);
+            const double d32 = rel_norm_diff(torch32, ref, 16);
+            if (d > worst) worst = d;
+            if (d32 > worst_torch32) worst_torch32 = d32;
+        }
+        free(ref);
+        free(torch32);
+    }
+    printf("weights after 10 steps: worst rel diff %.2e from float64 (PyTorch fp32: %.2e; bound 10x that)\n", worst,
+           worst_torch32);
+    CHECK(worst <= 10.0 * worst_torch32, "weights after 10 steps: rel diff %.3g > 10 x PyTorch fp32's %.3g", worst,
+          worst_torch32);
     stage_free(sm);
 }
 
@@ -195,7 +221,7 @@ int main(void) {
     check_batch(f, 1);
     check_batch(f, 2);
     check_batch(f, 4);
-    check_training(f);
+    check_weights_after_training(f);
     safetensors_close(f);
     return test_finish();
 }

@@ -79,9 +79,13 @@ def loss_and_logits(model, inputs, targets):
     return loss, logits
 
 
-def train(weights, clip, batches):
+def train(weights, clip, batches, fp32=False):
+    """10 AdamW steps; fp32=True: the same training in stock float32 PyTorch (the yardstick for
+    how far an fp32 implementation's weights land from float64 after Adam, test_reference.c)."""
     model = build_model(weights)
-    if not ARGS.stock_hf:
+    if fp32:
+        model.to(torch.float32)
+    elif not ARGS.stock_hf:
         R.make_exact_float64(model)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY,
@@ -165,6 +169,9 @@ def main():
         tensors["init_head." + n] = weights[n].reshape(-1)[:HEAD].copy()
     for n, _ in R.param_shapes(PRESET):
         tensors["final_head." + n] = final[n].reshape(-1)[:HEAD].copy()
+    _, _, _, final32 = train(weights, clip, batches, fp32=True)
+    for n, _ in R.param_shapes(PRESET):
+        tensors["final_head_fp32." + n] = final32[n].reshape(-1)[:HEAD].copy()
     tensors["train_inputs"] = np.stack([b[0] for b in batches])
     tensors["train_targets"] = np.stack([b[1] for b in batches])
     tensors["train_losses"] = losses.astype(np.float64)

@@ -12,7 +12,7 @@
 // when the thread limit is 1), and OpenMP spreads the tiles over the threads. K is never
 // split, so every element's sum runs whole inside one call, in the order that call's kernel
 // gives it: the same on every layout, at every thread count, at any alignment (checked for
-// every kernel family this machine runs: see gemm_fixed's test in tests/test_kernels_fd.c).
+// every kernel family this machine runs: see gemm_fixed's test in tests/unit/test_kernels_fd.c).
 //
 // The price: each tile packs the operand it shares with the others again (see gemm_plan).
 #include <cblas.h>
@@ -20,31 +20,22 @@
 
 #include "kernels/cpu/kernels.h"
 
-// Tile extent: a dimension longer than GEMM_TILE is cut into ceil(dim / GEMM_TILE) tiles,
-// equal to within one row (300 rows: two tiles of 150). Each tile packs the operand it shares
-// with the others again, so a cut of C's rows into a tiles costs (a - 1) / M of the product's
-// packing per flop, and of its columns into b tiles (b - 1) / N: the cut is the cheaper one.
-// Products of more than GEMM_WORK flops per tile get more tiles for more threads.
+// The plan. Each tile packs the operand it shares with the others again: cutting C's longer
+// side (say N) repacks the operand that spans the shorter one (op(A), M x K) per extra tile,
+// an overhead of 1 / (2 N) packed floats per flop, the least any cut gives. A product whose
+// longer side exceeds GEMM_TILE is cut in two; one of more than GEMM_WORK flops gets a tile
+// per GEMM_WORK for more threads, tiles never under 64 rows. At one thread the extra packing
+// costs about 1% of the products of `small` (bench/bench_sgemm.c) and 2% of its step.
 #define GEMM_TILE 256
 #define GEMM_WORK (1L << 30)
 
-static int tiles_along(int dim, long want) {
-    long n = dim <= GEMM_TILE ? 1 : (dim + GEMM_TILE - 1) / GEMM_TILE;
-    if (want > n) n = want < dim / 64 ? want : (dim / 64 > n ? dim / 64 : n);   // tiles of >= 64
-    return (int)n;
-}
-
-// How C is cut: *rows = true for rows (M), false for columns (N); returns the tile count.
 static int gemm_plan(int M, int N, int K, bool *rows) {
-    const long want = (2L * M * N * K) / GEMM_WORK;
-    const int a = tiles_along(M, want), b = tiles_along(N, want);
-    if (a == 1 && b == 1) {
-        *rows = true;
-        return 1;
-    }
-    // Prefer a real cut; between two, the smaller packing overhead (a-1)/M vs (b-1)/N.
-    *rows = b == 1 || (a > 1 && (double)(a - 1) / M <= (double)(b - 1) / N);
-    return *rows ? a : b;
+    *rows = M >= N;
+    const int dim = *rows ? M : N;
+    if (dim <= GEMM_TILE) return 1;
+    long n = (2L * M * N * K) / GEMM_WORK;
+    if (n > dim / 64) n = dim / 64;
+    return n > 2 ? (int)n : 2;
 }
 
 int gemm_tile_count(int M, int N, int K) {

@@ -1,43 +1,11 @@
-#include "engine/trainer.h"
+// The single-device reference step (engine/reference_step.h).
+#include "engine/reference_step.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/kernels.h"
-
-RunConfig run_config_defaults(void) {
-    RunConfig rc;
-    memset(&rc, 0, sizeof rc);
-    Error unused;
-    model_config_preset(&rc.model, "tiny", &unused);
-    rc.optim = optim_defaults();
-    rc.batching = BATCHING_PAD;
-    rc.batch = 8;
-    rc.seq_len = 64;
-    rc.microbatches = 1;
-    rc.steps = 20;
-    rc.seed = 1337;
-    return rc;
-}
-
-int run_config_validate(const RunConfig *rc, Error *err) {
-    if (model_config_validate(&rc->model, err)) return -1;
-    if (rc->batch % rc->microbatches != 0) {
-        error_set(err, "--batch %d is not divisible by --microbatches %d", rc->batch, rc->microbatches);
-        return -1;
-    }
-    if (rc->seq_len > rc->model.max_positions) {
-        error_set(err, "--seq %d exceeds the model's max_position_embeddings (%d)",
-                  rc->seq_len, rc->model.max_positions);
-        return -1;
-    }
-    if (rc->optim.warmup_steps > rc->steps) {
-        error_set(err, "--warmup %d exceeds --steps %d", rc->optim.warmup_steps, rc->steps);
-        return -1;
-    }
-    return 0;
-}
 
 static int count_targets(const int32_t *targets, size_t n) {
     int c = 0;
@@ -58,14 +26,14 @@ static double replica_forward_backward(StageModel *sm, StageActs *acts, int M, s
     return loss;
 }
 
-double trainer_forward_backward(StageModel *sm, StageActs *acts, const RunConfig *rc, int replicas,
+double reference_forward_backward(StageModel *sm, StageActs *acts, const RunConfig *rc, int replicas,
                                 const int32_t *inputs, const int32_t *targets) {
     const int D = replicas, M = rc->microbatches, T = rc->seq_len;
     const size_t mb_tokens = (size_t)(rc->batch / (D * M)) * T, replica_tokens = (size_t)M * mb_tokens;
     const int n_targets = count_targets(targets, (size_t)rc->batch * T);
     const float scale = n_targets ? 1.0f / (float)n_targets : 0.0f;
     // Replica 0's sum, then each later replica's added in replica order: the sums the
-    // replicas' gradient all-reduce makes (engine/transport.h).
+    // replicas' gradient all-reduce makes (engine/transport/transport.h).
     float *sum = D > 1 ? xmalloc(sm->numel * sizeof(float)) : NULL;
     double loss = 0.0;
     for (int d = 0; d < D; d++) {
@@ -81,7 +49,7 @@ double trainer_forward_backward(StageModel *sm, StageActs *acts, const RunConfig
     return loss;
 }
 
-double trainer_grad_norm(const StageModel *sm) {
+double reference_grad_norm(const StageModel *sm) {
     double *per = xmalloc(sizeof(double) * (size_t)(sm->n_params ? sm->n_params : 1));
     stage_grad_sum_squares(sm, per);
     double norm2 = 0.0;
@@ -90,10 +58,10 @@ double trainer_grad_norm(const StageModel *sm) {
     return sqrt(norm2);
 }
 
-StepReport trainer_step(StageModel *sm, StageActs *acts, AdamWState *opt, const RunConfig *rc, int replicas,
+StepReport reference_step(StageModel *sm, StageActs *acts, AdamWState *opt, const RunConfig *rc, int replicas,
                         const int32_t *inputs, const int32_t *targets, int step) {
-    const double loss = trainer_forward_backward(sm, acts, rc, replicas, inputs, targets);
-    const double norm = trainer_grad_norm(sm);
+    const double loss = reference_forward_backward(sm, acts, rc, replicas, inputs, targets);
+    const double norm = reference_grad_norm(sm);
     const float clip = rc->optim.grad_clip > 0 ? grad_clip_factor(norm, (float)rc->optim.grad_clip) : 1.0f;
     if (clip < 1.0f) grad_scale(sm->grads, sm->numel, clip);
     const double lr = optim_lr_at(&rc->optim, step);

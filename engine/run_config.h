@@ -1,0 +1,39 @@
+// engine/run_config: what a run is (RunConfig: model, optimizer, data, batch shape, steps,
+// seed) and what a step reports (StepReport). The single-device reference step every layout
+// reproduces is engine/reference_step; the run loop is engine/train_loop.
+#ifndef PPTRAIN_RUN_CONFIG_H
+#define PPTRAIN_RUN_CONFIG_H
+#include <stdint.h>
+
+#include "engine/data/data.h"
+#include "engine/error.h"
+#include "engine/model/model.h"
+#include "engine/optim.h"
+typedef struct {
+    ModelConfig model;
+    OptimConfig optim;
+    char data_path[4096];
+    Batching batching;
+    int batch;              // B sequences per step
+    int seq_len;            // T
+    int microbatches;       // M (divides B): gradient accumulation over B/M-row slices
+    int steps;
+    uint64_t seed;          // parameter init and data order
+} RunConfig;
+
+RunConfig run_config_defaults(void);
+// Cross-field checks (B % M, T <= max positions, ...): one line, -1 on failure.
+int run_config_validate(const RunConfig *rc, Error *err);
+
+typedef struct {
+    int step;               // 1-based
+    int steps;
+    double loss;            // mean over the batch's non-pad target tokens
+    double lr;
+    double grad_norm;       // before clipping
+    double step_ms;
+    double tokens_per_s;    // B*T / step time
+    double gflops;          // achieved model FLOP/s / 1e9 (model_flops_per_token)
+} StepReport;
+
+#endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measured vs ideal bubble for every schedule (README, "Measured against theory").
-# usage: tests/bench_bubble.sh [PPTRAIN] [P] [T]      (defaults: build/pptrain, 2, 256)
+# usage: bench/bench_bubble.sh [PPTRAIN] [P] [T]      (defaults: build/pptrain, 2, 256)
 # Ideal: `pptrain plan` with F=1, B=2 (zero-bubble schedules: F=I=W=1), interleaved and
 # looped with V=2. Measured: `pptrain train` on the tiny preset, packed fortunes, one row per
 # microbatch; the median over steps 2..N of 1 - sum(busy) / (P x step wall time).

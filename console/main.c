@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "console/cmd_check.h"
-#include "console/cmd_export.h"
-#include "console/cmd_console.h"
-#include "console/cmd_history.h"
-#include "console/cmd_plan.h"
-#include "console/cmd_train.h"
-#include "console/cmd_watch.h"
+#include "console/cmd/cmd_check.h"
+#include "console/cmd/cmd_export.h"
+#include "console/cmd/cmd_console.h"
+#include "console/cmd/cmd_history.h"
+#include "console/cmd/cmd_plan.h"
+#include "console/cmd/cmd_train.h"
+#include "console/cmd/cmd_watch.h"
 
 typedef struct {
     const char *name;
@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     // A file over the size limit (ulimit -f) fails its write with EFBIG and one error line,
     // instead of killing the process mid-checkpoint.
     signal(SIGXFSZ, SIG_IGN);
-    // GPU runs (engine/model_cuda.h, transport_nccl.h): posted NCCL receives spin on the GPU
+    // GPU runs (engine/model/model_cuda.h, transport_nccl.h): posted NCCL receives spin on the GPU
     // during a step, so nothing in a step may wait for the whole device. CUDA loads kernels
     // lazily by default, and a first launch may synchronize the context; NCCL may connect
     // collective algorithms at their first use. Both happen at start-up instead, unless the

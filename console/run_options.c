@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "console/cli.h"
-#include "engine/model_cuda.h"
-#include "console/cmd_train.h"
+#include "engine/model/model_cuda.h"
+#include "console/cmd/cmd_train.h"
 #include "storage/db.h"
 
 typedef int (*OptionSetter)(RunOptions *ro, const char *flag, const char *value, Error *err);

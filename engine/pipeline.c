@@ -17,13 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/model_cuda.h"
+#include "engine/model/model_cuda.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
 #ifdef PPTRAIN_HAVE_NCCL
-#include "engine/transport_nccl.h"
+#include "engine/transport/transport_nccl.h"
 #endif
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 #include "kernels/cpu/kernels.h"
 
 typedef struct {
@@ -253,7 +253,7 @@ static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) 
                       : schedule_build(o->schedule, o->ranks, M, o->virtual_stages, err);
     if (!s) return NULL;
     // Validated as written (errors name the user's actions), then run with weight gradients in
-    // microbatch order (engine/schedule_order.c) and lowered.
+    // microbatch order (engine/schedule/schedule_order.c) and lowered.
     int bad = schedule_validate(s, err);
     if (!bad) {
         schedule_order_weight_grads(s);
@@ -579,7 +579,7 @@ static int rank_reduce_grads(PipelineRank *pr) {
 // One world all-reduce where each rank fills only its own slots, so every sum is exact and
 // every rank then adds them up in the same fixed order: the loss over all ranks in world (=
 // replica) order, the squared norm over the model's tensors in their global order (replica 0
-// fills them, each stage's tensors at stage_param_base) as trainer_grad_norm adds them on one
+// fills them, each stage's tensors at stage_param_base) as reference_grad_norm adds them on one
 // device. A GPU stage gives one sum for all its tensors, at its first tensor's slot.
 static void fill_norm_slots(PipelineRank *pr, double *norm_slots) {
     const Pipeline *p = pr->p;

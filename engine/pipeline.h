@@ -1,6 +1,6 @@
 // engine/pipeline: the pipeline- and data-parallel trainer. The L layers are cut into
 // S = P*V stages, each a StageModel with its own AdamW state; every rank interprets its own
-// action list of the lowered schedule (engine/runtime.h). It computes what trainer_step
+// action list of the lowered schedule (engine/runtime.h). It computes what reference_step
 // computes on one device, up to float summation order (DESIGN.md, "Parity").
 //
 // World layout. A run has W = P x D ranks: world rank r is pipeline rank p = r % P of
@@ -17,7 +17,7 @@
 //
 // Transports. local: the W ranks are threads of this process (created once per pipeline).
 // nccl (GPU stages only): as mpi, one rank per process, with messages and the gradient
-// all-reduce in device memory through NCCL (engine/transport_nccl.h).
+// all-reduce in device memory through NCCL (engine/transport/transport_nccl.h).
 // mpi: this process is exactly one rank of an mpirun job over opts->mpi_comm (default
 // MPI_COMM_WORLD) whose size must be P x D. pipeline_create initializes MPI (thread level
 // MPI_THREAD_SERIALIZED: call the pipeline from one thread at a time) when nobody has, and
@@ -37,12 +37,12 @@
 #include <stdint.h>
 
 #include "engine/error.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/telemetry.h"
-#include "engine/trainer.h"
-#include "engine/transport.h"
+#include "engine/reference_step.h"
+#include "engine/transport/transport.h"
 
-// Where stages compute. DEVICE_CUDA: every stage on a GPU (engine/model_cuda.h). Under the
+// Where stages compute. DEVICE_CUDA: every stage on a GPU (engine/model/model_cuda.h). Under the
 // local transport world rank r uses GPU r mod (visible GPUs), so one GPU carries a whole
 // multi-stage pipeline of threads, each stage on its own stream; under nccl, rank r uses GPU
 // (its rank on its node) mod (visible GPUs), and NCCL needs them distinct.
@@ -51,7 +51,7 @@ typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } DeviceKind;
 typedef struct {
     int ranks;               // P (a CSV schedule must have this many rows)
     int virtual_stages;      // V stages per rank; 0 = the schedule's default (1, or 2)
-    char schedule[4096];     // a built-in name (engine/schedule.h) or the path of a .csv file
+    char schedule[4096];     // a built-in name (engine/schedule/schedule.h) or the path of a .csv file
     char split[256];         // manual layers per stage, "3,3,2"; "" = partition_balance
     double timeout_s;        // longest wait for one message or collective (default 300)
     int dp;                  // D data-parallel replicas (default 1)

@@ -3,7 +3,7 @@
 #ifndef PPTRAIN_RUN_JSON_H
 #define PPTRAIN_RUN_JSON_H
 #include "engine/pipeline.h"
-#include "engine/trainer.h"
+#include "engine/run_config.h"
 
 // A malloc'd JSON string (the caller frees it).
 char *run_json(const RunConfig *rc, const PipelineOptions *po);

@@ -6,7 +6,7 @@
 // below on the same rank, which reads its input gradient directly).
 //
 // Recompute (RuntimeOptions.recompute, --recompute all): slots are light StageActs (the stage
-// input, output and input gradient, engine/model.h), and each local stage also owns a small
+// input, output and input gradient, engine/model/model.h), and each local stage also owns a small
 // pool of full workspaces: an F borrows one for its forward, a B for its recompute + backward,
 // an I from its recompute until the W of the same microbatch. The pool is planned from the
 // schedule: the most microbatches held between I and W on the stage, plus one (1 when the
@@ -21,10 +21,10 @@
 #include <stdint.h>
 
 #include "engine/error.h"
-#include "engine/model.h"
-#include "engine/schedule.h"
+#include "engine/model/model.h"
+#include "engine/schedule/schedule.h"
 #include "engine/telemetry.h"
-#include "engine/transport.h"
+#include "engine/transport/transport.h"
 
 typedef struct Runtime Runtime;
 

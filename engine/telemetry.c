@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 static bool is_compute(int type) {
     return type == ACT_F || type == ACT_B || type == ACT_I || type == ACT_W;

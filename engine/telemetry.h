@@ -17,7 +17,7 @@ typedef struct {
     double start, end;      // seconds on the recording rank's monotonic clock
     int32_t mb;             // microbatch
     int16_t stage;          // global stage index (for SEND/RECV: the stage the runtime acts for)
-    uint8_t type;           // ActionType (engine/schedule.h): F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B
+    uint8_t type;           // ActionType (engine/schedule/schedule.h): F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B
     uint8_t pad;
 } ActionEvent;
 

@@ -6,7 +6,7 @@
 #ifndef PPTRAIN_TRAIN_LOOP_H
 #define PPTRAIN_TRAIN_LOOP_H
 #include "engine/pipeline.h"
-#include "engine/trainer.h"
+#include "engine/run_config.h"
 
 typedef struct {
     const char *data_kind;

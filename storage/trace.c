@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 struct TraceWriter {
     FILE *f;

@@ -4,7 +4,7 @@
 // Each process compares the stages it hosts against a single-device model it builds itself
 // (weights depend only on (seed, name)), so the check works unchanged under MPI.
 // On GPUs (--device cuda) the pipelined run is on the GPUs and the single device is this CPU.
-#include "console/cmd_check.h"
+#include "console/cmd/cmd_check.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -14,7 +14,8 @@
 
 #include "console/cli.h"
 #include "kernels/cpu/kernels.h"
-#include "console/cmd_train.h"
+#include "console/cmd/cmd_train.h"
+#include "engine/reference_step.h"
 
 typedef struct {
     double loss_pipe, loss_ref, loss_rel_diff;
@@ -64,9 +65,9 @@ static int run_check(const RunOptions *ro, Pipeline *p, const int32_t *inputs, c
     pipeline_sync_to_host(p, true);   // GPU stages: their gradients into the host arrays compared below
     StageModel *ref = stage_create(&rc->model, 0, rc->model.layers, true, true, rc->seed, err);
     if (!ref) return -1;
-    // The single device splits the batch as the D replicas do (trainer_forward_backward).
+    // The single device splits the batch as the D replicas do (reference_forward_backward).
     StageActs *acts = stage_acts_create(ref, rc->batch / (ro->pipe.dp * rc->microbatches), rc->seq_len);
-    res->loss_ref = trainer_forward_backward(ref, acts, rc, ro->pipe.dp, inputs, targets);
+    res->loss_ref = reference_forward_backward(ref, acts, rc, ro->pipe.dp, inputs, targets);
     res->loss_rel_diff = fabs(res->loss_pipe - res->loss_ref) / fabs(res->loss_ref);
     res->bitwise = res->loss_pipe == res->loss_ref;
     compare_grads(p, ref, res);

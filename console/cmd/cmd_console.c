@@ -4,7 +4,7 @@
 //
 // Under MPI every rank runs this command: rank 0 opens the console on /dev/tty, the others
 // wait for its commands (console/tui_runner) and run what it starts.
-#include "console/cmd_console.h"
+#include "console/cmd/cmd_console.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -13,9 +13,9 @@
 #include <time.h>
 
 #include "console/cli.h"
-#include "console/cmd_train.h"
-#include "console/tui_app.h"
-#include "console/tui_term.h"
+#include "console/cmd/cmd_train.h"
+#include "console/tui/tui_app.h"
+#include "console/tui/tui_term.h"
 
 // The demo text: the `fortunes` package's quotes (setup.sh installs it).
 #define CONSOLE_DATA "/usr/share/games/fortunes"

@@ -1,6 +1,6 @@
 // `pptrain export RUN|latest|CKPT_DIR FOLDER [--bf16] [--db FILE]`: the newest intact checkpoint
 // of a run (or a checkpoint folder) as a plain Hugging Face folder (storage/hf_export).
-#include "console/cmd_export.h"
+#include "console/cmd/cmd_export.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 // sparkline, per-stage utilization, checkpoints), compare A B ... (runs side by side, differing
 // rows marked), export RUN (steps as CSV or JSON), schema (the SQL of the store). --json
 // everywhere. Reads only: the store is opened read-only and a missing one is never created.
-#include "console/cmd_history.h"
+#include "console/cmd/cmd_history.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 // `pptrain plan`: simulate a schedule without a model. Builds the schedule by name (or loads
 // a torch-format CSV), checks it against the layer count, times it under a cost model and
 // prints a per-rank timeline with the bubble, makespan, peak activations and messages.
-#include "console/cmd_plan.h"
+#include "console/cmd/cmd_plan.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -12,8 +12,8 @@
 
 #include "console/cli.h"
 #include "engine/partition.h"
-#include "engine/schedule.h"
-#include "engine/simulate.h"
+#include "engine/schedule/schedule.h"
+#include "engine/schedule/simulate.h"
 
 #define TIMELINE_MAX_COLS 120
 

@@ -1,5 +1,5 @@
 // `pptrain train`: a headless run that prints one line per step and a summary.
-#include "console/cmd_train.h"
+#include "console/cmd/cmd_train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <signal.h>
 
 #include "console/cli.h"
-#include "console/cmd_console.h"
+#include "console/cmd/cmd_console.h"
 #include "console/run_session.h"
 #include "engine/train_loop.h"
 #include "storage/trace.h"

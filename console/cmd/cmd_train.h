@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "engine/pipeline.h"
-#include "engine/trainer.h"
+#include "engine/run_config.h"
 
 // Everything a run option sets: the run itself and how it is laid out across ranks.
 typedef struct {

@@ -1,7 +1,7 @@
 // `pptrain watch [--db FILE] [RUN]`: the live screen, read-only, for a run that another
 // process (e.g. `mpirun ... pptrain train`) is writing into the run store; refreshed from
 // SQLite once a second. Without RUN it shows the newest run and moves on to newer ones.
-#include "console/cmd_watch.h"
+#include "console/cmd/cmd_watch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "console/cli.h"
-#include "console/tui_app.h"
-#include "console/tui_term.h"
+#include "console/tui/tui_app.h"
+#include "console/tui/tui_term.h"
 #include "storage/db.h"
 
 typedef struct {

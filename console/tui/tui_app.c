@@ -1,6 +1,6 @@
 // console/tui_app: the UI loop, key dispatch, mouse, help, quit, themes (see tui_app.h).
 #define NCURSES_WIDECHAR 1
-#include "console/tui_app.h"
+#include "console/tui/tui_app.h"
 
 #include <curses.h>
 #include <dirent.h>
@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "console/tui_draw.h"
-#include "console/tui_term.h"
+#include "console/tui/tui_draw.h"
+#include "console/tui/tui_term.h"
 
 #define FRAME_S 0.1      // at most 10 frames a second, for keys and mouse
 #define DATA_FRAME_S 0.2 // at most 5 for new steps: every frame is CPU time the stages could use

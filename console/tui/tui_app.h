@@ -12,12 +12,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "console/cmd_train.h"
-#include "console/layout.h"
-#include "console/theme.h"
-#include "console/tui_plan.h"
-#include "console/tui_runner.h"
-#include "console/tui_snapshot.h"
+#include "console/cmd/cmd_train.h"
+#include "console/tui/pure/layout.h"
+#include "console/tui/pure/theme.h"
+#include "console/tui/pure/tui_plan.h"
+#include "console/tui/tui_runner.h"
+#include "console/tui/tui_snapshot.h"
 #include "storage/db.h"
 
 typedef enum { TUI_SCREEN_LIVE, TUI_SCREEN_SETUP, TUI_SCREEN_HISTORY } TuiScreen;

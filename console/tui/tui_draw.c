@@ -1,6 +1,6 @@
 // console/tui_draw: painting primitives (see tui_draw.h). UI thread only.
 #define NCURSES_WIDECHAR 1
-#include "console/tui_draw.h"
+#include "console/tui/tui_draw.h"
 
 #include <curses.h>
 #include <math.h>

@@ -16,9 +16,9 @@
 #endif
 #include <curses.h>
 
-#include "console/layout.h"
-#include "console/theme.h"
-#include "console/tui_chart.h"
+#include "console/tui/pure/layout.h"
+#include "console/tui/pure/theme.h"
+#include "console/tui/pure/tui_chart.h"
 
 // After newterm(): sets up color pairs for the theme. utf8: the locale's codeset is UTF-8
 // (braille, block and box characters); no_color: NO_COLOR asked for attributes only (the

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "console/tui_app.h"
-#include "console/tui_draw.h"
+#include "console/tui/tui_app.h"
+#include "console/tui/tui_draw.h"
 #include "engine/run_json.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "console/tui_app.h"
-#include "console/tui_draw.h"
+#include "console/tui/tui_app.h"
+#include "console/tui/tui_draw.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
 static int max_i(int a, int b) { return a > b ? a : b; }

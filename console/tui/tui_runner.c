@@ -1,5 +1,5 @@
 // console/tui_runner: the training thread and the MPI command broadcast (see tui_runner.h).
-#include "console/tui_runner.h"
+#include "console/tui/tui_runner.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "console/run_session.h"
-#include "console/tui_plan.h"
+#include "console/tui/pure/tui_plan.h"
 
 typedef enum { TUI_CMD_RUN = 1, TUI_CMD_QUIT = 2 } TuiCmdKind;
 

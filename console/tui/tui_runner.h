@@ -13,8 +13,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "console/cmd_train.h"
-#include "console/tui_snapshot.h"
+#include "console/cmd/cmd_train.h"
+#include "console/tui/tui_snapshot.h"
 
 typedef struct {
     TuiLive *live;

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "console/tui_app.h"
-#include "console/tui_draw.h"
-#include "engine/schedule.h"
+#include "console/tui/tui_app.h"
+#include "console/tui/tui_draw.h"
+#include "engine/schedule/schedule.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
 static int max_i(int a, int b) { return a > b ? a : b; }

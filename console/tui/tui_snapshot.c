@@ -1,5 +1,5 @@
 // console/tui_snapshot: the live view and the run hooks that fill it (see tui_snapshot.h).
-#include "console/tui_snapshot.h"
+#include "console/tui/tui_snapshot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "console/cmd_train.h"
-#include "console/tui_chart.h"
+#include "console/cmd/cmd_train.h"
+#include "console/tui/pure/tui_chart.h"
 #include "engine/train_loop.h"
 
 #define TUI_MAX_RANKS 256     // pipeline ranks the live screen keeps (rows and lanes)

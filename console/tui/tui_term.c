@@ -1,6 +1,6 @@
 // console/tui_term: curses on /dev/tty, stderr kept aside (see tui_term.h).
 #define NCURSES_WIDECHAR 1
-#include "console/tui_term.h"
+#include "console/tui/tui_term.h"
 
 #include <curses.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "console/theme.h"
+#include "console/tui/pure/theme.h"
 
 static volatile sig_atomic_t interrupted;
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "console/tui_app.h"
-#include "engine/schedule.h"
+#include "console/tui/tui_app.h"
+#include "engine/schedule/schedule.h"
 
 #define WATCH_POLL_S 1.0
 

@@ -1,22 +1,22 @@
-// Batches and epoch order over a token stream (engine/data_source.h reads the sources).
+// Batches and epoch order over a token stream (engine/data/data_source.h reads the sources).
 //
 // Items: in pad mode the documents, in pack mode the windows stream[w*T .. w*T+T] for
 // w = 0 .. (n-1)/T - 1 (stride T, each window T+1 tokens; a tail shorter than a window is
 // never read). dataset_tokens counts the whole stream, BOS and EOS of text included.
 //
 // Order: epoch e visits the items in a Fisher-Yates shuffle driven by splitmix64, started
-// from state = mix(mix(seed) ^ e), where mix is the splitmix64 finalizer (engine/init.h):
+// from state = mix(mix(seed) ^ e), where mix is the splitmix64 finalizer (engine/model/init.h):
 //   for i = items-1 down to 1: j = below(i+1); swap(perm[i], perm[j])
 // below(m) draws r = next() until r >= 2^64 mod m and returns r % m (unbiased). The result
 // depends on nothing but (seed, epoch, items): the same on every platform and compiler.
-#include "engine/data.h"
+#include "engine/data/data.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/data_source.h"
-#include "engine/tokenizer.h"
+#include "engine/data/data_source.h"
+#include "engine/data/tokenizer.h"
 
 struct Dataset {
     TokenStream s;

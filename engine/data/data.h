@@ -2,7 +2,7 @@
 //
 // Sources: a plain text file, a folder of text files (read recursively, in sorted path
 // order), an llm.c token shard (.bin), or a folder of .bin shards. Text is tokenized with the
-// byte tokenizer (engine/tokenizer.h).
+// byte tokenizer (engine/data/tokenizer.h).
 //
 // Batching (one batch = B rows of T inputs and T targets):
 //   pad:  one document per row: BOS + document + EOS, clipped to T+1 tokens or padded with

@@ -6,7 +6,7 @@
 //     once, under the first path in sorted order; folder symlink loops are walked once;
 //   - "NAME.dat" beside a file "NAME" is strfile(1)'s index of NAME, not text, and is skipped.
 // Files that hold NUL bytes are left to data_text.c to skip, since it reads them anyway.
-#include "engine/data_source.h"
+#include "engine/data/data_source.h"
 
 #include <dirent.h>
 #include <errno.h>

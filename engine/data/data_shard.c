@@ -8,7 +8,7 @@
 // match the body means a broken writer or a wrong header: guessing which would train on
 // garbage), a token above INT32_MAX, and a folder mixing uint16 and uint32 shards (they come
 // from different tokenizers).
-#include "engine/data_source.h"
+#include "engine/data/data_source.h"
 
 #include <errno.h>
 #include <fcntl.h>

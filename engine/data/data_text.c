@@ -7,12 +7,12 @@
 // no newline after the last line), and a document with no visible character is skipped.
 // Documents never span files. A UTF-8 byte-order mark at the start of a file is dropped.
 // A file holding a NUL byte is not text: skipped inside a folder, refused when named alone.
-#include "engine/data_source.h"
+#include "engine/data/data_source.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "engine/data/tokenizer.h"
 
 typedef struct {
     uint16_t *tok;

@@ -1,4 +1,4 @@
-#include "engine/tokenizer.h"
+#include "engine/data/tokenizer.h"
 
 size_t tokenizer_encode(const char *text, size_t n, int32_t *ids) {
     for (size_t i = 0; i < n; i++) ids[i] = (unsigned char)text[i];

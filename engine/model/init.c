@@ -1,4 +1,4 @@
-#include "engine/init.h"
+#include "engine/model/init.h"
 
 #include <math.h>
 

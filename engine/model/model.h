@@ -4,7 +4,7 @@
 //
 // Parameters carry Hugging Face LlamaForCausalLM names ("model.embed_tokens.weight",
 // "model.layers.3.self_attn.q_proj.weight", "model.norm.weight", "lm_head.weight") and are
-// initialized from (seed, name) alone (engine/init.h): N(0, init_std^2) for matrices, 1 for
+// initialized from (seed, name) alone (engine/model/init.h): N(0, init_std^2) for matrices, 1 for
 // norm weights.
 #ifndef PPTRAIN_MODEL_H
 #define PPTRAIN_MODEL_H
@@ -88,7 +88,7 @@ typedef struct {
     float *grads;                 // (numel)
     ParamViews w, g;              // named views into weights and grads
     // NULL: the stage computes on the CPU in weights/grads. Otherwise its compute runs on a
-    // CUDA GPU (engine/model_cuda.h) and weights/grads are the host mirror, brought up to
+    // CUDA GPU (engine/model/model_cuda.h) and weights/grads are the host mirror, brought up to
     // date only by stage_cuda_download.
     struct StageCuda *cuda;
 } StageModel;
@@ -112,7 +112,7 @@ int model_param_tensors(const ModelConfig *cfg);
 int stage_param_base(const StageModel *s);
 void stage_grad_sum_squares(const StageModel *s, double *out);
 // Points the named views v (v->layer holds the stage's layers) at the tensors of one flat
-// buffer in the stage's layout: weights, grads, or their device twins (engine/model_cuda.c).
+// buffer in the stage's layout: weights, grads, or their device twins (engine/model/model_cuda.c).
 void stage_carve_views(const StageModel *s, float *base, ParamViews *v);
 
 // Everything one microbatch keeps between its forward and its backward on one stage,

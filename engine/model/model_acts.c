@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
-#include "engine/model_acts.h"
-#include "engine/model_cuda.h"
+#include "engine/model/model.h"
+#include "engine/model/model_acts.h"
+#include "engine/model/model_cuda.h"
 #include "kernels/cpu/kernels.h"
 
 // Carves buffers out of one arena; the counting pass (base == NULL) only sums sizes.

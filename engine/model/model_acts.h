@@ -1,5 +1,5 @@
 // Internal to engine/model_*.c: what one microbatch keeps on one stage (see model_stage.c for
-// the equations). Other rooms see StageActs only through engine/model.h.
+// the equations). Other rooms see StageActs only through engine/model/model.h.
 #ifndef PPTRAIN_MODEL_ACTS_H
 #define PPTRAIN_MODEL_ACTS_H
 #include <stdbool.h>
@@ -21,7 +21,7 @@ typedef struct {
     float *dln1, *dln2;     // (N, C) gradients of the norm outputs
 } LayerActs;
 
-// Two forms (engine/model.h): a full StageActs holds everything below; a light one (recompute)
+// Two forms (engine/model/model.h): a full StageActs holds everything below; a light one (recompute)
 // holds only tokens / targets / input / output / dinput, and every other pointer is NULL.
 struct StageActs {
     int B, T, N, n_layers;
@@ -51,7 +51,7 @@ struct StageActs {
     float *datt;            // (B, NH, T, T)
     char *arena;            // host memory, or device memory when cuda is set
     size_t arena_bytes;
-    struct ActsCuda *cuda;  // NULL on the CPU; a GPU stage's extras (engine/model_cuda.c)
+    struct ActsCuda *cuda;  // NULL on the CPU; a GPU stage's extras (engine/model/model_cuda.c)
 };
 
 // The shape fields of a StageActs for B x T (no buffers).

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/model/model.h"
+#include "engine/data/tokenizer.h"
 
 static void preset_common(ModelConfig *cfg, const char *name) {
     memset(cfg, 0, sizeof *cfg);

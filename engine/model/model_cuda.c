@@ -1,5 +1,5 @@
 // A stage on a CUDA GPU: the equations of model_stage.c (read it first: same order, same
-// buffers, same accumulate-into contract) on the device twin of engine/model_cuda.h, with the
+// buffers, same accumulate-into contract) on the device twin of engine/model/model_cuda.h, with the
 // kernels of kernels/cuda. The activation arena is carved by model_acts.c's own layout
 // (stage_acts_layout) out of device memory, so every LayerActs pointer means what it means on
 // the CPU; a GPU slot adds its messages (bf16 copies of the output and the input gradient),
@@ -9,7 +9,7 @@
 // scratch buffers (S_A ... S_D, sized by ensure_scratch) right before the GEMM, once per
 // tensor even when several GEMMs read it (ln1 feeds q, k and v).
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
-#include "engine/model_cuda.h"
+#include "engine/model/model_cuda.h"
 
 #ifdef PPTRAIN_HAVE_CUDA
 #include <assert.h>
@@ -18,7 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/model_acts.h"
+#include "engine/model/model_acts.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 enum { S_A = 0, S_B, S_C, S_D, N_SCRATCH };

@@ -6,7 +6,7 @@
 //   w, g (numel fp32)        master weights and gradients
 //   m, v (numel fp32)        the AdamW moments (the host AdamWState keeps t and a mirror)
 //   w16  (numel bf16)        the GEMM working copy, rewritten by every AdamW update (bf16 mode)
-// and from then on stage_forward / stage_backward_* / stage_zero_grads of engine/model.h run
+// and from then on stage_forward / stage_backward_* / stage_zero_grads of engine/model/model.h run
 // here, on the stage's own CUDA stream. The host arrays are brought up to date only by
 // stage_cuda_download (checkpoints, `pptrain check`) and pushed by stage_cuda_upload (resume).
 //
@@ -31,9 +31,9 @@
 #include <stdint.h>
 
 #include "engine/error.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/optim.h"
-#include "engine/transport.h"
+#include "engine/transport/transport.h"
 
 // Whether this build has the CUDA backend, and when it does whether a GPU is usable: NULL
 // when one is, else one line saying why not (for `--device cuda` to print and exit 2).
@@ -78,7 +78,7 @@ void stage_cuda_msg_free(const StageModel *s, void *msg);
 // when it returns (the calling thread's own stream, cudaStreamPerThread, then synchronized).
 const TransportMemory *stage_cuda_transport_memory(void);
 
-// The engine/model.h entry points for a GPU stage (model_acts.c and model_stage.c dispatch).
+// The engine/model/model.h entry points for a GPU stage (model_acts.c and model_stage.c dispatch).
 StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T);
 void stage_cuda_acts_free(StageActs *a);
 const void *stage_cuda_acts_output(const StageActs *a);

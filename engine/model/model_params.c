@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/init.h"
-#include "engine/model.h"
-#include "engine/model_cuda.h"
+#include "engine/model/init.h"
+#include "engine/model/model.h"
+#include "engine/model/model_cuda.h"
 #include "kernels/cpu/kernels.h"
 
 typedef struct {

@@ -9,15 +9,15 @@
 // reverse computing activation gradients and keeps those the weight gradients need; the
 // weight half (W) turns them into parameter gradients. A full backward (B) is I then W.
 // Recompute: the *_light functions run the same code in a borrowed workspace and keep in a
-// light StageActs only the stage's boundary tensors (engine/model.h).
-// A stage on a GPU (s->cuda) runs the same equations in engine/model_cuda.c: each entry point
+// light StageActs only the stage's boundary tensors (engine/model/model.h).
+// A stage on a GPU (s->cuda) runs the same equations in engine/model/model_cuda.c: each entry point
 // below hands it over first.
 #include <assert.h>
 #include <string.h>
 
-#include "engine/model.h"
-#include "engine/model_acts.h"
-#include "engine/model_cuda.h"
+#include "engine/model/model.h"
+#include "engine/model/model_acts.h"
+#include "engine/model/model_cuda.h"
 #include "kernels/cpu/kernels.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
 // The schedule IR: construction, lowering to messages, validation and dependency-driven
 // execution (shared by the validator's deadlock check and the simulator's timing).
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 #include <assert.h>
 #include <math.h>

@@ -3,7 +3,7 @@
 // A Schedule is one ordered list of actions per rank. Each action names a global (virtual)
 // stage and a microbatch. Generators emit compute actions only (F, B, I, W); lowering adds
 // the messages between ranks; the validator proves a schedule complete and deadlock-free;
-// the runtime interprets one rank's list; the simulator (engine/simulate.h) times it.
+// the runtime interprets one rank's list; the simulator (engine/schedule/simulate.h) times it.
 //
 // Dependencies (the only ones there are):
 //   F(s,mb)        needs F(s-1,mb)                      (activations from the stage before)
@@ -89,7 +89,7 @@ const char *schedule_type_name(ActionType t);  // "F", "SEND_F", ...
 // No-op when s already has comm actions.
 void schedule_lower(Schedule *s);
 
-// Weight gradients in microbatch order (engine/schedule_order.c): a stage's gradient adds its
+// Weight gradients in microbatch order (engine/schedule/schedule_order.c): a stage's gradient adds its
 // microbatches' contributions in the order its B / W actions run, and one device adds them
 // in microbatch order, so every layout must too (DESIGN.md "Parity"). schedule_weight_order_ok
 // says whether every stage's B / W actions already come in increasing microbatch order;

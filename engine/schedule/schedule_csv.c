@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 // Indices past these are refused so the validator's (types x S x M) table stays small.
 #define CSV_MAX_STAGE 100000

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 const char *const SCHEDULE_NAMES[] = {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-v", NULL};
 

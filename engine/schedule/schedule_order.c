@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 // Whether stage s's weight-gradient actions (B or W) come in increasing microbatch order on
 // its rank's list.

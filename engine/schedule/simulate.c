@@ -1,6 +1,6 @@
 // Schedule timing on top of schedule_execute, plus the derived numbers: busy time, bubble,
 // peak in-flight activations per stage, message count.
-#include "engine/simulate.h"
+#include "engine/schedule/simulate.h"
 
 #include <math.h>
 #include <stdlib.h>

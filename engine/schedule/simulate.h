@@ -6,7 +6,7 @@
 // receives take no time themselves. Bubble = 1 - sum(busy) / (P * makespan).
 #ifndef PPTRAIN_SIMULATE_H
 #define PPTRAIN_SIMULATE_H
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 typedef struct {
     double f;        // forward of one stage, one microbatch (time units)

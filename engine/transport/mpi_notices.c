@@ -1,5 +1,5 @@
-// Abort notices and the small helpers of the MPI-based transports (engine/mpi_notices.h).
-#include "engine/mpi_notices.h"
+// Abort notices and the small helpers of the MPI-based transports (engine/transport/mpi_notices.h).
+#include "engine/transport/mpi_notices.h"
 
 #include <stdio.h>
 #include <stdlib.h>

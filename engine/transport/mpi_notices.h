@@ -1,5 +1,5 @@
-// engine/mpi_notices: what the two transports built on MPI (engine/transport_mpi.c,
-// engine/transport_nccl.c) share: abort notices, their waits' clock and backoff, and the one
+// engine/mpi_notices: what the two transports built on MPI (engine/transport/transport_mpi.c,
+// engine/transport/transport_nccl.c) share: abort notices, their waits' clock and backoff, and the one
 // line of a failed MPI call.
 //
 // Abort notices travel on a communicator of their own (a duplicate of the run's), so they
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 
 #include "engine/error.h"
-#include "engine/transport.h"
+#include "engine/transport/transport.h"
 
 typedef struct {
     MPI_Comm comm;          // notices only (MPI_ERRORS_RETURN)

@@ -95,7 +95,7 @@ struct Transport {
 
 // Where the local transport's mailboxes live and how message bytes move in and out of them:
 // host memory and memcpy by default; device memory and a CUDA copy when the stages run on
-// GPUs (stage_cuda_transport_memory, engine/model_cuda.h), so one GPU, or several, carry a
+// GPUs (stage_cuda_transport_memory, engine/model/model_cuda.h), so one GPU, or several, carry a
 // multi-stage pipeline of threads. Collectives always work on host memory.
 typedef struct {
     void *(*alloc)(size_t bytes, int owner);   // owner: the world rank whose mailbox it is

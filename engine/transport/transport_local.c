@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/transport.h"
+#include "engine/transport/transport.h"
 
 typedef struct LocalMsg {
     struct LocalMsg *next;

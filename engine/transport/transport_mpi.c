@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/mpi_notices.h"
-#include "engine/transport.h"
+#include "engine/transport/mpi_notices.h"
+#include "engine/transport/transport.h"
 
 enum { TAG_CLOCK = 1, CLOCK_ROUNDS = 5 };
 

@@ -36,8 +36,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/mpi_notices.h"
-#include "engine/transport_nccl.h"
+#include "engine/transport/mpi_notices.h"
+#include "engine/transport/transport_nccl.h"
 #include "kernels/cuda/cuda_check.h"
 
 enum { SLOT_ALIGN = 256 };  // SLOT_ALIGN: bytes, every device buffer starts aligned

@@ -3,7 +3,7 @@
 // NCCL; the host-memory operations (allreduce_f64, clock_offsets, gather_bytes) go through
 // an inner MPI transport (transport_mpi_create), as do abort notices.
 //
-// What differs from engine/transport.h's contract, all forced by NCCL and the device:
+// What differs from engine/transport/transport.h's contract, all forced by NCCL and the device:
 //   * send's `data`, recv's `data` and allreduce_f32's `buf` are DEVICE pointers on `device`;
 //     allreduce_f64, clock_offsets and gather_bytes take host memory.
 //   * The work that wrote a buffer handed to send or allreduce_f32 must be finished (the
@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/transport.h"
+#include "engine/transport/transport.h"
 
 // This process as one rank of an MPI job of P x D ranks over *comm (an MPI_Comm, passed by
 // pointer so this header needs no mpi.h; NULL = MPI_COMM_WORLD), MPI already initialized

@@ -110,7 +110,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 // ---- gradnorm.c --------------------------------------------------------------------------
 // sum of g^2 over n values, accumulated in double in fixed segments: the bits depend on n
 // alone, not on the thread count. The global norm adds these per tensor, in the model's
-// tensor order (engine/model.h, stage_grad_sum_squares).
+// tensor order (engine/model/model.h, stage_grad_sum_squares).
 double grad_sum_squares(const float *g, size_t n);
 // g *= s (gradient clipping).
 void grad_scale(float *g, size_t n, float s);

@@ -15,7 +15,7 @@ if [ ! -r /usr/share/games/fortunes ]; then
 fi
 source "$(dirname "$0")/lib_console.sh"
 
-# As tests/cli_mpi.sh: Open MPI abandons allocations in components it unloads at exit.
+# As tests/cli/cli_mpi.sh: Open MPI abandons allocations in components it unloads at exit.
 export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 
 mpi="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS -x UBSAN_OPTIONS -np 2"

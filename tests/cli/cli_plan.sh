@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `pptrain plan`: output for every schedule, --json numbers, CSV dump and reload, and the
 # one-line exit-2 error for each kind of bad input.
-# Usage: bash tests/cli_plan.sh PATH_TO_pptrain SOURCE_DIR
+# Usage: bash tests/cli/cli_plan.sh PATH_TO_pptrain SOURCE_DIR
 set -u
 BIN=$1
 TMP=$(mktemp -d)

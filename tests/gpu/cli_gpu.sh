@@ -12,7 +12,7 @@
 # Exit 77 (ctest: skipped) when no GPU is usable. ctest also runs it on the CPU against
 # pptrain_emu, the GPU emulated (tests/gpu_emu/cuda_emu.c, PPTRAIN_EMU_GPUS=2 devices).
 # usage: cli_gpu.sh PPTRAIN SOURCE_DIR
-source "$(dirname "$0")/../lib_cli.sh" "$@"
+source "$(dirname "$0")/../cli/lib_cli.sh" "$@"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}protect_shadow_gap=0"   # CUDA under ASan needs the gap
 
 if ! why=$("$bin" train --device cuda --help 2>&1 >/dev/null); then

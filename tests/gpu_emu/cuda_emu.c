@@ -1,4 +1,4 @@
-// A CPU stand-in for the CUDA device, so the engine's GPU path (engine/model_cuda.c, the GPU
+// A CPU stand-in for the CUDA device, so the engine's GPU path (engine/model/model_cuda.c, the GPU
 // parts of engine/pipeline.c, the local transport's device mailboxes, `check`, checkpoints)
 // runs and is tested on a machine without a GPU. Linked instead of kernels/cuda and the CUDA
 // runtime into `pptrain_emu` (CMakeLists.txt): it defines every kernels/cuda/kernels_cuda.h

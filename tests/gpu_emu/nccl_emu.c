@@ -1,5 +1,5 @@
 // NCCL emulated over MPI, for pptrain_emu (CMakeLists.txt): lets the nccl transport
-// (engine/transport_nccl.c) run between the processes of an mpirun job on a machine without
+// (engine/transport/transport_nccl.c) run between the processes of an mpirun job on a machine without
 // GPUs. Each communicator is an MPI communicator (ncclCommInitRank: a duplicate of
 // MPI_COMM_WORLD; ncclCommSplit: MPI_Comm_split), and each operation a non-blocking MPI call
 // on the emulated device memory, enqueued on its stream (emu.h) so events complete when it

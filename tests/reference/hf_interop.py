@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """By hand: proves a pptrain checkpoint folder loads in Hugging Face transformers and gives
-pptrain's logits, and writes the fixture tests/test_hf_interop.c checks.
+pptrain's logits, and writes the fixture tests/unit/test_hf_interop.c checks.
 
     build/pptrain train --data tests/fixtures/text --model tiny --steps 20 --batch 8 --seq 64 \
         --stages 4 --microbatches 4 --lr 3e-3 --warmup 5 --db '' --ckpt-dir /tmp/hfgen

@@ -1,9 +1,9 @@
 """Shared pieces of the PyTorch / Hugging Face reference for pptrain.
 
 Everything here restates, independently, what pptrain's C code does:
-  * the model presets (engine/model.h: "tiny", "small") as transformers.LlamaConfig,
-  * parameter initialization from (seed, HF tensor name) (engine/init.h), in numpy,
-  * the byte tokenizer and the "pad" batching (engine/tokenizer.h, engine/data.h),
+  * the model presets (engine/model/model.h: "tiny", "small") as transformers.LlamaConfig,
+  * parameter initialization from (seed, HF tensor name) (engine/model/init.h), in numpy,
+  * the byte tokenizer and the "pad" batching (engine/data/tokenizer.h, engine/data/data.h),
   * the learning-rate schedule (linear warmup from 0.1*L, cosine decay to the minimum).
 
 Run by hand only (never by CI); see tests/reference/README.md.
@@ -85,7 +85,7 @@ def is_norm(name):
 
 
 # --------------------------------------------------------------------------------------
-# Initialization (engine/init.h), counter-based splitmix64 + Box-Muller
+# Initialization (engine/model/init.h), counter-based splitmix64 + Box-Muller
 
 MASK64 = (1 << 64) - 1
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
@@ -120,7 +120,7 @@ def _mix64_np(z):
 
 
 def init_normal(n, seed, name, std=0.02):
-    """n float32 values ~ N(0, std^2) for the tensor called name, bitwise as engine/init.c.
+    """n float32 values ~ N(0, std^2) for the tensor called name, bitwise as engine/model/init.c.
     std is a C float there, so it is rounded to float32 before use in double math."""
     key = mix64_int(fnv1a64(name) ^ mix64_int(seed))
     npairs = (n + 1) // 2
@@ -149,7 +149,7 @@ def init_weights(preset, seed, std=0.02):
 
 
 # --------------------------------------------------------------------------------------
-# Byte tokenizer and pad batching (engine/data.h, "pad" mode)
+# Byte tokenizer and pad batching (engine/data/data.h, "pad" mode)
 
 def encode(text):
     return list(text.encode("utf-8"))

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/schedule.h"
-#include "engine/trainer.h"
+#include "engine/schedule/schedule.h"
+#include "engine/reference_step.h"
 
 enum { PARITY_T = 16, PARITY_STEPS = 5, PARITY_MAX_M = 8, PARITY_ROWS = 2 };
 
@@ -61,7 +61,7 @@ static inline const ParityReference *parity_reference(int M, int D) {
     omp_set_num_threads(PARITY_REFERENCE_THREADS);
     for (int step = 0; step < PARITY_STEPS; step++) {
         parity_batch(step, rc.batch, rc.model.vocab, inputs, targets);
-        ref->loss[step] = trainer_step(ref->model, acts, &opt, &rc, D, inputs, targets, step).loss;
+        ref->loss[step] = reference_step(ref->model, acts, &opt, &rc, D, inputs, targets, step).loss;
     }
     omp_set_num_threads(threads);
     adamw_state_free(&opt);

@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/data.h"
-#include "engine/tokenizer.h"
-#include "tests/test_util.h"
+#include "engine/data/data.h"
+#include "engine/data/tokenizer.h"
+#include "tests/unit/test_util.h"
 
 #ifndef PPTRAIN_SOURCE_DIR
 #define PPTRAIN_SOURCE_DIR "."

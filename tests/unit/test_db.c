@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "storage/db.h"
-#include "tests/test_util.h"
+#include "tests/unit/test_util.h"
 
 static char tmp_dir[] = "/tmp/pptrain_test_db.XXXXXX";
 

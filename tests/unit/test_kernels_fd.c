@@ -9,7 +9,7 @@
 #include <string.h>
 #include <omp.h>
 #include "kernels/cpu/kernels.h"
-#include "tests/test_util.h"
+#include "tests/unit/test_util.h"
 
 #define FD_H 1e-5
 #define TOL_FWD 2e-6      // fp32 forward vs double reference, relative norm

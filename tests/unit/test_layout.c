@@ -1,4 +1,4 @@
-// console/layout: every screen at every terminal size from 20x8 to 400x120 and every stage
+// console/tui/pure/layout: every screen at every terminal size from 20x8 to 400x120 and every stage
 // count the console meets either reports "too small" with a centered notice, or tiles the
 // terminal exactly with the panels it means to show; the key bar's hit test agrees with its
 // placement at every width. Then a few sizes checked by hand against the pictures in
@@ -6,8 +6,8 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "console/layout.h"
-#include "tests/test_util.h"
+#include "console/tui/pure/layout.h"
+#include "tests/unit/test_util.h"
 
 enum { COLS_MIN = 20, COLS_MAX = 400, ROWS_MIN = 8, ROWS_MAX = 120 };
 static const int STAGE_COUNTS[] = {1, 2, 3, 4, 8, 16, 32, 64};

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/init.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/model/init.h"
+#include "engine/model/model.h"
+#include "engine/data/tokenizer.h"
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
 

@@ -5,7 +5,7 @@
 //   parity   4 ranks: every schedule over P = 2..4 ranks (sub-worlds carved out of the 4 with
 //            MPI_Comm_split), M = P, 2P and P + 1, 5 steps of the tiny model, plus D = 2 replicas on
 //            P = 2; every rank compares the loss and its own stages' weights by name with
-//            trainer_step computed in the same process. Exit 0.
+//            reference_step computed in the same process. Exit 0.
 //   timeout  2 ranks run a schedule whose rank 0 never sends microbatch 1's activations, with
 //            a 1 s timeout: each rank prints one line naming itself, its stage and action, and
 //            exits non-zero within seconds.
@@ -22,8 +22,8 @@
 
 #include "engine/pipeline.h"
 #include "engine/runtime.h"
-#include "engine/schedule.h"
-#include "engine/transport.h"
+#include "engine/schedule/schedule.h"
+#include "engine/transport/transport.h"
 #include "kernels/cpu/kernels.h"
 #include "parity_util.h"
 #include "test_util.h"

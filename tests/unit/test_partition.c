@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "engine/partition.h"
-#include "tests/test_util.h"
+#include "tests/unit/test_util.h"
 
 static double max_cost(const int *counts, int S, double layer, double embed, double head) {
     double worst = 0;

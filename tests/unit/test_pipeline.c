@@ -10,8 +10,8 @@
 
 #include "engine/pipeline.h"
 #include "engine/runtime.h"
-#include "engine/schedule.h"
-#include "engine/transport.h"
+#include "engine/schedule/schedule.h"
+#include "engine/transport/transport.h"
 #include "kernels/cpu/kernels.h"
 #include "parity_util.h"
 #include "test_util.h"
@@ -182,7 +182,7 @@ static void test_telemetry_and_check_api(void) {
     // The single device's gradients of the same batch, split as the 2 replicas split it.
     StageModel *ref = stage_create(&rc.model, 0, rc.model.layers, true, true, rc.seed, &err);
     StageActs *acts = stage_acts_create(ref, 1, PARITY_T);
-    const double ref_loss = trainer_forward_backward(ref, acts, &rc, 2, inputs, targets);
+    const double ref_loss = reference_forward_backward(ref, acts, &rc, 2, inputs, targets);
     double loss = 0.0;
     CHECK(pipeline_compute_grads(p, inputs, targets, &loss, &err) == 0, "compute grads: %s", err.msg);
     CHECK(loss == ref_loss, "loss %.17g vs %.17g", loss, ref_loss);

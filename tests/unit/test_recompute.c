@@ -6,11 +6,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
-#include "engine/schedule.h"
-#include "engine/transport.h"
+#include "engine/schedule/schedule.h"
+#include "engine/transport/transport.h"
 #include "test_util.h"
 
 enum { ROWS = 2 };  // sequences per microbatch

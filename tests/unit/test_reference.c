@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/trainer.h"
+#include "engine/reference_step.h"
 #include "storage/safetensors.h"
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
@@ -161,7 +161,7 @@ static StageModel *train_reference(const SafetensorsFile *f, int microbatches, b
     const int32_t *targets = fixture_i32(f, "train_targets", STEPS * B * T);
     double worst = 0.0;
     for (int s = 0; inputs && targets && s < STEPS; s++) {
-        const StepReport r = trainer_step(sm, acts, &opt, &rc, 1, inputs + (size_t)s * B * T,
+        const StepReport r = reference_step(sm, acts, &opt, &rc, 1, inputs + (size_t)s * B * T,
                                           targets + (size_t)s * B * T, s);
         const double ref_loss = fixture_f64_at(f, "train_losses", s);
         const double ref_lr = fixture_f64_at(f, "train_lrs", s);

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tests/test_util.h"
+#include "tests/unit/test_util.h"
 
 #ifndef PPTRAIN_SOURCE_DIR
 #define PPTRAIN_SOURCE_DIR "."
@@ -254,8 +254,9 @@ static void test_fixture(void) {
         CHECK(!t || t->dtype == want[i].dtype, "%s dtype", want[i].name);
         CHECK(!t || t->aligned, "%s aligned", want[i].name);
     }
-    // 75 parameters: grads, init heads, final heads; plus 9 batch / training tensors.
-    CHECK(safetensors_count(f) == 75 * 3 + 9, "fixture holds %d tensors", safetensors_count(f));
+    // 75 parameters: grads, init heads, final heads (float64 and PyTorch fp32); plus 9 batch /
+    // training tensors.
+    CHECK(safetensors_count(f) == 75 * 4 + 9, "fixture holds %d tensors", safetensors_count(f));
     int64_t head16[1] = {16};
     CHECK(safetensors_expect(f, "final_head.lm_head.weight", 1, head16, &err) != NULL, "%s",
           err.msg);

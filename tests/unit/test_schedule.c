@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/schedule.h"
-#include "engine/simulate.h"
-#include "tests/test_util.h"
+#include "engine/schedule/schedule.h"
+#include "engine/schedule/simulate.h"
+#include "tests/unit/test_util.h"
 
 #define TOL 1e-12
 
@@ -431,7 +431,7 @@ static Schedule *compute_only(const Schedule *s) {
     return c;
 }
 
-// Weight gradients in microbatch order (engine/schedule_order.c): every built-in ends valid
+// Weight gradients in microbatch order (engine/schedule/schedule_order.c): every built-in ends valid
 // and in order; looped BFS by permuting its backward (same shape, same simulated timeline
 // length); a reversed CSV backward, and a lowered one, by deferring W.
 static void test_weight_order(void) {

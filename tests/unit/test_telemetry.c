@@ -6,11 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/runtime.h"
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 #include "engine/telemetry.h"
-#include "engine/transport.h"
+#include "engine/transport/transport.h"
 #include "storage/trace.h"
 #include "test_util.h"
 

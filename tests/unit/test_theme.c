@@ -1,12 +1,12 @@
-// console/theme: the shipped themes load and set every role, the built-in default is
+// console/tui/pure/theme: the shipped themes load and set every role, the built-in default is
 // dark.theme, each kind of malformed line is reported with file and line, --theme lookup,
 // NO_COLOR, and random mutations of a valid file either load or fail cleanly.
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "console/theme.h"
-#include "tests/test_util.h"
+#include "console/tui/pure/theme.h"
+#include "tests/unit/test_util.h"
 
 #ifndef PPTRAIN_SOURCE_DIR
 #define PPTRAIN_SOURCE_DIR "."

@@ -1,4 +1,4 @@
-// The console's pure chart and plan helpers (console/tui_chart.c, console/tui_plan.c): Gantt
+// The console's pure chart and plan helpers (console/tui/pure/tui_chart.c, console/tui/pure/tui_plan.c): Gantt
 // rasterization, utilization bars, EMA, the fixed-memory loss series, braille plotting, layer
 // ranges, number formats, and the plan the setup screen previews (pptrain_console_pure).
 #include <math.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "console/tui_chart.h"
-#include "console/tui_plan.h"
-#include "engine/schedule.h"
-#include "tests/test_util.h"
+#include "console/tui/pure/tui_chart.h"
+#include "console/tui/pure/tui_plan.h"
+#include "engine/schedule/schedule.h"
+#include "tests/unit/test_util.h"
 
 static void test_cell_kinds(void) {
     CHECK(tui_cell_kind(ACT_F) == TUI_CELL_F && tui_cell_kind(ACT_B) == TUI_CELL_B, "F, B");

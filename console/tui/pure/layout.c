@@ -1,6 +1,6 @@
 // console/layout: pure rectangle math for the console screens (see layout.h for the
 // pictures and the rules). Every function here is a function of its arguments only.
-#include "console/layout.h"
+#include "console/tui/pure/layout.h"
 
 #include <assert.h>
 #include <stdio.h>

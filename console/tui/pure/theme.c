@@ -1,6 +1,6 @@
 // console/theme: the theme file parser, the built-in default, --theme lookup and NO_COLOR.
 // The format and the error contract are in theme.h.
-#include "console/theme.h"
+#include "console/tui/pure/theme.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -32,7 +32,7 @@ static const struct {
 enum { D = THEME_COLOR_DEFAULT, BLACK = 0, RED, GREEN, YELLOW, BLUE, MAGENTA, CYAN, WHITE };
 enum { BOLD = THEME_ATTR_BOLD, DIM = THEME_ATTR_DIM, REV = THEME_ATTR_REVERSE, UL = THEME_ATTR_UNDERLINE };
 
-// themes/dark.theme, line for line (tests/test_theme.c holds the two equal). Basic colors
+// themes/dark.theme, line for line (tests/unit/test_theme.c holds the two equal). Basic colors
 // plus bold only, so it looks the same on an 8-color terminal.
 static const ThemeStyle DARK[THEME_ROLE_COUNT] = {
     [THEME_BACKGROUND] = {D, D, 0},          [THEME_TEXT] = {D, D, 0},

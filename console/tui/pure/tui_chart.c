@@ -1,5 +1,5 @@
 // console/tui_chart: pure chart math (see tui_chart.h). No curses here.
-#include "console/tui_chart.h"
+#include "console/tui/pure/tui_chart.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine/error.h"
-#include "engine/schedule.h"
+#include "engine/schedule/schedule.h"
 
 TuiCellKind tui_cell_kind(int action_type) {
     switch (action_type) {

@@ -1,5 +1,5 @@
 // console/tui_chart: the console's charts as pure functions of their data and a cell grid,
-// so tests reach them without a terminal (tests/test_tui_chart.c). Drawing code only maps
+// so tests reach them without a terminal (tests/unit/test_tui_chart.c). Drawing code only maps
 // the cells these functions fill to glyphs and colors.
 //
 //   - Gantt lanes: a rank's timed actions rasterized to one cell per `unit` of time.
@@ -37,7 +37,7 @@ typedef struct {
     int32_t mb;      // the microbatch of the action covering most of the cell
 } TuiGanttCell;
 
-// The cell kind of an engine ActionType (engine/schedule.h): F, B, I, W, or COMM for the four
+// The cell kind of an engine ActionType (engine/schedule/schedule.h): F, B, I, W, or COMM for the four
 // SEND/RECV types.
 TuiCellKind tui_cell_kind(int action_type);
 char tui_cell_char(TuiCellKind k);

@@ -1,13 +1,13 @@
 // console/tui_plan: simulate a schedule for the console (see tui_plan.h).
-#include "console/tui_plan.h"
+#include "console/tui/pure/tui_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/partition.h"
-#include "engine/schedule.h"
-#include "engine/simulate.h"
+#include "engine/schedule/schedule.h"
+#include "engine/schedule/simulate.h"
 
 bool tui_plan_is_csv(const char *schedule) {
     const size_t len = strlen(schedule);

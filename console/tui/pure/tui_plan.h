@@ -7,7 +7,7 @@
 #define PPTRAIN_TUI_PLAN_H
 #include <stdbool.h>
 
-#include "console/tui_chart.h"
+#include "console/tui/pure/tui_chart.h"
 #include "engine/error.h"
 
 typedef struct {

@@ -120,6 +120,32 @@ int partition_balance(int n_layers, int n_stages, int *counts, Error *err) {
     return partition_balance_costs(n_layers, n_stages, 1.0, 1.0, 1.0, counts, err);
 }
 
+// One element of an element-wise pass (load, a few flops, store; exp or sigmoid included)
+// costs about as much as this many matmul FLOPs on a CPU: 0.86 ns against OpenBLAS's ~100
+// GFLOP/s on one core, fitted on `tiny` (where the passes are half the time) and checked on
+// `small` (where they are a fifteenth).
+#define PARTITION_ELEMENT_FLOPS 86.0
+
+PartitionCosts partition_costs(const ModelConfig *c, int T) {
+    const double C = c->hidden, Q = (double)c->heads * c->head_dim, KV = (double)c->kv_heads * c->head_dim;
+    const double I = c->intermediate, V = c->vocab;
+    // Keys a query sees: causal, in blocks of 64 rows (kernels/cpu/attention.c).
+    const double keys = fmin(T, (T + 64.0) / 2.0);
+    const double layer_flops = 2.0 * (C * Q + 2.0 * C * KV + Q * C + 3.0 * C * I) + 4.0 * Q * keys;
+    const double layer_elems = 2.0 * C + (Q + KV) + c->heads * keys + 2.0 * I + 2.0 * C;
+    const double head_flops = 2.0 * C * V, head_elems = C + 3.0 * V;
+    // Forward + backward: 3x the forward's matmuls, about 3x its element-wise passes.
+    const double w = PARTITION_ELEMENT_FLOPS;
+    return (PartitionCosts){.layer = 3.0 * (layer_flops + w * layer_elems),
+                            .embed = 3.0 * w * C,
+                            .head = 3.0 * (head_flops + w * head_elems)};
+}
+
+int partition_balance_model(const ModelConfig *cfg, int T, int n_stages, int *counts, Error *err) {
+    const PartitionCosts pc = partition_costs(cfg, T);
+    return partition_balance_costs(cfg->layers, n_stages, pc.layer, pc.embed, pc.head, counts, err);
+}
+
 int partition_parse_split(const char *text, int n_layers, int n_stages, int *counts, Error *err) {
     int n = 0;
     long sum = 0;

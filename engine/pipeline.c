@@ -328,7 +328,7 @@ static int build_stages(Pipeline *p, const PipelineOptions *o, Error *err) {
     const int L = p->rc.model.layers;
     int *counts = p->stage_layers = xcalloc((size_t)p->S, sizeof(int));
     int rc = o->split[0] ? partition_parse_split(o->split, L, p->S, counts, err)
-                         : partition_balance(L, p->S, counts, err);
+                         : partition_balance_model(&p->rc.model, p->T, p->S, counts, err);
     p->stages = xcalloc((size_t)(p->n_copies * p->S), sizeof(StageModel *));
     p->opt = xcalloc((size_t)(p->n_copies * p->S), sizeof(AdamWState));
     for (int c = 0; c < p->n_copies && rc == 0; c++)

@@ -100,7 +100,32 @@ static void test_errors(void) {
               "'%s': '%s'", bad[k].text, err.msg);
 }
 
+// Costs from the model: the embedding lookup is nearly free, the head follows the
+// vocabulary (half a layer of `tiny`, a twentieth of `small`'s 512-wide layers, four of
+// 125m's layers with 32000 tokens), and the default splits follow: `small` at P = 4 is
+// 2,2,2,2 (the flat model's 1,2,3,2 left a 2.8x spread of busy time), 125m keeps the last
+// stage light.
+static void test_model_costs(void) {
+    Error err;
+    ModelConfig tiny, small, m125;
+    CHECK(model_config_preset(&tiny, "tiny", &err) == 0 && model_config_preset(&small, "small", &err) == 0 &&
+              model_config_preset(&m125, "125m", &err) == 0, "presets");
+    const PartitionCosts t = partition_costs(&tiny, 256), s = partition_costs(&small, 256),
+                         m = partition_costs(&m125, 256);
+    CHECK(t.embed < 0.05 * t.layer && s.embed < 0.01 * s.layer && m.embed < 0.01 * m.layer, "embedding ~ free");
+    CHECK(t.head > 0.3 * t.layer && t.head < 0.7 * t.layer, "tiny head %.2f layers", t.head / t.layer);
+    CHECK(s.head > 0.02 * s.layer && s.head < 0.1 * s.layer, "small head %.3f layers", s.head / s.layer);
+    CHECK(m.head > 3.0 * m.layer && m.head < 5.0 * m.layer, "125m head %.2f layers", m.head / m.layer);
+    CHECK(partition_costs(&small, 1024).layer > 1.1 * s.layer, "attention grows with T");
+    int counts[4];
+    CHECK(partition_balance_model(&small, 256, 4, counts, &err) == 0 && counts[0] == 2 && counts[1] == 2 &&
+              counts[2] == 2 && counts[3] == 2, "small P=4: %d,%d,%d,%d", counts[0], counts[1], counts[2], counts[3]);
+    CHECK(partition_balance_model(&m125, 256, 4, counts, &err) == 0 && counts[3] == 1, "125m P=4 last stage: %d",
+          counts[3]);
+}
+
 int main(void) {
+    test_model_costs();
     test_examples();
     test_optimal_vs_brute_force();
     test_errors();

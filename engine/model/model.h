@@ -13,6 +13,10 @@
 #include <stdint.h>
 
 #include "engine/error.h"
+#include "kernels/cpu/kernels.h"
+
+typedef enum { ROPE_DEFAULT = 0, ROPE_LLAMA3 = 1 } RopeType;
+#define ROPE_MAX_HEAD_DIM 1024  // the GPU's rotary tables take inv_freq by value
 
 typedef struct {
     char name[128];         // "tiny", "small", or the config.json path it came from
@@ -25,6 +29,8 @@ typedef struct {
     int vocab;              // V
     int max_positions;      // longest sequence the run may use
     float rope_theta;
+    RopeType rope_type;     // ROPE_DEFAULT, or ROPE_LLAMA3 with rope_llama3's parameters
+    RopeLlama3 rope_llama3; // (kernels/cpu/kernels.h) Llama 3.1's frequency rescaling
     float rms_eps;
     bool tie_word_embeddings;
     float init_std;         // HF initializer_range
@@ -44,6 +50,8 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
 char *model_config_to_hf_json(const ModelConfig *cfg, const char *torch_dtype);
 // Refuses dimensions that do not fit (non-positive sizes, heads % kv_heads, odd head_dim).
 int model_config_validate(const ModelConfig *cfg, Error *err);
+// The rotary inverse frequencies inv_freq(head_dim / 2) of this model (rope_inv_freq).
+void model_rope_inv_freq(const ModelConfig *cfg, float *inv_freq);
 // Total parameter count of the whole model.
 size_t model_config_param_count(const ModelConfig *cfg);
 // Training FLOPs for one token at sequence length T: 6 * (matmul parameters) plus causal

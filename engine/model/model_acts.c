@@ -137,7 +137,9 @@ StageActs *stage_acts_create(const StageModel *s, int B, int T) {
     a->output = a->resid + (size_t)a->n_layers * a->N * a->C;
     a->dinput = a->dresid;
     a->dlogits = a->logits;
-    rope_tables(a->cos_tab, a->sin_tab, T, s->cfg.head_dim, s->cfg.rope_theta);
+    float inv_freq[ROPE_MAX_HEAD_DIM / 2];
+    model_rope_inv_freq(&s->cfg, inv_freq);
+    rope_tables(a->cos_tab, a->sin_tab, T, s->cfg.head_dim, inv_freq);
     return a;
 }
 

@@ -73,6 +73,10 @@ int model_config_validate(const ModelConfig *cfg, Error *err) {
                   src, cfg->heads, cfg->kv_heads);
         return -1;
     }
+    if (cfg->head_dim > ROPE_MAX_HEAD_DIM) {
+        error_set(err, "%s: head_dim (%d) exceeds %d", src, cfg->head_dim, ROPE_MAX_HEAD_DIM);
+        return -1;
+    }
     if (cfg->head_dim % 2 != 0) {
         error_set(err, "%s: head_dim (%d) must be even for rotary embeddings", src, cfg->head_dim);
         return -1;
@@ -132,9 +136,27 @@ static char *read_small_file(const char *path, Error *err) {
     return buf;
 }
 
-// Refuses features of the HF config that this model does not implement, rather than
-// silently training a different network.
-static int check_unsupported(const cJSON *root, const char *path, Error *err) {
+// Every key of a Hugging Face Llama config.json falls in one of three sets (README.md lists
+// them): keys read and honoured, keys that must hold the one value pptrain implements, and
+// metadata with no effect on the math. Any other key is refused with its name: a model that
+// silently trains as a different model is the worst outcome there is.
+static const char *const CONFIG_HONOURED[] = {
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "head_dim", "vocab_size", "max_position_embeddings", "rope_theta", "rope_parameters", "rope_scaling",
+    "rms_norm_eps", "initializer_range", "tie_word_embeddings", NULL};
+static const char *const CONFIG_METADATA[] = {
+    "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype",
+    "transformers_version", "use_cache", "_name_or_path", "output_attentions", "output_hidden_states",
+    "return_dict", "tokenizer_class", NULL};
+
+static bool in_list(const char *const *list, const char *key) {
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0) return true;
+    return false;
+}
+
+// The keys whose value must be the one pptrain implements, checked one by one.
+static int check_fixed_values(const cJSON *root, const char *path, Error *err) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama") != 0)) {
         error_set(err, "%s: model_type must be \"llama\"", path);
@@ -148,17 +170,100 @@ static int check_unsupported(const cJSON *root, const char *path, Error *err) {
     const char *must_be_off[] = {"attention_bias", "mlp_bias"};
     for (int i = 0; i < 2; i++) {
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, must_be_off[i]);
-        if (b && cJSON_IsTrue(b)) {
-            error_set(err, "%s: %s=true is not supported", path, must_be_off[i]);
+        if (b && !cJSON_IsFalse(b)) {
+            error_set(err, "%s: %s must be false (biases are not implemented)", path, must_be_off[i]);
             return -1;
         }
     }
-    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (scaling && !cJSON_IsNull(scaling)) {
-        error_set(err, "%s: rope_scaling is not supported", path);
+    const struct { const char *key; double value; } numbers[] = {{"attention_dropout", 0.0}, {"pretraining_tp", 1.0}};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, numbers[i].key);
+        if (v && (!cJSON_IsNumber(v) || v->valuedouble != numbers[i].value)) {
+            error_set(err, "%s: %s must be %g (pptrain trains without it)", path, numbers[i].key, numbers[i].value);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_keys(const cJSON *root, const char *path, Error *err) {
+    const char *fixed[] = {"model_type", "hidden_act", "attention_bias", "mlp_bias", "attention_dropout",
+                           "pretraining_tp", NULL};
+    for (const cJSON *item = root->child; item; item = item->next)
+        if (!in_list(CONFIG_HONOURED, item->string) && !in_list(CONFIG_METADATA, item->string) &&
+            !in_list(fixed, item->string)) {
+            error_set(err, "%s: key \"%s\" is not one pptrain implements (it could change the model); refusing "
+                           "rather than training another model", path, item->string);
+            return -1;
+        }
+    return check_fixed_values(root, path, err);
+}
+
+// RoPE: transformers 5 writes "rope_parameters": {"rope_theta", "rope_type", ...}; older
+// versions a top-level "rope_theta" and "rope_scaling": {"rope_type" or "type", ...}. Both
+// are read (rope_parameters wins); types "default" and "llama3" are honoured, any other
+// refused, as is a parameter pptrain does not know.
+static int read_rope_params(const cJSON *p, const char *what, ModelConfig *cfg, const char *path, Error *err) {
+    if (!p || cJSON_IsNull(p)) return 0;
+    if (!cJSON_IsObject(p)) {
+        error_set(err, "%s: \"%s\" must be an object", path, what);
+        return -1;
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(p, "type");
+    const char *t = type && cJSON_IsString(type) ? type->valuestring : type ? "" : "default";
+    if (strcmp(t, "default") != 0 && strcmp(t, "llama3") != 0) {
+        error_set(err, "%s: %s rope_type \"%s\" is not implemented (default and llama3 are)", path, what, t);
+        return -1;
+    }
+    cfg->rope_type = strcmp(t, "llama3") == 0 ? ROPE_LLAMA3 : ROPE_DEFAULT;
+    static const char *const llama3_keys[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                              "original_max_position_embeddings", "rope_type", "type",
+                                              "rope_theta", "partial_rotary_factor", NULL};
+    const char *const *allowed = cfg->rope_type == ROPE_LLAMA3 ? llama3_keys : llama3_keys + 4;
+    for (const cJSON *item = p->child; item; item = item->next)
+        if (!in_list(allowed, item->string)) {
+            error_set(err, "%s: %s key \"%s\" is not one pptrain implements for rope_type %s", path, what,
+                      item->string, t);
+            return -1;
+        }
+    const cJSON *partial = cJSON_GetObjectItemCaseSensitive(p, "partial_rotary_factor");
+    if (partial && (!cJSON_IsNumber(partial) || partial->valuedouble != 1.0)) {
+        error_set(err, "%s: %s partial_rotary_factor must be 1", path, what);
+        return -1;
+    }
+    RopeLlama3 *l = &cfg->rope_llama3;
+    l->original_max_positions = cfg->max_positions;   // transformers' fallback
+    if (json_float(p, "rope_theta", &cfg->rope_theta, path, err)) return -1;
+    if (cfg->rope_type == ROPE_DEFAULT) return 0;
+    const char *required[] = {"factor", "low_freq_factor", "high_freq_factor"};
+    float *dst[] = {&l->factor, &l->low_freq_factor, &l->high_freq_factor};
+    for (int i = 0; i < 3; i++) {
+        if (!cJSON_GetObjectItemCaseSensitive(p, required[i])) {
+            error_set(err, "%s: %s (llama3) is missing \"%s\"", path, what, required[i]);
+            return -1;
+        }
+        if (json_float(p, required[i], dst[i], path, err)) return -1;
+    }
+    if (json_int(p, "original_max_position_embeddings", &l->original_max_positions, path, err)) return -1;
+    if (!(l->factor > 0) || !(l->low_freq_factor > 0) || !(l->high_freq_factor > l->low_freq_factor) ||
+        l->original_max_positions <= 0) {
+        error_set(err, "%s: %s (llama3) needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+                       "original_max_position_embeddings > 0", path, what);
         return -1;
     }
     return 0;
+}
+
+static int read_rope(const cJSON *root, ModelConfig *cfg, const char *path, Error *err) {
+    if (json_float(root, "rope_theta", &cfg->rope_theta, path, err)) return -1;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (params && !cJSON_IsNull(params)) return read_rope_params(params, "rope_parameters", cfg, path, err);
+    return read_rope_params(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), "rope_scaling", cfg, path, err);
+}
+
+void model_rope_inv_freq(const ModelConfig *cfg, float *inv_freq) {
+    rope_inv_freq(inv_freq, cfg->head_dim, cfg->rope_theta, cfg->rope_type == ROPE_LLAMA3 ? &cfg->rope_llama3 : NULL);
 }
 
 int model_config_from_json(ModelConfig *cfg, const char *path, Error *err) {
@@ -179,7 +284,7 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
     preset_common(cfg, path);
     cfg->max_positions = 2048;
     cfg->rms_eps = 1e-6f;               // HF LlamaConfig defaults for absent keys
-    int rc = check_unsupported(root, path, err);
+    int rc = check_keys(root, path, err);
     const char *required[] = {"hidden_size", "intermediate_size", "num_hidden_layers",
                               "num_attention_heads", "vocab_size"};
     for (int i = 0; rc == 0 && i < 5; i++) {
@@ -195,7 +300,6 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
              json_int(root, "num_attention_heads", &cfg->heads, path, err) ||
              json_int(root, "vocab_size", &cfg->vocab, path, err) ||
              json_int(root, "max_position_embeddings", &cfg->max_positions, path, err) ||
-             json_float(root, "rope_theta", &cfg->rope_theta, path, err) ||
              json_float(root, "rms_norm_eps", &cfg->rms_eps, path, err) ||
              json_float(root, "initializer_range", &cfg->init_std, path, err);
     if (rc == 0) {
@@ -210,6 +314,7 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
             rc = -1;
         }
     }
+    if (rc == 0) rc = read_rope(root, cfg, path, err);   // after max_position_embeddings (llama3's default)
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (rc == 0 && tie) {
         if (!cJSON_IsBool(tie)) {
@@ -267,6 +372,27 @@ static void add_float(cJSON *o, const char *key, float x) {
     cJSON_AddRawToObject(o, key, text);
 }
 
+// RoPE as trained, in both spellings: transformers 5 reads rope_parameters, 4.x the
+// top-level rope_theta and rope_scaling.
+static void add_rope(cJSON *o, const ModelConfig *c) {
+    add_float(o, "rope_theta", c->rope_theta);
+    cJSON *params = cJSON_AddObjectToObject(o, "rope_parameters");
+    cJSON_AddStringToObject(params, "rope_type", c->rope_type == ROPE_LLAMA3 ? "llama3" : "default");
+    add_float(params, "rope_theta", c->rope_theta);
+    if (c->rope_type != ROPE_LLAMA3) {
+        cJSON_AddNullToObject(o, "rope_scaling");
+        return;
+    }
+    cJSON *scaling = cJSON_AddObjectToObject(o, "rope_scaling");
+    for (cJSON *d = params; d; d = d == params ? scaling : NULL) {
+        if (d == scaling) cJSON_AddStringToObject(d, "rope_type", "llama3");
+        add_float(d, "factor", c->rope_llama3.factor);
+        add_float(d, "low_freq_factor", c->rope_llama3.low_freq_factor);
+        add_float(d, "high_freq_factor", c->rope_llama3.high_freq_factor);
+        cJSON_AddNumberToObject(d, "original_max_position_embeddings", c->rope_llama3.original_max_positions);
+    }
+}
+
 char *model_config_to_hf_json(const ModelConfig *c, const char *torch_dtype) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
@@ -280,14 +406,13 @@ char *model_config_to_hf_json(const ModelConfig *c, const char *torch_dtype) {
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_positions);
-    add_float(o, "rope_theta", c->rope_theta);
+    add_rope(o, c);
     add_float(o, "rms_norm_eps", c->rms_eps);
     add_float(o, "initializer_range", c->init_std);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddBoolToObject(o, "attention_bias", false);
     cJSON_AddBoolToObject(o, "mlp_bias", false);
-    cJSON_AddNullToObject(o, "rope_scaling");
     cJSON_AddNumberToObject(o, "attention_dropout", 0);
     cJSON_AddNumberToObject(o, "pretraining_tp", 1);
     cJSON_AddNumberToObject(o, "bos_token_id", TOKEN_BOS);

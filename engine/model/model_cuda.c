@@ -295,7 +295,9 @@ StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
     a->output = a->resid + (size_t)a->n_layers * a->N * a->C;
     a->dinput = a->dresid;
     a->dlogits = a->logits;
-    cuda_rope_tables(c->ctx, a->cos_tab, a->sin_tab, T, s->cfg.head_dim, s->cfg.rope_theta);
+    float inv_freq[ROPE_MAX_HEAD_DIM / 2];
+    model_rope_inv_freq(&s->cfg, inv_freq);
+    cuda_rope_tables(c->ctx, a->cos_tab, a->sin_tab, T, s->cfg.head_dim, inv_freq);
     ActsCuda *ac = a->cuda = xcalloc(1, sizeof *ac);
     ac->device = c->device;
     const size_t NC = (size_t)a->N * a->C;

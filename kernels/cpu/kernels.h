@@ -52,9 +52,17 @@ void linear_backward_input(float *dinp, const float *dout, const float *W, int N
 void linear_backward_weight(float *dW, const float *dout, const float *inp, int N, int IC, int OC);
 
 // ---- rope.c ------------------------------------------------------------------------------
-// Rotary tables, Hugging Face convention: inv_freq[i] = 1 / theta^(2i/HD) in fp32,
-// angle = (float)t * inv_freq[i]; cos/sin(T, HD/2) hold cos/sin of that fp32 angle.
-void rope_tables(float *cos_tab, float *sin_tab, int T, int HD, float theta);
+// Rotary inverse frequencies inv_freq(HD/2), Hugging Face convention: 1 / theta^(2i/HD) in
+// fp32; with llama3 (NULL: none) rescaled as Llama 3.1's RoPE does (rope_type "llama3": long
+// wavelengths divided by factor, short ones kept, the band between interpolated), op for op as
+// transformers computes it.
+typedef struct {
+    float factor, low_freq_factor, high_freq_factor;
+    int original_max_positions;
+} RopeLlama3;
+void rope_inv_freq(float *inv_freq, int HD, float theta, const RopeLlama3 *llama3);
+// cos/sin(T, HD/2) hold cos/sin of the fp32 angle (float)t * inv_freq[i].
+void rope_tables(float *cos_tab, float *sin_tab, int T, int HD, const float *inv_freq);
 // x(B, T, H, HD) -> out(B, T, H, HD), half-split pairs (i, i + HD/2):
 //   out[i]        = x[i] * cos - x[i+HD/2] * sin
 //   out[i+HD/2]   = x[i+HD/2] * cos + x[i] * sin

@@ -3,13 +3,36 @@
 #include <string.h>
 #include "kernels/cpu/kernels.h"
 
-void rope_tables(float *cos_tab, float *sin_tab, int T, int HD, float theta) {
+void rope_inv_freq(float *inv_freq, int HD, float theta, const RopeLlama3 *llama3) {
+    const int half = HD / 2;
+    // fp32 as transformers computes it: 1 / theta ** (arange(0, HD, 2) / HD).
+    for (int i = 0; i < half; i++) inv_freq[i] = 1.0f / powf(theta, (float)(2 * i) / (float)HD);
+    if (!llama3) return;
+    // transformers' _compute_llama3_parameters, op for op in fp32 (a Python number meeting an
+    // fp32 tensor is rounded to fp32 first; `x / t` for a number x is reciprocal(t) * x).
+    const float factor = llama3->factor, lo = llama3->low_freq_factor, hi = llama3->high_freq_factor;
+    const float old_len = (float)llama3->original_max_positions;
+    const float low_wavelen = (float)((double)llama3->original_max_positions / (double)lo);
+    const float high_wavelen = (float)((double)llama3->original_max_positions / (double)hi);
+    const float two_pi = (float)(2.0 * 3.14159265358979323846);
+    const float span = (float)((double)hi - (double)lo);
+    for (int i = 0; i < half; i++) {
+        const float f = inv_freq[i];
+        const float wavelen = (1.0f / f) * two_pi;
+        float scaled = wavelen > low_wavelen ? f / factor : f;
+        const float smooth = ((1.0f / wavelen) * old_len - lo) / span;
+        const float smoothed = (1.0f - smooth) * scaled / factor + smooth * scaled;
+        if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) scaled = smoothed;
+        inv_freq[i] = scaled;
+    }
+}
+
+void rope_tables(float *cos_tab, float *sin_tab, int T, int HD, const float *inv_freq) {
     int half = HD / 2;
     for (int i = 0; i < half; i++) {
-        // fp32 inv_freq and fp32 angle, as torch computes them; cos/sin of that angle rounded once.
-        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)HD);
+        // fp32 angle, as torch computes it; cos/sin of that angle rounded once.
         for (int t = 0; t < T; t++) {
-            float angle = (float)t * inv_freq;
+            float angle = (float)t * inv_freq[i];
             cos_tab[(size_t)t * half + i] = (float)cos((double)angle);
             sin_tab[(size_t)t * half + i] = (float)sin((double)angle);
         }

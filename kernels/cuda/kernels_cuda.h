@@ -114,11 +114,11 @@ void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *
                                       const cuda_bf16 *inp, int N, int IC, int OC);
 
 // ---- rope.cu -----------------------------------------------------------------------------
-// cos/sin(T, HD/2) tables, bit-for-bit the recipe of rope_tables (fp32 inv_freq computed on
-// the host with powf, fp32 angle t * inv_freq, cos/sin of that angle in double rounded once).
-// HD even, HD <= 1024.
+// cos/sin(T, HD/2) tables, bit-for-bit the recipe of rope_tables from the host's
+// inv_freq(HD/2) (rope_inv_freq): fp32 angle t * inv_freq, cos/sin of that angle in double
+// rounded once. HD even, HD <= 1024.
 void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD,
-                      float theta);
+                      const float *inv_freq);
 // x(B, T, H, HD) -> out, Hugging Face half-split pairs (i, i + HD/2); out may alias x.
 void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab,
                        const float *sin_tab, int B, int T, int H, int HD);

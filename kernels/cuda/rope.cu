@@ -6,8 +6,8 @@
 
 #define ROPE_MAX_HALF 512                          // HD <= 1024
 
-// inv_freq by value (2 KiB of kernel parameters): computed on the host with the same powf
-// as the CPU, so the tables agree with rope_tables bit for bit.
+// inv_freq by value (2 KiB of kernel parameters): the host's (rope_inv_freq), so the tables
+// agree with rope_tables bit for bit.
 struct RopeInvFreq {
     float v[ROPE_MAX_HALF];
 };
@@ -65,7 +65,7 @@ __global__ void rope_backward_kernel(float *__restrict__ dx, const float *__rest
 }
 
 void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD,
-                      float theta) {
+                      const float *inv_freq) {
     int half = HD / 2;
     if (HD <= 0 || HD % 2 != 0 || half > ROPE_MAX_HALF) {
         fprintf(stderr, "pptrain: cuda_rope_tables: head dim %d must be even and <= %d\n", HD,
@@ -73,7 +73,7 @@ void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int H
         exit(EXIT_FAILURE);
     }
     RopeInvFreq f;
-    for (int i = 0; i < half; i++) f.v[i] = 1.0f / powf(theta, (float)(2 * i) / (float)HD);
+    for (int i = 0; i < half; i++) f.v[i] = inv_freq[i];
     for (int i = half; i < ROPE_MAX_HALF; i++) f.v[i] = 0.0f;
     size_t total = (size_t)T * half;
     if (total == 0) return;

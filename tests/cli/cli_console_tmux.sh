@@ -38,7 +38,7 @@ wait_for 5 'bubble 27\.27% predicted' "setup shows the plan's bubble"
 
 # First run: stage rows, timeline lanes with letters, bubbles, loss.
 tm send-keys Enter
-wait_for 60 '^[│x]0 +cpu +0 ' "the first stage row"
+wait_for 60 '^[│x]0 +cpu +0-1 ' "the first stage row"
 wait_for 10 '^[│x]3 +cpu +6-7 ' "the last stage row"
 wait_for 10 '^[│x]r0 +[-F·.B]*[FB]' "a timeline lane"
 wait_for 10 'bubble [0-9.]+% measured \| 27\.3% ideal' "measured and ideal bubble"

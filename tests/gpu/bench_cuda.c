@@ -4,6 +4,7 @@
 //   bench_cuda [iterations]        (built, not run by ctest; prints TFLOP/s)
 // FLOPs counted: every GEMM, attention's T x T products in full (as computed, not halved
 // for the causal mask). Elementwise kernels are timed but not counted.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,9 @@ static void layer_alloc(struct Layer *L) {
     L->wd = drand_bf16((size_t)C * FF, 0.03f);
     L->ln1 = drand_f32(C, 1.0f); L->ln2 = drand_f32(C, 1.0f);
     L->cos_tab = dalloc(sizeof(float) * T * HD / 2); L->sin_tab = dalloc(sizeof(float) * T * HD / 2);
-    cuda_rope_tables(ctx, L->cos_tab, L->sin_tab, T, HD, 10000.0f);
+    float inv_freq[HD / 2];
+    for (int i = 0; i < HD / 2; i++) inv_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HD);
+    cuda_rope_tables(ctx, L->cos_tab, L->sin_tab, T, HD, inv_freq);
     L->dwq = dzeros((size_t)C * C); L->dwk = dzeros((size_t)CKV * C); L->dwv = dzeros((size_t)CKV * C);
     L->dwo = dzeros((size_t)C * C); L->dwg = dzeros((size_t)FF * C); L->dwu = dzeros((size_t)FF * C);
     L->dwd = dzeros((size_t)C * FF); L->dln1 = dzeros(C); L->dln2 = dzeros(C);

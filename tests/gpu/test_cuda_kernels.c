@@ -273,9 +273,11 @@ static void test_rope(void) {
     const size_t nt = (size_t)T * half, nx = (size_t)N * NH * HD;
     float *cos_tab = malloc(sizeof(float) * nt), *sin_tab = malloc(sizeof(float) * nt);
     if (!cos_tab || !sin_tab) abort();
-    rope_tables(cos_tab, sin_tab, T, HD, 10000.0f);
+    float inv_freq[HD / 2];
+    rope_inv_freq(inv_freq, HD, 10000.0f, NULL);
+    rope_tables(cos_tab, sin_tab, T, HD, inv_freq);
     float *d_cos = dalloc(sizeof(float) * nt), *d_sin = dalloc(sizeof(float) * nt);
-    cuda_rope_tables(ctx, d_cos, d_sin, T, HD, 10000.0f);
+    cuda_rope_tables(ctx, d_cos, d_sin, T, HD, inv_freq);
     check("rope_tables cos", d_cos, cos_tab, nt, 1e-7);
     check("rope_tables sin", d_sin, sin_tab, nt, 1e-7);
 

@@ -422,11 +422,11 @@ void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *
     free(x);
 }
 
-void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD, float theta) {
+void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD, const float *inv_freq) {
     launch(ctx, __func__);
     need_device(__func__, cos_tab, F((size_t)T * HD / 2));
     need_device(__func__, sin_tab, F((size_t)T * HD / 2));
-    rope_tables(cos_tab, sin_tab, T, HD, theta);
+    rope_tables(cos_tab, sin_tab, T, HD, inv_freq);
 }
 
 void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab, const float *sin_tab, int B,

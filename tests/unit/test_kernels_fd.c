@@ -260,8 +260,9 @@ static double obj_rope(void *p) {
 static void test_rope_tables(void) {
     enum { T = 40, HD = 16 };
     const float theta = 10000.0f;
-    float cs[T * HD / 2], sn[T * HD / 2];
-    rope_tables(cs, sn, T, HD, theta);
+    float cs[T * HD / 2], sn[T * HD / 2], inv_freq[HD / 2];
+    rope_inv_freq(inv_freq, HD, theta, NULL);
+    rope_tables(cs, sn, T, HD, inv_freq);
     double err = 0.0, maxdev = 0.0;
     for (int t = 0; t < T; t++)
         for (int i = 0; i < HD / 2; i++) {
@@ -277,10 +278,34 @@ static void test_rope_tables(void) {
     report("rope tables vs exact angle (abs)", maxdev, 1e-5);
 }
 
+// Llama 3.1's rescaled frequencies, bit for bit what transformers computes
+// (tests/reference/rope_llama3.py printed the table).
+static void test_rope_llama3(void) {
+    static const struct {
+        int HD;
+        float theta;
+        RopeLlama3 l;
+        float want[64];
+    } cases[] = {
+    {128, 500000.0f, {8.0f, 1.0f, 4.0f, 8192}, {0x1.0000000000000p+0f, 0x1.a115820000000p-1f, 0x1.53c38c0000000p-1f, 0x1.14c7080000000p-1f, 0x1.c2ef780000000p-2f, 0x1.6f56fa0000000p-2f, 0x1.2b3dc60000000p-2f, 0x1.e788c20000000p-3f, 0x1.8d27600000000p-3f, 0x1.4387400000000p-3f, 0x1.078d400000000p-3f, 0x1.ad63380000000p-4f, 0x1.5dc95a0000000p-4f, 0x1.1cf1300000000p-4f, 0x1.d03cce0000000p-5f, 0x1.7a2d080000000p-5f, 0x1.3411900000000p-5f, 0x1.f5ea7e0000000p-6f, 0x1.98de920000000p-6f, 0x1.4d12720000000p-6f, 0x1.0f53860000000p-6f, 0x1.ba0dd80000000p-7f, 0x1.681ada0000000p-7f, 0x1.2558fe0000000p-7f, 0x1.ddee9e0000000p-8f, 0x1.8554ec0000000p-8f, 0x1.3d28040000000p-8f, 0x1.025c6a0000000p-8f, 0x1.a4ee400000000p-9f, 0x1.1bfa0c0000000p-9f, 0x1.67a23a0000000p-10f, 0x1.c12f3c0000000p-11f, 0x1.132ba40000000p-11f, 0x1.47e2100000000p-12f, 0x1.765ba40000000p-13f, 0x1.90d10c0000000p-14f, 0x1.46831a0000000p-14f, 0x1.09fb7e0000000p-14f, 0x1.b159020000000p-15f, 0x1.6103320000000p-15f, 0x1.1f91f00000000p-15f, 0x1.d484de0000000p-16f, 0x1.7da9e80000000p-16f, 0x1.36e8ea0000000p-16f, 0x1.fa8b860000000p-17f, 0x1.9ca3ea0000000p-17f, 0x1.5024d60000000p-17f, 0x1.11d41e0000000p-17f, 0x1.be21880000000p-18f, 0x1.6b6d0e0000000p-18f, 0x1.280d960000000p-18f, 0x1.e257000000000p-19f, 0x1.88ec200000000p-19f, 0x1.4014d20000000p-19f, 0x1.04be680000000p-19f, 0x1.a8d0100000000p-20f, 0x1.5a0f4e0000000p-20f, 0x1.19e8000000000p-20f, 0x1.cb4a9a0000000p-21f, 0x1.76258e0000000p-21f, 0x1.30c94e0000000p-21f, 0x1.f091840000000p-22f, 0x1.9483600000000p-22f, 0x1.4985fe0000000p-22f}},
+    {64, 500000.0f, {8.0f, 1.0f, 4.0f, 8192}, {0x1.0000000000000p+0f, 0x1.53c38c0000000p-1f, 0x1.c2ef780000000p-2f, 0x1.2b3dc60000000p-2f, 0x1.8d27600000000p-3f, 0x1.078d400000000p-3f, 0x1.5dc95a0000000p-4f, 0x1.d03cce0000000p-5f, 0x1.3411900000000p-5f, 0x1.98de920000000p-6f, 0x1.0f53860000000p-6f, 0x1.681ada0000000p-7f, 0x1.ddee9e0000000p-8f, 0x1.3d28040000000p-8f, 0x1.a4ee400000000p-9f, 0x1.67a23a0000000p-10f, 0x1.132ba40000000p-11f, 0x1.765ba40000000p-13f, 0x1.46831a0000000p-14f, 0x1.b159020000000p-15f, 0x1.1f91f00000000p-15f, 0x1.7da9e80000000p-16f, 0x1.fa8b860000000p-17f, 0x1.5024d60000000p-17f, 0x1.be21880000000p-18f, 0x1.280d960000000p-18f, 0x1.88ec200000000p-19f, 0x1.04be680000000p-19f, 0x1.5a0f4e0000000p-20f, 0x1.cb4a9a0000000p-21f, 0x1.30c94e0000000p-21f, 0x1.9483600000000p-22f}},
+    {16, 10000.0f, {4.0f, 1.0f, 4.0f, 64}, {0x1.0000000000000p+0f, 0x1.04c26c0000000p-2f, 0x1.a137120000000p-6f, 0x1.030dc60000000p-7f, 0x1.47ae140000000p-9f, 0x1.9e7c700000000p-11f, 0x1.0624de0000000p-12f, 0x1.4b96c00000000p-14f}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float got[64];
+        rope_inv_freq(got, cases[c].HD, cases[c].theta, &cases[c].l);
+        int same = 0;
+        for (int i = 0; i < cases[c].HD / 2; i++) same += got[i] == cases[c].want[i];
+        CHECK(same == cases[c].HD / 2, "llama3 inv_freq, head_dim %d: %d of %d values equal transformers'", cases[c].HD,
+              same, cases[c].HD / 2);
+    }
+}
+
 static void test_rope_heads(int B, int T, int H, int HD) {
     size_t n = (size_t)B * T * H * HD;
-    float *cs = frand(T * HD / 2, 0, 1), *sn = frand(T * HD / 2, 0, 1);
-    rope_tables(cs, sn, T, HD, 500000.0f);
+    float *cs = frand(T * HD / 2, 0, 1), *sn = frand(T * HD / 2, 0, 1), inv_freq[64];
+    rope_inv_freq(inv_freq, HD, 500000.0f, NULL);
+    rope_tables(cs, sn, T, HD, inv_freq);
     float *x = frand(n, -1, 1), *out = frand(n, -1, 1), *dout = frand(n, -1, 1);
     float *dx = frand(n, -1, 1), *dx0 = fcopy(dx, n);
     double *dcs = to_double(cs, T * HD / 2), *dsn = to_double(sn, T * HD / 2);
@@ -616,6 +641,7 @@ int main(void) {
     test_rmsnorm();
     test_linear();
     test_rope_tables();
+    test_rope_llama3();
     test_rope_heads(2, 5, 4, 8);    // query heads
     test_rope_heads(2, 5, 2, 8);    // kv heads (NKV != NH)
     test_attention(2, 7, 4, 2, 8);  // GQA, group 2

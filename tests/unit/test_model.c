@@ -196,7 +196,19 @@ static void check_config_json(void) {
          "num_hidden_layers must be positive"},
         {"{\"model_type\": \"gpt2\", \"hidden_size\": 64}", "model_type must be \"llama\""},
         {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"rope_scaling\": {\"type\": \"yarn\"}}",
-         "rope_scaling is not supported"},
+         "rope_scaling rope_type \"yarn\" is not implemented"},
+        {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0}}",
+         "rope_parameters rope_type \"linear\" is not implemented"},
+        {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"rope_parameters\": {\"rope_type\": \"default\", \"factor\": 2.0}}",
+         "rope_parameters key \"factor\" is not one pptrain implements"},
+        {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}",
+         "is missing \"low_freq_factor\""},
+        {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"sliding_window\": 128}",
+         "key \"sliding_window\" is not one pptrain implements"},
+        {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"attention_dropout\": 0.1}",
+         "attention_dropout must be 0"},
+        {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10, \"pretraining_tp\": 2}",
+         "pretraining_tp must be 1"},
         {"[1, 2]", "not a JSON object"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -205,6 +217,29 @@ static void check_config_json(void) {
         CHECK(model_config_from_json(&cfg, path, &err) == -1 && strstr(err.msg, bad[i].want) &&
               strstr(err.msg, "bad.json"), "case %zu: '%s' should mention '%s'", i, err.msg, bad[i].want);
     }
+    // transformers 5 writes RoPE under rope_parameters; a Llama 3.1 config gets its scaling; the
+    // export writes both spellings and reads back the same.
+    const char *v5 = write_file(dir, "v5.json",
+        "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+        " \"vocab_size\": 259, \"transformers_version\": \"5.23.0\", \"dtype\": \"float32\","
+        " \"rope_parameters\": {\"rope_theta\": 5000.0, \"rope_type\": \"default\"}}");
+    CHECK(model_config_from_json(&cfg, v5, &err) == 0 && cfg.rope_theta == 5000.0f && cfg.rope_type == ROPE_DEFAULT,
+          "rope_parameters' theta: %s %g", err.msg, cfg.rope_theta);
+    const char *l3 = write_file(dir, "l3.json",
+        "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+        " \"vocab_size\": 259, \"max_position_embeddings\": 256, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+        " \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64},"
+        " \"rope_theta\": 500000.0}");
+    CHECK(model_config_from_json(&cfg, l3, &err) == 0 && cfg.rope_type == ROPE_LLAMA3 && cfg.rope_theta == 500000.0f &&
+              cfg.rope_llama3.factor == 8.0f && cfg.rope_llama3.original_max_positions == 64,
+          "llama3 read: %s", err.msg);
+    char *exported = model_config_to_hf_json(&cfg, "float32");
+    ModelConfig back;
+    CHECK(model_config_from_json_text(&back, exported, "export", &err) == 0 && back.rope_type == ROPE_LLAMA3 &&
+              back.rope_theta == cfg.rope_theta && memcmp(&back.rope_llama3, &cfg.rope_llama3, sizeof back.rope_llama3) == 0,
+          "llama3 round trip: %s", err.msg);
+    CHECK(strstr(exported, "\"rope_parameters\"") && strstr(exported, "\"rope_scaling\""), "both spellings exported");
+    free(exported);
     CHECK(model_config_from_json(&cfg, "/nonexistent/config.json", &err) == -1 &&
           strstr(err.msg, "cannot open"), "missing file: %s", err.msg);
     char cmd[600];

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# pptrain against torch.distributed.pipelining on the CPU: the README's "Speed" table.
+# Not part of CI (torch is optional). Both train the same Llama preset with the same batch,
+# schedule and microbatches, P processes with one thread each (pptrain: mpirun
+# --transport mpi; torch: gloo), alternating ROUNDS times; the script prints each system's
+# median tokens/s, their ratio, each rank's peak RSS, and pptrain's pipelined tokens/s
+# against its bound P x (one stage on one core) x (1 - the schedule's ideal bubble).
+#
+# usage: bench/bench_speed.sh [PRESET] [P] [BATCH] [SEQ] [M] [ROUNDS] [SCHEDULE]
+#        (defaults: small 2 16 256 8 3 1f1b; PYTHON=python with torch and transformers,
+#         PPTRAIN=build/pptrain)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-small} P=${2:-2} B=${3:-16} T=${4:-256} M=${5:-8} rounds=${6:-3} sched=${7:-1f1b}
+py=${PYTHON:-python3} bin=${PPTRAIN:-build/pptrain}
+steps=5
+data=/usr/share/games/fortunes
+[ -e "$data" ] || data=tests/fixtures/text
+mpi=(mpirun --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+run=(train --model "$preset" --data "$data" --batch "$B" --seq "$T" --microbatches "$M" --steps $((steps + 1))
+     --schedule "$sched" --db '' --lr 1e-3)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# "done: ... | median X tok/s, ..." -> X
+tok_s() { sed -nE 's/^done:.*median ([0-9.]+) tok\/s.*/\1/p' "$1"; }
+median() { sort -g | awk '{a[NR] = $1} END {print NR ? (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) : "nan"}'; }
+
+have_torch=0
+$py -c 'import torch, transformers' 2> /dev/null && have_torch=1
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores), $(date -u +%F)"
+echo "$preset, P=$P $sched, batch $B x $T, M=$M, one thread per rank, $rounds alternating rounds"
+for r in $(seq "$rounds"); do
+  "${mpi[@]}" -np "$P" /usr/bin/time -f 'rss_kib %M' "$bin" "${run[@]}" --stages "$P" --transport mpi \
+    > "$work/pp$r.txt" 2>&1
+  tok_s "$work/pp$r.txt" >> "$work/pp.tok"
+  grep -o 'rss_kib [0-9]*' "$work/pp$r.txt" | awk '{print $2 / 1024}' >> "$work/pp.rss"
+  if [ $have_torch = 1 ]; then
+    $py bench/torch_pipe.py --preset "$preset" --stages "$P" --schedule "$sched" --batch "$B" --seq "$T" \
+      --microbatches "$M" --steps $steps > "$work/torch$r.json"
+    $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["tokens_per_s"]); [print(x, file=open(sys.argv[2], "a")) for x in d["peak_rss_mib"]]' \
+      "$work/torch$r.json" "$work/torch.rss" >> "$work/torch.tok"
+  fi
+done
+# The bound: one stage on one core, the schedule's ideal bubble from pptrain plan (F=1, B=2).
+OMP_NUM_THREADS=1 "$bin" "${run[@]}" --stages 1 > "$work/one.txt" 2>&1
+one=$(tok_s "$work/one.txt")
+ideal=$("$bin" plan --schedule "$sched" --stages "$P" --microbatches "$M" --json |
+        sed -nE 's/.*"bubble":([0-9.eE+-]+).*/\1/p')
+pp=$(median < "$work/pp.tok")
+printf 'pptrain (mpi)                 %10.0f tok/s   peak RSS per rank %s MiB\n' "$pp" \
+  "$(sort -g "$work/pp.rss" | tail -n "$P" | tr '\n' ' ')"
+if [ $have_torch = 1 ]; then
+  tp=$(median < "$work/torch.tok")
+  printf 'torch.distributed.pipelining  %10.0f tok/s   peak RSS per rank %s MiB\n' "$tp" \
+    "$(sort -g "$work/torch.rss" | tail -n "$P" | tr '\n' ' ')"
+  awk -v a="$pp" -v b="$tp" 'BEGIN { printf "ratio pptrain / torch        %10.2fx\n", a / b }'
+else
+  echo "torch.distributed.pipelining: not installed ($py), skipped"
+fi
+awk -v pp="$pp" -v one="$one" -v P="$P" -v ideal="$ideal" 'BEGIN {
+  bound = P * one * (1 - ideal)
+  printf "one stage, one core           %10.0f tok/s\n", one
+  printf "bound P x one x (1 - %.4f)   %10.0f tok/s: pptrain reaches %.1f%%\n", ideal, bound, 100 * pp / bound }'

@@ -27,8 +27,9 @@ trap 'rm -rf "$work"' EXIT
 tok_s() { sed -nE 's/^done:.*median ([0-9.]+) tok\/s.*/\1/p' "$1"; }
 median() { sort -g | awk '{a[NR] = $1} END {print NR ? (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) : "nan"}'; }
 
-have_torch=0
+have_torch=0 why="not installed ($py)"
 $py -c 'import torch, transformers' 2> /dev/null && have_torch=1
+case $sched in 1f1b | gpipe) ;; *) have_torch=0 why="bench/torch_pipe.py runs 1f1b and gpipe only" ;; esac
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores), $(date -u +%F)"
 echo "$preset, P=$P $sched, batch $B x $T, M=$M, one thread per rank, $rounds alternating rounds"
 for r in $(seq "$rounds"); do
@@ -57,7 +58,7 @@ if [ $have_torch = 1 ]; then
     "$(sort -g "$work/torch.rss" | tail -n "$P" | tr '\n' ' ')"
   awk -v a="$pp" -v b="$tp" 'BEGIN { printf "ratio pptrain / torch        %10.2fx\n", a / b }'
 else
-  echo "torch.distributed.pipelining: not installed ($py), skipped"
+  echo "torch.distributed.pipelining: skipped, $why"
 fi
 awk -v pp="$pp" -v one="$one" -v P="$P" -v ideal="$ideal" 'BEGIN {
   bound = P * one * (1 - ideal)

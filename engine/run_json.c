@@ -7,21 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The model as its Hugging Face config.json (model_config_to_hf_json: every field that shapes
+// the math, RoPE included), plus the preset's name.
 static void add_model(cJSON *root, const ModelConfig *m) {
-    cJSON *o = cJSON_AddObjectToObject(root, "model");
+    char *hf = model_config_to_hf_json(m, "float32");
+    cJSON *o = cJSON_Parse(hf);
+    free(hf);
+    check_alloc(o, 1, __FILE__, __LINE__);
     cJSON_AddStringToObject(o, "name", m->name);
-    cJSON_AddNumberToObject(o, "hidden_size", m->hidden);
-    cJSON_AddNumberToObject(o, "intermediate_size", m->intermediate);
-    cJSON_AddNumberToObject(o, "num_hidden_layers", m->layers);
-    cJSON_AddNumberToObject(o, "num_attention_heads", m->heads);
-    cJSON_AddNumberToObject(o, "num_key_value_heads", m->kv_heads);
-    cJSON_AddNumberToObject(o, "head_dim", m->head_dim);
-    cJSON_AddNumberToObject(o, "vocab_size", m->vocab);
-    cJSON_AddNumberToObject(o, "max_position_embeddings", m->max_positions);
-    cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", m->rms_eps);
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tie_word_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", m->init_std);
+    cJSON_AddItemToObject(root, "model", o);
 }
 
 static void add_optim(cJSON *root, const OptimConfig *o) {
@@ -115,8 +109,13 @@ static const cJSON *object(Reader *r, const cJSON *obj, const char *key) {
     return r->failed ? NULL : v;
 }
 
+// The model object less pptrain's "name" is a Hugging Face config.json.
 static int read_model(Reader *r, const cJSON *m, ModelConfig *out) {
-    char *text = cJSON_PrintUnformatted(m);
+    cJSON *hf = cJSON_Duplicate(m, true);
+    check_alloc(hf, 1, __FILE__, __LINE__);
+    cJSON_DeleteItemFromObjectCaseSensitive(hf, "name");
+    char *text = cJSON_PrintUnformatted(hf);
+    cJSON_Delete(hf);
     const int rc = model_config_from_json_text(out, check_alloc(text, 1, __FILE__, __LINE__), r->where, r->err);
     free(text);
     read_string(r, m, "name", out->name, sizeof out->name);   // the preset's name, not the file's

@@ -8,6 +8,7 @@
 
 #include "engine/model/init.h"
 #include "engine/model/model.h"
+#include "engine/run_json.h"
 #include "engine/data/tokenizer.h"
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
@@ -240,6 +241,16 @@ static void check_config_json(void) {
           "llama3 round trip: %s", err.msg);
     CHECK(strstr(exported, "\"rope_parameters\"") && strstr(exported, "\"rope_scaling\""), "both spellings exported");
     free(exported);
+    // A run's stored config (what --resume reads) keeps the scaling too.
+    RunConfig rc = run_config_defaults(), rc_back = run_config_defaults();
+    rc.model = cfg;
+    PipelineOptions po = pipeline_options_defaults(), po_back = pipeline_options_defaults();
+    char *stored = run_json(&rc, &po);
+    CHECK(run_json_parse(stored, "run.json", &rc_back, &po_back, &err) == 0 && rc_back.model.rope_type == ROPE_LLAMA3 &&
+              memcmp(&rc_back.model.rope_llama3, &cfg.rope_llama3, sizeof cfg.rope_llama3) == 0 &&
+              strcmp(rc_back.model.name, cfg.name) == 0,
+          "run config round trip: %s", err.msg);
+    free(stored);
     CHECK(model_config_from_json(&cfg, "/nonexistent/config.json", &err) == -1 &&
           strstr(err.msg, "cannot open"), "missing file: %s", err.msg);
     char cmd[600];

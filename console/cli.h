@@ -14,8 +14,6 @@ int cli_parse_u64(const char *flag, const char *text, uint64_t *out, Error *err)
 int cli_parse_float(const char *flag, const char *text, double min, double max, double *out, Error *err);
 // Comma-separated list of n_max or fewer floats (e.g. --cost 1,2,1). Returns count or -1.
 int cli_parse_float_list(const char *flag, const char *text, double *out, int n_max, Error *err);
-// Comma-separated list of positive ints (e.g. --split 3,3,2). Returns count or -1.
-int cli_parse_int_list(const char *flag, const char *text, int *out, int n_max, Error *err);
 
 // For "--flag VALUE" loops: returns argv[++*i], or fills err ("--flag needs a value").
 const char *cli_value(int argc, char **argv, int *i, Error *err);

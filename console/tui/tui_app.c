@@ -36,14 +36,23 @@ void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
     app->status_until = tui_now() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
 }
 
-void tui_app_show(TuiApp *app, TuiScreen screen) {
+static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
+    [TUI_SCREEN_LIVE] = &TUI_LIVE_SCREEN,
+    [TUI_SCREEN_SETUP] = &TUI_SETUP_SCREEN,
+    [TUI_SCREEN_HISTORY] = &TUI_HISTORY_SCREEN,
+    [TUI_SCREEN_WATCH] = &TUI_WATCH_SCREEN,
+};
+
+static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
+
+static void tui_app_show(TuiApp *app, TuiScreen screen) {
     if (app->watch_mode) return;
     app->screen = screen;
-    if (screen == TUI_SCREEN_SETUP) tui_setup_enter(app);
-    if (screen == TUI_SCREEN_HISTORY) tui_history_refresh(app, true);
+    if (screen_ops(app)->enter) screen_ops(app)->enter(app);
 }
 
-void tui_app_theme(TuiApp *app, int k) {
+// Loads theme k of app->theme_names (or the built-in dark on error, with the error shown).
+static void tui_app_theme(TuiApp *app, int k) {
     Theme t;
     theme_default(&t);
     if (k >= 0 && k < app->n_themes) {
@@ -98,7 +107,7 @@ void tui_key_quit(TuiApp *app) {
 static void confirm_key(TuiApp *app, int key) {
     app->confirm_quit = false;
     if (key != 'y' && key != 'Y') return;
-    tui_live_request_stop(app->live);
+    tui_snapshot_request_stop(app->snap);
     app->quitting = true;
     tui_app_status(app, THEME_WARNING, "stopping the run, then quitting");
 }
@@ -106,12 +115,8 @@ static void confirm_key(TuiApp *app, int key) {
 // ---- bindings ---------------------------------------------------------------------------------------
 
 static const TuiBinding *bindings(const TuiApp *app, int *n) {
-    if (app->watch_mode) return *n = TUI_WATCH_NKEYS, TUI_WATCH_KEYS;
-    switch (app->screen) {
-    case TUI_SCREEN_SETUP: return *n = TUI_SETUP_NKEYS, TUI_SETUP_KEYS;
-    case TUI_SCREEN_HISTORY: return *n = TUI_HISTORY_NKEYS, TUI_HISTORY_KEYS;
-    default: return *n = TUI_LIVE_NKEYS, TUI_LIVE_KEYS;
-    }
+    *n = screen_ops(app)->n_keys;
+    return screen_ops(app)->keys;
 }
 
 // The key bar's items, and for each the binding it stands for.
@@ -158,9 +163,7 @@ static void mouse(TuiApp *app) {
         return;
     }
     const bool twice = (ev.bstate & BUTTON1_DOUBLE_CLICKED) != 0;
-    if (app->screen == TUI_SCREEN_LIVE || app->watch_mode) tui_live_click(app, cols, rows, ev.x, ev.y);
-    else if (app->screen == TUI_SCREEN_SETUP) tui_setup_click(app, cols, rows, ev.x, ev.y);
-    else tui_history_click(app, cols, rows, ev.x, ev.y, twice);
+    if (screen_ops(app)->click) screen_ops(app)->click(app, cols, rows, ev.x, ev.y, twice);
 }
 
 static void handle_key(TuiApp *app, int key) {
@@ -181,10 +184,9 @@ static void handle_key(TuiApp *app, int key) {
         clearok(stdscr, TRUE);
         return;
     }
-    if (!app->watch_mode && app->screen == TUI_SCREEN_SETUP && tui_setup_key(app, key)) return;
-    if (!app->watch_mode && app->screen == TUI_SCREEN_HISTORY && tui_history_key(app, key)) return;
+    if (screen_ops(app)->key && screen_ops(app)->key(app, key)) return;
     if (key == '\t' && !app->watch_mode) {
-        tui_app_show(app, (TuiScreen)((app->screen + 1) % 3));
+        tui_app_show(app, (TuiScreen)((app->screen + 1) % TUI_SCREEN_WATCH));
         return;
     }
     dispatch(app, key);
@@ -212,9 +214,7 @@ static void draw(TuiApp *app) {
     getmaxyx(stdscr, rows, cols);
     tui_set_role(THEME_BACKGROUND);
     erase();
-    if (app->watch_mode || app->screen == TUI_SCREEN_LIVE) tui_live_draw(app, cols, rows);
-    else if (app->screen == TUI_SCREEN_SETUP) tui_setup_draw(app, cols, rows);
-    else tui_history_draw(app, cols, rows);
+    screen_ops(app)->draw(app, cols, rows);
     Rect notice;
     // Every screen has the same minimum: below it only the notice is drawn.
     if (!layout_too_small(cols, rows, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, &notice)) {
@@ -239,16 +239,11 @@ static void draw(TuiApp *app) {
 static void yield_to_training(void) { setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), UI_NICE); }
 
 void tui_app_loop(TuiApp *app) {
-    double last_draw = -1.0, last_history = 0.0;
+    double last_draw = -1.0;
     bool input_dirty = true, data_dirty = false, status_shown = false;
     yield_to_training();
     while (!app->quit) {
-        if (app->watch_mode) data_dirty |= tui_watch_poll(app);
-        else if (tui_live_snapshot(app->live, app->view)) data_dirty = true;
-        if (!app->watch_mode && app->screen == TUI_SCREEN_HISTORY) {
-            tui_history_refresh(app, false);
-            if (app->history.loaded_at != last_history) last_history = app->history.loaded_at, data_dirty = true;
-        }
+        if (screen_ops(app)->poll && screen_ops(app)->poll(app)) data_dirty = true;
         if (app->quitting && !tui_runner_busy(app->runner)) break;
         const double now = tui_now();
         const bool status_now = app->status[0] && now < app->status_until;

@@ -4,9 +4,10 @@
 // (console/tui_runner) publishes without ever waiting for it.
 //
 // Screens: live (tui_live.c), setup (tui_setup.c), history (tui_history.c); `pptrain watch`
-// is the live screen alone, read-only, fed from the run store (tui_watch.c). Each screen
-// has one table of key bindings (htop style): the key bar, the help text and mouse clicks
-// on the key bar all come from it.
+// is the watch screen alone: the live screen's drawing, read-only, fed from the run store
+// (tui_watch.c). Each screen is one TuiScreenOps (htop's PanelClass): the loop calls its
+// refresh, draw, key and click, and its one table of key bindings gives the key bar, the
+// help text and the mouse clicks on the key bar.
 #ifndef PPTRAIN_TUI_APP_H
 #define PPTRAIN_TUI_APP_H
 #include <stdbool.h>
@@ -20,7 +21,8 @@
 #include "console/tui/tui_snapshot.h"
 #include "storage/db.h"
 
-typedef enum { TUI_SCREEN_LIVE, TUI_SCREEN_SETUP, TUI_SCREEN_HISTORY } TuiScreen;
+// Tab cycles through the first three; WATCH is `pptrain watch`'s only screen.
+typedef enum { TUI_SCREEN_LIVE, TUI_SCREEN_SETUP, TUI_SCREEN_HISTORY, TUI_SCREEN_WATCH, TUI_SCREEN_COUNT } TuiScreen;
 
 // Keys: printable characters as their code point, curses KEY_* codes negated (TUI_FN).
 #define TUI_FN(k) (-(k))
@@ -121,7 +123,7 @@ struct TuiApp {
     ThemeRole status_role;
     double status_until;
 
-    TuiLive *live;                        // NULL in watch mode
+    TuiSnapshot *snap;                    // NULL in watch mode
     TuiRunner *runner;
     TuiView *view;                        // the UI's copy of the latest snapshot
     bool ema, show_loss;
@@ -136,9 +138,6 @@ struct TuiApp {
 void tui_app_loop(TuiApp *app);
 // A message in the header for a few seconds (THEME_TEXT, THEME_WARNING or THEME_ERROR).
 void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void tui_app_show(TuiApp *app, TuiScreen screen);
-// Loads theme k of app->theme_names (or the built-in dark on error, with the error shown).
-void tui_app_theme(TuiApp *app, int k);
 // Finds the themes folder (--themes-dir, $PPTRAIN_THEMES, ./themes, beside the executable)
 // and loads `theme` (a name or a path; NULL: the built-in dark). A theme that fails to load
 // leaves the built-in dark in use and its error (file and line) in the status.
@@ -155,32 +154,29 @@ void tui_key_live(TuiApp *app);
 void tui_key_setup(TuiApp *app);
 void tui_key_history(TuiApp *app);
 
-// ---- screens (each: bindings, draw, extra keys, clicks) ---------------------------------------
-extern const TuiBinding TUI_LIVE_KEYS[];
-extern const int TUI_LIVE_NKEYS;
-extern const TuiBinding TUI_WATCH_KEYS[];
-extern const int TUI_WATCH_NKEYS;
-void tui_live_draw(TuiApp *app, int cols, int rows);
-void tui_live_click(TuiApp *app, int cols, int rows, int x, int y);
+// ---- screens -------------------------------------------------------------------------------------
+// What the UI loop calls on the screen in front. Every member but draw and keys may be NULL.
+typedef struct {
+    void (*enter)(TuiApp *app);                   // the screen comes to the front
+    bool (*poll)(TuiApp *app);                    // every loop turn: true when there is new data to draw
+    void (*draw)(TuiApp *app, int cols, int rows);
+    bool (*key)(TuiApp *app, int key);            // before the key table (text entry): true when taken
+    void (*click)(TuiApp *app, int cols, int rows, int x, int y, bool twice);
+    const TuiBinding *keys;
+    int n_keys;
+} TuiScreenOps;
 
-extern const TuiBinding TUI_SETUP_KEYS[];
-extern const int TUI_SETUP_NKEYS;
+extern const TuiScreenOps TUI_LIVE_SCREEN;     // tui_live.c
+extern const TuiScreenOps TUI_WATCH_SCREEN;    // tui_live.c (drawing) + tui_watch.c (data)
+extern const TuiScreenOps TUI_SETUP_SCREEN;    // tui_setup.c
+extern const TuiScreenOps TUI_HISTORY_SCREEN;  // tui_history.c
+
 void tui_setup_init(TuiSetup *s, const RunOptions *ro);
 void tui_setup_free(TuiSetup *s);
-void tui_setup_enter(TuiApp *app);        // rescans the working directory's CSV files
-void tui_setup_draw(TuiApp *app, int cols, int rows);
-bool tui_setup_key(TuiApp *app, int key); // editing and field keys, before the table
-void tui_setup_click(TuiApp *app, int cols, int rows, int x, int y);
 // The form's options, validated; -1 with err when they cannot run.
 int tui_setup_options(TuiApp *app, RunOptions *ro, Error *err);
 
-extern const TuiBinding TUI_HISTORY_KEYS[];
-extern const int TUI_HISTORY_NKEYS;
 void tui_history_free(TuiHistory *h);
-void tui_history_refresh(TuiApp *app, bool force);
-void tui_history_draw(TuiApp *app, int cols, int rows);
-bool tui_history_key(TuiApp *app, int key);
-void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice);
 
 // Watch: polls the store once a second into app->view. Returns true when the view changed.
 bool tui_watch_poll(TuiApp *app);

@@ -11,7 +11,6 @@
 #include <wchar.h>
 
 static struct {
-    Theme theme;
     bool utf8, color;
     attr_t attr[THEME_ROLE_COUNT];
     short pair[THEME_ROLE_COUNT];
@@ -33,7 +32,6 @@ static short fit_color(short c, bool *bold) {
 }
 
 void tui_draw_setup(const Theme *theme, bool utf8, bool no_color) {
-    paint.theme = *theme;
     paint.utf8 = utf8;
     paint.color = !no_color && has_colors();
     if (paint.color) {
@@ -58,10 +56,6 @@ void tui_draw_setup(const Theme *theme, bool utf8, bool no_color) {
         paint.attr[r] = a;
     }
 }
-
-bool tui_draw_utf8(void) { return paint.utf8; }
-bool tui_draw_color(void) { return paint.color; }
-const Theme *tui_draw_theme(void) { return &paint.theme; }
 
 void tui_set_role(ThemeRole role) { attr_set(paint.attr[role], paint.pair[role], NULL); }
 
@@ -123,7 +117,8 @@ int tui_text_right(int y, int x, int w, ThemeRole role, const char *s) {
     return cells >= w ? tui_text(y, x, w, role, s) : tui_text(y, x + w - cells, cells, role, s);
 }
 
-void tui_cell(int y, int x, ThemeRole role, wchar_t wide, chtype narrow) {
+// One cell: the wide character when UTF-8 is available, else the ASCII / ACS fallback.
+static void tui_cell(int y, int x, ThemeRole role, wchar_t wide, chtype narrow) {
     tui_set_role(role);
     if (paint.utf8 && wide) {
         cchar_t c;

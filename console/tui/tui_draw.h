@@ -24,9 +24,6 @@
 // (braille, block and box characters); no_color: NO_COLOR asked for attributes only (the
 // theme has then already been through theme_apply_no_color).
 void tui_draw_setup(const Theme *theme, bool utf8, bool no_color);
-bool tui_draw_utf8(void);
-bool tui_draw_color(void);            // colors are in use
-const Theme *tui_draw_theme(void);
 
 void tui_set_role(ThemeRole role);    // attribute + color pair for the following drawing
 void tui_fill(Rect r, ThemeRole role);
@@ -35,8 +32,6 @@ int tui_text(int y, int x, int w, ThemeRole role, const char *s);
 int tui_textf(int y, int x, int w, ThemeRole role, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 // Right-aligned in [x, x+w).
 int tui_text_right(int y, int x, int w, ThemeRole role, const char *s);
-// One cell: the wide character when UTF-8 is available, else the ASCII / ACS fallback.
-void tui_cell(int y, int x, ThemeRole role, wchar_t wide, chtype narrow);
 
 // A bordered panel with its title in the top border.
 void tui_panel(Rect r, const char *title, ThemeRole title_role);

@@ -195,7 +195,7 @@ static void sync_panes(TuiHistory *h, bool force) {
     if (stale) load_curves(h);
 }
 
-void tui_history_refresh(TuiApp *app, bool force) {
+static void history_load(TuiApp *app, bool force) {
     TuiHistory *h = &app->history;
     const double now = tui_now();
     if (!force && now - h->loaded_at < HISTORY_REFRESH_S) return;
@@ -405,7 +405,7 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     draw_curves(h, (Rect){in.x, y, in.w, end - y});
 }
 
-void tui_history_draw(TuiApp *app, int cols, int rows) {
+static void history_draw(TuiApp *app, int cols, int rows) {
     TuiHistory *h = &app->history;
     HistoryLayout L;
     if (layout_history(cols, rows, h->filter_open, &L)) {
@@ -504,7 +504,7 @@ static void key_resume(TuiApp *app) {
     tui_app_start_run(app, &ro);
 }
 
-const TuiBinding TUI_HISTORY_KEYS[] = {
+static const TuiBinding HISTORY_KEYS[] = {
     {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", "F1 ?      help", tui_key_help, NULL},
     {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", "F2        setup: schedule, stages, run options", tui_key_setup, NULL},
     {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", "F3        the live run", tui_key_live, NULL},
@@ -527,10 +527,9 @@ const TuiBinding TUI_HISTORY_KEYS[] = {
     {{'c', TUI_FN(KEY_RIGHT), 'l'}, NULL, NULL, "c l right pick the next checkpoint of the run", key_checkpoint, NULL},
     {{'r', 0, 0}, NULL, NULL, "r         reverse the sort", key_reverse, NULL},
 };
-const int TUI_HISTORY_NKEYS = sizeof TUI_HISTORY_KEYS / sizeof TUI_HISTORY_KEYS[0];
 
 // The filter line takes every key while open.
-bool tui_history_key(TuiApp *app, int key) {
+static bool history_key(TuiApp *app, int key) {
     TuiHistory *h = &app->history;
     if (!h->filter_open) return false;
     const size_t len = strlen(h->filter);
@@ -547,7 +546,7 @@ bool tui_history_key(TuiApp *app, int key) {
     return true;
 }
 
-void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
+static void history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
     TuiHistory *h = &app->history;
     HistoryLayout L;
     if (layout_history(cols, rows, h->filter_open, &L)) return;
@@ -560,3 +559,16 @@ void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice
     sync_panes(h, false);
     if (twice) key_mark(app);
 }
+
+static void history_enter(TuiApp *app) { history_load(app, true); }
+
+// Reloads the store every HISTORY_REFRESH_S; true when it did.
+static bool history_refresh(TuiApp *app) {
+    const double loaded = app->history.loaded_at;
+    history_load(app, false);
+    return app->history.loaded_at != loaded;
+}
+
+const TuiScreenOps TUI_HISTORY_SCREEN = {.enter = history_enter, .poll = history_refresh, .draw = history_draw,
+                                         .key = history_key, .click = history_click, .keys = HISTORY_KEYS,
+                                         .n_keys = (int)(sizeof HISTORY_KEYS / sizeof HISTORY_KEYS[0])};

@@ -204,7 +204,7 @@ static void draw_loss(TuiApp *app, const LiveLayout *L) {
     }
 }
 
-void tui_live_draw(TuiApp *app, int cols, int rows) {
+static void live_draw(TuiApp *app, int cols, int rows) {
     LiveLayout L;
     const int P = max_i(1, min_i(app->view->n_ranks, TUI_MAX_RANKS));
     if (layout_live(cols, rows, P, app->show_loss, &L)) {
@@ -228,14 +228,14 @@ static void key_pause(TuiApp *app) {
         else tui_app_start_run(app, &ro);
         return;
     }
-    const bool pause = s != TUI_RUN_PAUSED && !atomic_load(&app->live->pause);
-    tui_live_set_pause(app->live, pause);
+    const bool pause = s != TUI_RUN_PAUSED && !atomic_load(&app->snap->pause);
+    tui_snapshot_set_pause(app->snap, pause);
     tui_app_status(app, THEME_WARNING, pause ? "pausing after this step" : "resumed");
 }
 
 static const char *label_pause(const TuiApp *app) {
     if (!app->runner || !tui_runner_busy(app->runner)) return "Start";
-    return atomic_load(&app->live->pause) ? "Resume" : "Pause";
+    return atomic_load(&app->snap->pause) ? "Resume" : "Pause";
 }
 
 static void key_stop(TuiApp *app) {
@@ -243,7 +243,7 @@ static void key_stop(TuiApp *app) {
         tui_app_status(app, THEME_DIM, "no run is live");
         return;
     }
-    tui_live_request_stop(app->live);
+    tui_snapshot_request_stop(app->snap);
     tui_app_status(app, THEME_WARNING, "stopping after this step%s",
                    app->setup.ro.ckpt_dir[0] ? " (a checkpoint is written)" : "");
 }
@@ -259,7 +259,7 @@ static void key_down(TuiApp *app) { app->sel_rank = min_i(app->view->n_ranks - 1
     {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", "F3        this live screen", tui_key_live, NULL}, \
     {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", "F4        history of runs", tui_key_history, NULL}
 
-const TuiBinding TUI_LIVE_KEYS[] = {
+static const TuiBinding LIVE_KEYS[] = {
     LIVE_COMMON_HEAD,
     {{TUI_FN(KEY_F(5)), 'p', ' '}, "F5", "Pause", "F5 p      start the run (none live), pause / resume", key_pause,
      label_pause},
@@ -273,9 +273,8 @@ const TuiBinding TUI_LIVE_KEYS[] = {
     {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, "down j    next rank", key_down, NULL},
     {{'\n', '\r', TUI_FN(KEY_ENTER)}, NULL, NULL, "Enter     start the run set up in F2 (none live)", key_pause, NULL},
 };
-const int TUI_LIVE_NKEYS = sizeof TUI_LIVE_KEYS / sizeof TUI_LIVE_KEYS[0];
 
-const TuiBinding TUI_WATCH_KEYS[] = {
+static const TuiBinding WATCH_KEYS[] = {
     {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", "F1 ?      help", tui_key_help, NULL},
     {{TUI_FN(KEY_F(6)), 'e', 0}, "F6", "EMA", "F6 e      loss: EMA smoothing on / off", key_ema, NULL},
     {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", "F8 t      next theme", tui_key_theme, NULL},
@@ -284,9 +283,9 @@ const TuiBinding TUI_WATCH_KEYS[] = {
     {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, "up k      previous rank", key_up, NULL},
     {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, "down j    next rank", key_down, NULL},
 };
-const int TUI_WATCH_NKEYS = sizeof TUI_WATCH_KEYS / sizeof TUI_WATCH_KEYS[0];
 
-void tui_live_click(TuiApp *app, int cols, int rows, int x, int y) {
+static void live_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
+    (void)twice;
     LiveLayout L;
     const int P = max_i(1, min_i(app->view->n_ranks, TUI_MAX_RANKS));
     if (layout_live(cols, rows, P, app->show_loss, &L)) return;
@@ -300,3 +299,15 @@ void tui_live_click(TuiApp *app, int cols, int rows, int x, int y) {
         app->ema = !app->ema;
     }
 }
+
+static bool live_refresh(TuiApp *app) { return tui_snapshot_take(app->snap, app->view); }
+
+static void live_enter(TuiApp *app) { live_refresh(app); }
+
+#define N_KEYS(table) ((int)(sizeof table / sizeof table[0]))
+
+const TuiScreenOps TUI_LIVE_SCREEN = {.enter = live_enter, .poll = live_refresh, .draw = live_draw,
+                                      .click = live_click, .keys = LIVE_KEYS, .n_keys = N_KEYS(LIVE_KEYS)};
+
+const TuiScreenOps TUI_WATCH_SCREEN = {.poll = tui_watch_poll, .draw = live_draw, .click = live_click,
+                                       .keys = WATCH_KEYS, .n_keys = N_KEYS(WATCH_KEYS)};

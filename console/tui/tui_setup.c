@@ -74,7 +74,7 @@ void tui_setup_init(TuiSetup *s, const RunOptions *ro) {
 
 void tui_setup_free(TuiSetup *s) { tui_plan_free(&s->plan); }
 
-void tui_setup_enter(TuiApp *app) { scan_schedules(&app->setup); }
+static void setup_enter(TuiApp *app) { scan_schedules(&app->setup); }
 
 // ---- options and validation ---------------------------------------------------------------------
 
@@ -333,7 +333,7 @@ static void draw_plan(TuiApp *app, const SetupLayout *L) {
     else tui_textf(y, in.x, in.w, THEME_TEXT, "peak activations (microbatches) per stage %s; layers %s", peak, layers);
 }
 
-void tui_setup_draw(TuiApp *app, int cols, int rows) {
+static void setup_draw(TuiApp *app, int cols, int rows) {
     TuiSetup *s = &app->setup;
     replan(app);
     SetupLayout L;
@@ -409,7 +409,7 @@ static void key_edit(TuiApp *app) {
     if (paren) *paren = '\0';
 }
 
-const TuiBinding TUI_SETUP_KEYS[] = {
+static const TuiBinding SETUP_KEYS[] = {
     {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", "F1 ?      help", tui_key_help, NULL},
     {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", "F2        this setup screen", tui_key_setup, NULL},
     {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", "F3        the live run", tui_key_live, NULL},
@@ -430,10 +430,9 @@ const TuiBinding TUI_SETUP_KEYS[] = {
      "e         edit the field (digits start editing too; Enter keeps, Esc drops)", key_edit, NULL},
     {{TUI_FN(KEY_ENTER), 0, 0}, NULL, NULL, NULL, start, NULL},
 };
-const int TUI_SETUP_NKEYS = sizeof TUI_SETUP_KEYS / sizeof TUI_SETUP_KEYS[0];
 
 // Editing takes every key; digits start editing a numeric field.
-bool tui_setup_key(TuiApp *app, int key) {
+static bool setup_key(TuiApp *app, int key) {
     TuiSetup *s = &app->setup;
     if (!s->editing) {
         const bool numeric = !on_schedule(s) && cursor_field(s) != TUI_FIELD_MODEL && cursor_field(s) != TUI_FIELD_DATA;
@@ -458,7 +457,8 @@ bool tui_setup_key(TuiApp *app, int key) {
     return true;
 }
 
-void tui_setup_click(TuiApp *app, int cols, int rows, int x, int y) {
+static void setup_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
+    (void)twice;
     TuiSetup *s = &app->setup;
     SetupLayout L;
     const int P = s->plan_ok ? max_i(1, min_i(s->plan.P, LAYOUT_MAX_STAGES)) : 1;
@@ -471,3 +471,7 @@ void tui_setup_click(TuiApp *app, int cols, int rows, int x, int y) {
     s->cursor = line;
     if (line < s->n_names) change(app, 1);   // a click on a schedule chooses it
 }
+
+const TuiScreenOps TUI_SETUP_SCREEN = {.enter = setup_enter, .draw = setup_draw, .key = setup_key,
+                                       .click = setup_click, .keys = SETUP_KEYS,
+                                       .n_keys = (int)(sizeof SETUP_KEYS / sizeof SETUP_KEYS[0])};

@@ -35,7 +35,8 @@ void tui_view_reset(TuiView *v) {
     tui_series_reset(&v->loss_series);
 }
 
-void tui_view_copy(TuiView *dst, const TuiView *src) {
+// Copies the filled parts of src (the whole struct is ~300 KiB, mostly spare capacity).
+static void view_copy(TuiView *dst, const TuiView *src) {
     memcpy(dst, src, offsetof(TuiView, ev));
     const int n = src->ev_off[min_i(src->n_ranks, TUI_MAX_RANKS)];
     memcpy(dst->ev, src->ev, sizeof(TuiEvent) * (size_t)n);
@@ -75,20 +76,20 @@ double tui_view_eta(const TuiView *v) {
 // ---- publishing -------------------------------------------------------------------------------
 
 // blocking: wait for the UI's copy to finish (only before or after the run's steps).
-static void publish(TuiLive *l, bool blocking) {
+static void publish(TuiSnapshot *l, bool blocking) {
     if (blocking) pthread_mutex_lock(&l->mu);
     else if (pthread_mutex_trylock(&l->mu) != 0) {
         l->publish_pending = true;
         return;
     }
     l->staging.version++;
-    tui_view_copy(&l->shared, &l->staging);
+    view_copy(&l->shared, &l->staging);
     pthread_mutex_unlock(&l->mu);
     l->publish_pending = false;
 }
 
-void tui_live_init(TuiLive *l) {
-    memset(l, 0, offsetof(TuiLive, shared));
+void tui_snapshot_init(TuiSnapshot *l) {
+    memset(l, 0, offsetof(TuiSnapshot, shared));
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->resume_cv, NULL);
     tui_view_reset(&l->shared);
@@ -100,20 +101,20 @@ void tui_live_init(TuiLive *l) {
     l->pause_limit_s = 0.0;
 }
 
-void tui_live_destroy(TuiLive *l) {
+void tui_snapshot_destroy(TuiSnapshot *l) {
     pthread_cond_destroy(&l->resume_cv);
     pthread_mutex_destroy(&l->mu);
 }
 
-bool tui_live_snapshot(TuiLive *l, TuiView *out) {
+bool tui_snapshot_take(TuiSnapshot *l, TuiView *out) {
     pthread_mutex_lock(&l->mu);
     const bool changed = l->shared.version != out->version;
-    if (changed) tui_view_copy(out, &l->shared);
+    if (changed) view_copy(out, &l->shared);
     pthread_mutex_unlock(&l->mu);
     return changed;
 }
 
-void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal) {
+void tui_snapshot_begin(TuiSnapshot *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal) {
     const unsigned version = l->staging.version;
     tui_view_reset(&l->staging);
     l->staging.version = version;
@@ -128,21 +129,21 @@ void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, dou
     publish(l, true);
 }
 
-void tui_live_end(TuiLive *l, TuiRunState state, const char *message, int64_t run_id) {
+void tui_snapshot_end(TuiSnapshot *l, TuiRunState state, const char *message, int64_t run_id) {
     l->staging.state = state;
     snprintf(l->staging.message, sizeof l->staging.message, "%s", message ? message : "");
     if (run_id > 0) l->staging.run_id = run_id;
     publish(l, true);
 }
 
-void tui_live_set_pause(TuiLive *l, bool paused) {
+void tui_snapshot_set_pause(TuiSnapshot *l, bool paused) {
     pthread_mutex_lock(&l->mu);
     atomic_store(&l->pause, paused);
     pthread_cond_broadcast(&l->resume_cv);
     pthread_mutex_unlock(&l->mu);
 }
 
-void tui_live_request_stop(TuiLive *l) {
+void tui_snapshot_request_stop(TuiSnapshot *l) {
     pthread_mutex_lock(&l->mu);
     atomic_store(&l->stop, true);
     pthread_cond_broadcast(&l->resume_cv);
@@ -151,10 +152,10 @@ void tui_live_request_stop(TuiLive *l) {
 
 // ---- the run's hooks (engine thread) ------------------------------------------------------------
 
-static int live_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
+static int snap_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
                          Error *err) {
     (void)err;
-    TuiLive *l = ctx;
+    TuiSnapshot *l = ctx;
     TuiView *v = &l->staging;
     tui_view_identity(v, rc, po);
     v->params = (double)info->params;
@@ -173,7 +174,7 @@ static int live_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *
 
 // Per pipeline rank: the mean over its replicas' busy / idle / comm, the layers of its
 // stages and the activation memory they peaked at.
-static void update_ranks(TuiLive *l, const PipelineReport *r) {
+static void update_ranks(TuiSnapshot *l, const PipelineReport *r) {
     TuiView *v = &l->staging;
     const StepTelemetry *t = &r->telemetry;
     const int P = v->P > 0 ? v->P : 1, D = r->n_ranks / P > 0 ? r->n_ranks / P : 1;
@@ -200,7 +201,7 @@ static void update_ranks(TuiLive *l, const PipelineReport *r) {
 }
 
 // Lane q is world rank q (replica 0), its times moved onto rank 0's clock.
-static void update_timeline(TuiLive *l, const Pipeline *p, const PipelineReport *r) {
+static void update_timeline(TuiSnapshot *l, const Pipeline *p, const PipelineReport *r) {
     TuiView *v = &l->staging;
     const ActionEvent *const *events;
     const int *n_events;
@@ -229,8 +230,8 @@ static void update_timeline(TuiLive *l, const Pipeline *p, const PipelineReport 
     v->timeline_planned = false;
 }
 
-static void live_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) {
-    TuiLive *l = ctx;
+static void snap_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) {
+    TuiSnapshot *l = ctx;
     TuiView *v = &l->staging;
     const StepReport *s = &r->step;
     v->step = s->step;
@@ -257,8 +258,8 @@ static void live_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) 
 
 // A paused run waits here, between steps, until resume or stop; under MPI it lets one step
 // through every pause_limit_s so that no other process's wait reaches the timeout.
-static bool live_should_stop(void *ctx) {
-    TuiLive *l = ctx;
+static bool snap_should_stop(void *ctx) {
+    TuiSnapshot *l = ctx;
     if (l->publish_pending) publish(l, false);
     if (atomic_load(&l->stop)) {
         l->staging.state = TUI_RUN_STOPPING;
@@ -283,13 +284,13 @@ static bool live_should_stop(void *ctx) {
     return stop;
 }
 
-static void live_on_end(void *ctx, const RunSummary *s) {
-    TuiLive *l = ctx;
+static void snap_on_end(void *ctx, const RunSummary *s) {
+    TuiSnapshot *l = ctx;
     (void)s;
     if (l->publish_pending) publish(l, true);
 }
 
-TrainHooks tui_live_hooks(TuiLive *l) {
-    return (TrainHooks){.ctx = l, .on_start = live_on_start, .on_step = live_on_step,
-                        .should_stop = live_should_stop, .on_end = live_on_end};
+TrainHooks tui_snapshot_hooks(TuiSnapshot *l) {
+    return (TrainHooks){.ctx = l, .on_start = snap_on_start, .on_step = snap_on_step,
+                        .should_stop = snap_should_stop, .on_end = snap_on_end};
 }

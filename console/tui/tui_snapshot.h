@@ -1,5 +1,5 @@
 // console/tui_snapshot: what the live screen shows (TuiView), and how a training run fills it
-// without ever waiting for the screen (TuiLive).
+// without ever waiting for the screen (TuiSnapshot).
 //
 // Two threads, one rule: the engine's thread never waits for drawing. The run's hooks
 // (called on the engine's thread, root process only) update a private staging view, then
@@ -74,8 +74,6 @@ typedef struct {
 } TuiView;
 
 void tui_view_reset(TuiView *v);
-// Copies the filled parts of src (the whole struct is ~300 KiB, mostly spare capacity).
-void tui_view_copy(TuiView *dst, const TuiView *src);
 // Fills the identity fields (schedule, P, V, D, M, B, T, model, lr, steps) from a run's
 // configuration.
 void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *po);
@@ -98,23 +96,23 @@ typedef struct {
     const int64_t *run_id;      // the session's run-store id (RunSession.recorder.run)
     double pause_limit_s;       // > 0 (MPI): a paused run still steps once per this long, so
                                 // the other processes' waits never reach --timeout
-} TuiLive;
+} TuiSnapshot;
 
-void tui_live_init(TuiLive *l);
-void tui_live_destroy(TuiLive *l);
+void tui_snapshot_init(TuiSnapshot *l);
+void tui_snapshot_destroy(TuiSnapshot *l);
 
-// Hooks for RunSession.view; ctx is the TuiLive.
-TrainHooks tui_live_hooks(TuiLive *l);
+// Hooks for RunSession.view; ctx is the TuiSnapshot.
+TrainHooks tui_snapshot_hooks(TuiSnapshot *l);
 
 // Called by the run's thread around run_session: begin resets the view for a new run
 // (state STARTING, identity from ro, ideal bubble); end sets the final state and message.
-void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal);
-void tui_live_end(TuiLive *l, TuiRunState state, const char *message, int64_t run_id);
+void tui_snapshot_begin(TuiSnapshot *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal);
+void tui_snapshot_end(TuiSnapshot *l, TuiRunState state, const char *message, int64_t run_id);
 
 // UI thread: copies the shared view into *out when its version differs from out->version.
 // Returns true when it copied.
-bool tui_live_snapshot(TuiLive *l, TuiView *out);
+bool tui_snapshot_take(TuiSnapshot *l, TuiView *out);
 
-void tui_live_set_pause(TuiLive *l, bool paused);
-void tui_live_request_stop(TuiLive *l);
+void tui_snapshot_set_pause(TuiSnapshot *l, bool paused);
+void tui_snapshot_request_stop(TuiSnapshot *l);
 #endif

@@ -4,16 +4,7 @@
 # export (CSV, JSON, --out), crashed runs, reads that change nothing, and every bad input:
 # one line on stderr, exit code 2, nothing on stdout.
 # usage: cli_history.sh PPTRAIN SOURCE_DIR
-set -u
-bin=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-passed=0
-failed=0
-
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib_cli.sh" "$@"
 
 # check "what" COMMAND...: the command exits 0 (its stdout is left in out.txt).
 check_ok() {
@@ -218,5 +209,4 @@ expect_error "--limit: 'ten' is not an integer" --limit ten --db runs.db
 expect_error "--status: 'done' is not running, finished, failed, stopped or crashed" --status done --db runs.db
 if [ ! -e pptrain.db ]; then pass; else fail "pptrain.db appeared"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

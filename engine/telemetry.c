@@ -1,5 +1,6 @@
 // Summarizes one step's action events (engine/telemetry.h): per-rank busy / comm / idle, per
-// stage busy / comm, the step's wall time on rank 0's clock and the measured bubble.
+// stage busy / comm, the step's wall time on rank 0's clock and the measured bubble; then
+// telemetry_attribute (engine/telemetry_bubble.c) splits the non-busy time by cause.
 #include "engine/telemetry.h"
 
 #include <stdbool.h>
@@ -53,4 +54,5 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank, const
     }
     // A step with no measured time has no bubble to speak of.
     out->bubble = out->step_ms > 0.0 && n_ranks > 0 ? 1.0 - busy_total / (n_ranks * out->step_ms) : 0.0;
+    telemetry_attribute(n_ranks, n_stages, stage_rank, events, n_events, offsets, out);
 }

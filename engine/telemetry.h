@@ -37,6 +37,7 @@ typedef struct {
 typedef struct {
     double busy_ms;         // this stage's compute (F, B, I, W)
     double comm_ms;         // this stage's SEND/RECV time
+    double transfer_ms;     // of comm_ms, moving bytes (as RankTelemetry.transfer_ms)
     int rank;
 } StageTelemetry;
 
@@ -79,4 +80,12 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank,
 // busy, comm, idle, step_ms and bubble are filled (telemetry_summarize calls it).
 void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const ActionEvent *const *events,
                          const int *n_events, const double *offsets, StepTelemetry *out);
+
+// CPU oversubscription, the bubble's likeliest contention: more rank threads or processes on
+// this host than cores to run them. host_cores: the cores this process may run on
+// (sched_getaffinity). host_ranks: world ranks when they are threads of this process
+// (one_process); else the ranks of this mpirun job on this node (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_SIZE), 0 when unknown.
+int telemetry_host_cores(void);
+int telemetry_host_ranks(bool one_process, int world);
 #endif

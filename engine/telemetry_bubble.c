@@ -179,8 +179,11 @@ void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const
     for (int r = 0; r < n_ranks; r++) {
         RankTelemetry *rt = &out->ranks[r];
         rt->transfer_ms = 0.0;
-        for (int i = st.rank_first[r]; i < st.rank_first[r + 1]; i++)
+        for (int i = st.rank_first[r]; i < st.rank_first[r + 1]; i++) {
             rt->transfer_ms += xfer[i] = transfer_ms(&st, i, offsets ? offsets[r] : 0.0);
+            const int s = st.ev[i]->stage;
+            if (s >= 0 && s < n_stages) out->stages[s].transfer_ms += xfer[i];
+        }
         rt->wait_ms = fmax(0.0, out->step_ms - rt->busy_ms - rt->transfer_ms);
         busy += rt->busy_ms;
     }

@@ -74,7 +74,10 @@ SELECT r, n, 2.4 + 3.2 * exp(-n / 30.0) + (r - 1) * 0.01, 0.003, 1.0, 19000 + n 
 FROM s, (SELECT 1 AS r UNION SELECT 2);
 WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 200),
      st(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM st WHERE k < 3)
-INSERT INTO stage_steps SELECT 1, n, k, k, 70 + k, 20, 10 - k, 1048576 * (4 - k) FROM s, st;
+INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, idle_ms, comm_ms, peak_act_bytes, transfer_ms, wait_ms)
+SELECT 1, n, k, k, 70 + k, 20, 10 - k, 1048576 * (4 - k), 1, 29 - 2 * k FROM s, st;
+UPDATE steps SET bubble_ideal = 0.1, bubble_imbalance = 0.05, bubble_transfer = 0.02, bubble_contention = 0.03
+WHERE run_id = 1;
 INSERT INTO checkpoints (id, run_id, step, dir, created_at, bytes, status)
 VALUES (1, 1, 100, 'ckpt/run1/step-100', '2025-03-01T14:03:30.000Z', 3145728, 'complete'),
        (2, 1, 200, 'ckpt/run1/step-200', '2025-03-01T14:04:59.000Z', 0, 'writing');

@@ -28,8 +28,8 @@ typedef struct {
     double comm_ms;         // sum of SEND/RECV durations (for RECV: the time blocked waiting)
     double idle_ms;         // step wall time - busy - comm
     // The non-busy time (comm + idle) split by cause, transfer + wait = step_ms - busy:
-    double transfer_ms;     // moving bytes: every SEND (a buffered copy that never waits), and of
-                            // each RECV as much as its matching SEND took (the same bytes copied)
+    double transfer_ms;     // moving bytes: each SEND and RECV copies one message, as fast as the
+                            // step's fastest SEND did (every message has the same size)
     double wait_ms;         // the rest: blocked on a peer, or done before the step ends: the bubble
     int events;
 } RankTelemetry;
@@ -79,7 +79,7 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank,
 // The transfer / wait split of every rank and the bubble's parts, for a StepTelemetry whose
 // busy, comm, idle, step_ms and bubble are filled (telemetry_summarize calls it).
 void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const ActionEvent *const *events,
-                         const int *n_events, const double *offsets, StepTelemetry *out);
+                         const int *n_events, StepTelemetry *out);
 
 // CPU oversubscription, the bubble's likeliest contention: more rank threads or processes on
 // this host than cores to run them. host_cores: the cores this process may run on

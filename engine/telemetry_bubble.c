@@ -1,7 +1,7 @@
 // engine/telemetry_bubble: where a step's non-busy time went (engine/telemetry.h). Each rank's
-// messages are matched with their peers' (a RECV with the SEND of the same message) to split
-// its non-busy time into transfer and wait, and the step is replayed three times at its own
-// measured costs to split the bubble into ideal, imbalance, transfer and contention.
+// non-busy time splits into transfer (its messages' copies) and wait; the step is replayed
+// three times at its own measured costs, every RECV after the SEND of its message, to split
+// the bubble into ideal, imbalance, transfer and contention.
 #include <math.h>
 #include <stdlib.h>
 
@@ -19,8 +19,7 @@ typedef struct {
     int *rank_first;          // (W + 1) rank r's events are [rank_first[r], rank_first[r + 1])
     int *msg;                 // (N) the message's index in [0, 2 * D * S * M), or -1
     int n_msgs;
-    double *send_ms;          // (n_msgs) the SEND's duration; NaN: not sent this step
-    double *send_end;         // (n_msgs) the SEND's end on rank 0's clock, seconds
+    double copy_ms;           // one message's copy: the step's fastest SEND (0 without any)
 } Step;
 
 static bool is_compute(int type) { return type < N_COMPUTE; }
@@ -44,7 +43,7 @@ static int msg_index(const Step *st, int replica, const ActionEvent *e) {
 }
 
 static void step_init(Step *st, int W, int S, const int *stage_rank, const ActionEvent *const *events,
-                      const int *n_events, const double *offsets) {
+                      const int *n_events) {
     *st = (Step){.W = W, .S = S, .M = 1, .P = 1};
     for (int s = 0; s < S; s++) st->P = stage_rank[s] + 1 > st->P ? stage_rank[s] + 1 : st->P;
     st->rank_first = xmalloc(sizeof(int) * (size_t)(W + 1));
@@ -58,39 +57,31 @@ static void step_init(Step *st, int W, int S, const int *stage_rank, const Actio
     st->n_msgs = 2 * D * S * st->M;
     st->ev = xmalloc(sizeof(ActionEvent *) * (size_t)(st->N ? st->N : 1));
     st->msg = xmalloc(sizeof(int) * (size_t)(st->N ? st->N : 1));
-    st->send_ms = xmalloc(sizeof(double) * (size_t)st->n_msgs);
-    st->send_end = xmalloc(sizeof(double) * (size_t)st->n_msgs);
-    for (int k = 0; k < st->n_msgs; k++) st->send_ms[k] = st->send_end[k] = NAN;
+    st->copy_ms = INFINITY;
     for (int r = 0; r < W; r++)
         for (int i = 0; i < n_events[r]; i++) {
             const int at = st->rank_first[r] + i;
             st->ev[at] = &events[r][i];
             st->msg[at] = msg_index(st, r / st->P, &events[r][i]);
-            if (st->msg[at] >= 0 && is_send(events[r][i].type)) {
-                st->send_ms[st->msg[at]] = ms(&events[r][i]);
-                st->send_end[st->msg[at]] = events[r][i].end + (offsets ? offsets[r] : 0.0);
-            }
+            if (is_send(events[r][i].type)) st->copy_ms = fmin(st->copy_ms, ms(&events[r][i]));
         }
+    if (isinf(st->copy_ms)) st->copy_ms = 0.0;
 }
 
 static void step_free(Step *st) {
     free(st->rank_first);
     free(st->ev);
     free(st->msg);
-    free(st->send_ms);
-    free(st->send_end);
 }
 
-// The part of event i that moved bytes, in ms. A SEND copies into the receiver's buffer and
-// never waits. A RECV copies the same bytes out once they are there: at most what its SEND
-// took, and at most the time between the SEND's end and its own (before that it waited).
-static double transfer_ms(const Step *st, int i, double offset) {
+// The part of SEND or RECV event i that moved bytes, in ms. Every message of a run has the
+// same size (a microbatch's activations or their gradient: rows x T x hidden), and a SEND
+// copies it into the receiver's buffer without waiting, a RECV copies it out: each moves the
+// bytes once, at the speed of the step's fastest SEND. What a SEND takes beyond that is time
+// without a core or a lock; what a RECV takes beyond it is waiting for the peer.
+static double transfer_ms(const Step *st, int i) {
     const ActionEvent *e = st->ev[i];
-    if (is_send(e->type)) return ms(e);
-    const int k = st->msg[i];
-    if (!is_recv(e->type) || k < 0 || isnan(st->send_ms[k])) return 0.0;
-    const double after_send = (e->end + offset - st->send_end[k]) * 1e3;
-    return fmax(0.0, fmin(ms(e), fmin(st->send_ms[k], after_send)));
+    return is_send(e->type) || is_recv(e->type) ? fmin(ms(e), st->copy_ms) : 0.0;
 }
 
 // Every rank's events in order, each as early as its rank is free and, for a RECV, its SEND
@@ -169,18 +160,18 @@ static void replay_parts(const Step *st, const double *xfer, double busy, Bubble
 }
 
 void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const ActionEvent *const *events,
-                         const int *n_events, const double *offsets, StepTelemetry *out) {
+                         const int *n_events, StepTelemetry *out) {
     out->parts = (BubbleParts){.valid = false};
     if (n_ranks <= 0 || n_stages <= 0) return;
     Step st;
-    step_init(&st, n_ranks, n_stages, stage_rank, events, n_events, offsets);
+    step_init(&st, n_ranks, n_stages, stage_rank, events, n_events);
     double *xfer = xmalloc(sizeof(double) * (size_t)(st.N ? st.N : 1));
     double busy = 0.0;
     for (int r = 0; r < n_ranks; r++) {
         RankTelemetry *rt = &out->ranks[r];
         rt->transfer_ms = 0.0;
         for (int i = st.rank_first[r]; i < st.rank_first[r + 1]; i++) {
-            rt->transfer_ms += xfer[i] = transfer_ms(&st, i, offsets ? offsets[r] : 0.0);
+            rt->transfer_ms += xfer[i] = transfer_ms(&st, i);
             const int s = st.ev[i]->stage;
             if (s >= 0 && s < n_stages) out->stages[s].transfer_ms += xfer[i];
         }

@@ -17,16 +17,17 @@
 #include "test_util.h"
 
 // One microbatch through two stages. Rank 1's clock reads 10 s ahead of rank 0's. Times are
-// multiples of 1/4 s, so every sum below is exact.
-//   rank 0:  F [0,1]  SEND_F [1,1.25]  RECV_B [1.25,3]  B [3,4]
-//   rank 1:  RECV_F [0,1.25]  F [1.25,2.25]  B [2.25,2.75]  SEND_B [2.75,3]   (rank-0 clock)
+// multiples of 1/4 s, so every sum below is exact. A message takes 1/4 s to copy in (SEND)
+// and 1/4 s to copy out (the end of its RECV).
+//   rank 0:  F [0,1]  SEND_F [1,1.25]  RECV_B [1.25,3.5]  B [3.5,4.5]
+//   rank 1:  RECV_F [0,1.5]  F [1.5,2.5]  B [2.5,3]  SEND_B [3,3.25]   (rank-0 clock)
 static const ActionEvent RANK0[] = {
     {0.0, 1.0, 0, 0, ACT_F, 0}, {1.0, 1.25, 0, 0, ACT_SEND_F, 0},
-    {1.25, 3.0, 0, 0, ACT_RECV_B, 0}, {3.0, 4.0, 0, 0, ACT_B, 0},
+    {1.25, 3.5, 0, 0, ACT_RECV_B, 0}, {3.5, 4.5, 0, 0, ACT_B, 0},
 };
 static const ActionEvent RANK1[] = {
-    {10.0, 11.25, 0, 1, ACT_RECV_F, 0}, {11.25, 12.25, 0, 1, ACT_F, 0},
-    {12.25, 12.75, 0, 1, ACT_B, 0}, {12.75, 13.0, 0, 1, ACT_SEND_B, 0},
+    {10.0, 11.5, 0, 1, ACT_RECV_F, 0}, {11.5, 12.5, 0, 1, ACT_F, 0},
+    {12.5, 13.0, 0, 1, ACT_B, 0}, {13.0, 13.25, 0, 1, ACT_SEND_B, 0},
 };
 
 static void test_summarize_exact(void) {
@@ -38,30 +39,33 @@ static void test_summarize_exact(void) {
     StepTelemetry t = {.ranks = ranks, .stages = stages};
     telemetry_summarize(2, 2, stage_rank, events, n, offsets, &t);
     CHECK(t.n_ranks == 2 && t.n_stages == 2, "shape");
-    CHECK(t.step_ms == 4000.0, "step %.17g ms", t.step_ms);
-    CHECK(ranks[0].busy_ms == 2000.0 && ranks[0].comm_ms == 2000.0 && ranks[0].idle_ms == 0.0,
+    CHECK(t.step_ms == 4500.0, "step %.17g ms", t.step_ms);
+    CHECK(ranks[0].busy_ms == 2000.0 && ranks[0].comm_ms == 2500.0 && ranks[0].idle_ms == 0.0,
           "rank 0: busy %g comm %g idle %g", ranks[0].busy_ms, ranks[0].comm_ms, ranks[0].idle_ms);
-    CHECK(ranks[1].busy_ms == 1500.0 && ranks[1].comm_ms == 1500.0 && ranks[1].idle_ms == 1000.0,
+    CHECK(ranks[1].busy_ms == 1500.0 && ranks[1].comm_ms == 1750.0 && ranks[1].idle_ms == 1250.0,
           "rank 1: busy %g comm %g idle %g", ranks[1].busy_ms, ranks[1].comm_ms, ranks[1].idle_ms);
     CHECK(ranks[0].events == 4 && ranks[1].events == 4, "event counts");
-    CHECK(t.bubble == 1.0 - 3500.0 / 8000.0, "bubble %.17g", t.bubble);
-    CHECK(stages[0].busy_ms == 2000.0 && stages[0].comm_ms == 2000.0 && stages[0].rank == 0, "stage 0");
-    CHECK(stages[1].busy_ms == 1500.0 && stages[1].comm_ms == 1500.0 && stages[1].rank == 1, "stage 1");
-    // Transfer: both SENDs (250 ms each); each RECV ends as its SEND does, so it only waited.
-    CHECK(ranks[0].transfer_ms == 250.0 && ranks[0].wait_ms == 1750.0, "rank 0: transfer %g wait %g",
+    CHECK(t.bubble == 1.0 - 3500.0 / 9000.0, "bubble %.17g", t.bubble);
+    CHECK(stages[0].busy_ms == 2000.0 && stages[0].comm_ms == 2500.0 && stages[0].rank == 0, "stage 0");
+    CHECK(stages[1].busy_ms == 1500.0 && stages[1].comm_ms == 1750.0 && stages[1].rank == 1, "stage 1");
+    // Transfer: a copy in and a copy out per rank (250 ms each); the rest of the non-busy
+    // time is waiting.
+    CHECK(ranks[0].transfer_ms == 500.0 && ranks[0].wait_ms == 2000.0, "rank 0: transfer %g wait %g",
           ranks[0].transfer_ms, ranks[0].wait_ms);
-    CHECK(ranks[1].transfer_ms == 250.0 && ranks[1].wait_ms == 2250.0, "rank 1: transfer %g wait %g",
+    CHECK(ranks[1].transfer_ms == 500.0 && ranks[1].wait_ms == 2500.0, "rank 1: transfer %g wait %g",
           ranks[1].transfer_ms, ranks[1].wait_ms);
+    CHECK(stages[0].transfer_ms == 500.0 && stages[1].transfer_ms == 500.0, "stage transfer");
     // Replays: F 1 s on both stages; B 1 s and 0.5 s (mean 0.75). Messages free: rank 1 starts
     // F at 1, B ends at 2.75, rank 0's B ends at 3.5: 1 - 3.5 / (2 x 3.5) = 0.5, the same with
-    // each stage's own B. With the sends' 0.25 s each the replay is the measured 4 s.
+    // each stage's own B. With the four copies the replay is the measured 4.5 s.
     const BubbleParts *b = &t.parts;
-    CHECK(b->valid && b->ideal == 0.5 && b->imbalance == 0.0 && b->transfer == 0.0625 && b->contention == 0.0,
+    CHECK(b->valid && b->ideal == 0.5 && b->imbalance == 0.0 && b->transfer == t.bubble - 0.5 &&
+              b->contention == 0.0,
           "parts: ideal %.17g imbalance %.17g transfer %.17g contention %.17g", b->ideal, b->imbalance, b->transfer,
           b->contention);
     // Without the offset rank 1 seems to end 9 s after rank 0: the wall time says so.
     telemetry_summarize(2, 2, stage_rank, events, n, NULL, &t);
-    CHECK(t.step_ms == 13000.0 && ranks[1].idle_ms == 10000.0, "no offsets: step %g ms", t.step_ms);
+    CHECK(t.step_ms == 13250.0 && ranks[1].idle_ms == 10000.0, "no offsets: step %g ms", t.step_ms);
     // Nothing recorded: no wall time, no bubble.
     const int none[2] = {0, 0};
     telemetry_summarize(2, 2, stage_rank, events, none, offsets, &t);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/tui/pure/tui_bubble.h"
 #include "storage/atomic_file.h"
 #include "storage/db.h"
 
@@ -211,11 +212,18 @@ static int history_check(const HistoryOptions *o, Error *err) {
     return 0;
 }
 
-// argv[1] is "history"; argv[2] may name the verb (default list).
-static int history_parse(int argc, char **argv, HistoryOptions *o, Error *err) {
-    *o = (HistoryOptions){.verb = VERB_LIST, .db_path = DB_DEFAULT_PATH};
-    int i = 2;
-    if (i < argc && argv[i][0] != '-') {
+static bool is_flag(const char *a) { return a[0] == '-' && a[1] != '\0'; }
+
+// The verb: the first argument that is neither a flag nor a flag's value (default list), so
+// flags go before or after it. Returns its index in argv (0: none), or -1 with err.
+static int history_find_verb(int argc, char **argv, HistoryOptions *o, Error *err) {
+    for (int i = 2; i < argc; i++) {
+        if (is_flag(argv[i])) {
+            const char *flag = argv[i];
+            for (size_t k = 0; k < N_OPTIONS; k++)
+                if (strcmp(flag, OPTIONS[k].flag) == 0 && OPTIONS[k].arg) i++;
+            continue;
+        }
         size_t k = 0;
         while (k < N_VERBS && strcmp(argv[i], VERBS[k].name) != 0) k++;
         if (k == N_VERBS) {
@@ -223,11 +231,20 @@ static int history_parse(int argc, char **argv, HistoryOptions *o, Error *err) {
             return -1;
         }
         o->verb = VERBS[k].verb;
-        i++;
+        return i;
     }
+    return 0;
+}
+
+// argv[1] is "history"; the verb may come anywhere among the flags.
+static int history_parse(int argc, char **argv, HistoryOptions *o, Error *err) {
+    *o = (HistoryOptions){.verb = VERB_LIST, .db_path = DB_DEFAULT_PATH};
+    const int verb_at = history_find_verb(argc, argv, o, err);
+    if (verb_at < 0) return -1;
     const HistoryVerbInfo *v = history_verb(o->verb);
-    for (; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+    for (int i = 2; i < argc; i++) {
+        if (i == verb_at) continue;
+        if (is_flag(argv[i])) {
             if (history_option(o, argc, argv, &i, err)) return -1;
         } else if (o->n_runs < v->max_runs) {
             o->runs[o->n_runs++] = argv[i];
@@ -331,6 +348,15 @@ static cJSON *history_run_json(const DbRunInfo *r, bool with_config) {
     json_num(o, "min_loss", r->min_loss);
     json_num(o, "median_tokens_per_s", r->median_tokens_per_s);
     json_num(o, "mean_bubble", r->mean_bubble);
+    cJSON *parts = cJSON_AddObjectToObject(o, "mean_bubble_parts");
+    json_num(parts, "ideal", r->mean_ideal);
+    json_num(parts, "imbalance", r->mean_imbalance);
+    json_num(parts, "transfer", r->mean_transfer);
+    json_num(parts, "contention", r->mean_contention);
+    if (r->host_cores > 0) cJSON_AddNumberToObject(o, "host_cores", r->host_cores);
+    else cJSON_AddNullToObject(o, "host_cores");
+    if (r->host_ranks > 0) cJSON_AddNumberToObject(o, "host_ranks", r->host_ranks);
+    else cJSON_AddNullToObject(o, "host_ranks");
     json_str(o, "host", r->host);
     if (r->pid) json_int64(o, "pid", r->pid);
     else cJSON_AddNullToObject(o, "pid");
@@ -522,19 +548,55 @@ static void show_loss(const DbRunInfo *r, const DbStep *steps, int n, bool ascii
     printf("  median %s tok/s, mean bubble %s\n", rate, bubble);
 }
 
+// "4 rank threads on 2 cores: CPU oversubscription", or "" when the store does not say.
+static void host_load(const DbRunInfo *r, char *buf, size_t size) {
+    buf[0] = '\0';
+    if (r->host_cores <= 0 || r->host_ranks <= 0) return;
+    const bool threads = r->transport && strcmp(r->transport, "local") == 0;
+    snprintf(buf, size, "%d rank %s on %d core%s%s", r->host_ranks, threads ? "threads" : "processes", r->host_cores,
+             r->host_cores == 1 ? "" : "s", r->host_ranks > r->host_cores ? ": CPU oversubscription" : "");
+}
+
+static TuiBubble run_bubble(const DbRunInfo *r) {
+    return (TuiBubble){r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention,
+                       r->host_cores > 0 && r->host_ranks > r->host_cores};
+}
+
+// The mean measured bubble and its parts, in points (docs/console.md, "The bubble").
+static void show_bubble(const DbRunInfo *r) {
+    printf("\nbubble (means over the steps; points of ranks x step time)\n");
+    if (isnan(r->mean_bubble)) {
+        printf("  not measured (one rank, or no steps)\n");
+        return;
+    }
+    if (isnan(r->mean_ideal)) {
+        printf("  %.1f%% measured (its parts were not recorded: a store older than version 3)\n",
+               100 * r->mean_bubble);
+        return;
+    }
+    const TuiBubble b = run_bubble(r);
+    char text[256], load[128];
+    tui_bubble_text(&b, (int)sizeof text - 1, text, sizeof text);
+    printf("  %s\n", text);
+    host_load(r, load, sizeof load);
+    if (load[0]) printf("  %s\n", load);
+}
+
 static void show_stages(const DbStageSummary *st, int n) {
     printf("\nstages\n");
     if (n == 0) {
         printf("  no stage timings recorded\n");
         return;
     }
-    printf("  %5s %5s %10s %10s %10s %7s %13s\n", "stage", "ranks", "busy ms", "idle ms", "comm ms", "busy",
-           "peak act MiB");
+    printf("  %5s %5s %10s %10s %10s %7s %13s %10s %10s\n", "stage", "ranks", "busy ms", "idle ms", "comm ms", "busy",
+           "peak act MiB", "xfer ms", "wait ms");
     for (int i = 0; i < n; i++) {
-        char frac[16];
+        char frac[16], xfer[16], wait[16];
         fmt_num(frac, sizeof frac, "%.1f%%", 100 * st[i].busy_frac);
-        printf("  %5d %5d %10.2f %10.2f %10.2f %7s %13.1f\n", st[i].stage, st[i].ranks, st[i].busy_ms,
-               st[i].idle_ms, st[i].comm_ms, frac, st[i].peak_act_bytes / 1048576.0);
+        fmt_num(xfer, sizeof xfer, "%.2f", st[i].transfer_ms);
+        fmt_num(wait, sizeof wait, "%.2f", st[i].wait_ms);
+        printf("  %5d %5d %10.2f %10.2f %10.2f %7s %13.1f %10s %10s\n", st[i].stage, st[i].ranks, st[i].busy_ms,
+               st[i].idle_ms, st[i].comm_ms, frac, st[i].peak_act_bytes / 1048576.0, xfer, wait);
     }
 }
 
@@ -568,6 +630,8 @@ static cJSON *show_json(const DbRunInfo *r, const DbStageSummary *st, int n_st, 
         json_num(s, "comm_ms", st[i].comm_ms);
         json_num(s, "busy_frac", st[i].busy_frac);
         json_int64(s, "peak_act_bytes", st[i].peak_act_bytes);
+        json_num(s, "transfer_ms", st[i].transfer_ms);
+        json_num(s, "wait_ms", st[i].wait_ms);
         cJSON_AddItemToArray(stages, s);
     }
     cJSON *cks = cJSON_AddArrayToObject(root, "checkpoints");
@@ -602,6 +666,7 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
         show_header(&r);
         show_config(&r);
         show_loss(&r, steps, n_steps, o->ascii || !locale_is_utf8());
+        show_bubble(&r);
         show_stages(st, n_st);
         show_checkpoints(ck, n_ck);
     }
@@ -615,74 +680,227 @@ done:
 }
 
 // ---- compare --------------------------------------------------------------------------------------
+// One row per field: the run's shape and results always, and every other configuration field
+// (recompute, transport, precision, data, model dimensions, ...) where two runs differ. A row
+// differs when its cells print differently.
 
-#define COMPARE_ROWS 15
-#define COMPARE_CELL 32
+#define COMPARE_MAX_ROWS 128
+#define COMPARE_CELL 128
 
-// The rows of `compare`, as text, so that "differs" means "prints differently".
-static void compare_cells(const DbRunInfo *r, char cells[COMPARE_ROWS][COMPARE_CELL]) {
-    int k = 0;
-    snprintf(cells[k++], COMPARE_CELL, "%s", r->schedule ? r->schedule : "-");
-    const int ints[] = {r->stages, r->virtual_stages, r->dp, r->microbatches, r->batch, r->seq_len};
-    for (int i = 0; i < 6; i++) snprintf(cells[k++], COMPARE_CELL, "%d", ints[i]);
-    snprintf(cells[k++], COMPARE_CELL, "%s", r->model ? r->model : "-");
-    fmt_num(cells[k++], COMPARE_CELL, "%g", r->lr);
-    snprintf(cells[k++], COMPARE_CELL, "%llu", (unsigned long long)r->seed);
-    fmt_steps(cells[k++], COMPARE_CELL, r);
-    fmt_num(cells[k++], COMPARE_CELL, "%.4f", r->last_loss);
-    fmt_num(cells[k++], COMPARE_CELL, "%.4f", r->min_loss);
-    fmt_num(cells[k++], COMPARE_CELL, "%.0f", r->median_tokens_per_s);
-    fmt_num(cells[k++], COMPARE_CELL, "%.1f%%", 100 * r->mean_bubble);
+#define COMPARE_PATH 160
+
+typedef struct {
+    char label[COMPARE_PATH];
+    char key[COMPARE_PATH + 8];                   // the JSON name in "differ"
+    char cell[HISTORY_MAX_RUNS][COMPARE_CELL];
+    bool differs;
+} CompareRow;
+
+typedef struct {
+    int n_runs, n_rows;
+    CompareRow row[COMPARE_MAX_ROWS];
+} CompareTable;
+
+static CompareRow *compare_row(CompareTable *t, const char *label, const char *key) {
+    if (t->n_rows == COMPARE_MAX_ROWS) return NULL;
+    CompareRow *r = &t->row[t->n_rows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->label, sizeof r->label, "%s", label);
+    snprintf(r->key, sizeof r->key, "%s", key);
+    return r;
 }
 
-static const char *const COMPARE_LABELS[COMPARE_ROWS] = {
-    "schedule", "P", "V", "D", "M", "batch", "seq", "model", "lr", "seed",
-    "steps", "final loss", "min loss", "median tok/s", "mean bubble"};
-static const char *const COMPARE_KEYS[COMPARE_ROWS] = {
-    "schedule", "stages", "virtual", "dp", "microbatches", "batch", "seq_len", "model", "lr", "seed",
-    "steps", "last_loss", "min_loss", "median_tokens_per_s", "mean_bubble"};
+// The shape rows: what `list` shows of a run, from the runs table.
+static void compare_shape(CompareTable *t, const DbRunInfo *runs) {
+    static const char *const LABELS[] = {"schedule", "P", "V", "D", "M", "batch", "seq", "model", "lr", "seed",
+                                         "steps"};
+    static const char *const KEYS[] = {"schedule", "stages", "virtual", "dp", "microbatches", "batch", "seq_len",
+                                       "model", "lr", "seed", "steps"};
+    for (size_t k = 0; k < sizeof LABELS / sizeof LABELS[0]; k++) {
+        CompareRow *row = compare_row(t, LABELS[k], KEYS[k]);
+        for (int j = 0; j < t->n_runs; j++) {
+            const DbRunInfo *r = &runs[j];
+            char *c = row->cell[j];
+            const int ints[] = {r->stages, r->virtual_stages, r->dp, r->microbatches, r->batch, r->seq_len};
+            if (k == 0) snprintf(c, COMPARE_CELL, "%s", r->schedule ? r->schedule : "-");
+            else if (k <= 6) snprintf(c, COMPARE_CELL, "%d", ints[k - 1]);
+            else if (k == 7) snprintf(c, COMPARE_CELL, "%s", r->model ? r->model : "-");
+            else if (k == 8) fmt_num(c, COMPARE_CELL, "%g", r->lr);
+            else if (k == 9) snprintf(c, COMPARE_CELL, "%llu", (unsigned long long)r->seed);
+            else fmt_steps(c, COMPARE_CELL, r);
+        }
+    }
+}
+
+// Configuration fields the shape rows already show.
+static bool config_covered(const char *path) {
+    static const char *const COVERED[] = {"pipeline.schedule", "pipeline.stages", "pipeline.virtual", "pipeline.dp",
+                                          "microbatches", "batch", "seq_len", "model.name", "optimizer.lr", "seed",
+                                          "steps"};
+    for (size_t k = 0; k < sizeof COVERED / sizeof COVERED[0]; k++)
+        if (strcmp(path, COVERED[k]) == 0) return true;
+    return false;
+}
+
+// The row of a configuration field (found or added): "recompute" for pipeline.recompute,
+// the dotted path for the rest.
+static CompareRow *config_row(CompareTable *t, int first_config_row, const char *path) {
+    char key[COMPARE_PATH + 8];
+    snprintf(key, sizeof key, "config.%s", path);
+    for (int i = first_config_row; i < t->n_rows; i++)
+        if (strcmp(t->row[i].key, key) == 0) return &t->row[i];
+    const bool pipe = strncmp(path, "pipeline.", 9) == 0;
+    CompareRow *row = compare_row(t, pipe ? path + 9 : path, key);
+    for (int j = 0; row && j < t->n_runs; j++) snprintf(row->cell[j], COMPARE_CELL, "-");
+    return row;
+}
+
+// Every leaf of run j's configuration object, as text, into its row.
+static void config_leaves(CompareTable *t, int first, int j, const cJSON *obj, const char *prefix) {
+    const cJSON *item;
+    cJSON_ArrayForEach(item, obj) {
+        char path[COMPARE_PATH];
+        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", item->string ? item->string : "?");
+        if (cJSON_IsObject(item)) {
+            config_leaves(t, first, j, item, path);
+            continue;
+        }
+        if (config_covered(path)) continue;
+        CompareRow *row = config_row(t, first, path);
+        if (!row) return;
+        char *text = cJSON_IsString(item) ? NULL : cJSON_PrintUnformatted(item);
+        snprintf(row->cell[j], COMPARE_CELL, "%s", text ? text : item->valuestring);
+        free(text);
+    }
+}
+
+// Configuration rows where runs that recorded a configuration disagree (a run without one,
+// from an older store, shows '?' and differs from nobody).
+static void compare_config(CompareTable *t, const DbRunInfo *runs) {
+    const int first = t->n_rows;
+    bool has[HISTORY_MAX_RUNS];
+    for (int j = 0; j < t->n_runs; j++) {
+        cJSON *config = runs[j].config_json ? cJSON_Parse(runs[j].config_json) : NULL;
+        has[j] = cJSON_IsObject(config);
+        if (has[j]) config_leaves(t, first, j, config, "");
+        cJSON_Delete(config);
+    }
+    int kept = first;
+    for (int i = first; i < t->n_rows; i++) {
+        CompareRow *row = &t->row[i];
+        int ref = -1;
+        bool differs = false;
+        for (int j = 0; j < t->n_runs; j++) {
+            if (!has[j]) {
+                snprintf(row->cell[j], COMPARE_CELL, "?");
+                continue;
+            }
+            if (ref < 0) ref = j;
+            else differs |= strcmp(row->cell[j], row->cell[ref]) != 0;
+        }
+        row->differs = differs;
+        if (differs) t->row[kept++] = *row;
+    }
+    t->n_rows = kept;
+}
+
+static void mark_differs(CompareTable *t, int from) {
+    for (int i = from; i < t->n_rows; i++)
+        for (int j = 1; j < t->n_runs; j++) t->row[i].differs |= strcmp(t->row[i].cell[j], t->row[i].cell[0]) != 0;
+}
+
+// The results rows: peak activation memory, losses, speed, the bubble and its parts (each
+// run's parts rounded to add up to its bubble).
+static void compare_results(CompareTable *t, const DbRunInfo *runs, const int64_t *peak) {
+    static const char *const LABELS[] = {"peak act", "final loss", "min loss", "median tok/s", "mean bubble",
+                                         "  ideal", "  imbalance", "  transfer", "  contention"};
+    static const char *const KEYS[] = {"peak_act_bytes", "last_loss", "min_loss", "median_tokens_per_s", "mean_bubble",
+                                       "bubble_ideal", "bubble_imbalance", "bubble_transfer", "bubble_contention"};
+    CompareRow *row[9];
+    for (int k = 0; k < 9; k++) row[k] = compare_row(t, LABELS[k], KEYS[k]);
+    for (int j = 0; j < t->n_runs && row[8]; j++) {
+        const DbRunInfo *r = &runs[j];
+        if (peak[j] > 0) snprintf(row[0]->cell[j], COMPARE_CELL, "%.1f MiB", peak[j] / 1048576.0);
+        else snprintf(row[0]->cell[j], COMPARE_CELL, "-");
+        fmt_num(row[1]->cell[j], COMPARE_CELL, "%.4f", r->last_loss);
+        fmt_num(row[2]->cell[j], COMPARE_CELL, "%.4f", r->min_loss);
+        fmt_num(row[3]->cell[j], COMPARE_CELL, "%.0f", r->median_tokens_per_s);
+        fmt_num(row[4]->cell[j], COMPARE_CELL, "%.1f%%", 100 * r->mean_bubble);
+        const TuiBubble b = run_bubble(r);
+        long tenths[5];
+        tui_bubble_tenths(&b, tenths);
+        for (int k = 0; k < 4; k++) {
+            if (isnan(r->mean_ideal) || isnan(r->mean_bubble)) snprintf(row[5 + k]->cell[j], COMPARE_CELL, "-");
+            else tui_fmt_tenths(tenths[1 + k], row[5 + k]->cell[j], COMPARE_CELL);
+        }
+    }
+}
 
 // One column per run, as wide as its widest cell; the last column unpadded.
-static void compare_print(const DbRunInfo *runs, int n, char (*cells)[COMPARE_ROWS][COMPARE_CELL],
-                          const bool *differs) {
+static void compare_print(const DbRunInfo *runs, const CompareTable *t) {
     char heads[HISTORY_MAX_RUNS][32];
-    int width[HISTORY_MAX_RUNS];
-    for (int j = 0; j < n; j++) {
+    int width[HISTORY_MAX_RUNS], label_w = 13;
+    for (int i = 0; i < t->n_rows; i++) label_w = fmax(label_w, (int)strlen(t->row[i].label));
+    for (int j = 0; j < t->n_runs; j++) {
         width[j] = snprintf(heads[j], sizeof heads[j], "run %lld", (long long)runs[j].id);
-        for (int k = 0; k < COMPARE_ROWS; k++) width[j] = fmax(width[j], (int)strlen(cells[j][k]));
+        for (int i = 0; i < t->n_rows; i++) width[j] = fmax(width[j], (int)strlen(t->row[i].cell[j]));
     }
-    printf("  %-13s", "");
-    for (int j = 0; j < n; j++) printf("  %-*s", j + 1 < n ? width[j] : 0, heads[j]);
+    printf("  %-*s", label_w, "");
+    for (int j = 0; j < t->n_runs; j++) printf("  %-*s", j + 1 < t->n_runs ? width[j] : 0, heads[j]);
     putchar('\n');
-    for (int k = 0; k < COMPARE_ROWS; k++) {
-        printf("%c %-13s", differs[k] ? '*' : ' ', COMPARE_LABELS[k]);
-        for (int j = 0; j < n; j++) printf("  %-*s", j + 1 < n ? width[j] : 0, cells[j][k]);
+    for (int i = 0; i < t->n_rows; i++) {
+        printf("%c %-*s", t->row[i].differs ? '*' : ' ', label_w, t->row[i].label);
+        for (int j = 0; j < t->n_runs; j++) printf("  %-*s", j + 1 < t->n_runs ? width[j] : 0, t->row[i].cell[j]);
         putchar('\n');
     }
 }
 
-static void compare_json(const DbRunInfo *runs, int n, const bool *differs) {
+static void compare_json(const DbRunInfo *runs, const int64_t *peak, const CompareTable *t) {
     cJSON *root = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(root, "runs");
-    for (int j = 0; j < n; j++) cJSON_AddItemToArray(arr, history_run_json(&runs[j], false));
+    for (int j = 0; j < t->n_runs; j++) {
+        cJSON *o = history_run_json(&runs[j], true);
+        if (peak[j] > 0) json_int64(o, "peak_act_bytes", peak[j]);
+        else cJSON_AddNullToObject(o, "peak_act_bytes");
+        cJSON_AddItemToArray(arr, o);
+    }
     cJSON *diff = cJSON_AddArrayToObject(root, "differ");
-    for (int k = 0; k < COMPARE_ROWS; k++)
-        if (differs[k]) cJSON_AddItemToArray(diff, cJSON_CreateString(COMPARE_KEYS[k]));
+    for (int i = 0; i < t->n_rows; i++)
+        if (t->row[i].differs) cJSON_AddItemToArray(diff, cJSON_CreateString(t->row[i].key));
     json_print(root);
+}
+
+// The largest activation memory any stage of the run reported (0: none recorded).
+static int run_peak(Db *db, int64_t id, int64_t *peak, Error *err) {
+    DbStageSummary *st = NULL;
+    int n = 0;
+    *peak = 0;
+    if (db_stage_summary(db, id, &st, &n, err)) return -1;
+    for (int k = 0; k < n; k++) *peak = st[k].peak_act_bytes > *peak ? st[k].peak_act_bytes : *peak;
+    free(st);
+    return 0;
 }
 
 static int history_compare(Db *db, const HistoryOptions *o, Error *err) {
     DbRunInfo runs[HISTORY_MAX_RUNS];
-    char cells[HISTORY_MAX_RUNS][COMPARE_ROWS][COMPARE_CELL];
-    bool differs[COMPARE_ROWS] = {false};
+    int64_t peak[HISTORY_MAX_RUNS];
     int n = 0, rc = 0;
     while (n < o->n_runs && rc == 0)
         if ((rc = history_load_run(db, o->runs[n], &runs[n], err)) == 0) n++;
-    for (int j = 0; j < n && rc == 0; j++) compare_cells(&runs[j], cells[j]);
-    for (int k = 0; k < COMPARE_ROWS && rc == 0; k++)
-        for (int j = 1; j < n; j++) differs[k] |= strcmp(cells[j][k], cells[0][k]) != 0;
-    if (rc == 0 && o->json) compare_json(runs, n, differs);
-    else if (rc == 0) compare_print(runs, n, cells, differs);
+    for (int j = 0; j < n && rc == 0; j++) rc = run_peak(db, runs[j].id, &peak[j], err);
+    if (rc == 0) {
+        CompareTable *t = xcalloc(1, sizeof *t);
+        t->n_runs = n;
+        compare_shape(t, runs);
+        mark_differs(t, 0);
+        compare_config(t, runs);
+        const int results = t->n_rows;
+        compare_results(t, runs, peak);
+        mark_differs(t, results);
+        if (o->json) compare_json(runs, peak, t);
+        else compare_print(runs, t);
+        free(t);
+    }
     for (int j = 0; j < n; j++) db_run_info_clear(&runs[j]);
     return rc;
 }

@@ -55,12 +55,16 @@ sqlite3 runs.db <<EOF
 INSERT INTO runs (id, started_at, ended_at, status, schedule, stages, virtual, dp, microbatches, batch, seq_len,
                   model, params, lr, seed, transport, device, config_json, steps_planned)
 VALUES (1, '2025-03-01T14:02:07.123Z', '2025-03-01T14:05:00.000Z', 'finished', '1f1b', 4, 1, 1, 8, 16, 128, 'tiny',
-        330000, 0.003, 1337, 'local', 'cpu', '{"model":{"name":"tiny","layers":8},"schedule":"1f1b","steps":200}', 200),
+        330000, 0.003, 1337, 'local', 'cpu',
+        '{"model":{"name":"tiny","layers":8},"pipeline":{"schedule":"1f1b","recompute":false},"steps":200}', 200),
        (2, '2025-03-02T09:00:00.000Z', '2025-03-02T09:03:00.000Z', 'finished', 'zb-h1', 4, 1, 1, 8, 16, 128, 'tiny',
-        330000, 0.003, 1337, 'local', 'cpu', NULL, 200),
+        330000, 0.003, 1337, 'local', 'cpu',
+        '{"model":{"name":"tiny","layers":8},"pipeline":{"schedule":"zb-h1","recompute":true},"steps":200,
+          "data":"/corpus"}', 200),
        (3, '2025-03-03T09:00:00.000Z', '2025-03-03T09:00:05.000Z', 'failed', 'gpipe', 2, 1, 2, 4, 16, 128, 'tiny',
         330000, 0.001, 7, 'mpi', 'cpu', NULL, 100);
 UPDATE runs SET error = 'rank 1 stage 1: timed out waiting for RECV_F mb 3' WHERE id = 3;
+UPDATE runs SET host_cores = 2, host_ranks = 4 WHERE id = 1;
 INSERT INTO runs (id, started_at, status, schedule, stages, virtual, dp, microbatches, batch, seq_len, model,
                   steps_planned, host, pid, heartbeat_at)
 VALUES (4, '2025-03-04T09:00:00.000Z', 'running', '1f1b', 2, 1, 1, 2, 4, 32, 'tiny', 50, '$(hostname)', $dead_pid,
@@ -126,7 +130,9 @@ expect_text "config" "schedule 1f1b   P 4  V 1  D 1  M 8"
 expect_text "config json" "^      layers: 8$"
 expect_text "loss summary" "200 steps: first 5\.4951, last 2\.4041, min 2\.4041 \(step 200\)"
 expect_text "unicode sparkline" "^  █▇.*▁+   2\.404 \.\. 5\.395$"
-expect_text "stage 2" "^ +2 +1 +72\.00 +20\.00 +8\.00 +72\.0% +2\.0$"
+expect_text "stage 2" "^ +2 +1 +72\.00 +20\.00 +8\.00 +72\.0% +2\.0 +1\.00 +25\.00$"
+expect_text "the bubble's parts add up" "^  bubble 20\.0% = 10\.0 ideal \+ 5\.0 imbalance \+ 2\.0 transfer \+ 3\.0 oversubscription$"
+expect_text "the host's load" "^  4 rank threads on 2 cores: CPU oversubscription$"
 expect_text "complete checkpoint" "^ +1 +100  complete +2 +3\.0 .* ckpt/run1/step-100$"
 expect_text "writing checkpoint" "^ +2 +200  writing "
 check_ok "show ascii" env LC_ALL=C "$bin" history show 1 --db runs.db
@@ -138,6 +144,9 @@ expect_text "latest is run 5" "^run 5  running$"
 check_ok "show failed" "$bin" history show 3 --db runs.db
 expect_text "error line" "error +rank 1 stage 1: timed out"
 expect_text "no steps" "no steps recorded"
+check_ok "flags before the verb" "$bin" history --db runs.db show 1
+expect_text "flags before the verb" "^run 1  finished$"
+check_ok "flags around the verb" "$bin" history --json compare 1 --db runs.db 2
 check_ok "show json" "$bin" history show 1 --db runs.db --json
 json_ok "show json" out.txt "json_extract(j, '\$.run.config.model.layers') = 8 AND json_array_length(j, '\$.stages') = 4 \
   AND json_extract(j, '\$.checkpoints[0].files') = 2 AND json_extract(j, '\$.stages[3].busy_frac') = 0.73"
@@ -148,9 +157,16 @@ expect_text "columns" "^ +run 1 +run 2 +run 3$"
 expect_text "schedule differs" "^\* schedule +1f1b +zb-h1 +gpipe$"
 expect_text "batch same" "^  batch +16 +16 +16$"
 expect_text "final loss differs" "^\* final loss +2\.4041 +2\.4141 +-$"
+expect_text "a config field that differs" "^\* recompute +false +true +\?$"
+expect_text "a config field only one run has" "^\* data +- +/corpus +\?$"
+expect_no_text "config fields that agree stay out" "layers"
+expect_text "peak memory" "^\* peak act +4\.0 MiB +- +-$"
+expect_text "the bubble's parts" "^\*   contention +3\.0 +- +-$"
 check_ok "compare json" "$bin" history compare 1 2 --db runs.db --json
 json_ok "compare json" out.txt "json_array_length(j, '\$.runs') = 2 AND \
-  (SELECT group_concat(value) FROM json_each(j, '\$.differ')) = 'schedule,last_loss,min_loss,median_tokens_per_s,mean_bubble'"
+  (SELECT group_concat(value) FROM json_each(j, '\$.differ')) = 'schedule,config.pipeline.recompute,config.data,peak_act_bytes,last_loss,min_loss,\
+median_tokens_per_s,mean_bubble,bubble_ideal,bubble_imbalance,bubble_transfer,bubble_contention' \
+  AND json_extract(j, '\$.runs[0].peak_act_bytes') = 4194304"
 
 # ---- export -------------------------------------------------------------------------------
 check_ok "export csv" "$bin" history export 1 --csv --db runs.db
@@ -200,6 +216,7 @@ expect_error "history: unknown option '--frobnicate'" --frobnicate
 expect_error "history: unknown option '-x'" show 1 -x
 expect_error "--db needs a value" --db
 expect_error "history list: --csv does not apply" --csv --db runs.db
+expect_error "history compare: --limit does not apply" --db runs.db --limit 3 compare 1 2
 expect_error "history show: --out does not apply" show 1 --out x --db runs.db
 expect_error "history export: --csv and --json both given" export 1 --csv --json --db runs.db
 expect_error "history export: choose --csv or --json" export 1 --db runs.db

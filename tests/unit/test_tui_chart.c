@@ -1,12 +1,14 @@
-// The console's pure chart and plan helpers (console/tui/pure/tui_chart.c, console/tui/pure/tui_plan.c): Gantt
-// rasterization, utilization bars, EMA, the fixed-memory loss series, braille plotting, layer
-// ranges, number formats, and the plan the setup screen previews (pptrain_console_pure).
+// The console's pure chart, plan and bubble helpers (console/tui/pure/tui_chart.c, tui_plan.c,
+// tui_bubble.c): Gantt rasterization, utilization bars, EMA, the fixed-memory loss series,
+// braille plotting, layer ranges, number formats, the plan the setup screen previews, and the
+// bubble's parts as text (pptrain_console_pure).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "console/tui/pure/tui_bubble.h"
 #include "console/tui/pure/tui_chart.h"
 #include "console/tui/pure/tui_plan.h"
 #include "engine/schedule/schedule.h"
@@ -219,6 +221,48 @@ static void test_plan(void) {
     tui_plan_free(&p);
 }
 
+// The parts, rounded to tenths, always add up to the measured figure as printed; the text
+// keeps the richest form that fits and never cuts one.
+static void test_bubble(void) {
+    // 0.686 = 0.27273 + 0.17876 + 0.00142 + 0.23309: rounded one by one they print 27.3 + 17.9
+    // + 0.1 + 23.3 = 68.6; the largest remainders decide.
+    TuiBubble b = {0.68600, 0.27273, 0.17876, 0.00142, 0.23309, true};
+    long t[5];
+    tui_bubble_tenths(&b, t);
+    CHECK(t[0] == 686 && t[1] + t[2] + t[3] + t[4] == 686, "sum %ld + %ld + %ld + %ld vs %ld", t[1], t[2], t[3], t[4],
+          t[0]);
+    CHECK(t[1] == 273 && t[2] == 179 && t[3] == 1 && t[4] == 233, "largest remainders: %ld %ld %ld %ld", t[1], t[2],
+          t[3], t[4]);
+    // Every split of a random measured figure into random parts (some negative) adds up.
+    srand(7);
+    int bad = 0;
+    for (int k = 0; k < 100000; k++) {
+        double p[4], sum = 0;
+        for (int i = 0; i < 4; i++) sum += p[i] = (rand() / (double)RAND_MAX - 0.2) * 0.4;
+        TuiBubble r = {sum, p[0], p[1], p[2], p[3], false};
+        tui_bubble_tenths(&r, t);
+        bad += t[1] + t[2] + t[3] + t[4] != t[0];
+        for (int i = 0; i < 4; i++) bad += labs(t[1 + i] - lround(1000 * p[i])) > 1;
+    }
+    CHECK(bad == 0, "%d random splits do not add up or stray beyond a tenth", bad);
+    char text[256], v[16];
+    tui_fmt_tenths(-4, v, sizeof v);
+    CHECK(strcmp(v, "-0.4") == 0, "negative tenths: %s", v);
+    CHECK(tui_bubble_text(&b, 200, text, sizeof text) > 0 &&
+              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbalance + 0.1 transfer + 23.3 oversubscription") == 0,
+          "long form: %s", text);
+    CHECK(tui_bubble_text(&b, 64, text, sizeof text) == 64 &&
+              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbal + 0.1 xfer + 23.3 oversub") == 0,
+          "short labels: %s", text);
+    b.oversubscribed = false;
+    CHECK(tui_bubble_text(&b, 62, text, sizeof text) > 0 && strstr(text, "23.3 other"), "not oversubscribed: %s",
+          text);
+    CHECK(tui_bubble_text(&b, 40, text, sizeof text) > 0 && strcmp(text, "bubble 68.6% (27.3 ideal)") == 0,
+          "narrow: %s", text);
+    CHECK(tui_bubble_text(&b, 12, text, sizeof text) == 12 && strcmp(text, "bubble 68.6%") == 0, "narrower: %s", text);
+    CHECK(tui_bubble_text(&b, 11, text, sizeof text) == 0 && text[0] == '\0', "too narrow for any form");
+}
+
 int main(void) {
     test_cell_kinds();
     test_gantt();
@@ -229,5 +273,6 @@ int main(void) {
     test_layers();
     test_formats();
     test_plan();
+    test_bubble();
     return test_finish();
 }

@@ -91,3 +91,8 @@ int cli_fail(const Error *err) {
     fprintf(stderr, "pptrain: %s\n", err->msg);
     return 2;
 }
+
+void cli_device_text(DeviceKind device, bool gpu_fp32, char *buf, size_t size) {
+    if (device != DEVICE_CUDA) snprintf(buf, size, "cpu fp32");
+    else snprintf(buf, size, "cuda %s%s", gpu_fp32 ? "fp32" : "bf16", cli_gpu_emulated ? " (emulated)" : "");
+}

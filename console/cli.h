@@ -3,9 +3,12 @@
 // subcommand prints "pptrain: <msg>" and exits 2 (cli_fail).
 #ifndef PPTRAIN_CLI_H
 #define PPTRAIN_CLI_H
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/error.h"
+#include "engine/pipeline.h"
 
 // Whole-string integer in [min, max].
 int cli_parse_int(const char *flag, const char *text, long min, long max, long *out, Error *err);
@@ -20,4 +23,11 @@ const char *cli_value(int argc, char **argv, int *i, Error *err);
 
 // Prints "pptrain: <msg>" to stderr and returns 2 (the exit code for user errors).
 int cli_fail(const Error *err);
+
+// Defined by the program's main.c, which is compiled once per program: true in pptrain_emu,
+// whose GPUs are emulated on the CPU (tests/gpu_emu).
+extern const bool cli_gpu_emulated;
+// Where a run's stages compute, for headers: "cpu fp32", "cuda bf16", "cuda fp32 (emulated)".
+void cli_device_text(DeviceKind device, bool gpu_fp32, char *buf, size_t size);
+
 #endif

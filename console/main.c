@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console/cli.h"
 #include "console/cmd/cmd_check.h"
 #include "console/cmd/cmd_export.h"
 #include "console/cmd/cmd_console.h"
@@ -11,6 +12,12 @@
 #include "console/cmd/cmd_plan.h"
 #include "console/cmd/cmd_train.h"
 #include "console/cmd/cmd_watch.h"
+
+// pptrain_emu's main.c is compiled with PPTRAIN_GPU_EMULATED=1 (CMakeLists.txt).
+#ifndef PPTRAIN_GPU_EMULATED
+#define PPTRAIN_GPU_EMULATED 0
+#endif
+const bool cli_gpu_emulated = PPTRAIN_GPU_EMULATED;
 
 typedef struct {
     const char *name;

@@ -136,6 +136,7 @@ static TuiApp *app_new(const RunOptions *ro, bool mpi, int world) {
 static void app_free(TuiApp *app) {
     tui_setup_free(&app->setup);
     tui_history_free(&app->history);
+    free(app->tl_kept);
     tui_snapshot_destroy(app->snap);
     free(app->snap);
     free(app->runner);

@@ -102,6 +102,7 @@ int cmd_watch(int argc, char **argv) {
     tui_app_loop(app);
     tui_term_close(&term);
     tui_watch_free(&app->watcher);
+    free(app->tl_kept);
     free(app->view);
     free(app);
     return 0;

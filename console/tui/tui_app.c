@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "console/tui/pure/tui_text.h"
 #include "console/tui/tui_draw.h"
 #include "console/tui/tui_term.h"
 
@@ -20,6 +21,8 @@
 #define DATA_FRAME_S 0.2 // at most 5 for new steps: every frame is CPU time the stages could use
 #define UI_NICE 10       // the UI thread yields the cores to the stage threads (see tui_app_loop)
 #define STATUS_S 6.0     // how long a status message stays
+// Columns a header keeps for itself before a note: "pptrain watch stopping  " is the longest.
+#define HEADER_FIXED_W 24
 
 double tui_now(void) {
     struct timespec ts;
@@ -34,6 +37,25 @@ void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
     va_end(ap);
     app->status_role = role;
     app->status_until = tui_now() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
+}
+
+const char *tui_app_note(const TuiApp *app, ThemeRole *role) {
+    if (app->status[0] && tui_now() < app->status_until) {
+        *role = app->status_role;
+        return app->status;
+    }
+    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
+    *role = app->view && app->view->state == TUI_RUN_FAILED ? THEME_ERROR : THEME_DIM;
+    return live && app->view ? app->view->message : "";
+}
+
+int tui_app_header_note(TuiApp *app, int y, int x, int w) {
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    if (!note[0] || !app->note_in_header || w < 4) return 0;
+    const int cells = tui_text_width(note) < w - 2 ? tui_text_width(note) : w - 2;
+    tui_text_words(y, x + w - cells, cells, role, note);
+    return cells + 2;
 }
 
 static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
@@ -79,6 +101,9 @@ void tui_app_start_run(TuiApp *app, const RunOptions *ro) {
         return;
     }
     app->sel_rank = 0;
+    app->tl_step = 0;
+    app->tl_zoom = 1;
+    app->tl_pos = 0.0;
     app->screen = TUI_SCREEN_LIVE;
     app->setup.ro.resume[0] = '\0';   // a --resume given to the console applies to its first run
     tui_app_status(app, THEME_TEXT, "%s started%s", ro->pipe.schedule, ro->resume[0] ? " (resuming)" : "");
@@ -125,7 +150,8 @@ static int keybar_items(const TuiApp *app, KeyBarItem *items, const TuiBinding *
     const TuiBinding *b = bindings(app, &n);
     for (int i = 0; i < n && k < cap; i++) {
         if (!b[i].bar_key) continue;
-        items[k] = (KeyBarItem){b[i].bar_key, b[i].label_fn ? b[i].label_fn(app) : b[i].bar_label};
+        items[k] = (KeyBarItem){b[i].bar_key, b[i].label_fn ? b[i].label_fn(app) : b[i].bar_label,
+                                b[i].bar_priority};
         which[k++] = &b[i];
     }
     return k;
@@ -153,11 +179,13 @@ static void mouse(TuiApp *app) {
     }
     int rows, cols;
     getmaxyx(stdscr, rows, cols);
-    if (ev.y == rows - 1) {
+    (void)rows;
+    rows = app->body_rows;   // the screen's rows; the key bar stays on the terminal's last
+    if (ev.y == getmaxy(stdscr) - 1) {
         KeyBarItem items[16];
         const TuiBinding *which[16];
         const int n = keybar_items(app, items, which, 16);
-        const Rect bar = {0, rows - 1, cols, 1};
+        const Rect bar = {0, getmaxy(stdscr) - 1, cols, 1};
         const int hit = layout_keybar_hit(&bar, items, n, ev.x);
         if (hit >= 0) which[hit]->fn(app);
         return;
@@ -205,8 +233,63 @@ static void draw_help(TuiApp *app, int cols, int rows) {
     lines[k++] = "mouse     click the key bar, a rank, a form line or a run";
     lines[k++] = "          (double-click a run marks it)";
     lines[k++] = "";
+    // The last message in full, whatever the terminal's size cut from it.
+    char last[8][160];
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    TuiLine wrapped[8];
+    const int n_wrapped = note[0] ? tui_wrap(note, cols - 6 < 150 ? cols - 6 : 150, wrapped, 8) : 0;
+    for (int i = 0; i < n_wrapped && i < 8 && k < 62; i++) {
+        snprintf(last[i], sizeof last[i], "%.*s", wrapped[i].len, note + wrapped[i].start);
+        lines[k++] = last[i];
+    }
+    if (n_wrapped) lines[k++] = "";
     lines[k++] = "any key closes this help";
     tui_dialog(cols, rows, app->watch_mode ? "pptrain watch: keys" : "pptrain console: keys", lines, k);
+}
+
+// Where the note goes this frame (rules: tui_app.h); returns the message lines it needs
+// above the key bar (0: none, or in the header), filling lines.
+static int place_note(TuiApp *app, int cols, int rows, TuiLine *lines) {
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    app->note_in_header = false;
+    if (!note[0]) return 0;
+    if (tui_text_width(note) + 2 <= cols - HEADER_FIXED_W) {
+        app->note_in_header = true;
+        return 0;
+    }
+    int k = tui_wrap(note, cols, lines, TUI_MESSAGE_LINES);
+    k = k < TUI_MESSAGE_LINES ? k : TUI_MESSAGE_LINES;
+    // A terminal with no rows to spare keeps the note in its header, cut after a whole word
+    // (F1's help has it whole): below the minimum size, or where the live screen would hide
+    // a rank to make room for it.
+    bool room = rows - k >= LAYOUT_LIVE_MIN_H;
+    if (room && (app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH)) {
+        const int P = app->view->n_ranks < 1 ? 1 : app->view->n_ranks > TUI_MAX_RANKS ? TUI_MAX_RANKS : app->view->n_ranks;
+        LiveLayout with, without;
+        layout_live(cols, rows - k, P, app->show_loss, &with);
+        layout_live(cols, rows, P, app->show_loss, &without);
+        room = !with.stages_scroll || without.stages_scroll;
+    }
+    if (!room) {
+        app->note_in_header = true;
+        return 0;
+    }
+    return k;
+}
+
+static void draw_message(TuiApp *app, int cols, int y, const TuiLine *lines, int k) {
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    tui_fill((Rect){0, y, cols, k}, THEME_HEADER);
+    for (int i = 0; i < k; i++) {
+        const bool last = i == k - 1 && lines[i].start + lines[i].len < (int)strlen(note);
+        char text[1024];
+        snprintf(text, sizeof text, "%.*s", last ? (int)strlen(note) - lines[i].start : lines[i].len,
+                 note + lines[i].start);
+        tui_text_words(y + i, 0, cols, role, text);
+    }
 }
 
 static void draw(TuiApp *app) {
@@ -214,7 +297,12 @@ static void draw(TuiApp *app) {
     getmaxyx(stdscr, rows, cols);
     tui_set_role(THEME_BACKGROUND);
     erase();
-    screen_ops(app)->draw(app, cols, rows);
+    TuiLine lines[TUI_MESSAGE_LINES];
+    const int k = place_note(app, cols, rows, lines);
+    app->body_rows = rows - k;
+    screen_ops(app)->draw(app, cols, app->body_rows);
+    if (k && !layout_too_small(cols, rows, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, &(Rect){0, 0, 0, 0}))
+        draw_message(app, cols, rows - 1 - k, lines, k);
     Rect notice;
     // Every screen has the same minimum: below it only the notice is drawn.
     if (!layout_too_small(cols, rows, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, &notice)) {
@@ -241,6 +329,8 @@ static void yield_to_training(void) { setpriority(PRIO_PROCESS, (id_t)syscall(SY
 void tui_app_loop(TuiApp *app) {
     double last_draw = -1.0;
     bool input_dirty = true, data_dirty = false, status_shown = false;
+    app->body_rows = getmaxy(stdscr);
+    if (app->tl_zoom < 1) app->tl_zoom = 1;
     yield_to_training();
     while (!app->quit) {
         if (screen_ops(app)->poll && screen_ops(app)->poll(app)) data_dirty = true;

@@ -34,6 +34,7 @@ typedef struct {
     int keys[3];              // up to three keys (0: none)
     const char *bar_key;      // key-bar item ("F5"); NULL: not on the bar
     const char *bar_label;
+    int bar_priority;         // who leaves a narrow bar first (layout.h KeyBarItem.priority)
     const char *help;         // the help screen's line
     void (*fn)(TuiApp *app);
     const char *(*label_fn)(const TuiApp *app);  // a label that changes with the state, or NULL
@@ -122,12 +123,23 @@ struct TuiApp {
     char status[512];
     ThemeRole status_role;
     double status_until;
+    // Messages (the status, a run's note): in the header when they fit there, else on up to
+    // TUI_MESSAGE_LINES lines above the key bar (the screen gets the rows above them). Set by
+    // each draw, read by the screens' headers and clicks.
+    bool note_in_header;
+    int body_rows;                        // rows the screen lays out (terminal rows - message lines)
 
     TuiSnapshot *snap;                    // NULL in watch mode
     TuiRunner *runner;
     TuiView *view;                        // the UI's copy of the latest snapshot
     bool ema, show_loss;
     int sel_rank;
+    // The timeline: zoomed in tl_zoom times, its window starting tl_pos of the way into the
+    // step; tl_step 0 follows the latest step, else a kept earlier one, copied into tl_kept.
+    int tl_zoom;
+    double tl_pos;
+    int tl_step;
+    TuiTimeline *tl_kept;
 
     TuiSetup setup;
     TuiHistory history;
@@ -136,8 +148,15 @@ struct TuiApp {
 
 // The UI loop; returns when the user quits (a live run stopped first). curses is set up.
 void tui_app_loop(TuiApp *app);
-// A message in the header for a few seconds (THEME_TEXT, THEME_WARNING or THEME_ERROR).
+// A message for a few seconds (THEME_TEXT, THEME_WARNING or THEME_ERROR).
 void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// The message shown now: the status while it lasts, else the screen's note (a live run's
+// failure or checkpoint line); "" when none.
+const char *tui_app_note(const TuiApp *app, ThemeRole *role);
+// Draws the note at the right end of a header row [x, x + w) when it belongs there
+// (note_in_header); returns the columns it took (with a gap before it), 0 when none.
+int tui_app_header_note(TuiApp *app, int y, int x, int w);
+#define TUI_MESSAGE_LINES 3
 // Finds the themes folder (--themes-dir, $PPTRAIN_THEMES, ./themes, beside the executable)
 // and loads `theme` (a name or a path; NULL: the built-in dark). A theme that fails to load
 // leaves the built-in dark in use and its error (file and line) in the status.

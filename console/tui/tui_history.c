@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console/tui/pure/tui_text.h"
 #include "console/tui/tui_app.h"
+#include "console/tui/pure/tui_bubble.h"
 #include "console/tui/tui_draw.h"
 #include "engine/run_json.h"
 
@@ -227,21 +229,33 @@ static void history_load(TuiApp *app, bool force) {
 
 typedef struct {
     const char *head;
-    int w;          // columns, the first one included
+    int w;          // columns, the first one included (the schedule's: at least)
     int drop;       // dropped first when narrow: higher first; 0 never
 } Column;
 
 enum { C_MARK, C_ID, C_STARTED, C_STATUS, C_SCHED, C_SHAPE, C_STEPS, C_LOSS, C_TOKS, C_BUBBLE, N_COLS };
 static const Column TABLE_COLS[N_COLS] = {
-    {"", 2, 0}, {"id", 5, 0}, {"started", 12, 1}, {"status", 9, 0}, {"schedule", 14, 0},
-    {"PxVxD M", 10, 2}, {"steps", 10, 0}, {"loss", 7, 0}, {"tok/s", 7, 3}, {"bubble", 7, 4}};
+    {"", 2, 0}, {"id", 5, 0}, {"started", 12, 2}, {"status", 9, 0}, {"schedule", 10, 0},
+    {"PxVxD M", 10, 3}, {"steps", 10, 1}, {"loss", 7, 0}, {"tok/s", 7, 4}, {"bubble", 7, 5}};
+#define SCHED_COL_MAX 28
 
-static void visible_columns(int width, bool *on) {
+// A schedule as the table shows it: the name, or a CSV file's name without its folder.
+static const char *schedule_label(const DbRunInfo *r) {
+    const char *s = r->schedule ? r->schedule : "-", *slash = strrchr(s, '/');
+    return slash && slash[1] ? slash + 1 : s;
+}
+
+// Which columns show, and how wide: the schedule column fits the longest shown name (up to
+// SCHED_COL_MAX); columns leave, by their drop level, until the rest fit.
+static void visible_columns(const TuiHistory *h, int width, bool *on, int *w) {
     int total = 0;
-    for (int c = 0; c < N_COLS; c++) on[c] = true, total += TABLE_COLS[c].w;
-    for (int level = 1; level <= 4 && total > width; level++)
+    for (int c = 0; c < N_COLS; c++) on[c] = true, w[c] = TABLE_COLS[c].w;
+    for (int i = 0; i < h->n_shown; i++)
+        w[C_SCHED] = max_i(w[C_SCHED], min_i(SCHED_COL_MAX, tui_text_width(schedule_label(&h->runs[h->shown[i]])) + 1));
+    for (int c = 0; c < N_COLS; c++) total += w[c];
+    for (int level = 1; level <= 5 && total > width; level++)
         for (int c = 0; c < N_COLS; c++)
-            if (TABLE_COLS[c].drop == level) on[c] = false, total -= TABLE_COLS[c].w;
+            if (TABLE_COLS[c].drop == level) on[c] = false, total -= w[c];
 }
 
 static bool is_marked(const TuiHistory *h, int64_t id) {
@@ -258,7 +272,7 @@ static void cell_text(const TuiHistory *h, const DbRunInfo *r, int c, char *buf,
         snprintf(buf, size, "%.11s", r->started_at && strlen(r->started_at) > 16 ? r->started_at + 5 : "-");
         break;
     case C_STATUS: snprintf(buf, size, "%s", shown_status(r)); break;
-    case C_SCHED: snprintf(buf, size, "%s", r->schedule ? r->schedule : "-"); break;
+    case C_SCHED: snprintf(buf, size, "%s", schedule_label(r)); break;
     case C_SHAPE: snprintf(buf, size, "%dx%dx%d M%d", r->stages, r->virtual_stages, r->dp, r->microbatches); break;
     case C_STEPS: snprintf(buf, size, "%d/%d", r->last_step, r->steps_planned); break;
     case C_LOSS: snprintf(buf, size, isnan(r->last_loss) ? "-" : "%.4f", r->last_loss); break;
@@ -277,12 +291,11 @@ static void draw_table(TuiApp *app, const HistoryLayout *L) {
     tui_panel(L->table, title, THEME_TITLE);
     const Rect in = layout_inner(L->table);
     bool on[N_COLS];
-    visible_columns(in.w, on);
+    int cw[N_COLS];
+    visible_columns(h, in.w, on, cw);
     int x = in.x;
     for (int c = 0; c < N_COLS; c++)
-        if (on[c])
-            x += tui_textf(in.y, x, min_i(TABLE_COLS[c].w, in.x + in.w - x), THEME_DIM, "%-*s", TABLE_COLS[c].w,
-                           TABLE_COLS[c].head);
+        if (on[c]) x += tui_textf(in.y, x, min_i(cw[c], in.x + in.w - x), THEME_DIM, "%-*s", cw[c], TABLE_COLS[c].head);
     if (h->error[0] && h->n_runs == 0) {
         tui_text(in.y + 1, in.x + 1, in.w - 1, THEME_DIM, h->error);
         return;
@@ -298,14 +311,14 @@ static void draw_table(TuiApp *app, const HistoryLayout *L) {
         x = in.x;
         for (int c = 0; c < N_COLS; c++) {
             if (!on[c]) continue;
-            char cell[64];
+            char cell[256];
             cell_text(h, r, c, cell, sizeof cell);
             ThemeRole role = sel ? THEME_SELECTED : THEME_TEXT;
             const bool failed = r->crashed || (r->status && !strcmp(r->status, "failed"));
             const bool running = !r->crashed && r->status && !strcmp(r->status, "running");
             if (!sel && c == C_STATUS && (failed || running)) role = failed ? THEME_ERROR : THEME_TITLE;
-            const int w = min_i(TABLE_COLS[c].w, in.x + in.w - x);
-            tui_textf(y, x, w, role, "%-*.*s", w - 1 > 0 ? w - 1 : 0, w - 1 > 0 ? w - 1 : 0, cell);
+            const int w = min_i(cw[c], in.x + in.w - x);
+            tui_text_words(y, x, w - 1, role, cell);
             x += w;
         }
     }
@@ -343,8 +356,11 @@ static void draw_compare(TuiApp *app, const HistoryLayout *L) {
     tui_panel(L->detail, "compare  (space marks or unmarks)", THEME_TITLE);
     const Rect in = layout_inner(L->detail);
     int y = in.y;
-    tui_textf(y++, in.x, in.w, THEME_DIM, "  %-5s%-12s%8s%7s%9s%8s", "run", "schedule", "bubble", "tok/s", "peak act",
-              "loss");
+    // run, schedule (what is left), bubble, tok/s, peak act, loss: numbers right-aligned.
+    const int num_w = 8 + 7 + 9 + 8, sched_w = in.w - 2 - 5 - num_w;
+    tui_textf(y, in.x, in.w, THEME_DIM, "  %-5s", "run");
+    tui_text(y, in.x + 7, sched_w - 1, THEME_DIM, "schedule");
+    tui_textf(y++, in.x + 7 + sched_w, num_w, THEME_DIM, "%8s%7s%9s%8s", "bubble", "tok/s", "peak act", "loss");
     for (int i = 0; i < h->n_curves && y < in.y + in.h; i++) {
         const TuiRunCurve *c = &h->curves[i];
         const DbRunInfo *r = find_run(h, c->id);
@@ -354,11 +370,30 @@ static void draw_compare(TuiApp *app, const HistoryLayout *L) {
         if (r && !isnan(r->mean_bubble)) snprintf(bubble, sizeof bubble, "%.1f%%", 100 * r->mean_bubble);
         if (r && !isnan(r->last_loss)) snprintf(loss, sizeof loss, "%.4f", r->last_loss);
         tui_textf(y, in.x, 2, CURVE_ROLES[i], "%c ", CURVE_MARKS[i]);
-        tui_textf(y++, in.x + 2, in.w - 2, CURVE_ROLES[i], "%-5lld%-12.11s%8s%7s%9s%8s", (long long)c->id,
-                  r && r->schedule ? r->schedule : "-", bubble, toks, peak, loss);
+        tui_textf(y, in.x + 2, 5, CURVE_ROLES[i], "%lld", (long long)c->id);
+        tui_text_words(y, in.x + 7, sched_w - 1, CURVE_ROLES[i], r ? schedule_label(r) : "-");
+        tui_textf(y++, in.x + 7 + sched_w, num_w, CURVE_ROLES[i], "%8s%7s%9s%8s", bubble, toks, peak, loss);
     }
     draw_curves(h, (Rect){in.x, y, in.w, in.y + in.h - y});
 }
+
+// Fields left to right, two blanks apart; a field that does not fit the row starts the next.
+// Returns the row after the last one used (at most end).
+static int draw_wrapped(int y, int end, int x, int w, ThemeRole role, char (*fields)[96], int n) {
+    int at = 0;
+    for (int i = 0; i < n && y < end; i++) {
+        const int fw = tui_text_width(fields[i]);
+        if (at && at + 2 + fw > w) {
+            if (++y >= end) return y;
+            at = 0;
+        }
+        at += (at ? 2 : 0);
+        at += tui_text_words(y, x + at, w - at, role, fields[i]);
+    }
+    return y + 1 < end ? y + 1 : end;
+}
+
+static bool run_oversubscribed(const DbRunInfo *r) { return r->host_cores > 0 && r->host_ranks > r->host_cores; }
 
 static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     TuiHistory *h = &app->history;
@@ -373,13 +408,29 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     char params[16], toks[16];
     tui_fmt_count((double)r->params, params, sizeof params);
     tui_fmt_count(r->median_tokens_per_s, toks, sizeof toks);
-    tui_textf(y++, in.x, in.w, THEME_TEXT, "%s  started %s", shown_status(r), r->started_at ? r->started_at : "-");
-    tui_textf(y++, in.x, in.w, THEME_TEXT, "%s  P%d V%d D%d M%d  %s %s  B%d T%d  lr %g",
-              r->schedule ? r->schedule : "-", r->stages, r->virtual_stages, r->dp, r->microbatches,
-              r->model ? r->model : "-", params, r->batch, r->seq_len, r->lr);
-    if (y < end)
-        tui_textf(y++, in.x, in.w, THEME_TEXT, "steps %d/%d  loss %.4f (min %.4f)  %s tok/s  bubble %.1f%%",
-                  r->last_step, r->steps_planned, r->last_loss, r->min_loss, toks, 100 * r->mean_bubble);
+    char f[8][96];
+    snprintf(f[0], 96, "%s", shown_status(r));
+    snprintf(f[1], 96, "started %.40s", r->started_at ? r->started_at : "-");
+    y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, 2);
+    snprintf(f[0], 96, "%.90s", schedule_label(r));
+    snprintf(f[1], 96, "P%d V%d D%d M%d", r->stages, r->virtual_stages, r->dp, r->microbatches);
+    snprintf(f[2], 96, "%.60s %s", r->model ? r->model : "-", params);
+    snprintf(f[3], 96, "B%d T%d", r->batch, r->seq_len);
+    snprintf(f[4], 96, "lr %g", r->lr);
+    snprintf(f[5], 96, "%s %s", r->transport ? r->transport : "-", r->device ? r->device : "-");
+    y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, 6);
+    snprintf(f[0], 96, "steps %d/%d", r->last_step, r->steps_planned);
+    snprintf(f[1], 96, "loss %.4f (min %.4f)", r->last_loss, r->min_loss);
+    snprintf(f[2], 96, "%s tok/s", toks);
+    if (y < end) y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, 3);
+    if (y < end && isfinite(r->mean_bubble)) {
+        const TuiBubble b = {r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention,
+                             run_oversubscribed(r)};
+        char text[256];
+        if (isfinite(r->mean_ideal)) tui_bubble_text(&b, in.w, text, sizeof text);
+        else snprintf(text, sizeof text, "bubble %.1f%%", 100 * r->mean_bubble);
+        tui_text(y++, in.x, in.w, THEME_TEXT, text);
+    }
     if (r->error && y < end) tui_text(y++, in.x, in.w, THEME_ERROR, r->error);
     if (h->n_stages && y < end) {
         char line[512];
@@ -414,8 +465,8 @@ static void history_draw(TuiApp *app, int cols, int rows) {
     }
     tui_fill(L.header, THEME_HEADER);
     const int x = tui_text(0, 0, cols, THEME_TITLE, "pptrain history  ");
-    if (app->status[0] && tui_now() < app->status_until) tui_text(0, x, cols - x, app->status_role, app->status);
-    else tui_textf(0, x, cols - x, THEME_HEADER, "%s  space marks runs to compare  / filters", app->db_path);
+    if (!tui_app_header_note(app, 0, x, cols - x))
+        tui_textf(0, x, cols - x, THEME_HEADER, "%s  space marks runs to compare  / filters", app->db_path);
     draw_table(app, &L);
     if (h->n_marked >= 2) draw_compare(app, &L);
     else draw_detail(app, &L);
@@ -505,27 +556,27 @@ static void key_resume(TuiApp *app) {
 }
 
 static const TuiBinding HISTORY_KEYS[] = {
-    {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", "F1 ?      help", tui_key_help, NULL},
-    {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", "F2        setup: schedule, stages, run options", tui_key_setup, NULL},
-    {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", "F3        the live run", tui_key_live, NULL},
-    {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", "F4        this history screen", tui_key_history, NULL},
-    {{TUI_FN(KEY_F(5)), 'R', 0}, "F5", "Resume", "F5 R      resume the run from the picked (or newest) checkpoint",
+    {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", 0, "F1 ?      help", tui_key_help, NULL},
+    {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", 1, "F2        setup: schedule, stages, run options", tui_key_setup, NULL},
+    {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", 1, "F3        the live run", tui_key_live, NULL},
+    {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", 3, "F4        this history screen", tui_key_history, NULL},
+    {{TUI_FN(KEY_F(5)), 'R', 0}, "F5", "Resume", 0, "F5 R      resume the run from the picked (or newest) checkpoint",
      key_resume, NULL},
-    {{TUI_FN(KEY_F(6)), 'o', 0}, "F6", "Sort", "F6 o      sort by the next column (r reverses)", key_sort, NULL},
-    {{TUI_FN(KEY_F(7)), ' ', 'm'}, "F7", "Mark", "F7 space  mark / unmark a run; two or more are compared", key_mark,
+    {{TUI_FN(KEY_F(6)), 'o', 0}, "F6", "Sort", 2, "F6 o      sort by the next column (r reverses)", key_sort, NULL},
+    {{TUI_FN(KEY_F(7)), ' ', 'm'}, "F7", "Mark", 0, "F7 space  mark / unmark a run; two or more are compared", key_mark,
      NULL},
-    {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", "F8 t      next theme", tui_key_theme, NULL},
-    {{TUI_FN(KEY_F(9)), '/', 0}, "F9", "Filter", "F9 /      filter by id, schedule, status, model", key_filter, NULL},
-    {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", "F10 q     quit (asks first while a run is live)", tui_key_quit,
+    {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", 2, "F8 t      next theme", tui_key_theme, NULL},
+    {{TUI_FN(KEY_F(9)), '/', 0}, "F9", "Filter", 1, "F9 /      filter by id, schedule, status, model", key_filter, NULL},
+    {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", 0, "F10 q     quit (asks first while a run is live)", tui_key_quit,
      NULL},
-    {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, "up k      previous run", key_up, NULL},
-    {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, "down j    next run", key_down, NULL},
-    {{TUI_FN(KEY_PPAGE), 0, 0}, NULL, NULL, "PgUp PgDn Home End  move further", key_pgup, NULL},
-    {{TUI_FN(KEY_NPAGE), 0, 0}, NULL, NULL, NULL, key_pgdn, NULL},
-    {{TUI_FN(KEY_HOME), 'g', 0}, NULL, NULL, NULL, key_home, NULL},
-    {{TUI_FN(KEY_END), 'G', 0}, NULL, NULL, NULL, key_end, NULL},
-    {{'c', TUI_FN(KEY_RIGHT), 'l'}, NULL, NULL, "c l right pick the next checkpoint of the run", key_checkpoint, NULL},
-    {{'r', 0, 0}, NULL, NULL, "r         reverse the sort", key_reverse, NULL},
+    {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, 0, "up k      previous run", key_up, NULL},
+    {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, 0, "down j    next run", key_down, NULL},
+    {{TUI_FN(KEY_PPAGE), 0, 0}, NULL, NULL, 0, "PgUp PgDn Home End  move further", key_pgup, NULL},
+    {{TUI_FN(KEY_NPAGE), 0, 0}, NULL, NULL, 0, NULL, key_pgdn, NULL},
+    {{TUI_FN(KEY_HOME), 'g', 0}, NULL, NULL, 0, NULL, key_home, NULL},
+    {{TUI_FN(KEY_END), 'G', 0}, NULL, NULL, 0, NULL, key_end, NULL},
+    {{'c', TUI_FN(KEY_RIGHT), 'l'}, NULL, NULL, 0, "c l right pick the next checkpoint of the run", key_checkpoint, NULL},
+    {{'r', 0, 0}, NULL, NULL, 0, "r         reverse the sort", key_reverse, NULL},
 };
 
 // The filter line takes every key while open.

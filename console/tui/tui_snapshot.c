@@ -5,9 +5,11 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "console/cli.h"
 #include "engine/schedule/schedule.h"
 
 static double now_s(void) {
@@ -48,7 +50,9 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     snprintf(v->schedule, sizeof v->schedule, "%.255s", po->schedule);
     snprintf(v->model, sizeof v->model, "%s", rc->model.name);
     snprintf(v->transport, sizeof v->transport, "%s", transport_kind_name(po->transport));
-    snprintf(v->device, sizeof v->device, "%s", po->device == DEVICE_CUDA ? "cuda" : "cpu");
+    cli_device_text(po->device, po->gpu_fp32, v->device, sizeof v->device);
+    v->host_cores = telemetry_host_cores();
+    v->host_ranks = telemetry_host_ranks(po->transport == TRANSPORT_KIND_LOCAL, po->ranks * (po->dp > 0 ? po->dp : 1));
     v->P = po->ranks;
     v->V = po->virtual_stages ? po->virtual_stages
            : schedule_is_builtin(po->schedule) ? schedule_default_virtual(po->schedule) : 0;
@@ -63,7 +67,7 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     for (int r = 0; r < v->n_ranks; r++) {
         TuiRankRow *row = &v->rank[r];
         snprintf(row->layers, sizeof row->layers, "?");
-        row->busy_ms = row->idle_ms = row->comm_ms = row->peak_bytes = NAN;
+        row->busy_ms = row->transfer_ms = row->wait_ms = row->peak_bytes = NAN;
     }
 }
 
@@ -71,6 +75,84 @@ double tui_view_eta(const TuiView *v) {
     if (v->steps_done <= 0 || v->run_s <= 0) return NAN;
     const int left = v->steps_planned - v->step;
     return left > 0 ? left * v->run_s / v->steps_done : 0.0;
+}
+
+// ---- kept timelines -----------------------------------------------------------------------------
+
+static void ring_free(TuiSnapshot *l) {
+    free(l->ring_ev);
+    free(l->ring_off);
+    free(l->ring_step);
+    free(l->ring_span);
+    l->ring_ev = NULL, l->ring_off = l->ring_step = NULL, l->ring_span = NULL;
+    l->ring_cap = l->ring_n = l->ring_next = 0;
+}
+
+// Sized from the first measured step: every step of a run has the same actions.
+static void ring_alloc(TuiSnapshot *l, const TuiView *v) {
+    const int lanes = v->n_ranks, per = v->ev_off[lanes] > 0 ? v->ev_off[lanes] : 1;
+    const size_t step_bytes = (size_t)per * sizeof(TuiEvent) + (size_t)(lanes + 1) * sizeof(int) + 16;
+    const int want = v->steps_planned > 0 ? v->steps_planned : 1;
+    const size_t fit = TUI_HISTORY_BYTES / step_bytes;
+    l->ring_cap = (int)(fit < 1 ? 1 : fit < (size_t)want ? fit : (size_t)want);
+    l->ring_ev_per = per;
+    l->ring_lanes = lanes;
+    l->ring_ev = xmalloc(sizeof(TuiEvent) * (size_t)l->ring_cap * (size_t)per);
+    l->ring_off = xmalloc(sizeof(int) * (size_t)l->ring_cap * (size_t)(lanes + 1));
+    l->ring_step = xmalloc(sizeof(int) * (size_t)l->ring_cap);
+    l->ring_span = xmalloc(sizeof(double) * (size_t)l->ring_cap);
+}
+
+// Keeps the staging view's measured timeline when it is a step not kept yet. Under mu.
+static void ring_push(TuiSnapshot *l) {
+    const TuiView *v = &l->staging;
+    if (v->timeline_planned || v->timeline_step <= 0 || v->ev_off[v->n_ranks] == 0) return;
+    const int newest = l->ring_n ? l->ring_step[(l->ring_next + l->ring_cap - 1) % l->ring_cap] : 0;
+    if (l->ring_n && v->timeline_step <= newest) return;
+    if (!l->ring_cap) ring_alloc(l, v);
+    const int k = l->ring_next, lanes = l->ring_lanes;
+    int *off = l->ring_off + (size_t)k * (size_t)(lanes + 1);
+    int n = 0;
+    for (int q = 0; q < lanes; q++) {
+        off[q] = n;
+        for (int i = v->ev_off[q]; q < v->n_ranks && i < v->ev_off[q + 1] && n < l->ring_ev_per; i++)
+            l->ring_ev[(size_t)k * (size_t)l->ring_ev_per + (size_t)n++] = v->ev[i];
+    }
+    off[lanes] = n;
+    l->ring_step[k] = v->timeline_step;
+    l->ring_span[k] = v->span_ms;
+    l->ring_next = (k + 1) % l->ring_cap;
+    if (l->ring_n < l->ring_cap) l->ring_n++;
+}
+
+int tui_snapshot_kept(TuiSnapshot *l, int *oldest, int *newest) {
+    pthread_mutex_lock(&l->mu);
+    const int n = l->ring_n;
+    *oldest = n ? l->ring_step[(l->ring_next + l->ring_cap - n) % l->ring_cap] : 0;
+    *newest = n ? l->ring_step[(l->ring_next + l->ring_cap - 1) % l->ring_cap] : 0;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+bool tui_snapshot_timeline(TuiSnapshot *l, int step, TuiTimeline *out) {
+    pthread_mutex_lock(&l->mu);
+    int pick = -1;
+    for (int j = 0; j < l->ring_n; j++) {   // oldest to newest: steps increase
+        const int k = (l->ring_next + l->ring_cap - l->ring_n + j) % l->ring_cap;
+        if (pick < 0 || l->ring_step[k] <= step) pick = k;
+    }
+    if (pick >= 0) {
+        const int lanes = l->ring_lanes < TUI_MAX_RANKS ? l->ring_lanes : TUI_MAX_RANKS;
+        const int *off = l->ring_off + (size_t)pick * (size_t)(l->ring_lanes + 1);
+        out->step = l->ring_step[pick];
+        out->span_ms = l->ring_span[pick];
+        out->n_lanes = lanes;
+        memcpy(out->ev_off, off, sizeof(int) * (size_t)(lanes + 1));
+        const int n = off[lanes] < TUI_MAX_EVENTS ? off[lanes] : TUI_MAX_EVENTS;
+        memcpy(out->ev, l->ring_ev + (size_t)pick * (size_t)l->ring_ev_per, sizeof(TuiEvent) * (size_t)n);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return pick >= 0;
 }
 
 // ---- publishing -------------------------------------------------------------------------------
@@ -84,6 +166,7 @@ static void publish(TuiSnapshot *l, bool blocking) {
     }
     l->staging.version++;
     view_copy(&l->shared, &l->staging);
+    ring_push(l);
     pthread_mutex_unlock(&l->mu);
     l->publish_pending = false;
 }
@@ -99,9 +182,12 @@ void tui_snapshot_init(TuiSnapshot *l) {
     l->publish_pending = false;
     l->run_id = NULL;
     l->pause_limit_s = 0.0;
+    l->ring_ev = NULL, l->ring_off = l->ring_step = NULL, l->ring_span = NULL;
+    l->ring_cap = l->ring_ev_per = l->ring_lanes = l->ring_n = l->ring_next = 0;
 }
 
 void tui_snapshot_destroy(TuiSnapshot *l) {
+    ring_free(l);
     pthread_cond_destroy(&l->resume_cv);
     pthread_mutex_destroy(&l->mu);
 }
@@ -126,6 +212,9 @@ void tui_snapshot_begin(TuiSnapshot *l, const RunOptions *ro, const int64_t *run
     l->bubble_sum = 0.0;
     atomic_store(&l->pause, false);
     atomic_store(&l->stop, false);
+    pthread_mutex_lock(&l->mu);
+    ring_free(l);
+    pthread_mutex_unlock(&l->mu);
     publish(l, true);
 }
 
@@ -172,7 +261,7 @@ static int snap_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *
     return 0;
 }
 
-// Per pipeline rank: the mean over its replicas' busy / idle / comm, the layers of its
+// Per pipeline rank: the mean over its replicas' busy / transfer / wait, the layers of its
 // stages and the activation memory they peaked at.
 static void update_ranks(TuiSnapshot *l, const PipelineReport *r) {
     TuiView *v = &l->staging;
@@ -183,12 +272,12 @@ static void update_ranks(TuiSnapshot *l, const PipelineReport *r) {
     for (int s = 0; s < S; s++) stage_rank[s] = t->stages[s].rank % P;
     for (int q = 0; q < v->n_ranks; q++) {
         TuiRankRow *row = &v->rank[q];
-        row->busy_ms = row->idle_ms = row->comm_ms = 0.0;
+        row->busy_ms = row->transfer_ms = row->wait_ms = 0.0;
         for (int d = 0; d < D && d * P + q < t->n_ranks; d++) {
             const RankTelemetry *rt = &t->ranks[d * P + q];
             row->busy_ms += rt->busy_ms / D;
-            row->idle_ms += rt->idle_ms / D;
-            row->comm_ms += rt->comm_ms / D;
+            row->transfer_ms += rt->transfer_ms / D;
+            row->wait_ms += rt->wait_ms / D;
         }
         double peak = 0.0;
         for (int s = 0; s < S; s++) {
@@ -246,7 +335,11 @@ static void snap_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) 
     v->run_s = now_s() - l->t_first;
     tui_series_push(&v->loss_series, s->step, s->loss);
     if (r->has_telemetry) {
+        const BubbleParts *b = &r->telemetry.parts;
         v->has_bubble = r->n_ranks > 1;
+        v->has_parts = v->has_bubble && b->valid;
+        v->parts = (TuiBubble){r->telemetry.bubble, b->ideal, b->imbalance, b->transfer, b->contention,
+                               v->host_cores > 0 && v->host_ranks > v->host_cores};
         v->bubble = r->telemetry.bubble;
         l->bubble_sum += r->telemetry.bubble;
         v->bubble_mean = l->bubble_sum / v->steps_done;

@@ -23,6 +23,29 @@ keep() {   # keep NAME: save the current screen as a capture
   return 0
 }
 
+# The bubble's parts on the last captured screen add up to the measured figure as printed.
+bubble_adds_up() {
+  local line
+  line=$(grep -oE 'bubble [0-9.]+% = [-0-9.]+ ideal \+ [-0-9.]+ [a-z]+ \+ [-0-9.]+ [a-z]+ \+ [-0-9.]+ [a-z]+' \
+         "$work/screen.txt" | head -1)
+  if awk -v l="$line" 'BEGIN { n = split(l, w, " "); m = w[2]; sub("%", "", m)
+                              d = w[4] + w[7] + w[10] + w[13] - m; exit !(n == 14 && d < 0.05 && d > -0.05) }'; then
+    pass
+  else
+    fail "the bubble's parts do not add up: '$line'"
+  fi
+}
+
+# Nothing cut at this size: every rank's row and lane, the key bar's labels whole.
+all_there() {   # all_there SIZE
+  wait_for 5 '^[│x]3 +(cpu +)?6-7 ' "$1: rank 3's row"
+  wait_for 5 '^[│x]r3 ' "$1: rank 3's lane"
+  local bar
+  bar=$(tail -1 "$work/screen.txt")
+  if [[ "$bar" =~ ^(F[0-9]+(Help|Setup|Live|History|Start|Pause|EMA|Stop|Theme|Quit)\ ?)+\ *$ ]]; then pass
+  else fail "$1: the key bar has a cut label: '$bar'"; fi
+}
+
 # A theme file with a bad line, and a schedule as a CSV file in the working directory.
 printf 'title = cyan bold\nborder = purpel\n' > bad.theme
 "$bin" plan --stages 4 --microbatches 8 --schedule 1f1b --dump-csv > mine.csv
@@ -41,10 +64,31 @@ tm send-keys Enter
 wait_for 60 '^[│x]0 +cpu +0 ' "the first stage row"
 wait_for 10 '^[│x]3 +cpu +6-7 ' "the last stage row"
 wait_for 10 '^[│x]r0 +[-F·.B]*[FB]' "a timeline lane"
-wait_for 10 'bubble [0-9.]+% measured \| 27\.3% ideal' "measured and ideal bubble"
+wait_for 10 'bubble [0-9.]+% = [-0-9.]+ ideal \+ [-0-9.]+ imbalance \+ [-0-9.]+ transfer \+ [-0-9.]+ (oversubscription|contention)' \
+  "the bubble and its parts"
+bubble_adds_up
+wait_for 5 'busy ms +xfer +wait' "busy, transfer and wait per rank"
+wait_for 5 'local cpu fp32' "the header says where the run runs"
+if [ "$(nproc)" -lt 4 ]; then wait_for 5 "4 ranks on $(nproc) cores" "the header flags CPU oversubscription"; fi
 wait_for 10 'loss \+ EMA' "the loss panel"
 wait_for 60 '^pptrain finished +run 1 +1f1b' "the first run finishes"
 keep live
+
+# The timeline: zoom in, scroll, look back at an earlier step, and back to the latest.
+tm send-keys +
+wait_for 5 'timeline step 30 +x2' "+ zooms in"
+tm send-keys ] Left
+wait_for 5 'timeline step 29 of 30 +x2' "left shows the step before"
+tm send-keys End - 
+wait_for 5 'timeline step 30 ─' "End and - come back to the whole latest step"
+
+# Nothing cut, nobody hidden at 80x24 and 60x20.
+tm resize-window -x 80 -y 24
+all_there 80x24
+tm resize-window -x 60 -y 20
+all_there 60x20
+keep small
+tm resize-window -x 120 -y 40
 
 # Help opens and closes.
 tm send-keys F1

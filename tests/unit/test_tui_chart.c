@@ -34,10 +34,14 @@ static void test_gantt(void) {
     // Coarser: column 0 holds F 2 and B 2 (a tie goes to the first kind), column 1 B 2 and 2 idle.
     tui_gantt_raster(ev, 3, 0.0, 4.0, 2, c);
     CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_B, "unit 4: %d %d", c[0].kind, c[1].kind);
-    // Idle wins a column only when it covers more than any one kind.
+    // Idle wins a column only when it covers more than any one kind; an action that would
+    // then show nowhere keeps the column of its middle.
+    const TuiEvent over = {0, 1.2f, TUI_CELL_F, 0, 0};
+    tui_gantt_raster(&over, 1, 0.0, 1.0, 2, c);
+    CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_IDLE, "the tail of an action in a long column is idle");
     const TuiEvent short_f = {0, 0.2f, TUI_CELL_F, 0, 0};
     tui_gantt_raster(&short_f, 1, 0.0, 1.0, 1, c);
-    CHECK(c[0].kind == TUI_CELL_IDLE, "a short action in a long column is idle");
+    CHECK(c[0].kind == TUI_CELL_F && c[0].start, "a short action alone in a long column still shows");
     // Events outside the window, reversed or unsorted, and an offset origin.
     const TuiEvent odd[] = {{-5, -1, TUI_CELL_F, 0, 0}, {10, 20, TUI_CELL_B, 0, 1}, {3, 4, TUI_CELL_W, 0, 2},
                             {1, 2, TUI_CELL_I, 0, 5}};
@@ -45,6 +49,32 @@ static void test_gantt(void) {
     CHECK(c[0].kind == TUI_CELL_I && c[1].kind == TUI_CELL_IDLE && c[2].kind == TUI_CELL_W &&
               c[3].kind == TUI_CELL_IDLE, "origin 1: %d %d %d %d", c[0].kind, c[1].kind, c[2].kind, c[3].kind);
     tui_gantt_raster(odd, 4, 0.0, 1.0, 0, c);   // width 0: nothing written, no crash
+}
+
+// Labels say the action and its microbatch; an action narrower than a cell still shows.
+static void test_gantt_labels(void) {
+    const TuiEvent ev[] = {{0, 2, TUI_CELL_F, 0, 3}, {2, 6, TUI_CELL_B, 0, 3}, {6.9f, 7, TUI_CELL_COMM, 0, 4}};
+    TuiGanttCell c[16];
+    char text[17];
+    tui_gantt_raster(ev, 3, 0.0, 1.0, 8, c);
+    tui_gantt_text(c, 8, text);
+    CHECK(strcmp(text, "F3B3BB..") == 0, "inline microbatches: %s", text);
+    tui_gantt_labels(c, 8, text);
+    CHECK(strcmp(text, "  B3    ") == 0, "labels with a blank between them: '%s'", text);
+    tui_gantt_raster(ev, 3, 0.0, 0.5, 16, c);
+    tui_gantt_labels(c, 16, text);
+    CHECK(strcmp(text, "F3  B3          ") == 0, "zoomed in, both labelled: '%s'", text);
+    // F of microbatch 1 takes 0.3 of a cell, B the rest of four: F keeps a cell, B three.
+    const TuiEvent thin[] = {{0, 0.3f, TUI_CELL_F, 0, 1}, {0.3f, 4, TUI_CELL_B, 0, 1}, {4.2f, 4.4f, TUI_CELL_W, 0, 2}};
+    tui_gantt_raster(thin, 3, 0.0, 1.0, 6, c);
+    tui_gantt_text(c, 6, text);
+    CHECK(strcmp(text, "FB1BW.") == 0, "every action visible: %s", text);
+    CHECK(c[0].mb == 1 && c[1].start && c[4].mb == 2 && c[4].start, "the rescued cells carry their microbatch");
+    // More actions than cells: each still gets a cell while one is free, none is stacked.
+    TuiEvent many[8];
+    for (int i = 0; i < 8; i++) many[i] = (TuiEvent){i * 0.25f, i * 0.25f + 0.2f, TUI_CELL_F, 0, i};
+    tui_gantt_raster(many, 8, 0.0, 1.0, 2, c);
+    CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_F, "two cells for eight actions: both used");
 }
 
 static void test_bars(void) {
@@ -266,6 +296,7 @@ static void test_bubble(void) {
 int main(void) {
     test_cell_kinds();
     test_gantt();
+    test_gantt_labels();
     test_bars();
     test_ema();
     test_series();

@@ -85,6 +85,11 @@ typedef struct {
     bool sort_desc;                       // newest first until the user sorts
     char filter[128];
     bool filter_open;
+    // Resuming a run whose checkpoint is at its last step asks for the step to go on to.
+    bool goon_open;
+    char goon[16];                        // the typed step
+    int goon_from;                        // the checkpoint's step
+    RunOptions goon_ro;                   // the resume, but for --steps
     int64_t marked[TUI_MAX_MARKED];
     int n_marked;
     int64_t detail_id;                    // the detail pane's run

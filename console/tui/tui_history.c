@@ -14,6 +14,7 @@
 #include "console/tui/tui_app.h"
 #include "console/tui/pure/tui_bubble.h"
 #include "console/tui/tui_draw.h"
+#include "console/cli.h"
 #include "engine/run_json.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -459,7 +460,7 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
 static void history_draw(TuiApp *app, int cols, int rows) {
     TuiHistory *h = &app->history;
     HistoryLayout L;
-    if (layout_history(cols, rows, h->filter_open, &L)) {
+    if (layout_history(cols, rows, h->filter_open || h->goon_open, &L)) {
         tui_too_small(&L.notice, LAYOUT_HISTORY_MIN_W, LAYOUT_HISTORY_MIN_H);
         return;
     }
@@ -470,7 +471,11 @@ static void history_draw(TuiApp *app, int cols, int rows) {
     draw_table(app, &L);
     if (h->n_marked >= 2) draw_compare(app, &L);
     else draw_detail(app, &L);
-    if (h->filter_open) {
+    if (h->goon_open) {
+        tui_fill(L.filter, THEME_INPUT);
+        tui_textf(L.filter.y, 0, cols, THEME_INPUT, "Go on to step: %s_   (its checkpoint is at its last step, %d; "
+                  "Enter resumes, Esc cancels)", h->goon, h->goon_from);
+    } else if (h->filter_open) {
         tui_fill(L.filter, THEME_INPUT);
         tui_textf(L.filter.y, 0, cols, THEME_INPUT, "Filter: %s_   (Enter keeps, Esc clears)", h->filter);
     }
@@ -530,7 +535,16 @@ static void key_checkpoint(TuiApp *app) {
     if (h->n_cks) h->ck_sel = (h->ck_sel + 1) % h->n_cks;
 }
 
-// Resume the selected run: from the picked checkpoint's folder, or the run's newest one.
+// The newest complete checkpoint of the detail pane's run at or before the picked one.
+static const DbCheckpointInfo *resume_checkpoint(const TuiHistory *h, int64_t run) {
+    if (h->detail_id != run) return NULL;
+    for (int k = h->ck_sel; k >= 0 && k < h->n_cks; k--)
+        if (h->cks[k].dir && h->cks[k].status && strcmp(h->cks[k].status, "complete") == 0) return &h->cks[k];
+    return NULL;
+}
+
+// Resume the selected run: from the picked checkpoint's folder, or the run's newest one. A
+// checkpoint at the run's last step has nothing left to run: ask for the step to go on to.
 static void key_resume(TuiApp *app) {
     TuiHistory *h = &app->history;
     const DbRunInfo *r = selected(h);
@@ -542,16 +556,43 @@ static void key_resume(TuiApp *app) {
         return;
     }
     ro.rc.optim.total_steps = ro.rc.steps;
+    // The run goes on as its checkpoint says: the options the console was started with were
+    // for its first run (a --batch among them would be refused as a change on --resume).
+    ro.given = 0;
     const int D = ro.pipe.dp > 0 ? ro.pipe.dp : 1;
     if (app->mpi && ro.pipe.ranks * D != app->world) {
         tui_app_status(app, THEME_ERROR, "run %lld ran on %d x %d ranks; this mpirun has %d", (long long)r->id,
                        ro.pipe.ranks, D, app->world);
         return;
     }
-    const DbCheckpointInfo *ck = h->detail_id == r->id && h->n_cks ? &h->cks[h->ck_sel] : NULL;
-    if (ck && ck->dir && ck->status && strcmp(ck->status, "complete") == 0)
-        snprintf(ro.resume, sizeof ro.resume, "%s", ck->dir);
+    const DbCheckpointInfo *ck = resume_checkpoint(h, r->id);
+    if (ck) snprintf(ro.resume, sizeof ro.resume, "%s", ck->dir);
     else snprintf(ro.resume, sizeof ro.resume, "%lld", (long long)r->id);
+    if (ck && ck->step >= ro.rc.steps) {
+        h->goon_open = true;
+        h->goon_from = ck->step;
+        h->goon_ro = ro;
+        snprintf(h->goon, sizeof h->goon, "%d", 2 * ck->step);
+        return;
+    }
+    tui_app_start_run(app, &ro);
+}
+
+// Enter on the go-on line: the resume with --steps N, as `pptrain train --resume DIR --steps N`.
+static void goon_start(TuiApp *app) {
+    TuiHistory *h = &app->history;
+    char steps[16];
+    snprintf(steps, sizeof steps, "%s", h->goon);
+    char *argv[] = {"--steps", steps};
+    Error err;
+    RunOptions ro = h->goon_ro;
+    long n = 0;
+    if (cli_parse_int("steps", steps, h->goon_from + 1, 100000000, &n, &err) ||
+        run_options_parse(2, argv, 0, &ro, &err) < 0) {
+        tui_app_status(app, THEME_ERROR, "%s (more than %d)", err.msg, h->goon_from);
+        return;
+    }
+    h->goon_open = false;
     tui_app_start_run(app, &ro);
 }
 
@@ -579,9 +620,25 @@ static const TuiBinding HISTORY_KEYS[] = {
     {{'r', 0, 0}, NULL, NULL, 0, "r         reverse the sort", key_reverse, NULL},
 };
 
-// The filter line takes every key while open.
+// The go-on line takes digits, Backspace, Enter and Esc while open.
+static bool goon_key(TuiApp *app, int key) {
+    TuiHistory *h = &app->history;
+    const size_t len = strlen(h->goon);
+    if (key == '\n' || key == '\r' || key == TUI_FN(KEY_ENTER)) goon_start(app);
+    else if (key == 27) h->goon_open = false;
+    else if (key == TUI_FN(KEY_BACKSPACE) || key == 127 || key == 8) {
+        if (len) h->goon[len - 1] = '\0';
+    } else if (key >= '0' && key <= '9' && len + 1 < sizeof h->goon) {
+        h->goon[len] = (char)key;
+        h->goon[len + 1] = '\0';
+    }
+    return true;
+}
+
+// The filter line (and the go-on line) take every key while open.
 static bool history_key(TuiApp *app, int key) {
     TuiHistory *h = &app->history;
+    if (h->goon_open) return goon_key(app, key);
     if (!h->filter_open) return false;
     const size_t len = strlen(h->filter);
     if (key == '\n' || key == '\r' || key == TUI_FN(KEY_ENTER)) h->filter_open = false;
@@ -600,7 +657,7 @@ static bool history_key(TuiApp *app, int key) {
 static void history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
     TuiHistory *h = &app->history;
     HistoryLayout L;
-    if (layout_history(cols, rows, h->filter_open, &L)) return;
+    if (layout_history(cols, rows, h->filter_open || h->goon_open, &L)) return;
     const Rect in = layout_inner(L.table);
     const Rect list = {in.x, in.y + 1, in.w, L.table_rows};
     if (!layout_contains(&list, x, y)) return;

@@ -113,6 +113,15 @@ wait_for 5 'compare' "two marked runs are compared"
 wait_for 5 '^.*[│x][*] 2 +zb-h1 ' "run 2 in the comparison"
 keep history
 
+# Resuming run 1, finished with its checkpoint at its last step, asks for the step to go on to.
+tm send-keys F5
+wait_for 5 'Go on to step: 60_ +\(its checkpoint is at its last step, 30' "resume offers the steps to go on to"
+tm send-keys BSpace BSpace 4 0 Enter
+wait_for 60 '^pptrain (running|finished) +run 3 +1f1b' "the finished run goes on as run 3"
+wait_for 60 '^pptrain finished +run 3' "run 3 reaches step 40"
+wait_for 5 'step 40/40' "run 3 ran to step 40"
+tm send-keys F4
+
 # A mouse click on the key bar's F2 (an xterm X10 report: press, release at column 9, last row).
 tm send-keys -l $'\e[M )H\e[M#)H'
 wait_for 5 'run setup' "a click on the key bar opens setup"
@@ -128,7 +137,7 @@ wait_for 5 'run setup' "the screen comes back after the resize"
 tm send-keys Down Down Down Down Down Down Down Down Down Down 5 0 0 0 Enter
 wait_for 5 'steps +5000 ' "typing a value into the form"
 tm send-keys F5
-wait_for 30 '^pptrain running +run 3 +zb-h1' "a third run starts"
+wait_for 30 '^pptrain running +run 4 +zb-h1' "a fourth run starts"
 tm send-keys q
 wait_for 5 'A run is live' "quit asks while a run is live"
 tm send-keys y
@@ -139,8 +148,11 @@ if ! ls "$work"/asan.* "$work"/ubsan.* >/dev/null 2>&1; then pass; else fail "sa
 
 # The runs landed in the store like headless ones.
 got=$(sqlite3 "$work/runs.db" "SELECT group_concat(id || ':' || schedule || ':' || status || ':' || (SELECT count(*) FROM steps WHERE run_id = runs.id), ' ') FROM runs" 2>&1)
-if [[ "$got" =~ ^1:1f1b:finished:30\ 2:zb-h1:finished:30\ 3:zb-h1:stopped:[0-9]+$ ]]; then pass; else fail "runs in the store: $got"; fi
-ck=$(sqlite3 "$work/runs.db" "SELECT count(*) FROM checkpoints WHERE run_id = 3 AND status = 'complete'" 2>&1)
+if [[ "$got" =~ ^1:1f1b:finished:30\ 2:zb-h1:finished:30\ 3:1f1b:finished:10\ 4:zb-h1:stopped:[0-9]+$ ]]; then pass
+else fail "runs in the store: $got"; fi
+resumed=$(sqlite3 "$work/runs.db" "SELECT resumed_from || ':' || steps_planned FROM runs WHERE id = 3" 2>&1)
+if [ "$resumed" = "1:40" ]; then pass; else fail "run 3 resumed run 1 to step 40: '$resumed'"; fi
+ck=$(sqlite3 "$work/runs.db" "SELECT count(*) FROM checkpoints WHERE run_id = 4 AND status = 'complete'" 2>&1)
 if [ "$ck" = 1 ]; then pass; else fail "the stopped run's checkpoint: '$ck'"; fi
 
 cli_finish

@@ -30,6 +30,9 @@ expect_error "unknown option" watch --bogus
 expect_error "one RUN at most" watch 1 2
 if "$bin" console --help | grep -q -- '--theme NAME|FILE' && "$bin" --help | grep -q '^  watch '; then pass
 else fail "console --help and pptrain --help"; fi
+if "$bin" --version > version.txt && grep -Eq '^pptrain [0-9]+\.[0-9]+\.[0-9]+$' version.txt &&
+   grep -q 'GPU stages: ' version.txt && grep -q 'SQLite 3\.' version.txt; then pass
+else fail "pptrain --version:"; cat version.txt; fi
 if command -v setsid >/dev/null; then
   setsid -w "$bin" console --db "$work/x.db" </dev/null >stdout.txt 2>stderr.txt
   code=$?
@@ -64,6 +67,8 @@ if [ "$(cat "$work/exit.txt" 2>/dev/null)" = 0 ]; then pass; else fail "watch ex
 wait "$train_pid"
 code=$?
 if [ $code -eq 0 ]; then pass; else fail "the watched run: exit $code"; cat train.log; fi
+if grep -q '^  pipeline: zb-h1, 4 stages on 4 ranks x 1 replica, local transport, cpu fp32$' train.log; then pass
+else fail "train's header says where the run runs:"; head -6 train.log; fi
 if [ ! -s "$work/stderr.txt" ]; then pass; else fail "watch's stderr:"; cat "$work/stderr.txt"; fi
 if ! ls "$work"/asan.* "$work"/ubsan.* >/dev/null 2>&1; then pass; else fail "sanitizer reports:"; cat "$work"/asan.* "$work"/ubsan.* 2>/dev/null | head -60; fi
 

@@ -111,7 +111,10 @@ void tui_app_start_run(TuiApp *app, const RunOptions *ro) {
 
 // ---- shared keys --------------------------------------------------------------------------------------
 
-void tui_key_help(TuiApp *app) { app->help = true; }
+void tui_key_help(TuiApp *app) {
+    app->help = true;
+    app->help_first = 0;
+}
 void tui_key_live(TuiApp *app) { tui_app_show(app, TUI_SCREEN_LIVE); }
 void tui_key_setup(TuiApp *app) { tui_app_show(app, TUI_SCREEN_SETUP); }
 void tui_key_history(TuiApp *app) { tui_app_show(app, TUI_SCREEN_HISTORY); }
@@ -204,8 +207,11 @@ static void handle_key(TuiApp *app, int key) {
         confirm_key(app, key);
         return;
     }
-    if (app->help) {
-        app->help = false;
+    if (app->help) {   // up and down scroll a help taller than the terminal; any other key closes it
+        if (key == TUI_FN(KEY_DOWN) || key == 'j' || key == TUI_FN(KEY_NPAGE)) app->help_first++;
+        else if (key == TUI_FN(KEY_UP) || key == 'k' || key == TUI_FN(KEY_PPAGE)) app->help_first--;
+        else app->help = false;
+        if (app->help_first < 0) app->help_first = 0;
         return;
     }
     if (key == TUI_CTRL('l')) {
@@ -222,30 +228,67 @@ static void handle_key(TuiApp *app, int key) {
 
 // ---- drawing ----------------------------------------------------------------------------------------
 
-static void draw_help(TuiApp *app, int cols, int rows) {
+// The help's lines: the screen's keys, the mouse, the bubble and the note in full.
+typedef struct {
+    const char *line[64];
+    int n;
+    char bubble[2][160], note[8][160];
+} HelpText;
+
+static void help_add_wrapped(HelpText *t, const char *text, int width, char (*buf)[160], int max) {
+    TuiLine l[8];
+    const int n = tui_wrap(text, width < 150 ? width : 150, l, max);
+    for (int i = 0; i < n && i < max && t->n < 62; i++) {
+        snprintf(buf[i], sizeof buf[i], "%.*s", l[i].len, text + l[i].start);
+        t->line[t->n++] = buf[i];
+    }
+    if (n) t->line[t->n++] = "";
+}
+
+static void help_text(const TuiApp *app, int cols, HelpText *t) {
     int n;
     const TuiBinding *b = bindings(app, &n);
-    const char *lines[64];
-    int k = 0;
-    for (int i = 0; i < n && k < 56; i++)
-        if (b[i].help) lines[k++] = b[i].help;
-    if (!app->watch_mode) lines[k++] = "Tab       next screen";
-    lines[k++] = "mouse     click the key bar, a rank, a form line or a run";
-    lines[k++] = "          (double-click a run marks it)";
-    lines[k++] = "";
-    // The last message in full, whatever the terminal's size cut from it.
-    char last[8][160];
+    t->n = 0;
+    for (int i = 0; i < n && t->n < 40; i++)
+        if (b[i].help) t->line[t->n++] = b[i].help;
+    if (!app->watch_mode) t->line[t->n++] = "Tab       next screen";
+    t->line[t->n++] = "mouse     click a key, a rank, a form line or a run";
+    t->line[t->n++] = "          (double-click a run marks it)";
+    t->line[t->n++] = "";
+    // The bubble and all its parts, which a narrow stages title shortens; the note whole.
+    const TuiView *v = app->view;
+    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
+    if (live && v && v->has_parts) {
+        char text[256];
+        tui_bubble_text(&v->parts, (int)sizeof text - 1, text, sizeof text);
+        help_add_wrapped(t, text, cols - 6, t->bubble, 2);
+    }
     ThemeRole role;
     const char *note = tui_app_note(app, &role);
-    TuiLine wrapped[8];
-    const int n_wrapped = note[0] ? tui_wrap(note, cols - 6 < 150 ? cols - 6 : 150, wrapped, 8) : 0;
-    for (int i = 0; i < n_wrapped && i < 8 && k < 62; i++) {
-        snprintf(last[i], sizeof last[i], "%.*s", wrapped[i].len, note + wrapped[i].start);
-        lines[k++] = last[i];
+    if (note[0]) help_add_wrapped(t, note, cols - 6, t->note, 8);
+}
+
+static void draw_help(TuiApp *app, int cols, int rows) {
+    HelpText t;
+    help_text(app, cols, &t);
+    const char *title = app->watch_mode ? "pptrain watch: keys" : "pptrain console: keys";
+    const int fit = rows - 2;
+    if (t.n + 1 <= fit) {
+        t.line[t.n++] = "any key closes this help";
+        tui_dialog(cols, rows, title, t.line, t.n, 0);
+        return;
     }
-    if (n_wrapped) lines[k++] = "";
-    lines[k++] = "any key closes this help";
-    tui_dialog(cols, rows, app->watch_mode ? "pptrain watch: keys" : "pptrain console: keys", lines, k);
+    // Taller than the terminal: the window's last row says so, up and down scroll the rest.
+    const int page = fit - 1 > 1 ? fit - 1 : 1;
+    if (app->help_first > t.n - page) app->help_first = t.n - page;
+    const char *view[64];
+    int shown = 0;
+    for (int i = app->help_first; i < t.n && shown < page; i++) view[shown++] = t.line[i];
+    char more[96];
+    snprintf(more, sizeof more, "(%d-%d of %d; up/down scroll, other keys close)", app->help_first + 1,
+             app->help_first + shown, t.n);
+    view[shown++] = more;
+    tui_dialog(cols, rows, title, view, shown, 0);
 }
 
 // Where the note goes this frame (rules: tui_app.h); returns the message lines it needs
@@ -315,7 +358,7 @@ static void draw(TuiApp *app) {
         if (app->confirm_quit) {
             const char *lines[] = {"A run is live. Stop it (writing a checkpoint) and quit?", "",
                                    "y: stop and quit     any other key: keep running"};
-            tui_dialog(cols, rows, "quit", lines, 3);
+            tui_dialog(cols, rows, "quit", lines, 3, 0);
         }
     }
     refresh();

@@ -125,6 +125,7 @@ struct TuiApp {
 
     TuiScreen screen;
     bool help, confirm_quit, quitting, quit;
+    int help_first;                       // the help's first line shown (it scrolls on short terminals)
     char status[512];
     ThemeRole status_role;
     double status_until;

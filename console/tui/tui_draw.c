@@ -197,7 +197,7 @@ void tui_too_small(const Rect *notice, int need_w, int need_h) {
     }
 }
 
-Rect tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n) {
+int tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n, int first) {
     int w = (int)strlen(title) + 6;
     for (int i = 0; i < n; i++) w = text_cells(lines[i]) + 4 > w ? text_cells(lines[i]) + 4 : w;
     w = w > cols ? cols : w;
@@ -205,8 +205,10 @@ Rect tui_dialog(int cols, int rows, const char *title, const char *const *lines,
     const Rect r = {(cols - w) / 2, (rows - h) / 2, w, h};
     tui_fill(r, THEME_TEXT);
     tui_panel(r, title, THEME_TITLE);
-    for (int i = 0; i < n && i < h - 2; i++) tui_text(r.y + 1 + i, r.x + 2, r.w - 4, THEME_TEXT, lines[i]);
-    return r;
+    int shown = 0;
+    for (int i = first; i < n && shown < h - 2; i++, shown++)
+        tui_text_words(r.y + 1 + shown, r.x + 2, r.w - 4, THEME_TEXT, lines[i]);
+    return shown;
 }
 
 // ---- widgets ----------------------------------------------------------------------------------

@@ -43,8 +43,9 @@ void tui_panel(Rect r, const char *title, ThemeRole title_role);
 
 void tui_keybar(const Rect *bar, const KeyBarItem *items, int n);
 void tui_too_small(const Rect *notice, int need_w, int need_h);
-// A centered box with lines of text (help, confirmation); returns its rectangle.
-Rect tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n);
+// A centered box with lines of text (help, confirmation), lines first .. first + rows it has,
+// each fitted by whole words; returns how many lines it shows.
+int tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n, int first);
 
 // busy / transfer / wait as one bar of w cells.
 void tui_util_bar(int y, int x, int w, double busy, double transfer, double wait);

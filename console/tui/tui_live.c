@@ -89,7 +89,7 @@ static int identity_fields(const TuiView *v, Field *f) {
     add_field(f, &n, THEME_HEADER, 6, "B%d T%d", v->B, v->T);
     add_field(f, &n, THEME_HEADER, 7, "lr %g", v->lr_peak);
     add_field(f, &n, THEME_HEADER, 5, "%s %s", v->transport, v->device);
-    if (oversubscribed(v)) add_field(f, &n, THEME_WARNING, 1, "%d ranks on %d cores", v->host_ranks, v->host_cores);
+    if (oversubscribed(v)) add_field(f, &n, THEME_WARNING, 0, "%d ranks on %d cores", v->host_ranks, v->host_cores);
     return n;
 }
 
@@ -132,8 +132,10 @@ static void draw_header(TuiApp *app, const Rect *h) {
     const int note = tui_app_header_note(app, h->y, h->x + x, h->w - x);
     Field f[MAX_FIELDS];
     int n = 0;
-    if (h->h < 2 && v->step > 0)
-        add_field(f, &n, THEME_HEADER, 0, "step %d/%d  loss %.4f", v->step, v->steps_planned, v->loss);
+    if (h->h < 2 && v->step > 0) {
+        add_field(f, &n, THEME_HEADER, 0, "step %d/%d", v->step, v->steps_planned);
+        add_field(f, &n, THEME_HEADER, 2, "loss %.4f", v->loss);
+    }
     n += identity_fields(v, f + n);
     draw_fields(h->y, h->x + x + FIELD_GAP, h->w - x - FIELD_GAP - note, f, n);
     if (h->h >= 2) draw_progress(v, h->y + 1, h->x, h->w);
@@ -519,8 +521,7 @@ static const TuiBinding LIVE_KEYS[] = {
     {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, 0, "up k      previous rank", key_up, NULL},
     {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, 0, "down j    next rank", key_down, NULL},
     TIMELINE_KEYS,
-    {{TUI_FN(KEY_LEFT), 0, 0}, NULL, NULL, 0, "left right  timeline: the run's earlier steps, later ones", key_step_back,
-     NULL},
+    {{TUI_FN(KEY_LEFT), 0, 0}, NULL, NULL, 0, "left right timeline: earlier, later steps", key_step_back, NULL},
     {{TUI_FN(KEY_RIGHT), 0, 0}, NULL, NULL, 0, NULL, key_step_fwd, NULL},
     {{TUI_FN(KEY_HOME), 0, 0}, NULL, NULL, 0, "Home End  timeline: the oldest kept step, the latest", key_step_first,
      NULL},

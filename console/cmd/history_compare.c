@@ -157,11 +157,12 @@ static void compare_results(CompareTable *t, const DbRunInfo *runs, const int64_
         history_fmt_num(row[3]->cell[j], COMPARE_CELL, "%.0f", r->median_tokens_per_s);
         history_fmt_num(row[4]->cell[j], COMPARE_CELL, "%.1f%%", 100 * r->mean_bubble);
         const TuiBubble b = history_run_bubble(r);
+        const bool known = isfinite(r->mean_ideal) && isfinite(r->mean_bubble);
         long tenths[5];
         tui_bubble_tenths(&b, tenths);
         for (int k = 0; k < 4; k++) {
-            if (isnan(r->mean_ideal) || isnan(r->mean_bubble)) snprintf(row[5 + k]->cell[j], COMPARE_CELL, "-");
-            else tui_fmt_tenths(tenths[1 + k], row[5 + k]->cell[j], COMPARE_CELL);
+            if (known) tui_fmt_tenths(tenths[1 + k], row[5 + k]->cell[j], COMPARE_CELL);
+            else snprintf(row[5 + k]->cell[j], COMPARE_CELL, "-");
         }
     }
 }

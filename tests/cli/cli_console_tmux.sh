@@ -36,14 +36,16 @@ bubble_adds_up() {
   fi
 }
 
-# Nothing cut at this size: every rank's row and lane, the key bar's labels whole.
-all_there() {   # all_there SIZE
-  wait_for 5 '^[│x]3 +(cpu +)?6-7 ' "$1: rank 3's row"
-  wait_for 5 '^[│x]r3 ' "$1: rank 3's lane"
+# Nothing cut at COLSxROWS: every rank's row and lane, the key bar's labels whole.
+all_there() {   # all_there COLS ROWS
+  tm resize-window -x "$1" -y "$2"
+  wait_for 5 "^┌─ stages.{$(($1 - 10))}┐\$" "$1x$2: redrawn at its width"
+  wait_for 5 '^[│x]3 +(cpu +)?6-7 ' "$1x$2: rank 3's row"
+  wait_for 5 '^[│x]r3 ' "$1x$2: rank 3's lane"
   local bar
-  bar=$(tail -1 "$work/screen.txt")
+  bar=$(grep -v '^ *$' "$work/screen.txt" | tail -1)
   if [[ "$bar" =~ ^(F[0-9]+(Help|Setup|Live|History|Start|Pause|EMA|Stop|Theme|Quit)\ ?)+\ *$ ]]; then pass
-  else fail "$1: the key bar has a cut label: '$bar'"; fi
+  else fail "$1x$2: the key bar has a cut label: '$bar'"; fi
 }
 
 # A theme file with a bad line, and a schedule as a CSV file in the working directory.
@@ -83,10 +85,8 @@ tm send-keys End -
 wait_for 5 'timeline step 30 ─' "End and - come back to the whole latest step"
 
 # Nothing cut, nobody hidden at 80x24 and 60x20.
-tm resize-window -x 80 -y 24
-all_there 80x24
-tm resize-window -x 60 -y 20
-all_there 60x20
+all_there 80 24
+all_there 60 20
 keep small
 tm resize-window -x 120 -y 40
 

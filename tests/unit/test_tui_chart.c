@@ -275,6 +275,9 @@ static void test_bubble(void) {
         for (int i = 0; i < 4; i++) bad += labs(t[1 + i] - lround(1000 * p[i])) > 1;
     }
     CHECK(bad == 0, "%d random splits do not add up or stray beyond a tenth", bad);
+    const TuiBubble unknown = {0.5, NAN, NAN, NAN, NAN, false};
+    tui_bubble_tenths(&unknown, t);
+    CHECK(t[0] == 0 && t[1] == 0 && t[4] == 0, "parts not measured: nothing to round");
     char text[256], v[16];
     tui_fmt_tenths(-4, v, sizeof v);
     CHECK(strcmp(v, "-0.4") == 0, "negative tenths: %s", v);

@@ -9,6 +9,12 @@ enum { N_PARTS = 4 };
 
 void tui_bubble_tenths(const TuiBubble *b, long out[5]) {
     const double part[N_PARTS] = {b->ideal, b->imbalance, b->transfer, b->contention};
+    bool finite = isfinite(b->measured);
+    for (int i = 0; i < N_PARTS; i++) finite &= isfinite(part[i]);
+    if (!finite) {   // not measured: nothing to round
+        for (int i = 0; i < 5; i++) out[i] = 0;
+        return;
+    }
     out[0] = lround(1000.0 * b->measured);
     double rest[N_PARTS];
     long sum = 0;

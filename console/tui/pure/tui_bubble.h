@@ -16,7 +16,7 @@ typedef struct {
 } TuiBubble;
 
 // Tenths of a point: out[0] the measured figure, out[1..4] ideal, imbalance, transfer and
-// contention, with out[1] + .. + out[4] == out[0].
+// contention, with out[1] + .. + out[4] == out[0]; all 0 when a figure is not finite.
 void tui_bubble_tenths(const TuiBubble *b, long out[5]);
 
 // The richest form that fits in width columns (ASCII, one byte per column), from

@@ -4,8 +4,8 @@
 // the rectangles console/layout computes and nothing else. UI thread only (curses is not
 // thread-safe; the console has exactly one thread that calls it).
 //
-// Every widget stays readable without color: bars use one character per part (busy, comm,
-// idle), timeline cells carry their letter (F B I W, '-' comm, '.' idle), overlaid plots
+// Every widget stays readable without color: bars use one character per part (busy,
+// transfer, wait), timeline cells carry their letter (F B I W, '-' messages, '.' idle), overlaid plots
 // use different characters per series.
 #ifndef PPTRAIN_TUI_DRAW_H
 #define PPTRAIN_TUI_DRAW_H

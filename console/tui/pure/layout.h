@@ -34,10 +34,11 @@ typedef struct {
     int x, y, w, h;
 } Rect;
 
-// Smallest terminals that show a whole screen. 60 columns fit a stages row (rank, device,
-// layers, a 10-cell bar, busy/idle/comm ms, peak memory) and the ten key-bar keys with
-// short labels; 16 rows fit header, key bar and the minimum panels: live 4 (stages: border,
-// column header, one rank) + 4 (timeline: border, one lane, axis) + 6 (loss: four plot rows).
+// Smallest terminals that show a whole screen. 60 columns fit a stages row (rank, layers, a
+// 10-cell bar, busy / transfer / wait ms, peak memory; layout_stage_columns) and the key
+// bar's priority-0 items with whole labels; 16 rows fit header, key bar and the minimum
+// panels: live 4 (stages: border, column header, one rank) + 4 (timeline: border, one lane,
+// axis) + 6 (loss: four plot rows).
 #define LAYOUT_LIVE_MIN_W 60
 #define LAYOUT_LIVE_MIN_H 16
 #define LAYOUT_SETUP_MIN_W 60

@@ -59,8 +59,9 @@ void tui_gantt_text(const TuiGanttCell *cells, int width, char *out /* width + 1
 // label (or past the lane) is left out.
 void tui_gantt_labels(const TuiGanttCell *cells, int width, char *out /* width + 1 */);
 
-// Splits a bar of `width` cells into busy, comm and idle parts in proportion (rounded so
-// the parts add up to width; a nonzero part of at least half a cell gets a cell).
+// Splits a bar of `width` cells into three parts in proportion (the stage rows: busy,
+// transfer, wait), rounded so the parts add up to width (a nonzero part of at least half a
+// cell gets a cell).
 void tui_bar_split(double busy, double comm, double idle, int width, int *n_busy, int *n_comm, int *n_idle);
 
 // EMA with smoothing `alpha` per step applied to points that each stand for `stride` steps.

@@ -54,10 +54,8 @@ int cli_parse_float(const char *flag, const char *text, double min, double max, 
     return 0;
 }
 
-// Splits text at commas into a scratch copy; calls parse_one on each field.
-static int parse_list(const char *flag, const char *text, int n_max, Error *err,
-                      int (*parse_one)(const char *flag, const char *field, void *out, int i, Error *err),
-                      void *out) {
+// Splits text at commas into a scratch copy and parses each field as a float.
+int cli_parse_float_list(const char *flag, const char *text, double *out, int n_max, Error *err) {
     char buf[512];
     if (strlen(text) >= sizeof buf || text[0] == '\0') {
         error_set(err, "%s: '%s' is not a comma-separated list", flag, text);
@@ -71,7 +69,7 @@ static int parse_list(const char *flag, const char *text, int n_max, Error *err,
             error_set(err, "%s: more than %d values in '%s'", flag, n_max, text);
             return -1;
         }
-        if (parse_one(flag, field, out, n, err)) return -1;
+        if (cli_parse_float(flag, field, -1e30, 1e30, &out[n], err)) return -1;
         n++;
     }
     if (n == 0 || text[strlen(text) - 1] == ',' || strstr(text, ",,")) {
@@ -79,25 +77,6 @@ static int parse_list(const char *flag, const char *text, int n_max, Error *err,
         return -1;
     }
     return n;
-}
-
-static int parse_one_float(const char *flag, const char *field, void *out, int i, Error *err) {
-    return cli_parse_float(flag, field, -1e30, 1e30, (double *)out + i, err);
-}
-
-static int parse_one_int(const char *flag, const char *field, void *out, int i, Error *err) {
-    long v;
-    if (cli_parse_int(flag, field, 1, 1 << 20, &v, err)) return -1;
-    ((int *)out)[i] = (int)v;
-    return 0;
-}
-
-int cli_parse_float_list(const char *flag, const char *text, double *out, int n_max, Error *err) {
-    return parse_list(flag, text, n_max, err, parse_one_float, out);
-}
-
-int cli_parse_int_list(const char *flag, const char *text, int *out, int n_max, Error *err) {
-    return parse_list(flag, text, n_max, err, parse_one_int, out);
 }
 
 const char *cli_value(int argc, char **argv, int *i, Error *err) {
@@ -111,4 +90,9 @@ const char *cli_value(int argc, char **argv, int *i, Error *err) {
 int cli_fail(const Error *err) {
     fprintf(stderr, "pptrain: %s\n", err->msg);
     return 2;
+}
+
+void cli_device_text(DeviceKind device, bool gpu_fp32, char *buf, size_t size) {
+    if (device != DEVICE_CUDA) snprintf(buf, size, "cpu fp32");
+    else snprintf(buf, size, "cuda %s%s", gpu_fp32 ? "fp32" : "bf16", cli_gpu_emulated ? " (emulated)" : "");
 }

@@ -3,9 +3,12 @@
 // subcommand prints "pptrain: <msg>" and exits 2 (cli_fail).
 #ifndef PPTRAIN_CLI_H
 #define PPTRAIN_CLI_H
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/error.h"
+#include "engine/pipeline.h"
 
 // Whole-string integer in [min, max].
 int cli_parse_int(const char *flag, const char *text, long min, long max, long *out, Error *err);
@@ -14,12 +17,17 @@ int cli_parse_u64(const char *flag, const char *text, uint64_t *out, Error *err)
 int cli_parse_float(const char *flag, const char *text, double min, double max, double *out, Error *err);
 // Comma-separated list of n_max or fewer floats (e.g. --cost 1,2,1). Returns count or -1.
 int cli_parse_float_list(const char *flag, const char *text, double *out, int n_max, Error *err);
-// Comma-separated list of positive ints (e.g. --split 3,3,2). Returns count or -1.
-int cli_parse_int_list(const char *flag, const char *text, int *out, int n_max, Error *err);
 
 // For "--flag VALUE" loops: returns argv[++*i], or fills err ("--flag needs a value").
 const char *cli_value(int argc, char **argv, int *i, Error *err);
 
 // Prints "pptrain: <msg>" to stderr and returns 2 (the exit code for user errors).
 int cli_fail(const Error *err);
+
+// Defined by the program's main.c, which is compiled once per program: true in pptrain_emu,
+// whose GPUs are emulated on the CPU (tests/gpu_emu).
+extern const bool cli_gpu_emulated;
+// Where a run's stages compute, for headers: "cpu fp32", "cuda bf16", "cuda fp32 (emulated)".
+void cli_device_text(DeviceKind device, bool gpu_fp32, char *buf, size_t size);
+
 #endif

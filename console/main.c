@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console/cli.h"
 #include "console/cmd/cmd_check.h"
 #include "console/cmd/cmd_export.h"
 #include "console/cmd/cmd_console.h"
@@ -11,6 +12,13 @@
 #include "console/cmd/cmd_plan.h"
 #include "console/cmd/cmd_train.h"
 #include "console/cmd/cmd_watch.h"
+#include "console/version.h"
+
+// pptrain_emu's main.c is compiled with PPTRAIN_GPU_EMULATED=1 (CMakeLists.txt).
+#ifndef PPTRAIN_GPU_EMULATED
+#define PPTRAIN_GPU_EMULATED 0
+#endif
+const bool cli_gpu_emulated = PPTRAIN_GPU_EMULATED;
 
 typedef struct {
     const char *name;
@@ -30,7 +38,7 @@ static const Command COMMANDS[] = {
 
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain [COMMAND] [options]   (pptrain COMMAND --help for its options;\n"
-                 "       pptrain alone opens the console)\n\n");
+                 "       pptrain alone opens the console; pptrain --version)\n\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
 }
@@ -46,6 +54,10 @@ int main(int argc, char **argv) {
     // user's environment says otherwise (before any CUDA call: --device is parsed later).
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+        version_print(stdout);
+        return 0;
+    }
     // No command, or options only: the console.
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")))
         return cmd_console(argc, argv);

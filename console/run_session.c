@@ -150,7 +150,7 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     int rc = 0;
     if (db && (id = db_checkpoint_begin(db, run, pos->step, dir, err)) < 0) rc = -1;
     pipeline_sync_to_host(p, false);   // GPU stages: their weights and moments into the host arrays
-    if (rc == 0) rc = make_dirs(dir, err) || ckpt_write_shards(dir, p, err) ? -1 : 0;
+    if (rc == 0) rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, err) ? -1 : 0;
     const bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
     if (failed_somewhere && rc == 0)
         error_set(err, "checkpoint %s: another rank could not write its shards (see its error line)", dir);

@@ -1,8 +1,11 @@
 // Summarizes one step's action events (engine/telemetry.h): per-rank busy / comm / idle, per
-// stage busy / comm, the step's wall time on rank 0's clock and the measured bubble.
+// stage busy / comm, the step's wall time on rank 0's clock and the measured bubble; then
+// telemetry_attribute (engine/telemetry_bubble.c) splits the non-busy time by cause.
 #include "engine/telemetry.h"
 
+#include <sched.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #include "engine/schedule/schedule.h"
 
@@ -31,7 +34,7 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank, const
     out->n_ranks = n_ranks;
     out->n_stages = n_stages;
     for (int s = 0; s < n_stages; s++)
-        out->stages[s] = (StageTelemetry){.busy_ms = 0.0, .comm_ms = 0.0, .rank = stage_rank[s]};
+        out->stages[s] = (StageTelemetry){.busy_ms = 0.0, .comm_ms = 0.0, .transfer_ms = 0.0, .rank = stage_rank[s]};
     double first = 0.0, last = 0.0;
     out->step_ms = step_span(n_ranks, events, n_events, offsets, &first, &last) ? (last - first) * 1e3 : 0.0;
     double busy_total = 0.0;
@@ -53,4 +56,18 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank, const
     }
     // A step with no measured time has no bubble to speak of.
     out->bubble = out->step_ms > 0.0 && n_ranks > 0 ? 1.0 - busy_total / (n_ranks * out->step_ms) : 0.0;
+    telemetry_attribute(n_ranks, n_stages, stage_rank, events, n_events, out);
+}
+
+int telemetry_host_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    return CPU_COUNT(&set);
+}
+
+int telemetry_host_ranks(bool one_process, int world) {
+    if (one_process) return world;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int n = local ? atoi(local) : 0;
+    return n > 0 ? n : 0;
 }

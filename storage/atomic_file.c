@@ -61,7 +61,7 @@ int atomic_write_file(const char *path, const void *data, size_t n, Error *err) 
     return fsync_parent_dir(path, err);
 }
 
-int make_dirs(const char *path, Error *err) {
+int file_make_dirs(const char *path, Error *err) {
     char p[4096];
     if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
         error_set(err, "%.60s...: path too long", path);
@@ -117,7 +117,7 @@ int file_sha256(const char *path, char hex[65], int64_t *bytes, Error *err) {
     return 0;
 }
 
-char *read_text_file(const char *path, size_t max_bytes, Error *err) {
+char *file_read_text(const char *path, size_t max_bytes, Error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         error_set(err, "%s: cannot open: %s", path, strerror(errno));

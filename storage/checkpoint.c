@@ -245,7 +245,7 @@ int ckpt_read_state(const char *dir, CkptState *out, Error *err) {
     char path[4400];
     join(path, sizeof path, dir, CKPT_STATE_FILE);
     memset(out, 0, sizeof *out);
-    char *text = read_text_file(path, MAX_JSON_BYTES, err);
+    char *text = file_read_text(path, MAX_JSON_BYTES, err);
     if (!text) return -1;
     const int rc = ckpt_state_parse(text, path, out, err);
     free(text);
@@ -338,7 +338,7 @@ static int open_shards(Checkpoint *c, const char *const *names, int n, Safetenso
 static int index_files(const char *dir, char ***names, int *n, Error *err) {
     char path[4400];
     join(path, sizeof path, dir, CKPT_INDEX_FILE);
-    char *text = read_text_file(path, MAX_JSON_BYTES, err);
+    char *text = file_read_text(path, MAX_JSON_BYTES, err);
     if (!text) return -1;
     cJSON *root = cJSON_Parse(text);
     free(text);

@@ -1,9 +1,9 @@
 // storage/db: opening the run store, its schema and migrations, and everything rank 0 writes.
 //
-// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 2).
+// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 3).
 // Timestamps are ISO-8601 UTC with milliseconds ("2025-03-01T14:02:07.123Z"), so they sort as
-// text. A NaN measurement is stored as NULL. Version 1 is DESIGN.md's minimum schema; version 2
-// adds the columns marked (v2).
+// text. A NaN measurement is stored as NULL. Version 1 is DESIGN.md's minimum schema; versions 2
+// and 3 add the columns marked (v2) and (v3).
 //
 // runs: one row per training run.
 //   id            INTEGER PRIMARY KEY
@@ -30,6 +30,9 @@
 //   host          TEXT     (v2) host name of the writing process (rank 0)
 //   pid           INTEGER  (v2) its process id; with host, tells a live run from a crashed one
 //   heartbeat_at  TEXT     (v2) the run's last commit; a crashed run ended near here
+//   host_cores    INTEGER  (v3) CPU cores the writing process could use
+//   host_ranks    INTEGER  (v3) the run's rank threads or processes on that host: more than
+//                          host_cores is CPU oversubscription
 // steps: one row per optimizer step, committed in batches of up to 50 steps or 1 s.
 //   run_id        INTEGER  runs.id          } PRIMARY KEY
 //   step          INTEGER  1-based          }
@@ -40,12 +43,18 @@
 //   step_ms       REAL     wall time of the step
 //   bubble        REAL     measured idle fraction of the step, 0..1; NULL: not measured
 //   gflops        REAL     (v2) achieved model GFLOP/s
+//   bubble_ideal, bubble_imbalance, bubble_transfer, bubble_contention
+//                 REAL     (v3) the bubble's parts, adding up to bubble (engine/telemetry.h):
+//                          the schedule's own at the step's mean costs, stage imbalance,
+//                          message transfer, and the rest (CPU oversubscription, jitter)
 // stage_steps: one row per step, stage and rank: where each rank's step time went.
 //   run_id, step, stage, rank   INTEGER  PRIMARY KEY (stage counts virtual stages)
 //   busy_ms       REAL     computing (F, B, I, W)
 //   idle_ms       REAL     waiting: the bubble
 //   comm_ms       REAL     sending and receiving activations and gradients
 //   peak_act_bytes INTEGER activation memory high-water mark of the step
+//   transfer_ms   REAL     (v3) of comm_ms, moving this stage's messages
+//   wait_ms       REAL     (v3) its rank's non-busy time beyond transfer: waiting for a peer
 // checkpoints: one row per checkpoint; counts only when status is 'complete'.
 //   id            INTEGER PRIMARY KEY
 //   run_id        INTEGER  runs.id
@@ -134,6 +143,15 @@ static const char *const MIGRATIONS[DB_SCHEMA_VERSION] = {
     "ALTER TABLE steps ADD COLUMN gflops REAL;\n"
     "ALTER TABLE checkpoints ADD COLUMN completed_at TEXT;\n"
     "ALTER TABLE checkpoints ADD COLUMN error TEXT;\n",
+    // 3: the bubble told truthfully: transfer apart from waiting, the bubble's parts, the host's load.
+    "ALTER TABLE runs ADD COLUMN host_cores INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN host_ranks INTEGER;\n"
+    "ALTER TABLE steps ADD COLUMN bubble_ideal REAL;\n"
+    "ALTER TABLE steps ADD COLUMN bubble_imbalance REAL;\n"
+    "ALTER TABLE steps ADD COLUMN bubble_transfer REAL;\n"
+    "ALTER TABLE steps ADD COLUMN bubble_contention REAL;\n"
+    "ALTER TABLE stage_steps ADD COLUMN transfer_ms REAL;\n"
+    "ALTER TABLE stage_steps ADD COLUMN wait_ms REAL;\n",
 };
 
 // A buffered step: its run, the step, and its stage rows [stage0, stage0 + n_stages).
@@ -446,8 +464,10 @@ int64_t db_run_begin(Db *db, const DbRun *run, Error *err) {
     }
     static const char SQL[] =
         "INSERT INTO runs (started_at, heartbeat_at, status, schedule, stages, virtual, dp, microbatches, batch, "
-        "seq_len, model, params, lr, seed, transport, device, resumed_from, config_json, steps_planned, host, pid) "
-        "VALUES (?1, ?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+        "seq_len, model, params, lr, seed, transport, device, resumed_from, config_json, steps_planned, host, pid, "
+        "host_cores, host_ranks) "
+        "VALUES (?1, ?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+        "?20, ?21)";
     sqlite3_stmt *stmt = db_stmt(db, SQL, err);
     if (!stmt) return -1;
     char now[32], host[256] = "";
@@ -462,6 +482,8 @@ int64_t db_run_begin(Db *db, const DbRun *run, Error *err) {
          sqlite3_bind_int(stmt, 17, run->steps_planned) | bind_text(stmt, 18, host) |
          sqlite3_bind_int64(stmt, 19, (int64_t)getpid());
     if (run->resumed_from > 0) b |= sqlite3_bind_int64(stmt, 15, run->resumed_from);
+    if (run->host_cores > 0) b |= sqlite3_bind_int(stmt, 20, run->host_cores);
+    if (run->host_ranks > 0) b |= sqlite3_bind_int(stmt, 21, run->host_ranks);
     if (db_step_done(db, stmt, b, "recording a run", err)) return -1;
     return sqlite3_last_insert_rowid(db->sql);
 }
@@ -542,26 +564,28 @@ int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stag
 
 static int db_insert_step(Db *db, const DbPendingStep *p, Error *err) {
     static const char SQL[] =
-        "INSERT INTO steps (run_id, step, loss, lr, grad_norm, tokens_per_s, step_ms, gflops, bubble) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        "INSERT INTO steps (run_id, step, loss, lr, grad_norm, tokens_per_s, step_ms, gflops, bubble, bubble_ideal, "
+        "bubble_imbalance, bubble_transfer, bubble_contention) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     sqlite3_stmt *stmt = db_stmt(db, SQL, err);
     if (!stmt) return -1;
     const DbStep *s = &p->step;
     int b = sqlite3_bind_int64(stmt, 1, p->run) | sqlite3_bind_int(stmt, 2, s->step);
-    const double reals[] = {s->loss, s->lr, s->grad_norm, s->tokens_per_s, s->step_ms, s->gflops, s->bubble};
-    for (int i = 0; i < 7; i++) b |= bind_real(stmt, 3 + i, reals[i]);
+    const double reals[] = {s->loss, s->lr, s->grad_norm, s->tokens_per_s, s->step_ms, s->gflops, s->bubble,
+                            s->bubble_ideal, s->bubble_imbalance, s->bubble_transfer, s->bubble_contention};
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) b |= bind_real(stmt, 3 + (int)i, reals[i]);
     return db_step_done(db, stmt, b, "recording a step", err);
 }
 
 static int db_insert_stage_step(Db *db, int64_t run, int step, const DbStageStep *s, Error *err) {
     static const char SQL[] =
-        "INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, idle_ms, comm_ms, peak_act_bytes) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+        "INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, idle_ms, comm_ms, peak_act_bytes, transfer_ms, "
+        "wait_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     sqlite3_stmt *stmt = db_stmt(db, SQL, err);
     if (!stmt) return -1;
     int b = sqlite3_bind_int64(stmt, 1, run) | sqlite3_bind_int(stmt, 2, step) | sqlite3_bind_int(stmt, 3, s->stage) |
             sqlite3_bind_int(stmt, 4, s->rank) | bind_real(stmt, 5, s->busy_ms) | bind_real(stmt, 6, s->idle_ms) |
-            bind_real(stmt, 7, s->comm_ms) | sqlite3_bind_int64(stmt, 8, s->peak_act_bytes);
+            bind_real(stmt, 7, s->comm_ms) | sqlite3_bind_int64(stmt, 8, s->peak_act_bytes) |
+            bind_real(stmt, 9, s->transfer_ms) | bind_real(stmt, 10, s->wait_ms);
     return db_step_done(db, stmt, b, "recording a stage step", err);
 }
 

@@ -14,7 +14,7 @@
 #include "engine/error.h"
 
 #define DB_DEFAULT_PATH "pptrain.db"
-#define DB_SCHEMA_VERSION 2          // PRAGMA user_version this build writes and reads
+#define DB_SCHEMA_VERSION 3          // PRAGMA user_version this build writes and reads
 #define DB_APPLICATION_ID 0x70707472 // PRAGMA application_id: "pptr"
 #define DB_FLUSH_STEPS 50            // db_step_add commits after this many buffered steps...
 #define DB_FLUSH_MS 1000             // ...or when this long has passed since the last commit
@@ -47,6 +47,8 @@ typedef struct {
     int64_t resumed_from;       // the run this one resumes; 0: none
     const char *config_json;    // the full run configuration as a JSON object; NULL: none
     int steps_planned;
+    int host_cores;             // CPU cores the writing process may use; 0: unknown
+    int host_ranks;             // the run's rank threads or processes on that host; 0: unknown
 } DbRun;
 
 typedef struct {
@@ -54,12 +56,16 @@ typedef struct {
     double loss, lr, grad_norm;
     double tokens_per_s, step_ms, gflops;
     double bubble;              // measured idle fraction of the step in [0, 1]; NaN: not measured
+    // The bubble's parts (engine/telemetry.h BubbleParts), adding up to it; NaN: not measured.
+    double bubble_ideal, bubble_imbalance, bubble_transfer, bubble_contention;
 } DbStep;                       // NaN in any field is stored as NULL
 
 typedef struct {
     int stage, rank;
     double busy_ms, idle_ms, comm_ms; // a rank's step time, split three ways
     int64_t peak_act_bytes;
+    double transfer_ms;         // of comm_ms, moving this stage's messages
+    double wait_ms;             // its rank's non-busy time beyond transfer: waiting for a peer
 } DbStageStep;
 
 // Inserts a run with status 'running', this host and process id. Returns its id, or -1.
@@ -101,10 +107,12 @@ typedef struct {
     int64_t params, resumed_from, pid;
     double lr;
     uint64_t seed;
+    int host_cores, host_ranks;       // 0: unknown (a store older than version 3)
     // From the steps (NaN when there are none).
     int steps_done;                   // rows in steps
     int last_step;
     double last_loss, min_loss, median_tokens_per_s, mean_bubble;
+    double mean_ideal, mean_imbalance, mean_transfer, mean_contention;   // the bubble's parts
 } DbRunInfo;
 
 typedef struct {
@@ -116,6 +124,7 @@ typedef struct {
 typedef struct {
     int stage, ranks, steps;          // ranks: distinct ranks that reported this stage
     double busy_ms, idle_ms, comm_ms; // means over steps and ranks
+    double transfer_ms, wait_ms;      // means; NaN before version 3
     double busy_frac;                 // busy / (busy + idle + comm)
     int64_t peak_act_bytes;           // the largest reported
 } DbStageSummary;

@@ -42,7 +42,8 @@ static bool db_process_gone(const char *host, int64_t pid) {
 
 #define RUN_COLUMNS \
     "id, started_at, ended_at, status, error, schedule, stages, virtual, dp, microbatches, batch, seq_len, " \
-    "model, params, lr, seed, transport, device, resumed_from, config_json, steps_planned, host, pid"
+    "model, params, lr, seed, transport, device, resumed_from, config_json, steps_planned, host, pid, " \
+    "coalesce(host_cores, 0), coalesce(host_ranks, 0)"
 
 static void run_from_row(sqlite3_stmt *stmt, DbRunInfo *r) {
     *r = (DbRunInfo){.id = sqlite3_column_int64(stmt, 0)};
@@ -64,8 +65,11 @@ static void run_from_row(sqlite3_stmt *stmt, DbRunInfo *r) {
     r->steps_planned = sqlite3_column_int(stmt, 20);
     r->host = col_text(stmt, 21);
     r->pid = sqlite3_column_int64(stmt, 22);
+    r->host_cores = sqlite3_column_int(stmt, 23);
+    r->host_ranks = sqlite3_column_int(stmt, 24);
     r->crashed = r->status && strcmp(r->status, "running") == 0 && db_process_gone(r->host, r->pid);
     r->last_loss = r->min_loss = r->median_tokens_per_s = r->mean_bubble = NAN;
+    r->mean_ideal = r->mean_imbalance = r->mean_transfer = r->mean_contention = NAN;
 }
 
 void db_run_info_clear(DbRunInfo *r) {
@@ -109,11 +113,11 @@ static int run_median_rate(Db *db, DbRunInfo *r, int64_t n_rates, Error *err) {
     return got < 0 ? -1 : 0;
 }
 
-// Steps done, last and min loss, median tokens/s, mean bubble.
+// Steps done, last and min loss, median tokens/s, mean bubble and its parts.
 static int run_add_stats(Db *db, DbRunInfo *r, Error *err) {
     static const char COUNTS[] =
-        "SELECT count(*), coalesce(max(step), 0), min(loss), avg(bubble), count(tokens_per_s) FROM steps "
-        "WHERE run_id = ?";
+        "SELECT count(*), coalesce(max(step), 0), min(loss), avg(bubble), count(tokens_per_s), avg(bubble_ideal), "
+        "avg(bubble_imbalance), avg(bubble_transfer), avg(bubble_contention) FROM steps WHERE run_id = ?";
     static const char LAST[] = "SELECT loss FROM steps WHERE run_id = ? ORDER BY step DESC LIMIT 1";
     sqlite3_stmt *stmt;
     int got = query_row(db, COUNTS, &r->id, 1, &stmt, err);
@@ -125,6 +129,10 @@ static int run_add_stats(Db *db, DbRunInfo *r, Error *err) {
         r->min_loss = col_real(stmt, 2);
         r->mean_bubble = col_real(stmt, 3);
         n_rates = sqlite3_column_int64(stmt, 4);
+        r->mean_ideal = col_real(stmt, 5);
+        r->mean_imbalance = col_real(stmt, 6);
+        r->mean_transfer = col_real(stmt, 7);
+        r->mean_contention = col_real(stmt, 8);
         sqlite3_reset(stmt);
     }
     if ((got = query_row(db, LAST, &r->id, 1, &stmt, err)) < 0) return -1;
@@ -231,7 +239,8 @@ static void *grow(void *out, int n, int *cap, size_t size) {
 
 int db_steps_read(Db *db, int64_t run, int last_n, DbStep **out, int *n, Error *err) {
     static const char SQL[] =
-        "SELECT * FROM (SELECT step, loss, lr, grad_norm, tokens_per_s, step_ms, gflops, bubble FROM steps "
+        "SELECT * FROM (SELECT step, loss, lr, grad_norm, tokens_per_s, step_ms, gflops, bubble, bubble_ideal, "
+        "bubble_imbalance, bubble_transfer, bubble_contention FROM steps "
         "WHERE run_id = ? ORDER BY step DESC LIMIT ?) ORDER BY step";
     *out = NULL;
     *n = 0;
@@ -244,7 +253,9 @@ int db_steps_read(Db *db, int64_t run, int last_n, DbStep **out, int *n, Error *
         (*out)[(*n)++] = (DbStep){
             .step = sqlite3_column_int(stmt, 0), .loss = col_real(stmt, 1), .lr = col_real(stmt, 2),
             .grad_norm = col_real(stmt, 3), .tokens_per_s = col_real(stmt, 4), .step_ms = col_real(stmt, 5),
-            .gflops = col_real(stmt, 6), .bubble = col_real(stmt, 7)};
+            .gflops = col_real(stmt, 6), .bubble = col_real(stmt, 7), .bubble_ideal = col_real(stmt, 8),
+            .bubble_imbalance = col_real(stmt, 9), .bubble_transfer = col_real(stmt, 10),
+            .bubble_contention = col_real(stmt, 11)};
     }
     if (rc != SQLITE_DONE) db_fail(db, err, "reading steps");
     sqlite3_reset(stmt);
@@ -258,8 +269,8 @@ int db_steps_read(Db *db, int64_t run, int last_n, DbStep **out, int *n, Error *
 int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *err) {
     static const char SQL[] =
         "SELECT stage, count(DISTINCT rank), count(DISTINCT step), avg(busy_ms), avg(idle_ms), avg(comm_ms), "
-        "sum(busy_ms) / nullif(total(busy_ms) + total(idle_ms) + total(comm_ms), 0), max(peak_act_bytes) "
-        "FROM stage_steps WHERE run_id = ? GROUP BY stage ORDER BY stage";
+        "sum(busy_ms) / nullif(total(busy_ms) + total(idle_ms) + total(comm_ms), 0), max(peak_act_bytes), "
+        "avg(transfer_ms), avg(wait_ms) FROM stage_steps WHERE run_id = ? GROUP BY stage ORDER BY stage";
     *out = NULL;
     *n = 0;
     sqlite3_stmt *stmt = db_stmt(db, SQL, err);
@@ -272,7 +283,8 @@ int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *e
             .stage = sqlite3_column_int(stmt, 0), .ranks = sqlite3_column_int(stmt, 1),
             .steps = sqlite3_column_int(stmt, 2), .busy_ms = col_real(stmt, 3), .idle_ms = col_real(stmt, 4),
             .comm_ms = col_real(stmt, 5), .busy_frac = col_real(stmt, 6),
-            .peak_act_bytes = sqlite3_column_int64(stmt, 7)};
+            .peak_act_bytes = sqlite3_column_int64(stmt, 7), .transfer_ms = col_real(stmt, 8),
+            .wait_ms = col_real(stmt, 9)};
     }
     if (rc != SQLITE_DONE) db_fail(db, err, "reading stage timings");
     sqlite3_reset(stmt);

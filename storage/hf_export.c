@@ -27,7 +27,7 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
     if (!c) return -1;
     StageModel *sm = ckpt_load_model(c, err);
     int rc = sm ? 0 : -1;
-    if (rc == 0) rc = make_dirs(out_dir, err);
+    if (rc == 0) rc = file_make_dirs(out_dir, err);
     const CkptParamSet weights = {sm ? sm->weights : NULL, ""};
     if (rc == 0) rc = ckpt_write_params(model_path, sm, &weights, 1, bf16, NULL, err);
     if (rc == 0) {

@@ -108,8 +108,8 @@ static int mpi_start(int *rank, int *world, Error *err) {
 // Waits for a live run to end after the UI has gone (a second Ctrl-C skips the question).
 static void wait_idle(TuiApp *app) {
     if (!tui_runner_busy(app->runner)) return;
-    tui_live_set_pause(app->live, false);
-    tui_live_request_stop(app->live);
+    tui_snapshot_set_pause(app->snap, false);
+    tui_snapshot_request_stop(app->snap);
     const struct timespec nap = {0, 20 * 1000 * 1000};
     while (tui_runner_busy(app->runner)) nanosleep(&nap, NULL);
 }
@@ -122,8 +122,8 @@ static TuiApp *app_new(const RunOptions *ro, bool mpi, int world) {
     app->ema = true;
     app->show_loss = true;
     app->screen = TUI_SCREEN_SETUP;
-    app->live = xmalloc(sizeof *app->live);
-    tui_live_init(app->live);
+    app->snap = xmalloc(sizeof *app->snap);
+    tui_snapshot_init(app->snap);
     app->runner = xcalloc(1, sizeof *app->runner);
     app->view = xmalloc(sizeof *app->view);
     tui_view_reset(app->view);
@@ -136,8 +136,9 @@ static TuiApp *app_new(const RunOptions *ro, bool mpi, int world) {
 static void app_free(TuiApp *app) {
     tui_setup_free(&app->setup);
     tui_history_free(&app->history);
-    tui_live_destroy(app->live);
-    free(app->live);
+    free(app->tl_kept);
+    tui_snapshot_destroy(app->snap);
+    free(app->snap);
     free(app->runner);
     free(app->view);
     free(app);
@@ -150,7 +151,7 @@ static int console_main(const ConsoleFlags *f, const RunOptions *ro, bool mpi, i
     TuiApp *app = app_new(ro, mpi, world);
     // The runner starts first: under MPI its communicator is made together with the other
     // ranks', and it tells them to quit when the terminal cannot be opened.
-    if (tui_runner_start(app->runner, app->live, mpi, &err)) {
+    if (tui_runner_start(app->runner, app->snap, mpi, &err)) {
         app_free(app);
         return cli_fail(&err);
     }

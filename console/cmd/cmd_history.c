@@ -1,14 +1,13 @@
 // `pptrain history`: browse the run store. list (a table of runs), show RUN (config, loss
 // sparkline, per-stage utilization, checkpoints), compare A B ... (runs side by side, differing
-// rows marked), export RUN (steps as CSV or JSON), schema (the SQL of the store). --json
-// everywhere. Reads only: the store is opened read-only and a missing one is never created.
+// rows marked: history_compare.c), export RUN (steps as CSV or JSON), schema (the SQL of the
+// store). --json everywhere. Reads only: the store is opened read-only and a missing one is
+// never created.
 #include "console/cmd/cmd_history.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <langinfo.h>
-#include <locale.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,10 +17,11 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cmd/history_format.h"
+#include "console/tui/pure/tui_bubble.h"
 #include "storage/atomic_file.h"
 #include "storage/db.h"
 
-#define HISTORY_MAX_RUNS 16
 #define HISTORY_SPARK_WIDTH 60
 
 typedef enum { VERB_LIST = 1, VERB_SHOW = 2, VERB_COMPARE = 4, VERB_EXPORT = 8, VERB_SCHEMA = 16 } HistoryVerb;
@@ -211,11 +211,18 @@ static int history_check(const HistoryOptions *o, Error *err) {
     return 0;
 }
 
-// argv[1] is "history"; argv[2] may name the verb (default list).
-static int history_parse(int argc, char **argv, HistoryOptions *o, Error *err) {
-    *o = (HistoryOptions){.verb = VERB_LIST, .db_path = DB_DEFAULT_PATH};
-    int i = 2;
-    if (i < argc && argv[i][0] != '-') {
+static bool is_flag(const char *a) { return a[0] == '-' && a[1] != '\0'; }
+
+// The verb: the first argument that is neither a flag nor a flag's value (default list), so
+// flags go before or after it. Returns its index in argv (0: none), or -1 with err.
+static int history_find_verb(int argc, char **argv, HistoryOptions *o, Error *err) {
+    for (int i = 2; i < argc; i++) {
+        if (is_flag(argv[i])) {
+            const char *flag = argv[i];
+            for (size_t k = 0; k < N_OPTIONS; k++)
+                if (strcmp(flag, OPTIONS[k].flag) == 0 && OPTIONS[k].arg) i++;
+            continue;
+        }
         size_t k = 0;
         while (k < N_VERBS && strcmp(argv[i], VERBS[k].name) != 0) k++;
         if (k == N_VERBS) {
@@ -223,11 +230,20 @@ static int history_parse(int argc, char **argv, HistoryOptions *o, Error *err) {
             return -1;
         }
         o->verb = VERBS[k].verb;
-        i++;
+        return i;
     }
+    return 0;
+}
+
+// argv[1] is "history"; the verb may come anywhere among the flags.
+static int history_parse(int argc, char **argv, HistoryOptions *o, Error *err) {
+    *o = (HistoryOptions){.verb = VERB_LIST, .db_path = DB_DEFAULT_PATH};
+    const int verb_at = history_find_verb(argc, argv, o, err);
+    if (verb_at < 0) return -1;
     const HistoryVerbInfo *v = history_verb(o->verb);
-    for (; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+    for (int i = 2; i < argc; i++) {
+        if (i == verb_at) continue;
+        if (is_flag(argv[i])) {
             if (history_option(o, argc, argv, &i, err)) return -1;
         } else if (o->n_runs < v->max_runs) {
             o->runs[o->n_runs++] = argv[i];
@@ -239,116 +255,6 @@ static int history_parse(int argc, char **argv, HistoryOptions *o, Error *err) {
     return o->help ? 0 : history_check(o, err);
 }
 
-// ---- formatting ------------------------------------------------------------------------------
-
-// "2025-03-01T14:02:07.123Z" as local "2025-03-01 15:02:07"; the stored text if it does not parse.
-static void local_time(const char *iso, char *buf, size_t size) {
-    struct tm tm = {0};
-    if (!iso) {
-        snprintf(buf, size, "-");
-        return;
-    }
-    if (sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-               &tm.tm_sec) != 6) {
-        snprintf(buf, size, "%s", iso);
-        return;
-    }
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    time_t t = timegm(&tm);
-    struct tm local;
-    localtime_r(&t, &local);
-    strftime(buf, size, "%Y-%m-%d %H:%M:%S", &local);
-}
-
-static const char *shown_status(const DbRunInfo *r) {
-    return r->crashed ? "crashed" : r->status ? r->status : "?";
-}
-
-static void fmt_num(char *buf, size_t size, const char *fmt, double v) {
-    if (isnan(v)) snprintf(buf, size, "-");
-    else snprintf(buf, size, fmt, v);
-}
-
-static void fmt_steps(char *buf, size_t size, const DbRunInfo *r) {
-    if (r->steps_planned > 0) snprintf(buf, size, "%d/%d", r->last_step, r->steps_planned);
-    else snprintf(buf, size, "%d", r->last_step);
-}
-
-static bool locale_is_utf8(void) {
-    char *old = setlocale(LC_CTYPE, NULL);
-    char saved[64];
-    snprintf(saved, sizeof saved, "%s", old ? old : "C");
-    setlocale(LC_CTYPE, "");
-    bool utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-    setlocale(LC_CTYPE, saved);
-    return utf8;
-}
-
-// ---- JSON -------------------------------------------------------------------------------------
-
-static void json_num(cJSON *obj, const char *key, double v) {
-    if (isnan(v) || isinf(v)) cJSON_AddNullToObject(obj, key);
-    else cJSON_AddNumberToObject(obj, key, v);
-}
-
-static void json_str(cJSON *obj, const char *key, const char *s) {
-    if (s) cJSON_AddStringToObject(obj, key, s);
-    else cJSON_AddNullToObject(obj, key);
-}
-
-// Exact 64-bit integers (cJSON numbers are doubles).
-static void json_int64(cJSON *obj, const char *key, long long v) {
-    char text[32];
-    snprintf(text, sizeof text, "%lld", v);
-    cJSON_AddRawToObject(obj, key, text);
-}
-
-static cJSON *history_run_json(const DbRunInfo *r, bool with_config) {
-    cJSON *o = cJSON_CreateObject();
-    json_int64(o, "id", r->id);
-    json_str(o, "started_at", r->started_at);
-    json_str(o, "ended_at", r->ended_at);
-    json_str(o, "status", shown_status(r));
-    json_str(o, "error", r->error);
-    json_str(o, "schedule", r->schedule);
-    const struct { const char *key; int v; } ints[] = {
-        {"stages", r->stages}, {"virtual", r->virtual_stages}, {"dp", r->dp}, {"microbatches", r->microbatches},
-        {"batch", r->batch}, {"seq_len", r->seq_len}, {"steps_planned", r->steps_planned},
-        {"steps_done", r->steps_done}, {"last_step", r->last_step}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) cJSON_AddNumberToObject(o, ints[i].key, ints[i].v);
-    json_str(o, "model", r->model);
-    json_int64(o, "params", r->params);
-    json_num(o, "lr", r->lr);
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
-    cJSON_AddRawToObject(o, "seed", seed);
-    json_str(o, "transport", r->transport);
-    json_str(o, "device", r->device);
-    if (r->resumed_from) json_int64(o, "resumed_from", r->resumed_from);
-    else cJSON_AddNullToObject(o, "resumed_from");
-    json_num(o, "last_loss", r->last_loss);
-    json_num(o, "min_loss", r->min_loss);
-    json_num(o, "median_tokens_per_s", r->median_tokens_per_s);
-    json_num(o, "mean_bubble", r->mean_bubble);
-    json_str(o, "host", r->host);
-    if (r->pid) json_int64(o, "pid", r->pid);
-    else cJSON_AddNullToObject(o, "pid");
-    if (with_config) {
-        cJSON *config = r->config_json ? cJSON_Parse(r->config_json) : NULL;
-        cJSON_AddItemToObject(o, "config", config ? config : cJSON_CreateNull());
-    }
-    return o;
-}
-
-static void json_print(cJSON *root) {
-    char *text = cJSON_PrintUnformatted(root);
-    check_alloc(text, 1, __FILE__, __LINE__);
-    puts(text);
-    free(text);
-    cJSON_Delete(root);
-}
-
 // ---- list ---------------------------------------------------------------------------------------
 
 static void list_table(const DbRunInfo *runs, int n) {
@@ -357,13 +263,13 @@ static void list_table(const DbRunInfo *runs, int n) {
     for (int i = 0; i < n; i++) {
         const DbRunInfo *r = &runs[i];
         char started[32], steps[32], loss[32], rate[32], bubble[32];
-        local_time(r->started_at, started, sizeof started);
-        fmt_steps(steps, sizeof steps, r);
-        fmt_num(loss, sizeof loss, "%.4f", r->last_loss);
-        fmt_num(rate, sizeof rate, "%.0f", r->median_tokens_per_s);
-        fmt_num(bubble, sizeof bubble, "%.1f%%", 100 * r->mean_bubble);
+        history_local_time(r->started_at, started, sizeof started);
+        history_fmt_steps(steps, sizeof steps, r);
+        history_fmt_num(loss, sizeof loss, "%.4f", r->last_loss);
+        history_fmt_num(rate, sizeof rate, "%.0f", r->median_tokens_per_s);
+        history_fmt_num(bubble, sizeof bubble, "%.1f%%", 100 * r->mean_bubble);
         printf("%5lld  %-19s  %-8s  %-16.16s %3d %3d %3d %4d  %11s  %9s  %10s  %6s\n", (long long)r->id, started,
-               shown_status(r), r->schedule ? r->schedule : "-", r->stages, r->virtual_stages, r->dp,
+               history_status(r), r->schedule ? r->schedule : "-", r->stages, r->virtual_stages, r->dp,
                r->microbatches, steps, loss, rate, bubble);
     }
 }
@@ -377,7 +283,7 @@ static int history_list(Db *db, const HistoryOptions *o, Error *err) {
     if (o->json) {
         cJSON *arr = cJSON_CreateArray();
         for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, history_run_json(&runs[i], false));
-        json_print(arr);
+        history_json_print(arr);
     } else if (n == 0) {
         bool filtered = o->schedule || o->status || o->since[0];
         if (filtered) printf("no runs in %s match\n", db_path(db));
@@ -387,31 +293,6 @@ static int history_list(Db *db, const HistoryOptions *o, Error *err) {
     }
     db_runs_free(runs, n);
     return 0;
-}
-
-// ---- runs by id ------------------------------------------------------------------------------
-
-static int history_run_id(Db *db, const char *text, int64_t *id, Error *err) {
-    if (strcmp(text, "latest") == 0) {
-        *id = db_run_latest(db, err);
-        if (*id == 0) error_set(err, "%s: no runs yet, so no latest run", db_path(db));
-        return *id > 0 ? 0 : -1;
-    }
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v <= 0) {
-        error_set(err, "history: '%s' is not a run id (a positive number or 'latest')", text);
-        return -1;
-    }
-    *id = v;
-    return 0;
-}
-
-static int history_load_run(Db *db, const char *text, DbRunInfo *r, Error *err) {
-    int64_t id;
-    if (history_run_id(db, text, &id, err)) return -1;
-    return db_run_get(db, id, r, err);
 }
 
 // ---- show -----------------------------------------------------------------------------------------
@@ -460,9 +341,9 @@ static const char *show_duration(const char *from, const char *to) {
 
 static void show_header(const DbRunInfo *r) {
     char started[32], ended[32];
-    local_time(r->started_at, started, sizeof started);
-    local_time(r->ended_at, ended, sizeof ended);
-    printf("run %lld  %s\n", (long long)r->id, shown_status(r));
+    history_local_time(r->started_at, started, sizeof started);
+    history_local_time(r->ended_at, ended, sizeof ended);
+    printf("run %lld  %s\n", (long long)r->id, history_status(r));
     printf("  started   %s\n", started);
     if (r->ended_at) printf("  ended     %s%s\n", ended, show_duration(r->started_at, r->ended_at));
     if (r->error) printf("  error     %s\n", r->error);
@@ -488,7 +369,7 @@ static void show_json_tree(const cJSON *obj, int indent) {
 
 static void show_config(const DbRunInfo *r) {
     char steps[32];
-    fmt_steps(steps, sizeof steps, r);
+    history_fmt_steps(steps, sizeof steps, r);
     printf("\nconfig\n");
     printf("  schedule %s   P %d  V %d  D %d  M %d\n", r->schedule ? r->schedule : "-", r->stages,
            r->virtual_stages, r->dp, r->microbatches);
@@ -512,14 +393,34 @@ static void show_loss(const DbRunInfo *r, const DbStep *steps, int n, bool ascii
     for (int i = 1; i < n; i++)
         if (isfinite(steps[i].loss) && !(steps[min_at].loss <= steps[i].loss)) min_at = i;
     char first[32], last[32], min[32], rate[32], bubble[32];
-    fmt_num(first, sizeof first, "%.4f", steps[0].loss);
-    fmt_num(last, sizeof last, "%.4f", r->last_loss);
-    fmt_num(min, sizeof min, "%.4f", steps[min_at].loss);
-    fmt_num(rate, sizeof rate, "%.0f", r->median_tokens_per_s);
-    fmt_num(bubble, sizeof bubble, "%.1f%%", 100 * r->mean_bubble);
+    history_fmt_num(first, sizeof first, "%.4f", steps[0].loss);
+    history_fmt_num(last, sizeof last, "%.4f", r->last_loss);
+    history_fmt_num(min, sizeof min, "%.4f", steps[min_at].loss);
+    history_fmt_num(rate, sizeof rate, "%.0f", r->median_tokens_per_s);
+    history_fmt_num(bubble, sizeof bubble, "%.1f%%", 100 * r->mean_bubble);
     printf("  %d steps: first %s, last %s, min %s (step %d)\n", n, first, last, min, steps[min_at].step);
     show_sparkline(steps, n, ascii);
     printf("  median %s tok/s, mean bubble %s\n", rate, bubble);
+}
+
+// The mean measured bubble and its parts, in points (docs/console.md, "The bubble").
+static void show_bubble(const DbRunInfo *r) {
+    printf("\nbubble (means over the steps; points of ranks x step time)\n");
+    if (isnan(r->mean_bubble)) {
+        printf("  not measured (one rank, or no steps)\n");
+        return;
+    }
+    if (isnan(r->mean_ideal)) {
+        printf("  %.1f%% measured (its parts were not recorded: a store older than version 3)\n",
+               100 * r->mean_bubble);
+        return;
+    }
+    const TuiBubble b = history_run_bubble(r);
+    char text[256], load[128];
+    tui_bubble_text(&b, (int)sizeof text - 1, text, sizeof text);
+    printf("  %s\n", text);
+    history_host_load(r, load, sizeof load);
+    if (load[0]) printf("  %s\n", load);
 }
 
 static void show_stages(const DbStageSummary *st, int n) {
@@ -528,13 +429,15 @@ static void show_stages(const DbStageSummary *st, int n) {
         printf("  no stage timings recorded\n");
         return;
     }
-    printf("  %5s %5s %10s %10s %10s %7s %13s\n", "stage", "ranks", "busy ms", "idle ms", "comm ms", "busy",
-           "peak act MiB");
+    printf("  %5s %5s %10s %10s %10s %7s %13s %10s %10s\n", "stage", "ranks", "busy ms", "idle ms", "comm ms", "busy",
+           "peak act MiB", "xfer ms", "wait ms");
     for (int i = 0; i < n; i++) {
-        char frac[16];
-        fmt_num(frac, sizeof frac, "%.1f%%", 100 * st[i].busy_frac);
-        printf("  %5d %5d %10.2f %10.2f %10.2f %7s %13.1f\n", st[i].stage, st[i].ranks, st[i].busy_ms,
-               st[i].idle_ms, st[i].comm_ms, frac, st[i].peak_act_bytes / 1048576.0);
+        char frac[16], xfer[16], wait[16];
+        history_fmt_num(frac, sizeof frac, "%.1f%%", 100 * st[i].busy_frac);
+        history_fmt_num(xfer, sizeof xfer, "%.2f", st[i].transfer_ms);
+        history_fmt_num(wait, sizeof wait, "%.2f", st[i].wait_ms);
+        printf("  %5d %5d %10.2f %10.2f %10.2f %7s %13.1f %10s %10s\n", st[i].stage, st[i].ranks, st[i].busy_ms,
+               st[i].idle_ms, st[i].comm_ms, frac, st[i].peak_act_bytes / 1048576.0, xfer, wait);
     }
 }
 
@@ -547,7 +450,7 @@ static void show_checkpoints(const DbCheckpointInfo *ck, int n) {
     printf("  %5s %7s  %-9s %5s %10s  %-19s  %s\n", "id", "step", "status", "files", "MiB", "created", "dir");
     for (int i = 0; i < n; i++) {
         char created[32];
-        local_time(ck[i].created_at, created, sizeof created);
+        history_local_time(ck[i].created_at, created, sizeof created);
         printf("  %5lld %7d  %-9s %5d %10.1f  %-19s  %s%s%s\n", (long long)ck[i].id, ck[i].step, ck[i].status,
                ck[i].files, ck[i].bytes / 1048576.0, created, ck[i].dir, ck[i].error ? "  " : "",
                ck[i].error ? ck[i].error : "");
@@ -563,24 +466,26 @@ static cJSON *show_json(const DbRunInfo *r, const DbStageSummary *st, int n_st, 
         cJSON *s = cJSON_CreateObject();
         cJSON_AddNumberToObject(s, "stage", st[i].stage);
         cJSON_AddNumberToObject(s, "ranks", st[i].ranks);
-        json_num(s, "busy_ms", st[i].busy_ms);
-        json_num(s, "idle_ms", st[i].idle_ms);
-        json_num(s, "comm_ms", st[i].comm_ms);
-        json_num(s, "busy_frac", st[i].busy_frac);
-        json_int64(s, "peak_act_bytes", st[i].peak_act_bytes);
+        history_json_num(s, "busy_ms", st[i].busy_ms);
+        history_json_num(s, "idle_ms", st[i].idle_ms);
+        history_json_num(s, "comm_ms", st[i].comm_ms);
+        history_json_num(s, "busy_frac", st[i].busy_frac);
+        history_json_int64(s, "peak_act_bytes", st[i].peak_act_bytes);
+        history_json_num(s, "transfer_ms", st[i].transfer_ms);
+        history_json_num(s, "wait_ms", st[i].wait_ms);
         cJSON_AddItemToArray(stages, s);
     }
     cJSON *cks = cJSON_AddArrayToObject(root, "checkpoints");
     for (int i = 0; i < n_ck; i++) {
         cJSON *c = cJSON_CreateObject();
-        json_int64(c, "id", ck[i].id);
+        history_json_int64(c, "id", ck[i].id);
         cJSON_AddNumberToObject(c, "step", ck[i].step);
-        json_str(c, "status", ck[i].status);
-        json_str(c, "dir", ck[i].dir);
-        json_str(c, "created_at", ck[i].created_at);
-        json_int64(c, "bytes", ck[i].bytes);
+        history_json_str(c, "status", ck[i].status);
+        history_json_str(c, "dir", ck[i].dir);
+        history_json_str(c, "created_at", ck[i].created_at);
+        history_json_int64(c, "bytes", ck[i].bytes);
         cJSON_AddNumberToObject(c, "files", ck[i].files);
-        json_str(c, "error", ck[i].error);
+        history_json_str(c, "error", ck[i].error);
         cJSON_AddItemToArray(cks, c);
     }
     return root;
@@ -597,11 +502,12 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
         db_checkpoints_read(db, r.id, &ck, &n_ck, err))
         goto done;
     if (o->json) {
-        json_print(show_json(&r, st, n_st, ck, n_ck));
+        history_json_print(show_json(&r, st, n_st, ck, n_ck));
     } else {
         show_header(&r);
         show_config(&r);
-        show_loss(&r, steps, n_steps, o->ascii || !locale_is_utf8());
+        show_loss(&r, steps, n_steps, o->ascii || !history_locale_utf8());
+        show_bubble(&r);
         show_stages(st, n_st);
         show_checkpoints(ck, n_ck);
     }
@@ -611,79 +517,6 @@ done:
     free(st);
     db_checkpoints_free(ck, n_ck);
     db_run_info_clear(&r);
-    return rc;
-}
-
-// ---- compare --------------------------------------------------------------------------------------
-
-#define COMPARE_ROWS 15
-#define COMPARE_CELL 32
-
-// The rows of `compare`, as text, so that "differs" means "prints differently".
-static void compare_cells(const DbRunInfo *r, char cells[COMPARE_ROWS][COMPARE_CELL]) {
-    int k = 0;
-    snprintf(cells[k++], COMPARE_CELL, "%s", r->schedule ? r->schedule : "-");
-    const int ints[] = {r->stages, r->virtual_stages, r->dp, r->microbatches, r->batch, r->seq_len};
-    for (int i = 0; i < 6; i++) snprintf(cells[k++], COMPARE_CELL, "%d", ints[i]);
-    snprintf(cells[k++], COMPARE_CELL, "%s", r->model ? r->model : "-");
-    fmt_num(cells[k++], COMPARE_CELL, "%g", r->lr);
-    snprintf(cells[k++], COMPARE_CELL, "%llu", (unsigned long long)r->seed);
-    fmt_steps(cells[k++], COMPARE_CELL, r);
-    fmt_num(cells[k++], COMPARE_CELL, "%.4f", r->last_loss);
-    fmt_num(cells[k++], COMPARE_CELL, "%.4f", r->min_loss);
-    fmt_num(cells[k++], COMPARE_CELL, "%.0f", r->median_tokens_per_s);
-    fmt_num(cells[k++], COMPARE_CELL, "%.1f%%", 100 * r->mean_bubble);
-}
-
-static const char *const COMPARE_LABELS[COMPARE_ROWS] = {
-    "schedule", "P", "V", "D", "M", "batch", "seq", "model", "lr", "seed",
-    "steps", "final loss", "min loss", "median tok/s", "mean bubble"};
-static const char *const COMPARE_KEYS[COMPARE_ROWS] = {
-    "schedule", "stages", "virtual", "dp", "microbatches", "batch", "seq_len", "model", "lr", "seed",
-    "steps", "last_loss", "min_loss", "median_tokens_per_s", "mean_bubble"};
-
-// One column per run, as wide as its widest cell; the last column unpadded.
-static void compare_print(const DbRunInfo *runs, int n, char (*cells)[COMPARE_ROWS][COMPARE_CELL],
-                          const bool *differs) {
-    char heads[HISTORY_MAX_RUNS][32];
-    int width[HISTORY_MAX_RUNS];
-    for (int j = 0; j < n; j++) {
-        width[j] = snprintf(heads[j], sizeof heads[j], "run %lld", (long long)runs[j].id);
-        for (int k = 0; k < COMPARE_ROWS; k++) width[j] = fmax(width[j], (int)strlen(cells[j][k]));
-    }
-    printf("  %-13s", "");
-    for (int j = 0; j < n; j++) printf("  %-*s", j + 1 < n ? width[j] : 0, heads[j]);
-    putchar('\n');
-    for (int k = 0; k < COMPARE_ROWS; k++) {
-        printf("%c %-13s", differs[k] ? '*' : ' ', COMPARE_LABELS[k]);
-        for (int j = 0; j < n; j++) printf("  %-*s", j + 1 < n ? width[j] : 0, cells[j][k]);
-        putchar('\n');
-    }
-}
-
-static void compare_json(const DbRunInfo *runs, int n, const bool *differs) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(root, "runs");
-    for (int j = 0; j < n; j++) cJSON_AddItemToArray(arr, history_run_json(&runs[j], false));
-    cJSON *diff = cJSON_AddArrayToObject(root, "differ");
-    for (int k = 0; k < COMPARE_ROWS; k++)
-        if (differs[k]) cJSON_AddItemToArray(diff, cJSON_CreateString(COMPARE_KEYS[k]));
-    json_print(root);
-}
-
-static int history_compare(Db *db, const HistoryOptions *o, Error *err) {
-    DbRunInfo runs[HISTORY_MAX_RUNS];
-    char cells[HISTORY_MAX_RUNS][COMPARE_ROWS][COMPARE_CELL];
-    bool differs[COMPARE_ROWS] = {false};
-    int n = 0, rc = 0;
-    while (n < o->n_runs && rc == 0)
-        if ((rc = history_load_run(db, o->runs[n], &runs[n], err)) == 0) n++;
-    for (int j = 0; j < n && rc == 0; j++) compare_cells(&runs[j], cells[j]);
-    for (int k = 0; k < COMPARE_ROWS && rc == 0; k++)
-        for (int j = 1; j < n; j++) differs[k] |= strcmp(cells[j][k], cells[0][k]) != 0;
-    if (rc == 0 && o->json) compare_json(runs, n, differs);
-    else if (rc == 0) compare_print(runs, n, cells, differs);
-    for (int j = 0; j < n; j++) db_run_info_clear(&runs[j]);
     return rc;
 }
 
@@ -708,13 +541,13 @@ static void export_json(FILE *out, const DbStep *steps, int n) {
     for (int i = 0; i < n; i++) {
         cJSON *s = cJSON_CreateObject();
         cJSON_AddNumberToObject(s, "step", steps[i].step);
-        json_num(s, "loss", steps[i].loss);
-        json_num(s, "lr", steps[i].lr);
-        json_num(s, "grad_norm", steps[i].grad_norm);
-        json_num(s, "tokens_per_s", steps[i].tokens_per_s);
-        json_num(s, "step_ms", steps[i].step_ms);
-        json_num(s, "bubble", steps[i].bubble);
-        json_num(s, "gflops", steps[i].gflops);
+        history_json_num(s, "loss", steps[i].loss);
+        history_json_num(s, "lr", steps[i].lr);
+        history_json_num(s, "grad_norm", steps[i].grad_norm);
+        history_json_num(s, "tokens_per_s", steps[i].tokens_per_s);
+        history_json_num(s, "step_ms", steps[i].step_ms);
+        history_json_num(s, "bubble", steps[i].bubble);
+        history_json_num(s, "gflops", steps[i].gflops);
         cJSON_AddItemToArray(arr, s);
     }
     char *text = cJSON_PrintUnformatted(arr);
@@ -778,7 +611,7 @@ int cmd_history(int argc, char **argv) {
     if (!db) return cli_fail(&err);
     int rc = o.verb == VERB_LIST      ? history_list(db, &o, &err)
              : o.verb == VERB_SHOW    ? history_show(db, &o, &err)
-             : o.verb == VERB_COMPARE ? history_compare(db, &o, &err)
+             : o.verb == VERB_COMPARE ? history_compare(db, o.runs, o.n_runs, o.json, &err)
                                       : history_export(db, &o, &err);
     db_close(db);
     return rc ? cli_fail(&err) : 0;

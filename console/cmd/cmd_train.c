@@ -55,9 +55,11 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     printf("  batch %d x seq %d, %d microbatch%s, %d steps, lr %g (warmup %d, min %g), seed %llu\n",
            rc->batch, rc->seq_len, rc->microbatches, rc->microbatches == 1 ? "" : "es", rc->steps,
            rc->optim.lr, rc->optim.warmup_steps, rc->optim.min_lr, (unsigned long long)rc->seed);
-    printf("  pipeline: %s, %d stage%s on %d rank%s x %d replica%s, %s transport%s\n", po->schedule,
+    char device[48];
+    cli_device_text(po->device, po->gpu_fp32, device, sizeof device);
+    printf("  pipeline: %s, %d stage%s on %d rank%s x %d replica%s, %s transport, %s%s\n", po->schedule,
            info->n_stages, info->n_stages == 1 ? "" : "s", po->ranks, po->ranks == 1 ? "" : "s", po->dp,
-           po->dp == 1 ? "" : "s", transport_kind_name(po->transport),
+           po->dp == 1 ? "" : "s", transport_kind_name(po->transport), device,
            po->recompute ? ", recompute all" : "");
     print_stage_layers(info);
     const RunSession *ss = tp->session;

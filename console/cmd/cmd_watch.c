@@ -89,7 +89,7 @@ int cmd_watch(int argc, char **argv) {
     app->no_color = term.no_color;
     app->ema = true;
     app->show_loss = true;
-    app->screen = TUI_SCREEN_LIVE;
+    app->screen = TUI_SCREEN_WATCH;
     snprintf(app->db_path, sizeof app->db_path, "%s", f.db);
     snprintf(app->watcher.db_path, sizeof app->watcher.db_path, "%s", f.db);
     app->watcher.want = want;
@@ -102,6 +102,7 @@ int cmd_watch(int argc, char **argv) {
     tui_app_loop(app);
     tui_term_close(&term);
     tui_watch_free(&app->watcher);
+    free(app->tl_kept);
     free(app->view);
     free(app);
     return 0;

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "console/tui/pure/tui_text.h"
 #include "console/tui/tui_draw.h"
 #include "console/tui/tui_term.h"
 
@@ -20,6 +21,8 @@
 #define DATA_FRAME_S 0.2 // at most 5 for new steps: every frame is CPU time the stages could use
 #define UI_NICE 10       // the UI thread yields the cores to the stage threads (see tui_app_loop)
 #define STATUS_S 6.0     // how long a status message stays
+// Columns a header keeps for itself before a note: "pptrain watch stopping  " is the longest.
+#define HEADER_FIXED_W 24
 
 double tui_now(void) {
     struct timespec ts;
@@ -36,14 +39,42 @@ void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
     app->status_until = tui_now() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
 }
 
-void tui_app_show(TuiApp *app, TuiScreen screen) {
-    if (app->watch_mode) return;
-    app->screen = screen;
-    if (screen == TUI_SCREEN_SETUP) tui_setup_enter(app);
-    if (screen == TUI_SCREEN_HISTORY) tui_history_refresh(app, true);
+const char *tui_app_note(const TuiApp *app, ThemeRole *role) {
+    if (app->status[0] && tui_now() < app->status_until) {
+        *role = app->status_role;
+        return app->status;
+    }
+    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
+    *role = app->view && app->view->state == TUI_RUN_FAILED ? THEME_ERROR : THEME_DIM;
+    return live && app->view ? app->view->message : "";
 }
 
-void tui_app_theme(TuiApp *app, int k) {
+int tui_app_header_note(TuiApp *app, int y, int x, int w) {
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    if (!note[0] || !app->note_in_header || w < 4) return 0;
+    const int cells = tui_text_width(note) < w - 2 ? tui_text_width(note) : w - 2;
+    tui_text_words(y, x + w - cells, cells, role, note);
+    return cells + 2;
+}
+
+static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
+    [TUI_SCREEN_LIVE] = &TUI_LIVE_SCREEN,
+    [TUI_SCREEN_SETUP] = &TUI_SETUP_SCREEN,
+    [TUI_SCREEN_HISTORY] = &TUI_HISTORY_SCREEN,
+    [TUI_SCREEN_WATCH] = &TUI_WATCH_SCREEN,
+};
+
+static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
+
+static void tui_app_show(TuiApp *app, TuiScreen screen) {
+    if (app->watch_mode) return;
+    app->screen = screen;
+    if (screen_ops(app)->enter) screen_ops(app)->enter(app);
+}
+
+// Loads theme k of app->theme_names (or the built-in dark on error, with the error shown).
+static void tui_app_theme(TuiApp *app, int k) {
     Theme t;
     theme_default(&t);
     if (k >= 0 && k < app->n_themes) {
@@ -70,6 +101,9 @@ void tui_app_start_run(TuiApp *app, const RunOptions *ro) {
         return;
     }
     app->sel_rank = 0;
+    app->tl_step = 0;
+    app->tl_zoom = 1;
+    app->tl_pos = 0.0;
     app->screen = TUI_SCREEN_LIVE;
     app->setup.ro.resume[0] = '\0';   // a --resume given to the console applies to its first run
     tui_app_status(app, THEME_TEXT, "%s started%s", ro->pipe.schedule, ro->resume[0] ? " (resuming)" : "");
@@ -77,7 +111,10 @@ void tui_app_start_run(TuiApp *app, const RunOptions *ro) {
 
 // ---- shared keys --------------------------------------------------------------------------------------
 
-void tui_key_help(TuiApp *app) { app->help = true; }
+void tui_key_help(TuiApp *app) {
+    app->help = true;
+    app->help_first = 0;
+}
 void tui_key_live(TuiApp *app) { tui_app_show(app, TUI_SCREEN_LIVE); }
 void tui_key_setup(TuiApp *app) { tui_app_show(app, TUI_SCREEN_SETUP); }
 void tui_key_history(TuiApp *app) { tui_app_show(app, TUI_SCREEN_HISTORY); }
@@ -98,7 +135,7 @@ void tui_key_quit(TuiApp *app) {
 static void confirm_key(TuiApp *app, int key) {
     app->confirm_quit = false;
     if (key != 'y' && key != 'Y') return;
-    tui_live_request_stop(app->live);
+    tui_snapshot_request_stop(app->snap);
     app->quitting = true;
     tui_app_status(app, THEME_WARNING, "stopping the run, then quitting");
 }
@@ -106,12 +143,8 @@ static void confirm_key(TuiApp *app, int key) {
 // ---- bindings ---------------------------------------------------------------------------------------
 
 static const TuiBinding *bindings(const TuiApp *app, int *n) {
-    if (app->watch_mode) return *n = TUI_WATCH_NKEYS, TUI_WATCH_KEYS;
-    switch (app->screen) {
-    case TUI_SCREEN_SETUP: return *n = TUI_SETUP_NKEYS, TUI_SETUP_KEYS;
-    case TUI_SCREEN_HISTORY: return *n = TUI_HISTORY_NKEYS, TUI_HISTORY_KEYS;
-    default: return *n = TUI_LIVE_NKEYS, TUI_LIVE_KEYS;
-    }
+    *n = screen_ops(app)->n_keys;
+    return screen_ops(app)->keys;
 }
 
 // The key bar's items, and for each the binding it stands for.
@@ -120,7 +153,8 @@ static int keybar_items(const TuiApp *app, KeyBarItem *items, const TuiBinding *
     const TuiBinding *b = bindings(app, &n);
     for (int i = 0; i < n && k < cap; i++) {
         if (!b[i].bar_key) continue;
-        items[k] = (KeyBarItem){b[i].bar_key, b[i].label_fn ? b[i].label_fn(app) : b[i].bar_label};
+        items[k] = (KeyBarItem){b[i].bar_key, b[i].label_fn ? b[i].label_fn(app) : b[i].bar_label,
+                                b[i].bar_priority};
         which[k++] = &b[i];
     }
     return k;
@@ -148,19 +182,19 @@ static void mouse(TuiApp *app) {
     }
     int rows, cols;
     getmaxyx(stdscr, rows, cols);
-    if (ev.y == rows - 1) {
+    (void)rows;
+    rows = app->body_rows;   // the screen's rows; the key bar stays on the terminal's last
+    if (ev.y == getmaxy(stdscr) - 1) {
         KeyBarItem items[16];
         const TuiBinding *which[16];
         const int n = keybar_items(app, items, which, 16);
-        const Rect bar = {0, rows - 1, cols, 1};
+        const Rect bar = {0, getmaxy(stdscr) - 1, cols, 1};
         const int hit = layout_keybar_hit(&bar, items, n, ev.x);
         if (hit >= 0) which[hit]->fn(app);
         return;
     }
     const bool twice = (ev.bstate & BUTTON1_DOUBLE_CLICKED) != 0;
-    if (app->screen == TUI_SCREEN_LIVE || app->watch_mode) tui_live_click(app, cols, rows, ev.x, ev.y);
-    else if (app->screen == TUI_SCREEN_SETUP) tui_setup_click(app, cols, rows, ev.x, ev.y);
-    else tui_history_click(app, cols, rows, ev.x, ev.y, twice);
+    if (screen_ops(app)->click) screen_ops(app)->click(app, cols, rows, ev.x, ev.y, twice);
 }
 
 static void handle_key(TuiApp *app, int key) {
@@ -173,18 +207,20 @@ static void handle_key(TuiApp *app, int key) {
         confirm_key(app, key);
         return;
     }
-    if (app->help) {
-        app->help = false;
+    if (app->help) {   // up and down scroll a help taller than the terminal; any other key closes it
+        if (key == TUI_FN(KEY_DOWN) || key == 'j' || key == TUI_FN(KEY_NPAGE)) app->help_first++;
+        else if (key == TUI_FN(KEY_UP) || key == 'k' || key == TUI_FN(KEY_PPAGE)) app->help_first--;
+        else app->help = false;
+        if (app->help_first < 0) app->help_first = 0;
         return;
     }
     if (key == TUI_CTRL('l')) {
         clearok(stdscr, TRUE);
         return;
     }
-    if (!app->watch_mode && app->screen == TUI_SCREEN_SETUP && tui_setup_key(app, key)) return;
-    if (!app->watch_mode && app->screen == TUI_SCREEN_HISTORY && tui_history_key(app, key)) return;
+    if (screen_ops(app)->key && screen_ops(app)->key(app, key)) return;
     if (key == '\t' && !app->watch_mode) {
-        tui_app_show(app, (TuiScreen)((app->screen + 1) % 3));
+        tui_app_show(app, (TuiScreen)((app->screen + 1) % TUI_SCREEN_WATCH));
         return;
     }
     dispatch(app, key);
@@ -192,19 +228,111 @@ static void handle_key(TuiApp *app, int key) {
 
 // ---- drawing ----------------------------------------------------------------------------------------
 
-static void draw_help(TuiApp *app, int cols, int rows) {
+// The help's lines: the screen's keys, the mouse, the bubble and the note in full.
+typedef struct {
+    const char *line[64];
+    int n;
+    char bubble[2][160], note[8][160];
+} HelpText;
+
+static void help_add_wrapped(HelpText *t, const char *text, int width, char (*buf)[160], int max) {
+    TuiLine l[8];
+    const int n = tui_wrap(text, width < 150 ? width : 150, l, max);
+    for (int i = 0; i < n && i < max && t->n < 62; i++) {
+        snprintf(buf[i], sizeof buf[i], "%.*s", l[i].len, text + l[i].start);
+        t->line[t->n++] = buf[i];
+    }
+    if (n) t->line[t->n++] = "";
+}
+
+static void help_text(const TuiApp *app, int cols, HelpText *t) {
     int n;
     const TuiBinding *b = bindings(app, &n);
-    const char *lines[64];
-    int k = 0;
-    for (int i = 0; i < n && k < 56; i++)
-        if (b[i].help) lines[k++] = b[i].help;
-    if (!app->watch_mode) lines[k++] = "Tab       next screen";
-    lines[k++] = "mouse     click the key bar, a rank, a form line or a run";
-    lines[k++] = "          (double-click a run marks it)";
-    lines[k++] = "";
-    lines[k++] = "any key closes this help";
-    tui_dialog(cols, rows, app->watch_mode ? "pptrain watch: keys" : "pptrain console: keys", lines, k);
+    t->n = 0;
+    for (int i = 0; i < n && t->n < 40; i++)
+        if (b[i].help) t->line[t->n++] = b[i].help;
+    if (!app->watch_mode) t->line[t->n++] = "Tab       next screen";
+    t->line[t->n++] = "mouse     click a key, a rank, a form line or a run";
+    t->line[t->n++] = "          (double-click a run marks it)";
+    t->line[t->n++] = "";
+    // The bubble and all its parts, which a narrow stages title shortens; the note whole.
+    const TuiView *v = app->view;
+    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
+    if (live && v && v->has_parts) {
+        char text[256];
+        tui_bubble_text(&v->parts, (int)sizeof text - 1, text, sizeof text);
+        help_add_wrapped(t, text, cols - 6, t->bubble, 2);
+    }
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    if (note[0]) help_add_wrapped(t, note, cols - 6, t->note, 8);
+}
+
+static void draw_help(TuiApp *app, int cols, int rows) {
+    HelpText t;
+    help_text(app, cols, &t);
+    const char *title = app->watch_mode ? "pptrain watch: keys" : "pptrain console: keys";
+    const int fit = rows - 2;
+    if (t.n + 1 <= fit) {
+        t.line[t.n++] = "any key closes this help";
+        tui_dialog(cols, rows, title, t.line, t.n, 0);
+        return;
+    }
+    // Taller than the terminal: the window's last row says so, up and down scroll the rest.
+    const int page = fit - 1 > 1 ? fit - 1 : 1;
+    if (app->help_first > t.n - page) app->help_first = t.n - page;
+    const char *view[64];
+    int shown = 0;
+    for (int i = app->help_first; i < t.n && shown < page; i++) view[shown++] = t.line[i];
+    char more[96];
+    snprintf(more, sizeof more, "(%d-%d of %d; up/down scroll, other keys close)", app->help_first + 1,
+             app->help_first + shown, t.n);
+    view[shown++] = more;
+    tui_dialog(cols, rows, title, view, shown, 0);
+}
+
+// Where the note goes this frame (rules: tui_app.h); returns the message lines it needs
+// above the key bar (0: none, or in the header), filling lines.
+static int place_note(TuiApp *app, int cols, int rows, TuiLine *lines) {
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    app->note_in_header = false;
+    if (!note[0]) return 0;
+    if (tui_text_width(note) + 2 <= cols - HEADER_FIXED_W) {
+        app->note_in_header = true;
+        return 0;
+    }
+    int k = tui_wrap(note, cols, lines, TUI_MESSAGE_LINES);
+    k = k < TUI_MESSAGE_LINES ? k : TUI_MESSAGE_LINES;
+    // A terminal with no rows to spare keeps the note in its header, cut after a whole word
+    // (F1's help has it whole): below the minimum size, or where the live screen would hide
+    // a rank to make room for it.
+    bool room = rows - k >= LAYOUT_LIVE_MIN_H;
+    if (room && (app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH)) {
+        const int P = app->view->n_ranks < 1 ? 1 : app->view->n_ranks > TUI_MAX_RANKS ? TUI_MAX_RANKS : app->view->n_ranks;
+        LiveLayout with, without;
+        layout_live(cols, rows - k, P, app->show_loss, &with);
+        layout_live(cols, rows, P, app->show_loss, &without);
+        room = !with.stages_scroll || without.stages_scroll;
+    }
+    if (!room) {
+        app->note_in_header = true;
+        return 0;
+    }
+    return k;
+}
+
+static void draw_message(TuiApp *app, int cols, int y, const TuiLine *lines, int k) {
+    ThemeRole role;
+    const char *note = tui_app_note(app, &role);
+    tui_fill((Rect){0, y, cols, k}, THEME_HEADER);
+    for (int i = 0; i < k; i++) {
+        const bool last = i == k - 1 && lines[i].start + lines[i].len < (int)strlen(note);
+        char text[1024];
+        snprintf(text, sizeof text, "%.*s", last ? (int)strlen(note) - lines[i].start : lines[i].len,
+                 note + lines[i].start);
+        tui_text_words(y + i, 0, cols, role, text);
+    }
 }
 
 static void draw(TuiApp *app) {
@@ -212,9 +340,12 @@ static void draw(TuiApp *app) {
     getmaxyx(stdscr, rows, cols);
     tui_set_role(THEME_BACKGROUND);
     erase();
-    if (app->watch_mode || app->screen == TUI_SCREEN_LIVE) tui_live_draw(app, cols, rows);
-    else if (app->screen == TUI_SCREEN_SETUP) tui_setup_draw(app, cols, rows);
-    else tui_history_draw(app, cols, rows);
+    TuiLine lines[TUI_MESSAGE_LINES];
+    const int k = place_note(app, cols, rows, lines);
+    app->body_rows = rows - k;
+    screen_ops(app)->draw(app, cols, app->body_rows);
+    if (k && !layout_too_small(cols, rows, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, &(Rect){0, 0, 0, 0}))
+        draw_message(app, cols, rows - 1 - k, lines, k);
     Rect notice;
     // Every screen has the same minimum: below it only the notice is drawn.
     if (!layout_too_small(cols, rows, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, &notice)) {
@@ -227,7 +358,7 @@ static void draw(TuiApp *app) {
         if (app->confirm_quit) {
             const char *lines[] = {"A run is live. Stop it (writing a checkpoint) and quit?", "",
                                    "y: stop and quit     any other key: keep running"};
-            tui_dialog(cols, rows, "quit", lines, 3);
+            tui_dialog(cols, rows, "quit", lines, 3, 0);
         }
     }
     refresh();
@@ -239,16 +370,13 @@ static void draw(TuiApp *app) {
 static void yield_to_training(void) { setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), UI_NICE); }
 
 void tui_app_loop(TuiApp *app) {
-    double last_draw = -1.0, last_history = 0.0;
+    double last_draw = -1.0;
     bool input_dirty = true, data_dirty = false, status_shown = false;
+    app->body_rows = getmaxy(stdscr);
+    if (app->tl_zoom < 1) app->tl_zoom = 1;
     yield_to_training();
     while (!app->quit) {
-        if (app->watch_mode) data_dirty |= tui_watch_poll(app);
-        else if (tui_live_snapshot(app->live, app->view)) data_dirty = true;
-        if (!app->watch_mode && app->screen == TUI_SCREEN_HISTORY) {
-            tui_history_refresh(app, false);
-            if (app->history.loaded_at != last_history) last_history = app->history.loaded_at, data_dirty = true;
-        }
+        if (screen_ops(app)->poll && screen_ops(app)->poll(app)) data_dirty = true;
         if (app->quitting && !tui_runner_busy(app->runner)) break;
         const double now = tui_now();
         const bool status_now = app->status[0] && now < app->status_until;

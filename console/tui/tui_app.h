@@ -4,9 +4,10 @@
 // (console/tui_runner) publishes without ever waiting for it.
 //
 // Screens: live (tui_live.c), setup (tui_setup.c), history (tui_history.c); `pptrain watch`
-// is the live screen alone, read-only, fed from the run store (tui_watch.c). Each screen
-// has one table of key bindings (htop style): the key bar, the help text and mouse clicks
-// on the key bar all come from it.
+// is the watch screen alone: the live screen's drawing, read-only, fed from the run store
+// (tui_watch.c). Each screen is one TuiScreenOps (htop's PanelClass): the loop calls its
+// refresh, draw, key and click, and its one table of key bindings gives the key bar, the
+// help text and the mouse clicks on the key bar.
 #ifndef PPTRAIN_TUI_APP_H
 #define PPTRAIN_TUI_APP_H
 #include <stdbool.h>
@@ -20,7 +21,8 @@
 #include "console/tui/tui_snapshot.h"
 #include "storage/db.h"
 
-typedef enum { TUI_SCREEN_LIVE, TUI_SCREEN_SETUP, TUI_SCREEN_HISTORY } TuiScreen;
+// Tab cycles through the first three; WATCH is `pptrain watch`'s only screen.
+typedef enum { TUI_SCREEN_LIVE, TUI_SCREEN_SETUP, TUI_SCREEN_HISTORY, TUI_SCREEN_WATCH, TUI_SCREEN_COUNT } TuiScreen;
 
 // Keys: printable characters as their code point, curses KEY_* codes negated (TUI_FN).
 #define TUI_FN(k) (-(k))
@@ -32,6 +34,7 @@ typedef struct {
     int keys[3];              // up to three keys (0: none)
     const char *bar_key;      // key-bar item ("F5"); NULL: not on the bar
     const char *bar_label;
+    int bar_priority;         // who leaves a narrow bar first (layout.h KeyBarItem.priority)
     const char *help;         // the help screen's line
     void (*fn)(TuiApp *app);
     const char *(*label_fn)(const TuiApp *app);  // a label that changes with the state, or NULL
@@ -82,6 +85,11 @@ typedef struct {
     bool sort_desc;                       // newest first until the user sorts
     char filter[128];
     bool filter_open;
+    // Resuming a run whose checkpoint is at its last step asks for the step to go on to.
+    bool goon_open;
+    char goon[16];                        // the typed step
+    int goon_from;                        // the checkpoint's step
+    RunOptions goon_ro;                   // the resume, but for --steps
     int64_t marked[TUI_MAX_MARKED];
     int n_marked;
     int64_t detail_id;                    // the detail pane's run
@@ -117,15 +125,27 @@ struct TuiApp {
 
     TuiScreen screen;
     bool help, confirm_quit, quitting, quit;
+    int help_first;                       // the help's first line shown (it scrolls on short terminals)
     char status[512];
     ThemeRole status_role;
     double status_until;
+    // Messages (the status, a run's note): in the header when they fit there, else on up to
+    // TUI_MESSAGE_LINES lines above the key bar (the screen gets the rows above them). Set by
+    // each draw, read by the screens' headers and clicks.
+    bool note_in_header;
+    int body_rows;                        // rows the screen lays out (terminal rows - message lines)
 
-    TuiLive *live;                        // NULL in watch mode
+    TuiSnapshot *snap;                    // NULL in watch mode
     TuiRunner *runner;
     TuiView *view;                        // the UI's copy of the latest snapshot
     bool ema, show_loss;
     int sel_rank;
+    // The timeline: zoomed in tl_zoom times, its window starting tl_pos of the way into the
+    // step; tl_step 0 follows the latest step, else a kept earlier one, copied into tl_kept.
+    int tl_zoom;
+    double tl_pos;
+    int tl_step;
+    TuiTimeline *tl_kept;
 
     TuiSetup setup;
     TuiHistory history;
@@ -134,11 +154,15 @@ struct TuiApp {
 
 // The UI loop; returns when the user quits (a live run stopped first). curses is set up.
 void tui_app_loop(TuiApp *app);
-// A message in the header for a few seconds (THEME_TEXT, THEME_WARNING or THEME_ERROR).
+// A message for a few seconds (THEME_TEXT, THEME_WARNING or THEME_ERROR).
 void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void tui_app_show(TuiApp *app, TuiScreen screen);
-// Loads theme k of app->theme_names (or the built-in dark on error, with the error shown).
-void tui_app_theme(TuiApp *app, int k);
+// The message shown now: the status while it lasts, else the screen's note (a live run's
+// failure or checkpoint line); "" when none.
+const char *tui_app_note(const TuiApp *app, ThemeRole *role);
+// Draws the note at the right end of a header row [x, x + w) when it belongs there
+// (note_in_header); returns the columns it took (with a gap before it), 0 when none.
+int tui_app_header_note(TuiApp *app, int y, int x, int w);
+#define TUI_MESSAGE_LINES 3
 // Finds the themes folder (--themes-dir, $PPTRAIN_THEMES, ./themes, beside the executable)
 // and loads `theme` (a name or a path; NULL: the built-in dark). A theme that fails to load
 // leaves the built-in dark in use and its error (file and line) in the status.
@@ -155,32 +179,29 @@ void tui_key_live(TuiApp *app);
 void tui_key_setup(TuiApp *app);
 void tui_key_history(TuiApp *app);
 
-// ---- screens (each: bindings, draw, extra keys, clicks) ---------------------------------------
-extern const TuiBinding TUI_LIVE_KEYS[];
-extern const int TUI_LIVE_NKEYS;
-extern const TuiBinding TUI_WATCH_KEYS[];
-extern const int TUI_WATCH_NKEYS;
-void tui_live_draw(TuiApp *app, int cols, int rows);
-void tui_live_click(TuiApp *app, int cols, int rows, int x, int y);
+// ---- screens -------------------------------------------------------------------------------------
+// What the UI loop calls on the screen in front. Every member but draw and keys may be NULL.
+typedef struct {
+    void (*enter)(TuiApp *app);                   // the screen comes to the front
+    bool (*poll)(TuiApp *app);                    // every loop turn: true when there is new data to draw
+    void (*draw)(TuiApp *app, int cols, int rows);
+    bool (*key)(TuiApp *app, int key);            // before the key table (text entry): true when taken
+    void (*click)(TuiApp *app, int cols, int rows, int x, int y, bool twice);
+    const TuiBinding *keys;
+    int n_keys;
+} TuiScreenOps;
 
-extern const TuiBinding TUI_SETUP_KEYS[];
-extern const int TUI_SETUP_NKEYS;
+extern const TuiScreenOps TUI_LIVE_SCREEN;     // tui_live.c
+extern const TuiScreenOps TUI_WATCH_SCREEN;    // tui_live.c (drawing) + tui_watch.c (data)
+extern const TuiScreenOps TUI_SETUP_SCREEN;    // tui_setup.c
+extern const TuiScreenOps TUI_HISTORY_SCREEN;  // tui_history.c
+
 void tui_setup_init(TuiSetup *s, const RunOptions *ro);
 void tui_setup_free(TuiSetup *s);
-void tui_setup_enter(TuiApp *app);        // rescans the working directory's CSV files
-void tui_setup_draw(TuiApp *app, int cols, int rows);
-bool tui_setup_key(TuiApp *app, int key); // editing and field keys, before the table
-void tui_setup_click(TuiApp *app, int cols, int rows, int x, int y);
 // The form's options, validated; -1 with err when they cannot run.
 int tui_setup_options(TuiApp *app, RunOptions *ro, Error *err);
 
-extern const TuiBinding TUI_HISTORY_KEYS[];
-extern const int TUI_HISTORY_NKEYS;
 void tui_history_free(TuiHistory *h);
-void tui_history_refresh(TuiApp *app, bool force);
-void tui_history_draw(TuiApp *app, int cols, int rows);
-bool tui_history_key(TuiApp *app, int key);
-void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice);
 
 // Watch: polls the store once a second into app->view. Returns true when the view changed.
 bool tui_watch_poll(TuiApp *app);

@@ -2,6 +2,8 @@
 #define NCURSES_WIDECHAR 1
 #include "console/tui/tui_draw.h"
 
+#include "console/tui/pure/tui_text.h"
+
 #include <curses.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,7 +13,6 @@
 #include <wchar.h>
 
 static struct {
-    Theme theme;
     bool utf8, color;
     attr_t attr[THEME_ROLE_COUNT];
     short pair[THEME_ROLE_COUNT];
@@ -33,7 +34,6 @@ static short fit_color(short c, bool *bold) {
 }
 
 void tui_draw_setup(const Theme *theme, bool utf8, bool no_color) {
-    paint.theme = *theme;
     paint.utf8 = utf8;
     paint.color = !no_color && has_colors();
     if (paint.color) {
@@ -58,10 +58,6 @@ void tui_draw_setup(const Theme *theme, bool utf8, bool no_color) {
         paint.attr[r] = a;
     }
 }
-
-bool tui_draw_utf8(void) { return paint.utf8; }
-bool tui_draw_color(void) { return paint.color; }
-const Theme *tui_draw_theme(void) { return &paint.theme; }
 
 void tui_set_role(ThemeRole role) { attr_set(paint.attr[role], paint.pair[role], NULL); }
 
@@ -104,7 +100,7 @@ int tui_textf(int y, int x, int w, ThemeRole role, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return tui_text(y, x, w, role, buf);
+    return tui_text_words(y, x, w, role, buf);
 }
 
 static int text_cells(const char *s) {
@@ -123,7 +119,28 @@ int tui_text_right(int y, int x, int w, ThemeRole role, const char *s) {
     return cells >= w ? tui_text(y, x, w, role, s) : tui_text(y, x + w - cells, cells, role, s);
 }
 
-void tui_cell(int y, int x, ThemeRole role, wchar_t wide, chtype narrow) {
+int tui_text_words(int y, int x, int w, ThemeRole role, const char *s) {
+    if (w <= 0 || !s) return 0;
+    if (text_cells(s) <= w) return tui_text(y, x, w, role, s);
+    const char *ellipsis = paint.utf8 ? "\u2026" : "...";
+    const int ell_w = paint.utf8 ? 1 : 3;
+    const int keep = tui_words_fit(s, w, ell_w);
+    char buf[1024];
+    if (keep > 0) {
+        snprintf(buf, sizeof buf, "%.*s%s", keep, s, ellipsis);
+        return tui_text(y, x, w, role, buf);
+    }
+    // Not one word fits: a name (a file's, a schedule's) keeps its end, which tells it apart.
+    if (w <= ell_w) return 0;
+    const int len = (int)strlen(s);
+    int from = len;
+    while (from > 0 && tui_text_width(s + from - 1) <= w - ell_w) from--;
+    snprintf(buf, sizeof buf, "%s%s", ellipsis, s + from);
+    return tui_text(y, x, w, role, buf);
+}
+
+// One cell: the wide character when UTF-8 is available, else the ASCII / ACS fallback.
+static void tui_cell(int y, int x, ThemeRole role, wchar_t wide, chtype narrow) {
     tui_set_role(role);
     if (paint.utf8 && wide) {
         cchar_t c;
@@ -148,10 +165,10 @@ void tui_panel(Rect r, const char *title, ThemeRole title_role) {
     mvaddch(r.y, r.x + r.w - 1, ACS_URCORNER);
     mvaddch(r.y + r.h - 1, r.x, ACS_LLCORNER);
     mvaddch(r.y + r.h - 1, r.x + r.w - 1, ACS_LRCORNER);
-    if (title && title[0] && r.w > 6) {
-        char t[512];
-        snprintf(t, sizeof t, " %s ", title);
-        tui_text(r.y, r.x + 2, r.w - 4, title_role, t);
+    if (title && title[0] && r.w > 7) {
+        tui_text(r.y, r.x + 2, 1, title_role, " ");
+        const int w = tui_text_words(r.y, r.x + 3, r.w - 6, title_role, title);
+        if (w) tui_text(r.y, r.x + 3 + w, 1, title_role, " ");
     }
 }
 
@@ -159,8 +176,9 @@ void tui_keybar(const Rect *bar, const KeyBarItem *items, int n) {
     KeyBarSlot slots[32];
     if (n > 32) n = 32;
     tui_fill(*bar, THEME_KEYBAR_LABEL);
-    const int shown = layout_keybar(bar, items, n, slots);
-    for (int i = 0; i < shown; i++) {
+    layout_keybar(bar, items, n, slots);
+    for (int i = 0; i < n; i++) {
+        if (!slots[i].key_w) continue;   // off the bar (still in F1's help)
         tui_text(bar->y, slots[i].x, slots[i].key_w, THEME_KEYBAR_KEY, items[i].key);
         tui_text(bar->y, slots[i].x + slots[i].key_w, slots[i].label_w, THEME_KEYBAR_LABEL, items[i].label);
         // The gap after an item belongs to the key style, as in htop.
@@ -170,12 +188,16 @@ void tui_keybar(const Rect *bar, const KeyBarItem *items, int n) {
 }
 
 void tui_too_small(const Rect *notice, int need_w, int need_h) {
-    char text[64];
-    layout_too_small_text(need_w, need_h, text, sizeof text);
-    if (!layout_empty(notice)) tui_text(notice->y, notice->x, notice->w, THEME_WARNING, text);
+    char lines[8][LAYOUT_NOTICE_LINE];
+    const int cols = getmaxx(stdscr);
+    const int n = layout_too_small_lines(cols, need_w, need_h, lines, 8);
+    for (int i = 0; i < n && i < notice->h; i++) {
+        const int len = (int)strlen(lines[i]);
+        tui_text(notice->y + i, notice->x + (notice->w - len) / 2, len, THEME_WARNING, lines[i]);
+    }
 }
 
-Rect tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n) {
+int tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n, int first) {
     int w = (int)strlen(title) + 6;
     for (int i = 0; i < n; i++) w = text_cells(lines[i]) + 4 > w ? text_cells(lines[i]) + 4 : w;
     w = w > cols ? cols : w;
@@ -183,15 +205,17 @@ Rect tui_dialog(int cols, int rows, const char *title, const char *const *lines,
     const Rect r = {(cols - w) / 2, (rows - h) / 2, w, h};
     tui_fill(r, THEME_TEXT);
     tui_panel(r, title, THEME_TITLE);
-    for (int i = 0; i < n && i < h - 2; i++) tui_text(r.y + 1 + i, r.x + 2, r.w - 4, THEME_TEXT, lines[i]);
-    return r;
+    int shown = 0;
+    for (int i = first; i < n && shown < h - 2; i++, shown++)
+        tui_text_words(r.y + 1 + shown, r.x + 2, r.w - 4, THEME_TEXT, lines[i]);
+    return shown;
 }
 
 // ---- widgets ----------------------------------------------------------------------------------
 
-void tui_util_bar(int y, int x, int w, double busy, double comm, double idle) {
+void tui_util_bar(int y, int x, int w, double busy, double transfer, double wait) {
     int nb, nc, ni;
-    tui_bar_split(busy, comm, idle, w, &nb, &nc, &ni);
+    tui_bar_split(busy, transfer, wait, w, &nb, &nc, &ni);
     for (int k = 0; k < w; k++) {
         if (k < nb) tui_cell(y, x + k, THEME_BAR_BUSY, L'\u2588', '#');
         else if (k < nb + nc) tui_cell(y, x + k, THEME_BAR_COMM, L'\u2592', '=');
@@ -217,57 +241,69 @@ static ThemeRole cell_role(TuiCellKind k) {
     return ROLES[k];
 }
 
-static void gantt_lane(int y, int x, int w, int h, const TuiEvent *ev, int n, double span) {
+// One lane. One row: the blocks' letters with each microbatch inline ("F12FFF"). Two rows
+// or more: the letters, then the labels under the blocks ("F12"), then the blocks' colors.
+static void gantt_lane(int y, int x, int w, int h, const TuiEvent *ev, int n, double t0, double span) {
     if (w <= 0) return;
     TuiGanttCell *cells = xmalloc(sizeof *cells * (size_t)w);
-    tui_gantt_raster(ev, n, 0.0, span > 0 ? span / w : 1.0, w, cells);
+    char *text = xmalloc((size_t)w + 1), *labels = xmalloc((size_t)w + 1);
+    tui_gantt_raster(ev, n, t0, span > 0 ? span / w : 1.0, w, cells);
+    if (h == 1) tui_gantt_text(cells, w, text);
+    else {
+        for (int k = 0; k < w; k++) text[k] = tui_cell_char((TuiCellKind)cells[k].kind);
+        tui_gantt_labels(cells, w, labels);
+    }
     for (int k = 0; k < w; k++) {
         const TuiCellKind kind = cells[k].kind;
         const ThemeRole role = cell_role(kind);
         for (int row = 0; row < h; row++) {
-            if (kind == TUI_CELL_IDLE) {
-                tui_cell(y + row, x + k, role, row == 0 ? L'\u00b7' : L' ', row == 0 ? '.' : ' ');
-                continue;
+            const char c = row == 0 ? text[k] : row == 1 ? labels[k] : ' ';
+            if (row == 0 && kind == TUI_CELL_IDLE) tui_cell(y, x + k, role, L'\u00b7', '.');
+            else if (row == 1 && c != ' ') tui_text(y + row, x + k, 1, THEME_TEXT, (char[]){c, 0});
+            else {
+                tui_set_role(kind == TUI_CELL_IDLE ? THEME_BACKGROUND : role);
+                mvaddch(y + row, x + k, (chtype)(unsigned char)c);
             }
-            // Lanes of two rows or more: the microbatch number under a block's second cell.
-            char c = tui_cell_char(kind);
-            const bool label = row == 1 && k > 0 && cells[k - 1].start && cells[k - 1].kind == kind &&
-                               !cells[k].start && cells[k].mb >= 0 && cells[k].mb < 10;
-            if (label) c = (char)('0' + cells[k].mb);
-            else if (row > 0) c = ' ';
-            tui_set_role(role);
-            mvaddch(y + row, x + k, (chtype)(unsigned char)c);
         }
     }
+    free(labels);
+    free(text);
     free(cells);
 }
 
-void tui_gantt(Rect lanes, int lane_h, int first, int n_lanes, int selected, const TuiEvent *ev,
-               const int *ev_off, double span) {
-    const int label_w = lanes.w >= 12 ? 4 : 0;
+int tui_gantt_label_w(int n_ranks, int width) {
+    int digits = 1;
+    for (int r = n_ranks - 1; r >= 10; r /= 10) digits++;
+    const int w = 1 + digits + 1;   // "r12 "
+    return width >= 3 * w ? w : 0;
+}
+
+void tui_gantt(Rect lanes, int lane_h, int first, int n_lanes, int selected, const TuiGanttData *d) {
+    const int label_w = tui_gantt_label_w(d->n_ranks, lanes.w);
     for (int k = 0; k < n_lanes; k++) {
         const int r = first + k, y = lanes.y + k * lane_h;
         if (y + lane_h > lanes.y + lanes.h) break;
-        if (label_w) tui_textf(y, lanes.x, label_w, r == selected ? THEME_SELECTED : THEME_DIM, "r%-3d", r);
-        gantt_lane(y, lanes.x + label_w, lanes.w - label_w, lane_h, ev + ev_off[r], ev_off[r + 1] - ev_off[r], span);
+        if (label_w) tui_textf(y, lanes.x, label_w, r == selected ? THEME_SELECTED : THEME_DIM, "r%-*d", label_w - 1, r);
+        gantt_lane(y, lanes.x + label_w, lanes.w - label_w, lane_h, d->ev + d->ev_off[r], d->ev_off[r + 1] - d->ev_off[r],
+                   d->t0, d->span);
     }
 }
 
-void tui_gantt_axis(int y, int x, int w, double span, const char *unit) {
-    const int label_w = w >= 12 ? 4 : 0;
+void tui_gantt_axis(int y, int x, int w, int label_w, double t0, double span, const char *unit) {
     tui_set_role(THEME_DIM);
     mvhline(y, x, ' ', w);
-    if (w - label_w < 8) return;
-    tui_text(y, x + label_w, 2, THEME_DIM, "0");
-    char right[48];
-    snprintf(right, sizeof right, "%.4g %s", span, unit);
-    tui_text_right(y, x + label_w + 2, w - label_w - 2, THEME_DIM, right);
-    const double mid = span / 2;
-    char mid_s[32];
-    snprintf(mid_s, sizeof mid_s, "%.3g", mid);
-    const int at = x + label_w + (w - label_w) / 2 - (int)strlen(mid_s) / 2;
-    if ((int)strlen(mid_s) + (int)strlen(right) + 6 < w - label_w)
-        tui_text(y, at, (int)strlen(mid_s), THEME_DIM, mid_s);
+    const int aw = w - label_w;
+    if (aw < 8) return;
+    char left[32], right[48], mid[32];
+    snprintf(left, sizeof left, "%.4g", t0);
+    snprintf(right, sizeof right, "%.4g %s", t0 + span, unit);
+    snprintf(mid, sizeof mid, "%.4g", t0 + span / 2);
+    const int lw = (int)strlen(left), rw = (int)strlen(right), mw = (int)strlen(mid);
+    if (lw + rw + 1 > aw) return;
+    tui_text(y, x + label_w, lw, THEME_DIM, left);
+    tui_text_right(y, x + label_w + lw, aw - lw, THEME_DIM, right);
+    const int at = x + label_w + aw / 2 - mw / 2;
+    if (at > x + label_w + lw + 1 && at + mw < x + w - rw - 1) tui_text(y, at, mw, THEME_DIM, mid);
 }
 
 void tui_plot(Rect area, const TuiPlotSeries *series, int n_series, float lo, float hi) {

@@ -4,8 +4,8 @@
 // the rectangles console/layout computes and nothing else. UI thread only (curses is not
 // thread-safe; the console has exactly one thread that calls it).
 //
-// Every widget stays readable without color: bars use one character per part (busy, comm,
-// idle), timeline cells carry their letter (F B I W, '-' comm, '.' idle), overlaid plots
+// Every widget stays readable without color: bars use one character per part (busy,
+// transfer, wait), timeline cells carry their letter (F B I W, '-' messages, '.' idle), overlaid plots
 // use different characters per series.
 #ifndef PPTRAIN_TUI_DRAW_H
 #define PPTRAIN_TUI_DRAW_H
@@ -24,40 +24,49 @@
 // (braille, block and box characters); no_color: NO_COLOR asked for attributes only (the
 // theme has then already been through theme_apply_no_color).
 void tui_draw_setup(const Theme *theme, bool utf8, bool no_color);
-bool tui_draw_utf8(void);
-bool tui_draw_color(void);            // colors are in use
-const Theme *tui_draw_theme(void);
 
 void tui_set_role(ThemeRole role);    // attribute + color pair for the following drawing
 void tui_fill(Rect r, ThemeRole role);
-// UTF-8 text at (y, x), at most w cells; returns the cells drawn.
+// UTF-8 text at (y, x), at most w cells (clipped: for texts sized to fit); returns the cells
+// drawn. tui_textf formats, then fits by whole words as tui_text_words does.
 int tui_text(int y, int x, int w, ThemeRole role, const char *s);
 int tui_textf(int y, int x, int w, ThemeRole role, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 // Right-aligned in [x, x+w).
 int tui_text_right(int y, int x, int w, ThemeRole role, const char *s);
-// One cell: the wide character when UTF-8 is available, else the ASCII / ACS fallback.
-void tui_cell(int y, int x, ThemeRole role, wchar_t wide, chtype narrow);
+// s when it fits in w cells, else its whole words that fit followed by an ellipsis (never a
+// word cut in two), and when not even its first word fits, an ellipsis and the end of s (a
+// long file name keeps the part that tells it apart); returns the cells drawn.
+int tui_text_words(int y, int x, int w, ThemeRole role, const char *s);
 
-// A bordered panel with its title in the top border.
+// A bordered panel with its title in the top border (whole words: tui_text_words).
 void tui_panel(Rect r, const char *title, ThemeRole title_role);
 
 void tui_keybar(const Rect *bar, const KeyBarItem *items, int n);
 void tui_too_small(const Rect *notice, int need_w, int need_h);
-// A centered box with lines of text (help, confirmation); returns its rectangle.
-Rect tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n);
+// A centered box with lines of text (help, confirmation), lines first .. first + rows it has,
+// each fitted by whole words; returns how many lines it shows.
+int tui_dialog(int cols, int rows, const char *title, const char *const *lines, int n, int first);
 
-// busy / comm / idle as one bar of w cells.
-void tui_util_bar(int y, int x, int w, double busy, double comm, double idle);
+// busy / transfer / wait as one bar of w cells.
+void tui_util_bar(int y, int x, int w, double busy, double transfer, double wait);
 // A progress bar of w cells filled to frac, with text centered on it.
 void tui_progress(int y, int x, int w, double frac, const char *text);
 
 // Gantt lanes: lane k (k = 0 .. n_lanes-1) of rect `lanes`, lane_h rows each, shows the
-// events of rank first + k: ev[ev_off[r] .. ev_off[r+1]), time [0, span) across the width.
-// selected: a rank whose label is highlighted (-1: none). Labels take the first 4 columns.
-void tui_gantt(Rect lanes, int lane_h, int first, int n_lanes, int selected, const TuiEvent *ev,
-               const int *ev_off, double span);
-// The time axis under the lanes: "0" at the left, `span` with its unit at the right.
-void tui_gantt_axis(int y, int x, int w, double span, const char *unit);
+// events of rank first + k: ev[ev_off[r] .. ev_off[r+1]), time [t0, t0 + span) across the
+// width, blocks labelled with their microbatch (tui_gantt_text). selected: a rank whose label
+// is highlighted (-1: none). Labels ("r12") take the first tui_gantt_label_w(n_ranks) columns.
+typedef struct {
+    const TuiEvent *ev;
+    const int *ev_off;
+    int n_ranks;             // lanes that exist (for the label width)
+    double t0, span;         // the window shown
+} TuiGanttData;
+void tui_gantt(Rect lanes, int lane_h, int first, int n_lanes, int selected, const TuiGanttData *d);
+int tui_gantt_label_w(int n_ranks, int width);
+// The time axis under the lanes: the window's start at the left, its end with its unit at
+// the right, the middle between them when there is room.
+void tui_gantt_axis(int y, int x, int w, int label_w, double t0, double span, const char *unit);
 
 // A line plot of up to TUI_PLOT_MAX series over area (y range [lo, hi]); each series its
 // role and, without color or UTF-8, its own character.

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console/tui/pure/tui_text.h"
 #include "console/tui/tui_app.h"
+#include "console/tui/pure/tui_bubble.h"
 #include "console/tui/tui_draw.h"
+#include "console/cli.h"
 #include "engine/run_json.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -195,7 +198,7 @@ static void sync_panes(TuiHistory *h, bool force) {
     if (stale) load_curves(h);
 }
 
-void tui_history_refresh(TuiApp *app, bool force) {
+static void history_load(TuiApp *app, bool force) {
     TuiHistory *h = &app->history;
     const double now = tui_now();
     if (!force && now - h->loaded_at < HISTORY_REFRESH_S) return;
@@ -227,21 +230,33 @@ void tui_history_refresh(TuiApp *app, bool force) {
 
 typedef struct {
     const char *head;
-    int w;          // columns, the first one included
+    int w;          // columns, the first one included (the schedule's: at least)
     int drop;       // dropped first when narrow: higher first; 0 never
 } Column;
 
 enum { C_MARK, C_ID, C_STARTED, C_STATUS, C_SCHED, C_SHAPE, C_STEPS, C_LOSS, C_TOKS, C_BUBBLE, N_COLS };
 static const Column TABLE_COLS[N_COLS] = {
-    {"", 2, 0}, {"id", 5, 0}, {"started", 12, 1}, {"status", 9, 0}, {"schedule", 14, 0},
-    {"PxVxD M", 10, 2}, {"steps", 10, 0}, {"loss", 7, 0}, {"tok/s", 7, 3}, {"bubble", 7, 4}};
+    {"", 2, 0}, {"id", 5, 0}, {"started", 12, 2}, {"status", 9, 0}, {"schedule", 10, 0},
+    {"PxVxD M", 10, 3}, {"steps", 10, 1}, {"loss", 7, 0}, {"tok/s", 7, 4}, {"bubble", 7, 5}};
+#define SCHED_COL_MAX 28
 
-static void visible_columns(int width, bool *on) {
+// A schedule as the table shows it: the name, or a CSV file's name without its folder.
+static const char *schedule_label(const DbRunInfo *r) {
+    const char *s = r->schedule ? r->schedule : "-", *slash = strrchr(s, '/');
+    return slash && slash[1] ? slash + 1 : s;
+}
+
+// Which columns show, and how wide: the schedule column fits the longest shown name (up to
+// SCHED_COL_MAX); columns leave, by their drop level, until the rest fit.
+static void visible_columns(const TuiHistory *h, int width, bool *on, int *w) {
     int total = 0;
-    for (int c = 0; c < N_COLS; c++) on[c] = true, total += TABLE_COLS[c].w;
-    for (int level = 1; level <= 4 && total > width; level++)
+    for (int c = 0; c < N_COLS; c++) on[c] = true, w[c] = TABLE_COLS[c].w;
+    for (int i = 0; i < h->n_shown; i++)
+        w[C_SCHED] = max_i(w[C_SCHED], min_i(SCHED_COL_MAX, tui_text_width(schedule_label(&h->runs[h->shown[i]])) + 1));
+    for (int c = 0; c < N_COLS; c++) total += w[c];
+    for (int level = 1; level <= 5 && total > width; level++)
         for (int c = 0; c < N_COLS; c++)
-            if (TABLE_COLS[c].drop == level) on[c] = false, total -= TABLE_COLS[c].w;
+            if (TABLE_COLS[c].drop == level) on[c] = false, total -= w[c];
 }
 
 static bool is_marked(const TuiHistory *h, int64_t id) {
@@ -258,7 +273,7 @@ static void cell_text(const TuiHistory *h, const DbRunInfo *r, int c, char *buf,
         snprintf(buf, size, "%.11s", r->started_at && strlen(r->started_at) > 16 ? r->started_at + 5 : "-");
         break;
     case C_STATUS: snprintf(buf, size, "%s", shown_status(r)); break;
-    case C_SCHED: snprintf(buf, size, "%s", r->schedule ? r->schedule : "-"); break;
+    case C_SCHED: snprintf(buf, size, "%s", schedule_label(r)); break;
     case C_SHAPE: snprintf(buf, size, "%dx%dx%d M%d", r->stages, r->virtual_stages, r->dp, r->microbatches); break;
     case C_STEPS: snprintf(buf, size, "%d/%d", r->last_step, r->steps_planned); break;
     case C_LOSS: snprintf(buf, size, isnan(r->last_loss) ? "-" : "%.4f", r->last_loss); break;
@@ -277,12 +292,11 @@ static void draw_table(TuiApp *app, const HistoryLayout *L) {
     tui_panel(L->table, title, THEME_TITLE);
     const Rect in = layout_inner(L->table);
     bool on[N_COLS];
-    visible_columns(in.w, on);
+    int cw[N_COLS];
+    visible_columns(h, in.w, on, cw);
     int x = in.x;
     for (int c = 0; c < N_COLS; c++)
-        if (on[c])
-            x += tui_textf(in.y, x, min_i(TABLE_COLS[c].w, in.x + in.w - x), THEME_DIM, "%-*s", TABLE_COLS[c].w,
-                           TABLE_COLS[c].head);
+        if (on[c]) x += tui_textf(in.y, x, min_i(cw[c], in.x + in.w - x), THEME_DIM, "%-*s", cw[c], TABLE_COLS[c].head);
     if (h->error[0] && h->n_runs == 0) {
         tui_text(in.y + 1, in.x + 1, in.w - 1, THEME_DIM, h->error);
         return;
@@ -298,14 +312,14 @@ static void draw_table(TuiApp *app, const HistoryLayout *L) {
         x = in.x;
         for (int c = 0; c < N_COLS; c++) {
             if (!on[c]) continue;
-            char cell[64];
+            char cell[256];
             cell_text(h, r, c, cell, sizeof cell);
             ThemeRole role = sel ? THEME_SELECTED : THEME_TEXT;
             const bool failed = r->crashed || (r->status && !strcmp(r->status, "failed"));
             const bool running = !r->crashed && r->status && !strcmp(r->status, "running");
             if (!sel && c == C_STATUS && (failed || running)) role = failed ? THEME_ERROR : THEME_TITLE;
-            const int w = min_i(TABLE_COLS[c].w, in.x + in.w - x);
-            tui_textf(y, x, w, role, "%-*.*s", w - 1 > 0 ? w - 1 : 0, w - 1 > 0 ? w - 1 : 0, cell);
+            const int w = min_i(cw[c], in.x + in.w - x);
+            tui_text_words(y, x, w - 1, role, cell);
             x += w;
         }
     }
@@ -343,8 +357,11 @@ static void draw_compare(TuiApp *app, const HistoryLayout *L) {
     tui_panel(L->detail, "compare  (space marks or unmarks)", THEME_TITLE);
     const Rect in = layout_inner(L->detail);
     int y = in.y;
-    tui_textf(y++, in.x, in.w, THEME_DIM, "  %-5s%-12s%8s%7s%9s%8s", "run", "schedule", "bubble", "tok/s", "peak act",
-              "loss");
+    // run, schedule (what is left), bubble, tok/s, peak act, loss: numbers right-aligned.
+    const int num_w = 8 + 7 + 9 + 8, sched_w = in.w - 2 - 5 - num_w;
+    tui_textf(y, in.x, in.w, THEME_DIM, "  %-5s", "run");
+    tui_text(y, in.x + 7, sched_w - 1, THEME_DIM, "schedule");
+    tui_textf(y++, in.x + 7 + sched_w, num_w, THEME_DIM, "%8s%7s%9s%8s", "bubble", "tok/s", "peak act", "loss");
     for (int i = 0; i < h->n_curves && y < in.y + in.h; i++) {
         const TuiRunCurve *c = &h->curves[i];
         const DbRunInfo *r = find_run(h, c->id);
@@ -354,11 +371,30 @@ static void draw_compare(TuiApp *app, const HistoryLayout *L) {
         if (r && !isnan(r->mean_bubble)) snprintf(bubble, sizeof bubble, "%.1f%%", 100 * r->mean_bubble);
         if (r && !isnan(r->last_loss)) snprintf(loss, sizeof loss, "%.4f", r->last_loss);
         tui_textf(y, in.x, 2, CURVE_ROLES[i], "%c ", CURVE_MARKS[i]);
-        tui_textf(y++, in.x + 2, in.w - 2, CURVE_ROLES[i], "%-5lld%-12.11s%8s%7s%9s%8s", (long long)c->id,
-                  r && r->schedule ? r->schedule : "-", bubble, toks, peak, loss);
+        tui_textf(y, in.x + 2, 5, CURVE_ROLES[i], "%lld", (long long)c->id);
+        tui_text_words(y, in.x + 7, sched_w - 1, CURVE_ROLES[i], r ? schedule_label(r) : "-");
+        tui_textf(y++, in.x + 7 + sched_w, num_w, CURVE_ROLES[i], "%8s%7s%9s%8s", bubble, toks, peak, loss);
     }
     draw_curves(h, (Rect){in.x, y, in.w, in.y + in.h - y});
 }
+
+// Fields left to right, two blanks apart; a field that does not fit the row starts the next.
+// Returns the row after the last one used (at most end).
+static int draw_wrapped(int y, int end, int x, int w, ThemeRole role, char (*fields)[96], int n) {
+    int at = 0;
+    for (int i = 0; i < n && y < end; i++) {
+        const int fw = tui_text_width(fields[i]);
+        if (at && at + 2 + fw > w) {
+            if (++y >= end) return y;
+            at = 0;
+        }
+        at += (at ? 2 : 0);
+        at += tui_text_words(y, x + at, w - at, role, fields[i]);
+    }
+    return y + 1 < end ? y + 1 : end;
+}
+
+static bool run_oversubscribed(const DbRunInfo *r) { return r->host_cores > 0 && r->host_ranks > r->host_cores; }
 
 static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     TuiHistory *h = &app->history;
@@ -373,13 +409,29 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     char params[16], toks[16];
     tui_fmt_count((double)r->params, params, sizeof params);
     tui_fmt_count(r->median_tokens_per_s, toks, sizeof toks);
-    tui_textf(y++, in.x, in.w, THEME_TEXT, "%s  started %s", shown_status(r), r->started_at ? r->started_at : "-");
-    tui_textf(y++, in.x, in.w, THEME_TEXT, "%s  P%d V%d D%d M%d  %s %s  B%d T%d  lr %g",
-              r->schedule ? r->schedule : "-", r->stages, r->virtual_stages, r->dp, r->microbatches,
-              r->model ? r->model : "-", params, r->batch, r->seq_len, r->lr);
-    if (y < end)
-        tui_textf(y++, in.x, in.w, THEME_TEXT, "steps %d/%d  loss %.4f (min %.4f)  %s tok/s  bubble %.1f%%",
-                  r->last_step, r->steps_planned, r->last_loss, r->min_loss, toks, 100 * r->mean_bubble);
+    char f[8][96];
+    snprintf(f[0], 96, "%s", shown_status(r));
+    snprintf(f[1], 96, "started %.40s", r->started_at ? r->started_at : "-");
+    y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, 2);
+    snprintf(f[0], 96, "%.90s", schedule_label(r));
+    snprintf(f[1], 96, "P%d V%d D%d M%d", r->stages, r->virtual_stages, r->dp, r->microbatches);
+    snprintf(f[2], 96, "%.60s %s", r->model ? r->model : "-", params);
+    snprintf(f[3], 96, "B%d T%d", r->batch, r->seq_len);
+    snprintf(f[4], 96, "lr %g", r->lr);
+    snprintf(f[5], 96, "%s %s", r->transport ? r->transport : "-", r->device ? r->device : "-");
+    y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, 6);
+    snprintf(f[0], 96, "steps %d/%d", r->last_step, r->steps_planned);
+    snprintf(f[1], 96, "loss %.4f (min %.4f)", r->last_loss, r->min_loss);
+    snprintf(f[2], 96, "%s tok/s", toks);
+    if (y < end) y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, 3);
+    if (y < end && isfinite(r->mean_bubble)) {
+        const TuiBubble b = {r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention,
+                             run_oversubscribed(r)};
+        char text[256];
+        if (isfinite(r->mean_ideal)) tui_bubble_text(&b, in.w, text, sizeof text);
+        else snprintf(text, sizeof text, "bubble %.1f%%", 100 * r->mean_bubble);
+        tui_text(y++, in.x, in.w, THEME_TEXT, text);
+    }
     if (r->error && y < end) tui_text(y++, in.x, in.w, THEME_ERROR, r->error);
     if (h->n_stages && y < end) {
         char line[512];
@@ -405,21 +457,25 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     draw_curves(h, (Rect){in.x, y, in.w, end - y});
 }
 
-void tui_history_draw(TuiApp *app, int cols, int rows) {
+static void history_draw(TuiApp *app, int cols, int rows) {
     TuiHistory *h = &app->history;
     HistoryLayout L;
-    if (layout_history(cols, rows, h->filter_open, &L)) {
+    if (layout_history(cols, rows, h->filter_open || h->goon_open, &L)) {
         tui_too_small(&L.notice, LAYOUT_HISTORY_MIN_W, LAYOUT_HISTORY_MIN_H);
         return;
     }
     tui_fill(L.header, THEME_HEADER);
     const int x = tui_text(0, 0, cols, THEME_TITLE, "pptrain history  ");
-    if (app->status[0] && tui_now() < app->status_until) tui_text(0, x, cols - x, app->status_role, app->status);
-    else tui_textf(0, x, cols - x, THEME_HEADER, "%s  space marks runs to compare  / filters", app->db_path);
+    if (!tui_app_header_note(app, 0, x, cols - x))
+        tui_textf(0, x, cols - x, THEME_HEADER, "%s  space marks runs to compare  / filters", app->db_path);
     draw_table(app, &L);
     if (h->n_marked >= 2) draw_compare(app, &L);
     else draw_detail(app, &L);
-    if (h->filter_open) {
+    if (h->goon_open) {
+        tui_fill(L.filter, THEME_INPUT);
+        tui_textf(L.filter.y, 0, cols, THEME_INPUT, "Go on to step: %s_   (its checkpoint is at its last step, %d; "
+                  "Enter resumes, Esc cancels)", h->goon, h->goon_from);
+    } else if (h->filter_open) {
         tui_fill(L.filter, THEME_INPUT);
         tui_textf(L.filter.y, 0, cols, THEME_INPUT, "Filter: %s_   (Enter keeps, Esc clears)", h->filter);
     }
@@ -479,7 +535,16 @@ static void key_checkpoint(TuiApp *app) {
     if (h->n_cks) h->ck_sel = (h->ck_sel + 1) % h->n_cks;
 }
 
-// Resume the selected run: from the picked checkpoint's folder, or the run's newest one.
+// The newest complete checkpoint of the detail pane's run at or before the picked one.
+static const DbCheckpointInfo *resume_checkpoint(const TuiHistory *h, int64_t run) {
+    if (h->detail_id != run) return NULL;
+    for (int k = h->ck_sel; k >= 0 && k < h->n_cks; k--)
+        if (h->cks[k].dir && h->cks[k].status && strcmp(h->cks[k].status, "complete") == 0) return &h->cks[k];
+    return NULL;
+}
+
+// Resume the selected run: from the picked checkpoint's folder, or the run's newest one. A
+// checkpoint at the run's last step has nothing left to run: ask for the step to go on to.
 static void key_resume(TuiApp *app) {
     TuiHistory *h = &app->history;
     const DbRunInfo *r = selected(h);
@@ -491,47 +556,89 @@ static void key_resume(TuiApp *app) {
         return;
     }
     ro.rc.optim.total_steps = ro.rc.steps;
+    // The run goes on as its checkpoint says: the options the console was started with were
+    // for its first run (a --batch among them would be refused as a change on --resume).
+    ro.given = 0;
     const int D = ro.pipe.dp > 0 ? ro.pipe.dp : 1;
     if (app->mpi && ro.pipe.ranks * D != app->world) {
         tui_app_status(app, THEME_ERROR, "run %lld ran on %d x %d ranks; this mpirun has %d", (long long)r->id,
                        ro.pipe.ranks, D, app->world);
         return;
     }
-    const DbCheckpointInfo *ck = h->detail_id == r->id && h->n_cks ? &h->cks[h->ck_sel] : NULL;
-    if (ck && ck->dir && ck->status && strcmp(ck->status, "complete") == 0)
-        snprintf(ro.resume, sizeof ro.resume, "%s", ck->dir);
+    const DbCheckpointInfo *ck = resume_checkpoint(h, r->id);
+    if (ck) snprintf(ro.resume, sizeof ro.resume, "%s", ck->dir);
     else snprintf(ro.resume, sizeof ro.resume, "%lld", (long long)r->id);
+    if (ck && ck->step >= ro.rc.steps) {
+        h->goon_open = true;
+        h->goon_from = ck->step;
+        h->goon_ro = ro;
+        snprintf(h->goon, sizeof h->goon, "%d", 2 * ck->step);
+        return;
+    }
     tui_app_start_run(app, &ro);
 }
 
-const TuiBinding TUI_HISTORY_KEYS[] = {
-    {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", "F1 ?      help", tui_key_help, NULL},
-    {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", "F2        setup: schedule, stages, run options", tui_key_setup, NULL},
-    {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", "F3        the live run", tui_key_live, NULL},
-    {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", "F4        this history screen", tui_key_history, NULL},
-    {{TUI_FN(KEY_F(5)), 'R', 0}, "F5", "Resume", "F5 R      resume the run from the picked (or newest) checkpoint",
-     key_resume, NULL},
-    {{TUI_FN(KEY_F(6)), 'o', 0}, "F6", "Sort", "F6 o      sort by the next column (r reverses)", key_sort, NULL},
-    {{TUI_FN(KEY_F(7)), ' ', 'm'}, "F7", "Mark", "F7 space  mark / unmark a run; two or more are compared", key_mark,
-     NULL},
-    {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", "F8 t      next theme", tui_key_theme, NULL},
-    {{TUI_FN(KEY_F(9)), '/', 0}, "F9", "Filter", "F9 /      filter by id, schedule, status, model", key_filter, NULL},
-    {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", "F10 q     quit (asks first while a run is live)", tui_key_quit,
-     NULL},
-    {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, "up k      previous run", key_up, NULL},
-    {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, "down j    next run", key_down, NULL},
-    {{TUI_FN(KEY_PPAGE), 0, 0}, NULL, NULL, "PgUp PgDn Home End  move further", key_pgup, NULL},
-    {{TUI_FN(KEY_NPAGE), 0, 0}, NULL, NULL, NULL, key_pgdn, NULL},
-    {{TUI_FN(KEY_HOME), 'g', 0}, NULL, NULL, NULL, key_home, NULL},
-    {{TUI_FN(KEY_END), 'G', 0}, NULL, NULL, NULL, key_end, NULL},
-    {{'c', TUI_FN(KEY_RIGHT), 'l'}, NULL, NULL, "c l right pick the next checkpoint of the run", key_checkpoint, NULL},
-    {{'r', 0, 0}, NULL, NULL, "r         reverse the sort", key_reverse, NULL},
-};
-const int TUI_HISTORY_NKEYS = sizeof TUI_HISTORY_KEYS / sizeof TUI_HISTORY_KEYS[0];
-
-// The filter line takes every key while open.
-bool tui_history_key(TuiApp *app, int key) {
+// Enter on the go-on line: the resume with --steps N, as `pptrain train --resume DIR --steps N`.
+static void goon_start(TuiApp *app) {
     TuiHistory *h = &app->history;
+    char steps[16];
+    snprintf(steps, sizeof steps, "%s", h->goon);
+    char *argv[] = {"--steps", steps};
+    Error err;
+    RunOptions ro = h->goon_ro;
+    long n = 0;
+    if (cli_parse_int("steps", steps, h->goon_from + 1, 100000000, &n, &err) ||
+        run_options_parse(2, argv, 0, &ro, &err) < 0) {
+        tui_app_status(app, THEME_ERROR, "%s (more than %d)", err.msg, h->goon_from);
+        return;
+    }
+    h->goon_open = false;
+    tui_app_start_run(app, &ro);
+}
+
+static const TuiBinding HISTORY_KEYS[] = {
+    {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", 0, "F1 ?      help", tui_key_help, NULL},
+    {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", 1, "F2        setup: schedule, stages, run options", tui_key_setup, NULL},
+    {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", 1, "F3        the live run", tui_key_live, NULL},
+    {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", 3, "F4        this history screen", tui_key_history, NULL},
+    {{TUI_FN(KEY_F(5)), 'R', 0}, "F5", "Resume", 0, "F5 R      resume the run from the picked (or newest) checkpoint",
+     key_resume, NULL},
+    {{TUI_FN(KEY_F(6)), 'o', 0}, "F6", "Sort", 2, "F6 o      sort by the next column (r reverses)", key_sort, NULL},
+    {{TUI_FN(KEY_F(7)), ' ', 'm'}, "F7", "Mark", 0, "F7 space  mark / unmark a run; two or more are compared", key_mark,
+     NULL},
+    {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", 2, "F8 t      next theme", tui_key_theme, NULL},
+    {{TUI_FN(KEY_F(9)), '/', 0}, "F9", "Filter", 1, "F9 /      filter by id, schedule, status, model", key_filter, NULL},
+    {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", 0, "F10 q     quit (asks first while a run is live)", tui_key_quit,
+     NULL},
+    {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, 0, "up k      previous run", key_up, NULL},
+    {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, 0, "down j    next run", key_down, NULL},
+    {{TUI_FN(KEY_PPAGE), 0, 0}, NULL, NULL, 0, "PgUp PgDn Home End  move further", key_pgup, NULL},
+    {{TUI_FN(KEY_NPAGE), 0, 0}, NULL, NULL, 0, NULL, key_pgdn, NULL},
+    {{TUI_FN(KEY_HOME), 'g', 0}, NULL, NULL, 0, NULL, key_home, NULL},
+    {{TUI_FN(KEY_END), 'G', 0}, NULL, NULL, 0, NULL, key_end, NULL},
+    {{'c', TUI_FN(KEY_RIGHT), 'l'}, NULL, NULL, 0, "c l right pick the next checkpoint of the run", key_checkpoint, NULL},
+    {{'r', 0, 0}, NULL, NULL, 0, "r         reverse the sort", key_reverse, NULL},
+};
+
+// The go-on line takes digits, Backspace, Enter and Esc while open.
+static bool goon_key(TuiApp *app, int key) {
+    TuiHistory *h = &app->history;
+    const size_t len = strlen(h->goon);
+    if (key == '\n' || key == '\r' || key == TUI_FN(KEY_ENTER)) goon_start(app);
+    else if (key == 27) h->goon_open = false;
+    else if (key == TUI_FN(KEY_BACKSPACE) || key == 127 || key == 8) {
+        if (len) h->goon[len - 1] = '\0';
+    } else if (key >= '0' && key <= '9' && len + 1 < sizeof h->goon) {
+        h->goon[len] = (char)key;
+        h->goon[len + 1] = '\0';
+    }
+    return true;
+}
+
+// The filter line (and the go-on line) take every key while open.
+static bool history_key(TuiApp *app, int key) {
+    TuiHistory *h = &app->history;
+    if (h->goon_open) return goon_key(app, key);
     if (!h->filter_open) return false;
     const size_t len = strlen(h->filter);
     if (key == '\n' || key == '\r' || key == TUI_FN(KEY_ENTER)) h->filter_open = false;
@@ -547,10 +654,10 @@ bool tui_history_key(TuiApp *app, int key) {
     return true;
 }
 
-void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
+static void history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
     TuiHistory *h = &app->history;
     HistoryLayout L;
-    if (layout_history(cols, rows, h->filter_open, &L)) return;
+    if (layout_history(cols, rows, h->filter_open || h->goon_open, &L)) return;
     const Rect in = layout_inner(L.table);
     const Rect list = {in.x, in.y + 1, in.w, L.table_rows};
     if (!layout_contains(&list, x, y)) return;
@@ -560,3 +667,16 @@ void tui_history_click(TuiApp *app, int cols, int rows, int x, int y, bool twice
     sync_panes(h, false);
     if (twice) key_mark(app);
 }
+
+static void history_enter(TuiApp *app) { history_load(app, true); }
+
+// Reloads the store every HISTORY_REFRESH_S; true when it did.
+static bool history_refresh(TuiApp *app) {
+    const double loaded = app->history.loaded_at;
+    history_load(app, false);
+    return app->history.loaded_at != loaded;
+}
+
+const TuiScreenOps TUI_HISTORY_SCREEN = {.enter = history_enter, .poll = history_refresh, .draw = history_draw,
+                                         .key = history_key, .click = history_click, .keys = HISTORY_KEYS,
+                                         .n_keys = (int)(sizeof HISTORY_KEYS / sizeof HISTORY_KEYS[0])};

@@ -41,16 +41,16 @@ static int run_one(TuiRunner *r, const RunOptions *ro) {
     RunSession *s = xcalloc(1, sizeof *s);
     s->ro = *ro;
     s->ro.pipe.mpi_comm = NULL;
-    s->view = tui_live_hooks(r->live);
-    tui_live_begin(r->live, ro, &s->recorder.run, ideal_bubble(ro));
-    r->live->pause_limit_s = r->mpi ? 0.5 * ro->pipe.timeout_s : 0.0;
+    s->view = tui_snapshot_hooks(r->snap);
+    tui_snapshot_begin(r->snap, ro, &s->recorder.run, ideal_bubble(ro));
+    r->snap->pause_limit_s = r->mpi ? 0.5 * ro->pipe.timeout_s : 0.0;
     RunSummary sum;
     Error err = {{0}};
     const int rc = run_session(s, &sum, &err);
     char note[512] = "";
     if (rc) snprintf(note, sizeof note, "%s", err.msg);
     else if (s->last_ckpt_id > 0) snprintf(note, sizeof note, "checkpoint %.480s", s->last_ckpt_dir);
-    tui_live_end(r->live, rc ? TUI_RUN_FAILED : sum.stopped ? TUI_RUN_STOPPED : TUI_RUN_FINISHED, note,
+    tui_snapshot_end(r->snap, rc ? TUI_RUN_FAILED : sum.stopped ? TUI_RUN_STOPPED : TUI_RUN_FINISHED, note,
                  s->recorder.run);
     free(s);
     return rc;
@@ -79,9 +79,9 @@ static void *runner_main(void *arg) {
     return NULL;
 }
 
-int tui_runner_start(TuiRunner *r, TuiLive *live, bool mpi, Error *err) {
+int tui_runner_start(TuiRunner *r, TuiSnapshot *snap, bool mpi, Error *err) {
     memset(r, 0, sizeof *r);
-    r->live = live;
+    r->snap = snap;
     r->mpi = mpi;
     if (mpi && MPI_Comm_dup(MPI_COMM_WORLD, &command_comm) != MPI_SUCCESS) {
         error_set(err, "MPI_Comm_dup failed");

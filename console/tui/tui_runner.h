@@ -17,7 +17,7 @@
 #include "console/tui/tui_snapshot.h"
 
 typedef struct {
-    TuiLive *live;
+    TuiSnapshot *snap;
     bool mpi;
     void *comm;                 // MPI: the commands' communicator (MPI_Comm *)
     pthread_t thread;
@@ -32,7 +32,7 @@ typedef struct {
 
 // Starts the thread. mpi: broadcast commands over a duplicate of MPI_COMM_WORLD (MPI must be
 // initialized). Returns 0, or -1 with err.
-int tui_runner_start(TuiRunner *r, TuiLive *live, bool mpi, Error *err);
+int tui_runner_start(TuiRunner *r, TuiSnapshot *snap, bool mpi, Error *err);
 // Queues a run; refused (-1 with err) while one is live or after a failed MPI run.
 int tui_runner_submit(TuiRunner *r, const RunOptions *ro, Error *err);
 bool tui_runner_busy(TuiRunner *r);

@@ -74,7 +74,7 @@ void tui_setup_init(TuiSetup *s, const RunOptions *ro) {
 
 void tui_setup_free(TuiSetup *s) { tui_plan_free(&s->plan); }
 
-void tui_setup_enter(TuiApp *app) { scan_schedules(&app->setup); }
+static void setup_enter(TuiApp *app) { scan_schedules(&app->setup); }
 
 // ---- options and validation ---------------------------------------------------------------------
 
@@ -284,7 +284,7 @@ static void draw_form(TuiApp *app, const SetupLayout *L) {
             tui_fill((Rect){in.x + lw, y, in.w - lw, 1}, THEME_INPUT);
             tui_textf(y, in.x + lw, in.w - lw, THEME_INPUT, "%s_", s->edit);
         } else {
-            tui_text(y, in.x + lw, in.w - lw, role, value);
+            tui_text_words(y, in.x + lw, in.w - lw, role, value);
         }
     }
 }
@@ -319,9 +319,10 @@ static void draw_plan(TuiApp *app, const SetupLayout *L) {
     snprintf(title, sizeof title, "plan: %s  P%d x V%d  M%d  (F=1 B=2 W=1 per rank's layers)", p->name, p->P,
              p->S / p->P, p->M);
     tui_panel(L->plan, title, THEME_TITLE);
-    tui_gantt(L->plan_lanes, L->lane_h, 0, min_i(L->lanes_visible, p->P), -1, p->ev, p->ev_off, p->makespan);
+    const TuiGanttData d = {p->ev, p->ev_off, p->P, 0.0, p->makespan};
+    tui_gantt(L->plan_lanes, L->lane_h, 0, min_i(L->lanes_visible, p->P), -1, &d);
     int y = L->plan_lanes.y + L->plan_lanes.h;
-    tui_gantt_axis(y++, in.x, in.w, p->makespan, "units");
+    tui_gantt_axis(y++, in.x, in.w, tui_gantt_label_w(p->P, in.w), 0.0, p->makespan, "units");
     const double f = formula_bubble(p->name, p->P, p->M, p->S / p->P);
     char formula[64] = "";
     if (!isnan(f)) snprintf(formula, sizeof formula, "; the paper's formula %.2f%%", 100 * f);
@@ -333,7 +334,7 @@ static void draw_plan(TuiApp *app, const SetupLayout *L) {
     else tui_textf(y, in.x, in.w, THEME_TEXT, "peak activations (microbatches) per stage %s; layers %s", peak, layers);
 }
 
-void tui_setup_draw(TuiApp *app, int cols, int rows) {
+static void setup_draw(TuiApp *app, int cols, int rows) {
     TuiSetup *s = &app->setup;
     replan(app);
     SetupLayout L;
@@ -345,11 +346,10 @@ void tui_setup_draw(TuiApp *app, int cols, int rows) {
     tui_fill(L.header, THEME_HEADER);
     const int x = tui_text(0, 0, cols, THEME_TITLE, "pptrain setup  ");
     const bool live = app->runner && tui_runner_busy(app->runner);
-    if (app->status[0] && tui_now() < app->status_until) tui_text(0, x, cols - x, app->status_role, app->status);
-    else
-        tui_text(0, x, cols - x, THEME_HEADER,
-                 live ? "a run is live (F3); stop it to start another"
-                      : "Enter/F5 starts  arrows/hjkl move and change  e or digits edit");
+    if (!tui_app_header_note(app, 0, x, cols - x))
+        tui_text_words(0, x, cols - x, THEME_HEADER,
+                       live ? "a run is live (F3); stop it to start another"
+                            : "Enter/F5 starts  arrows/hjkl move and change  e or digits edit");
     draw_form(app, &L);
     draw_plan(app, &L);
 }
@@ -409,31 +409,30 @@ static void key_edit(TuiApp *app) {
     if (paren) *paren = '\0';
 }
 
-const TuiBinding TUI_SETUP_KEYS[] = {
-    {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", "F1 ?      help", tui_key_help, NULL},
-    {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", "F2        this setup screen", tui_key_setup, NULL},
-    {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", "F3        the live run", tui_key_live, NULL},
-    {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", "F4        history of runs", tui_key_history, NULL},
-    {{TUI_FN(KEY_F(5)), '\n', '\r'}, "F5", "Start",
+static const TuiBinding SETUP_KEYS[] = {
+    {{TUI_FN(KEY_F(1)), '?', 0}, "F1", "Help", 0, "F1 ?      help", tui_key_help, NULL},
+    {{TUI_FN(KEY_F(2)), 0, 0}, "F2", "Setup", 3, "F2        this setup screen", tui_key_setup, NULL},
+    {{TUI_FN(KEY_F(3)), 0, 0}, "F3", "Live", 1, "F3        the live run", tui_key_live, NULL},
+    {{TUI_FN(KEY_F(4)), 0, 0}, "F4", "History", 1, "F4        history of runs", tui_key_history, NULL},
+    {{TUI_FN(KEY_F(5)), '\n', '\r'}, "F5", "Start", 0,
      "F5 Enter  start the run (Enter on a schedule: choose it and start)", start, NULL},
-    {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", "F8 t      next theme", tui_key_theme, NULL},
-    {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", "F10 q     quit (asks first while a run is live)", tui_key_quit,
+    {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", 2, "F8 t      next theme", tui_key_theme, NULL},
+    {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", 0, "F10 q     quit (asks first while a run is live)", tui_key_quit,
      NULL},
-    {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, "up k      previous line", key_up, NULL},
-    {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, "down j    next line", key_down, NULL},
-    {{TUI_FN(KEY_PPAGE), 0, 0}, NULL, NULL, "PgUp PgDn  ten lines", key_pgup, NULL},
-    {{TUI_FN(KEY_NPAGE), 0, 0}, NULL, NULL, NULL, key_pgdn, NULL},
-    {{TUI_FN(KEY_LEFT), 'h', '-'}, NULL, NULL, "left h -  smaller value (on a schedule: choose it)", key_left, NULL},
-    {{TUI_FN(KEY_RIGHT), 'l', '+'}, NULL, NULL, "right l + larger value (space: choose the schedule)", key_right, NULL},
-    {{' ', 0, 0}, NULL, NULL, NULL, key_right, NULL},
-    {{'e', TUI_FN(KEY_IC), 0}, NULL, NULL,
+    {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, 0, "up k      previous line", key_up, NULL},
+    {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, 0, "down j    next line", key_down, NULL},
+    {{TUI_FN(KEY_PPAGE), 0, 0}, NULL, NULL, 0, "PgUp PgDn  ten lines", key_pgup, NULL},
+    {{TUI_FN(KEY_NPAGE), 0, 0}, NULL, NULL, 0, NULL, key_pgdn, NULL},
+    {{TUI_FN(KEY_LEFT), 'h', '-'}, NULL, NULL, 0, "left h -  smaller value (on a schedule: choose it)", key_left, NULL},
+    {{TUI_FN(KEY_RIGHT), 'l', '+'}, NULL, NULL, 0, "right l + larger value (space: choose the schedule)", key_right, NULL},
+    {{' ', 0, 0}, NULL, NULL, 0, NULL, key_right, NULL},
+    {{'e', TUI_FN(KEY_IC), 0}, NULL, NULL, 0,
      "e         edit the field (digits start editing too; Enter keeps, Esc drops)", key_edit, NULL},
-    {{TUI_FN(KEY_ENTER), 0, 0}, NULL, NULL, NULL, start, NULL},
+    {{TUI_FN(KEY_ENTER), 0, 0}, NULL, NULL, 0, NULL, start, NULL},
 };
-const int TUI_SETUP_NKEYS = sizeof TUI_SETUP_KEYS / sizeof TUI_SETUP_KEYS[0];
 
 // Editing takes every key; digits start editing a numeric field.
-bool tui_setup_key(TuiApp *app, int key) {
+static bool setup_key(TuiApp *app, int key) {
     TuiSetup *s = &app->setup;
     if (!s->editing) {
         const bool numeric = !on_schedule(s) && cursor_field(s) != TUI_FIELD_MODEL && cursor_field(s) != TUI_FIELD_DATA;
@@ -458,7 +457,8 @@ bool tui_setup_key(TuiApp *app, int key) {
     return true;
 }
 
-void tui_setup_click(TuiApp *app, int cols, int rows, int x, int y) {
+static void setup_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
+    (void)twice;
     TuiSetup *s = &app->setup;
     SetupLayout L;
     const int P = s->plan_ok ? max_i(1, min_i(s->plan.P, LAYOUT_MAX_STAGES)) : 1;
@@ -471,3 +471,7 @@ void tui_setup_click(TuiApp *app, int cols, int rows, int x, int y) {
     s->cursor = line;
     if (line < s->n_names) change(app, 1);   // a click on a schedule chooses it
 }
+
+const TuiScreenOps TUI_SETUP_SCREEN = {.enter = setup_enter, .draw = setup_draw, .key = setup_key,
+                                       .click = setup_click, .keys = SETUP_KEYS,
+                                       .n_keys = (int)(sizeof SETUP_KEYS / sizeof SETUP_KEYS[0])};

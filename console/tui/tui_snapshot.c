@@ -5,9 +5,11 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "console/cli.h"
 #include "engine/schedule/schedule.h"
 
 static double now_s(void) {
@@ -35,7 +37,8 @@ void tui_view_reset(TuiView *v) {
     tui_series_reset(&v->loss_series);
 }
 
-void tui_view_copy(TuiView *dst, const TuiView *src) {
+// Copies the filled parts of src (the whole struct is ~300 KiB, mostly spare capacity).
+static void view_copy(TuiView *dst, const TuiView *src) {
     memcpy(dst, src, offsetof(TuiView, ev));
     const int n = src->ev_off[min_i(src->n_ranks, TUI_MAX_RANKS)];
     memcpy(dst->ev, src->ev, sizeof(TuiEvent) * (size_t)n);
@@ -47,7 +50,9 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     snprintf(v->schedule, sizeof v->schedule, "%.255s", po->schedule);
     snprintf(v->model, sizeof v->model, "%s", rc->model.name);
     snprintf(v->transport, sizeof v->transport, "%s", transport_kind_name(po->transport));
-    snprintf(v->device, sizeof v->device, "%s", po->device == DEVICE_CUDA ? "cuda" : "cpu");
+    cli_device_text(po->device, po->gpu_fp32, v->device, sizeof v->device);
+    v->host_cores = telemetry_host_cores();
+    v->host_ranks = telemetry_host_ranks(po->transport == TRANSPORT_KIND_LOCAL, po->ranks * (po->dp > 0 ? po->dp : 1));
     v->P = po->ranks;
     v->V = po->virtual_stages ? po->virtual_stages
            : schedule_is_builtin(po->schedule) ? schedule_default_virtual(po->schedule) : 0;
@@ -62,7 +67,7 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     for (int r = 0; r < v->n_ranks; r++) {
         TuiRankRow *row = &v->rank[r];
         snprintf(row->layers, sizeof row->layers, "?");
-        row->busy_ms = row->idle_ms = row->comm_ms = row->peak_bytes = NAN;
+        row->busy_ms = row->transfer_ms = row->wait_ms = row->peak_bytes = NAN;
     }
 }
 
@@ -72,23 +77,102 @@ double tui_view_eta(const TuiView *v) {
     return left > 0 ? left * v->run_s / v->steps_done : 0.0;
 }
 
+// ---- kept timelines -----------------------------------------------------------------------------
+
+static void ring_free(TuiSnapshot *l) {
+    free(l->ring_ev);
+    free(l->ring_off);
+    free(l->ring_step);
+    free(l->ring_span);
+    l->ring_ev = NULL, l->ring_off = l->ring_step = NULL, l->ring_span = NULL;
+    l->ring_cap = l->ring_n = l->ring_next = 0;
+}
+
+// Sized from the first measured step: every step of a run has the same actions.
+static void ring_alloc(TuiSnapshot *l, const TuiView *v) {
+    const int lanes = v->n_ranks, per = v->ev_off[lanes] > 0 ? v->ev_off[lanes] : 1;
+    const size_t step_bytes = (size_t)per * sizeof(TuiEvent) + (size_t)(lanes + 1) * sizeof(int) + 16;
+    const int want = v->steps_planned > 0 ? v->steps_planned : 1;
+    const size_t fit = TUI_HISTORY_BYTES / step_bytes;
+    l->ring_cap = (int)(fit < 1 ? 1 : fit < (size_t)want ? fit : (size_t)want);
+    l->ring_ev_per = per;
+    l->ring_lanes = lanes;
+    l->ring_ev = xmalloc(sizeof(TuiEvent) * (size_t)l->ring_cap * (size_t)per);
+    l->ring_off = xmalloc(sizeof(int) * (size_t)l->ring_cap * (size_t)(lanes + 1));
+    l->ring_step = xmalloc(sizeof(int) * (size_t)l->ring_cap);
+    l->ring_span = xmalloc(sizeof(double) * (size_t)l->ring_cap);
+}
+
+// Keeps the staging view's measured timeline when it is a step not kept yet. Under mu.
+static void ring_push(TuiSnapshot *l) {
+    const TuiView *v = &l->staging;
+    if (v->timeline_planned || v->timeline_step <= 0 || v->ev_off[v->n_ranks] == 0) return;
+    const int newest = l->ring_n ? l->ring_step[(l->ring_next + l->ring_cap - 1) % l->ring_cap] : 0;
+    if (l->ring_n && v->timeline_step <= newest) return;
+    if (!l->ring_cap) ring_alloc(l, v);
+    const int k = l->ring_next, lanes = l->ring_lanes;
+    int *off = l->ring_off + (size_t)k * (size_t)(lanes + 1);
+    int n = 0;
+    for (int q = 0; q < lanes; q++) {
+        off[q] = n;
+        for (int i = v->ev_off[q]; q < v->n_ranks && i < v->ev_off[q + 1] && n < l->ring_ev_per; i++)
+            l->ring_ev[(size_t)k * (size_t)l->ring_ev_per + (size_t)n++] = v->ev[i];
+    }
+    off[lanes] = n;
+    l->ring_step[k] = v->timeline_step;
+    l->ring_span[k] = v->span_ms;
+    l->ring_next = (k + 1) % l->ring_cap;
+    if (l->ring_n < l->ring_cap) l->ring_n++;
+}
+
+int tui_snapshot_kept(TuiSnapshot *l, int *oldest, int *newest) {
+    pthread_mutex_lock(&l->mu);
+    const int n = l->ring_n;
+    *oldest = n ? l->ring_step[(l->ring_next + l->ring_cap - n) % l->ring_cap] : 0;
+    *newest = n ? l->ring_step[(l->ring_next + l->ring_cap - 1) % l->ring_cap] : 0;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+bool tui_snapshot_timeline(TuiSnapshot *l, int step, TuiTimeline *out) {
+    pthread_mutex_lock(&l->mu);
+    int pick = -1;
+    for (int j = 0; j < l->ring_n; j++) {   // oldest to newest: steps increase
+        const int k = (l->ring_next + l->ring_cap - l->ring_n + j) % l->ring_cap;
+        if (pick < 0 || l->ring_step[k] <= step) pick = k;
+    }
+    if (pick >= 0) {
+        const int lanes = l->ring_lanes < TUI_MAX_RANKS ? l->ring_lanes : TUI_MAX_RANKS;
+        const int *off = l->ring_off + (size_t)pick * (size_t)(l->ring_lanes + 1);
+        out->step = l->ring_step[pick];
+        out->span_ms = l->ring_span[pick];
+        out->n_lanes = lanes;
+        memcpy(out->ev_off, off, sizeof(int) * (size_t)(lanes + 1));
+        const int n = off[lanes] < TUI_MAX_EVENTS ? off[lanes] : TUI_MAX_EVENTS;
+        memcpy(out->ev, l->ring_ev + (size_t)pick * (size_t)l->ring_ev_per, sizeof(TuiEvent) * (size_t)n);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return pick >= 0;
+}
+
 // ---- publishing -------------------------------------------------------------------------------
 
 // blocking: wait for the UI's copy to finish (only before or after the run's steps).
-static void publish(TuiLive *l, bool blocking) {
+static void publish(TuiSnapshot *l, bool blocking) {
     if (blocking) pthread_mutex_lock(&l->mu);
     else if (pthread_mutex_trylock(&l->mu) != 0) {
         l->publish_pending = true;
         return;
     }
     l->staging.version++;
-    tui_view_copy(&l->shared, &l->staging);
+    view_copy(&l->shared, &l->staging);
+    ring_push(l);
     pthread_mutex_unlock(&l->mu);
     l->publish_pending = false;
 }
 
-void tui_live_init(TuiLive *l) {
-    memset(l, 0, offsetof(TuiLive, shared));
+void tui_snapshot_init(TuiSnapshot *l) {
+    memset(l, 0, offsetof(TuiSnapshot, shared));
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->resume_cv, NULL);
     tui_view_reset(&l->shared);
@@ -98,22 +182,25 @@ void tui_live_init(TuiLive *l) {
     l->publish_pending = false;
     l->run_id = NULL;
     l->pause_limit_s = 0.0;
+    l->ring_ev = NULL, l->ring_off = l->ring_step = NULL, l->ring_span = NULL;
+    l->ring_cap = l->ring_ev_per = l->ring_lanes = l->ring_n = l->ring_next = 0;
 }
 
-void tui_live_destroy(TuiLive *l) {
+void tui_snapshot_destroy(TuiSnapshot *l) {
+    ring_free(l);
     pthread_cond_destroy(&l->resume_cv);
     pthread_mutex_destroy(&l->mu);
 }
 
-bool tui_live_snapshot(TuiLive *l, TuiView *out) {
+bool tui_snapshot_take(TuiSnapshot *l, TuiView *out) {
     pthread_mutex_lock(&l->mu);
     const bool changed = l->shared.version != out->version;
-    if (changed) tui_view_copy(out, &l->shared);
+    if (changed) view_copy(out, &l->shared);
     pthread_mutex_unlock(&l->mu);
     return changed;
 }
 
-void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal) {
+void tui_snapshot_begin(TuiSnapshot *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal) {
     const unsigned version = l->staging.version;
     tui_view_reset(&l->staging);
     l->staging.version = version;
@@ -125,24 +212,27 @@ void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, dou
     l->bubble_sum = 0.0;
     atomic_store(&l->pause, false);
     atomic_store(&l->stop, false);
+    pthread_mutex_lock(&l->mu);
+    ring_free(l);
+    pthread_mutex_unlock(&l->mu);
     publish(l, true);
 }
 
-void tui_live_end(TuiLive *l, TuiRunState state, const char *message, int64_t run_id) {
+void tui_snapshot_end(TuiSnapshot *l, TuiRunState state, const char *message, int64_t run_id) {
     l->staging.state = state;
     snprintf(l->staging.message, sizeof l->staging.message, "%s", message ? message : "");
     if (run_id > 0) l->staging.run_id = run_id;
     publish(l, true);
 }
 
-void tui_live_set_pause(TuiLive *l, bool paused) {
+void tui_snapshot_set_pause(TuiSnapshot *l, bool paused) {
     pthread_mutex_lock(&l->mu);
     atomic_store(&l->pause, paused);
     pthread_cond_broadcast(&l->resume_cv);
     pthread_mutex_unlock(&l->mu);
 }
 
-void tui_live_request_stop(TuiLive *l) {
+void tui_snapshot_request_stop(TuiSnapshot *l) {
     pthread_mutex_lock(&l->mu);
     atomic_store(&l->stop, true);
     pthread_cond_broadcast(&l->resume_cv);
@@ -151,10 +241,10 @@ void tui_live_request_stop(TuiLive *l) {
 
 // ---- the run's hooks (engine thread) ------------------------------------------------------------
 
-static int live_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
+static int snap_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
                          Error *err) {
     (void)err;
-    TuiLive *l = ctx;
+    TuiSnapshot *l = ctx;
     TuiView *v = &l->staging;
     tui_view_identity(v, rc, po);
     v->params = (double)info->params;
@@ -171,9 +261,9 @@ static int live_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *
     return 0;
 }
 
-// Per pipeline rank: the mean over its replicas' busy / idle / comm, the layers of its
+// Per pipeline rank: the mean over its replicas' busy / transfer / wait, the layers of its
 // stages and the activation memory they peaked at.
-static void update_ranks(TuiLive *l, const PipelineReport *r) {
+static void update_ranks(TuiSnapshot *l, const PipelineReport *r) {
     TuiView *v = &l->staging;
     const StepTelemetry *t = &r->telemetry;
     const int P = v->P > 0 ? v->P : 1, D = r->n_ranks / P > 0 ? r->n_ranks / P : 1;
@@ -182,12 +272,12 @@ static void update_ranks(TuiLive *l, const PipelineReport *r) {
     for (int s = 0; s < S; s++) stage_rank[s] = t->stages[s].rank % P;
     for (int q = 0; q < v->n_ranks; q++) {
         TuiRankRow *row = &v->rank[q];
-        row->busy_ms = row->idle_ms = row->comm_ms = 0.0;
+        row->busy_ms = row->transfer_ms = row->wait_ms = 0.0;
         for (int d = 0; d < D && d * P + q < t->n_ranks; d++) {
             const RankTelemetry *rt = &t->ranks[d * P + q];
             row->busy_ms += rt->busy_ms / D;
-            row->idle_ms += rt->idle_ms / D;
-            row->comm_ms += rt->comm_ms / D;
+            row->transfer_ms += rt->transfer_ms / D;
+            row->wait_ms += rt->wait_ms / D;
         }
         double peak = 0.0;
         for (int s = 0; s < S; s++) {
@@ -200,7 +290,7 @@ static void update_ranks(TuiLive *l, const PipelineReport *r) {
 }
 
 // Lane q is world rank q (replica 0), its times moved onto rank 0's clock.
-static void update_timeline(TuiLive *l, const Pipeline *p, const PipelineReport *r) {
+static void update_timeline(TuiSnapshot *l, const Pipeline *p, const PipelineReport *r) {
     TuiView *v = &l->staging;
     const ActionEvent *const *events;
     const int *n_events;
@@ -229,8 +319,8 @@ static void update_timeline(TuiLive *l, const Pipeline *p, const PipelineReport 
     v->timeline_planned = false;
 }
 
-static void live_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) {
-    TuiLive *l = ctx;
+static void snap_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) {
+    TuiSnapshot *l = ctx;
     TuiView *v = &l->staging;
     const StepReport *s = &r->step;
     v->step = s->step;
@@ -245,7 +335,11 @@ static void live_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) 
     v->run_s = now_s() - l->t_first;
     tui_series_push(&v->loss_series, s->step, s->loss);
     if (r->has_telemetry) {
+        const BubbleParts *b = &r->telemetry.parts;
         v->has_bubble = r->n_ranks > 1;
+        v->has_parts = v->has_bubble && b->valid;
+        v->parts = (TuiBubble){r->telemetry.bubble, b->ideal, b->imbalance, b->transfer, b->contention,
+                               v->host_cores > 0 && v->host_ranks > v->host_cores};
         v->bubble = r->telemetry.bubble;
         l->bubble_sum += r->telemetry.bubble;
         v->bubble_mean = l->bubble_sum / v->steps_done;
@@ -257,8 +351,8 @@ static void live_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) 
 
 // A paused run waits here, between steps, until resume or stop; under MPI it lets one step
 // through every pause_limit_s so that no other process's wait reaches the timeout.
-static bool live_should_stop(void *ctx) {
-    TuiLive *l = ctx;
+static bool snap_should_stop(void *ctx) {
+    TuiSnapshot *l = ctx;
     if (l->publish_pending) publish(l, false);
     if (atomic_load(&l->stop)) {
         l->staging.state = TUI_RUN_STOPPING;
@@ -283,13 +377,13 @@ static bool live_should_stop(void *ctx) {
     return stop;
 }
 
-static void live_on_end(void *ctx, const RunSummary *s) {
-    TuiLive *l = ctx;
+static void snap_on_end(void *ctx, const RunSummary *s) {
+    TuiSnapshot *l = ctx;
     (void)s;
     if (l->publish_pending) publish(l, true);
 }
 
-TrainHooks tui_live_hooks(TuiLive *l) {
-    return (TrainHooks){.ctx = l, .on_start = live_on_start, .on_step = live_on_step,
-                        .should_stop = live_should_stop, .on_end = live_on_end};
+TrainHooks tui_snapshot_hooks(TuiSnapshot *l) {
+    return (TrainHooks){.ctx = l, .on_start = snap_on_start, .on_step = snap_on_step,
+                        .should_stop = snap_should_stop, .on_end = snap_on_end};
 }

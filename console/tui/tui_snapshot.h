@@ -1,5 +1,5 @@
 // console/tui_snapshot: what the live screen shows (TuiView), and how a training run fills it
-// without ever waiting for the screen (TuiLive).
+// without ever waiting for the screen (TuiSnapshot).
 //
 // Two threads, one rule: the engine's thread never waits for drawing. The run's hooks
 // (called on the engine's thread, root process only) update a private staging view, then
@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "console/cmd/cmd_train.h"
+#include "console/tui/pure/tui_bubble.h"
 #include "console/tui/pure/tui_chart.h"
 #include "engine/train_loop.h"
 
@@ -41,7 +42,10 @@ bool tui_run_state_live(TuiRunState s);   // STARTING .. STOPPING
 
 typedef struct {
     char layers[32];            // "0-1", "2,5-6", "?"
-    double busy_ms, idle_ms, comm_ms;  // the latest step (watch: means over the run)
+    // The latest step (watch: means over the run), busy + transfer + wait = the step's time:
+    double busy_ms;             // computing (F, B, I, W)
+    double transfer_ms;         // copying messages; NaN: not recorded (a store before version 3)
+    double wait_ms;             // waiting for a peer, or done early: the rank's share of the bubble
     double peak_bytes;          // peak activation memory; NaN: unknown
 } TuiRankRow;
 
@@ -50,7 +54,8 @@ typedef struct {
     bool read_only;             // `pptrain watch`: no controls
     char message[512];          // the failure's line, or a note
     int64_t run_id;             // in the run store; 0: not recorded
-    char schedule[256], model[128], transport[8], device[8];
+    char schedule[256], model[128], transport[8];
+    char device[40];            // "cpu fp32", "cuda bf16", "cuda bf16 (emulated)"
     int P, V, D, M, B, T, steps_planned;
     double params, lr_peak;
     // The latest step.
@@ -61,6 +66,9 @@ typedef struct {
     bool has_bubble;
     double bubble, bubble_mean; // measured: the latest step, the run's mean
     double bubble_ideal;        // the schedule's, simulated at F=1 B=2 (W=1); NaN: unknown
+    bool has_parts;
+    TuiBubble parts;            // the bubble and its parts (watch: the run's means)
+    int host_cores, host_ranks; // 0: unknown; ranks > cores: CPU oversubscription
     int n_ranks;                // rows and lanes (P)
     TuiRankRow rank[TUI_MAX_RANKS];
     // The latest step's timeline, replica 0: lane r's events are ev[ev_off[r] .. ev_off[r+1]).
@@ -73,9 +81,21 @@ typedef struct {
     unsigned version;           // bumped by every publish
 } TuiView;
 
+// A kept step's timeline, for looking back (the live screen's left and right keys): lanes as
+// in TuiView. About 260 KiB: the UI holds one.
+typedef struct {
+    int step;                   // 0: none
+    double span_ms;
+    int n_lanes;
+    int ev_off[TUI_MAX_RANKS + 1];
+    TuiEvent ev[TUI_MAX_EVENTS];
+} TuiTimeline;
+
+// Memory for the timelines of earlier steps, kept for the run: at 128 events a step (the
+// default 4-stage run) every step of a 65 536-step run; at 16 384, the last 128.
+#define TUI_HISTORY_BYTES (32 << 20)
+
 void tui_view_reset(TuiView *v);
-// Copies the filled parts of src (the whole struct is ~300 KiB, mostly spare capacity).
-void tui_view_copy(TuiView *dst, const TuiView *src);
 // Fills the identity fields (schedule, P, V, D, M, B, T, model, lr, steps) from a run's
 // configuration.
 void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *po);
@@ -98,23 +118,39 @@ typedef struct {
     const int64_t *run_id;      // the session's run-store id (RunSession.recorder.run)
     double pause_limit_s;       // > 0 (MPI): a paused run still steps once per this long, so
                                 // the other processes' waits never reach --timeout
-} TuiLive;
+    // Every published step's timeline, kept for the run (under mu): a ring of ring_cap steps
+    // of at most ring_ev_per events on ring_lanes lanes, allocated at the first step within
+    // TUI_HISTORY_BYTES. A step whose publish found the mutex taken and was then overtaken
+    // by the next one is not kept (rare: the UI holds it for a copy of a few KiB).
+    TuiEvent *ring_ev;          // (ring_cap * ring_ev_per)
+    int *ring_off;              // (ring_cap * (ring_lanes + 1))
+    int *ring_step;             // (ring_cap)
+    double *ring_span;          // (ring_cap)
+    int ring_cap, ring_ev_per, ring_lanes;
+    int ring_n, ring_next;      // steps kept; the slot the next one goes to
+} TuiSnapshot;
 
-void tui_live_init(TuiLive *l);
-void tui_live_destroy(TuiLive *l);
+void tui_snapshot_init(TuiSnapshot *l);
+void tui_snapshot_destroy(TuiSnapshot *l);
 
-// Hooks for RunSession.view; ctx is the TuiLive.
-TrainHooks tui_live_hooks(TuiLive *l);
+// Hooks for RunSession.view; ctx is the TuiSnapshot.
+TrainHooks tui_snapshot_hooks(TuiSnapshot *l);
 
 // Called by the run's thread around run_session: begin resets the view for a new run
 // (state STARTING, identity from ro, ideal bubble); end sets the final state and message.
-void tui_live_begin(TuiLive *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal);
-void tui_live_end(TuiLive *l, TuiRunState state, const char *message, int64_t run_id);
+void tui_snapshot_begin(TuiSnapshot *l, const RunOptions *ro, const int64_t *run_id, double bubble_ideal);
+void tui_snapshot_end(TuiSnapshot *l, TuiRunState state, const char *message, int64_t run_id);
 
 // UI thread: copies the shared view into *out when its version differs from out->version.
 // Returns true when it copied.
-bool tui_live_snapshot(TuiLive *l, TuiView *out);
+bool tui_snapshot_take(TuiSnapshot *l, TuiView *out);
 
-void tui_live_set_pause(TuiLive *l, bool paused);
-void tui_live_request_stop(TuiLive *l);
+// UI thread: the kept steps (0 when none), with the oldest and newest step numbers.
+int tui_snapshot_kept(TuiSnapshot *l, int *oldest, int *newest);
+// UI thread: copies the newest kept timeline at or before `step` (the oldest kept when none
+// is) into *out. Returns false when no step is kept.
+bool tui_snapshot_timeline(TuiSnapshot *l, int step, TuiTimeline *out);
+
+void tui_snapshot_set_pause(TuiSnapshot *l, bool paused);
+void tui_snapshot_request_stop(TuiSnapshot *l);
 #endif

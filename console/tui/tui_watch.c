@@ -2,6 +2,7 @@
 // store once a second (`pptrain watch`). The store keeps steps and per-stage means but no
 // action events, so the timeline panel shows the schedule's planned timeline (the simulator's)
 // with the run's measured mean bubble beside the ideal one.
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,16 @@ static TuiRunState state_of(const DbRunInfo *r) {
     return TUI_RUN_FAILED;
 }
 
+// "cpu fp32", "cuda bf16": the stored device and the precision from the run's configuration.
+static void watch_device(const DbRunInfo *r, char *buf, size_t size) {
+    cJSON *config = r->config_json ? cJSON_Parse(r->config_json) : NULL;
+    const cJSON *prec = cJSON_GetObjectItem(cJSON_GetObjectItem(config, "pipeline"), "precision");
+    const bool cuda = r->device && strcmp(r->device, "cuda") == 0;
+    snprintf(buf, size, "%s %s", r->device ? r->device : "?",
+             cJSON_IsString(prec) && cuda ? prec->valuestring : cuda ? "bf16" : "fp32");
+    cJSON_Delete(config);
+}
+
 // Identity, and the planned timeline with the stage-to-rank map, for a newly watched run.
 static void watch_begin(TuiView *v, const DbRunInfo *r) {
     tui_view_reset(v);
@@ -33,7 +44,9 @@ static void watch_begin(TuiView *v, const DbRunInfo *r) {
     snprintf(v->schedule, sizeof v->schedule, "%s", r->schedule ? r->schedule : "?");
     snprintf(v->model, sizeof v->model, "%s", r->model ? r->model : "?");
     snprintf(v->transport, sizeof v->transport, "%s", r->transport ? r->transport : "?");
-    snprintf(v->device, sizeof v->device, "%s", r->device ? r->device : "?");
+    watch_device(r, v->device, sizeof v->device);
+    v->host_cores = r->host_cores;
+    v->host_ranks = r->host_ranks;
     v->P = r->stages, v->V = r->virtual_stages, v->D = r->dp, v->M = r->microbatches;
     v->B = r->batch, v->T = r->seq_len, v->steps_planned = r->steps_planned;
     v->params = (double)r->params;
@@ -41,7 +54,7 @@ static void watch_begin(TuiView *v, const DbRunInfo *r) {
     v->n_ranks = r->stages < TUI_MAX_RANKS ? (r->stages > 0 ? r->stages : 1) : TUI_MAX_RANKS;
     for (int q = 0; q < v->n_ranks; q++) {
         snprintf(v->rank[q].layers, sizeof v->rank[q].layers, "?");
-        v->rank[q].busy_ms = v->rank[q].idle_ms = v->rank[q].comm_ms = v->rank[q].peak_bytes = NAN;
+        v->rank[q].busy_ms = v->rank[q].transfer_ms = v->rank[q].wait_ms = v->rank[q].peak_bytes = NAN;
     }
 }
 
@@ -68,8 +81,9 @@ static void watch_plan(TuiView *v, const DbRunInfo *r, TuiPlan *plan) {
     v->ev_off[v->n_ranks] = n;
 }
 
-// Rank rows from the per-stage means: a rank's busy and comm add up its stages; idle is the
-// rank's own (every stage row of a rank carries it).
+// Rank rows from the per-stage means: a rank's busy and transfer add up its stages; wait is
+// the rank's own (every stage row of a rank carries it). A store before version 3 has no
+// transfer: the rank's whole non-busy time (comm + idle) shows as wait.
 static void watch_ranks(TuiView *v, const DbStageSummary *st, int n, const TuiPlan *plan) {
     int layers_of[TUI_MAX_STAGES], rank_of[TUI_MAX_STAGES];
     const int S = plan->S < TUI_MAX_STAGES ? plan->S : 0;
@@ -78,17 +92,22 @@ static void watch_ranks(TuiView *v, const DbStageSummary *st, int n, const TuiPl
         TuiRankRow *row = &v->rank[q];
         if (S) tui_layer_ranges(layers_of, rank_of, S, q, row->layers, sizeof row->layers);
         bool any = false;
-        double busy = 0, comm = 0, idle = 0, peak = 0;
+        double busy = 0, comm = 0, idle = 0, xfer = 0, wait = NAN, peak = 0;
         for (int k = 0; k < n; k++) {
             const int s = st[k].stage;
             const int owner = s < S ? rank_of[s] : s % (v->P > 0 ? v->P : 1);
             if (owner != q) continue;
             busy += st[k].busy_ms, comm += st[k].comm_ms, idle = st[k].idle_ms;
+            xfer += st[k].transfer_ms, wait = st[k].wait_ms;
             peak += (double)st[k].peak_act_bytes;
             any = true;
         }
         if (!any) continue;
-        row->busy_ms = busy, row->comm_ms = comm, row->idle_ms = idle, row->peak_bytes = peak > 0 ? peak : NAN;
+        const bool split = isfinite(xfer) && isfinite(wait);
+        row->busy_ms = busy;
+        row->transfer_ms = split ? xfer : NAN;
+        row->wait_ms = split ? wait : comm + idle;
+        row->peak_bytes = peak > 0 ? peak : NAN;
     }
 }
 
@@ -149,6 +168,9 @@ bool tui_watch_poll(TuiApp *app) {
     v->run_s = w->ms_sum / 1e3;
     // The measured bubble shown beside the plan is the run's mean.
     if (isfinite(r.mean_bubble)) v->has_bubble = true, v->bubble = r.mean_bubble, v->bubble_mean = r.mean_bubble;
+    v->has_parts = isfinite(r.mean_bubble) && isfinite(r.mean_ideal);
+    v->parts = (TuiBubble){r.mean_bubble, r.mean_ideal, r.mean_imbalance, r.mean_transfer, r.mean_contention,
+                           r.host_cores > 0 && r.host_ranks > r.host_cores};
     DbStageSummary *st = NULL;
     int n_st = 0;
     if (db_stage_summary(w->db, id, &st, &n_st, &err) == 0) watch_ranks(v, st, n_st, &plan);

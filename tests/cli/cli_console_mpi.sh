@@ -26,7 +26,7 @@ wait_for 30 '\(\*\) 1f1b' "rank 0 opens the setup screen"
 wait_for 5 'stages P +2 ' "the world size sets P"
 tm send-keys Enter
 wait_for 60 '^[│x]1 +cpu +4-7 ' "rank 1's stage row"
-wait_for 10 'mpi/cpu' "the header names the transport"
+wait_for 10 'mpi cpu fp32' "the header names the transport, device and precision"
 wait_for 60 '^pptrain finished +run 1 ' "the first run finishes"
 
 tm send-keys F2

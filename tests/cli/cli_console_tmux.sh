@@ -23,6 +23,31 @@ keep() {   # keep NAME: save the current screen as a capture
   return 0
 }
 
+# The bubble's parts on the last captured screen add up to the measured figure as printed.
+bubble_adds_up() {
+  local line
+  line=$(grep -oE 'bubble [0-9.]+% = [-0-9.]+ ideal \+ [-0-9.]+ [a-z]+ \+ [-0-9.]+ [a-z]+ \+ [-0-9.]+ [a-z]+' \
+         "$work/screen.txt" | head -1)
+  if awk -v l="$line" 'BEGIN { n = split(l, w, " "); m = w[2]; sub("%", "", m)
+                              d = w[4] + w[7] + w[10] + w[13] - m; exit !(n == 14 && d < 0.05 && d > -0.05) }'; then
+    pass
+  else
+    fail "the bubble's parts do not add up: '$line'"
+  fi
+}
+
+# Nothing cut at COLSxROWS: every rank's row and lane, the key bar's labels whole.
+all_there() {   # all_there COLS ROWS
+  tm resize-window -x "$1" -y "$2"
+  wait_for 5 "^┌─ stages.{$(($1 - 10))}┐\$" "$1x$2: redrawn at its width"
+  wait_for 5 '^[│x]3 +(cpu +)?6-7 ' "$1x$2: rank 3's row"
+  wait_for 5 '^[│x]r3 ' "$1x$2: rank 3's lane"
+  local bar
+  bar=$(grep -v '^ *$' "$work/screen.txt" | tail -1)
+  if [[ "$bar" =~ ^(F[0-9]+(Help|Setup|Live|History|Start|Pause|EMA|Stop|Theme|Quit)\ ?)+\ *$ ]]; then pass
+  else fail "$1x$2: the key bar has a cut label: '$bar'"; fi
+}
+
 # A theme file with a bad line, and a schedule as a CSV file in the working directory.
 printf 'title = cyan bold\nborder = purpel\n' > bad.theme
 "$bin" plan --stages 4 --microbatches 8 --schedule 1f1b --dump-csv > mine.csv
@@ -41,10 +66,29 @@ tm send-keys Enter
 wait_for 60 '^[│x]0 +cpu +0-1 ' "the first stage row"
 wait_for 10 '^[│x]3 +cpu +6-7 ' "the last stage row"
 wait_for 10 '^[│x]r0 +[-F·.B]*[FB]' "a timeline lane"
-wait_for 10 'bubble [0-9.]+% measured \| 27\.3% ideal' "measured and ideal bubble"
+wait_for 10 'bubble [0-9.]+% = [-0-9.]+ ideal \+ [-0-9.]+ imbalance \+ [-0-9.]+ transfer \+ [-0-9.]+ (oversubscription|contention)' \
+  "the bubble and its parts"
+bubble_adds_up
+wait_for 5 'busy ms +xfer +wait' "busy, transfer and wait per rank"
+wait_for 5 'local cpu fp32' "the header says where the run runs"
+if [ "$(nproc)" -lt 4 ]; then wait_for 5 "4 ranks on $(nproc) cores" "the header flags CPU oversubscription"; fi
 wait_for 10 'loss \+ EMA' "the loss panel"
 wait_for 60 '^pptrain finished +run 1 +1f1b' "the first run finishes"
 keep live
+
+# The timeline: zoom in, scroll, look back at an earlier step, and back to the latest.
+tm send-keys +
+wait_for 5 'timeline step 30 +x2' "+ zooms in"
+tm send-keys ] Left
+wait_for 5 'timeline step 29 of 30 +x2' "left shows the step before"
+tm send-keys End - 
+wait_for 5 'timeline step 30 ─' "End and - come back to the whole latest step"
+
+# Nothing cut, nobody hidden at 80x24 and 60x20.
+all_there 80 24
+all_there 60 20
+keep small
+tm resize-window -x 120 -y 40
 
 # Help opens and closes.
 tm send-keys F1
@@ -69,6 +113,15 @@ wait_for 5 'compare' "two marked runs are compared"
 wait_for 5 '^.*[│x][*] 2 +zb-h1 ' "run 2 in the comparison"
 keep history
 
+# Resuming run 1, finished with its checkpoint at its last step, asks for the step to go on to.
+tm send-keys F5
+wait_for 5 'Go on to step: 60_ +\(its checkpoint is at its last step, 30' "resume offers the steps to go on to"
+tm send-keys BSpace BSpace 4 0 Enter
+wait_for 60 '^pptrain (running|finished) +run 3 +1f1b' "the finished run goes on as run 3"
+wait_for 60 '^pptrain finished +run 3' "run 3 reaches step 40"
+wait_for 5 'step 40/40' "run 3 ran to step 40"
+tm send-keys F4
+
 # A mouse click on the key bar's F2 (an xterm X10 report: press, release at column 9, last row).
 tm send-keys -l $'\e[M )H\e[M#)H'
 wait_for 5 'run setup' "a click on the key bar opens setup"
@@ -84,7 +137,7 @@ wait_for 5 'run setup' "the screen comes back after the resize"
 tm send-keys Down Down Down Down Down Down Down Down Down Down 5 0 0 0 Enter
 wait_for 5 'steps +5000 ' "typing a value into the form"
 tm send-keys F5
-wait_for 30 '^pptrain running +run 3 +zb-h1' "a third run starts"
+wait_for 30 '^pptrain running +run 4 +zb-h1' "a fourth run starts"
 tm send-keys q
 wait_for 5 'A run is live' "quit asks while a run is live"
 tm send-keys y
@@ -95,8 +148,11 @@ if ! ls "$work"/asan.* "$work"/ubsan.* >/dev/null 2>&1; then pass; else fail "sa
 
 # The runs landed in the store like headless ones.
 got=$(sqlite3 "$work/runs.db" "SELECT group_concat(id || ':' || schedule || ':' || status || ':' || (SELECT count(*) FROM steps WHERE run_id = runs.id), ' ') FROM runs" 2>&1)
-if [[ "$got" =~ ^1:1f1b:finished:30\ 2:zb-h1:finished:30\ 3:zb-h1:stopped:[0-9]+$ ]]; then pass; else fail "runs in the store: $got"; fi
-ck=$(sqlite3 "$work/runs.db" "SELECT count(*) FROM checkpoints WHERE run_id = 3 AND status = 'complete'" 2>&1)
+if [[ "$got" =~ ^1:1f1b:finished:30\ 2:zb-h1:finished:30\ 3:1f1b:finished:10\ 4:zb-h1:stopped:[0-9]+$ ]]; then pass
+else fail "runs in the store: $got"; fi
+resumed=$(sqlite3 "$work/runs.db" "SELECT resumed_from || ':' || steps_planned FROM runs WHERE id = 3" 2>&1)
+if [ "$resumed" = "1:40" ]; then pass; else fail "run 3 resumed run 1 to step 40: '$resumed'"; fi
+ck=$(sqlite3 "$work/runs.db" "SELECT count(*) FROM checkpoints WHERE run_id = 4 AND status = 'complete'" 2>&1)
 if [ "$ck" = 1 ]; then pass; else fail "the stopped run's checkpoint: '$ck'"; fi
 
 cli_finish

@@ -30,6 +30,9 @@ expect_error "unknown option" watch --bogus
 expect_error "one RUN at most" watch 1 2
 if "$bin" console --help | grep -q -- '--theme NAME|FILE' && "$bin" --help | grep -q '^  watch '; then pass
 else fail "console --help and pptrain --help"; fi
+if "$bin" --version > version.txt && grep -Eq '^pptrain [0-9]+\.[0-9]+\.[0-9]+$' version.txt &&
+   grep -q 'GPU stages: ' version.txt && grep -q 'SQLite 3\.' version.txt; then pass
+else fail "pptrain --version:"; cat version.txt; fi
 if command -v setsid >/dev/null; then
   setsid -w "$bin" console --db "$work/x.db" </dev/null >stdout.txt 2>stderr.txt
   code=$?
@@ -52,7 +55,8 @@ expect_error "no run 99" watch --db "$work/runs.db" 99
 tm new-session -d -x 120 -y 40 "cd '$work' && '$bin' watch --db '$work/runs.db' 2>'$work/stderr.txt'; echo \$? > '$work/exit.txt'"
 wait_for 20 '^pptrain watch (running|finished) +run 1 +zb-h1' "watch shows the run"
 wait_for 20 '^[│x]3 +cpu +6-7 +.*[0-9]' "stage rows from the store"
-wait_for 10 'timeline \(planned: zb-h1\) +bubble: measured mean [0-9.]+%, ideal 11\.1%' "the planned timeline"
+wait_for 10 'timeline: zb-h1 planned, bubble 11\.1% at F=1 B=2' "the planned timeline"
+wait_for 10 'stages +bubble [0-9.]+% = .* ideal .*\(run means\)' "the run's mean bubble and its parts"
 wait_for 10 '^[│x]r0 +[F·.IW]*W' "a planned lane"
 wait_for 10 'step [0-9]+/400' "the progress line"
 wait_for 90 '^pptrain watch finished' "watch follows the run to its end"
@@ -63,6 +67,8 @@ if [ "$(cat "$work/exit.txt" 2>/dev/null)" = 0 ]; then pass; else fail "watch ex
 wait "$train_pid"
 code=$?
 if [ $code -eq 0 ]; then pass; else fail "the watched run: exit $code"; cat train.log; fi
+if grep -q '^  pipeline: zb-h1, 4 stages on 4 ranks x 1 replica, local transport, cpu fp32$' train.log; then pass
+else fail "train's header says where the run runs:"; head -6 train.log; fi
 if [ ! -s "$work/stderr.txt" ]; then pass; else fail "watch's stderr:"; cat "$work/stderr.txt"; fi
 if ! ls "$work"/asan.* "$work"/ubsan.* >/dev/null 2>&1; then pass; else fail "sanitizer reports:"; cat "$work"/asan.* "$work"/ubsan.* 2>/dev/null | head -60; fi
 

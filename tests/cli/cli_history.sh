@@ -4,16 +4,7 @@
 # export (CSV, JSON, --out), crashed runs, reads that change nothing, and every bad input:
 # one line on stderr, exit code 2, nothing on stdout.
 # usage: cli_history.sh PPTRAIN SOURCE_DIR
-set -u
-bin=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-passed=0
-failed=0
-
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib_cli.sh" "$@"
 
 # check "what" COMMAND...: the command exits 0 (its stdout is left in out.txt).
 check_ok() {
@@ -64,12 +55,16 @@ sqlite3 runs.db <<EOF
 INSERT INTO runs (id, started_at, ended_at, status, schedule, stages, virtual, dp, microbatches, batch, seq_len,
                   model, params, lr, seed, transport, device, config_json, steps_planned)
 VALUES (1, '2025-03-01T14:02:07.123Z', '2025-03-01T14:05:00.000Z', 'finished', '1f1b', 4, 1, 1, 8, 16, 128, 'tiny',
-        330000, 0.003, 1337, 'local', 'cpu', '{"model":{"name":"tiny","layers":8},"schedule":"1f1b","steps":200}', 200),
+        330000, 0.003, 1337, 'local', 'cpu',
+        '{"model":{"name":"tiny","layers":8},"pipeline":{"schedule":"1f1b","recompute":false},"steps":200}', 200),
        (2, '2025-03-02T09:00:00.000Z', '2025-03-02T09:03:00.000Z', 'finished', 'zb-h1', 4, 1, 1, 8, 16, 128, 'tiny',
-        330000, 0.003, 1337, 'local', 'cpu', NULL, 200),
+        330000, 0.003, 1337, 'local', 'cpu',
+        '{"model":{"name":"tiny","layers":8},"pipeline":{"schedule":"zb-h1","recompute":true},"steps":200,
+          "data":"/corpus"}', 200),
        (3, '2025-03-03T09:00:00.000Z', '2025-03-03T09:00:05.000Z', 'failed', 'gpipe', 2, 1, 2, 4, 16, 128, 'tiny',
         330000, 0.001, 7, 'mpi', 'cpu', NULL, 100);
 UPDATE runs SET error = 'rank 1 stage 1: timed out waiting for RECV_F mb 3' WHERE id = 3;
+UPDATE runs SET host_cores = 2, host_ranks = 4 WHERE id = 1;
 INSERT INTO runs (id, started_at, status, schedule, stages, virtual, dp, microbatches, batch, seq_len, model,
                   steps_planned, host, pid, heartbeat_at)
 VALUES (4, '2025-03-04T09:00:00.000Z', 'running', '1f1b', 2, 1, 1, 2, 4, 32, 'tiny', 50, '$(hostname)', $dead_pid,
@@ -83,7 +78,10 @@ SELECT r, n, 2.4 + 3.2 * exp(-n / 30.0) + (r - 1) * 0.01, 0.003, 1.0, 19000 + n 
 FROM s, (SELECT 1 AS r UNION SELECT 2);
 WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 200),
      st(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM st WHERE k < 3)
-INSERT INTO stage_steps SELECT 1, n, k, k, 70 + k, 20, 10 - k, 1048576 * (4 - k) FROM s, st;
+INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, idle_ms, comm_ms, peak_act_bytes, transfer_ms, wait_ms)
+SELECT 1, n, k, k, 70 + k, 20, 10 - k, 1048576 * (4 - k), 1, 29 - 2 * k FROM s, st;
+UPDATE steps SET bubble_ideal = 0.1, bubble_imbalance = 0.05, bubble_transfer = 0.02, bubble_contention = 0.03
+WHERE run_id = 1;
 INSERT INTO checkpoints (id, run_id, step, dir, created_at, bytes, status)
 VALUES (1, 1, 100, 'ckpt/run1/step-100', '2025-03-01T14:03:30.000Z', 3145728, 'complete'),
        (2, 1, 200, 'ckpt/run1/step-200', '2025-03-01T14:04:59.000Z', 0, 'writing');
@@ -132,7 +130,9 @@ expect_text "config" "schedule 1f1b   P 4  V 1  D 1  M 8"
 expect_text "config json" "^      layers: 8$"
 expect_text "loss summary" "200 steps: first 5\.4951, last 2\.4041, min 2\.4041 \(step 200\)"
 expect_text "unicode sparkline" "^  █▇.*▁+   2\.404 \.\. 5\.395$"
-expect_text "stage 2" "^ +2 +1 +72\.00 +20\.00 +8\.00 +72\.0% +2\.0$"
+expect_text "stage 2" "^ +2 +1 +72\.00 +20\.00 +8\.00 +72\.0% +2\.0 +1\.00 +25\.00$"
+expect_text "the bubble's parts add up" "^  bubble 20\.0% = 10\.0 ideal \+ 5\.0 imbalance \+ 2\.0 transfer \+ 3\.0 oversubscription$"
+expect_text "the host's load" "^  4 rank threads on 2 cores: CPU oversubscription$"
 expect_text "complete checkpoint" "^ +1 +100  complete +2 +3\.0 .* ckpt/run1/step-100$"
 expect_text "writing checkpoint" "^ +2 +200  writing "
 check_ok "show ascii" env LC_ALL=C "$bin" history show 1 --db runs.db
@@ -144,6 +144,9 @@ expect_text "latest is run 5" "^run 5  running$"
 check_ok "show failed" "$bin" history show 3 --db runs.db
 expect_text "error line" "error +rank 1 stage 1: timed out"
 expect_text "no steps" "no steps recorded"
+check_ok "flags before the verb" "$bin" history --db runs.db show 1
+expect_text "flags before the verb" "^run 1  finished$"
+check_ok "flags around the verb" "$bin" history --json compare 1 --db runs.db 2
 check_ok "show json" "$bin" history show 1 --db runs.db --json
 json_ok "show json" out.txt "json_extract(j, '\$.run.config.model.layers') = 8 AND json_array_length(j, '\$.stages') = 4 \
   AND json_extract(j, '\$.checkpoints[0].files') = 2 AND json_extract(j, '\$.stages[3].busy_frac') = 0.73"
@@ -154,9 +157,16 @@ expect_text "columns" "^ +run 1 +run 2 +run 3$"
 expect_text "schedule differs" "^\* schedule +1f1b +zb-h1 +gpipe$"
 expect_text "batch same" "^  batch +16 +16 +16$"
 expect_text "final loss differs" "^\* final loss +2\.4041 +2\.4141 +-$"
+expect_text "a config field that differs" "^\* recompute +false +true +\?$"
+expect_text "a config field only one run has" "^\* data +- +/corpus +\?$"
+expect_no_text "config fields that agree stay out" "layers"
+expect_text "peak memory" "^\* peak act +4\.0 MiB +- +-$"
+expect_text "the bubble's parts" "^\*   contention +3\.0 +- +-$"
 check_ok "compare json" "$bin" history compare 1 2 --db runs.db --json
 json_ok "compare json" out.txt "json_array_length(j, '\$.runs') = 2 AND \
-  (SELECT group_concat(value) FROM json_each(j, '\$.differ')) = 'schedule,last_loss,min_loss,median_tokens_per_s,mean_bubble'"
+  (SELECT group_concat(value) FROM json_each(j, '\$.differ')) = 'schedule,config.pipeline.recompute,config.data,peak_act_bytes,last_loss,min_loss,\
+median_tokens_per_s,mean_bubble,bubble_ideal,bubble_imbalance,bubble_transfer,bubble_contention' \
+  AND json_extract(j, '\$.runs[0].peak_act_bytes') = 4194304"
 
 # ---- export -------------------------------------------------------------------------------
 check_ok "export csv" "$bin" history export 1 --csv --db runs.db
@@ -206,6 +216,7 @@ expect_error "history: unknown option '--frobnicate'" --frobnicate
 expect_error "history: unknown option '-x'" show 1 -x
 expect_error "--db needs a value" --db
 expect_error "history list: --csv does not apply" --csv --db runs.db
+expect_error "history compare: --limit does not apply" --db runs.db --limit 3 compare 1 2
 expect_error "history show: --out does not apply" show 1 --out x --db runs.db
 expect_error "history export: --csv and --json both given" export 1 --csv --json --db runs.db
 expect_error "history export: choose --csv or --json" export 1 --db runs.db
@@ -218,5 +229,4 @@ expect_error "--limit: 'ten' is not an integer" --limit ten --db runs.db
 expect_error "--status: 'done' is not running, finished, failed, stopped or crashed" --status done --db runs.db
 if [ ! -e pptrain.db ]; then pass; else fail "pptrain.db appeared"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

@@ -2,44 +2,36 @@
 # `pptrain plan`: output for every schedule, --json numbers, CSV dump and reload, and the
 # one-line exit-2 error for each kind of bad input.
 # Usage: bash tests/cli/cli_plan.sh PATH_TO_pptrain SOURCE_DIR
-set -u
-BIN=$1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
+source "$(dirname "$0")/lib_cli.sh" "$@"
 
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-
-# expect_ok NAME ARGS...: exit 0; stdout in $TMP/out.
+# expect_ok NAME ARGS...: exit 0; stdout in $work/out.
 expect_ok() {
     local name=$1; shift
-    if "$BIN" plan "$@" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "$name: exit $? ($(cat "$TMP/err"))"; fi
+    if "$bin" plan "$@" >"$work/out" 2>"$work/err"; then pass; else fail "$name: exit $? ($(cat "$work/err"))"; fi
 }
 
-# expect_contains NAME TEXT: $TMP/out contains TEXT.
+# expect_contains NAME TEXT: $work/out contains TEXT.
 expect_contains() {
-    if grep -qF -- "$2" "$TMP/out"; then ok; else bad "$1: output lacks '$2'"; cat "$TMP/out" >&2; fi
+    if grep -qF -- "$2" "$work/out"; then pass; else fail "$1: output lacks '$2'"; cat "$work/out" >&2; fi
 }
 
 # expect_fail NAME WANT ARGS...: exit 2, nothing on stdout, one stderr line "pptrain: ..." containing WANT.
 expect_fail() {
     local name=$1 want=$2; shift 2
-    "$BIN" plan "$@" >"$TMP/out" 2>"$TMP/err"
+    "$bin" plan "$@" >"$work/out" 2>"$work/err"
     local rc=$?
     local lines
-    lines=$(wc -l <"$TMP/err")
-    if [ "$rc" -eq 2 ] && [ ! -s "$TMP/out" ] && [ "$lines" -eq 1 ] && grep -q '^pptrain: ' "$TMP/err" \
-        && grep -qF -- "$want" "$TMP/err"; then
-        ok
+    lines=$(wc -l <"$work/err")
+    if [ "$rc" -eq 2 ] && [ ! -s "$work/out" ] && [ "$lines" -eq 1 ] && grep -q '^pptrain: ' "$work/err" \
+        && grep -qF -- "$want" "$work/err"; then
+        pass
     else
-        bad "$name: rc=$rc, stderr '$(cat "$TMP/err")', stdout $(wc -c <"$TMP/out") bytes, want '$want'"
+        fail "$name: rc=$rc, stderr '$(cat "$work/err")', stdout $(wc -c <"$work/out") bytes, want '$want'"
     fi
 }
 
-# json_field NAME: the value of a top-level scalar field in $TMP/out.
-json_field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$TMP/out"; }
+# json_field NAME: the value of a top-level scalar field in $work/out.
+json_field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" "$work/out"; }
 
 # --- output --------------------------------------------------------------------------------
 expect_ok "1f1b text" --stages 4 --microbatches 8 --schedule 1f1b --cost 1,2
@@ -61,8 +53,8 @@ check_bubble() {
     expect_ok "$name json" --stages 4 --microbatches 8 --json "$@"
     local got
     got=$(json_field bubble)
-    if awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; exit !(d < 1e-12 && d > -1e-12) }'; then ok
-    else bad "$name: bubble $got, want $want"; fi
+    if awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; exit !(d < 1e-12 && d > -1e-12) }'; then pass
+    else fail "$name: bubble $got, want $want"; fi
 }
 check_bubble gpipe 0.27272727272727271 --schedule gpipe --cost 1,2
 check_bubble 1f1b 0.27272727272727271 --schedule 1f1b --cost 1,2
@@ -79,15 +71,15 @@ done
 # --- CSV dump and reload -------------------------------------------------------------------
 for s in 1f1b interleaved-1f1b zb-h1 zb-v; do
     expect_ok "$s dump" --stages 4 --microbatches 8 --schedule "$s" --dump-csv
-    cp "$TMP/out" "$TMP/$s.csv"
+    cp "$work/out" "$work/$s.csv"
     expect_ok "$s builtin json" --stages 4 --microbatches 8 --schedule "$s" --json
-    sed 's/"schedule":"[^"]*",//' "$TMP/out" >"$TMP/a.json"
-    expect_ok "$s csv json" --schedule "$TMP/$s.csv" --json
-    sed 's/"schedule":"[^"]*",//' "$TMP/out" >"$TMP/b.json"
-    if cmp -s "$TMP/a.json" "$TMP/b.json"; then ok; else bad "$s: CSV reload simulates differently"; fi
+    sed 's/"schedule":"[^"]*",//' "$work/out" >"$work/a.json"
+    expect_ok "$s csv json" --schedule "$work/$s.csv" --json
+    sed 's/"schedule":"[^"]*",//' "$work/out" >"$work/b.json"
+    if cmp -s "$work/a.json" "$work/b.json"; then pass; else fail "$s: CSV reload simulates differently"; fi
 done
-if [ "$(wc -l <"$TMP/1f1b.csv")" -eq 4 ] && head -1 "$TMP/1f1b.csv" | grep -q '^0F0,0F1,0F2,0F3,0B0,'; then ok
-else bad "1f1b CSV rows: $(head -1 "$TMP/1f1b.csv")"; fi
+if [ "$(wc -l <"$work/1f1b.csv")" -eq 4 ] && head -1 "$work/1f1b.csv" | grep -q '^0F0,0F1,0F2,0F3,0B0,'; then pass
+else fail "1f1b CSV rows: $(head -1 "$work/1f1b.csv")"; fi
 expect_ok "with comm" --stages 2 --microbatches 2 --schedule 1f1b --dump-csv --with-comm
 expect_contains "with comm" "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1"
 expect_contains "with comm" "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1"
@@ -113,16 +105,15 @@ expect_fail "cost W >= B" "below the backward time" --stages 2 --microbatches 2 
 expect_fail "cost zero" "must be positive" --stages 2 --microbatches 2 --cost 0,2
 expect_fail "cost four" "more than 3 values" --stages 2 --microbatches 2 --cost 1,2,1,1
 expect_fail "with-comm alone" "--with-comm only applies to --dump-csv" --stages 2 --microbatches 2 --with-comm
-expect_fail "unreadable csv" "$TMP/none.csv: cannot open schedule" --schedule "$TMP/none.csv"
-printf '0F0,0Q1\n' >"$TMP/bad.csv"
-expect_fail "malformed csv" "bad.csv:1:5: bad action '0Q1'" --schedule "$TMP/bad.csv"
-printf '0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n' >"$TMP/dead.csv"
-expect_fail "deadlock csv" "deadlock" --schedule "$TMP/dead.csv"
-expect_fail "csv vs --stages" "--stages 3, but $TMP/1f1b.csv has 4 ranks" --schedule "$TMP/1f1b.csv" --stages 3
-expect_fail "csv vs --microbatches" "--microbatches 9, but" --schedule "$TMP/1f1b.csv" --microbatches 9
+expect_fail "unreadable csv" "$work/none.csv: cannot open schedule" --schedule "$work/none.csv"
+printf '0F0,0Q1\n' >"$work/bad.csv"
+expect_fail "malformed csv" "bad.csv:1:5: bad action '0Q1'" --schedule "$work/bad.csv"
+printf '0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n' >"$work/dead.csv"
+expect_fail "deadlock csv" "deadlock" --schedule "$work/dead.csv"
+expect_fail "csv vs --stages" "--stages 3, but $work/1f1b.csv has 4 ranks" --schedule "$work/1f1b.csv" --stages 3
+expect_fail "csv vs --microbatches" "--microbatches 9, but" --schedule "$work/1f1b.csv" --microbatches 9
 
 expect_ok "help" --help
 expect_contains "help" "--schedule NAME|FILE.csv"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

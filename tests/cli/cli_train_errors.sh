@@ -2,14 +2,7 @@
 # Bad input to `pptrain train`: each case must print exactly one line on stderr that names
 # the problem, exit with code 2, and leave nothing behind in the working directory.
 # usage: cli_train_errors.sh PPTRAIN SOURCE_DIR
-set -u
-bin=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-passed=0
-failed=0
+source "$(dirname "$0")/lib_cli.sh" "$@"
 
 mkdir data
 printf 'A small document about pipelines.\n\nAnother one about bubbles.\n' > data/ok.txt
@@ -39,10 +32,9 @@ expect_error() {   # expect_error "what it should mention" args...
   local lines
   lines=$(wc -l < stderr.txt)
   if [ "$code" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" stderr.txt && [ ! -s stdout.txt ]; then
-    passed=$((passed + 1))
+    pass
   else
-    failed=$((failed + 1))
-    echo "FAIL: pptrain train $* -> exit $code, $lines stderr lines (want 2, 1 line mentioning '$want')"
+    fail "pptrain train $* -> exit $code, $lines stderr lines (want 2, 1 line mentioning '$want')"
     cat stderr.txt
   fi
   rm -f stdout.txt stderr.txt
@@ -87,13 +79,10 @@ expect_error "checkpoint nowhere cannot be resumed" --resume nowhere --db ''
 expect_error "--init-from: " --data data --init-from nowhere --db ''
 
 after=$(ls -A | sort | tr '\n' ' ')
-if [ "$before" = "$after" ]; then passed=$((passed + 1)); else
-  failed=$((failed + 1)); echo "FAIL: files appeared: before [$before] after [$after]"; fi
+if [ "$before" = "$after" ]; then pass; else fail "files appeared: before [$before] after [$after]"; fi
 
 "$bin" frobnicate >/dev/null 2>stderr.txt; code=$?
-if [ $code -eq 2 ] && grep -q "unknown command 'frobnicate'" stderr.txt; then passed=$((passed + 1)); else
-  failed=$((failed + 1)); echo "FAIL: unknown command -> exit $code"; fi
+if [ $code -eq 2 ] && grep -q "unknown command 'frobnicate'" stderr.txt; then pass; else fail "unknown command -> exit $code"; fi
 rm -f stderr.txt
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

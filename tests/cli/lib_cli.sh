@@ -3,6 +3,7 @@
 # check/finish pair that counts and reports like test_util.h does.
 #   source "$(dirname "$0")/lib_cli.sh" "$@"
 #   check "what it proves" command args...
+#   pass / fail "what went wrong"      # count a result the script decided itself
 #   cli_finish                       # prints "N passed, N failed"; exits non-zero on a failure
 # shellcheck shell=bash
 set -u
@@ -19,6 +20,8 @@ trap cli_cleanup EXIT
 cd "$work" || exit 1
 passed=0
 failed=0
+pass() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
 check() {   # check "what" command...: counts a pass when the command succeeds
   local what=$1
   shift

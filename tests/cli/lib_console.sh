@@ -1,12 +1,10 @@
 # Shared by the console's tmux tests (sourced after lib_cli.sh): a private tmux server that is
-# killed at exit, pass/fail counters, a UTF-8 locale where there is one, sanitizer reports to
+# killed at exit, a UTF-8 locale where there is one, sanitizer reports to
 # files (the console keeps stderr aside while it draws), and wait_for, which polls the screen.
 # shellcheck shell=bash
 sock=pptrain-test-$$
 tm() { tmux -L "$sock" "$@"; }
 trap 'tm kill-server 2>/dev/null; cli_cleanup' EXIT   # cli_cleanup also ends background jobs
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
 
 # The screens are checked in a UTF-8 locale where there is one (borders are then '│'; in
 # ASCII, curses draws them with the terminal's line characters, which tmux captures as 'x').

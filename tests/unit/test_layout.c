@@ -1,12 +1,17 @@
 // console/tui/pure/layout: every screen at every terminal size from 20x8 to 400x120 and every stage
 // count the console meets either reports "too small" with a centered notice, or tiles the
-// terminal exactly with the panels it means to show; the key bar's hit test agrees with its
-// placement at every width. Then a few sizes checked by hand against the pictures in
-// layout.h.
+// terminal exactly with the panels it means to show, and shows every rank unless even its
+// compact panels cannot (then both scroll). Nothing is cut inside a word from 60x16 up: the
+// key bar drops whole items by priority and never cuts a label, the stage-row columns fit
+// their texts, the bubble's text and wrapped messages fit their widths. The key bar's hit
+// test agrees with its placement at every width. Then a few sizes checked by hand against
+// the pictures in layout.h.
 #include <stdarg.h>
 #include <string.h>
 
 #include "console/tui/pure/layout.h"
+#include "console/tui/pure/tui_bubble.h"
+#include "console/tui/pure/tui_text.h"
 #include "tests/unit/test_util.h"
 
 enum { COLS_MIN = 20, COLS_MAX = 400, ROWS_MIN = 8, ROWS_MAX = 120 };
@@ -74,11 +79,24 @@ static void expect_bars(Sweep *s, const char *screen, int cols, int rows, Rect h
            screen, cols, rows);
 }
 
+// The notice: the text wrapped at its spaces, every line within the terminal and (from 8
+// columns, the longest word) every word whole.
 static void expect_notice(Sweep *s, const char *screen, int cols, int rows, Rect n, int need_w, int need_h) {
     char text[64];
-    int len = layout_too_small_text(need_w, need_h, text, sizeof text);
-    int w = len < cols ? len : cols;
-    expect(s, n.h == 1 && n.w == w, "%s %dx%d: notice %dx%d, text is %d wide", screen, cols, rows, n.w, n.h, len);
+    layout_too_small_text(need_w, need_h, text, sizeof text);
+    char lines[8][LAYOUT_NOTICE_LINE];
+    const int k = layout_too_small_lines(cols, need_w, need_h, lines, 8);
+    int w = 0, words = 0;
+    for (int i = 0; i < k; i++) {
+        const int len = (int)strlen(lines[i]);
+        w = len > w ? len : w;
+        words += len > 0;
+        for (int c = 0; c < len; c++) words += lines[i][c] == ' ';
+    }
+    // From 8 columns (the longest word) every word is whole: the lines hold its five words.
+    expect(s, cols < 8 || words == 5, "%s %dx%d: the notice's %d words are not whole", screen, cols, rows, words);
+    expect(s, n.h == (k < rows ? k : rows) && n.w == w && w <= cols, "%s %dx%d: notice %dx%d for %d lines of %d", screen,
+           cols, rows, n.w, n.h, k, w);
     // Centered: equal margins, give or take the odd cell.
     int left = n.x, right = cols - n.x - n.w, top = n.y, bottom = rows - n.y - n.h;
     expect(s, left >= 0 && right >= 0 && (left - right == 0 || left - right == -1), "%s %dx%d: notice not centered horizontally",
@@ -108,6 +126,14 @@ static void expect_live_counts(Sweep *s, int cols, int rows, int n, bool show_lo
     if (show_loss && !l->loss_beside && l->stages_scroll)
         expect(s, l->stage_rows == l->lanes_visible, "live %dx%d n=%d: %d stage rows vs %d lanes", cols, rows, n, l->stage_rows,
                l->lanes_visible);
+    // Nobody hidden while a compact panel could show them: a panel that scrolls has already
+    // dropped its heading (stages) or axis (stacked timeline).
+    expect(s, !l->stages_scroll || !l->stages_heading, "live %dx%d n=%d: stages scroll with headings on", cols, rows, n);
+    expect(s, l->loss_beside || !l->timeline_scrolls || !l->timeline_axis, "live %dx%d n=%d: timeline scrolls with its axis",
+           cols, rows, n);
+    expect(s, l->stage_list.h == layout_inner(l->stages).h - (l->stages_heading ? 1 : 0) &&
+                  l->lanes.h == layout_inner(l->timeline).h - (l->timeline_axis ? 1 : 0),
+           "live %dx%d n=%d: heading and axis rows", cols, rows, n);
 }
 
 static void sweep_live(void) {
@@ -205,11 +231,30 @@ static void sweep_history(void) {
 
 // ---- key bar ----------------------------------------------------------------------------
 
-static const KeyBarItem HTOP_KEYS[] = {{"F1", "Help"},  {"F2", "Setup"},   {"F3", "History"}, {"F4", "Filter"},
-                                       {"F5", "Pause"}, {"F6", "SortBy"}, {"F7", "EMA"},     {"F8", "Loss"},
-                                       {"F9", "Stop"},  {"F10", "Quit"}};
-static const KeyBarItem ODD_KEYS[] = {{"Enter", "Open"}, {"q", "Q"}, {"Tab", "NextPanel"}, {"/", "Search"}, {"Esc", ""}};
-static const KeyBarItem ONE_KEY[] = {{"F10", "Quit"}};
+// The live screen's bar (console/tui/tui_live.c), an htop-like one, odd keys, and one key.
+static const KeyBarItem LIVE_KEYS[] = {{"F1", "Help", 0},   {"F2", "Setup", 1}, {"F3", "Live", 3},
+                                       {"F4", "History", 1}, {"F5", "Pause", 0}, {"F6", "EMA", 2},
+                                       {"F7", "Stop", 0},    {"F8", "Theme", 2}, {"F10", "Quit", 0}};
+static const KeyBarItem HTOP_KEYS[] = {{"F1", "Help", 0},  {"F2", "Setup", 2},  {"F3", "History", 2}, {"F4", "Filter", 1},
+                                       {"F5", "Pause", 0}, {"F6", "SortBy", 1}, {"F7", "EMA", 3},     {"F8", "Loss", 3},
+                                       {"F9", "Stop", 0},  {"F10", "Quit", 0}};
+static const KeyBarItem ODD_KEYS[] = {{"Enter", "Open", 0}, {"q", "Q", 1}, {"Tab", "NextPanel", 2}, {"/", "Search", 1},
+                                      {"Esc", "", 1}};
+static const KeyBarItem ONE_KEY[] = {{"F10", "Quit", 0}};
+
+// Dropped before item i (labels on): every item that left the bar outranks (or equals and
+// follows) every item that stayed.
+static bool keybar_order_kept(const KeyBarItem *items, int n, const KeyBarSlot *slots) {
+    for (int i = 0; i < n; i++) {
+        if (slots[i].key_w) continue;
+        for (int j = 0; j < n; j++) {
+            if (!slots[j].key_w) continue;
+            const int pi = items[i].priority, pj = items[j].priority;
+            if (pi == 0 || pj > pi || (pj == pi && j > i)) return false;
+        }
+    }
+    return true;
+}
 
 static void sweep_keybar_set(Sweep *s, const char *set, const KeyBarItem *items, int n) {
     KeyBarSlot slots[16];
@@ -217,30 +262,36 @@ static void sweep_keybar_set(Sweep *s, const char *set, const KeyBarItem *items,
         for (int w = 0; w <= 200; w++) {
             Rect bar = {bx, 3, w, 1};
             int shown = layout_keybar(&bar, items, n, slots);
-            int cut = -1, end = bar.x;
+            int end = bar.x;
+            bool labels = false;
             expect(s, shown >= 0 && shown <= n, "%s w=%d: shown %d", set, w, shown);
             for (int i = 0; i < n; i++) {
                 int iw = slots[i].key_w + slots[i].label_w, len = (int)strlen(items[i].label);
-                if (i >= shown) {
+                if (!slots[i].key_w) {
                     expect(s, iw == 0, "%s w=%d: dropped item %d has width", set, w, i);
                     continue;
                 }
+                labels |= slots[i].label_w > 0;
                 expect(s, slots[i].key_w == (int)strlen(items[i].key), "%s w=%d: key %d cut", set, w, i);
+                expect(s, slots[i].label_w == 0 || slots[i].label_w == len, "%s w=%d: label %d cut to %d", set, w, i,
+                       slots[i].label_w);
                 expect(s, slots[i].x >= end && slots[i].x + iw <= bar.x + bar.w, "%s w=%d: item %d at %d+%d", set, w, i, slots[i].x, iw);
-                expect(s, i == 0 || slots[i].x > end, "%s w=%d: no gap before item %d", set, w, i);
-                // One cut for every label: the label's own length when shorter.
-                if (slots[i].label_w < len) {
-                    expect(s, cut < 0 || cut == slots[i].label_w, "%s w=%d: labels cut unevenly", set, w);
-                    cut = slots[i].label_w;
-                }
+                expect(s, end == bar.x || slots[i].x == end + 1, "%s w=%d: not one blank before item %d", set, w, i);
                 end = slots[i].x + iw;
             }
-            expect(s, cut <= 0 || cut >= LAYOUT_KEYBAR_MIN_LABEL, "%s w=%d: labels cut to %d", set, w, cut);
+            if (labels) {
+                expect(s, keybar_order_kept(items, n, slots), "%s w=%d: items left out of priority order", set, w);
+                for (int i = 0; i < n; i++)
+                    expect(s, items[i].priority > 0 || slots[i].key_w, "%s w=%d: priority-0 item %d off a labelled bar",
+                           set, w, i);
+            } else {
+                for (int i = 0; i < shown; i++) expect(s, slots[i].key_w, "%s w=%d: keys only, but key %d missing", set, w, i);
+            }
             // Every column: its item, or -1 in a gap, past the end, or off the bar.
             for (int x = bar.x - 2; x < bar.x + w + 3; x++) {
                 int want = -1;
-                for (int i = 0; i < shown; i++)
-                    if (x >= slots[i].x && x < slots[i].x + slots[i].key_w + slots[i].label_w) want = i;
+                for (int i = 0; i < n; i++)
+                    if (slots[i].key_w && x >= slots[i].x && x < slots[i].x + slots[i].key_w + slots[i].label_w) want = i;
                 int got = layout_keybar_hit(&bar, items, n, x);
                 expect(s, got == want, "%s w=%d x=%d: hit %d, want %d", set, w, x, got, want);
             }
@@ -249,6 +300,7 @@ static void sweep_keybar_set(Sweep *s, const char *set, const KeyBarItem *items,
 
 static void test_keybar(void) {
     Sweep s = {0, 0};
+    sweep_keybar_set(&s, "live", LIVE_KEYS, 9);
     sweep_keybar_set(&s, "htop", HTOP_KEYS, 10);
     sweep_keybar_set(&s, "odd", ODD_KEYS, 5);
     sweep_keybar_set(&s, "one", ONE_KEY, 1);
@@ -260,13 +312,78 @@ static void test_keybar(void) {
     CHECK(slots[1].x == 7 && layout_keybar_hit(&bar, HTOP_KEYS, 10, 6) == -1 && layout_keybar_hit(&bar, HTOP_KEYS, 10, 7) == 1,
           "F2 starts after 'F1Help' and a gap (x=%d)", slots[1].x);
     bar.w = LAYOUT_LIVE_MIN_W;
-    CHECK(layout_keybar(&bar, HTOP_KEYS, 10, slots) == 10 && slots[2].label_w >= LAYOUT_KEYBAR_MIN_LABEL,
-          "all ten keys keep a label at the minimum width (label %d)", slots[2].label_w);
+    CHECK(layout_keybar(&bar, LIVE_KEYS, 9, slots) == 7 && !slots[2].key_w && !slots[7].key_w && slots[3].label_w == 7,
+          "60 columns: the live bar leaves out F3 Live and F8 Theme, the rest whole");
     bar.w = 30;
-    CHECK(layout_keybar(&bar, HTOP_KEYS, 10, slots) == 10 && slots[0].label_w == 0, "30 columns: keys only");
+    CHECK(layout_keybar(&bar, HTOP_KEYS, 10, slots) == 4 && slots[0].label_w == 4 && slots[9].label_w == 4,
+          "30 columns: the four priority-0 items");
+    bar.w = 20;
+    CHECK(layout_keybar(&bar, HTOP_KEYS, 10, slots) == 7 && slots[0].label_w == 0, "20 columns: keys only");
     bar.w = 10;
     CHECK(layout_keybar(&bar, HTOP_KEYS, 10, slots) == 3, "10 columns: F1 F2 F3");
     CHECK(layout_keybar(&bar, HTOP_KEYS, 0, slots) == 0 && layout_keybar_hit(&bar, HTOP_KEYS, 0, 0) == -1, "no items");
+}
+
+// ---- texts ------------------------------------------------------------------------------
+
+// The stage row's columns tile the panel's inside and hold their texts and headings, for
+// every width from the minimum screen's up.
+static void sweep_stage_columns(void) {
+    Sweep s = {0, 0};
+    for (int width = LAYOUT_LIVE_MIN_W - 2; width <= COLS_MAX - 2; width++)
+        for (int rank_w = 1; rank_w <= 4; rank_w++)
+            for (int layers_w = 1; layers_w <= 40; layers_w++) {
+                StageColumns c;
+                layout_stage_columns(width, rank_w, layers_w, &c);
+                int x = 0;
+                for (int k = 0; k < STAGE_COLS; k++) {
+                    expect(&s, c.x[k] == x, "stage cols w=%d: column %d at %d, want %d", width, k, c.x[k], x);
+                    x += c.w[k];
+                    const int head = (int)strlen(layout_stage_heading((StageCol)k));
+                    if (c.w[k] && k != STAGE_COL_BAR)
+                        expect(&s, head + 1 <= c.w[k], "stage cols w=%d: heading %d does not fit %d", width, k, c.w[k]);
+                }
+                expect(&s, x == width, "stage cols w=%d rank %d layers %d: %d columns used", width, rank_w, layers_w, x);
+                expect(&s, c.w[STAGE_COL_BAR] >= LAYOUT_BAR_MIN && c.w[STAGE_COL_RANK] > rank_w &&
+                               c.w[STAGE_COL_BUSY] > STAGE_NUM_W && c.w[STAGE_COL_WAIT] > STAGE_NUM_W,
+                       "stage cols w=%d: a column too narrow", width);
+                expect(&s, c.w[STAGE_COL_LAYERS] > layers_w || c.w[STAGE_COL_LAYERS] >= 8,
+                       "stage cols w=%d: layers %d in %d", width, layers_w, c.w[STAGE_COL_LAYERS]);
+            }
+    CHECK(s.fails == 0, "stage column sweep: %ld of %ld checks failed", s.fails, s.checks);
+}
+
+// Wrapped lines fit and keep words whole; the bubble's text fits every width.
+static void sweep_texts(void) {
+    Sweep s = {0, 0};
+    const char *msg = "the checkpoint is at step 500, the end of its 500-step run (give --steps N above 500 to go on)";
+    const TuiBubble b = {0.5623, 0.2727, 0.0991, 0.0042, 0.1863, true};
+    for (int width = 10; width <= COLS_MAX; width++) {
+        TuiLine lines[32];
+        const int n = tui_wrap(msg, width, lines, 32);
+        int words = 0;
+        for (int i = 0; i < n && i < 32; i++) {
+            expect(&s, tui_text_width_n(msg + lines[i].start, lines[i].len) <= width, "wrap w=%d: line %d too wide", width, i);
+            const char before = lines[i].start ? msg[lines[i].start - 1] : ' ', after = msg[lines[i].start + lines[i].len];
+            expect(&s, before == ' ' && (after == ' ' || after == '\0'), "wrap w=%d: line %d cuts a word", width, i);
+            for (int k = 0; k < lines[i].len; k++) words += msg[lines[i].start + k] == ' ';
+        }
+        expect(&s, words + n == 20, "wrap w=%d: %d words kept of 20", width, words + n);
+        char text[256];
+        const int len = tui_bubble_text(&b, width, text, sizeof text);
+        expect(&s, len <= width && (width < 12 || len >= 12) && (int)strlen(text) == len, "bubble w=%d: %d columns", width,
+               len);
+    }
+    CHECK(s.fails == 0, "text sweep: %ld of %ld checks failed", s.fails, s.checks);
+    TuiLine l[4];
+    const char *path = "see /a/very/long/path/that/cannot/fit";
+    CHECK(tui_wrap(path, 12, l, 4) == 5 && l[1].len == 8 && !strncmp(path + l[1].start, "/a/very/", 8) &&
+              !strncmp(path + l[3].start, "that/cannot/", 12),
+          "a path breaks after its slashes");
+    const int fit = tui_words_fit("stopping after this step (a checkpoint is written)", 30, 1);
+    CHECK(fit == 27, "whole words before the ellipsis: %d", fit);
+    const int fields[] = {7, 8, 20, 5};
+    CHECK(tui_fields_fit(fields, 4, 2, 40) == 3 && tui_fields_fit(fields, 4, 2, 6) == 0, "fields that fit");
 }
 
 // ---- specific sizes ---------------------------------------------------------------------
@@ -293,11 +410,17 @@ static void test_live_examples(void) {
 
     CHECK(layout_live(60, 16, 1, true, &l) == 0 && l.header.h == 1 && l.stages.h == 4 && l.timeline.h == 4 && l.loss.h == 6,
           "60x16 is the minimum: every panel at its smallest");
+    CHECK(layout_live(60, 20, 4, true, &l) == 0 && l.stage_rows == 4 && l.lanes_visible == 4 && !l.stages_heading &&
+              !l.timeline_axis,
+          "60x20, 4 ranks: compact panels show all four (%d, %d)", l.stage_rows, l.lanes_visible);
+    CHECK(layout_live(80, 24, 4, true, &l) == 0 && l.stages_heading && l.timeline_axis, "80x24: headings and axis");
     CHECK(layout_live(59, 16, 1, true, &l) == 1 && layout_live(60, 15, 1, true, &l) == 1, "59x16 and 60x15 are too small");
     char text[64];
     layout_too_small_text(LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, text, sizeof text);
     CHECK(strcmp(text, "terminal too small (need 60x16)") == 0, "notice text: %s", text);
     CHECK(l.notice.y == 7 && l.notice.w == (int)strlen(text) && l.notice.x == (60 - l.notice.w) / 2, "60x15: notice centered");
+    CHECK(layout_live(30, 10, 4, true, &l) == 1 && l.notice.h == 2 && l.notice.w == 18 && l.notice.y == 4,
+          "30x10: the notice in two lines (%dx%d)", l.notice.w, l.notice.h);
 }
 
 static void test_other_examples(void) {
@@ -324,6 +447,7 @@ static void test_rect_helpers(void) {
     Rect n;
     CHECK(layout_too_small(0, 0, 60, 16, &n) && layout_empty(&n), "0x0: empty notice");
     CHECK(layout_too_small(5, 1, 60, 16, &n) && n.x == 0 && n.y == 0 && n.w == 5 && n.h == 1, "5x1: notice clipped");
+    CHECK(layout_too_small(20, 8, 60, 16, &n) && n.h == 2 && n.w == 18, "20x8: two lines");
     CHECK(!layout_too_small(60, 16, 60, 16, &n), "exactly the minimum is not too small");
 }
 
@@ -335,5 +459,7 @@ int main(void) {
     sweep_live();
     sweep_setup();
     sweep_history();
+    sweep_stage_columns();
+    sweep_texts();
     return test_finish();
 }

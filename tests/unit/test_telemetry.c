@@ -1,5 +1,7 @@
 // Telemetry: telemetry_summarize on hand-made events (exact numbers, clock offsets), the
-// Chrome trace writer read back with cJSON, and the events a real 2-rank runtime records.
+// split of non-busy time into transfer and wait and of the bubble into its parts (worked by
+// hand below), the Chrome trace writer read back with cJSON, and the events a real 2-rank
+// runtime records.
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,16 +17,17 @@
 #include "test_util.h"
 
 // One microbatch through two stages. Rank 1's clock reads 10 s ahead of rank 0's. Times are
-// multiples of 1/4 s, so every sum below is exact.
-//   rank 0:  F [0,1]  SEND_F [1,1.25]  RECV_B [1.25,3]  B [3,4]
-//   rank 1:  RECV_F [0,1.25]  F [1.25,2.25]  B [2.25,2.75]  SEND_B [2.75,3]   (rank-0 clock)
+// multiples of 1/4 s, so every sum below is exact. A message takes 1/4 s to copy in (SEND)
+// and 1/4 s to copy out (the end of its RECV).
+//   rank 0:  F [0,1]  SEND_F [1,1.25]  RECV_B [1.25,3.5]  B [3.5,4.5]
+//   rank 1:  RECV_F [0,1.5]  F [1.5,2.5]  B [2.5,3]  SEND_B [3,3.25]   (rank-0 clock)
 static const ActionEvent RANK0[] = {
     {0.0, 1.0, 0, 0, ACT_F, 0}, {1.0, 1.25, 0, 0, ACT_SEND_F, 0},
-    {1.25, 3.0, 0, 0, ACT_RECV_B, 0}, {3.0, 4.0, 0, 0, ACT_B, 0},
+    {1.25, 3.5, 0, 0, ACT_RECV_B, 0}, {3.5, 4.5, 0, 0, ACT_B, 0},
 };
 static const ActionEvent RANK1[] = {
-    {10.0, 11.25, 0, 1, ACT_RECV_F, 0}, {11.25, 12.25, 0, 1, ACT_F, 0},
-    {12.25, 12.75, 0, 1, ACT_B, 0}, {12.75, 13.0, 0, 1, ACT_SEND_B, 0},
+    {10.0, 11.5, 0, 1, ACT_RECV_F, 0}, {11.5, 12.5, 0, 1, ACT_F, 0},
+    {12.5, 13.0, 0, 1, ACT_B, 0}, {13.0, 13.25, 0, 1, ACT_SEND_B, 0},
 };
 
 static void test_summarize_exact(void) {
@@ -36,22 +39,88 @@ static void test_summarize_exact(void) {
     StepTelemetry t = {.ranks = ranks, .stages = stages};
     telemetry_summarize(2, 2, stage_rank, events, n, offsets, &t);
     CHECK(t.n_ranks == 2 && t.n_stages == 2, "shape");
-    CHECK(t.step_ms == 4000.0, "step %.17g ms", t.step_ms);
-    CHECK(ranks[0].busy_ms == 2000.0 && ranks[0].comm_ms == 2000.0 && ranks[0].idle_ms == 0.0,
+    CHECK(t.step_ms == 4500.0, "step %.17g ms", t.step_ms);
+    CHECK(ranks[0].busy_ms == 2000.0 && ranks[0].comm_ms == 2500.0 && ranks[0].idle_ms == 0.0,
           "rank 0: busy %g comm %g idle %g", ranks[0].busy_ms, ranks[0].comm_ms, ranks[0].idle_ms);
-    CHECK(ranks[1].busy_ms == 1500.0 && ranks[1].comm_ms == 1500.0 && ranks[1].idle_ms == 1000.0,
+    CHECK(ranks[1].busy_ms == 1500.0 && ranks[1].comm_ms == 1750.0 && ranks[1].idle_ms == 1250.0,
           "rank 1: busy %g comm %g idle %g", ranks[1].busy_ms, ranks[1].comm_ms, ranks[1].idle_ms);
     CHECK(ranks[0].events == 4 && ranks[1].events == 4, "event counts");
-    CHECK(t.bubble == 1.0 - 3500.0 / 8000.0, "bubble %.17g", t.bubble);
-    CHECK(stages[0].busy_ms == 2000.0 && stages[0].comm_ms == 2000.0 && stages[0].rank == 0, "stage 0");
-    CHECK(stages[1].busy_ms == 1500.0 && stages[1].comm_ms == 1500.0 && stages[1].rank == 1, "stage 1");
+    CHECK(t.bubble == 1.0 - 3500.0 / 9000.0, "bubble %.17g", t.bubble);
+    CHECK(stages[0].busy_ms == 2000.0 && stages[0].comm_ms == 2500.0 && stages[0].rank == 0, "stage 0");
+    CHECK(stages[1].busy_ms == 1500.0 && stages[1].comm_ms == 1750.0 && stages[1].rank == 1, "stage 1");
+    // Transfer: a copy in and a copy out per rank (250 ms each); the rest of the non-busy
+    // time is waiting.
+    CHECK(ranks[0].transfer_ms == 500.0 && ranks[0].wait_ms == 2000.0, "rank 0: transfer %g wait %g",
+          ranks[0].transfer_ms, ranks[0].wait_ms);
+    CHECK(ranks[1].transfer_ms == 500.0 && ranks[1].wait_ms == 2500.0, "rank 1: transfer %g wait %g",
+          ranks[1].transfer_ms, ranks[1].wait_ms);
+    CHECK(stages[0].transfer_ms == 500.0 && stages[1].transfer_ms == 500.0, "stage transfer");
+    // Replays: F 1 s on both stages; B 1 s and 0.5 s (mean 0.75). Messages free: rank 1 starts
+    // F at 1, B ends at 2.75, rank 0's B ends at 3.5: 1 - 3.5 / (2 x 3.5) = 0.5, the same with
+    // each stage's own B. With the four copies the replay is the measured 4.5 s.
+    const BubbleParts *b = &t.parts;
+    CHECK(b->valid && b->ideal == 0.5 && b->imbalance == 0.0 && b->transfer == t.bubble - 0.5 &&
+              b->contention == 0.0,
+          "parts: ideal %.17g imbalance %.17g transfer %.17g contention %.17g", b->ideal, b->imbalance, b->transfer,
+          b->contention);
     // Without the offset rank 1 seems to end 9 s after rank 0: the wall time says so.
     telemetry_summarize(2, 2, stage_rank, events, n, NULL, &t);
-    CHECK(t.step_ms == 13000.0 && ranks[1].idle_ms == 10000.0, "no offsets: step %g ms", t.step_ms);
+    CHECK(t.step_ms == 13250.0 && ranks[1].idle_ms == 10000.0, "no offsets: step %g ms", t.step_ms);
     // Nothing recorded: no wall time, no bubble.
     const int none[2] = {0, 0};
     telemetry_summarize(2, 2, stage_rank, events, none, offsets, &t);
-    CHECK(t.step_ms == 0.0 && t.bubble == 0.0 && ranks[0].busy_ms == 0.0, "empty step");
+    CHECK(t.step_ms == 0.0 && t.bubble == 0.0 && ranks[0].busy_ms == 0.0 && !t.parts.valid, "empty step");
+}
+
+// GPipe, 2 microbatches, stage 1 twice as slow as stage 0 (F = B = 1 s on rank 0, 2 s on
+// rank 1), messages instantaneous:
+//   rank 0:  F0 [0,1]  F1 [1,2]  RECV_B1 [2,7]  B1 [7,8]  RECV_B0 [8,9]  B0 [9,10]
+//   rank 1:  RECV_F0 [0,1]  F0 [1,3]  F1 [3,5]  B1 [5,7]  B0 [7,9]
+// Busy 4 + 8 = 12 s in 2 x 10: bubble 0.4. At the mean costs (1.5 s everywhere) the replay
+// takes 9 s: ideal 1 - 12/18 = 1/3; each stage's own costs give the measured 10 s: imbalance
+// 0.4 - 1/3. With rank 1's F1 a second late (everything after it too) the step takes 11 s:
+// bubble 1 - 12/22, and the replays still say 10 s, so contention = 1 - 12/22 - 0.4.
+#define EV(t0, t1, mb, stage, type) {t0, t1, mb, stage, type, 0}
+static void gpipe_events(double late, ActionEvent *r0, ActionEvent *r1) {
+    const ActionEvent a[] = {EV(0, 1, 0, 0, ACT_F), EV(1, 1, 0, 0, ACT_SEND_F), EV(1, 2, 1, 0, ACT_F),
+                             EV(2, 2, 1, 0, ACT_SEND_F), EV(2, 7 + late, 1, 0, ACT_RECV_B),
+                             EV(7 + late, 8 + late, 1, 0, ACT_B), EV(8 + late, 9 + late, 0, 0, ACT_RECV_B),
+                             EV(9 + late, 10 + late, 0, 0, ACT_B)};
+    const ActionEvent b[] = {EV(0, 1, 0, 1, ACT_RECV_F), EV(1, 3, 0, 1, ACT_F), EV(3, 3, 1, 1, ACT_RECV_F),
+                             EV(3 + late, 5 + late, 1, 1, ACT_F), EV(5 + late, 7 + late, 1, 1, ACT_B),
+                             EV(7 + late, 7 + late, 1, 1, ACT_SEND_B), EV(7 + late, 9 + late, 0, 1, ACT_B),
+                             EV(9 + late, 9 + late, 0, 1, ACT_SEND_B)};
+    memcpy(r0, a, sizeof a);
+    memcpy(r1, b, sizeof b);
+}
+
+static void test_bubble_parts(void) {
+    ActionEvent r0[8], r1[8];
+    const ActionEvent *events[2] = {r0, r1};
+    const int n[2] = {8, 8}, stage_rank[2] = {0, 1};
+    RankTelemetry ranks[2];
+    StageTelemetry stages[2];
+    StepTelemetry t = {.ranks = ranks, .stages = stages};
+    for (int late = 0; late <= 1; late++) {
+        gpipe_events(late, r0, r1);
+        telemetry_summarize(2, 2, stage_rank, events, n, NULL, &t);
+        const BubbleParts *b = &t.parts;
+        const double want_bubble = 1.0 - 12.0 / (2 * (10.0 + late));
+        CHECK_NEAR(t.bubble, want_bubble, 1e-15, "bubble");
+        CHECK(b->valid, "late %d: the step replays", late);
+        CHECK_NEAR(b->ideal, 1.0 / 3.0, 1e-12, "ideal at the mean costs");
+        CHECK_NEAR(b->imbalance, 0.4 - 1.0 / 3.0, 1e-12, "imbalance");
+        CHECK_NEAR(b->transfer, 0.0, 1e-12, "transfer");
+        CHECK_NEAR(b->contention, want_bubble - 0.4, 1e-12, "contention");
+        CHECK_NEAR(b->ideal + b->imbalance + b->transfer + b->contention, t.bubble, 1e-15, "the parts add up");
+        CHECK(ranks[0].transfer_ms == 0.0 && ranks[0].wait_ms == (6.0 + late) * 1e3, "rank 0 waits %g ms",
+              ranks[0].wait_ms);
+    }
+    // A receive whose send is not in the step cannot be replayed: no parts, no crash.
+    gpipe_events(0, r0, r1);
+    r0[1].type = ACT_F;
+    telemetry_summarize(2, 2, stage_rank, events, n, NULL, &t);
+    CHECK(!t.parts.valid, "a receive without its send");
 }
 
 // ---- trace ---------------------------------------------------------------------------------
@@ -217,6 +286,15 @@ static void run_gpipe(bool recompute) {
     for (int r = 0; r < 2; r++)
         CHECK(ranks[r].busy_ms > 0 && ranks[r].idle_ms >= 0 && st[r].rank == r && st[r].busy_ms == ranks[r].busy_ms,
               "rank %d: busy %.3f idle %.3f", r, ranks[r].busy_ms, ranks[r].idle_ms);
+    // Real events: the parts add up to the measured bubble; transfer and wait to the non-busy time.
+    const BubbleParts *b = &t.parts;
+    CHECK(b->valid && fabs(b->ideal + b->imbalance + b->transfer + b->contention - t.bubble) < 1e-12 &&
+              b->ideal >= 0 && b->transfer >= -1e-12,
+          "parts %.4f %.4f %.4f %.4f of %.4f", b->ideal, b->imbalance, b->transfer, b->contention, t.bubble);
+    for (int r = 0; r < 2; r++)
+        CHECK(ranks[r].transfer_ms >= 0 && ranks[r].transfer_ms <= ranks[r].comm_ms + 1e-9 &&
+                  fabs(ranks[r].transfer_ms + ranks[r].wait_ms + ranks[r].busy_ms - t.step_ms) < 1e-6,
+              "rank %d: transfer %.4f wait %.4f", r, ranks[r].transfer_ms, ranks[r].wait_ms);
     printf("gpipe P=2 M=%d recompute=%d: step %.2f ms, busy %.2f / %.2f ms, bubble %.3f\n", M, recompute, t.step_ms,
            ranks[0].busy_ms, ranks[1].busy_ms, t.bubble);
     for (int r = 0; r < 2; r++) {
@@ -229,6 +307,7 @@ static void run_gpipe(bool recompute) {
 
 int main(void) {
     test_summarize_exact();
+    test_bubble_parts();
     test_trace_roundtrip();
     run_gpipe(false);
     run_gpipe(true);

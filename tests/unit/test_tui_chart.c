@@ -1,12 +1,14 @@
-// The console's pure chart and plan helpers (console/tui/pure/tui_chart.c, console/tui/pure/tui_plan.c): Gantt
-// rasterization, utilization bars, EMA, the fixed-memory loss series, braille plotting, layer
-// ranges, number formats, and the plan the setup screen previews (pptrain_console_pure).
+// The console's pure chart, plan and bubble helpers (console/tui/pure/tui_chart.c, tui_plan.c,
+// tui_bubble.c): Gantt rasterization, utilization bars, EMA, the fixed-memory loss series,
+// braille plotting, layer ranges, number formats, the plan the setup screen previews, and the
+// bubble's parts as text (pptrain_console_pure).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "console/tui/pure/tui_bubble.h"
 #include "console/tui/pure/tui_chart.h"
 #include "console/tui/pure/tui_plan.h"
 #include "engine/schedule/schedule.h"
@@ -32,10 +34,14 @@ static void test_gantt(void) {
     // Coarser: column 0 holds F 2 and B 2 (a tie goes to the first kind), column 1 B 2 and 2 idle.
     tui_gantt_raster(ev, 3, 0.0, 4.0, 2, c);
     CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_B, "unit 4: %d %d", c[0].kind, c[1].kind);
-    // Idle wins a column only when it covers more than any one kind.
+    // Idle wins a column only when it covers more than any one kind; an action that would
+    // then show nowhere keeps the column of its middle.
+    const TuiEvent over = {0, 1.2f, TUI_CELL_F, 0, 0};
+    tui_gantt_raster(&over, 1, 0.0, 1.0, 2, c);
+    CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_IDLE, "the tail of an action in a long column is idle");
     const TuiEvent short_f = {0, 0.2f, TUI_CELL_F, 0, 0};
     tui_gantt_raster(&short_f, 1, 0.0, 1.0, 1, c);
-    CHECK(c[0].kind == TUI_CELL_IDLE, "a short action in a long column is idle");
+    CHECK(c[0].kind == TUI_CELL_F && c[0].start, "a short action alone in a long column still shows");
     // Events outside the window, reversed or unsorted, and an offset origin.
     const TuiEvent odd[] = {{-5, -1, TUI_CELL_F, 0, 0}, {10, 20, TUI_CELL_B, 0, 1}, {3, 4, TUI_CELL_W, 0, 2},
                             {1, 2, TUI_CELL_I, 0, 5}};
@@ -43,6 +49,32 @@ static void test_gantt(void) {
     CHECK(c[0].kind == TUI_CELL_I && c[1].kind == TUI_CELL_IDLE && c[2].kind == TUI_CELL_W &&
               c[3].kind == TUI_CELL_IDLE, "origin 1: %d %d %d %d", c[0].kind, c[1].kind, c[2].kind, c[3].kind);
     tui_gantt_raster(odd, 4, 0.0, 1.0, 0, c);   // width 0: nothing written, no crash
+}
+
+// Labels say the action and its microbatch; an action narrower than a cell still shows.
+static void test_gantt_labels(void) {
+    const TuiEvent ev[] = {{0, 2, TUI_CELL_F, 0, 3}, {2, 6, TUI_CELL_B, 0, 3}, {6.9f, 7, TUI_CELL_COMM, 0, 4}};
+    TuiGanttCell c[16];
+    char text[17];
+    tui_gantt_raster(ev, 3, 0.0, 1.0, 8, c);
+    tui_gantt_text(c, 8, text);
+    CHECK(strcmp(text, "F3B3BB..") == 0, "inline microbatches: %s", text);
+    tui_gantt_labels(c, 8, text);
+    CHECK(strcmp(text, "  B3    ") == 0, "labels with a blank between them: '%s'", text);
+    tui_gantt_raster(ev, 3, 0.0, 0.5, 16, c);
+    tui_gantt_labels(c, 16, text);
+    CHECK(strcmp(text, "F3  B3          ") == 0, "zoomed in, both labelled: '%s'", text);
+    // F of microbatch 1 takes 0.3 of a cell, B the rest of four: F keeps a cell, B three.
+    const TuiEvent thin[] = {{0, 0.3f, TUI_CELL_F, 0, 1}, {0.3f, 4, TUI_CELL_B, 0, 1}, {4.2f, 4.4f, TUI_CELL_W, 0, 2}};
+    tui_gantt_raster(thin, 3, 0.0, 1.0, 6, c);
+    tui_gantt_text(c, 6, text);
+    CHECK(strcmp(text, "FB1BW.") == 0, "every action visible: %s", text);
+    CHECK(c[0].mb == 1 && c[1].start && c[4].mb == 2 && c[4].start, "the rescued cells carry their microbatch");
+    // More actions than cells: each still gets a cell while one is free, none is stacked.
+    TuiEvent many[8];
+    for (int i = 0; i < 8; i++) many[i] = (TuiEvent){i * 0.25f, i * 0.25f + 0.2f, TUI_CELL_F, 0, i};
+    tui_gantt_raster(many, 8, 0.0, 1.0, 2, c);
+    CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_F, "two cells for eight actions: both used");
 }
 
 static void test_bars(void) {
@@ -219,9 +251,55 @@ static void test_plan(void) {
     tui_plan_free(&p);
 }
 
+// The parts, rounded to tenths, always add up to the measured figure as printed; the text
+// keeps the richest form that fits and never cuts one.
+static void test_bubble(void) {
+    // 0.686 = 0.27273 + 0.17876 + 0.00142 + 0.23309: rounded one by one they print 27.3 + 17.9
+    // + 0.1 + 23.3 = 68.6; the largest remainders decide.
+    TuiBubble b = {0.68600, 0.27273, 0.17876, 0.00142, 0.23309, true};
+    long t[5];
+    tui_bubble_tenths(&b, t);
+    CHECK(t[0] == 686 && t[1] + t[2] + t[3] + t[4] == 686, "sum %ld + %ld + %ld + %ld vs %ld", t[1], t[2], t[3], t[4],
+          t[0]);
+    CHECK(t[1] == 273 && t[2] == 179 && t[3] == 1 && t[4] == 233, "largest remainders: %ld %ld %ld %ld", t[1], t[2],
+          t[3], t[4]);
+    // Every split of a random measured figure into random parts (some negative) adds up.
+    srand(7);
+    int bad = 0;
+    for (int k = 0; k < 100000; k++) {
+        double p[4], sum = 0;
+        for (int i = 0; i < 4; i++) sum += p[i] = (rand() / (double)RAND_MAX - 0.2) * 0.4;
+        TuiBubble r = {sum, p[0], p[1], p[2], p[3], false};
+        tui_bubble_tenths(&r, t);
+        bad += t[1] + t[2] + t[3] + t[4] != t[0];
+        for (int i = 0; i < 4; i++) bad += labs(t[1 + i] - lround(1000 * p[i])) > 1;
+    }
+    CHECK(bad == 0, "%d random splits do not add up or stray beyond a tenth", bad);
+    const TuiBubble unknown = {0.5, NAN, NAN, NAN, NAN, false};
+    tui_bubble_tenths(&unknown, t);
+    CHECK(t[0] == 0 && t[1] == 0 && t[4] == 0, "parts not measured: nothing to round");
+    char text[256], v[16];
+    tui_fmt_tenths(-4, v, sizeof v);
+    CHECK(strcmp(v, "-0.4") == 0, "negative tenths: %s", v);
+    CHECK(tui_bubble_text(&b, 200, text, sizeof text) > 0 &&
+              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbalance + 0.1 transfer + 23.3 oversubscription") == 0,
+          "long form: %s", text);
+    CHECK(tui_bubble_text(&b, 64, text, sizeof text) == 64 &&
+              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbal + 0.1 xfer + 23.3 oversub") == 0,
+          "short labels: %s", text);
+    b.oversubscribed = false;
+    CHECK(tui_bubble_text(&b, 62, text, sizeof text) > 0 && strstr(text, "23.3 other"), "not oversubscribed: %s",
+          text);
+    CHECK(tui_bubble_text(&b, 40, text, sizeof text) > 0 && strcmp(text, "bubble 68.6% (27.3 ideal)") == 0,
+          "narrow: %s", text);
+    CHECK(tui_bubble_text(&b, 12, text, sizeof text) == 12 && strcmp(text, "bubble 68.6%") == 0, "narrower: %s", text);
+    CHECK(tui_bubble_text(&b, 11, text, sizeof text) == 0 && text[0] == '\0', "too narrow for any form");
+}
+
 int main(void) {
     test_cell_kinds();
     test_gantt();
+    test_gantt_labels();
     test_bars();
     test_ema();
     test_series();
@@ -229,5 +307,6 @@ int main(void) {
     test_layers();
     test_formats();
     test_plan();
+    test_bubble();
     return test_finish();
 }

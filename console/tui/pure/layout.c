@@ -2,6 +2,8 @@
 // pictures and the rules). Every function here is a function of its arguments only.
 #include "console/tui/pure/layout.h"
 
+#include "console/tui/pure/tui_text.h"
+
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,10 +47,33 @@ int layout_too_small_text(int need_w, int need_h, char *buf, size_t size) {
     return snprintf(buf, size, "terminal too small (need %dx%d)", need_w, need_h);
 }
 
+int layout_too_small_lines(int cols, int need_w, int need_h, char lines[][LAYOUT_NOTICE_LINE], int max) {
+    char text[LAYOUT_NOTICE_LINE], need[32];
+    const int len = layout_too_small_text(need_w, need_h, text, sizeof text);
+    int n = 0;
+    if (cols <= 0) return 0;
+    if (len <= cols) {
+        snprintf(lines[n++], LAYOUT_NOTICE_LINE, "%s", text);
+        return n;
+    }
+    // Two phrases, each wrapped on its own: "terminal too small" and "(need 60x16)".
+    snprintf(need, sizeof need, "(need %dx%d)", need_w, need_h);
+    const char *const phrases[] = {"terminal too small", need};
+    for (int p = 0; p < 2; p++) {
+        TuiLine l[8];
+        const int k = tui_wrap(phrases[p], cols, l, 8);
+        for (int i = 0; i < k && i < 8 && n < max; i++)
+            snprintf(lines[n++], LAYOUT_NOTICE_LINE, "%.*s", l[i].len, phrases[p] + l[i].start);
+    }
+    return n;
+}
+
 bool layout_too_small(int cols, int rows, int need_w, int need_h, Rect *notice) {
-    char text[64];
-    int len = layout_too_small_text(need_w, need_h, text, sizeof text);
-    int w = clamp_i(len, 0, max_i(cols, 0)), h = min_i(1, max_i(rows, 0));
+    char lines[8][LAYOUT_NOTICE_LINE];
+    const int n = layout_too_small_lines(cols, need_w, need_h, lines, 8);
+    int w = 0;
+    for (int i = 0; i < n; i++) w = max_i(w, (int)strlen(lines[i]));
+    const int h = min_i(n, max_i(rows, 0));
     *notice = rect((max_i(cols, 0) - w) / 2, (max_i(rows, 0) - h) / 2, w, h);
     if (h == 0 || w == 0) *notice = rect(0, 0, 0, 0);
     return cols < need_w || rows < need_h;
@@ -74,10 +99,13 @@ static void fit_lanes(const Rect *chart, int n, int *lane_h, int *visible) {
 
 // ---- live -------------------------------------------------------------------------------
 
-// Stacked rows for stages, timeline and loss (0 = hidden) in a body of `body` rows.
-static void live_rows_stacked(int body, int n, bool show_loss, int *st, int *tl, int *loss) {
+// Stacked rows for stages, timeline and loss (0 = hidden) in a body of `body` rows; *compact:
+// the panels go without column headings and time axis.
+static void live_rows_stacked(int body, int n, bool show_loss, int *st, int *tl, int *loss, bool *compact) {
     *loss = show_loss ? max_i(LIVE_LOSS_MIN, body / 4) : 0;
     int rest = body - *loss, want = n + PANEL_OVERHEAD;
+    *compact = 2 * want > rest;
+    if (*compact) want--;
     if (2 * want <= rest) {
         *st = *tl = want;
         // Spare rows go to the loss curve when it is shown, else to taller lanes.
@@ -86,7 +114,7 @@ static void live_rows_stacked(int body, int n, bool show_loss, int *st, int *tl,
         return;
     }
     // Equal panels show the same ranks; an odd row goes to the loss panel when it is shown.
-    *st = max_i(LIVE_STAGES_MIN, rest / 2);
+    *st = max_i(LIVE_STAGES_MIN - 1, rest / 2);
     *tl = rest - *st;
     if (*loss && *tl > *st) {
         (*tl)--;
@@ -96,7 +124,9 @@ static void live_rows_stacked(int body, int n, bool show_loss, int *st, int *tl,
 
 static void live_place_stacked(LiveLayout *o, int cols, int y, int body, int n, bool show_loss) {
     int st, tl, loss;
-    live_rows_stacked(body, n, show_loss, &st, &tl, &loss);
+    bool compact;
+    live_rows_stacked(body, n, show_loss, &st, &tl, &loss, &compact);
+    o->stages_heading = o->timeline_axis = !compact;
     o->stages = rect(0, y, cols, st);
     o->timeline = rect(0, y + st, cols, tl);
     o->loss = loss ? rect(0, y + st + tl, cols, loss) : rect(0, 0, 0, 0);
@@ -105,7 +135,11 @@ static void live_place_stacked(LiveLayout *o, int cols, int y, int body, int n, 
 // Wide: stages on top (at most half the body), timeline and loss side by side below it.
 // The loss panel gets two fifths of the width: the Gantt chart needs the columns more.
 static void live_place_wide(LiveLayout *o, int cols, int y, int body, int n) {
-    int st = min_i(n + PANEL_OVERHEAD, max_i(LIVE_STAGES_MIN, body / 2));
+    const int half = max_i(LIVE_STAGES_MIN, body / 2);
+    int st = min_i(n + PANEL_OVERHEAD, half);
+    // Compact (no column headings) when the full panel does not fit: one more rank shows.
+    o->stages_heading = n + PANEL_OVERHEAD <= half;
+    o->timeline_axis = true;
     int loss_w = cols * 2 / 5;
     o->stages = rect(0, y, cols, st);
     o->timeline = rect(0, y + st, cols - loss_w, body - st);
@@ -114,8 +148,8 @@ static void live_place_wide(LiveLayout *o, int cols, int y, int body, int n) {
 }
 
 static void live_counts(LiveLayout *o, int n) {
-    o->stage_list = list_below_heading(o->stages);
-    o->lanes = chart_above_footer(o->timeline, 1);
+    o->stage_list = o->stages_heading ? list_below_heading(o->stages) : layout_inner(o->stages);
+    o->lanes = chart_above_footer(o->timeline, o->timeline_axis ? 1 : 0);
     o->stage_rows = min_i(n, o->stage_list.h);
     o->stages_scroll = o->stage_rows < n;
     fit_lanes(&o->lanes, n, &o->lane_h, &o->lanes_visible);
@@ -217,49 +251,96 @@ int layout_history(int cols, int rows, bool show_filter, HistoryLayout *out) {
 
 static int str_w(const char *s) { return s ? (int)strlen(s) : 0; }
 
-// Width of the first `shown` items with labels cut to `cut` characters.
-static int keybar_width(const KeyBarItem *items, int shown, int cut) {
-    int w = 0;
-    for (int i = 0; i < shown; i++) w += str_w(items[i].key) + min_i(str_w(items[i].label), cut);
+// Width of the items with on[i], with or without their labels.
+static int keybar_width(const KeyBarItem *items, int n, const bool *on, bool labels) {
+    int w = 0, shown = 0;
+    for (int i = 0; i < n; i++)
+        if (on[i]) w += str_w(items[i].key) + (labels ? str_w(items[i].label) : 0), shown++;
     return w + (shown > 1 ? (shown - 1) * KEYBAR_GAP : 0);
 }
 
-// The longest common label cut, and how many items, that fit in `width` (rules: layout.h).
-static void keybar_fit(int width, const KeyBarItem *items, int n, int *cut, int *shown) {
-    int longest = 0;
-    for (int i = 0; i < n; i++) longest = max_i(longest, str_w(items[i].label));
-    *shown = n;
-    *cut = longest;
-    if (keybar_width(items, n, *cut) <= width) return;
-    for (*cut = longest - 1; *cut >= LAYOUT_KEYBAR_MIN_LABEL; (*cut)--)
-        if (keybar_width(items, n, *cut) <= width) return;
-    *cut = 0;
-    while (*shown > 0 && keybar_width(items, *shown, 0) > width) (*shown)--;
+// The item to leave the bar next: the highest priority number, the later one among equals;
+// -1 when only priority 0 is left.
+static int keybar_next_drop(const KeyBarItem *items, int n, const bool *on) {
+    int pick = -1;
+    for (int i = 0; i < n; i++)
+        if (on[i] && items[i].priority > 0 && (pick < 0 || items[i].priority >= items[pick].priority)) pick = i;
+    return pick;
+}
+
+// Which items are on the bar, and whether with their labels (rules: layout.h).
+static bool keybar_fit(int width, const KeyBarItem *items, int n, bool *on) {
+    for (int i = 0; i < n; i++) on[i] = true;
+    while (keybar_width(items, n, on, true) > width) {
+        const int drop = keybar_next_drop(items, n, on);
+        if (drop < 0) break;
+        on[drop] = false;
+    }
+    if (keybar_width(items, n, on, true) <= width) return true;
+    for (int i = 0; i < n; i++) on[i] = true;
+    for (int i = n - 1; i >= 0 && keybar_width(items, n, on, false) > width; i--) on[i] = false;
+    return false;
 }
 
 int layout_keybar(const Rect *bar, const KeyBarItem *items, int n, KeyBarSlot *slots) {
-    int cut, shown;
-    keybar_fit(bar->w, items, n, &cut, &shown);
-    int x = bar->x;
+    bool on[LAYOUT_KEYBAR_MAX];
+    assert(n <= LAYOUT_KEYBAR_MAX);
+    const bool labels = keybar_fit(bar->w, items, n, on);
+    int x = bar->x, shown = 0;
     for (int i = 0; i < n; i++) {
-        if (i >= shown) {
+        if (!on[i]) {
             slots[i] = (KeyBarSlot){x, 0, 0};
             continue;
         }
-        slots[i] = (KeyBarSlot){x, str_w(items[i].key), min_i(str_w(items[i].label), cut)};
+        slots[i] = (KeyBarSlot){x, str_w(items[i].key), labels ? str_w(items[i].label) : 0};
         x += slots[i].key_w + slots[i].label_w + KEYBAR_GAP;
+        shown++;
     }
     return shown;
 }
 
 int layout_keybar_hit(const Rect *bar, const KeyBarItem *items, int n, int x) {
-    int cut, shown;
-    keybar_fit(bar->w, items, n, &cut, &shown);
-    int left = bar->x;
-    for (int i = 0; i < shown; i++) {
-        int w = str_w(items[i].key) + min_i(str_w(items[i].label), cut);
-        if (x >= left && x < left + w) return i;
-        left += w + KEYBAR_GAP;
+    KeyBarSlot slots[LAYOUT_KEYBAR_MAX];
+    layout_keybar(bar, items, n, slots);
+    for (int i = 0; i < n; i++) {
+        const int w = slots[i].key_w + slots[i].label_w;
+        if (w > 0 && x >= slots[i].x && x < slots[i].x + w) return i;
     }
     return -1;
+}
+
+// ---- stage rows -------------------------------------------------------------------------
+
+const char *layout_stage_heading(StageCol c) {
+    static const char *const HEADINGS[STAGE_COLS] = {"rank", "dev", "layers", "utilization", "busy ms", "xfer",
+                                                     "wait", "peak act"};
+    return c < STAGE_COLS ? HEADINGS[c] : "";
+}
+
+void layout_stage_columns(int width, int rank_w, int layers_w, StageColumns *out) {
+    // Each column: its widest text or heading plus one blank column (numbers: the one before them).
+    int w[STAGE_COLS];
+    w[STAGE_COL_RANK] = max_i(rank_w, str_w(layout_stage_heading(STAGE_COL_RANK))) + 1;
+    w[STAGE_COL_DEV] = STAGE_DEV_W + 1;
+    // A long layer list (many virtual stages) gets at most a quarter of the row; the drawing
+    // code then shows the layer count instead.
+    w[STAGE_COL_LAYERS] = min_i(max_i(layers_w, str_w(layout_stage_heading(STAGE_COL_LAYERS))) + 1,
+                                max_i(STAGE_LAYERS_MIN_W, width / 4));
+    w[STAGE_COL_BAR] = 0;
+    for (int c = STAGE_COL_BUSY; c <= STAGE_COL_PEAK; c++)
+        w[c] = max_i(STAGE_NUM_W, str_w(layout_stage_heading((StageCol)c))) + 1;
+    static const StageCol DROP[] = {STAGE_COL_DEV, STAGE_COL_PEAK, STAGE_COL_XFER};
+    int fixed = 0;
+    for (int c = 0; c < STAGE_COLS; c++) fixed += w[c];
+    for (size_t k = 0; k < sizeof DROP / sizeof DROP[0] && width - fixed < LAYOUT_BAR_WANT; k++) {
+        fixed -= w[DROP[k]];
+        w[DROP[k]] = 0;
+    }
+    w[STAGE_COL_BAR] = max_i(LAYOUT_BAR_MIN, width - fixed);
+    int x = 0;
+    for (int c = 0; c < STAGE_COLS; c++) {
+        out->x[c] = x;
+        out->w[c] = w[c];
+        x += w[c];
+    }
 }

@@ -15,11 +15,16 @@
 //   - Below a screen's minimum size nothing is laid out but the "terminal too small" notice.
 //
 // Many stages. The stages panel shows one row per pipeline rank and the timeline one lane
-// per rank; with more ranks than rows both scroll (by the same selection: the drawing code
-// keeps the selected rank visible in each). Lanes never compress several ranks into one
-// row: the F/B/I/W characters are what make the chart readable without color, and one
-// character cell cannot hold two ranks. When there is room to spare a lane grows up to
-// LAYOUT_LANE_H_MAX rows.
+// per rank. When every rank does not fit, both panels first drop a decoration (the stages'
+// column headings, the timeline's time axis: compact); only then do they scroll (by the same
+// selection: the drawing code keeps the selected rank visible in each, and both titles say
+// which ranks they show). Lanes never compress several ranks into one row: the F/B/I/W
+// characters are what make the chart readable without color, and one character cell cannot
+// hold two ranks. When there is room to spare a lane grows up to LAYOUT_LANE_H_MAX rows.
+//
+// Text. Nothing is cut inside a word at any size from the minimum up: every text the screens
+// draw is fitted by a rule (whole fields, abbreviated labels, wrapped messages; see
+// console/tui/pure/tui_text.h), and test_layout sweeps those rules too.
 #ifndef PPTRAIN_LAYOUT_H
 #define PPTRAIN_LAYOUT_H
 #include <stdbool.h>
@@ -29,10 +34,11 @@ typedef struct {
     int x, y, w, h;
 } Rect;
 
-// Smallest terminals that show a whole screen. 60 columns fit a stages row (rank, device,
-// layers, a 10-cell bar, busy/idle/comm ms, peak memory) and the ten key-bar keys with
-// short labels; 16 rows fit header, key bar and the minimum panels: live 4 (stages: border,
-// column header, one rank) + 4 (timeline: border, one lane, axis) + 6 (loss: four plot rows).
+// Smallest terminals that show a whole screen. 60 columns fit a stages row (rank, layers, a
+// 10-cell bar, busy / transfer / wait ms, peak memory; layout_stage_columns) and the key
+// bar's priority-0 items with whole labels; 16 rows fit header, key bar and the minimum
+// panels: live 4 (stages: border, column header, one rank) + 4 (timeline: border, one lane,
+// axis) + 6 (loss: four plot rows).
 #define LAYOUT_LIVE_MIN_W 60
 #define LAYOUT_LIVE_MIN_H 16
 #define LAYOUT_SETUP_MIN_W 60
@@ -62,16 +68,20 @@ typedef struct {
 // or time axis). Narrow, the loss panel keeps a quarter of the body (at least 6 rows; the
 // minimum screen fits it, so only the user's toggle hides it); stages and timeline get
 // their wish if it fits in the rest, and the rows left over go to the loss curve (or, with
-// the loss panel hidden, to taller lanes). Otherwise they split the rest evenly, so both
-// scroll through the same number of ranks (the odd row goes to the loss panel, or to the
-// timeline when that is hidden). Wide, the stages panel takes at most half the body and
-// the timeline (three fifths of the width) and the loss panel share the rest.
+// the loss panel hidden, to taller lanes). Otherwise they go compact (one row less each) if
+// that shows every rank, else they split the rest evenly, compact, so both scroll through
+// the same number of ranks (the odd row goes to the loss panel, or to the timeline when
+// that is hidden). Wide, the stages panel takes at most half the body (compact when that
+// shows every rank) and the timeline (three fifths of the width) and the loss panel share
+// the rest.
 typedef struct {
     bool too_small;        // only notice is set
     Rect notice;           // "terminal too small" text, centered (too_small only)
     Rect header;           // 1 row; 2 rows from 24 rows on (identity line, progress line)
     Rect stages;           // panel
-    Rect stage_list;       // inside stages: one row per rank, below the column-header row
+    Rect stage_list;       // inside stages: one row per rank, below the column headings if any
+    bool stages_heading;   // the column-heading row is shown (not compact)
+    bool timeline_axis;    // the time-axis row under the lanes is shown (not compact)
     Rect timeline;         // panel
     Rect lanes;            // inside timeline: the Gantt chart; the time axis is the row below
     Rect loss;             // panel; empty when hidden
@@ -88,6 +98,28 @@ typedef struct {
 // n_stages: pipeline ranks P (a rank's virtual stages share its row and lane), 1..4096.
 // show_loss: the user's loss-panel toggle. Returns 0, or 1 when too small (out->notice).
 int layout_live(int cols, int rows, int n_stages, bool show_loss, LiveLayout *out);
+
+// The columns of a stages-panel row, left to right: rank, device, layers, the utilization bar
+// (busy, transfer, wait), busy / transfer / wait ms, peak activation memory. x is the first
+// column inside the panel, w its width (0: not shown). The bar takes what the others leave;
+// while that is below LAYOUT_BAR_WANT the device column goes first, then peak memory, then
+// transfer ms; the bar keeps at least LAYOUT_BAR_MIN.
+typedef enum {
+    STAGE_COL_RANK, STAGE_COL_DEV, STAGE_COL_LAYERS, STAGE_COL_BAR, STAGE_COL_BUSY, STAGE_COL_XFER,
+    STAGE_COL_WAIT, STAGE_COL_PEAK, STAGE_COLS
+} StageCol;
+typedef struct {
+    int x[STAGE_COLS], w[STAGE_COLS];
+} StageColumns;
+#define LAYOUT_BAR_WANT 10
+#define LAYOUT_BAR_MIN 4
+// The widest text of the fixed columns: a device name ("cuda"), a number of ms or bytes
+// ("99999.9", "123.4M"; console/tui/pure/tui_chart.h formats them to fit).
+enum { STAGE_NUM_W = 7, STAGE_DEV_W = 4, STAGE_LAYERS_MIN_W = 8 };
+// width: the panel's inside; rank_w and layers_w: the widest rank number and layer list.
+void layout_stage_columns(int width, int rank_w, int layers_w, StageColumns *out);
+// The heading of each column ("rank", "dev", "layers", ...); each fits its column.
+const char *layout_stage_heading(StageCol c);
 
 // ---- Setup: header / form | plan / key bar ----------------------------------------------
 // The form (schedule list, then the run fields) is on the left from 90 columns, above the
@@ -137,23 +169,29 @@ Rect layout_inner(Rect r);
 bool layout_contains(const Rect *r, int x, int y);
 bool layout_empty(const Rect *r);
 
-// True when cols x rows is below need_w x need_h; then *notice is where the text of
-// layout_too_small_text goes: one row, as wide as the text (clipped to the terminal),
-// centered. Sizes <= 0 give an empty notice.
+// True when cols x rows is below need_w x need_h; then *notice is where the lines of
+// layout_too_small_lines go: as many rows as lines (at most rows), as wide as the widest
+// line, centered. Sizes <= 0 give an empty notice.
 bool layout_too_small(int cols, int rows, int need_w, int need_h, Rect *notice);
+// The notice's text in lines of at most cols columns: one line when it fits, else
+// "terminal too small" and "(need 60x16)" each wrapped at its spaces. Returns the count.
+#define LAYOUT_NOTICE_LINE 48
+int layout_too_small_lines(int cols, int need_w, int need_h, char lines[][LAYOUT_NOTICE_LINE], int max);
 // "terminal too small (need 60x16)"; ASCII so its width in cells is its length in bytes.
 // Returns that length (snprintf's).
 int layout_too_small_text(int need_w, int need_h, char *buf, size_t size);
 
 // ---- Key bar (htop style: "F1Help F2Setup ... F10Quit") ---------------------------------
 // Each item is its key then its label, items one blank column apart, from the bar's left
-// edge. When all labels do not fit, every label is cut to the same length (not below
-// LAYOUT_KEYBAR_MIN_LABEL characters; a 2-letter fragment reads as noise); when even that does
-// not fit the bar shows keys only; on a bar narrower than the keys alone, the last items
-// are dropped. Keys and labels are ASCII: one byte, one cell.
+// edge. A label is never cut: when all items do not fit, items leave the bar by priority
+// (the highest number first, the later item first among equals; priority 0 stays), and the
+// rest move left; when even the priority-0 items do not fit, the bar shows every key without
+// its label, and on a bar narrower than that the last keys go. An item off the bar still
+// works (and is in F1's help). Keys and labels are ASCII: one byte, one cell.
 typedef struct {
     const char *key;   // "F1"
     const char *label; // "Help"
+    int priority;      // 0: always on the bar with its label while the bar has labels
 } KeyBarItem;
 
 typedef struct {
@@ -162,9 +200,10 @@ typedef struct {
     int label_w;  // characters of the label drawn right after the key
 } KeyBarSlot;
 
-#define LAYOUT_KEYBAR_MIN_LABEL 3
+#define LAYOUT_KEYBAR_MAX 32
 
-// Fills slots[0..n) and returns how many items are shown (the first ones).
+// Fills slots[0..n) (n <= LAYOUT_KEYBAR_MAX; a dropped item: key_w = label_w = 0) and returns
+// how many are shown.
 int layout_keybar(const Rect *bar, const KeyBarItem *items, int n, KeyBarSlot *slots);
 // The item under column x of the bar (key or label), or -1 for a gap, the free space to
 // the right, or a dropped item. The caller checks the row.

@@ -50,6 +50,27 @@ static void cover_event(ColumnCover *cols, int width, const TuiEvent *e, double 
     }
 }
 
+static bool is_compute_kind(int kind) { return kind >= TUI_CELL_F && kind <= TUI_CELL_W; }
+
+// A compute action that shows in none of its columns takes its midpoint's column (see .h).
+static void rescue_narrow(const TuiEvent *e, double t0, double unit, int width, TuiGanttCell *out) {
+    if (!is_compute_kind(e->kind)) return;
+    const double a = (e->t0 - t0) / unit, b = (e->t1 - t0) / unit;
+    if (!(b > 0) || !(a < width)) return;
+    const int first = a < 0 ? 0 : (int)a, last = b >= width ? width - 1 : (b > a ? (int)ceil(b) - 1 : first);
+    for (int k = first; k <= last; k++)
+        if (out[k].kind == e->kind && out[k].mb == e->mb) return;
+    int mid = (int)((a + b) / 2);
+    mid = mid < 0 ? 0 : mid >= width ? width - 1 : mid;
+    TuiGanttCell *c = &out[mid];
+    // A block's first cell is taken only from a block that goes on after it.
+    if (c->start && is_compute_kind(c->kind)) {
+        if (!(mid + 1 < width && out[mid + 1].kind == c->kind && !out[mid + 1].start)) return;
+        out[mid + 1].start = true;
+    }
+    *c = (TuiGanttCell){.kind = e->kind, .start = true, .mb = e->mb};
+}
+
 void tui_gantt_raster(const TuiEvent *ev, int n, double t0, double unit, int width, TuiGanttCell *out) {
     if (width <= 0) return;
     ColumnCover *cols = xcalloc((size_t)width, sizeof *cols);
@@ -65,13 +86,45 @@ void tui_gantt_raster(const TuiEvent *ev, int n, double t0, double unit, int wid
         if (1.0 - used > most) kind = TUI_CELL_IDLE;
         out[k] = (TuiGanttCell){.kind = (uint8_t)kind, .start = false, .mb = kind ? c->mb[kind] : -1};
     }
+    // A block starts at the first column its action wins (not before the window).
     for (int i = 0; i < n; i++) {
-        const double a = (ev[i].t0 - t0) / unit;
+        const double a = (ev[i].t0 - t0) / unit, b = (ev[i].t1 - t0) / unit;
         if (a < 0 || a >= width) continue;
-        TuiGanttCell *cell = &out[(int)a];
-        if (cell->kind == ev[i].kind) cell->start = true;
+        for (int k = (int)a; k < width && k < b; k++)
+            if (out[k].kind == ev[i].kind) {
+                out[k].start = true;
+                break;
+            }
     }
     free(cols);
+    for (int i = 0; i < n; i++) rescue_narrow(&ev[i], t0, unit, width, out);
+}
+
+void tui_gantt_text(const TuiGanttCell *cells, int width, char *out) {
+    for (int k = 0; k < width; k++) out[k] = tui_cell_char((TuiCellKind)cells[k].kind);
+    out[width > 0 ? width : 0] = '\0';
+    for (int k = 0; k < width; k++) {
+        if (!cells[k].start || !is_compute_kind(cells[k].kind) || cells[k].mb < 0) continue;
+        int end = k + 1;
+        while (end < width && cells[end].kind == cells[k].kind && !cells[end].start) end++;
+        char digits[16];
+        const int len = snprintf(digits, sizeof digits, "%d", cells[k].mb);
+        if (1 + len <= end - k) memcpy(out + k + 1, digits, (size_t)len);
+    }
+}
+
+void tui_gantt_labels(const TuiGanttCell *cells, int width, char *out) {
+    memset(out, ' ', (size_t)(width > 0 ? width : 0));
+    out[width > 0 ? width : 0] = '\0';
+    for (int k = 0; k < width; k++) {
+        if (!cells[k].start || !is_compute_kind(cells[k].kind) || cells[k].mb < 0) continue;
+        int next = k + 1;
+        while (next < width && !(cells[next].start && is_compute_kind(cells[next].kind))) next++;
+        char label[16];
+        const int len = snprintf(label, sizeof label, "%c%d", tui_cell_char((TuiCellKind)cells[k].kind), cells[k].mb);
+        const int room = next < width ? next - k - 1 : width - k;
+        if (len <= room) memcpy(out + k, label, (size_t)len);
+    }
 }
 
 // ---- bars, smoothing, ranges --------------------------------------------------------------

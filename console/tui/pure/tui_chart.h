@@ -43,12 +43,25 @@ TuiCellKind tui_cell_kind(int action_type);
 char tui_cell_char(TuiCellKind k);
 
 // Column k covers [t0 + k*unit, t0 + (k+1)*unit). It shows the kind that covers most of it,
-// or IDLE when uncovered time exceeds every kind's cover (as `pptrain plan` draws).
-// events need not be sorted; unit > 0.
+// or IDLE when uncovered time exceeds every kind's cover (as `pptrain plan` draws). A compute
+// action (F, B, I, W) that wins no column of its own still shows: it takes the column of its
+// midpoint, unless that column is another such action's or the only column of a block (so
+// every action is visible while there are columns for them; zoom in for the rest). events
+// need not be sorted; unit > 0.
 void tui_gantt_raster(const TuiEvent *ev, int n, double t0, double unit, int width, TuiGanttCell *out);
 
-// Splits a bar of `width` cells into busy, comm and idle parts in proportion (rounded so
-// the parts add up to width; a nonzero part of at least half a cell gets a cell).
+// The characters of a rasterized lane: each cell its kind's letter ('.' idle, '-' messages),
+// and every compute block labelled with its microbatch right after its letter ("F12FFF",
+// "B3BB") when the block is wide enough for the digits.
+void tui_gantt_text(const TuiGanttCell *cells, int width, char *out /* width + 1 */);
+// The labels of a lane's second row (lanes of two rows or more): "F12", "B3" under the first
+// cell of each compute block, blanks elsewhere; a label that would run into the next block's
+// label (or past the lane) is left out.
+void tui_gantt_labels(const TuiGanttCell *cells, int width, char *out /* width + 1 */);
+
+// Splits a bar of `width` cells into three parts in proportion (the stage rows: busy,
+// transfer, wait), rounded so the parts add up to width (a nonzero part of at least half a
+// cell gets a cell).
 void tui_bar_split(double busy, double comm, double idle, int width, int *n_busy, int *n_comm, int *n_idle);
 
 // EMA with smoothing `alpha` per step applied to points that each stand for `stride` steps.

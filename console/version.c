@@ -1,0 +1,43 @@
+// console/version: `pptrain --version` (see version.h).
+#include "console/version.h"
+
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <curses.h>
+#include <mpi.h>
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+#include <string.h>
+
+#include "console/cli.h"
+
+#ifndef PPTRAIN_VERSION
+#error "CMakeLists.txt defines PPTRAIN_VERSION"
+#endif
+
+static void print_gpu(FILE *out) {
+#if defined(PPTRAIN_HAVE_CUDA)
+    fprintf(out, "  GPU stages: CUDA %s%s", PPTRAIN_CUDA_VERSION,
+#if defined(PPTRAIN_HAVE_NCCL)
+            ", NCCL"
+#else
+            ", no NCCL (--transport nccl unavailable)"
+#endif
+    );
+    fprintf(out, "%s\n", cli_gpu_emulated ? "; emulated on the CPU (pptrain_emu, for tests)" : "");
+#else
+    fprintf(out, "  GPU stages: none (built without the CUDA toolkit)\n");
+#endif
+}
+
+void version_print(FILE *out) {
+    fprintf(out, "pptrain %s\n", PPTRAIN_VERSION);
+    print_gpu(out);
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);   // callable before MPI_Init
+    char *nl = strchr(mpi, ',');
+    if (nl) *nl = '\0';
+    fprintf(out, "  %s\n  %s, SQLite %s, %s, cJSON %s, %s\n", openblas_get_config(), mpi, sqlite3_libversion(),
+            curses_version(), cJSON_Version(), OpenSSL_version(OPENSSL_VERSION));
+}

@@ -3,7 +3,8 @@
 // all-reduce of (squared gradients, loss, busy time) slots, clip, AdamW. Under the local
 // transport the W ranks are threads living as long as the pipeline, released by the `start`
 // barrier (the main thread has published the batch) and collected at `finished`; under MPI
-// the process's one rank runs in the calling thread.
+// the process's one rank runs in the calling thread. Stages compute on the CPU or on a device
+// backend (engine/model/stage_ops.h); the pipeline only calls the stage API, whichever it is.
 #include "engine/pipeline.h"
 
 #include <math.h>
@@ -17,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/model/model_cuda.h"
+#include "engine/model/stage_ops.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
 #ifdef PPTRAIN_HAVE_NCCL
@@ -46,7 +47,7 @@ struct Pipeline {
     int P, D, W, S, M, rows, T;
     TransportKind kind;
     bool multiprocess;        // mpi or nccl: this process is one rank
-    bool cuda;                // stages on GPUs
+    const StageDevice *dev;   // the stages' device backend; NULL: CPU stages
     int gpu;                  // nccl: this process's GPU
     int self;                 // world rank of this process (MPI), 0 under local
     int n_host;               // ranks hosted here: W (local) or 1 (MPI)
@@ -80,17 +81,6 @@ struct Pipeline {
     RankTelemetry *tele_ranks;   // (W)
     StageTelemetry *tele_stages; // (S)
 };
-
-PipelineOptions pipeline_options_defaults(void) {
-    PipelineOptions o;
-    memset(&o, 0, sizeof o);
-    o.ranks = 1;
-    o.dp = 1;
-    snprintf(o.schedule, sizeof o.schedule, "gpipe");
-    o.timeout_s = TRANSPORT_DEFAULT_TIMEOUT_S;
-    o.transport = TRANSPORT_KIND_LOCAL;
-    return o;
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -267,60 +257,17 @@ static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) 
     return s;
 }
 
-// What GPU stages cannot do (yet), each in one line.
-static int check_cuda_options(const PipelineOptions *o, Error *err) {
-    const char *why = stage_cuda_unavailable();
-    if (why) {
-        error_set(err, "--device cuda: %s", why);
-        return -1;
-    }
-    if (o->recompute) {
-        error_set(err, "--device cuda: --recompute all runs on CPU stages only (use --recompute none)");
-        return -1;
-    }
-    if (o->transport == TRANSPORT_KIND_MPI) {
-        error_set(err, "--device cuda: under mpirun use --transport nccl (mpi moves host memory)");
-        return -1;
-    }
-#ifndef PPTRAIN_HAVE_NCCL
-    if (o->transport == TRANSPORT_KIND_NCCL) {
-        error_set(err, "--device cuda: --transport nccl: this pptrain was built without NCCL");
-        return -1;
-    }
-#endif
-    return 0;
-}
-
-static int check_options(const RunConfig *rc, const PipelineOptions *o, Error *err) {
-    if (o->ranks < 1 || o->dp < 1 || o->timeout_s <= 0) {
-        error_set(err, "--stages and --dp must be at least 1 (got %d, %d) and the timeout positive (got %g s)",
-                  o->ranks, o->dp, o->timeout_s);
-        return -1;
-    }
-    if (o->device == DEVICE_CUDA && check_cuda_options(o, err)) return -1;
-    if (o->device != DEVICE_CUDA && o->transport == TRANSPORT_KIND_NCCL) {
-        error_set(err, "--transport nccl moves GPU memory: it needs --device cuda");
-        return -1;
-    }
-    if (o->dp > 1 && rc->microbatches > 0 && rc->batch % (o->dp * rc->microbatches) != 0) {
-        error_set(err, "--batch %d is not divisible by --dp %d x --microbatches %d", rc->batch, o->dp,
-                  rc->microbatches);
-        return -1;
-    }
-    return run_config_validate(rc, err);
-}
-
 // Does this process hold copy c of stage s? Local: every stage of every replica; MPI: the
 // stages of its own pipeline rank.
 static bool holds(const Pipeline *p, int s) {
     return !p->multiprocess || p->sched->stage_rank[s] == p->self % p->P;
 }
 
-// GPU stages: world rank r's stages go to GPU r mod (visible GPUs) under local, to this
-// process's GPU under nccl.
-static int attach_gpu(const Pipeline *p, const PipelineOptions *o, StageModel *sm, int world, Error *err) {
-    const int gpu = p->multiprocess ? p->gpu : world % stage_cuda_device_count();
-    return stage_cuda_attach(sm, gpu, !o->gpu_fp32, err);
+// Stages on a device: world rank r's stages go to device r mod (visible devices) under
+// local, to this process's GPU under nccl.
+static int attach_device(const Pipeline *p, const PipelineOptions *o, StageModel *sm, int world, Error *err) {
+    const int device = p->multiprocess ? p->gpu : world % p->dev->device_count();
+    return p->dev->attach(sm, device, !o->gpu_fp32, err);
 }
 
 // Stage s holds layers [first(s), first(s) + counts[s]); the embedding on 0, the head on S-1.
@@ -338,7 +285,7 @@ static int build_stages(Pipeline *p, const PipelineOptions *o, Error *err) {
             p->stages[k] = stage_create(&p->rc.model, begin, begin + counts[s], s == 0, s == p->S - 1, p->rc.seed, err);
             if (!p->stages[k]) rc = -1;
             else p->opt[k] = adamw_state_create(p->stages[k]->numel);
-            if (rc == 0 && p->cuda) rc = attach_gpu(p, o, p->stages[k], c * p->P + p->sched->stage_rank[s], err);
+            if (rc == 0 && p->dev) rc = attach_device(p, o, p->stages[k], c * p->P + p->sched->stage_rank[s], err);
             if (rc == 0) p->msg_bytes = stage_msg_bytes(p->stages[k], p->rows, p->T);   // equal for every stage
         }
     return rc;
@@ -380,7 +327,7 @@ static int agree(const PipelineOptions *o, int failed, Error *err) {
 
 static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
     const int failed = schedule_check_fifo(p->sched, err) || transport_nccl_pick_device(o->mpi_comm, &p->gpu, err) ||
-                       stage_cuda_set_device(p->gpu, err);
+                       p->dev->set_device(p->gpu, err);
     if (agree(o, failed, err)) return -1;
     p->tp = transport_nccl_create(o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
                                   2 * p->M * p->S, o->timeout_s, p->gpu, err);
@@ -397,13 +344,14 @@ static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, 
 #endif
 
 static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
-    // One message (stage_msg_bytes, before the stages exist): bf16 on GPUs unless fp32.
-    const size_t elem = p->cuda && !o->gpu_fp32 ? 2 : sizeof(float);
+    // One message (stage_msg_bytes, before the stages exist): fp32 on the CPU; on a device,
+    // the backend's low-precision format unless fp32.
+    const size_t elem = p->dev ? p->dev->msg_elem_bytes(!o->gpu_fp32) : sizeof(float);
     const size_t msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * elem;
     const int capacity = max_messages(p->sched);
     if (p->kind == TRANSPORT_KIND_LOCAL) {
         p->tp = transport_local_create_mem(p->P, p->D, msg_bytes, capacity, o->timeout_s,
-                                           p->cuda ? stage_cuda_transport_memory() : NULL);
+                                           p->dev ? p->dev->mailboxes : NULL);
         return 0;
     }
     if (p->kind == TRANSPORT_KIND_NCCL) return create_nccl(p, o, msg_bytes, capacity, err);
@@ -480,7 +428,9 @@ static int start_ranks(Pipeline *p, Error *err) {
 }
 
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *err) {
-    if (check_options(rc, o, err)) return NULL;
+    if (pipeline_check_options(rc, o, err)) return NULL;
+    const StageDevice *dev = o->device == DEVICE_CPU ? NULL : stage_device_find(o->device, err);
+    if (o->device != DEVICE_CPU && !dev) return NULL;
     if (o->transport != TRANSPORT_KIND_LOCAL && pipeline_mpi_init(err)) return NULL;
     Schedule *sched = pipeline_schedule(o, rc->microbatches, err);
     if (!sched) return NULL;
@@ -488,7 +438,7 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
     const int P = sched->n_ranks, D = o->dp;
     *p = (Pipeline){.rc = *rc, .P = P, .D = D, .W = P * D, .S = sched->n_stages, .M = sched->n_microbatches,
                     .rows = rc->batch / (D * rc->microbatches), .T = rc->seq_len, .kind = o->transport,
-                    .multiprocess = o->transport != TRANSPORT_KIND_LOCAL, .cuda = o->device == DEVICE_CUDA,
+                    .multiprocess = o->transport != TRANSPORT_KIND_LOCAL, .dev = dev,
                     .n_copies = o->transport == TRANSPORT_KIND_LOCAL ? D : 1, .sched = sched,
                     .rt_opts = {.recompute = o->recompute}};
     // The transport first: under MPI it says which rank this process is, hence which stages.
@@ -553,21 +503,20 @@ static int rank_run_actions(PipelineRank *pr) {
     return pr->status == RUNTIME_OK ? 0 : -1;
 }
 
-// Sums each local stage's gradients over the D replicas that hold it: host arrays on the CPU;
-// device memory under nccl; GPU stages under local go through their host mirror (the local
-// transport's collectives add host memory).
+// Sums each local stage's gradients over the D replicas that hold it: in device memory under
+// nccl, whose collectives add device memory; elsewhere in host memory, which a stage on a
+// device fills from it and takes back (stage_reduce_begin / _end).
 static int rank_reduce_grads(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     if (p->D == 1) return 0;
+    const bool device = p->kind == TRANSPORT_KIND_NCCL;
     for (int s = 0; s < p->S; s++) {
         if (!rank_has(pr, s)) continue;
         StageModel *sm = pr->stages[s];
-        const bool on_device = p->cuda && p->kind == TRANSPORT_KIND_NCCL, staged = p->cuda && !on_device;
-        float *grads = on_device ? stage_cuda_grads(sm) : sm->grads;
-        if (staged) stage_cuda_grads_to_host(sm);
+        float *grads = stage_reduce_begin(sm, device);
         Error why;
         TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_REPLICAS, grads, sm->numel, &why);
-        if (staged && st == TRANSPORT_OK) stage_cuda_grads_from_host(sm);
+        if (st == TRANSPORT_OK) stage_reduce_end(sm, device);
         if (st != TRANSPORT_OK) {
             rank_failed(pr, st, &why, "(the gradient all-reduce over replicas)");
             return -1;
@@ -580,15 +529,13 @@ static int rank_reduce_grads(PipelineRank *pr) {
 // every rank then adds them up in the same fixed order: the loss over all ranks in world (=
 // replica) order, the squared norm over the model's tensors in their global order (replica 0
 // fills them, each stage's tensors at stage_param_base) as reference_grad_norm adds them on one
-// device. A GPU stage gives one sum for all its tensors, at its first tensor's slot.
+// device. A stage on a device may give one sum for all its tensors, at its first tensor's slot.
 static void fill_norm_slots(PipelineRank *pr, double *norm_slots) {
     const Pipeline *p = pr->p;
     for (int s = 0; s < p->S && pr->replica == 0; s++) {
         if (!rank_has(pr, s)) continue;
         const StageModel *sm = pr->stages[s];
-        double *mine = norm_slots + stage_param_base(sm);
-        if (p->cuda) mine[0] = stage_cuda_grad_sum_squares(pr->stages[s]);
-        else stage_grad_sum_squares(sm, mine);
+        stage_grad_sum_squares(sm, norm_slots + stage_param_base(sm));
     }
 }
 
@@ -619,16 +566,8 @@ static void rank_update(PipelineRank *pr) {
     Pipeline *p = pr->p;
     const OptimConfig *oc = &p->rc.optim;
     const float clip = oc->grad_clip > 0 ? grad_clip_factor(pr->norm, (float)oc->grad_clip) : 1.0f;
-    for (int s = 0; s < p->S; s++) {
-        if (!rank_has(pr, s)) continue;
-        StageModel *sm = pr->stages[s];
-        if (p->cuda) {
-            stage_cuda_update(sm, &pr->opt[s], oc, p->lr, clip);
-            continue;
-        }
-        if (clip < 1.0f) grad_scale(sm->grads, sm->numel, clip);
-        adamw_state_step(&pr->opt[s], sm->weights, sm->grads, oc, p->lr);
-    }
+    for (int s = 0; s < p->S; s++)
+        if (rank_has(pr, s)) stage_update(pr->stages[s], &pr->opt[s], oc, p->lr, clip);
 }
 
 static void rank_step(PipelineRank *pr) {
@@ -644,10 +583,10 @@ static void *pipeline_rank_main(void *arg) {
     // The ranks share the cores: each rank's kernels get an equal part of the OpenMP threads.
     const int threads = omp_get_max_threads() / p->W;
     omp_set_num_threads(threads > 1 ? threads : 1);
-    // GPU stages: this thread launches on its stages' GPU (all of a rank's stages share one).
-    for (int s = 0; p->cuda && s < p->S; s++)
+    // Stages on a device: this thread launches on its stages' device (a rank's stages share one).
+    for (int s = 0; s < p->S; s++)
         if (rank_has(pr, s)) {
-            stage_cuda_bind_thread(pr->stages[s]);
+            stage_bind_thread(pr->stages[s]);
             break;
         }
     for (;;) {
@@ -785,8 +724,8 @@ void pipeline_free(Pipeline *p) {
     if (p->threads) stop_threads(p);
     if (p->multiprocess && sig_state.tp == p->tp && p->tp) remove_signal_handlers();
     // The transport before the ranks' slots: after a failed nccl step its posted receives
-    // still spin on the GPU until it aborts them, and freeing device memory (cudaFree) waits
-    // for the whole GPU. The ranks' views only borrow it and are freed without touching it.
+    // still spin on the GPU until it aborts them, and freeing device memory waits for the
+    // whole GPU. The ranks' views only borrow it and are freed without touching it.
     transport_free(p->tp);
     free_ranks(p);
     for (int k = 0; p->stages && k < p->n_copies * p->S; k++) {
@@ -838,8 +777,8 @@ const AdamWState *pipeline_stage_optimizer(const Pipeline *p, int stage) {
 int pipeline_replica(const Pipeline *p) { return p->multiprocess ? p->self / p->P : 0; }
 
 void pipeline_sync_to_host(Pipeline *p, bool grads) {
-    for (int s = 0; p->cuda && s < p->S; s++)
-        if (p->stages[s]) stage_cuda_download(p->stages[s], grads, &p->opt[s]);
+    for (int s = 0; s < p->S; s++)
+        if (p->stages[s]) stage_download(p->stages[s], grads, &p->opt[s]);
 }
 
 int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int adam_t, Error *err) {
@@ -859,14 +798,14 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
             memset(st->v, 0, st->n * sizeof(float));
         }
         st->t = moments ? adam_t : 0;
-        if (p->cuda) stage_cuda_upload(sm, st);
+        stage_upload(sm, st);
         for (int c = 1; c < p->n_copies; c++) {
             const int k = c * p->S + s;
             memcpy(p->stages[k]->weights, sm->weights, sm->numel * sizeof(float));
             memcpy(p->opt[k].m, st->m, st->n * sizeof(float));
             memcpy(p->opt[k].v, st->v, st->n * sizeof(float));
             p->opt[k].t = st->t;
-            if (p->cuda) stage_cuda_upload(p->stages[k], &p->opt[k]);
+            stage_upload(p->stages[k], &p->opt[k]);
         }
     }
     return 0;

@@ -42,12 +42,6 @@
 #include "engine/reference_step.h"
 #include "engine/transport/transport.h"
 
-// Where stages compute. DEVICE_CUDA: every stage on a GPU (engine/model/model_cuda.h). Under the
-// local transport world rank r uses GPU r mod (visible GPUs), so one GPU carries a whole
-// multi-stage pipeline of threads, each stage on its own stream; under nccl, rank r uses GPU
-// (its rank on its node) mod (visible GPUs), and NCCL needs them distinct.
-typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } DeviceKind;
-
 typedef struct {
     int ranks;               // P (a CSV schedule must have this many rows)
     int virtual_stages;      // V stages per rank; 0 = the schedule's default (1, or 2)
@@ -58,11 +52,19 @@ typedef struct {
     TransportKind transport; // TRANSPORT_KIND_LOCAL (default) or TRANSPORT_KIND_MPI
     const void *mpi_comm;    // MPI: points at the MPI_Comm of the run's ranks; NULL = MPI_COMM_WORLD
     bool recompute;          // --recompute all: activations re-materialized in the backward (CPU)
-    DeviceKind device;       // --device cpu|cuda
+    // --device cpu|cuda (engine/model/model.h). DEVICE_CUDA: every stage on a GPU. Under the
+    // local transport world rank r uses GPU r mod (visible GPUs), so one GPU carries a whole
+    // multi-stage pipeline of threads, each stage on its own stream; under nccl, rank r uses
+    // GPU (its rank on its node) mod (visible GPUs), and NCCL needs them distinct.
+    DeviceKind device;
     bool gpu_fp32;           // --precision fp32: GPU stages in fp32 (default bf16, DESIGN.md "Numerics")
 } PipelineOptions;
 
 PipelineOptions pipeline_options_defaults(void);  // 1 rank, 1 replica, gpipe, balanced, local, 300 s
+// Refuses, in one line, options no pipeline can run here: sizes, a device this build or
+// machine lacks, what stages on a device cannot do yet, a batch the replicas and microbatches
+// do not divide, a bad RunConfig. pipeline_create calls it first.
+int pipeline_check_options(const RunConfig *rc, const PipelineOptions *o, Error *err);
 
 typedef struct {
     StepReport step;          // loss, lr, grad_norm (before clipping), step_ms, tokens_per_s

@@ -8,19 +8,17 @@
 #include "engine/pipeline.h"
 
 #include <math.h>
-#include <mpi.h>
 #include <omp.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "engine/model/stage_ops.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
+#include "engine/transport/mpi_process.h"
 #ifdef PPTRAIN_HAVE_NCCL
 #include "engine/transport/transport_nccl.h"
 #endif
@@ -86,134 +84,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// ---- MPI: initialization, finalization, last words on a signal ----------------------------
-
-static bool mpi_owned;      // this module called MPI_Init_thread
-static bool mpi_finalized;
-static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals ignored
-
-void pipeline_mpi_finalize(void) {
-    if (!mpi_owned || mpi_finalized || mpi_failed) return;
-    int done = 0;
-    MPI_Finalized(&done);
-    if (!done) MPI_Finalize();
-    mpi_finalized = true;
-}
-
-static void pipeline_mpi_atexit(void) { pipeline_mpi_finalize(); }
-
-static int pipeline_mpi_init(Error *err) {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (inited) return 0;
-    int provided = 0;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-        error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");
-        return -1;
-    }
-    mpi_owned = true;
-    atexit(pipeline_mpi_atexit);
-    return 0;
-}
-
-// What the signal handler knows about this process's rank. Set up once per MPI pipeline;
-// read only by the handler (every field is written before the handler is installed).
-static struct {
-    int world, first_stage, n_tags;
-    const Transport *tp;
-    char (*at)[72];           // (n_tags) " at action K (RECV_B 2,mb 3)" for each tag this rank receives
-    int *stage;               // (n_tags) the stage of that receive
-    volatile sig_atomic_t step;
-    struct sigaction old_term, old_int;
-} sig_state;
-
-static void append(char *line, size_t *n, size_t cap, const char *s) {
-    while (*s && *n + 1 < cap) line[(*n)++] = *s++;
-}
-
-static void append_int(char *line, size_t *n, size_t cap, long v) {
-    char digits[24];
-    int k = 0;
-    if (v < 0) append(line, n, cap, "-"), v = -v;
-    do digits[k++] = (char)('0' + v % 10); while ((v /= 10) && k < 23);
-    while (k && *n + 1 < cap) line[(*n)++] = digits[--k];
-}
-
-// Async-signal-safe: fixed buffers, write(2), _exit.
-static void pipeline_on_signal(int sig) {
-    if (mpi_failed) return;  // the step's own error line is on its way
-    char line[256];
-    size_t n = 0;
-    const int what = sig_state.tp ? sig_state.tp->wait.what : WAIT_NONE;
-    const int tag = sig_state.tp ? sig_state.tp->wait.tag : -1;
-    const bool recv = what == WAIT_RECV && tag >= 0 && tag < sig_state.n_tags && sig_state.at[tag][0];
-    append(line, &n, sizeof line, "pptrain: rank ");
-    append_int(line, &n, sizeof line, sig_state.world);
-    append(line, &n, sizeof line, " (stage ");
-    append_int(line, &n, sizeof line, recv ? sig_state.stage[tag] : sig_state.first_stage);
-    append(line, &n, sizeof line, sig == SIGTERM ? "): peer lost (SIGTERM) " : "): interrupted (SIGINT) ");
-    if (recv) {
-        append(line, &n, sizeof line, "while waiting");
-        append(line, &n, sizeof line, sig_state.at[tag]);
-    } else {
-        append(line, &n, sizeof line, what == WAIT_COLLECTIVE ? "in a collective of step " : "in step ");
-        append_int(line, &n, sizeof line, sig_state.step + 1);
-    }
-    line[n++] = '\n';
-    const ssize_t written = write(STDERR_FILENO, line, n);
-    (void)written;  // nothing else to do if stderr is gone
-    _exit(128 + sig);
-}
-
-static int recv_tag(const Schedule *s, Action a, int *from) {
-    const bool fwd = a.type == ACT_RECV_F;
-    const int sender = fwd ? a.stage - 1 : a.stage + 1;
-    *from = s->stage_rank[sender];
-    return transport_tag(fwd ? MSG_ACT : MSG_GRAD, sender, a.mb, s->n_stages);
-}
-
-// The per-tag " at action K (...)" table of rank `pipe`, as the runtime names its actions.
-static void signal_table(const Schedule *s, int pipe) {
-    sig_state.n_tags = 2 * s->n_microbatches * s->n_stages;
-    sig_state.at = xcalloc((size_t)sig_state.n_tags, sizeof *sig_state.at);
-    sig_state.stage = xcalloc((size_t)sig_state.n_tags, sizeof(int));
-    const ScheduleList *l = &s->ranks[pipe];
-    sig_state.first_stage = -1;
-    for (int i = 0; i < l->n; i++) {
-        const Action a = l->actions[i];
-        if (sig_state.first_stage < 0) sig_state.first_stage = a.stage;
-        if (a.type != ACT_RECV_F && a.type != ACT_RECV_B) continue;
-        int from;
-        const int tag = recv_tag(s, a, &from);
-        snprintf(sig_state.at[tag], sizeof sig_state.at[tag], " at action %d (%s %d,mb %d)", i,
-                 schedule_type_name(a.type), a.stage, a.mb);
-        sig_state.stage[tag] = a.stage;
-    }
-}
-
-static void install_signal_handlers(const Pipeline *p) {
-    sig_state.world = p->self;
-    sig_state.tp = p->tp;
-    signal_table(p->sched, p->self % p->P);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = pipeline_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &sig_state.old_term);
-    sigaction(SIGINT, &sa, &sig_state.old_int);
-}
-
-static void remove_signal_handlers(void) {
-    sigaction(SIGTERM, &sig_state.old_term, NULL);
-    sigaction(SIGINT, &sig_state.old_int, NULL);
-    sig_state.tp = NULL;
-    free(sig_state.at);
-    free(sig_state.stage);
-    sig_state.at = NULL;
-    sig_state.stage = NULL;
-    sig_state.n_tags = 0;
 }
 
 // ---- set-up ------------------------------------------------------------------------------
@@ -315,25 +185,36 @@ static int longest_list(const Schedule *s) {
 }
 
 #ifdef PPTRAIN_HAVE_NCCL
-// Every rank's verdict on its own set-up, agreed over the world before NCCL's collective
-// initialization (which has no timeout): a rank that failed would leave the others waiting.
-static int agree(const PipelineOptions *o, int failed, Error *err) {
-    MPI_Comm world = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD;
-    int any = failed;
-    if (MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS) any = 1;
-    if (any && !failed) error_set(err, "--transport nccl: another rank could not use its GPU (see its error line)");
-    return any ? -1 : 0;
+// Every rank's verdict on its own set-up (failed: 1), agreed over the world through ctl's
+// collective (which has a timeout) before NCCL's collective initialization (which has none):
+// a rank that failed would leave the others waiting there.
+static int agree(Transport *ctl, int self, int failed, Error *err) {
+    double any = failed;
+    Error why;
+    if (transport_allreduce_f64(ctl, self, GROUP_WORLD, &any, 1, &why) != TRANSPORT_OK) {
+        if (!failed) error_set(err, "--transport nccl: the ranks could not agree on their set-up: %s", why.msg);
+        return -1;
+    }
+    if (any > 0 && !failed) error_set(err, "--transport nccl: another rank could not use its GPU (see its error line)");
+    return any > 0 ? -1 : 0;
 }
 
+// The nccl transport carries its host collectives on an MPI transport, made first: it says
+// which rank this process is and carries the agreement before NCCL exists.
 static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
+    const int max_tag = 2 * p->M * p->S;
+    Transport *ctl = transport_mpi_create(o->mpi_comm, p->P, p->D, 64, 1, max_tag, o->timeout_s, err);   // no messages
+    if (!ctl) return -1;
+    p->self = transport_mpi_rank(ctl);
     const int failed = schedule_check_fifo(p->sched, err) || transport_nccl_pick_device(o->mpi_comm, &p->gpu, err) ||
                        p->dev->set_device(p->gpu, err);
-    if (agree(o, failed, err)) return -1;
-    p->tp = transport_nccl_create(o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
-                                  2 * p->M * p->S, o->timeout_s, p->gpu, err);
-    if (!p->tp) return -1;
-    p->self = transport_nccl_rank(p->tp);
-    return 0;
+    if (agree(ctl, p->self, failed, err)) {
+        transport_free(ctl);
+        return -1;
+    }
+    p->tp = transport_nccl_create(ctl, o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
+                                  max_tag, o->timeout_s, p->gpu, err);
+    return p->tp ? 0 : -1;
 }
 #else
 static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
@@ -403,7 +284,35 @@ static void start_threads(Pipeline *p) {
         }
 }
 
-// Ranks, report arrays, clock offsets; MPI: signal handlers; local: the rank threads.
+static int recv_tag(const Schedule *s, Action a, int *from) {
+    const bool fwd = a.type == ACT_RECV_F;
+    const int sender = fwd ? a.stage - 1 : a.stage + 1;
+    *from = s->stage_rank[sender];
+    return transport_tag(fwd ? MSG_ACT : MSG_GRAD, sender, a.mb, s->n_stages);
+}
+
+// What this process's rank says when mpirun stops it: for each tag it receives, the action,
+// as the runtime names it (" at action K (RECV_B 2,mb 3)").
+static MpiLastWords last_words(const Pipeline *p) {
+    const Schedule *s = p->sched;
+    MpiLastWords w = {.world = p->self, .first_stage = -1, .n_tags = 2 * s->n_microbatches * s->n_stages};
+    w.at = xcalloc((size_t)w.n_tags, sizeof *w.at);
+    w.stage = xcalloc((size_t)w.n_tags, sizeof(int));
+    const ScheduleList *l = &s->ranks[p->self % p->P];
+    for (int i = 0; i < l->n; i++) {
+        const Action a = l->actions[i];
+        if (w.first_stage < 0) w.first_stage = a.stage;
+        if (a.type != ACT_RECV_F && a.type != ACT_RECV_B) continue;
+        int from;
+        const int tag = recv_tag(s, a, &from);
+        snprintf(w.at[tag], sizeof w.at[tag], " at action %d (%s %d,mb %d)", i, schedule_type_name(a.type), a.stage,
+                 a.mb);
+        w.stage[tag] = a.stage;
+    }
+    return w;
+}
+
+// Ranks, report arrays, clock offsets; MPI: last words on a signal; local: the rank threads.
 static int start_ranks(Pipeline *p, Error *err) {
     p->n_host = p->multiprocess ? 1 : p->W;
     p->ranks = xcalloc((size_t)p->n_host, sizeof(PipelineRank));
@@ -423,7 +332,7 @@ static int start_ranks(Pipeline *p, Error *err) {
     if (p->self == 0) p->event_buf = xcalloc((size_t)p->W * (size_t)p->event_cap, sizeof(ActionEvent));
     if (transport_clock_offsets(p->tp, p->self, p->offsets, err) != TRANSPORT_OK) return -1;
     if (gather_peak_slots(p, err)) return -1;
-    install_signal_handlers(p);
+    mpi_process_watch(p->tp, last_words(p));
     return 0;
 }
 
@@ -431,7 +340,7 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
     if (pipeline_check_options(rc, o, err)) return NULL;
     const StageDevice *dev = o->device == DEVICE_CPU ? NULL : stage_device_find(o->device, err);
     if (o->device != DEVICE_CPU && !dev) return NULL;
-    if (o->transport != TRANSPORT_KIND_LOCAL && pipeline_mpi_init(err)) return NULL;
+    if (o->transport != TRANSPORT_KIND_LOCAL && mpi_process_init(err)) return NULL;
     Schedule *sched = pipeline_schedule(o, rc->microbatches, err);
     if (!sched) return NULL;
     Pipeline *p = xcalloc(1, sizeof *p);
@@ -634,7 +543,7 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
     const Error *fail = first_failure(p);
     if (!fail) return 0;
     p->broken = true;
-    if (p->multiprocess) mpi_failed = 1;
+    if (p->multiprocess) mpi_process_failed();
     *err = *fail;
     return -1;
 }
@@ -682,13 +591,13 @@ static void fill_report(const Pipeline *p, int step, double seconds, PipelineRep
 int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, int step, PipelineReport *out,
                   Error *err) {
     const double t0 = now_s();
-    sig_state.step = step;
+    mpi_process_set_step(step);
     p->lr = optim_lr_at(&p->rc.optim, step);
     if (run_step(p, inputs, targets, true, err)) return -1;
     fill_report(p, step, now_s() - t0, out);
     if (collect_events(p, err)) {
         p->broken = true;
-        mpi_failed = p->multiprocess;
+        if (p->multiprocess) mpi_process_failed();
         transport_abort(p->tp);
         return -1;
     }
@@ -722,7 +631,7 @@ static void free_ranks(Pipeline *p) {
 void pipeline_free(Pipeline *p) {
     if (!p) return;
     if (p->threads) stop_threads(p);
-    if (p->multiprocess && sig_state.tp == p->tp && p->tp) remove_signal_handlers();
+    if (p->multiprocess) mpi_process_unwatch(p->tp);
     // The transport before the ranks' slots: after a failed nccl step its posted receives
     // still spin on the GPU until it aborts them, and freeing device memory waits for the
     // whole GPU. The ranks' views only borrow it and are freed without touching it.

@@ -21,16 +21,15 @@
 // mpi: this process is exactly one rank of an mpirun job over opts->mpi_comm (default
 // MPI_COMM_WORLD) whose size must be P x D. pipeline_create initializes MPI (thread level
 // MPI_THREAD_SERIALIZED: call the pipeline from one thread at a time) when nobody has, and
-// then finalizes it at exit (atexit), unless a step failed: a failed MPI run leaves requests
-// that can never complete, so the process just exits non-zero with its one error line
-// (pipeline_mpi_finalize finalizes earlier, explicitly). Each rank builds only its own stages
-// (weights from (seed, name) are equal everywhere). The root (world rank 0, pipeline_is_root,
-// PipelineReport.is_root) reports the run: only its report has telemetry; the others get the
-// same loss, lr, norm and busy times, and should neither print nor record.
+// then finalizes it at exit, unless a step failed (engine/transport/mpi_process.h). Each rank
+// builds only its own stages (weights from (seed, name) are equal everywhere). The root (world
+// rank 0, pipeline_is_root, PipelineReport.is_root) reports the run: only its report has
+// telemetry; the others get the same loss, lr, norm and busy times, and should neither print
+// nor record.
 // Under MPI a SIGTERM or SIGINT (mpirun kills the survivors when a rank dies) prints one line
 // "pptrain: rank R (stage S): peer lost (SIGTERM) while waiting at action K (RECV_B 2,mb 3)"
-// and exits with 128 + the signal; once a step has failed the signals are blocked, so the
-// caller's own error line is the only one.
+// and exits with 128 + the signal (mpi_process.h's last words); once a step has failed the
+// line is left out, so the caller's own error line is the only one.
 #ifndef PPTRAIN_PIPELINE_H
 #define PPTRAIN_PIPELINE_H
 #include <stdbool.h>
@@ -146,7 +145,4 @@ const double *pipeline_clock_offsets(const Pipeline *p);
 // The last step's action events of every rank (root only; elsewhere *n_ranks = 0):
 // (*events)[r][0..(*n_events)[r]) on rank r's clock. Arrays owned by the pipeline.
 int pipeline_events(const Pipeline *p, const ActionEvent *const **events, const int **n_events);
-
-// Finalizes MPI now if the pipeline module initialized it (idempotent; no-op otherwise).
-void pipeline_mpi_finalize(void);
 #endif

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
-#include "engine/model/model_cuda.h"
+#include "engine/model/stage_ops.h"
 #include "console/cmd/cmd_train.h"
 #include "storage/db.h"
 
@@ -132,9 +132,9 @@ static int set_device(RunOptions *ro, const char *flag, const char *v, Error *er
         error_set(err, "%s: '%s' is not cpu or cuda", flag, v);
         return -1;
     }
-    const char *why = stage_cuda_unavailable();
-    if (why) {
-        error_set(err, "%s cuda: %s", flag, why);
+    Error why;
+    if (!stage_device_find(DEVICE_CUDA, &why)) {
+        error_set(err, "%s cuda: %s", flag, why.msg);
         return -1;
     }
     ro->pipe.device = DEVICE_CUDA;

@@ -3,23 +3,22 @@
 // all-reduce of (squared gradients, loss, busy time) slots, clip, AdamW. Under the local
 // transport the W ranks are threads living as long as the pipeline, released by the `start`
 // barrier (the main thread has published the batch) and collected at `finished`; under MPI
-// the process's one rank runs in the calling thread.
+// the process's one rank runs in the calling thread. Stages compute on the CPU or on a device
+// backend (engine/model/stage_ops.h); the pipeline only calls the stage API, whichever it is.
 #include "engine/pipeline.h"
 
 #include <math.h>
-#include <mpi.h>
 #include <omp.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "engine/model/model_cuda.h"
+#include "engine/model/stage_ops.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
+#include "engine/transport/mpi_process.h"
 #ifdef PPTRAIN_HAVE_NCCL
 #include "engine/transport/transport_nccl.h"
 #endif
@@ -46,7 +45,7 @@ struct Pipeline {
     int P, D, W, S, M, rows, T;
     TransportKind kind;
     bool multiprocess;        // mpi or nccl: this process is one rank
-    bool cuda;                // stages on GPUs
+    const StageDevice *dev;   // the stages' device backend; NULL: CPU stages
     int gpu;                  // nccl: this process's GPU
     int self;                 // world rank of this process (MPI), 0 under local
     int n_host;               // ranks hosted here: W (local) or 1 (MPI)
@@ -81,149 +80,10 @@ struct Pipeline {
     StageTelemetry *tele_stages; // (S)
 };
 
-PipelineOptions pipeline_options_defaults(void) {
-    PipelineOptions o;
-    memset(&o, 0, sizeof o);
-    o.ranks = 1;
-    o.dp = 1;
-    snprintf(o.schedule, sizeof o.schedule, "gpipe");
-    o.timeout_s = TRANSPORT_DEFAULT_TIMEOUT_S;
-    o.transport = TRANSPORT_KIND_LOCAL;
-    return o;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// ---- MPI: initialization, finalization, last words on a signal ----------------------------
-
-static bool mpi_owned;      // this module called MPI_Init_thread
-static bool mpi_finalized;
-static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals ignored
-
-void pipeline_mpi_finalize(void) {
-    if (!mpi_owned || mpi_finalized || mpi_failed) return;
-    int done = 0;
-    MPI_Finalized(&done);
-    if (!done) MPI_Finalize();
-    mpi_finalized = true;
-}
-
-static void pipeline_mpi_atexit(void) { pipeline_mpi_finalize(); }
-
-static int pipeline_mpi_init(Error *err) {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (inited) return 0;
-    int provided = 0;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-        error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");
-        return -1;
-    }
-    mpi_owned = true;
-    atexit(pipeline_mpi_atexit);
-    return 0;
-}
-
-// What the signal handler knows about this process's rank. Set up once per MPI pipeline;
-// read only by the handler (every field is written before the handler is installed).
-static struct {
-    int world, first_stage, n_tags;
-    const Transport *tp;
-    char (*at)[72];           // (n_tags) " at action K (RECV_B 2,mb 3)" for each tag this rank receives
-    int *stage;               // (n_tags) the stage of that receive
-    volatile sig_atomic_t step;
-    struct sigaction old_term, old_int;
-} sig_state;
-
-static void append(char *line, size_t *n, size_t cap, const char *s) {
-    while (*s && *n + 1 < cap) line[(*n)++] = *s++;
-}
-
-static void append_int(char *line, size_t *n, size_t cap, long v) {
-    char digits[24];
-    int k = 0;
-    if (v < 0) append(line, n, cap, "-"), v = -v;
-    do digits[k++] = (char)('0' + v % 10); while ((v /= 10) && k < 23);
-    while (k && *n + 1 < cap) line[(*n)++] = digits[--k];
-}
-
-// Async-signal-safe: fixed buffers, write(2), _exit.
-static void pipeline_on_signal(int sig) {
-    if (mpi_failed) return;  // the step's own error line is on its way
-    char line[256];
-    size_t n = 0;
-    const int what = sig_state.tp ? sig_state.tp->wait.what : WAIT_NONE;
-    const int tag = sig_state.tp ? sig_state.tp->wait.tag : -1;
-    const bool recv = what == WAIT_RECV && tag >= 0 && tag < sig_state.n_tags && sig_state.at[tag][0];
-    append(line, &n, sizeof line, "pptrain: rank ");
-    append_int(line, &n, sizeof line, sig_state.world);
-    append(line, &n, sizeof line, " (stage ");
-    append_int(line, &n, sizeof line, recv ? sig_state.stage[tag] : sig_state.first_stage);
-    append(line, &n, sizeof line, sig == SIGTERM ? "): peer lost (SIGTERM) " : "): interrupted (SIGINT) ");
-    if (recv) {
-        append(line, &n, sizeof line, "while waiting");
-        append(line, &n, sizeof line, sig_state.at[tag]);
-    } else {
-        append(line, &n, sizeof line, what == WAIT_COLLECTIVE ? "in a collective of step " : "in step ");
-        append_int(line, &n, sizeof line, sig_state.step + 1);
-    }
-    line[n++] = '\n';
-    const ssize_t written = write(STDERR_FILENO, line, n);
-    (void)written;  // nothing else to do if stderr is gone
-    _exit(128 + sig);
-}
-
-static int recv_tag(const Schedule *s, Action a, int *from) {
-    const bool fwd = a.type == ACT_RECV_F;
-    const int sender = fwd ? a.stage - 1 : a.stage + 1;
-    *from = s->stage_rank[sender];
-    return transport_tag(fwd ? MSG_ACT : MSG_GRAD, sender, a.mb, s->n_stages);
-}
-
-// The per-tag " at action K (...)" table of rank `pipe`, as the runtime names its actions.
-static void signal_table(const Schedule *s, int pipe) {
-    sig_state.n_tags = 2 * s->n_microbatches * s->n_stages;
-    sig_state.at = xcalloc((size_t)sig_state.n_tags, sizeof *sig_state.at);
-    sig_state.stage = xcalloc((size_t)sig_state.n_tags, sizeof(int));
-    const ScheduleList *l = &s->ranks[pipe];
-    sig_state.first_stage = -1;
-    for (int i = 0; i < l->n; i++) {
-        const Action a = l->actions[i];
-        if (sig_state.first_stage < 0) sig_state.first_stage = a.stage;
-        if (a.type != ACT_RECV_F && a.type != ACT_RECV_B) continue;
-        int from;
-        const int tag = recv_tag(s, a, &from);
-        snprintf(sig_state.at[tag], sizeof sig_state.at[tag], " at action %d (%s %d,mb %d)", i,
-                 schedule_type_name(a.type), a.stage, a.mb);
-        sig_state.stage[tag] = a.stage;
-    }
-}
-
-static void install_signal_handlers(const Pipeline *p) {
-    sig_state.world = p->self;
-    sig_state.tp = p->tp;
-    signal_table(p->sched, p->self % p->P);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = pipeline_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &sig_state.old_term);
-    sigaction(SIGINT, &sa, &sig_state.old_int);
-}
-
-static void remove_signal_handlers(void) {
-    sigaction(SIGTERM, &sig_state.old_term, NULL);
-    sigaction(SIGINT, &sig_state.old_int, NULL);
-    sig_state.tp = NULL;
-    free(sig_state.at);
-    free(sig_state.stage);
-    sig_state.at = NULL;
-    sig_state.stage = NULL;
-    sig_state.n_tags = 0;
 }
 
 // ---- set-up ------------------------------------------------------------------------------
@@ -267,60 +127,17 @@ static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) 
     return s;
 }
 
-// What GPU stages cannot do (yet), each in one line.
-static int check_cuda_options(const PipelineOptions *o, Error *err) {
-    const char *why = stage_cuda_unavailable();
-    if (why) {
-        error_set(err, "--device cuda: %s", why);
-        return -1;
-    }
-    if (o->recompute) {
-        error_set(err, "--device cuda: --recompute all runs on CPU stages only (use --recompute none)");
-        return -1;
-    }
-    if (o->transport == TRANSPORT_KIND_MPI) {
-        error_set(err, "--device cuda: under mpirun use --transport nccl (mpi moves host memory)");
-        return -1;
-    }
-#ifndef PPTRAIN_HAVE_NCCL
-    if (o->transport == TRANSPORT_KIND_NCCL) {
-        error_set(err, "--device cuda: --transport nccl: this pptrain was built without NCCL");
-        return -1;
-    }
-#endif
-    return 0;
-}
-
-static int check_options(const RunConfig *rc, const PipelineOptions *o, Error *err) {
-    if (o->ranks < 1 || o->dp < 1 || o->timeout_s <= 0) {
-        error_set(err, "--stages and --dp must be at least 1 (got %d, %d) and the timeout positive (got %g s)",
-                  o->ranks, o->dp, o->timeout_s);
-        return -1;
-    }
-    if (o->device == DEVICE_CUDA && check_cuda_options(o, err)) return -1;
-    if (o->device != DEVICE_CUDA && o->transport == TRANSPORT_KIND_NCCL) {
-        error_set(err, "--transport nccl moves GPU memory: it needs --device cuda");
-        return -1;
-    }
-    if (o->dp > 1 && rc->microbatches > 0 && rc->batch % (o->dp * rc->microbatches) != 0) {
-        error_set(err, "--batch %d is not divisible by --dp %d x --microbatches %d", rc->batch, o->dp,
-                  rc->microbatches);
-        return -1;
-    }
-    return run_config_validate(rc, err);
-}
-
 // Does this process hold copy c of stage s? Local: every stage of every replica; MPI: the
 // stages of its own pipeline rank.
 static bool holds(const Pipeline *p, int s) {
     return !p->multiprocess || p->sched->stage_rank[s] == p->self % p->P;
 }
 
-// GPU stages: world rank r's stages go to GPU r mod (visible GPUs) under local, to this
-// process's GPU under nccl.
-static int attach_gpu(const Pipeline *p, const PipelineOptions *o, StageModel *sm, int world, Error *err) {
-    const int gpu = p->multiprocess ? p->gpu : world % stage_cuda_device_count();
-    return stage_cuda_attach(sm, gpu, !o->gpu_fp32, err);
+// Stages on a device: world rank r's stages go to device r mod (visible devices) under
+// local, to this process's GPU under nccl.
+static int attach_device(const Pipeline *p, const PipelineOptions *o, StageModel *sm, int world, Error *err) {
+    const int device = p->multiprocess ? p->gpu : world % p->dev->device_count();
+    return p->dev->attach(sm, device, !o->gpu_fp32, err);
 }
 
 // Stage s holds layers [first(s), first(s) + counts[s]); the embedding on 0, the head on S-1.
@@ -338,7 +155,7 @@ static int build_stages(Pipeline *p, const PipelineOptions *o, Error *err) {
             p->stages[k] = stage_create(&p->rc.model, begin, begin + counts[s], s == 0, s == p->S - 1, p->rc.seed, err);
             if (!p->stages[k]) rc = -1;
             else p->opt[k] = adamw_state_create(p->stages[k]->numel);
-            if (rc == 0 && p->cuda) rc = attach_gpu(p, o, p->stages[k], c * p->P + p->sched->stage_rank[s], err);
+            if (rc == 0 && p->dev) rc = attach_device(p, o, p->stages[k], c * p->P + p->sched->stage_rank[s], err);
             if (rc == 0) p->msg_bytes = stage_msg_bytes(p->stages[k], p->rows, p->T);   // equal for every stage
         }
     return rc;
@@ -368,25 +185,36 @@ static int longest_list(const Schedule *s) {
 }
 
 #ifdef PPTRAIN_HAVE_NCCL
-// Every rank's verdict on its own set-up, agreed over the world before NCCL's collective
-// initialization (which has no timeout): a rank that failed would leave the others waiting.
-static int agree(const PipelineOptions *o, int failed, Error *err) {
-    MPI_Comm world = o->mpi_comm ? *(const MPI_Comm *)o->mpi_comm : MPI_COMM_WORLD;
-    int any = failed;
-    if (MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS) any = 1;
-    if (any && !failed) error_set(err, "--transport nccl: another rank could not use its GPU (see its error line)");
-    return any ? -1 : 0;
+// Every rank's verdict on its own set-up (failed: 1), agreed over the world through ctl's
+// collective (which has a timeout) before NCCL's collective initialization (which has none):
+// a rank that failed would leave the others waiting there.
+static int agree(Transport *ctl, int self, int failed, Error *err) {
+    double any = failed;
+    Error why;
+    if (transport_allreduce_f64(ctl, self, GROUP_WORLD, &any, 1, &why) != TRANSPORT_OK) {
+        if (!failed) error_set(err, "--transport nccl: the ranks could not agree on their set-up: %s", why.msg);
+        return -1;
+    }
+    if (any > 0 && !failed) error_set(err, "--transport nccl: another rank could not use its GPU (see its error line)");
+    return any > 0 ? -1 : 0;
 }
 
+// The nccl transport carries its host collectives on an MPI transport, made first: it says
+// which rank this process is and carries the agreement before NCCL exists.
 static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
+    const int max_tag = 2 * p->M * p->S;
+    Transport *ctl = transport_mpi_create(o->mpi_comm, p->P, p->D, 64, 1, max_tag, o->timeout_s, err);   // no messages
+    if (!ctl) return -1;
+    p->self = transport_mpi_rank(ctl);
     const int failed = schedule_check_fifo(p->sched, err) || transport_nccl_pick_device(o->mpi_comm, &p->gpu, err) ||
-                       stage_cuda_set_device(p->gpu, err);
-    if (agree(o, failed, err)) return -1;
-    p->tp = transport_nccl_create(o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
-                                  2 * p->M * p->S, o->timeout_s, p->gpu, err);
-    if (!p->tp) return -1;
-    p->self = transport_nccl_rank(p->tp);
-    return 0;
+                       p->dev->set_device(p->gpu, err);
+    if (agree(ctl, p->self, failed, err)) {
+        transport_free(ctl);
+        return -1;
+    }
+    p->tp = transport_nccl_create(ctl, o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
+                                  max_tag, o->timeout_s, p->gpu, err);
+    return p->tp ? 0 : -1;
 }
 #else
 static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
@@ -397,13 +225,14 @@ static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, 
 #endif
 
 static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
-    // One message (stage_msg_bytes, before the stages exist): bf16 on GPUs unless fp32.
-    const size_t elem = p->cuda && !o->gpu_fp32 ? 2 : sizeof(float);
+    // One message (stage_msg_bytes, before the stages exist): fp32 on the CPU; on a device,
+    // the backend's low-precision format unless fp32.
+    const size_t elem = p->dev ? p->dev->msg_elem_bytes(!o->gpu_fp32) : sizeof(float);
     const size_t msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * elem;
     const int capacity = max_messages(p->sched);
     if (p->kind == TRANSPORT_KIND_LOCAL) {
         p->tp = transport_local_create_mem(p->P, p->D, msg_bytes, capacity, o->timeout_s,
-                                           p->cuda ? stage_cuda_transport_memory() : NULL);
+                                           p->dev ? p->dev->mailboxes : NULL);
         return 0;
     }
     if (p->kind == TRANSPORT_KIND_NCCL) return create_nccl(p, o, msg_bytes, capacity, err);
@@ -455,7 +284,35 @@ static void start_threads(Pipeline *p) {
         }
 }
 
-// Ranks, report arrays, clock offsets; MPI: signal handlers; local: the rank threads.
+static int recv_tag(const Schedule *s, Action a, int *from) {
+    const bool fwd = a.type == ACT_RECV_F;
+    const int sender = fwd ? a.stage - 1 : a.stage + 1;
+    *from = s->stage_rank[sender];
+    return transport_tag(fwd ? MSG_ACT : MSG_GRAD, sender, a.mb, s->n_stages);
+}
+
+// What this process's rank says when mpirun stops it: for each tag it receives, the action,
+// as the runtime names it (" at action K (RECV_B 2,mb 3)").
+static MpiLastWords last_words(const Pipeline *p) {
+    const Schedule *s = p->sched;
+    MpiLastWords w = {.world = p->self, .first_stage = -1, .n_tags = 2 * s->n_microbatches * s->n_stages};
+    w.at = xcalloc((size_t)w.n_tags, sizeof *w.at);
+    w.stage = xcalloc((size_t)w.n_tags, sizeof(int));
+    const ScheduleList *l = &s->ranks[p->self % p->P];
+    for (int i = 0; i < l->n; i++) {
+        const Action a = l->actions[i];
+        if (w.first_stage < 0) w.first_stage = a.stage;
+        if (a.type != ACT_RECV_F && a.type != ACT_RECV_B) continue;
+        int from;
+        const int tag = recv_tag(s, a, &from);
+        snprintf(w.at[tag], sizeof w.at[tag], " at action %d (%s %d,mb %d)", i, schedule_type_name(a.type), a.stage,
+                 a.mb);
+        w.stage[tag] = a.stage;
+    }
+    return w;
+}
+
+// Ranks, report arrays, clock offsets; MPI: last words on a signal; local: the rank threads.
 static int start_ranks(Pipeline *p, Error *err) {
     p->n_host = p->multiprocess ? 1 : p->W;
     p->ranks = xcalloc((size_t)p->n_host, sizeof(PipelineRank));
@@ -475,20 +332,22 @@ static int start_ranks(Pipeline *p, Error *err) {
     if (p->self == 0) p->event_buf = xcalloc((size_t)p->W * (size_t)p->event_cap, sizeof(ActionEvent));
     if (transport_clock_offsets(p->tp, p->self, p->offsets, err) != TRANSPORT_OK) return -1;
     if (gather_peak_slots(p, err)) return -1;
-    install_signal_handlers(p);
+    mpi_process_watch(p->tp, last_words(p));
     return 0;
 }
 
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *err) {
-    if (check_options(rc, o, err)) return NULL;
-    if (o->transport != TRANSPORT_KIND_LOCAL && pipeline_mpi_init(err)) return NULL;
+    if (pipeline_check_options(rc, o, err)) return NULL;
+    const StageDevice *dev = o->device == DEVICE_CPU ? NULL : stage_device_find(o->device, err);
+    if (o->device != DEVICE_CPU && !dev) return NULL;
+    if (o->transport != TRANSPORT_KIND_LOCAL && mpi_process_init(err)) return NULL;
     Schedule *sched = pipeline_schedule(o, rc->microbatches, err);
     if (!sched) return NULL;
     Pipeline *p = xcalloc(1, sizeof *p);
     const int P = sched->n_ranks, D = o->dp;
     *p = (Pipeline){.rc = *rc, .P = P, .D = D, .W = P * D, .S = sched->n_stages, .M = sched->n_microbatches,
                     .rows = rc->batch / (D * rc->microbatches), .T = rc->seq_len, .kind = o->transport,
-                    .multiprocess = o->transport != TRANSPORT_KIND_LOCAL, .cuda = o->device == DEVICE_CUDA,
+                    .multiprocess = o->transport != TRANSPORT_KIND_LOCAL, .dev = dev,
                     .n_copies = o->transport == TRANSPORT_KIND_LOCAL ? D : 1, .sched = sched,
                     .rt_opts = {.recompute = o->recompute}};
     // The transport first: under MPI it says which rank this process is, hence which stages.
@@ -553,21 +412,20 @@ static int rank_run_actions(PipelineRank *pr) {
     return pr->status == RUNTIME_OK ? 0 : -1;
 }
 
-// Sums each local stage's gradients over the D replicas that hold it: host arrays on the CPU;
-// device memory under nccl; GPU stages under local go through their host mirror (the local
-// transport's collectives add host memory).
+// Sums each local stage's gradients over the D replicas that hold it: in device memory under
+// nccl, whose collectives add device memory; elsewhere in host memory, which a stage on a
+// device fills from it and takes back (stage_reduce_begin / _end).
 static int rank_reduce_grads(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     if (p->D == 1) return 0;
+    const bool device = p->kind == TRANSPORT_KIND_NCCL;
     for (int s = 0; s < p->S; s++) {
         if (!rank_has(pr, s)) continue;
         StageModel *sm = pr->stages[s];
-        const bool on_device = p->cuda && p->kind == TRANSPORT_KIND_NCCL, staged = p->cuda && !on_device;
-        float *grads = on_device ? stage_cuda_grads(sm) : sm->grads;
-        if (staged) stage_cuda_grads_to_host(sm);
+        float *grads = stage_reduce_begin(sm, device);
         Error why;
         TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_REPLICAS, grads, sm->numel, &why);
-        if (staged && st == TRANSPORT_OK) stage_cuda_grads_from_host(sm);
+        if (st == TRANSPORT_OK) stage_reduce_end(sm, device);
         if (st != TRANSPORT_OK) {
             rank_failed(pr, st, &why, "(the gradient all-reduce over replicas)");
             return -1;
@@ -580,15 +438,13 @@ static int rank_reduce_grads(PipelineRank *pr) {
 // every rank then adds them up in the same fixed order: the loss over all ranks in world (=
 // replica) order, the squared norm over the model's tensors in their global order (replica 0
 // fills them, each stage's tensors at stage_param_base) as reference_grad_norm adds them on one
-// device. A GPU stage gives one sum for all its tensors, at its first tensor's slot.
+// device. A stage on a device may give one sum for all its tensors, at its first tensor's slot.
 static void fill_norm_slots(PipelineRank *pr, double *norm_slots) {
     const Pipeline *p = pr->p;
     for (int s = 0; s < p->S && pr->replica == 0; s++) {
         if (!rank_has(pr, s)) continue;
         const StageModel *sm = pr->stages[s];
-        double *mine = norm_slots + stage_param_base(sm);
-        if (p->cuda) mine[0] = stage_cuda_grad_sum_squares(pr->stages[s]);
-        else stage_grad_sum_squares(sm, mine);
+        stage_grad_sum_squares(sm, norm_slots + stage_param_base(sm));
     }
 }
 
@@ -619,16 +475,8 @@ static void rank_update(PipelineRank *pr) {
     Pipeline *p = pr->p;
     const OptimConfig *oc = &p->rc.optim;
     const float clip = oc->grad_clip > 0 ? grad_clip_factor(pr->norm, (float)oc->grad_clip) : 1.0f;
-    for (int s = 0; s < p->S; s++) {
-        if (!rank_has(pr, s)) continue;
-        StageModel *sm = pr->stages[s];
-        if (p->cuda) {
-            stage_cuda_update(sm, &pr->opt[s], oc, p->lr, clip);
-            continue;
-        }
-        if (clip < 1.0f) grad_scale(sm->grads, sm->numel, clip);
-        adamw_state_step(&pr->opt[s], sm->weights, sm->grads, oc, p->lr);
-    }
+    for (int s = 0; s < p->S; s++)
+        if (rank_has(pr, s)) stage_update(pr->stages[s], &pr->opt[s], oc, p->lr, clip);
 }
 
 static void rank_step(PipelineRank *pr) {
@@ -644,10 +492,10 @@ static void *pipeline_rank_main(void *arg) {
     // The ranks share the cores: each rank's kernels get an equal part of the OpenMP threads.
     const int threads = omp_get_max_threads() / p->W;
     omp_set_num_threads(threads > 1 ? threads : 1);
-    // GPU stages: this thread launches on its stages' GPU (all of a rank's stages share one).
-    for (int s = 0; p->cuda && s < p->S; s++)
+    // Stages on a device: this thread launches on its stages' device (a rank's stages share one).
+    for (int s = 0; s < p->S; s++)
         if (rank_has(pr, s)) {
-            stage_cuda_bind_thread(pr->stages[s]);
+            stage_bind_thread(pr->stages[s]);
             break;
         }
     for (;;) {
@@ -695,7 +543,7 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
     const Error *fail = first_failure(p);
     if (!fail) return 0;
     p->broken = true;
-    if (p->multiprocess) mpi_failed = 1;
+    if (p->multiprocess) mpi_process_failed();
     *err = *fail;
     return -1;
 }
@@ -743,13 +591,13 @@ static void fill_report(const Pipeline *p, int step, double seconds, PipelineRep
 int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, int step, PipelineReport *out,
                   Error *err) {
     const double t0 = now_s();
-    sig_state.step = step;
+    mpi_process_set_step(step);
     p->lr = optim_lr_at(&p->rc.optim, step);
     if (run_step(p, inputs, targets, true, err)) return -1;
     fill_report(p, step, now_s() - t0, out);
     if (collect_events(p, err)) {
         p->broken = true;
-        mpi_failed = p->multiprocess;
+        if (p->multiprocess) mpi_process_failed();
         transport_abort(p->tp);
         return -1;
     }
@@ -783,10 +631,10 @@ static void free_ranks(Pipeline *p) {
 void pipeline_free(Pipeline *p) {
     if (!p) return;
     if (p->threads) stop_threads(p);
-    if (p->multiprocess && sig_state.tp == p->tp && p->tp) remove_signal_handlers();
+    if (p->multiprocess) mpi_process_unwatch(p->tp);
     // The transport before the ranks' slots: after a failed nccl step its posted receives
-    // still spin on the GPU until it aborts them, and freeing device memory (cudaFree) waits
-    // for the whole GPU. The ranks' views only borrow it and are freed without touching it.
+    // still spin on the GPU until it aborts them, and freeing device memory waits for the
+    // whole GPU. The ranks' views only borrow it and are freed without touching it.
     transport_free(p->tp);
     free_ranks(p);
     for (int k = 0; p->stages && k < p->n_copies * p->S; k++) {
@@ -838,8 +686,8 @@ const AdamWState *pipeline_stage_optimizer(const Pipeline *p, int stage) {
 int pipeline_replica(const Pipeline *p) { return p->multiprocess ? p->self / p->P : 0; }
 
 void pipeline_sync_to_host(Pipeline *p, bool grads) {
-    for (int s = 0; p->cuda && s < p->S; s++)
-        if (p->stages[s]) stage_cuda_download(p->stages[s], grads, &p->opt[s]);
+    for (int s = 0; s < p->S; s++)
+        if (p->stages[s]) stage_download(p->stages[s], grads, &p->opt[s]);
 }
 
 int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int adam_t, Error *err) {
@@ -859,14 +707,14 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
             memset(st->v, 0, st->n * sizeof(float));
         }
         st->t = moments ? adam_t : 0;
-        if (p->cuda) stage_cuda_upload(sm, st);
+        stage_upload(sm, st);
         for (int c = 1; c < p->n_copies; c++) {
             const int k = c * p->S + s;
             memcpy(p->stages[k]->weights, sm->weights, sm->numel * sizeof(float));
             memcpy(p->opt[k].m, st->m, st->n * sizeof(float));
             memcpy(p->opt[k].v, st->v, st->n * sizeof(float));
             p->opt[k].t = st->t;
-            if (p->cuda) stage_cuda_upload(p->stages[k], &p->opt[k]);
+            stage_upload(p->stages[k], &p->opt[k]);
         }
     }
     return 0;

@@ -21,16 +21,15 @@
 // mpi: this process is exactly one rank of an mpirun job over opts->mpi_comm (default
 // MPI_COMM_WORLD) whose size must be P x D. pipeline_create initializes MPI (thread level
 // MPI_THREAD_SERIALIZED: call the pipeline from one thread at a time) when nobody has, and
-// then finalizes it at exit (atexit), unless a step failed: a failed MPI run leaves requests
-// that can never complete, so the process just exits non-zero with its one error line
-// (pipeline_mpi_finalize finalizes earlier, explicitly). Each rank builds only its own stages
-// (weights from (seed, name) are equal everywhere). The root (world rank 0, pipeline_is_root,
-// PipelineReport.is_root) reports the run: only its report has telemetry; the others get the
-// same loss, lr, norm and busy times, and should neither print nor record.
+// then finalizes it at exit, unless a step failed (engine/transport/mpi_process.h). Each rank
+// builds only its own stages (weights from (seed, name) are equal everywhere). The root (world
+// rank 0, pipeline_is_root, PipelineReport.is_root) reports the run: only its report has
+// telemetry; the others get the same loss, lr, norm and busy times, and should neither print
+// nor record.
 // Under MPI a SIGTERM or SIGINT (mpirun kills the survivors when a rank dies) prints one line
 // "pptrain: rank R (stage S): peer lost (SIGTERM) while waiting at action K (RECV_B 2,mb 3)"
-// and exits with 128 + the signal; once a step has failed the signals are blocked, so the
-// caller's own error line is the only one.
+// and exits with 128 + the signal (mpi_process.h's last words); once a step has failed the
+// line is left out, so the caller's own error line is the only one.
 #ifndef PPTRAIN_PIPELINE_H
 #define PPTRAIN_PIPELINE_H
 #include <stdbool.h>
@@ -42,12 +41,6 @@
 #include "engine/reference_step.h"
 #include "engine/transport/transport.h"
 
-// Where stages compute. DEVICE_CUDA: every stage on a GPU (engine/model/model_cuda.h). Under the
-// local transport world rank r uses GPU r mod (visible GPUs), so one GPU carries a whole
-// multi-stage pipeline of threads, each stage on its own stream; under nccl, rank r uses GPU
-// (its rank on its node) mod (visible GPUs), and NCCL needs them distinct.
-typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } DeviceKind;
-
 typedef struct {
     int ranks;               // P (a CSV schedule must have this many rows)
     int virtual_stages;      // V stages per rank; 0 = the schedule's default (1, or 2)
@@ -58,11 +51,19 @@ typedef struct {
     TransportKind transport; // TRANSPORT_KIND_LOCAL (default) or TRANSPORT_KIND_MPI
     const void *mpi_comm;    // MPI: points at the MPI_Comm of the run's ranks; NULL = MPI_COMM_WORLD
     bool recompute;          // --recompute all: activations re-materialized in the backward (CPU)
-    DeviceKind device;       // --device cpu|cuda
+    // --device cpu|cuda (engine/model/model.h). DEVICE_CUDA: every stage on a GPU. Under the
+    // local transport world rank r uses GPU r mod (visible GPUs), so one GPU carries a whole
+    // multi-stage pipeline of threads, each stage on its own stream; under nccl, rank r uses
+    // GPU (its rank on its node) mod (visible GPUs), and NCCL needs them distinct.
+    DeviceKind device;
     bool gpu_fp32;           // --precision fp32: GPU stages in fp32 (default bf16, DESIGN.md "Numerics")
 } PipelineOptions;
 
 PipelineOptions pipeline_options_defaults(void);  // 1 rank, 1 replica, gpipe, balanced, local, 300 s
+// Refuses, in one line, options no pipeline can run here: sizes, a device this build or
+// machine lacks, what stages on a device cannot do yet, a batch the replicas and microbatches
+// do not divide, a bad RunConfig. pipeline_create calls it first.
+int pipeline_check_options(const RunConfig *rc, const PipelineOptions *o, Error *err);
 
 typedef struct {
     StepReport step;          // loss, lr, grad_norm (before clipping), step_ms, tokens_per_s
@@ -144,7 +145,4 @@ const double *pipeline_clock_offsets(const Pipeline *p);
 // The last step's action events of every rank (root only; elsewhere *n_ranks = 0):
 // (*events)[r][0..(*n_events)[r]) on rank r's clock. Arrays owned by the pipeline.
 int pipeline_events(const Pipeline *p, const ActionEvent *const **events, const int **n_events);
-
-// Finalizes MPI now if the pipeline module initialized it (idempotent; no-op otherwise).
-void pipeline_mpi_finalize(void);
 #endif

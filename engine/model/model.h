@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "engine/error.h"
+#include "engine/optim.h"
 #include "kernels/cpu/kernels.h"
 
 typedef enum { ROPE_DEFAULT = 0, ROPE_LLAMA3 = 1 } RopeType;
@@ -85,6 +86,14 @@ typedef struct {
     float *lm_head;         // (V, C) lm_head.weight (== wte when tied) last stage only
 } ParamViews;
 
+// Where stages compute (--device). DEVICE_CUDA: on CUDA GPUs (engine/model/model_cuda.h), when
+// the build has that backend (engine/model/stage_ops.h: stage_device_find).
+typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } DeviceKind;
+
+// A stage's backend: the table every stage_* entry point below calls through
+// (engine/model/stage_ops.h).
+typedef struct StageOps StageOps;
+
 typedef struct {
     ModelConfig cfg;
     int layer_begin, layer_end;   // global layer indices [begin, end)
@@ -95,10 +104,11 @@ typedef struct {
     float *weights;               // (numel) one allocation, carved into views
     float *grads;                 // (numel)
     ParamViews w, g;              // named views into weights and grads
-    // NULL: the stage computes on the CPU in weights/grads. Otherwise its compute runs on a
-    // CUDA GPU (engine/model/model_cuda.h) and weights/grads are the host mirror, brought up to
-    // date only by stage_cuda_download.
-    struct StageCuda *cuda;
+    // The backend: the CPU's from stage_create, computing in weights/grads; a device backend's
+    // after its attach, and weights/grads are then the host mirror, brought up to date only by
+    // stage_download. dev: that backend's state (NULL on the CPU).
+    const StageOps *ops;
+    void *dev;
 } StageModel;
 
 // Creates the stage holding layers [layer_begin, layer_end) (plus embedding / head as
@@ -107,21 +117,36 @@ typedef struct {
 // split across stages.
 StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
                          bool has_embed, bool has_head, uint64_t seed, Error *err);
-void stage_free(StageModel *s);
-void stage_zero_grads(StageModel *s);
+void stage_free(StageModel *s);          // and its device part
 // The parameter with this HF name, or NULL.
 const ParamInfo *stage_find_param(const StageModel *s, const char *name);
 // The global-norm reduction (DESIGN.md "Parity"): the squared gradient norm is the sum, in
 // the whole model's tensor order, of each tensor's grad_sum_squares, on every layout.
 // model_param_tensors: the whole model's tensor count; stage_param_base: the global index of
 // the stage's first tensor; stage_grad_sum_squares: out[i] for each of the stage's n_params
-// tensors (CPU stages; host grads).
+// tensors (a device backend may give the whole stage's sum in out[0]: stage_ops.h).
 int model_param_tensors(const ModelConfig *cfg);
 int stage_param_base(const StageModel *s);
 void stage_grad_sum_squares(const StageModel *s, double *out);
 // Points the named views v (v->layer holds the stage's layers) at the tensors of one flat
 // buffer in the stage's layout: weights, grads, or their device twins (engine/model/model_cuda.c).
 void stage_carve_views(const StageModel *s, float *base, ParamViews *v);
+
+// Gradients and the optimizer, on the stage's device (engine/model/stage_ops.h says more).
+void stage_zero_grads(StageModel *s);
+// Scales the gradients by clip (< 1 clips, as grad_scale) and applies one AdamW update with
+// opt->t incremented (adamw_state_step).
+void stage_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip);
+// The gradient all-reduce over replicas: the numel floats to sum in place (device memory when
+// `device`, else host memory), and the sum handed back to the stage after it.
+float *stage_reduce_begin(StageModel *s, bool device);
+void stage_reduce_end(StageModel *s, bool device);
+// A stage on a device: its host mirror from the device (weights; gradients when `grads`; opt's
+// moments when opt) and to it (weights; moments when opt). No-ops on the CPU.
+void stage_download(StageModel *s, bool grads, AdamWState *opt);
+void stage_upload(StageModel *s, const AdamWState *opt);
+// Prepares the calling thread to drive the stage (a GPU: its device made current).
+void stage_bind_thread(const StageModel *s);
 
 // Everything one microbatch keeps between its forward and its backward on one stage,
 // sized once for B sequences of T tokens (no allocation inside a step).
@@ -130,7 +155,7 @@ StageActs *stage_acts_create(const StageModel *s, int B, int T);
 void stage_acts_free(StageActs *a);
 size_t stage_acts_bytes(const StageModel *s, int B, int T);
 
-// Forward of one microbatch of B*T tokens.
+// Forward of one microbatch of B*T tokens, on the stage's device.
 //   first stage: tokens(B*T) is read (and kept for the embedding's backward);
 //   other stages: input(B*T, C) is read (copied in), a message of the stage's format
 //     (stage_msg_bytes): fp32 on the CPU; bf16 or fp32 device memory on a GPU.

@@ -1,13 +1,9 @@
-// The activation arena of one microbatch slot on one stage: sized and carved once per run.
-// Full form: everything the stage's backward reads. Light form (recompute): only what crosses
-// the stage boundary, plus what the forward needs to run again (tokens, targets).
-#include <stdlib.h>
-#include <string.h>
-
-#include "engine/model/model.h"
+// The layout of one microbatch slot's activation arena on one stage: what is carved where,
+// and how many bytes it takes. Full form: everything the stage's backward reads. Light form
+// (recompute): only what crosses the stage boundary, plus what the forward needs to run again
+// (tokens, targets). Each backend (engine/model/stage_ops.h) allocates the arena on its
+// device and carves it here, so every device lays it out alike.
 #include "engine/model/model_acts.h"
-#include "engine/model/model_cuda.h"
-#include "kernels/cpu/kernels.h"
 
 // Carves buffers out of one arena; the counting pass (base == NULL) only sums sizes.
 typedef struct {
@@ -87,34 +83,29 @@ StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light) {
                        .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light};
 }
 
-size_t stage_acts_light_bytes(const StageModel *s, int B, int T) {
-    StageActs a = stage_acts_shape(s, B, T, true);
-    Carver cv = {0};
-    carve_light(s, &a, &cv);
-    return cv.used + sizeof(StageActs);
-}
-
-StageActs *stage_acts_create_light(const StageModel *s, int B, int T) {
-    StageActs *a = xcalloc(1, sizeof *a);
-    *a = stage_acts_shape(s, B, T, true);
-    Carver cv = {0};
-    carve_light(s, a, &cv);
-    a->arena_bytes = cv.used;
-    a->arena = aligned_alloc(64, cv.used ? cv.used : 64);
-    check_alloc(a->arena, cv.used, __FILE__, __LINE__);
-    memset(a->arena, 0, cv.used);
-    cv = (Carver){.base = a->arena};
-    carve_light(s, a, &cv);
-    return a;
-}
-
-bool stage_acts_is_light(const StageActs *a) {
-    return a->light;
+// The boundary tensors as messages: the buffers themselves unless the backend keeps copies.
+static void point_messages(StageActs *a) {
+    a->msg_out = a->output;
+    a->msg_din = a->dinput;
 }
 
 size_t stage_acts_layout(const StageModel *s, StageActs *a, char *base) {
     Carver cv = {.base = base};
     carve_acts(s, a, &cv);
+    if (base) {
+        a->input = a->resid;
+        a->output = acts_resid_at(a, a->n_layers);
+        a->dinput = a->dresid;
+        a->dlogits = a->logits;
+        point_messages(a);
+    }
+    return cv.used;
+}
+
+size_t stage_acts_light_layout(const StageModel *s, StageActs *a, char *base) {
+    Carver cv = {.base = base};
+    carve_light(s, a, &cv);
+    if (base) point_messages(a);
     return cv.used;
 }
 
@@ -123,73 +114,21 @@ size_t stage_acts_bytes(const StageModel *s, int B, int T) {
     return stage_acts_layout(s, &a, NULL) + sizeof(StageActs) + a.n_layers * sizeof(LayerActs);
 }
 
-StageActs *stage_acts_create(const StageModel *s, int B, int T) {
-    if (s->cuda) return stage_cuda_acts_create(s, B, T);
-    StageActs *a = xcalloc(1, sizeof *a);
-    *a = stage_acts_shape(s, B, T, false);
-    a->layer = xcalloc((size_t)(a->n_layers ? a->n_layers : 1), sizeof(LayerActs));
-    a->arena_bytes = stage_acts_layout(s, a, NULL);
-    a->arena = aligned_alloc(64, a->arena_bytes);
-    check_alloc(a->arena, a->arena_bytes, __FILE__, __LINE__);
-    memset(a->arena, 0, a->arena_bytes);      // touch every page now, not inside the first step
-    stage_acts_layout(s, a, a->arena);
-    a->input = a->resid;
-    a->output = a->resid + (size_t)a->n_layers * a->N * a->C;
-    a->dinput = a->dresid;
-    a->dlogits = a->logits;
-    float inv_freq[ROPE_MAX_HEAD_DIM / 2];
-    model_rope_inv_freq(&s->cfg, inv_freq);
-    rope_tables(a->cos_tab, a->sin_tab, T, s->cfg.head_dim, inv_freq);
-    return a;
+size_t stage_acts_light_bytes(const StageModel *s, int B, int T) {
+    StageActs a = stage_acts_shape(s, B, T, true);
+    return stage_acts_light_layout(s, &a, NULL) + sizeof(StageActs);
 }
 
-void stage_acts_free(StageActs *a) {
-    if (!a) return;
-    if (a->cuda) {
-        stage_cuda_acts_free(a);
-        return;
-    }
-    if (a->dlogits != a->logits) free(a->dlogits);
-    free(a->arena);
-    free(a->layer);
-    free(a);
-}
-
-// Gives the loss gradient a buffer of its own so the logits survive the forward (tests).
-// Called at set-up, never inside a step.
-void stage_acts_keep_logits(StageActs *a, bool keep) {
-    if (a->cuda) return;   // a GPU stage's logits stay on the device (tests read CPU stages)
-    const bool kept = a->dlogits != a->logits;
-    if (!a->logits || keep == kept) return;
-    if (keep) {
-        const size_t bytes = (size_t)a->N * a->V * sizeof(float);
-        a->dlogits = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-        check_alloc(a->dlogits, bytes, __FILE__, __LINE__);
-    } else {
-        free(a->dlogits);
-        a->dlogits = a->logits;
-    }
+bool stage_acts_is_light(const StageActs *a) {
+    return a->light;
 }
 
 const void *stage_acts_output(const StageActs *a) {
-    return a->cuda ? stage_cuda_acts_output(a) : a->output;
+    return a->msg_out;
 }
 
 const void *stage_acts_dinput(const StageActs *a) {
-    return a->cuda ? stage_cuda_acts_dinput(a) : a->dinput;
-}
-
-size_t stage_msg_bytes(const StageModel *s, int B, int T) {
-    return (size_t)B * T * s->cfg.hidden * (s->cuda ? stage_cuda_msg_elem_bytes(s) : sizeof(float));
-}
-
-void *stage_msg_alloc(const StageModel *s, size_t bytes) {
-    return s->cuda ? stage_cuda_msg_alloc(s, bytes) : xmalloc(bytes ? bytes : 1);
-}
-
-void stage_msg_free(const StageModel *s, void *msg) {
-    if (s->cuda) stage_cuda_msg_free(s, msg);
-    else free(msg);
+    return a->msg_din;
 }
 
 const float *stage_acts_logits(const StageActs *a) {

@@ -1,10 +1,13 @@
-// Internal to engine/model_*.c: what one microbatch keeps on one stage (see model_stage.c for
-// the equations). Other rooms see StageActs only through engine/model/model.h.
+// Internal to engine/model/*.c: what one microbatch keeps on one stage (see model_stage.c for
+// the equations), its layout, and the shapes both backends compute with. Other rooms see
+// StageActs only through engine/model/model.h.
 #ifndef PPTRAIN_MODEL_ACTS_H
 #define PPTRAIN_MODEL_ACTS_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine/model/model.h"
 
 typedef struct {
     float *ln1, *rstd1;     // (N, C), (N)
@@ -31,6 +34,9 @@ struct StageActs {
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)
     float *dinput;          // (N, C) gradient of the stage input (non-first stages)
+    // output and dinput as messages of the stage's format (stage_acts_output, _dinput): the
+    // buffers themselves on the CPU; a backend with narrower messages keeps copies.
+    const void *msg_out, *msg_din;
     // Light form only, last stage: the targets and scale of the loss, so that the backward
     // can recompute the loss gradient.
     int32_t *targets;       // (N)
@@ -49,16 +55,37 @@ struct StageActs {
     float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
     float *dh;              // (N, I)
     float *datt;            // (B, NH, T, T)
-    char *arena;            // host memory, or device memory when cuda is set
+    char *arena;            // on the stage's device
     size_t arena_bytes;
-    struct ActsCuda *cuda;  // NULL on the CPU; a GPU stage's extras (engine/model/model_cuda.c)
+    const StageOps *ops;    // the backend that made it (stage_acts_free calls its acts_free)
+    void *dev;              // that backend's extras (NULL on the CPU)
 };
 
 // The shape fields of a StageActs for B x T (no buffers).
 StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light);
 // The full form's arena: carves every buffer above out of base (NULL: only counts) and
-// returns the bytes it takes. a->layer must hold n_layers entries when base is set. The
-// CUDA stage carves a device arena with it, so both devices share one layout.
+// returns the bytes it takes. a->layer must hold n_layers entries when base is set. Every
+// backend carves its arena with it, so every device shares one layout; with a base, input,
+// output, dinput and dlogits then point at their places.
 size_t stage_acts_layout(const StageModel *s, StageActs *a, char *base);
+// The light form's (recompute, CPU only), as stage_acts_layout.
+size_t stage_acts_light_layout(const StageModel *s, StageActs *a, char *base);
+
+// The dimension letters of one stage's microbatch (N = B*T rows, Q = NH*HD, KV = NKV*HD), as
+// the equations of both backends use them.
+typedef struct {
+    int B, T, N, C, Q, KV, I, V, NH, NKV, HD;
+} StageDims;
+
+static inline StageDims stage_dims(const StageModel *s, const StageActs *a) {
+    const ModelConfig *c = &s->cfg;
+    return (StageDims){.B = a->B, .T = a->T, .N = a->N, .C = c->hidden, .Q = c->heads * c->head_dim,
+                       .KV = c->kv_heads * c->head_dim, .I = c->intermediate, .V = c->vocab, .NH = c->heads,
+                       .NKV = c->kv_heads, .HD = c->head_dim};
+}
+
+// The residual stream after l layers (l = 0: the stage input) and its gradient: (N, C) each.
+static inline float *acts_resid_at(const StageActs *a, int l) { return a->resid + (size_t)l * a->N * a->C; }
+static inline float *acts_dresid_at(const StageActs *a, int l) { return a->dresid + (size_t)l * a->N * a->C; }
 
 #endif

@@ -11,7 +11,6 @@
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 #include "engine/model/model_cuda.h"
 
-#ifdef PPTRAIN_HAVE_CUDA
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,22 +39,19 @@ struct StageCuda {
     size_t scratch_rows;
 };
 
+// A GPU slot's extras (StageActs.dev).
 struct ActsCuda {
     int device;                // the stage's GPU
-    void *out_msg;             // (N, C) the output as a message: bf16 copy, or == output (fp32)
-    void *din_msg;             // (N, C) the input gradient as a message: bf16 copy, or == dinput
+    void *out_msg;             // (N, C) where msg_out points: a bf16 copy of output, or output (fp32)
+    void *din_msg;             // (N, C) where msg_din points: a bf16 copy of dinput, or dinput (fp32)
     double *loss;              // one device double: this slot's last loss
 };
 
-typedef struct {
-    int B, T, N, C, Q, KV, I, V, NH, NKV, HD;
-} Dims;
+static const StageOps CUDA_OPS;
 
-static Dims dims_of(const StageModel *s, const StageActs *a) {
-    const ModelConfig *c = &s->cfg;
-    return (Dims){.B = a->B, .T = a->T, .N = a->N, .C = c->hidden, .Q = c->heads * c->head_dim,
-                  .KV = c->kv_heads * c->head_dim, .I = c->intermediate, .V = c->vocab, .NH = c->heads,
-                  .NKV = c->kv_heads, .HD = c->head_dim};
+static StageCuda *cuda_of(const StageModel *s) {
+    assert(s->ops == &CUDA_OPS);
+    return s->dev;
 }
 
 static void *dev_alloc(size_t bytes) {
@@ -68,20 +64,18 @@ static void dev_free(void *p) {
     if (p) CUDA_CHECK(cudaFree(p));
 }
 
-// ---- availability, attach, detach ------------------------------------------------------
+// ---- devices, attach, detach ----------------------------------------------------------
 
-const char *stage_cuda_unavailable(void) { return cuda_unavailable_reason(); }
-
-int stage_cuda_device_count(void) { return cuda_device_count(); }
-
-int stage_cuda_set_device(int device, Error *err) {
+static int gpu_set_device(int device, Error *err) {
     const cudaError_t e = cudaSetDevice(device);
     if (e == cudaSuccess) return 0;
     error_set(err, "CUDA device %d: %s (%s)", device, cudaGetErrorString(e), cudaGetErrorName(e));
     return -1;
 }
 
-int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err) {
+static void gpu_upload(StageModel *s, const AdamWState *opt);
+
+static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     const char *why = cuda_unavailable_reason();
     if (why) {
         error_set(err, "%s", why);
@@ -107,17 +101,17 @@ int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err) {
     c->dg.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
     stage_carve_views(s, c->w, &c->dw);
     stage_carve_views(s, c->g, &c->dg);
-    s->cuda = c;
+    s->ops = &CUDA_OPS;
+    s->dev = c;
     cuda_zero(c->ctx, c->g, bytes);
     cuda_zero(c->ctx, c->m, bytes);
     cuda_zero(c->ctx, c->v, bytes);
-    stage_cuda_upload(s, NULL);
+    gpu_upload(s, NULL);
     return 0;
 }
 
-void stage_cuda_detach(StageModel *s) {
-    StageCuda *c = s->cuda;
-    if (!c) return;
+static void gpu_detach(StageModel *s) {
+    StageCuda *c = cuda_of(s);
     CUDA_CHECK(cudaSetDevice(c->device));
     cuda_ctx_synchronize(c->ctx);
     dev_free(c->w);
@@ -132,10 +126,10 @@ void stage_cuda_detach(StageModel *s) {
     free(c->dg.layer);
     cuda_ctx_destroy(c->ctx);
     free(c);
-    s->cuda = NULL;
+    s->dev = NULL;
 }
 
-void stage_cuda_bind_thread(const StageModel *s) { CUDA_CHECK(cudaSetDevice(s->cuda->device)); }
+static void gpu_bind_thread(const StageModel *s) { CUDA_CHECK(cudaSetDevice(cuda_of(s)->device)); }
 
 // ---- host mirror, optimizer --------------------------------------------------------------
 
@@ -144,8 +138,8 @@ static void copy_sync(StageCuda *c, void *dst, const void *src, size_t bytes, en
     cuda_ctx_synchronize(c->ctx);
 }
 
-void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) {
-    StageCuda *c = s->cuda;
+static void gpu_download(StageModel *s, bool grads, AdamWState *opt) {
+    StageCuda *c = cuda_of(s);
     const size_t bytes = s->numel * sizeof(float);
     CUDA_CHECK(cudaSetDevice(c->device));
     copy_sync(c, s->weights, c->w, bytes, cudaMemcpyDeviceToHost);
@@ -156,8 +150,8 @@ void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) {
     }
 }
 
-void stage_cuda_upload(StageModel *s, const AdamWState *opt) {
-    StageCuda *c = s->cuda;
+static void gpu_upload(StageModel *s, const AdamWState *opt) {
+    StageCuda *c = cuda_of(s);
     const size_t bytes = s->numel * sizeof(float);
     CUDA_CHECK(cudaSetDevice(c->device));
     copy_sync(c, c->w, s->weights, bytes, cudaMemcpyHostToDevice);
@@ -169,32 +163,40 @@ void stage_cuda_upload(StageModel *s, const AdamWState *opt) {
     cuda_ctx_synchronize(c->ctx);
 }
 
-void stage_cuda_grads_to_host(StageModel *s) {
-    CUDA_CHECK(cudaSetDevice(s->cuda->device));
-    copy_sync(s->cuda, s->grads, s->cuda->g, s->numel * sizeof(float), cudaMemcpyDeviceToHost);
+// The replicas' gradient sum: on the device under a transport of device memory (nccl), else
+// through the host mirror (the local transport adds host memory).
+static float *gpu_reduce_begin(StageModel *s, bool device) {
+    StageCuda *c = cuda_of(s);
+    if (device) return c->g;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    copy_sync(c, s->grads, c->g, s->numel * sizeof(float), cudaMemcpyDeviceToHost);
+    return s->grads;
 }
 
-void stage_cuda_grads_from_host(StageModel *s) {
-    CUDA_CHECK(cudaSetDevice(s->cuda->device));
-    copy_sync(s->cuda, s->cuda->g, s->grads, s->numel * sizeof(float), cudaMemcpyHostToDevice);
+static void gpu_reduce_end(StageModel *s, bool device) {
+    StageCuda *c = cuda_of(s);
+    if (device) return;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    copy_sync(c, c->g, s->grads, s->numel * sizeof(float), cudaMemcpyHostToDevice);
 }
 
-void stage_cuda_zero_grads(StageModel *s) {
-    cuda_zero(s->cuda->ctx, s->cuda->g, s->numel * sizeof(float));
-    cuda_ctx_synchronize(s->cuda->ctx);
+static void gpu_zero_grads(StageModel *s) {
+    StageCuda *c = cuda_of(s);
+    cuda_zero(c->ctx, c->g, s->numel * sizeof(float));
+    cuda_ctx_synchronize(c->ctx);
 }
 
-float *stage_cuda_grads(StageModel *s) { return s->cuda->g; }
-
-double stage_cuda_grad_sum_squares(StageModel *s) {
-    StageCuda *c = s->cuda;
+// The whole stage's sum, in double in a fixed order, in out[0] (stage_ops.h allows it).
+static void gpu_grad_sum_squares(const StageModel *s, double *out) {
+    StageCuda *c = cuda_of(s);
     cuda_zero(c->ctx, c->sumsq, sizeof(double));
     cuda_grad_sum_squares(c->ctx, c->sumsq, c->g, s->numel);
-    return cuda_fetch_double(c->ctx, c->sumsq);
+    out[0] = cuda_fetch_double(c->ctx, c->sumsq);
+    for (int i = 1; i < s->n_params; i++) out[i] = 0.0;
 }
 
-void stage_cuda_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
-    StageCuda *c = s->cuda;
+static void gpu_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
+    StageCuda *c = cuda_of(s);
     if (clip < 1.0f) cuda_grad_scale(c->ctx, c->g, s->numel, clip);
     opt->t++;
     cuda_adamw_update(c->ctx, c->w, c->w16, c->g, c->m, c->v, s->numel, opt->t, lr, o->beta1, o->beta2, o->eps,
@@ -204,15 +206,19 @@ void stage_cuda_update(StageModel *s, AdamWState *opt, const OptimConfig *o, dou
 
 // ---- messages and slots ------------------------------------------------------------------
 
-size_t stage_cuda_msg_elem_bytes(const StageModel *s) { return s->cuda->bf16 ? sizeof(cuda_bf16) : sizeof(float); }
+static size_t gpu_msg_elem_bytes(bool bf16) { return bf16 ? sizeof(cuda_bf16) : sizeof(float); }
 
-void *stage_cuda_msg_alloc(const StageModel *s, size_t bytes) {
-    CUDA_CHECK(cudaSetDevice(s->cuda->device));
+static size_t gpu_msg_bytes(const StageModel *s, int B, int T) {
+    return (size_t)B * T * s->cfg.hidden * gpu_msg_elem_bytes(cuda_of(s)->bf16);
+}
+
+static void *gpu_msg_alloc(const StageModel *s, size_t bytes) {
+    CUDA_CHECK(cudaSetDevice(cuda_of(s)->device));
     return dev_alloc(bytes);
 }
 
-void stage_cuda_msg_free(const StageModel *s, void *msg) {
-    CUDA_CHECK(cudaSetDevice(s->cuda->device));
+static void gpu_msg_free(const StageModel *s, void *msg) {
+    CUDA_CHECK(cudaSetDevice(cuda_of(s)->device));
     dev_free(msg);
 }
 
@@ -234,8 +240,6 @@ static void mailbox_copy(void *dst, const void *src, size_t bytes) {
 
 static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = dev_free, .copy = mailbox_copy};
 
-const TransportMemory *stage_cuda_transport_memory(void) { return &CUDA_MAILBOX; }
-
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
@@ -243,7 +247,7 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 // operand, the logits' gradient included (N x V, head stage); S_B up to N x max(C, Q, I);
 // S_C and S_D the keys and values and their gradients (N x KV).
 static void ensure_scratch(const StageModel *s, size_t N) {
-    StageCuda *c = s->cuda;
+    StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t wide = max3(C, Q, (size_t)m->intermediate);
@@ -273,7 +277,7 @@ static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
     const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
-    const size_t needs[] = {s->cuda->bf16 ? 2 * round256(2 * att) : 0, 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
+    const size_t needs[] = {cuda_of(s)->bf16 ? 2 * round256(2 * att) : 0, 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
                             round256(8 * N), round256(8 * N * C)};
     size_t need = 0;
     for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
@@ -281,28 +285,28 @@ static size_t arena_need(const StageModel *s, const StageActs *a) {
     return need + 4096;   // slack: what a kernel's own alignment may add
 }
 
-StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
-    StageCuda *c = s->cuda;
+static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
+    StageCuda *c = cuda_of(s);
     CUDA_CHECK(cudaSetDevice(c->device));
     StageActs *a = xcalloc(1, sizeof *a);
     *a = stage_acts_shape(s, B, T, false);
+    a->ops = &CUDA_OPS;
     a->layer = xcalloc((size_t)(a->n_layers ? a->n_layers : 1), sizeof(LayerActs));
     a->arena_bytes = stage_acts_layout(s, a, NULL);
     a->arena = dev_alloc(a->arena_bytes);
     stage_acts_layout(s, a, a->arena);
     cuda_zero(c->ctx, a->arena, a->arena_bytes);
-    a->input = a->resid;
-    a->output = a->resid + (size_t)a->n_layers * a->N * a->C;
-    a->dinput = a->dresid;
-    a->dlogits = a->logits;
     float inv_freq[ROPE_MAX_HEAD_DIM / 2];
     model_rope_inv_freq(&s->cfg, inv_freq);
     cuda_rope_tables(c->ctx, a->cos_tab, a->sin_tab, T, s->cfg.head_dim, inv_freq);
-    ActsCuda *ac = a->cuda = xcalloc(1, sizeof *ac);
+    ActsCuda *ac = xcalloc(1, sizeof *ac);
+    a->dev = ac;
     ac->device = c->device;
     const size_t NC = (size_t)a->N * a->C;
     ac->out_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->output;
     ac->din_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->dinput;
+    a->msg_out = ac->out_msg;
+    a->msg_din = ac->din_msg;
     ac->loss = dev_alloc(sizeof(double));
     ensure_scratch(s, (size_t)a->N);
     cuda_ctx_reserve(c->ctx, arena_need(s, a));
@@ -310,8 +314,8 @@ StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
     return a;
 }
 
-void stage_cuda_acts_free(StageActs *a) {
-    ActsCuda *ac = a->cuda;
+static void gpu_acts_free(StageActs *a) {
+    ActsCuda *ac = a->dev;
     CUDA_CHECK(cudaSetDevice(ac->device));   // the slot's memory is on its stage's GPU
     if (ac->out_msg != (void *)a->output) dev_free(ac->out_msg);
     if (ac->din_msg != (void *)a->dinput) dev_free(ac->din_msg);
@@ -321,10 +325,6 @@ void stage_cuda_acts_free(StageActs *a) {
     free(a->layer);
     free(a);
 }
-
-const void *stage_cuda_acts_output(const StageActs *a) { return a->cuda->out_msg; }
-
-const void *stage_cuda_acts_dinput(const StageActs *a) { return a->cuda->din_msg; }
 
 // ---- GEMMs in either precision -----------------------------------------------------------
 
@@ -372,14 +372,10 @@ static void copy_f32(StageCuda *c, float *dst, const float *src, size_t n) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, cuda_ctx_stream(c->ctx)));
 }
 
-static float *resid_at(const StageActs *a, int l) { return a->resid + (size_t)l * a->N * a->C; }
-
-static float *dresid_at(const StageActs *a, int l) { return a->dresid + (size_t)l * a->N * a->C; }
-
 // ---- forward -----------------------------------------------------------------------------
 
 static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
-                          const StageActs *a, Dims d, float eps) {
+                          const StageActs *a, StageDims d, float eps) {
     const size_t NC = (size_t)d.N * d.C;
     cuda_rmsnorm_forward(c->ctx, la->ln1, la->rstd1, x, w->ln1, d.N, d.C, eps);
     const void *ln1 = operand(c, S_A, la->ln1, NC);
@@ -405,27 +401,27 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
     cuda_residual_forward(c->ctx, out, out, la->xmid, NC);
 }
 
-double stage_cuda_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
+static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
                           const int32_t *targets, float loss_scale) {
-    StageCuda *c = s->cuda;
-    ActsCuda *ac = a->cuda;
-    const Dims d = dims_of(s, a);
+    StageCuda *c = cuda_of(s);
+    ActsCuda *ac = a->dev;
+    const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     const cudaStream_t st = cuda_ctx_stream(c->ctx);
     if (s->has_embed) {
         CUDA_CHECK(cudaMemcpyAsync(a->tokens, tokens, (size_t)d.N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-        cuda_embedding_forward(c->ctx, resid_at(a, 0), a->tokens, c->dw.wte, d.N, d.C);
+        cuda_embedding_forward(c->ctx, acts_resid_at(a, 0), a->tokens, c->dw.wte, d.N, d.C);
     } else {
-        from_msg(c, resid_at(a, 0), input, NC);
+        from_msg(c, acts_resid_at(a, 0), input, NC);
     }
     for (int l = 0; l < a->n_layers; l++)
-        layer_forward(c, &c->dw.layer[l], &a->layer[l], resid_at(a, l), resid_at(a, l + 1), a, d, s->cfg.rms_eps);
+        layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d, s->cfg.rms_eps);
     if (!s->has_head) {
         to_msg(c, ac->out_msg, a->output, NC);
         cuda_ctx_synchronize(c->ctx);
         return 0.0;
     }
-    cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
+    cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
     lin_fwd(c, a->logits, operand(c, S_A, a->lnf, NC), c->dw.lm_head, d.N, d.C, d.V);
     CUDA_CHECK(cudaMemcpyAsync(c->targets, targets, (size_t)d.N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
     cuda_zero(c->ctx, ac->loss, sizeof(double));
@@ -436,7 +432,7 @@ double stage_cuda_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
 // ---- backward ----------------------------------------------------------------------------
 
 static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x,
-                                 const float *dout, float *dx, StageActs *a, Dims d) {
+                                 const float *dout, float *dx, StageActs *a, StageDims d) {
     const size_t NC = (size_t)d.N * d.C, NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q;
     const size_t NKV = (size_t)d.N * d.KV;
     // MLP branch
@@ -475,28 +471,28 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_rmsnorm_backward(c->ctx, dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
-void stage_cuda_backward_input(StageModel *s, StageActs *a, const void *dout) {
-    StageCuda *c = s->cuda;
-    const Dims d = dims_of(s, a);
+static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
+    StageCuda *c = cuda_of(s);
+    const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
-    float *dtop = dresid_at(a, a->n_layers);
+    float *dtop = acts_dresid_at(a, a->n_layers);
     if (s->has_head) {
         cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
         lin_bwd_in(c, a->dlnf, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), c->dw.lm_head, d.N, d.C, d.V);
         cuda_zero(c->ctx, dtop, NC * sizeof(float));
-        cuda_rmsnorm_backward(c->ctx, dtop, NULL, a->dlnf, resid_at(a, a->n_layers), c->dw.norm, a->rstdf, d.N, d.C);
+        cuda_rmsnorm_backward(c->ctx, dtop, NULL, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf, d.N, d.C);
     } else {
         from_msg(c, dtop, dout, NC);
     }
     for (int l = a->n_layers - 1; l >= 0; l--)
-        layer_backward_input(c, &c->dw.layer[l], &a->layer[l], resid_at(a, l), dresid_at(a, l + 1),
-                             dresid_at(a, l), a, d);
-    if (!s->has_embed) to_msg(c, a->cuda->din_msg, a->dinput, NC);
+        layer_backward_input(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_dresid_at(a, l + 1),
+                             acts_dresid_at(a, l), a, d);
+    if (!s->has_embed) to_msg(c, ((ActsCuda *)a->dev)->din_msg, a->dinput, NC);
     cuda_ctx_synchronize(c->ctx);
 }
 
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
-                                  const float *x, const float *dout, Dims d) {
+                                  const float *x, const float *dout, StageDims d) {
     const size_t NC = (size_t)d.N * d.C, NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q;
     const size_t NKV = (size_t)d.N * d.KV;
     lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), operand(c, S_B, la->h, NI), d.N, d.I, d.C);
@@ -512,74 +508,51 @@ static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParam
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
-void stage_cuda_backward_weight(StageModel *s, StageActs *a) {
-    StageCuda *c = s->cuda;
-    const Dims d = dims_of(s, a);
+static void gpu_backward_weight(StageModel *s, StageActs *a) {
+    StageCuda *c = cuda_of(s);
+    const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     if (s->has_head) {
         lin_bwd_w(c, c->dg.lm_head, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), operand(c, S_B, a->lnf, NC),
                   d.N, d.C, d.V);
-        cuda_rmsnorm_backward(c->ctx, NULL, c->dg.norm, a->dlnf, resid_at(a, a->n_layers), c->dw.norm, a->rstdf,
+        cuda_rmsnorm_backward(c->ctx, NULL, c->dg.norm, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf,
                               d.N, d.C);
     }
     for (int l = a->n_layers - 1; l >= 0; l--)
-        layer_backward_weight(c, &c->dw.layer[l], &c->dg.layer[l], &a->layer[l], resid_at(a, l),
-                              dresid_at(a, l + 1), d);
-    if (s->has_embed) cuda_embedding_backward(c->ctx, c->dg.wte, dresid_at(a, 0), a->tokens, d.N, d.C);
+        layer_backward_weight(c, &c->dw.layer[l], &c->dg.layer[l], &a->layer[l], acts_resid_at(a, l),
+                              acts_dresid_at(a, l + 1), d);
+    if (s->has_embed) cuda_embedding_backward(c->ctx, c->dg.wte, acts_dresid_at(a, 0), a->tokens, d.N, d.C);
     cuda_ctx_synchronize(c->ctx);
 }
 
-#else  // ---- a build without the CUDA toolkit ---------------------------------------------
-// Only stage_cuda_attach can be reached (it refuses); every other entry point needs a stage
-// it attached, so reaching one is a bug.
-#include <stdio.h>
-#include <stdlib.h>
+// ---- the tables ----------------------------------------------------------------------------
 
-__attribute__((noreturn)) static void no_cuda_build(const char *what) {
-    fprintf(stderr, "pptrain: internal error: %s called in a build without CUDA\n", what);
-    abort();
-}
+static const StageOps CUDA_OPS = {
+    .acts_create = gpu_acts_create,
+    .acts_free = gpu_acts_free,
+    .forward = gpu_forward,
+    .backward_input = gpu_backward_input,
+    .backward_weight = gpu_backward_weight,
+    .msg_bytes = gpu_msg_bytes,
+    .msg_alloc = gpu_msg_alloc,
+    .msg_free = gpu_msg_free,
+    .zero_grads = gpu_zero_grads,
+    .grad_sum_squares = gpu_grad_sum_squares,
+    .update = gpu_update,
+    .reduce_begin = gpu_reduce_begin,
+    .reduce_end = gpu_reduce_end,
+    .download = gpu_download,
+    .upload = gpu_upload,
+    .bind_thread = gpu_bind_thread,
+    .detach = gpu_detach,
+};
 
-const char *stage_cuda_unavailable(void) { return "this pptrain was built without the CUDA toolkit"; }
-int stage_cuda_device_count(void) { return 0; }
-int stage_cuda_set_device(int device, Error *err) {
-    error_set(err, "CUDA device %d: %s", device, stage_cuda_unavailable());
-    return -1;
-}
-int stage_cuda_attach(StageModel *s, int device, bool bf16, Error *err) {
-    (void)s, (void)device, (void)bf16;
-    error_set(err, "%s", stage_cuda_unavailable());
-    return -1;
-}
-void stage_cuda_detach(StageModel *s) { (void)s; }
-void stage_cuda_bind_thread(const StageModel *s) { (void)s, no_cuda_build(__func__); }
-void stage_cuda_download(StageModel *s, bool grads, AdamWState *opt) { (void)s, (void)grads, (void)opt, no_cuda_build(__func__); }
-void stage_cuda_upload(StageModel *s, const AdamWState *opt) { (void)s, (void)opt, no_cuda_build(__func__); }
-void stage_cuda_zero_grads(StageModel *s) { (void)s, no_cuda_build(__func__); }
-void stage_cuda_grads_to_host(StageModel *s) { (void)s, no_cuda_build(__func__); }
-void stage_cuda_grads_from_host(StageModel *s) { (void)s, no_cuda_build(__func__); }
-float *stage_cuda_grads(StageModel *s) { return (void)s, no_cuda_build(__func__), NULL; }
-double stage_cuda_grad_sum_squares(StageModel *s) { return (void)s, no_cuda_build(__func__), 0.0; }
-void stage_cuda_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
-    (void)s, (void)opt, (void)o, (void)lr, (void)clip, no_cuda_build(__func__);
-}
-size_t stage_cuda_msg_elem_bytes(const StageModel *s) { return (void)s, no_cuda_build(__func__), 0; }
-void *stage_cuda_msg_alloc(const StageModel *s, size_t bytes) { return (void)s, (void)bytes, no_cuda_build(__func__), NULL; }
-void stage_cuda_msg_free(const StageModel *s, void *msg) { (void)s, (void)msg, no_cuda_build(__func__); }
-const TransportMemory *stage_cuda_transport_memory(void) { return no_cuda_build(__func__), NULL; }
-StageActs *stage_cuda_acts_create(const StageModel *s, int B, int T) {
-    return (void)s, (void)B, (void)T, no_cuda_build(__func__), NULL;
-}
-void stage_cuda_acts_free(StageActs *a) { (void)a, no_cuda_build(__func__); }
-const void *stage_cuda_acts_output(const StageActs *a) { return (void)a, no_cuda_build(__func__), NULL; }
-const void *stage_cuda_acts_dinput(const StageActs *a) { return (void)a, no_cuda_build(__func__), NULL; }
-double stage_cuda_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
-                          const int32_t *targets, float loss_scale) {
-    (void)s, (void)a, (void)tokens, (void)input, (void)targets, (void)loss_scale;
-    return no_cuda_build(__func__), 0.0;
-}
-void stage_cuda_backward_input(StageModel *s, StageActs *a, const void *dout) {
-    (void)s, (void)a, (void)dout, no_cuda_build(__func__);
-}
-void stage_cuda_backward_weight(StageModel *s, StageActs *a) { (void)s, (void)a, no_cuda_build(__func__); }
-#endif
+const StageDevice stage_cuda_device = {
+    .kind = DEVICE_CUDA,
+    .unavailable = cuda_unavailable_reason,
+    .device_count = cuda_device_count,
+    .set_device = gpu_set_device,
+    .attach = gpu_attach,
+    .msg_elem_bytes = gpu_msg_elem_bytes,
+    .mailboxes = &CUDA_MAILBOX,
+};

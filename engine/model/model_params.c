@@ -6,8 +6,7 @@
 
 #include "engine/model/init.h"
 #include "engine/model/model.h"
-#include "engine/model/model_cuda.h"
-#include "kernels/cpu/kernels.h"
+#include "engine/model/model_cpu.h"
 
 typedef struct {
     StageModel *s;
@@ -75,10 +74,6 @@ int stage_param_base(const StageModel *s) {
     return count_tensors(&s->cfg, s->layer_begin, !s->has_embed, false);
 }
 
-void stage_grad_sum_squares(const StageModel *s, double *out) {
-    for (int i = 0; i < s->n_params; i++) out[i] = grad_sum_squares(s->grads + s->params[i].offset, s->params[i].numel);
-}
-
 // Points the named views of one flat buffer (weights or grads) at their tensors.
 void stage_carve_views(const StageModel *s, float *base, ParamViews *v) {
     const int n_layers = s->layer_end - s->layer_begin;
@@ -118,6 +113,7 @@ StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
     s->layer_end = layer_end;
     s->has_embed = has_embed;
     s->has_head = has_head;
+    s->ops = &stage_cpu_ops;
     ParamLayout pl = {.s = s};
     layout_params(&pl);
     s->n_params = pl.count;
@@ -146,21 +142,13 @@ StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
 
 void stage_free(StageModel *s) {
     if (!s) return;
-    stage_cuda_detach(s);
+    if (s->ops->detach) s->ops->detach(s);
     free(s->params);
     free(s->weights);
     free(s->grads);
     free(s->w.layer);
     free(s->g.layer);
     free(s);
-}
-
-void stage_zero_grads(StageModel *s) {
-    if (s->cuda) {
-        stage_cuda_zero_grads(s);
-        return;
-    }
-    memset(s->grads, 0, s->numel * sizeof(float));
 }
 
 const ParamInfo *stage_find_param(const StageModel *s, const char *name) {

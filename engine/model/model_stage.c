@@ -8,44 +8,21 @@
 // The backward is split as in the zero-bubble paper: the input half (I) walks the layers in
 // reverse computing activation gradients and keeps those the weight gradients need; the
 // weight half (W) turns them into parameter gradients. A full backward (B) is I then W.
-// Recompute: the *_light functions run the same code in a borrowed workspace and keep in a
-// light StageActs only the stage's boundary tensors (engine/model/model.h).
-// A stage on a GPU (s->cuda) runs the same equations in engine/model/model_cuda.c: each entry point
-// below hands it over first.
+// These are the CPU backend's equations (model_cpu.c puts them in its table); the GPU backend
+// (engine/model/stage_ops.h) runs the same ones, in the same order, on its device.
 #include <assert.h>
 #include <string.h>
 
-#include "engine/model/model.h"
 #include "engine/model/model_acts.h"
-#include "engine/model/model_cuda.h"
+#include "engine/model/model_cpu.h"
 #include "kernels/cpu/kernels.h"
-
-typedef struct {
-    int B, T, N, C, Q, KV, I, V, NH, NKV, HD;
-} Dims;
-
-static Dims dims_of(const StageModel *s, const StageActs *a) {
-    const ModelConfig *c = &s->cfg;
-    return (Dims){.B = a->B, .T = a->T, .N = a->N, .C = c->hidden,
-                  .Q = c->heads * c->head_dim, .KV = c->kv_heads * c->head_dim,
-                  .I = c->intermediate, .V = c->vocab, .NH = c->heads, .NKV = c->kv_heads,
-                  .HD = c->head_dim};
-}
-
-static float *resid_at(const StageActs *a, int l) {
-    return a->resid + (size_t)l * a->N * a->C;
-}
-
-static float *dresid_at(const StageActs *a, int l) {
-    return a->dresid + (size_t)l * a->N * a->C;
-}
 
 static void zero(float *p, size_t n) {
     memset(p, 0, n * sizeof(float));
 }
 
 static void layer_forward(const LayerParams *w, LayerActs *la, const float *x, float *out,
-                          const StageActs *a, Dims d, float eps) {
+                          const StageActs *a, StageDims d, float eps) {
     rmsnorm_forward(la->ln1, la->rstd1, x, w->ln1, d.N, d.C, eps);
     linear_forward(la->q, la->ln1, w->wq, d.N, d.C, d.Q);
     linear_forward(la->k, la->ln1, w->wk, d.N, d.C, d.KV);
@@ -63,23 +40,22 @@ static void layer_forward(const LayerParams *w, LayerActs *la, const float *x, f
     residual_forward(out, out, la->xmid, (size_t)d.N * d.C);
 }
 
-double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
-                     const int32_t *targets, float loss_scale) {
-    if (s->cuda) return stage_cuda_forward(s, a, tokens, input, targets, loss_scale);
+double stage_cpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
+                         const int32_t *targets, float loss_scale) {
     assert(!a->light);
-    const Dims d = dims_of(s, a);
+    const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     if (s->has_embed) {
         memcpy(a->tokens, tokens, (size_t)d.N * sizeof(int32_t));
-        embedding_forward(resid_at(a, 0), tokens, s->w.wte, d.N, d.C);
+        embedding_forward(acts_resid_at(a, 0), tokens, s->w.wte, d.N, d.C);
     } else {
-        memcpy(resid_at(a, 0), input, NC * sizeof(float));
+        memcpy(acts_resid_at(a, 0), input, NC * sizeof(float));
     }
     for (int l = 0; l < a->n_layers; l++)
-        layer_forward(&s->w.layer[l], &a->layer[l], resid_at(a, l), resid_at(a, l + 1), a, d,
+        layer_forward(&s->w.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d,
                       s->cfg.rms_eps);
     if (!s->has_head) return 0.0;
-    rmsnorm_forward(a->lnf, a->rstdf, resid_at(a, a->n_layers), s->w.norm, d.N, d.C, s->cfg.rms_eps);
+    rmsnorm_forward(a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), s->w.norm, d.N, d.C, s->cfg.rms_eps);
     linear_forward(a->logits, a->lnf, s->w.lm_head, d.N, d.C, d.V);
     // The loss gradient is computed with the loss, while the logits are hot in cache.
     return crossentropy_forward_backward(a->dlogits, a->logits, targets, d.N, d.V, loss_scale);
@@ -87,7 +63,7 @@ double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const v
 
 // Input half of one layer: dout = gradient of the layer output -> dx = gradient of its input.
 static void layer_backward_input(const LayerParams *w, LayerActs *la, const float *x,
-                                 const float *dout, float *dx, StageActs *a, Dims d) {
+                                 const float *dout, float *dx, StageActs *a, StageDims d) {
     const size_t NC = (size_t)d.N * d.C;
     // MLP branch: x' = xmid + h Wdown^T
     zero(a->dh, (size_t)d.N * d.I);
@@ -120,30 +96,26 @@ static void layer_backward_input(const LayerParams *w, LayerActs *la, const floa
     rmsnorm_backward(dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
-void stage_backward_input(StageModel *s, StageActs *a, const void *dout) {
-    if (s->cuda) {
-        stage_cuda_backward_input(s, a, dout);
-        return;
-    }
+void stage_cpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     assert(!a->light);
-    const Dims d = dims_of(s, a);
+    const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
-    float *dtop = dresid_at(a, a->n_layers);
+    float *dtop = acts_dresid_at(a, a->n_layers);
     if (s->has_head) {
         zero(a->dlnf, NC);
         linear_backward_input(a->dlnf, a->dlogits, s->w.lm_head, d.N, d.C, d.V);
         zero(dtop, NC);
-        rmsnorm_backward(dtop, NULL, a->dlnf, resid_at(a, a->n_layers), s->w.norm, a->rstdf, d.N, d.C);
+        rmsnorm_backward(dtop, NULL, a->dlnf, acts_resid_at(a, a->n_layers), s->w.norm, a->rstdf, d.N, d.C);
     } else {
         memcpy(dtop, dout, NC * sizeof(float));
     }
     for (int l = a->n_layers - 1; l >= 0; l--)
-        layer_backward_input(&s->w.layer[l], &a->layer[l], resid_at(a, l), dresid_at(a, l + 1),
-                             dresid_at(a, l), a, d);
+        layer_backward_input(&s->w.layer[l], &a->layer[l], acts_resid_at(a, l), acts_dresid_at(a, l + 1),
+                             acts_dresid_at(a, l), a, d);
 }
 
 static void layer_backward_weight(const LayerParams *w, LayerParams *g, const LayerActs *la,
-                                  const float *x, const float *dout, Dims d) {
+                                  const float *x, const float *dout, StageDims d) {
     linear_backward_weight(g->wdown, dout, la->h, d.N, d.I, d.C);
     linear_backward_weight(g->wgate, la->dgate, la->ln2, d.N, d.C, d.I);
     linear_backward_weight(g->wup, la->dup, la->ln2, d.N, d.C, d.I);
@@ -155,60 +127,16 @@ static void layer_backward_weight(const LayerParams *w, LayerParams *g, const La
     rmsnorm_backward(NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
-void stage_backward_weight(StageModel *s, StageActs *a) {
-    if (s->cuda) {
-        stage_cuda_backward_weight(s, a);
-        return;
-    }
+void stage_cpu_backward_weight(StageModel *s, StageActs *a) {
     assert(!a->light);
-    const Dims d = dims_of(s, a);
+    const StageDims d = stage_dims(s, a);
     if (s->has_head) {
         linear_backward_weight(s->g.lm_head, a->dlogits, a->lnf, d.N, d.C, d.V);
-        rmsnorm_backward(NULL, s->g.norm, a->dlnf, resid_at(a, a->n_layers), s->w.norm, a->rstdf,
+        rmsnorm_backward(NULL, s->g.norm, a->dlnf, acts_resid_at(a, a->n_layers), s->w.norm, a->rstdf,
                          d.N, d.C);
     }
     for (int l = a->n_layers - 1; l >= 0; l--)
-        layer_backward_weight(&s->w.layer[l], &s->g.layer[l], &a->layer[l], resid_at(a, l),
-                              dresid_at(a, l + 1), d);
-    if (s->has_embed) embedding_backward(s->g.wte, dresid_at(a, 0), a->tokens, d.N, d.C);
-}
-
-void stage_backward(StageModel *s, StageActs *a, const void *dout) {
-    stage_backward_input(s, a, dout);
-    stage_backward_weight(s, a);
-}
-
-// ---- recompute -----------------------------------------------------------------------------
-
-static void copy_floats(float *dst, const float *src, size_t n) {
-    if (dst != src) memcpy(dst, src, n * sizeof(float));
-}
-
-double stage_forward_light(StageModel *s, StageActs *light, StageActs *ws, const int32_t *tokens,
-                           const void *input, const int32_t *targets, float loss_scale) {
-    assert(light->light && !ws->light && light->N == ws->N && !s->cuda);
-    const size_t N = (size_t)ws->N, NC = N * (size_t)ws->C;
-    const double loss = stage_forward(s, ws, tokens, input, targets, loss_scale);
-    if (s->has_embed) memcpy(light->tokens, tokens, N * sizeof(int32_t));
-    else copy_floats(light->input, input, NC);   // input may be light's own (a caller's choice)
-    if (s->has_head) {
-        memcpy(light->targets, targets, N * sizeof(int32_t));
-        light->loss_scale = loss_scale;
-    } else {
-        memcpy(light->output, stage_acts_output(ws), NC * sizeof(float));
-    }
-    return loss;
-}
-
-void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout) {
-    assert(light->light && !ws->light && light->N == ws->N);
-    // The last stage's loss gradient is made by its forward: running it again restores it.
-    stage_forward(s, ws, light->tokens, light->input, light->targets, light->loss_scale);
-    stage_backward_input(s, ws, dout);
-    if (!s->has_embed) memcpy(light->dinput, stage_acts_dinput(ws), (size_t)ws->N * ws->C * sizeof(float));
-}
-
-void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout) {
-    stage_backward_input_light(s, light, ws, dout);
-    stage_backward_weight(s, ws);
+        layer_backward_weight(&s->w.layer[l], &s->g.layer[l], &a->layer[l], acts_resid_at(a, l),
+                              acts_dresid_at(a, l + 1), d);
+    if (s->has_embed) embedding_backward(s->g.wte, acts_dresid_at(a, 0), a->tokens, d.N, d.C);
 }

@@ -534,11 +534,9 @@ static TransportStatus connect_all(NcclTransport *nt, Error *err) {
     return st;
 }
 
-Transport *transport_nccl_create(const void *comm, int P, int D, int S, const int *stage_rank, size_t max_bytes,
-                                 int capacity, int max_tag, double timeout_s, int device, Error *err) {
-    // The inner transport checks the world size and the tags, and tells this rank's number.
-    Transport *ctl = transport_mpi_create(comm, P, D, 64, 1, max_tag, timeout_s, err);
-    if (!ctl) return NULL;
+Transport *transport_nccl_create(Transport *ctl, const void *comm, int P, int D, int S, const int *stage_rank,
+                                 size_t max_bytes, int capacity, int max_tag, double timeout_s, int device, Error *err) {
+    // The inner transport checked the world size and the tags, and tells this rank's number.
     MPI_Comm run = comm ? *(const MPI_Comm *)comm : MPI_COMM_WORLD;
     NcclTransport *nt = xcalloc(1, sizeof *nt);
     *nt = (NcclTransport){.base = {.ops = &NCCL_OPS, .n_ranks = P * D, .n_pipe = P, .timeout_s = timeout_s},
@@ -561,8 +559,6 @@ Transport *transport_nccl_create(const void *comm, int P, int D, int S, const in
     }
     return &nt->base;
 }
-
-int transport_nccl_rank(const Transport *t) { return ((const NcclTransport *)t)->rank; }
 
 // ---- which GPU -------------------------------------------------------------------------------
 

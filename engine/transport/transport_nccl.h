@@ -1,7 +1,7 @@
 // engine/transport_nccl: the `nccl` transport. This process is one rank of an mpirun job of
 // P x D ranks and drives ONE GPU: messages and the float all-reduce move device memory with
 // NCCL; the host-memory operations (allreduce_f64, clock_offsets, gather_bytes) go through
-// an inner MPI transport (transport_mpi_create), as do abort notices.
+// an inner MPI transport (transport_mpi_create, made by the caller), as do abort notices.
 //
 // What differs from engine/transport/transport.h's contract, all forced by NCCL and the device:
 //   * send's `data`, recv's `data` and allreduce_f32's `buf` are DEVICE pointers on `device`;
@@ -31,18 +31,21 @@
 // pointer so this header needs no mpi.h; NULL = MPI_COMM_WORLD), MPI already initialized
 // with at least MPI_THREAD_SERIALIZED. Collective over the world: every rank calls it with
 // the same arguments (but its own device).
+// ctl: an MPI transport over the same ranks (transport_mpi_create; its messages go unused, so
+// its buffers may be minimal) that carries the host collectives. The caller makes it first, so
+// it knows its rank and can agree with the others before NCCL's initialization, which has no
+// timeout; the nccl transport owns it from here, also when create fails.
 // S, stage_rank: the schedule's stages and the pipeline rank of each (the same on every
 // rank); a message on no crossing edge fails.
 // device: the CUDA device this rank uses (already made current by the caller with
 // cudaSetDevice). Preallocates on it `capacity` send and `capacity` receive buffers of
 // max_bytes, and connects every edge and both collective groups, so a step allocates
 // nothing. Tags must stay below max_tag (the run's 2 * M * S). timeout_s bounds every wait.
-// Returns NULL with one line in err (wrong world size, untaggable run, an MPI error, a first
-// message that times out); a failing CUDA or NCCL call prints one line and exits
+// Returns NULL with one line in err (an MPI error, a first message that times out; ctl has
+// checked the world size and the tags); a failing CUDA or NCCL call prints one line and exits
 // (CUDA_CHECK). Like any NCCL set-up, its initialization and splits wait without a timeout.
-Transport *transport_nccl_create(const void *comm, int P, int D, int S, const int *stage_rank, size_t max_bytes,
-                                 int capacity, int max_tag, double timeout_s, int device, Error *err);
-int transport_nccl_rank(const Transport *t);  // this process's world rank
+Transport *transport_nccl_create(Transport *ctl, const void *comm, int P, int D, int S, const int *stage_rank,
+                                 size_t max_bytes, int capacity, int max_tag, double timeout_s, int device, Error *err);
 
 // This rank's GPU: its rank among the ranks on its node, mod the GPUs it sees (so it also
 // works when each rank sees only its own, CUDA_VISIBLE_DEVICES per rank). NCCL refuses two

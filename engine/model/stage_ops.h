@@ -1,0 +1,90 @@
+// engine/model/stage_ops: where a stage computes, behind one table of functions, as transports
+// are behind TransportOps (engine/transport/transport.h). Every StageModel points at the table
+// of its backend (s->ops); the stage API of engine/model/model.h (stage_forward,
+// stage_zero_grads, stage_update, ...) calls through it, so the runtime, the pipeline and the
+// tests never ask where a stage lives.
+//
+// Backends. The CPU (engine/model/model_cpu.c) fills the table for every stage stage_create
+// makes. A device backend moves a CPU-made stage onto its device and fills the table with its
+// own (engine/model/model_cuda.c: stage_cuda_device.attach). A build has the device backends
+// CMake compiled, as nvtop has its vendors: one without the CUDA toolkit neither compiles nor
+// links model_cuda.c, and stage_device_find says so in one line.
+//
+// Contract (what the runtime and the pipeline rely on):
+//   Memory. A stage's weights and grads are host arrays (model.h). On a device they are its
+//     host mirror: the device holds the real ones, and download / upload move them. A message
+//     (an activation or its gradient crossing a stage boundary) lives where msg_alloc puts it,
+//     in the backend's format: fp32 on the CPU, bf16 or fp32 on a GPU; msg_bytes says how big.
+//   Synchrony. Every entry point returns when its work is finished (a GPU backend synchronizes
+//     the stage's own stream): action timings are the device's, and a message is complete
+//     when a send reads it.
+//   Accumulation. backward_weight adds into the gradients; zero_grads clears them. Each stage
+//     adds in microbatch order (engine/schedule/schedule_order.c), so CPU runs are bitwise
+//     the single-device run (DESIGN.md "Parity").
+//   Threads. One thread drives one stage at a time; bind_thread prepares a thread for a stage
+//     (a GPU backend makes the stage's device current).
+#ifndef PPTRAIN_STAGE_OPS_H
+#define PPTRAIN_STAGE_OPS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/error.h"
+#include "engine/model/model.h"
+#include "engine/optim.h"
+#include "engine/transport/transport.h"
+
+struct StageOps {
+    // A full StageActs for B x T on the stage's device (a light one is CPU-only: model.h), and
+    // its release. A StageActs remembers the table that made it.
+    StageActs *(*acts_create)(const StageModel *s, int B, int T);
+    void (*acts_free)(StageActs *a);
+    // The equations (engine/model/model_stage.c), as stage_forward, stage_backward_input and
+    // stage_backward_weight document them.
+    double (*forward)(StageModel *s, StageActs *a, const int32_t *tokens, const void *input, const int32_t *targets,
+                      float loss_scale);
+    void (*backward_input)(StageModel *s, StageActs *a, const void *dout);
+    void (*backward_weight)(StageModel *s, StageActs *a);
+    // Messages: the bytes of one of B*T rows, and a buffer on the stage's device.
+    size_t (*msg_bytes)(const StageModel *s, int B, int T);
+    void *(*msg_alloc)(const StageModel *s, size_t bytes);
+    void (*msg_free)(const StageModel *s, void *msg);
+    // Gradients and the optimizer.
+    void (*zero_grads)(StageModel *s);
+    // out[n_params]: each tensor's sum of squared gradients, in double. A backend that sums on
+    // its device in an order of its own may give the stage's whole sum in out[0], zeros after.
+    void (*grad_sum_squares)(const StageModel *s, double *out);
+    // Scales the gradients by clip (< 1 clips) and applies one AdamW update (opt->t + 1).
+    void (*update)(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip);
+    // The numel floats a gradient all-reduce over replicas sums in place: device memory when
+    // `device` (a transport whose collectives take device memory: nccl), else host memory
+    // brought up to date first. reduce_end hands the sum back (NULL: nothing to hand back).
+    float *(*reduce_begin)(StageModel *s, bool device);
+    void (*reduce_end)(StageModel *s, bool device);
+    // The host mirror (NULL where the host arrays are the real ones): device -> host of the
+    // weights, of the gradients when `grads` and of opt's moments when opt; host -> device of
+    // the weights and of opt's moments when opt.
+    void (*download)(StageModel *s, bool grads, AdamWState *opt);
+    void (*upload)(StageModel *s, const AdamWState *opt);
+    void (*bind_thread)(const StageModel *s);   // NULL: any thread will do
+    void (*detach)(StageModel *s);              // frees the backend's part; NULL: none
+};
+
+// A device backend: what places stages on its devices. attach makes a CPU-made stage compute
+// on device `device` (its weights uploaded, its moments zero) in bf16 (`low_precision`) or
+// fp32, and points s->ops at the backend's table; -1 with one line in err.
+typedef struct {
+    DeviceKind kind;
+    const char *(*unavailable)(void);        // NULL when a device is usable, else one line why not
+    int (*device_count)(void);               // visible devices
+    int (*set_device)(int device, Error *err);   // current on the calling thread; -1 with err
+    int (*attach)(StageModel *s, int device, bool low_precision, Error *err);
+    size_t (*msg_elem_bytes)(bool low_precision);   // one message element, before any stage exists
+    // Where the local transport keeps its mailboxes when the stages are on these devices.
+    const TransportMemory *mailboxes;
+} StageDevice;
+
+// The backend of `kind` (not DEVICE_CPU) in this build, if one of its devices is usable;
+// otherwise NULL with one line in err: a build without it, no driver, no device.
+const StageDevice *stage_device_find(DeviceKind kind, Error *err);
+#endif

@@ -1,0 +1,110 @@
+// MPI's life in this process and a rank's last words on a signal (engine/transport/mpi_process.h).
+#include "engine/transport/mpi_process.h"
+
+#include <mpi.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool mpi_owned;                    // this module called MPI_Init_thread
+static bool mpi_finalized;
+static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals silent
+
+static void mpi_process_finalize(void) {
+    if (!mpi_owned || mpi_finalized || mpi_failed) return;
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+    mpi_finalized = true;
+}
+
+int mpi_process_init(Error *err) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) return 0;
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");
+        return -1;
+    }
+    mpi_owned = true;
+    atexit(mpi_process_finalize);
+    return 0;
+}
+
+void mpi_process_failed(void) { mpi_failed = 1; }
+
+// ---- last words ----------------------------------------------------------------------------
+
+// What the handler reads. Every field is written before the handlers are installed, except
+// step, which is a sig_atomic_t.
+static struct {
+    const Transport *tp;      // NULL: not watching
+    MpiLastWords words;
+    volatile sig_atomic_t step;
+    struct sigaction old_term, old_int;
+} watch;
+
+static void append(char *line, size_t *n, size_t cap, const char *s) {
+    while (*s && *n + 1 < cap) line[(*n)++] = *s++;
+}
+
+static void append_int(char *line, size_t *n, size_t cap, long v) {
+    char digits[24];
+    int k = 0;
+    if (v < 0) append(line, n, cap, "-"), v = -v;
+    do digits[k++] = (char)('0' + v % 10); while ((v /= 10) && k < 23);
+    while (k && *n + 1 < cap) line[(*n)++] = digits[--k];
+}
+
+// Async-signal-safe: fixed buffers, write(2), _exit.
+static void on_signal(int sig) {
+    if (mpi_failed) return;  // the step's own error line is on its way
+    const MpiLastWords *w = &watch.words;
+    char line[256];
+    size_t n = 0;
+    const int what = watch.tp ? watch.tp->wait.what : WAIT_NONE;
+    const int tag = watch.tp ? watch.tp->wait.tag : -1;
+    const bool recv = what == WAIT_RECV && tag >= 0 && tag < w->n_tags && w->at[tag][0];
+    append(line, &n, sizeof line, "pptrain: rank ");
+    append_int(line, &n, sizeof line, w->world);
+    append(line, &n, sizeof line, " (stage ");
+    append_int(line, &n, sizeof line, recv ? w->stage[tag] : w->first_stage);
+    append(line, &n, sizeof line, sig == SIGTERM ? "): peer lost (SIGTERM) " : "): interrupted (SIGINT) ");
+    if (recv) {
+        append(line, &n, sizeof line, "while waiting");
+        append(line, &n, sizeof line, w->at[tag]);
+    } else {
+        append(line, &n, sizeof line, what == WAIT_COLLECTIVE ? "in a collective of step " : "in step ");
+        append_int(line, &n, sizeof line, watch.step + 1);
+    }
+    line[n++] = '\n';
+    const ssize_t written = write(STDERR_FILENO, line, n);
+    (void)written;  // nothing else to do if stderr is gone
+    _exit(128 + sig);
+}
+
+void mpi_process_watch(const Transport *tp, MpiLastWords words) {
+    watch.words = words;
+    watch.tp = tp;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &watch.old_term);
+    sigaction(SIGINT, &sa, &watch.old_int);
+}
+
+void mpi_process_set_step(int step) { watch.step = step; }
+
+void mpi_process_unwatch(const Transport *tp) {
+    if (!tp || watch.tp != tp) return;
+    sigaction(SIGTERM, &watch.old_term, NULL);
+    sigaction(SIGINT, &watch.old_int, NULL);
+    watch.tp = NULL;
+    free(watch.words.at);
+    free(watch.words.stage);
+    watch.words = (MpiLastWords){0};
+}

@@ -1,0 +1,44 @@
+// engine/transport/mpi_process: this process as one rank of an mpirun job, beyond any one
+// transport: MPI's initialization and finalization, and the one line a rank prints when mpirun
+// stops it. The pipeline calls it; the transports built on MPI (transport_mpi.c,
+// transport_nccl.c) assume MPI is initialized.
+//
+// Finalization. MPI initialized here is finalized at exit (atexit), unless a step failed: a
+// failed run leaves requests that can never complete, so the process just exits non-zero with
+// its one error line (mpi_process_failed).
+//
+// Last words. mpirun kills the surviving ranks with SIGTERM when one dies (SIGINT: the user's
+// Ctrl-C). While they are installed, the handlers print one line naming the rank, its stage,
+// and what it was waiting for, read from the transport's TransportWait:
+//   "pptrain: rank 1 (stage 1): peer lost (SIGTERM) while waiting at action 7 (RECV_B 2,mb 3)"
+//   "pptrain: rank 0 (stage 0): interrupted (SIGINT) in a collective of step 4"
+// and exit with 128 + the signal. Once a step has failed they stay silent, so the caller's own
+// error line is the only one.
+#ifndef PPTRAIN_MPI_PROCESS_H
+#define PPTRAIN_MPI_PROCESS_H
+#include "engine/error.h"
+#include "engine/transport/transport.h"
+
+// Initializes MPI at MPI_THREAD_SERIALIZED unless someone has (then it is theirs to finalize).
+// -1 with one line in err when MPI cannot start (not under mpirun).
+int mpi_process_init(Error *err);
+// A step failed: no finalization at exit, no last words on a signal.
+void mpi_process_failed(void);
+
+// What the last words say about this rank. at and stage are malloc'd; the handlers own them
+// from mpi_process_watch until mpi_process_unwatch.
+typedef struct {
+    int world;              // this process's world rank
+    int first_stage;        // the stage named when the rank waits for no message
+    int n_tags;             // the message tags of a step (transport_tag: 2 * M * S)
+    char (*at)[72];         // (n_tags) " at action K (RECV_B 2,mb 3)" where this rank receives that tag, else ""
+    int *stage;             // (n_tags) the stage of that receive
+} MpiLastWords;
+
+// Installs the SIGTERM and SIGINT handlers for the rank that waits on tp.
+void mpi_process_watch(const Transport *tp, MpiLastWords words);
+// The 0-based step being run, for the line (async-signal-safe to read).
+void mpi_process_set_step(int step);
+// Restores the previous handlers and frees the words, if tp is the transport watched.
+void mpi_process_unwatch(const Transport *tp);
+#endif

@@ -19,6 +19,7 @@
 #include "engine/partition.h"
 #include "engine/runtime.h"
 #include "engine/transport/mpi_process.h"
+#include "engine/transport/node_threads.h"
 #ifdef PPTRAIN_HAVE_NCCL
 #include "engine/transport/transport_nccl.h"
 #endif
@@ -46,6 +47,7 @@ struct Pipeline {
     TransportKind kind;
     bool multiprocess;        // mpi or nccl: this process is one rank
     const StageDevice *dev;   // the stages' device backend; NULL: CPU stages
+    char notice[256];         // "" or the line saying ranks outnumber this node's cores
     int gpu;                  // nccl: this process's GPU
     int self;                 // world rank of this process (MPI), 0 under local
     int n_host;               // ranks hosted here: W (local) or 1 (MPI)
@@ -336,11 +338,25 @@ static int start_ranks(Pipeline *p, Error *err) {
     return 0;
 }
 
+// Ranks as threads share this process's OpenMP threads (pipeline_rank_main): say so when they
+// outnumber its cores.
+static void describe_local_threads(Pipeline *p) {
+    const int per_rank = omp_get_max_threads() / p->W;
+    const NodeThreads t = {.threads = per_rank > 1 ? per_rank : 1, .node_ranks = p->W,
+                           .node_cores = telemetry_host_cores(),
+                           .oversubscribed = (long)(per_rank > 1 ? per_rank : 1) * p->W > telemetry_host_cores()};
+    node_threads_describe(&t, p->notice, sizeof p->notice);
+}
+
+const char *pipeline_notice(const Pipeline *p) { return p->notice; }
+
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *err) {
     if (pipeline_check_options(rc, o, err)) return NULL;
     const StageDevice *dev = o->device == DEVICE_CPU ? NULL : stage_device_find(o->device, err);
     if (o->device != DEVICE_CPU && !dev) return NULL;
     if (o->transport != TRANSPORT_KIND_LOCAL && mpi_process_init(err)) return NULL;
+    // Each rank of an mpirun job takes its share of its node's cores (engine/transport/node_threads.h).
+    const NodeThreads threads = o->transport != TRANSPORT_KIND_LOCAL ? node_threads_apply(o->mpi_comm) : (NodeThreads){0};
     Schedule *sched = pipeline_schedule(o, rc->microbatches, err);
     if (!sched) return NULL;
     Pipeline *p = xcalloc(1, sizeof *p);
@@ -350,6 +366,8 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
                     .multiprocess = o->transport != TRANSPORT_KIND_LOCAL, .dev = dev,
                     .n_copies = o->transport == TRANSPORT_KIND_LOCAL ? D : 1, .sched = sched,
                     .rt_opts = {.recompute = o->recompute}};
+    if (p->multiprocess) node_threads_describe(&threads, p->notice, sizeof p->notice);
+    else describe_local_threads(p);
     // The transport first: under MPI it says which rank this process is, hence which stages.
     if (create_transport(p, o, err) || build_stages(p, o, err) || start_ranks(p, err)) {
         pipeline_free(p);

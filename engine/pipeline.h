@@ -135,6 +135,10 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
 
 // True where the run's report lives: always under local, world rank 0 under MPI.
 bool pipeline_is_root(const Pipeline *p);
+// "" or one line for the user when the run's rank threads outnumber the cores they share (this
+// node's, under mpirun; this process's, under local): each rank's OpenMP threads are its share
+// of the cores (engine/transport/node_threads.h), and then they take turns.
+const char *pipeline_notice(const Pipeline *p);
 int pipeline_world_rank(const Pipeline *p);  // this process's rank (0 under local)
 // The largest `local` over every rank (a collective under MPI: every rank calls it); +inf if
 // the ranks could not agree (a failed transport).

@@ -18,6 +18,7 @@ typedef struct {
     const size_t *slot_bytes;     // (n_stages) activation bytes one microbatch keeps there (the
                                   // light set under recompute; every stage, wherever it lives)
     int start_step;               // steps done before this run (a resumed run); 0 for a fresh one
+    const char *notice;           // pipeline_notice: "" or the line saying ranks outnumber cores
 } RunInfo;
 
 typedef struct {

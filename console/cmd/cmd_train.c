@@ -62,6 +62,7 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
            po->dp == 1 ? "" : "s", transport_kind_name(po->transport), device,
            po->recompute ? ", recompute all" : "");
     print_stage_layers(info);
+    if (info->notice && info->notice[0]) printf("  note: %s\n", info->notice);
     const RunSession *ss = tp->session;
     if (ss->ro.resume[0])
         printf("  resuming from %s at step %d (run %lld)\n", ss->source_dir, info->start_step, (long long)ss->resumed_from);

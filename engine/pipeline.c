@@ -19,6 +19,7 @@
 #include "engine/partition.h"
 #include "engine/runtime.h"
 #include "engine/transport/mpi_process.h"
+#include "engine/rank_usage.h"
 #include "engine/transport/node_threads.h"
 #ifdef PPTRAIN_HAVE_NCCL
 #include "engine/transport/transport_nccl.h"
@@ -36,8 +37,10 @@ typedef struct {
     RuntimeStatus status;
     Error err;
     double loss, busy_s;       // this rank's share of the step
-    double *slots;             // (2W + n_tensors) world all-reduce: loss | busy a slot per rank, then the
-                               // squared gradient norm of each of the model's tensors
+    RankUsage usage;           // its CPU clocks (engine/rank_usage.h)
+    double *slots;             // (4W + n_tensors) world all-reduce: loss | busy | CPU seconds | resident
+                               // bytes, a slot per rank each, then the squared gradient norm of each
+                               // of the model's tensors (SLOT_* below)
     double norm, batch_loss;   // the step's totals, equal on every rank
 } PipelineRank;
 
@@ -48,6 +51,7 @@ struct Pipeline {
     bool multiprocess;        // mpi or nccl: this process is one rank
     const StageDevice *dev;   // the stages' device backend; NULL: CPU stages
     char notice[256];         // "" or the line saying ranks outnumber this node's cores
+    int host_ranks, host_cores;  // ranks on this node and the cores they may use (pipeline_host)
     int gpu;                  // nccl: this process's GPU
     int self;                 // world rank of this process (MPI), 0 under local
     int n_host;               // ranks hosted here: W (local) or 1 (MPI)
@@ -66,7 +70,7 @@ struct Pipeline {
     bool update;              // false: pipeline_compute_grads
     bool quit;
     bool broken;              // a step failed: the transport is aborted
-    double *busy_ms;          // (W) report arrays
+    double *busy_ms, *cpu_pct, *rss_bytes;  // (W) report arrays
     int *peak_slots;          // (S)
     int *stage_layers;        // (S) decoder layers of each stage
     size_t msg_bytes;         // one message (stage_msg_bytes): fp32 on CPUs, bf16 on GPUs by default
@@ -244,8 +248,11 @@ static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
     return 0;
 }
 
+// The all-reduce's sections, each W slots long but the last (SLOT_NORM: one per tensor).
+enum { SLOT_LOSS, SLOT_BUSY, SLOT_CPU, SLOT_RSS, SLOT_NORM };
+
 static size_t n_slots(const Pipeline *p) {
-    return 2 * (size_t)p->W + (size_t)model_param_tensors(&p->rc.model);
+    return SLOT_NORM * (size_t)p->W + (size_t)model_param_tensors(&p->rc.model);
 }
 
 // World rank `world` hosted at index i of p->ranks: its replica's stages, view and runtime.
@@ -319,7 +326,10 @@ static int start_ranks(Pipeline *p, Error *err) {
     p->n_host = p->multiprocess ? 1 : p->W;
     p->ranks = xcalloc((size_t)p->n_host, sizeof(PipelineRank));
     for (int i = 0; i < p->n_host; i++) init_rank(p, &p->ranks[i], p->multiprocess ? p->self : i);
+    if (p->multiprocess) rank_usage_attach(&p->ranks[0].usage, true);
     p->busy_ms = xcalloc((size_t)p->W, sizeof(double));
+    p->cpu_pct = xcalloc((size_t)p->W, sizeof(double));
+    p->rss_bytes = xcalloc((size_t)p->W, sizeof(double));
     p->peak_slots = xcalloc((size_t)p->S, sizeof(int));
     p->offsets = xcalloc((size_t)p->W, sizeof(double));
     p->events = xcalloc((size_t)p->W, sizeof(ActionEvent *));
@@ -350,6 +360,11 @@ static void describe_local_threads(Pipeline *p) {
 
 const char *pipeline_notice(const Pipeline *p) { return p->notice; }
 
+void pipeline_host(const Pipeline *p, int *ranks, int *cores) {
+    *ranks = p->host_ranks;
+    *cores = p->host_cores;
+}
+
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *err) {
     if (pipeline_check_options(rc, o, err)) return NULL;
     const StageDevice *dev = o->device == DEVICE_CPU ? NULL : stage_device_find(o->device, err);
@@ -368,6 +383,10 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
                     .rt_opts = {.recompute = o->recompute}};
     if (p->multiprocess) node_threads_describe(&threads, p->notice, sizeof p->notice);
     else describe_local_threads(p);
+    // mpirun binds each rank to its own cores: the node's are the union (node_threads), not this
+    // rank's mask.
+    p->host_ranks = p->multiprocess ? threads.node_ranks : p->W;
+    p->host_cores = p->multiprocess ? threads.node_cores : telemetry_host_cores();
     // The transport first: under MPI it says which rank this process is, hence which stages.
     if (create_transport(p, o, err) || build_stages(p, o, err) || start_ranks(p, err)) {
         pipeline_free(p);
@@ -471,9 +490,11 @@ static int rank_reduce_totals(PipelineRank *pr) {
     const int W = p->W;
     const size_t n = n_slots(p);
     memset(pr->slots, 0, sizeof(double) * n);
-    pr->slots[pr->world] = pr->loss;
-    pr->slots[W + pr->world] = pr->busy_s;
-    fill_norm_slots(pr, pr->slots + 2 * W);
+    pr->slots[SLOT_LOSS * W + pr->world] = pr->loss;
+    pr->slots[SLOT_BUSY * W + pr->world] = pr->busy_s;
+    pr->slots[SLOT_CPU * W + pr->world] = rank_usage_cpu_delta(&pr->usage);
+    pr->slots[SLOT_RSS * W + pr->world] = rank_usage_rss_bytes();
+    fill_norm_slots(pr, pr->slots + SLOT_NORM * W);
     Error why;
     TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, n, &why);
     if (st != TRANSPORT_OK) {
@@ -481,8 +502,8 @@ static int rank_reduce_totals(PipelineRank *pr) {
         return -1;
     }
     double norm2 = 0.0, loss = 0.0;
-    for (size_t i = 2 * (size_t)W; i < n; i++) norm2 += pr->slots[i];
-    for (int r = 0; r < W; r++) loss += pr->slots[r];
+    for (size_t i = SLOT_NORM * (size_t)W; i < n; i++) norm2 += pr->slots[i];
+    for (int r = 0; r < W; r++) loss += pr->slots[SLOT_LOSS * W + r];
     pr->norm = sqrt(norm2);
     pr->batch_loss = loss;
     return 0;
@@ -510,6 +531,7 @@ static void *pipeline_rank_main(void *arg) {
     // The ranks share the cores: each rank's kernels get an equal part of the OpenMP threads.
     const int threads = omp_get_max_threads() / p->W;
     omp_set_num_threads(threads > 1 ? threads : 1);
+    rank_usage_attach(&pr->usage, false);
     // Stages on a device: this thread launches on its stages' device (a rank's stages share one).
     for (int s = 0; s < p->S; s++)
         if (rank_has(pr, s)) {
@@ -598,9 +620,15 @@ static void fill_telemetry(Pipeline *p, PipelineReport *out) {
 static void fill_report(const Pipeline *p, int step, double seconds, PipelineReport *out) {
     const PipelineRank *pr = &p->ranks[0];
     const size_t tokens = (size_t)p->rc.batch * p->T;
-    for (int r = 0; r < p->W; r++) p->busy_ms[r] = pr->slots[p->W + r] * 1e3;
-    *out = (PipelineReport){.is_root = p->self == 0, .n_ranks = p->W, .n_stages = p->S, .n_replicas = p->D,
-                            .busy_ms = p->busy_ms, .peak_slots = p->peak_slots};
+    const int W = p->W;
+    for (int r = 0; r < W; r++) {
+        p->busy_ms[r] = pr->slots[SLOT_BUSY * W + r] * 1e3;
+        p->cpu_pct[r] = pr->slots[SLOT_CPU * W + r] / seconds * 100.0;
+        p->rss_bytes[r] = pr->slots[SLOT_RSS * W + r];
+    }
+    *out = (PipelineReport){.is_root = p->self == 0, .n_ranks = W, .n_stages = p->S, .n_replicas = p->D,
+                            .busy_ms = p->busy_ms, .cpu_pct = p->cpu_pct, .rss_bytes = p->rss_bytes,
+                            .rss_per_rank = p->multiprocess, .peak_slots = p->peak_slots};
     out->step = (StepReport){.step = step + 1, .steps = p->rc.steps, .loss = pr->batch_loss, .lr = p->lr,
                              .grad_norm = pr->norm, .step_ms = seconds * 1e3, .tokens_per_s = tokens / seconds,
                              .gflops = model_flops_per_token(&p->rc.model, p->T) * tokens / seconds * 1e-9};
@@ -663,6 +691,8 @@ void pipeline_free(Pipeline *p) {
     free(p->opt);
     free(p->threads);
     free(p->busy_ms);
+    free(p->cpu_pct);
+    free(p->rss_bytes);
     free(p->peak_slots);
     free(p->stage_layers);
     free(p->offsets);

@@ -34,6 +34,8 @@ typedef struct {
     RopeLlama3 rope_llama3; // (kernels/cpu/kernels.h) Llama 3.1's frequency rescaling
     float rms_eps;
     bool tie_word_embeddings;
+    bool attention_bias;    // q, k, v and o projections add a bias (HF attention_bias)
+    bool mlp_bias;          // gate, up and down projections add a bias (HF mlp_bias)
     float init_std;         // HF initializer_range
 } ModelConfig;
 
@@ -77,6 +79,9 @@ typedef struct {
     float *wgate;           // (I, C)          mlp.gate_proj.weight
     float *wup;             // (I, C)          mlp.up_proj.weight
     float *wdown;           // (C, I)          mlp.down_proj.weight
+    // Biases, NULL when the config has none: (Q) (KV) (KV) (C) with attention_bias, (I) (I)
+    // (C) with mlp_bias. Each follows its weight in the layout (HF state_dict order).
+    float *bq, *bk, *bv, *bo, *bgate, *bup, *bdown;
 } LayerParams;
 
 typedef struct {

@@ -119,15 +119,25 @@ static void check_composition(int split) {
 // The whole stage (all ops together) against a central difference of its own loss along
 // each tensor's gradient direction d = g/|g|: (L(w + h d) - L(w - h d)) / 2h -> |g|. Moving a
 // whole tensor makes the signal large next to the fp32 rounding of the loss.
-static void check_stage_gradient_by_differences(void) {
+// With biases (attention_bias, mlp_bias), each is first given values, since they start at 0.
+static void check_stage_gradient_by_differences(bool biases) {
     Error err;
     ModelConfig cfg;
     model_config_preset(&cfg, "tiny", &err);
     cfg.layers = 2;
+    cfg.attention_bias = cfg.mlp_bias = biases;
     enum { B = 2, T = 9 };
     int32_t tokens[B * T], targets[B * T];
     fill_batch(tokens, targets, B * T, cfg.vocab);
     StageModel *s = stage_create(&cfg, 0, cfg.layers, true, true, 9, &err);
+    int n_biases = 0;
+    for (int k = 0; k < s->n_params; k++) {
+        const ParamInfo *p = &s->params[k];
+        if (!strstr(p->name, ".bias")) continue;
+        n_biases++;
+        for (size_t i = 0; i < p->numel; i++) s->weights[p->offset + i] = 0.05f * (float)((i * 7 + k) % 11) - 0.25f;
+    }
+    CHECK(n_biases == (biases ? 2 * 7 : 0), "%d bias tensors", n_biases);
     StageActs *a = stage_acts_create(s, B, T);
     stage_forward(s, a, tokens, NULL, targets, 1.0f);
     stage_backward(s, a, NULL);
@@ -264,7 +274,8 @@ int main(void) {
     check_composition(1);
     check_composition(4);
     check_composition(7);
-    check_stage_gradient_by_differences();
+    check_stage_gradient_by_differences(false);
+    check_stage_gradient_by_differences(true);
     check_config_json();
     return test_finish();
 }

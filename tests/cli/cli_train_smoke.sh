@@ -41,4 +41,13 @@ check "stopped run recorded" sh -c "'$bin' history --db stop.db --json | grep -q
 "$bin" train --help > "$work/help.txt"
 check "--help exits 0 and lists --microbatches" grep -q -- '--microbatches M' "$work/help.txt"
 
+# Models with biases (transformers' attention_bias / mlp_bias checkpoints) train pipelined to
+# the bits of one device, under a zero-bubble and an interleaved schedule, with replicas.
+fx="$src/tests/fixtures/hf_variants"
+"$bin" check --init-from "$fx/attention_bias" --data "$src/tests/fixtures/text" --stages 2 --dp 2 \
+  --schedule zb-h1 --microbatches 4 --batch 16 --seq 32 > "$work/bias1.txt" 2>&1
+check "attention_bias: zb-h1 P2 D2 bitwise" grep -q '^  bitwise' "$work/bias1.txt"
+"$bin" check --init-from "$fx/mlp_bias" --data "$src/tests/fixtures/text" --stages 2 \
+  --schedule interleaved-1f1b --microbatches 4 --batch 8 --seq 32 --recompute all > "$work/bias2.txt" 2>&1
+check "mlp_bias: interleaved-1f1b P2 V2 recompute bitwise" grep -q '^  bitwise' "$work/bias2.txt"
 cli_finish

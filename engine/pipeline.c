@@ -38,6 +38,7 @@ typedef struct {
     Error err;
     double loss, busy_s;       // this rank's share of the step
     RankUsage usage;           // its CPU clocks (engine/rank_usage.h)
+    float *tie_buf;            // (V*C) tied embeddings across ranks: this rank's part of E + H
     double *slots;             // (4W + n_tensors) world all-reduce: loss | busy | CPU seconds | resident
                                // bytes, a slot per rank each, then the squared gradient norm of each
                                // of the model's tensors (SLOT_* below)
@@ -255,6 +256,11 @@ static size_t n_slots(const Pipeline *p) {
     return SLOT_NORM * (size_t)p->W + (size_t)model_param_tensors(&p->rc.model);
 }
 
+// Tied embeddings whose embedding and head live on different pipeline ranks (rank_tie_embeddings).
+static bool tie_across_ranks(const Pipeline *p) {
+    return p->rc.model.tie_word_embeddings && p->sched->stage_rank[0] != p->sched->stage_rank[p->S - 1];
+}
+
 // World rank `world` hosted at index i of p->ranks: its replica's stages, view and runtime.
 static void init_rank(Pipeline *p, PipelineRank *pr, int world) {
     const int copy = p->multiprocess ? 0 : world / p->P;
@@ -263,6 +269,7 @@ static void init_rank(Pipeline *p, PipelineRank *pr, int world) {
     pr->view = transport_view_create(p->tp, pr->replica * p->P, p->P);
     pr->rt = runtime_create_opts(p->sched, pr->pipe, pr->stages, p->rows, p->T, pr->view, &p->rt_opts);
     pr->slots = xcalloc(n_slots(p), sizeof(double));
+    if (tie_across_ranks(p)) pr->tie_buf = xmalloc((size_t)p->rc.model.vocab * p->rc.model.hidden * sizeof(float));
 }
 
 // Peak slots of every stage, from replica 0's runtimes (a world all-reduce under MPI).
@@ -518,10 +525,50 @@ static void rank_update(PipelineRank *pr) {
         if (rank_has(pr, s)) stage_update(pr->stages[s], &pr->opt[s], oc, p->lr, clip);
 }
 
+// Tied embeddings split across ranks: the first stage's rank holds E (the embedding's
+// gradient), the last stage's H (the head copy's), each summed over replicas already. One
+// world all-reduce in which replica 0's two holders give E and H and everyone else zeros gives
+// every holder E + H (adding zeros is exact, so any order of the sum gives these bits, the
+// bits stage_tie_grads makes on one stage). Megatron all-reduces the same matrix between the
+// first and last stage.
+static int rank_tie_embeddings(PipelineRank *pr) {
+    Pipeline *p = pr->p;
+    if (!p->rc.model.tie_word_embeddings || p->dev) return 0;   // GPU stages share one matrix
+    if (!tie_across_ranks(p)) {   // one rank holds both: one stage (P = 1), or zb-v's first and last
+        if (!rank_has(pr, 0)) return 0;
+        if (p->S == 1) {
+            stage_tie_grads(pr->stages[0]);
+            return 0;
+        }
+        float *e = stage_tied_grad(pr->stages[0]);
+        const float *h = stage_tied_grad(pr->stages[p->S - 1]);
+        const size_t n = (size_t)p->rc.model.vocab * p->rc.model.hidden;
+        for (size_t i = 0; i < n; i++) e[i] += h[i];
+        stage_tie_set(pr->stages[p->S - 1], e);
+        return 0;
+    }
+    const size_t n = (size_t)p->rc.model.vocab * p->rc.model.hidden;
+    memset(pr->tie_buf, 0, n * sizeof(float));
+    for (int s = 0; s < p->S && pr->replica == 0; s++)
+        if ((s == 0 || s == p->S - 1) && rank_has(pr, s))
+            memcpy(pr->tie_buf, stage_tied_grad(pr->stages[s]), n * sizeof(float));
+    Error why;
+    TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_WORLD, pr->tie_buf, n, &why);
+    if (st != TRANSPORT_OK) {
+        rank_failed(pr, st, &why, "(the tied embeddings' all-reduce)");
+        return -1;
+    }
+    for (int s = 0; s < p->S; s++)
+        if ((s == 0 || s == p->S - 1) && rank_has(pr, s)) stage_tie_set(pr->stages[s], pr->tie_buf);
+    return 0;
+}
+
 static void rank_step(PipelineRank *pr) {
     pr->status = RUNTIME_OK;
     rank_zero_grads(pr);
-    if (rank_post_receives(pr) || rank_run_actions(pr) || rank_reduce_grads(pr) || rank_reduce_totals(pr)) return;
+    if (rank_post_receives(pr) || rank_run_actions(pr) || rank_reduce_grads(pr) || rank_tie_embeddings(pr) ||
+        rank_reduce_totals(pr))
+        return;
     if (pr->p->update) rank_update(pr);
 }
 
@@ -670,6 +717,7 @@ static void free_ranks(Pipeline *p) {
         runtime_free(p->ranks[i].rt);
         transport_free(p->ranks[i].view);
         free(p->ranks[i].slots);
+        free(p->ranks[i].tie_buf);
     }
     free(p->ranks);
 }
@@ -750,6 +798,12 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
                             src(ctx, pi->name, TENSOR_EXP_AVG_SQ, pi, st->v + pi->offset, err)))
                 return -1;
         }
+        // The tied head copy is the embedding, its AdamW moments the embedding's.
+        const ParamInfo copy = stage_head_copy_info(sm);
+        if (copy.numel && (src(ctx, copy.name, TENSOR_WEIGHT, &copy, sm->weights + copy.offset, err) ||
+                           (moments && (src(ctx, copy.name, TENSOR_EXP_AVG, &copy, st->m + copy.offset, err) ||
+                                        src(ctx, copy.name, TENSOR_EXP_AVG_SQ, &copy, st->v + copy.offset, err)))))
+            return -1;
         if (!moments) {
             memset(st->m, 0, st->n * sizeof(float));
             memset(st->v, 0, st->n * sizeof(float));

@@ -117,7 +117,7 @@ void stage_carve_views(const StageModel *s, float *base, ParamViews *v) {
     }
     if (s->has_head) {
         v->norm = base + s->params[i++].offset;
-        v->lm_head = s->cfg.tie_word_embeddings ? v->wte : base + s->params[i++].offset;
+        v->lm_head = base + (s->head_copy_offset ? s->head_copy_offset : s->params[i++].offset);
     }
 }
 
@@ -139,10 +139,6 @@ StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
         error_set(err, "stage holds no work: layers [%d, %d) of %d", layer_begin, layer_end, cfg->layers);
         return NULL;
     }
-    if (cfg->tie_word_embeddings && has_head && !has_embed) {
-        error_set(err, "tied word embeddings need the embedding and the LM head on one stage");
-        return NULL;
-    }
     StageModel *s = xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->layer_begin = layer_begin;
@@ -154,6 +150,10 @@ StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
     layout_params(&pl);
     s->n_params = pl.count;
     s->numel = pl.offset;
+    if (cfg->tie_word_embeddings && has_head) {
+        s->head_copy_offset = s->numel;
+        s->numel += (size_t)cfg->vocab * cfg->hidden;
+    }
     s->params = xcalloc((size_t)s->n_params, sizeof *s->params);
     pl = (ParamLayout){.s = s};
     layout_params(&pl);
@@ -175,7 +175,41 @@ StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
             init_normal(w, p->numel, seed, p->name, cfg->init_std);
         }
     }
+    // The head copy starts as the embedding does: drawn from (seed, its name).
+    if (s->head_copy_offset)
+        init_normal(s->weights + s->head_copy_offset, s->numel - s->head_copy_offset, seed,
+                    "model.embed_tokens.weight", cfg->init_std);
     return s;
+}
+
+ParamInfo stage_head_copy_info(const StageModel *s) {
+    ParamInfo p = {.name = "model.embed_tokens.weight"};
+    if (!s->head_copy_offset) return p;
+    p.rows = s->cfg.vocab;
+    p.cols = s->cfg.hidden;
+    p.numel = s->numel - s->head_copy_offset;
+    p.offset = s->head_copy_offset;
+    return p;
+}
+
+float *stage_tied_grad(StageModel *s) {
+    if (!s->cfg.tie_word_embeddings) return NULL;
+    if (s->has_embed) return s->g.wte;
+    return s->head_copy_offset ? s->grads + s->head_copy_offset : NULL;
+}
+
+void stage_tie_grads(StageModel *s) {
+    if (!s->head_copy_offset || !s->has_embed) return;
+    const size_t n = s->numel - s->head_copy_offset;
+    float *e = s->g.wte, *h = s->grads + s->head_copy_offset;
+    for (size_t i = 0; i < n; i++) e[i] += h[i];
+    memcpy(h, e, n * sizeof(float));
+}
+
+void stage_tie_set(StageModel *s, const float *sum) {
+    const size_t n = (size_t)s->cfg.vocab * s->cfg.hidden;
+    if (s->has_embed && s->cfg.tie_word_embeddings) memcpy(s->g.wte, sum, n * sizeof(float));
+    if (s->head_copy_offset) memcpy(s->grads + s->head_copy_offset, sum, n * sizeof(float));
 }
 
 void stage_free(StageModel *s) {

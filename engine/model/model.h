@@ -147,6 +147,9 @@ float *stage_tied_grad(StageModel *s);
 // The head copy as the tensor it copies ("model.embed_tokens.weight", (V, C), at
 // head_copy_offset); numel 0 when the stage has none.
 ParamInfo stage_head_copy_info(const StageModel *s);
+// After weights were written by name on a stage holding both ends: the head copy := the
+// embedding (a no-op without a copy or without the embedding).
+void stage_sync_head_copy(StageModel *s);
 void stage_tie_grads(StageModel *s);
 void stage_tie_set(StageModel *s, const float *sum);
 void stage_grad_sum_squares(const StageModel *s, double *out);

@@ -192,6 +192,11 @@ ParamInfo stage_head_copy_info(const StageModel *s) {
     return p;
 }
 
+void stage_sync_head_copy(StageModel *s) {
+    if (s->head_copy_offset && s->has_embed)
+        memcpy(s->weights + s->head_copy_offset, s->w.wte, (s->numel - s->head_copy_offset) * sizeof(float));
+}
+
 float *stage_tied_grad(StageModel *s) {
     if (!s->cfg.tie_word_embeddings) return NULL;
     if (s->has_embed) return s->g.wte;

@@ -24,10 +24,10 @@ void atomic_file_set_syscalls(const AtomicFileSyscalls *calls) {
 
 struct AtomicFile {
     int fd;
-    char *path, *tmp;            // the target and "<target>.<pid>.tmp"
-    unsigned char *buf;          // (APPEND_BUFFER) bytes not yet written
+    char *path, *tmp;     // the target and "<target>.<pid>.tmp"
+    unsigned char *buf;   // (APPEND_BUFFER) bytes not yet written
     size_t len;
-    const char *failed_step;     // the first step that failed ("write", ...), NULL while none
+    const char *failed_step;   // the first step that failed ("write", ...), NULL while none
     int failed_errno;
 };
 

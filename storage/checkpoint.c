@@ -422,7 +422,8 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err)
         goto fail;
     }
     if (c->has_state && ckpt_read_state(dir, &c->state, err)) goto fail;
-    if (c->has_state && verify && (ckpt_seal_verify(dir, err) < 0 || ckpt_verify_files(dir, c->state.files, c->state.n_files, err)))
+    if (c->has_state && verify &&
+        (ckpt_seal_verify(dir, err) < 0 || ckpt_verify_files(dir, c->state.files, c->state.n_files, err)))
         goto fail;
     join(path, sizeof path, dir, CKPT_CONFIG_FILE);
     if (model_config_from_json(&c->model, path, err)) goto fail;

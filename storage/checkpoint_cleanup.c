@@ -18,8 +18,8 @@ static bool has_suffix(const char *s, const char *suffix) {
 
 // The files a checkpoint writes (checkpoint.h), and the temporary files on the way to them.
 static bool is_checkpoint_file(const char *name) {
-    const bool shard = (strncmp(name, "model-", 6) == 0 || strncmp(name, "optimizer-", 10) == 0) &&
-                       has_suffix(name, ".safetensors");
+    const bool shard =
+        (strncmp(name, "model-", 6) == 0 || strncmp(name, "optimizer-", 10) == 0) && has_suffix(name, ".safetensors");
     return shard || strcmp(name, CKPT_INDEX_FILE) == 0 || strcmp(name, CKPT_CONFIG_FILE) == 0 ||
            strcmp(name, CKPT_SEAL_FILE) == 0 || strcmp(name, CKPT_STATE_FILE) == 0 || atomic_file_is_temp(name);
 }

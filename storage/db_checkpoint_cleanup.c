@@ -23,10 +23,13 @@ int db_checkpoints_abandoned(Db *db, DbCheckpointInfo **out, int *n, Error *err)
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         if (*n == cap) {
             cap = cap ? 2 * cap : 8;
-            *out = check_alloc(realloc(*out, (size_t)cap * sizeof **out), (size_t)cap * sizeof **out, __FILE__, __LINE__);
+            *out =
+                check_alloc(realloc(*out, (size_t)cap * sizeof **out), (size_t)cap * sizeof **out, __FILE__, __LINE__);
         }
-        (*out)[(*n)++] = (DbCheckpointInfo){.id = sqlite3_column_int64(stmt, 0), .step = sqlite3_column_int(stmt, 1),
-                                            .dir = column_text(stmt, 2), .created_at = column_text(stmt, 3),
+        (*out)[(*n)++] = (DbCheckpointInfo){.id = sqlite3_column_int64(stmt, 0),
+                                            .step = sqlite3_column_int(stmt, 1),
+                                            .dir = column_text(stmt, 2),
+                                            .created_at = column_text(stmt, 3),
                                             .status = column_text(stmt, 4)};
     }
     if (rc != SQLITE_DONE) db_fail(db, err, "reading unfinished checkpoints");

@@ -16,10 +16,10 @@
 #include "engine/schedule/schedule.h"
 
 struct TraceWriter {
-    AtomicFile *file;     // PATH, written through "nothing lost" (storage/atomic_file.h)
-    bool any_event;       // a comma goes before the next event
-    bool named;           // the track metadata is written
-    bool failed;          // an append failed; why says so
+    AtomicFile *file;   // PATH, written through "nothing lost" (storage/atomic_file.h)
+    bool any_event;     // a comma goes before the next event
+    bool named;         // the track metadata is written
+    bool failed;        // an append failed; why says so
     Error why;
 };
 
@@ -74,9 +74,8 @@ static void write_event(TraceWriter *tw, int step, int rank, const ActionEvent *
     next_event(tw);
     put(tw,
         "{\"name\":\"%s mb%d\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
-            "\"args\":{\"step\":%d,\"mb\":%d,\"stage\":%d}}",
-            type, e->mb, type, (e->start - t0) * 1e6, (e->end - e->start) * 1e6, rank, e->stage, step, e->mb,
-            e->stage);
+        "\"args\":{\"step\":%d,\"mb\":%d,\"stage\":%d}}",
+        type, e->mb, type, (e->start - t0) * 1e6, (e->end - e->start) * 1e6, rank, e->stage, step, e->mb, e->stage);
 }
 
 int trace_add_step(TraceWriter *tw, int step, int n_ranks, int n_stages, const int *stage_rank,

@@ -19,9 +19,9 @@
 static char g_dir[64], g_target[128];
 
 // ---- injected system calls ----------------------------------------------------------------------
-static long g_budget = -1;      // bytes writable before ENOSPC (-1: unlimited)
-static size_t g_max_chunk;      // a write moves at most this many bytes (0: no limit)
-static int g_eintr;             // the next g_eintr writes fail with EINTR
+static long g_budget = -1;   // bytes writable before ENOSPC (-1: unlimited)
+static size_t g_max_chunk;   // a write moves at most this many bytes (0: no limit)
+static int g_eintr;          // the next g_eintr writes fail with EINTR
 static int g_fsync_errno, g_rename_errno;
 
 static ssize_t fake_write(int fd, const void *buf, size_t n) {
@@ -59,7 +59,7 @@ static void inject(long budget, size_t max_chunk, int eintr, int fsync_errno, in
 }
 
 // ---- helpers --------------------------------------------------------------------------------------
-enum { NEW_BYTES = 200000 };    // over the append buffer: buffered and direct writes both happen
+enum { NEW_BYTES = 200000 };   // over the append buffer: buffered and direct writes both happen
 static const char OLD[] = "the old, complete file\n";
 static unsigned char g_new[NEW_BYTES];
 

@@ -185,7 +185,7 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
 static void clean_old_checkpoints(RunSession *s) {
     int n = 0;
     Error err;
-    if (s->recorder.db && ckpt_clean_abandoned(s->recorder.db, &n, &err))
+    if (s->recorder.db && ckpt_clean_abandoned(s->recorder.db, s->ro.ckpt_dir, &n, &err))
         fprintf(stderr, "pptrain: warning: %s; unfinished checkpoints stay as they are\n", err.msg);
     if (s->ro.ckpt_dir[0]) ckpt_clean_incomplete(s->ro.ckpt_dir);
 }

@@ -78,14 +78,26 @@ int ckpt_clean_incomplete(const char *ckpt_dir) {
     return each_folder(ckpt_dir, "step-", clean_step_folder) + each_folder(ckpt_dir, "run-", clean_run_folder);
 }
 
-int ckpt_clean_abandoned(Db *db, int *n_cleaned, Error *err) {
+// dir lies under ckpt_dir (as the store recorded it: the same spelling a run under this
+// --ckpt-dir writes). Outside it, a relative dir may name another place now: only temporary files
+// of gone writers are removed there.
+static bool under(const char *dir, const char *ckpt_dir) {
+    const size_t n = strlen(ckpt_dir);
+    return n > 0 && strncmp(dir, ckpt_dir, n) == 0 && dir[n] == '/';
+}
+
+int ckpt_clean_abandoned(Db *db, const char *ckpt_dir, int *n_cleaned, Error *err) {
     DbCheckpointInfo *cks;
     int n;
     *n_cleaned = 0;
     if (db_checkpoints_abandoned(db, &cks, &n, err)) return -1;
     int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (folder_has(cks[i].dir, CKPT_STATE_FILE)) continue;
+        if (under(cks[i].dir, ckpt_dir)) ckpt_discard(cks[i].dir);
+        else atomic_file_clean_stale(cks[i].dir);
+    }
     for (int i = 0; i < n && rc == 0; i++) {
-        if (!folder_has(cks[i].dir, CKPT_STATE_FILE)) ckpt_discard(cks[i].dir);
         rc = db_checkpoint_fail(db, cks[i].id, "abandoned: its run ended before the checkpoint was complete", err);
         *n_cleaned += rc == 0;
     }

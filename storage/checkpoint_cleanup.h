@@ -5,8 +5,8 @@
 //     those of processes that are gone are removed from every incomplete checkpoint folder
 //     (no trainer_state.json) under the checkpoint dir.
 //   - With a run store, a checkpoint still 'writing' whose run has ended will never complete:
-//     on start its files are discarded (unless trainer_state.json made it whole on disk) and
-//     its row marked failed.
+//     on start its row is marked failed and its files are discarded (when it lies under the
+//     --ckpt-dir and trainer_state.json did not make it whole on disk).
 #ifndef PPTRAIN_CHECKPOINT_CLEANUP_H
 #define PPTRAIN_CHECKPOINT_CLEANUP_H
 #include "storage/db.h"
@@ -18,8 +18,9 @@ int ckpt_discard(const char *dir);
 // Temporary files of gone processes in the incomplete folders ckpt_dir/step-* and
 // ckpt_dir/run-*/step-*. Returns how many it removed.
 int ckpt_clean_incomplete(const char *ckpt_dir);
-// The store's abandoned checkpoints (storage/db_checkpoint_cleanup.h): files discarded, rows
-// marked failed. *n_cleaned: how many. Returns 0, or -1 with err (the store could not be read or
-// written).
-int ckpt_clean_abandoned(Db *db, int *n_cleaned, Error *err);
+// The store's abandoned checkpoints (storage/db_checkpoint_cleanup.h): rows marked failed; the
+// files of those under ckpt_dir (the run's --ckpt-dir; "" for none) discarded, elsewhere only
+// the temporary files of gone writers. A folder that has trainer_state.json is left whole.
+// *n_cleaned: rows marked. Returns 0, or -1 with err (the store could not be read or written).
+int ckpt_clean_abandoned(Db *db, const char *ckpt_dir, int *n_cleaned, Error *err);
 #endif

@@ -6,8 +6,8 @@
 #  - a folder written before the seal (no checksums.sha256) resumes with one warning line;
 #  - a checkpoint that fails on a full disk after one shard was renamed leaves no file at all;
 #  - on start, temporary files of gone writers in incomplete folders are removed (a live
-#    writer's stay), and the store's 'writing' checkpoint of an ended run is discarded and
-#    marked failed.
+#    writer's stay), and the store's 'writing' checkpoints of an ended run are marked failed
+#    and, under --ckpt-dir, discarded.
 # usage: cli_checkpoint_integrity.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -71,13 +71,19 @@ touch "ck/run-1/step-000099/optimizer-00001-of-00001.safetensors.$dead.tmp"
 touch "ck/step-000050/model-00001-of-00001.safetensors.$dead.tmp" ck/step-000050/config.json.tmp \
       "ck/step-000050/optimizer-00001-of-00001.safetensors.$$.tmp"
 touch "$ck2/stray.$dead.tmp"   # a complete folder is not touched
-sqlite3 t.db "INSERT INTO checkpoints (run_id, step, dir, created_at, status)
-              VALUES (1, 99, '$work/ck/run-1/step-000099', datetime('now'), 'writing')"
+mkdir -p elsewhere/step-000007   # abandoned too, but outside this run's --ckpt-dir
+cp "$ck2/model-00001-of-00001.safetensors" elsewhere/step-000007/
+touch "elsewhere/step-000007/optimizer-00001-of-00001.safetensors.$dead.tmp"
+sqlite3 t.db "INSERT INTO checkpoints (run_id, step, dir, created_at, status) VALUES
+              (1, 99, 'ck/run-1/step-000099', datetime('now'), 'writing'),
+              (1, 7, 'elsewhere/step-000007', datetime('now'), 'writing')"
 "$bin" "${args[@]}" --ckpt-dir ck --db t.db > clean.out 2> clean.err
 check "a run with debris under its --ckpt-dir exits 0" [ $? -eq 0 ]
 check "the store's abandoned checkpoint: folder removed" [ ! -e ck/run-1/step-000099 ]
 check "the store's abandoned checkpoint: marked failed" \
   [ "$(sqlite3 t.db 'SELECT status FROM checkpoints WHERE step = 99')" = failed ]
+check "outside --ckpt-dir: the shard stays, the gone writer's temporary file does not" \
+  bash -c "[ -e elsewhere/step-000007/model-00001-of-00001.safetensors ] && [ -z \"\$(ls elsewhere/step-000007/*.tmp 2>/dev/null)\" ]"
 check "no 'writing' checkpoint is left in the store" \
   [ "$(sqlite3 t.db "SELECT count(*) FROM checkpoints WHERE status = 'writing'")" -eq 0 ]
 check "a gone writer's temporary file is removed" [ ! -e "ck/step-000050/model-00001-of-00001.safetensors.$dead.tmp" ]

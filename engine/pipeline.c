@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/clock.h"
 #include "engine/model/stage_ops.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
@@ -86,12 +87,6 @@ struct Pipeline {
     RankTelemetry *tele_ranks;   // (W)
     StageTelemetry *tele_stages; // (S)
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // ---- set-up ------------------------------------------------------------------------------
 
@@ -683,11 +678,11 @@ static void fill_report(const Pipeline *p, int step, double seconds, PipelineRep
 
 int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, int step, PipelineReport *out,
                   Error *err) {
-    const double t0 = now_s();
+    const double t0 = clock_now_s();
     mpi_process_set_step(step);
     p->lr = optim_lr_at(&p->rc.optim, step);
     if (run_step(p, inputs, targets, true, err)) return -1;
-    fill_report(p, step, now_s() - t0, out);
+    fill_report(p, step, clock_now_s() - t0, out);
     if (collect_events(p, err)) {
         p->broken = true;
         if (p->multiprocess) mpi_process_failed();

@@ -41,6 +41,10 @@ static int set_data(RunOptions *ro, const char *flag, const char *v, Error *err)
     return 0;
 }
 
+static int set_val_data(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->rc.val_data_path, sizeof ro->rc.val_data_path, flag, v, err);
+}
+
 static int set_batching(RunOptions *ro, const char *flag, const char *v, Error *err) {
     if (strcmp(v, "pad") == 0) ro->rc.batching = BATCHING_PAD;
     else if (strcmp(v, "pack") == 0) ro->rc.batching = BATCHING_PACK;
@@ -74,6 +78,8 @@ static int set_double_field(double *field, const char *flag, const char *v, doub
         return set_double_field(&ro->field, flag, v, min, max, err); \
     }
 INT_SETTER(set_steps, rc.steps, 1, 100000000)
+INT_SETTER(set_val_every, rc.val_every, 1, 100000000)
+INT_SETTER(set_val_batches, rc.val_batches, 1, 1000000)
 INT_SETTER(set_batch, rc.batch, 1, 1 << 20)
 INT_SETTER(set_seq, rc.seq_len, 1, 1 << 20)
 INT_SETTER(set_microbatches, rc.microbatches, 1, 1 << 20)
@@ -177,6 +183,9 @@ static const RunOption RUN_OPTIONS[] = {
     {"--model", "tiny|small|125m|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model},
     {"--data", "PATH", "text file, folder of text, llm.c .bin shard or folder of shards (required)", set_data},
     {"--batching", "pad|pack", "one document per row, or a packed token stream (pad)", set_batching},
+    {"--val-data", "PATH", "validation text or shards, forward only on the pipeline (a shard folder's _val_ files)", set_val_data},
+    {"--val-every", "N", "steps between validations, and after the last (steps / 10)", set_val_every},
+    {"--val-batches", "K", "batches per validation, the same K each time (4)", set_val_batches},
     {"--steps", "N", "optimizer steps (20)", set_steps},
     {"--batch", "B", "sequences per step (8)", set_batch},
     {"--seq", "T", "tokens per sequence (64)", set_seq},

@@ -207,6 +207,11 @@ static void session_on_step(void *ctx, const Pipeline *p, const PipelineReport *
     if (s->view.on_step) s->view.on_step(s->view.ctx, p, r);
 }
 
+static void session_on_eval(void *ctx, int step, double val_loss) {
+    RunSession *s = ctx;
+    if (s->view.on_eval) s->view.on_eval(s->view.ctx, step, val_loss);
+}
+
 static bool session_should_stop(void *ctx) {
     RunSession *s = ctx;
     return s->view.should_stop && s->view.should_stop(s->view.ctx);
@@ -224,7 +229,8 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
     if (run_session_prepare(s, err)) return -1;
     snprintf(s->recorder.path, sizeof s->recorder.path, "%s", s->ro.db_path);
     const TrainHooks hooks = {.ctx = s, .on_start = session_on_start, .on_step = session_on_step,
-                              .should_stop = session_should_stop, .on_end = session_on_end};
+                              .on_eval = session_on_eval, .should_stop = session_should_stop,
+                              .on_end = session_on_end};
     const CheckpointHooks ckpt = {.ctx = s, .restore = s->source ? session_restore : NULL,
                                   .save = s->ro.ckpt_dir[0] ? session_save : NULL, .every = s->ro.ckpt_every};
     const int result = train_run(&s->ro.rc, &s->ro.pipe, &hooks, &ckpt, sum, err);

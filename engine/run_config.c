@@ -15,6 +15,7 @@ RunConfig run_config_defaults(void) {
     rc.microbatches = 1;
     rc.steps = 20;
     rc.seed = 1337;
+    rc.val_batches = 4;
     return rc;
 }
 

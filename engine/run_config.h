@@ -19,6 +19,12 @@ typedef struct {
     int microbatches;       // M (divides B): gradient accumulation over B/M-row slices
     int steps;
     uint64_t seed;          // parameter init and data order
+    // Validation (pipeline_eval): the same val_batches batches of val_data_path (or, when that
+    // is empty, the _val_ shards a training folder set aside) every val_every steps and after
+    // the last; 0: every steps / 10 (at least 1). No source: no validation.
+    char val_data_path[4096];
+    int val_every;
+    int val_batches;
 } RunConfig;
 
 RunConfig run_config_defaults(void);

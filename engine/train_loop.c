@@ -1,6 +1,7 @@
 #include "engine/train_loop.h"
 #include "engine/clock.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -15,15 +16,41 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static Dataset *open_data(const RunConfig *rc, Error *err) {
-    Dataset *ds = dataset_open(rc->data_path, rc->batching, rc->seq_len, rc->seed, err);
+static Dataset *checked_vocab(Dataset *ds, const RunConfig *rc, const char *path, Error *err) {
     if (ds && dataset_max_token(ds) >= rc->model.vocab) {
-        error_set(err, "%s: token id %d is outside the model's vocabulary (%d)", rc->data_path,
-                  (int)dataset_max_token(ds), rc->model.vocab);
+        error_set(err, "%s: token id %d is outside the model's vocabulary (%d)", path, (int)dataset_max_token(ds),
+                  rc->model.vocab);
         dataset_close(ds);
         return NULL;
     }
     return ds;
+}
+
+static Dataset *open_data(const RunConfig *rc, Error *err) {
+    return checked_vocab(dataset_open(rc->data_path, rc->batching, rc->seq_len, rc->seed, err), rc, rc->data_path,
+                         err);
+}
+
+// The validation set: --val-data (a folder of llm.c shards: its _val_ shards, when it has
+// some; anything else whole), else the _val_ shards the training folder set aside, else none
+// (*ok stays true). *source: the path it reads.
+static Dataset *open_val(const RunConfig *rc, const Dataset *train, const char **source, bool *ok, Error *err) {
+    *ok = true;
+    *source = NULL;
+    const bool own = rc->val_data_path[0] != 0;
+    if (!own && dataset_held_out(train) == 0) return NULL;
+    const char *path = own ? rc->val_data_path : rc->data_path;
+    Error why;
+    Dataset *ds = own ? dataset_open_split(path, rc->batching, rc->seq_len, rc->seed, DATA_VAL, &why) : NULL;
+    if (!ds) ds = dataset_open_split(path, rc->batching, rc->seq_len, rc->seed, own ? DATA_ALL : DATA_VAL, err);
+    ds = checked_vocab(ds, rc, path, err);
+    *ok = ds != NULL;
+    *source = ds ? path : NULL;
+    return ds;
+}
+
+static int val_every(const RunConfig *rc) {
+    return rc->val_every > 0 ? rc->val_every : rc->steps / 10 > 1 ? rc->steps / 10 : 1;
 }
 
 // What the run will do, for the banner: layers and activation bytes per stage.
@@ -78,10 +105,32 @@ typedef struct {
     const RunConfig *rc;
     Pipeline *p;
     Dataset *ds;
+    Dataset *val;                     // NULL: no validation
     const TrainHooks *hooks;          // the root's hooks, NULL elsewhere
     const CheckpointHooks *ckpt;      // every process's, or NULL
     bool mpi;                         // the stop decision must be shared with the other processes
 } Loop;
+
+// The same val_batches batches every time (the set's first ones in its seed's order), each
+// forward only on the pipeline; their mean loss. Every process runs it.
+static int evaluate(const Loop *lp, int32_t *inputs, int32_t *targets, double *loss, Error *err) {
+    const RunConfig *rc = lp->rc;
+    const int K = rc->val_batches > 0 ? rc->val_batches : 1;
+    dataset_set_cursor(lp->val, (DataCursor){0, 0});
+    double sum = 0.0;
+    for (int k = 0; k < K; k++) {
+        dataset_next_batch(lp->val, rc->batch, inputs, targets);
+        double batch_loss;
+        if (pipeline_eval(lp->p, inputs, targets, &batch_loss, err)) return -1;
+        sum += batch_loss;
+    }
+    *loss = sum / K;
+    return 0;
+}
+
+static bool eval_due(const Loop *lp, const TrainPosition *pos) {
+    return lp->val && (pos->step % val_every(lp->rc) == 0 || pos->step == lp->rc->steps);
+}
 
 static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error *err) {
     const RunConfig *rc = lp->rc;
@@ -116,6 +165,10 @@ static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error 
         sum->last_loss = r.step.loss;
         sum->steps = n + 1;
         if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, lp->p, &r);
+        if (eval_due(lp, pos)) {
+            if ((result = evaluate(lp, inputs, targets, &sum->val_loss, err))) break;
+            if (hooks && hooks->on_eval) hooks->on_eval(hooks->ctx, pos->step, sum->val_loss);
+        }
         if (lp->ckpt && lp->ckpt->save && lp->ckpt->every > 0 && pos->step % lp->ckpt->every == 0 &&
             pos->step < rc->steps) {
             if ((result = save_checkpoint(lp->ckpt, lp->p, pos, err))) break;
@@ -161,8 +214,16 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
         dataset_close(ds);
         return -1;
     }
+    const char *val_source;
+    bool val_ok;
+    Dataset *val = open_val(rc, ds, &val_source, &val_ok, err);
+    if (!val_ok) {
+        pipeline_free(p);
+        dataset_close(ds);
+        return -1;
+    }
     TrainPosition pos;
-    RunSummary sum = {0};
+    RunSummary sum = {.val_loss = NAN};
     int result = restore(ckpt, p, ds, &pos, err);
     const int S = pipeline_n_stages(p);
     int *layers = xmalloc(S * sizeof(int));
@@ -170,6 +231,10 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     RunInfo info;
     describe_run(rc, po, p, ds, layers, bytes, &info);
     info.start_step = pos.step;
+    info.val_source = val_source;
+    info.val_batches = rc->val_batches > 0 ? rc->val_batches : 1;
+    info.val_every = val_every(rc);
+    info.val_held_out = dataset_held_out(ds);
     const bool root = pipeline_is_root(p);
     const TrainHooks *root_hooks = root ? hooks : NULL;
     if (result == 0 && root_hooks && root_hooks->on_start) result = root_hooks->on_start(hooks->ctx, rc, po, &info, err);
@@ -179,7 +244,7 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
         error_set(err, "the run could not start on rank 0 (see its error line)");
         result = -1;
     }
-    const Loop loop = {.rc = rc, .p = p, .ds = ds, .hooks = root_hooks, .ckpt = ckpt,
+    const Loop loop = {.rc = rc, .p = p, .ds = ds, .val = val, .hooks = root_hooks, .ckpt = ckpt,
                        .mpi = po->transport != TRANSPORT_KIND_LOCAL};
     if (result == 0) result = run_steps(&loop, &pos, &sum, err);
     if (result == 0 && root_hooks && root_hooks->on_end) root_hooks->on_end(hooks->ctx, &sum);
@@ -188,5 +253,6 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     free(bytes);
     pipeline_free(p);
     dataset_close(ds);
+    dataset_close(val);
     return result;
 }

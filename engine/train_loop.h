@@ -20,12 +20,19 @@ typedef struct {
     int start_step;               // steps done before this run (a resumed run); 0 for a fresh one
     const char *notice;           // pipeline_notice: "" or the line saying ranks outnumber cores
     int host_ranks, host_cores;   // pipeline_host: ranks on this node, the cores they share
+    // Validation: its source (NULL: none), batches per evaluation and steps between them;
+    // val_held_out: the _val_ shards the training folder set aside (they are the source when
+    // --val-data is not given).
+    const char *val_source;
+    int val_batches, val_every;
+    size_t val_held_out;
 } RunInfo;
 
 typedef struct {
     int steps;              // steps run by this process (a resumed run counts from its start) (fewer than planned when stopped)
     bool stopped;           // should_stop ended the run early
     double first_loss, last_loss;
+    double val_loss;        // the last evaluation's; NaN when none ran
     double median_tokens_per_s, median_gflops, median_step_ms;
     double wall_s;
 } RunSummary;
@@ -36,6 +43,9 @@ typedef struct {
     // err set) ends the run before it starts.
     int (*on_start)(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info, Error *err);
     void (*on_step)(void *ctx, const Pipeline *p, const PipelineReport *r);
+    // After an evaluation (RunInfo.val_*): step = optimizer steps done; loss = the mean of the
+    // val batches' losses (each a mean over its targets, as a step's loss).
+    void (*on_eval)(void *ctx, int step, double val_loss);
     // Asked between steps: true ends the run early (SIGINT, the console's stop key).
     bool (*should_stop)(void *ctx);
     void (*on_end)(void *ctx, const RunSummary *s);

@@ -1,6 +1,7 @@
 // `pptrain train`: a headless run that prints one line per step and a summary.
 #include "console/cmd/cmd_train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,12 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
            po->recompute ? ", recompute all" : "");
     print_stage_layers(info);
     if (info->notice && info->notice[0]) printf("  note: %s\n", info->notice);
+    if (info->val_held_out)
+        printf("  %zu llm.c _val_ shard%s of %s held out of training%s\n", info->val_held_out,
+               info->val_held_out == 1 ? "" : "s", rc->data_path, rc->val_data_path[0] ? "" : ": the validation set");
+    if (info->val_source)
+        printf("  validation: %d batch%s of %s every %d steps and after the last, forward only\n", info->val_batches,
+               info->val_batches == 1 ? "" : "es", info->val_source, info->val_every);
     const RunSession *ss = tp->session;
     if (ss->ro.resume[0])
         printf("  resuming from %s at step %d (run %lld)\n", ss->source_dir, info->start_step, (long long)ss->resumed_from);
@@ -132,12 +139,19 @@ static bool stop_asked(void *ctx) {
     return stop_requested != 0;
 }
 
+static void print_eval(void *ctx, int step, double val_loss) {
+    (void)ctx;
+    printf("val  %5d | val loss %.6f\n", step, val_loss);
+    fflush(stdout);
+}
+
 static void print_end(void *ctx, const RunSummary *s) {
     TrainPrinter *tp = ctx;
     if (s->stopped) printf("stopped by signal after %d steps\n", s->steps);
     printf("done: %d steps in %.2f s | loss %.4f -> %.4f | median %.0f tok/s, %.2f GFLOP/s, %.1f ms/step\n",
            s->steps, s->wall_s, s->first_loss, s->last_loss, s->median_tokens_per_s, s->median_gflops,
            s->median_step_ms);
+    if (!isnan(s->val_loss)) printf("  validation loss %.4f\n", s->val_loss);
     printf("  peak stashed activations (microbatches) per stage:");
     for (int k = 0; k < tp->n_stages && k < 256; k++) printf(" %d", tp->peak_slots[k]);
     printf("\n  mean busy ms per rank and step:");
@@ -185,7 +199,7 @@ int cmd_train(int argc, char **argv) {
     printer.trace_path = ro.trace_path;
     session.ro = ro;
     session.view = (TrainHooks){.ctx = &printer, .on_start = print_start, .on_step = print_step,
-                                .should_stop = stop_asked, .on_end = print_end};
+                                .on_eval = print_eval, .should_stop = stop_asked, .on_end = print_end};
     session.on_checkpoint = print_checkpoint;
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGINT, &sa, NULL);

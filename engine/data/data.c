@@ -12,6 +12,7 @@
 #include "engine/data/data.h"
 
 #include <assert.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@ struct Dataset {
     uint64_t perm_epoch;
     DataCursor cursor;
     int32_t max_token;
+    size_t held_out;      // _val_ shards a training folder set aside (dataset_held_out)
 };
 
 static uint64_t splitmix64_next(uint64_t *state) {
@@ -63,9 +65,41 @@ static void make_permutation(Dataset *ds, uint64_t epoch) {
     ds->perm_epoch = epoch;
 }
 
-static int load(const char *path, Batching mode, TokenStream *s, Error *err) {
+// llm.c writes a folder's validation shards beside its training shards, "_val_" in their
+// names (fineweb_val_000000.bin). A folder's training split leaves them out, when it has
+// others; its validation split is them alone. *held_out: the shards a training split left.
+static bool is_val_shard(const char *path) {
+    const char *name = strrchr(path, '/');
+    return data_has_suffix(path, ".bin") && strstr(name ? name + 1 : path, "_val_") != NULL;
+}
+
+static int split_files(const char *path, FileList *files, DataSplit split, size_t *held_out, Error *err) {
+    *held_out = 0;
+    if (files->lone || split == DATA_ALL) return 0;
+    size_t val = 0;
+    for (size_t i = 0; i < files->n; i++) val += is_val_shard(files->path[i]);
+    if (split == DATA_TRAIN && (val == 0 || val == files->n)) return 0;   // nothing to set aside
+    if (split == DATA_VAL && val == 0) {
+        error_set(err, "%s: no llm.c validation shards (names with _val_) in this folder", path);
+        return -1;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < files->n; i++) {
+        if (is_val_shard(files->path[i]) == (split == DATA_VAL)) files->path[kept++] = files->path[i];
+        else free(files->path[i]);
+    }
+    *held_out = split == DATA_TRAIN ? val : 0;
+    files->n = kept;
+    return 0;
+}
+
+static int load(const char *path, Batching mode, DataSplit split, TokenStream *s, size_t *held_out, Error *err) {
     FileList files;
     if (data_list_files(path, &files, err) != 0) return -1;
+    if (split_files(path, &files, split, held_out, err)) {
+        data_free_files(&files);
+        return -1;
+    }
     size_t shards = 0, first_text = 0, first_shard = 0;
     for (size_t i = files.n; i-- > 0;) {
         if (data_has_suffix(files.path[i], ".bin")) shards++, first_shard = i;
@@ -94,12 +128,18 @@ static int32_t pad_max_token(const TokenStream *s, int T) {
 }
 
 Dataset *dataset_open(const char *path, Batching mode, int seq_len, uint64_t seed, Error *err) {
+    return dataset_open_split(path, mode, seq_len, seed, DATA_TRAIN, err);
+}
+
+Dataset *dataset_open_split(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
+                            Error *err) {
     if (seq_len < 1) {
         error_set(err, "%s: sequence length %d must be at least 1", path, seq_len);
         return NULL;
     }
     TokenStream s;
-    if (load(path, mode, &s, err) != 0) return NULL;
+    size_t held_out = 0;
+    if (load(path, mode, split, &s, &held_out, err) != 0) return NULL;
     uint64_t items = mode == BATCHING_PAD ? s.n_docs : (s.n - 1) / (uint64_t)seq_len;
     if (items == 0) {
         error_set(err, "%s: %llu tokens, fewer than one window of %d (seq_len + 1)", path,
@@ -115,9 +155,12 @@ Dataset *dataset_open(const char *path, Batching mode, int seq_len, uint64_t see
     ds->items = items;
     ds->perm = xmalloc((size_t)items * sizeof *ds->perm);
     ds->max_token = mode == BATCHING_PAD ? pad_max_token(&s, seq_len) : s.max_token;
+    ds->held_out = held_out;
     make_permutation(ds, 0);
     return ds;
 }
+
+size_t dataset_held_out(const Dataset *ds) { return ds->held_out; }
 
 void dataset_close(Dataset *ds) {
     if (!ds) return;

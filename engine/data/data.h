@@ -34,6 +34,14 @@ typedef struct Dataset Dataset;
 // path and the problem: missing, empty, wrong magic/version, truncated body, shards in pad
 // mode, fewer tokens than one window, ...).
 Dataset *dataset_open(const char *path, Batching mode, int seq_len, uint64_t seed, Error *err);
+// Which files of a folder of llm.c shards: DATA_TRAIN (what dataset_open reads) leaves out
+// the validation shards ("_val_" in the name) when the folder has others too; DATA_VAL reads
+// those alone (none: an error); DATA_ALL every file. A file path, or text, is read whole.
+typedef enum { DATA_TRAIN = 0, DATA_VAL, DATA_ALL } DataSplit;
+Dataset *dataset_open_split(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
+                            Error *err);
+// The validation shards a DATA_TRAIN open set aside (0 for anything else).
+size_t dataset_held_out(const Dataset *ds);
 void dataset_close(Dataset *ds);
 
 // Largest token id present (so the caller can check it against the model's vocabulary).

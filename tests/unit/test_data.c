@@ -341,6 +341,43 @@ static void test_shards(void) {
     }
 }
 
+// llm.c's folders hold fineweb_train_*.bin beside fineweb_val_*.bin: training reads the
+// former (and says how many it set aside), validation the latter, whatever their order.
+static void test_val_shards(void) {
+    uint32_t t[12];
+    for (uint32_t i = 0; i < 12; i++) t[i] = 2000 + i;
+    write_shard("llmc/fw_train_000001.bin", 20240520, 1, 4, t, 4, 2, 0);
+    write_shard("llmc/fw_train_000002.bin", 20240520, 1, 4, t + 4, 4, 2, 0);
+    write_shard("llmc/fw_val_000000.bin", 20240520, 1, 4, t + 8, 4, 2, 0);
+    Dataset *train = open_ok(tmp_path("llmc"), BATCHING_PACK, 1, 3);
+    Error err = {{0}};
+    Dataset *val = dataset_open_split(tmp_path("llmc"), BATCHING_PACK, 1, 3, DATA_VAL, &err);
+    Dataset *all = dataset_open_split(tmp_path("llmc"), BATCHING_PACK, 1, 3, DATA_ALL, &err);
+    CHECK(train && dataset_tokens(train) == 8 && dataset_held_out(train) == 1, "training: 8 tokens, 1 val shard aside");
+    CHECK(val && dataset_tokens(val) == 4 && dataset_held_out(val) == 0, "validation: the val shard's 4 tokens");
+    CHECK(all && dataset_tokens(all) == 12, "all: 12 tokens");
+    int32_t in[3], tg[3];
+    if (val) {
+        dataset_next_batch(val, 3, in, tg);
+        for (int r = 0; r < 3; r++) CHECK(in[r] >= 2008 && in[r] < 2012, "validation row from the val shard: %d", in[r]);
+    }
+    if (train) {
+        dataset_next_batch(train, 3, in, tg);
+        for (int r = 0; r < 3; r++) CHECK(in[r] >= 2000 && in[r] < 2008, "training row from a train shard: %d", in[r]);
+    }
+    dataset_close(train);
+    dataset_close(val);
+    dataset_close(all);
+    // A folder with no val shard has no validation split; one of val shards only trains on them.
+    write_shard("noval/a.bin", 20240520, 1, 4, t, 4, 2, 0);
+    CHECK(!dataset_open_split(tmp_path("noval"), BATCHING_PACK, 1, 3, DATA_VAL, &err) && strstr(err.msg, "_val_"),
+          "no val shards: one line naming _val_: %s", err.msg);
+    write_shard("onlyval/x_val_1.bin", 20240520, 1, 4, t, 4, 2, 0);
+    Dataset *only = open_ok(tmp_path("onlyval"), BATCHING_PACK, 1, 3);
+    CHECK(only && dataset_tokens(only) == 4 && dataset_held_out(only) == 0, "a folder of val shards trains on them");
+    dataset_close(only);
+}
+
 static void test_shard_folder(void) {
     uint32_t t[15];
     for (uint32_t i = 0; i < 15; i++) t[i] = 1000 + i;
@@ -528,6 +565,7 @@ int main(void) {
     test_fortune_folder();
     test_shards();
     test_shard_folder();
+    test_val_shards();
     test_malformed();
     test_order();
     test_fixture_corpus();

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Validation loss: `--val-data` evaluates the same batches forward only on the pipeline, to
+# the same number on one stage, on zb-v's V, and over mpirun; an llm.c folder's _val_ shards
+# are held out of training and become the validation set; a bad --val-data is one line, exit 2.
+# usage: cli_validation.sh PPTRAIN SOURCE_DIR
+source "$(dirname "$0")/lib_cli.sh" "$@"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # Open MPI's unloaded components
+
+text="$src/tests/fixtures/text"
+args=(train --data "$text" --val-data "$text" --steps 10 --val-every 5 --val-batches 2 --db '' --microbatches 4
+      --timeout 30)
+vals() { grep '^val ' "$1"; }
+"$bin" "${args[@]}" > one.txt 2>&1
+check "one stage: validations at steps 5 and 10" [ "$(vals one.txt | awk '{print $2}' | tr '\n' ' ')" = "5 10 " ]
+check "the banner says what validates" grep -q '^  validation: 2 batches of .* every 5 steps' one.txt
+check "the summary gives the last validation loss" grep -q '^  validation loss [0-9.]*$' one.txt
+"$bin" "${args[@]}" --stages 2 --schedule zb-v > zbv.txt 2>&1
+check "zb-v P=2 V=2: the one stage's validation losses" cmp -s <(vals one.txt) <(vals zbv.txt)
+mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS=1 -np 2 \
+  "$bin" "${args[@]}" --stages 2 --schedule 1f1b --transport mpi > mpi.txt 2>&1
+check "mpirun P=2: the one stage's validation losses, printed once" cmp -s <(vals one.txt) <(vals mpi.txt)
+
+# An llm.c folder: fw_train_*.bin train, fw_val_*.bin validate (1024-byte header, uint16 tokens).
+le32() { printf "\\x$(printf %02x $(($1 & 255)))\\x$(printf %02x $((($1 >> 8) & 255)))\\x$(printf %02x $((($1 >> 16) & 255)))\\x$(printf %02x $((($1 >> 24) & 255)))"; }
+shard() {   # shard FILE N FIRST: N tokens FIRST, FIRST+1, ... (mod 250)
+  { le32 20240520; le32 1; le32 "$2"; head -c 1012 /dev/zero
+    for ((i = 0; i < $2; i++)); do t=$((($3 + i) % 250)); printf "\\x$(printf %02x "$t")\\x00"; done; } > "$1"
+}
+mkdir llmc
+shard llmc/fw_train_000001.bin 600 0
+shard llmc/fw_train_000002.bin 600 7
+shard llmc/fw_val_000000.bin 400 3
+"$bin" train --data llmc --batching pack --seq 16 --batch 4 --steps 4 --val-every 2 --db '' > shards.txt 2>&1
+check "a shard folder: its _val_ shard is held out of training" \
+  grep -q '1 llm.c _val_ shard of llmc held out of training: the validation set' shards.txt
+check "a shard folder: training reads 1200 tokens" grep -q 'llm.c shard (uint16), [0-9]* windows, 1200 tokens' shards.txt
+check "a shard folder: validations at steps 2 and 4" [ "$(vals shards.txt | wc -l)" -eq 2 ]
+
+# Bad input: one line on stderr, exit 2, before training.
+"$bin" train --data "$text" --val-data /nonexistent/val.txt --steps 2 --db '' > out.txt 2> err.txt
+code=$?
+check "a missing --val-data: exit 2" [ $code -eq 2 ]
+check "a missing --val-data: one line naming it" bash -c "[ \$(wc -l < err.txt) -eq 1 ] && grep -q /nonexistent/val.txt err.txt"
+check "a missing --val-data: no step ran" bash -c "! grep -q '^step' out.txt"
+"$bin" train --data "$text" --val-every 0 --steps 2 --db '' > /dev/null 2> err.txt
+code=$?
+check "--val-every 0: exit 2, one line" bash -c "[ $code -eq 2 ] && [ \$(wc -l < err.txt) -eq 1 ]"
+
+if [ "$failed" -ne 0 ]; then for f in *.txt; do echo "== $f"; cat "$f"; done; fi
+cli_finish

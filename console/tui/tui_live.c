@@ -359,27 +359,35 @@ static void draw_timeline(TuiApp *app, const LiveLayout *L) {
 
 static void draw_loss(TuiApp *app, const LiveLayout *L) {
     const TuiView *v = app->view;
-    tui_panel(L->loss, app->ema ? "loss + EMA" : "loss  (e: EMA)", THEME_TITLE);
+    char title[96];
+    snprintf(title, sizeof title, "%s%s", app->ema ? "loss + EMA" : "loss  (e: EMA)", v->n_val ? " + val" : "");
+    if (v->n_val && tui_text_width(title) + 14 < L->loss.w)
+        snprintf(title + strlen(title), sizeof title - strlen(title), " %.3f", v->val_loss[v->n_val - 1]);
+    tui_panel(L->loss, title, THEME_TITLE);
     const Rect in = layout_inner(L->loss);
-    static float y[TUI_SERIES_CAP + 1], ema[TUI_SERIES_CAP + 1];
+    static float y[TUI_SERIES_CAP + 1], ema[TUI_SERIES_CAP + 1], val[TUI_SERIES_CAP + 1];
     const int n = tui_series_points(&v->loss_series, y, TUI_SERIES_CAP + 1);
-    float lo = 0, hi = 0;
+    tui_series_overlay(v->val_step, v->val_loss, v->n_val, v->loss_series.first_step, v->loss_series.stride, n, val);
+    float lo = 0, hi = 0, vlo = 0, vhi = 0;
+    const bool has_val = n > 0 && tui_series_range(val, n, &vlo, &vhi);
     if (n == 0 || !tui_series_range(y, n, &lo, &hi) || in.w < 10 || in.h < 2) {
         tui_text(in.y, in.x + 1, in.w - 1, THEME_DIM, "no steps yet");
         return;
     }
+    if (has_val) lo = fminf(lo, vlo), hi = fmaxf(hi, vhi);
     // Axis labels: 7 columns on the left; the step range on the bottom row.
     const int lab = 7;
     const bool x_axis = in.h >= 4;
     const Rect area = {in.x + lab, in.y, in.w - lab, in.h - (x_axis ? 1 : 0)};
     tui_textf(area.y, in.x, lab, THEME_DIM, "%6.3f", hi);
     tui_textf(area.y + area.h - 1, in.x, lab, THEME_DIM, "%6.3f", lo);
-    TuiPlotSeries s[2] = {{y, n, THEME_LOSS, '.'}};
+    TuiPlotSeries s[3] = {{y, n, THEME_LOSS, '.'}};
     int n_series = 1;
     if (app->ema) {
         tui_ema(y, n, tui_ema_alpha(LOSS_EMA_ALPHA, v->loss_series.stride), ema);
         s[n_series++] = (TuiPlotSeries){ema, n, THEME_LOSS_EMA, '*'};
     }
+    if (has_val) s[n_series++] = (TuiPlotSeries){val, n, THEME_LOSS_VAL, 'v'};
     tui_plot(area, s, n_series, lo, hi);
     if (x_axis) {
         const int last = v->loss_series.first_step + v->loss_series.stride * n - 1;

@@ -376,6 +376,22 @@ static bool snap_should_stop(void *ctx) {
     return stop;
 }
 
+// A validation: onto the chart's sparse series, halved when full.
+static void snap_on_eval(void *ctx, int step, double val_loss) {
+    TuiSnapshot *l = ctx;
+    TuiView *v = &l->staging;
+    if (v->n_val == TUI_VAL_CAP) {
+        for (int k = 0; k < TUI_VAL_CAP / 2; k++) {
+            v->val_step[k] = v->val_step[2 * k + 1];
+            v->val_loss[k] = v->val_loss[2 * k + 1];
+        }
+        v->n_val = TUI_VAL_CAP / 2;
+    }
+    v->val_step[v->n_val] = step;
+    v->val_loss[v->n_val++] = (float)val_loss;
+    publish(l, false);
+}
+
 static void snap_on_end(void *ctx, const RunSummary *s) {
     TuiSnapshot *l = ctx;
     (void)s;
@@ -383,6 +399,6 @@ static void snap_on_end(void *ctx, const RunSummary *s) {
 }
 
 TrainHooks tui_snapshot_hooks(TuiSnapshot *l) {
-    return (TrainHooks){.ctx = l, .on_start = snap_on_start, .on_step = snap_on_step,
+    return (TrainHooks){.ctx = l, .on_start = snap_on_start, .on_step = snap_on_step, .on_eval = snap_on_eval,
                         .should_stop = snap_should_stop, .on_end = snap_on_end};
 }

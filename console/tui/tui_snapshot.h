@@ -40,6 +40,8 @@ typedef enum {
 const char *tui_run_state_name(TuiRunState s);
 bool tui_run_state_live(TuiRunState s);   // STARTING .. STOPPING
 
+#define TUI_VAL_CAP 512
+
 typedef struct {
     char layers[32];            // "0-1", "2,5-6", "?"
     // The latest step (watch: means over the run), busy + transfer + wait = the step's time:
@@ -74,6 +76,11 @@ typedef struct {
     int host_cores, host_ranks; // 0: unknown; ranks > cores: CPU oversubscription
     int n_ranks;                // rows and lanes (P)
     TuiRankRow rank[TUI_MAX_RANKS];
+    // Validation losses (--val-data) at val_step[0..n_val), steps increasing; when the arrays
+    // fill, every other one is dropped (the chart draws a line through them).
+    int n_val;
+    int val_step[TUI_VAL_CAP];
+    float val_loss[TUI_VAL_CAP];
     // The latest step's timeline, replica 0: lane r's events are ev[ev_off[r] .. ev_off[r+1]).
     int timeline_step;
     bool timeline_planned;      // the schedule's simulated timeline (watch), not a measured one

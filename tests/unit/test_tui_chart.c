@@ -296,6 +296,27 @@ static void test_bubble(void) {
     CHECK(tui_bubble_text(&b, 11, text, sizeof text) == 0 && text[0] == '\0', "too narrow for any form");
 }
 
+// Validation loss on the training loss's points: the line through the evaluations, each
+// evaluation on its own point, gaps outside them.
+static void test_overlay(void) {
+    const int steps[] = {10, 20, 40};
+    const float vals[] = {4.0f, 3.0f, 1.0f};
+    float out[50];
+    tui_series_overlay(steps, vals, 3, 1, 1, 50, out);   // one step a point: point i is step i + 1
+    CHECK(isnan(out[8]) && out[9] == 4.0f && out[19] == 3.0f && out[39] == 1.0f && isnan(out[40]), "on the steps");
+    CHECK(fabsf(out[14] - 3.5f) < 1e-6f && fabsf(out[29] - 2.0f) < 1e-6f, "between them, the line: %g %g", out[14],
+          out[29]);
+    tui_series_overlay(steps, vals, 3, 1, 4, 12, out);   // four steps a point: point i is steps 4i+1 .. 4i+4
+    CHECK(fabsf(out[2] - 3.95f) < 1e-6f, "point 2 (steps 9-12) at 10.5: %g", out[2]);
+    CHECK(fabsf(out[3] - 3.55f) < 1e-6f, "point 3 at 14.5: %g", out[3]);
+    CHECK(fabsf(out[9] - 1.15f) < 1e-6f && isnan(out[10]) && isnan(out[1]), "point 9 at 38.5, gaps outside: %g %g",
+          out[9], out[10]);
+    const int one[] = {7};
+    const float v1[] = {2.5f};
+    tui_series_overlay(one, v1, 1, 1, 4, 3, out);
+    CHECK(isnan(out[0]) && out[1] == 2.5f && isnan(out[2]), "a lone evaluation shows on its point");
+}
+
 int main(void) {
     test_cell_kinds();
     test_gantt();
@@ -308,5 +329,6 @@ int main(void) {
     test_formats();
     test_plan();
     test_bubble();
+    test_overlay();
     return test_finish();
 }

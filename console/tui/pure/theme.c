@@ -18,7 +18,7 @@ enum { THEME_FILE_MAX = 64 * 1024, LINE_MAX_BYTES = 1024, WORDS_MAX = 16, QUOTE_
 static const char *const ROLE_NAMES[THEME_ROLE_COUNT] = {
     "background", "text",     "dim",      "title",       "border",       "header",   "progress",
     "bar_busy",   "bar_idle", "bar_comm", "action_F",    "action_B",     "action_I", "action_W",
-    "action_comm", "idle",    "loss",     "loss_ema",    "loss_compare", "selected", "input",
+    "action_comm", "idle",    "loss",     "loss_ema",    "loss_compare", "loss_val", "selected", "input",
     "warning",    "error",    "keybar_key", "keybar_label",
 };
 
@@ -44,7 +44,8 @@ static const ThemeStyle DARK[THEME_ROLE_COUNT] = {
     [THEME_ACTION_I] = {BLACK, CYAN, 0},     [THEME_ACTION_W] = {BLACK, YELLOW, 0},
     [THEME_ACTION_COMM] = {BLACK, MAGENTA, 0}, [THEME_IDLE] = {D, D, DIM},
     [THEME_LOSS] = {YELLOW, D, 0},           [THEME_LOSS_EMA] = {RED, D, BOLD},
-    [THEME_LOSS_COMPARE] = {CYAN, D, 0},     [THEME_SELECTED] = {BLACK, CYAN, 0},
+    [THEME_LOSS_COMPARE] = {CYAN, D, 0},     [THEME_LOSS_VAL] = {GREEN, D, BOLD},
+    [THEME_SELECTED] = {BLACK, CYAN, 0},
     [THEME_INPUT] = {D, D, UL},              [THEME_WARNING] = {YELLOW, D, BOLD},
     [THEME_ERROR] = {RED, D, BOLD},          [THEME_KEYBAR_KEY] = {D, D, BOLD},
     [THEME_KEYBAR_LABEL] = {BLACK, CYAN, 0},
@@ -58,7 +59,7 @@ static const unsigned MONO_ATTRS[THEME_ROLE_COUNT] = {
     [THEME_PROGRESS] = REV,     [THEME_BAR_BUSY] = BOLD,     [THEME_BAR_IDLE] = DIM,
     [THEME_ACTION_F] = REV,     [THEME_ACTION_B] = REV,      [THEME_ACTION_I] = REV,
     [THEME_ACTION_W] = REV,     [THEME_ACTION_COMM] = UL,    [THEME_IDLE] = DIM,
-    [THEME_LOSS] = BOLD,        [THEME_LOSS_COMPARE] = DIM,  [THEME_SELECTED] = REV,
+    [THEME_LOSS] = BOLD,        [THEME_LOSS_COMPARE] = DIM,  [THEME_LOSS_VAL] = UL,       [THEME_SELECTED] = REV,
     [THEME_INPUT] = UL,         [THEME_WARNING] = BOLD,      [THEME_ERROR] = BOLD | UL,
     [THEME_KEYBAR_KEY] = BOLD,  [THEME_KEYBAR_LABEL] = REV,
 };

@@ -59,6 +59,7 @@ typedef enum {
     THEME_LOSS,         // loss curve
     THEME_LOSS_EMA,     // its moving average
     THEME_LOSS_COMPARE, // the second run's curve in the history compare pane
+    THEME_LOSS_VAL,     // validation loss (--val-data), over the training loss
     THEME_SELECTED,     // selected row, field or list item
     THEME_INPUT,        // a form field or filter being edited
     THEME_WARNING,

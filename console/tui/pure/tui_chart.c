@@ -157,6 +157,31 @@ void tui_ema(const float *y, int n, double alpha, float *out) {
     }
 }
 
+// The value at step x of the polyline through (steps[k], vals[k]); NaN outside its span.
+static float polyline_at(const int *steps, const float *vals, int n, double x) {
+    if (n == 0 || x < steps[0] || x > steps[n - 1]) return NAN;
+    int k = 0;
+    while (k + 1 < n && steps[k + 1] < x) k++;
+    if (k + 1 == n || steps[k + 1] == steps[k]) return vals[k];
+    const double f = (x - steps[k]) / (double)(steps[k + 1] - steps[k]);
+    return (float)(vals[k] + f * (vals[k + 1] - vals[k]));
+}
+
+void tui_series_overlay(const int *steps, const float *vals, int n, int first_step, int stride, int n_points,
+                        float *out) {
+    for (int i = 0; i < n_points; i++) {
+        // Point i stands for (the mean of) steps [first_step + i*stride, first_step + (i+1)*stride).
+        const double at = first_step + (double)i * stride + (stride - 1) / 2.0;
+        out[i] = polyline_at(steps, vals, n, at);
+    }
+    // Every evaluation shows on the point whose span holds it, even where the line has none
+    // (the first, the last, a lone one).
+    for (int k = 0; k < n; k++) {
+        const int i = stride > 0 ? (steps[k] - first_step) / stride : -1;
+        if (i >= 0 && i < n_points && isnan(out[i])) out[i] = vals[k];
+    }
+}
+
 bool tui_series_range(const float *y, int n, float *lo, float *hi) {
     bool any = false;
     for (int i = 0; i < n; i++) {

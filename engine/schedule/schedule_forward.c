@@ -11,7 +11,10 @@
 
 Schedule *schedule_forward_only(const Schedule *train) {
     const int S = train->n_stages, M = train->n_microbatches;
-    Schedule *s = schedule_new("forward", train->n_ranks, S, M, STAGE_MAP_PLAIN);
+    // The stage map only seeds stage_rank, which the training schedule's placement then
+    // overwrites; PLAIN requires one stage per rank, so a multi-stage rank (looped, V) seeds LOOP.
+    const StageMap seed = S == train->n_ranks ? STAGE_MAP_PLAIN : STAGE_MAP_LOOP;
+    Schedule *s = schedule_new("forward", train->n_ranks, S, M, seed);
     memcpy(s->stage_rank, train->stage_rank, sizeof(int) * (size_t)S);
     for (int stage = 0; stage < S; stage++)
         for (int mb = 0; mb < M; mb++) schedule_push(s, s->stage_rank[stage], ACT_F, stage, mb);

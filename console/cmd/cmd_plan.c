@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "console/cli.h"
 #include "engine/partition.h"
@@ -19,11 +20,13 @@
 
 typedef struct {
     int stages, microbatches, virt;  // 0: not given
-    int layers;
+    int layers;                      // 0: the model's
+    int seq;                         // T, for the model's layer costs
+    ModelConfig model;               // the split is train's: partition_balance_model
     const char *schedule;
     double cost[3];                  // F, B, W through one rank's share of layers (W < 0: B/2)
     double latency;
-    bool json, dump_csv, with_comm, help;
+    bool json, dump_csv, with_comm, list, help;
 } PlanOptions;
 
 typedef int (*PlanSetter)(PlanOptions *o, const char *flag, const char *value, Error *err);
@@ -48,6 +51,14 @@ INT_OPTION(set_stages, stages, 1024)
 INT_OPTION(set_mbs, microbatches, 100000)
 INT_OPTION(set_virtual, virt, 64)
 INT_OPTION(set_layers, layers, 1024)
+INT_OPTION(set_seq, seq, 1 << 20)
+
+// As train reads --model: a value that does not look like a path is a preset name.
+static int set_model(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    (void)flag;
+    const bool looks_like_path = strchr(v, '/') || strstr(v, ".json") || access(v, F_OK) == 0;
+    return looks_like_path ? model_config_from_json(&o->model, v, err) : model_config_preset(&o->model, v, err);
+}
 
 static int set_schedule(PlanOptions *o, const char *flag, const char *v, Error *err) {
     (void)flag;
@@ -89,39 +100,62 @@ static int set_latency(PlanOptions *o, const char *flag, const char *v, Error *e
 SWITCH(set_json, json)
 SWITCH(set_dump, dump_csv)
 SWITCH(set_with_comm, with_comm)
+SWITCH(set_list, list)
 SWITCH(set_help, help)
 
 static const PlanOption OPTIONS[] = {
     {"--stages", "P", "pipeline ranks (with a schedule name; a CSV has its own)", set_stages},
     {"--microbatches", "M", "microbatches per step (with a schedule name; a CSV has its own)", set_mbs},
-    {"--schedule", "NAME|FILE.csv",
-     "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a torch-format CSV (default 1f1b)", set_schedule},
-    {"--virtual", "V", "stages per rank (default 2 for interleaved-1f1b, looped-bfs, zb-v; 1 otherwise)", set_virtual},
+    {"--schedule", "NAME|FILE.csv", NULL, set_schedule},  // help: option_help, from the registry
+    {"--virtual", "V", NULL, set_virtual},
     {"--cost", "F,B[,W]",
      "time of one microbatch's forward, backward, and the weight-gradient part of the backward, through one "
      "rank's layers (default 1,2; W defaults to B/2); each of a rank's V stages takes 1/V of it",
      set_cost},
     {"--latency", "T", "time added to every message between ranks (default 0)", set_latency},
-    {"--layers", "L", "decoder layers the stages split (default 8; every stage needs one)", set_layers},
+    {"--model", "NAME|CONFIG.json", "the model whose layers the stages split, as train takes it (default tiny)",
+     set_model},
+    {"--seq", "T", "tokens per sequence, for the layer costs that balance the split (default 64)", set_seq},
+    {"--layers", "L", "decoder layers the stages split (default: the model's; every stage needs one)", set_layers},
     {"--json", NULL, "print the numbers as one JSON object", set_json},
     {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump},
     {"--with-comm", NULL, "with --dump-csv: include SEND_F/RECV_F/SEND_B/RECV_B", set_with_comm},
+    {"--list", NULL, "print the built-in schedules as a Markdown table (README.md holds it)", set_list},
     {"--help", NULL, "this help", set_help},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
+// The help lines that name schedules read the registry (engine/schedule/schedule.h).
+static void option_help(const PlanOption *o, char *buf, size_t size) {
+    char names[256];
+    schedule_names_text(names, sizeof names, o->set == set_virtual);
+    if (o->set == set_schedule) snprintf(buf, size, "%s, or a torch-format CSV (default 1f1b)", names);
+    else if (o->set == set_virtual) snprintf(buf, size, "stages per rank (default 2 for %s; 1 otherwise)", names);
+    else snprintf(buf, size, "%s", o->help);
+}
+
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain plan --stages P --microbatches M [--schedule NAME|FILE.csv] [options]\n\n");
     for (size_t k = 0; k < N_OPTIONS; k++) {
-        char head[64];
+        char head[64], help[512];
         snprintf(head, sizeof head, "%s%s%s", OPTIONS[k].flag, OPTIONS[k].arg ? " " : "",
                  OPTIONS[k].arg ? OPTIONS[k].arg : "");
-        fprintf(out, "  %-28s %s\n", head, OPTIONS[k].help);
+        option_help(&OPTIONS[k], help, sizeof help);
+        fprintf(out, "  %-28s %s\n", head, help);
     }
 }
 
+// The registry as README.md's table (tests/cli/cli_plan.sh checks that the README holds it).
+static void print_registry(void) {
+    printf("| schedule | V | ideal bubble | what it does |\n|---|---|---|---|\n");
+    for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++)
+        printf("| %s | %d%s | %s | %s |\n", info->name, info->default_virtual, info->virtual_fixed ? "" : " (any)",
+               info->ideal_formula, info->description);
+}
+
 static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
-    *o = (PlanOptions){.layers = 8, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}};
+    *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}};
+    model_config_preset(&o->model, "tiny", err);
     for (int i = 2; i < argc; i++) {
         const PlanOption *opt = NULL;
         for (size_t k = 0; k < N_OPTIONS && !opt; k++)
@@ -142,6 +176,8 @@ static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
         error_set(err, "--json and --dump-csv print different things; choose one");
         return -1;
     }
+    if (o->layers) o->model.layers = o->layers;
+    o->layers = o->model.layers;
     return 0;
 }
 
@@ -186,7 +222,7 @@ static int split_layers(const PlanOptions *o, const Schedule *s, int *counts, Er
                   s->n_stages, s->n_ranks, s->n_stages / s->n_ranks, s->n_stages, o->layers);
         return -1;
     }
-    return partition_balance(o->layers, s->n_stages, counts, err);
+    return partition_balance_model(&o->model, o->seq, s->n_stages, counts, err);  // the split train makes
 }
 
 static void print_list(const char *label, const int *v, int n) {
@@ -270,6 +306,10 @@ int cmd_plan(int argc, char **argv) {
     if (parse_options(argc, argv, &o, &err)) return cli_fail(&err);
     if (o.help) {
         usage(stdout);
+        return 0;
+    }
+    if (o.list) {
+        print_registry();
         return 0;
     }
     Schedule *s = make_schedule(&o, &err);

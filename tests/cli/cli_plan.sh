@@ -39,11 +39,36 @@ expect_contains "1f1b text" "bubble 27.27%  makespan 33  messages 48"
 expect_contains "1f1b text" "peak activations per stage: 4,3,2,1"
 expect_contains "1f1b text" "rank 0   |FFFF......BBFBBFBBFBBFBB.BB.BB.BB|"
 expect_contains "1f1b text" "rank 3   |...FBBFBBFBBFBBFBBFBBFBBFBB......|"
-expect_contains "1f1b text" "layers per stage: 1,2,3,2"
+expect_contains "1f1b text" "layers per stage: 2,2,2,2"
 
-for s in gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-v; do
+# --- the registry: every row plans; README.md holds the table; help and errors list it ------
+expect_ok "list" --list
+cp "$work/out" "$work/registry.md"
+names=$(sed -n 's/^| \([^ |]*\) | [0-9].*/\1/p' "$work/registry.md")
+if [ "$(echo "$names" | wc -l)" -ge 6 ] && echo "$names" | grep -qx zb-v; then pass
+else fail "plan --list names: '$names'"; fi
+grep -A "$(($(wc -l <"$work/registry.md") - 1))" -xF "$(head -1 "$work/registry.md")" "$src/README.md" \
+    >"$work/readme.md"
+if cmp -s "$work/registry.md" "$work/readme.md"; then pass
+else fail "README.md's schedule table differs from plan --list: $(diff "$work/registry.md" "$work/readme.md")"; fi
+for s in $names; do
     expect_ok "$s runs" --stages 4 --microbatches 8 --schedule "$s"
     expect_contains "$s runs" "bubble "
+    expect_ok "help lists $s" --help
+    expect_contains "help lists $s" "$s"
+    expect_fail "unknown schedule lists $s" "$s" --stages 4 --microbatches 8 --schedule 2f2b
+done
+
+# The split plan prints is the one train makes (model costs, not flat ones).
+for case in "small 256 3" "tiny 64 4"; do
+    read -r model T P <<<"$case"
+    expect_ok "split $case" --stages "$P" --microbatches 4 --model "$model" --seq "$T"
+    plan_split=$(sed -n 's/^layers per stage: //p' "$work/out" | tr , ' ')
+    "$bin" train --data "$src/tests/fixtures/text" --model "$model" --seq "$T" --stages "$P" --microbatches 4 \
+        --batch 4 --steps 1 --db '' >"$work/train" 2>&1
+    train_split=$(sed -n 's/^  layers per stage: //p' "$work/train")
+    if [ -n "$plan_split" ] && [ "$plan_split" = "$train_split" ]; then pass
+    else fail "$case: plan splits '$plan_split', train '$train_split'"; fi
 done
 
 # Paper numbers for P=4, M=8: (P-1)/(M+P-1) = 3/11; interleaved V=2 (P-1)/(VM+P-1) = 3/19;

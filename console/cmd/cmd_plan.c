@@ -1,6 +1,7 @@
 // `pptrain plan`: simulate a schedule without a model. Builds the schedule by name (or loads
 // a torch-format CSV), checks it against the layer count, times it under a cost model and
-// prints a per-rank timeline with the bubble, makespan, peak activations and messages.
+// prints a per-rank timeline with the bubble, makespan, peak activations and messages. With
+// --from-run, ranks every layout at a stored run's measured costs instead (plan_from_run.c).
 #include "console/cmd/cmd_plan.h"
 
 #include <cjson/cJSON.h>
@@ -12,9 +13,11 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cmd/plan_from_run.h"
 #include "engine/partition.h"
 #include "engine/schedule/schedule.h"
 #include "engine/schedule/simulate.h"
+#include "storage/db.h"
 
 #define TIMELINE_MAX_COLS 120
 
@@ -26,6 +29,9 @@ typedef struct {
     const char *schedule;
     double cost[3];                  // F, B, W through one rank's share of layers (W < 0: B/2)
     double latency;
+    const char *from_run;            // --from-run RUN; NULL: plan from --cost
+    const char *db;                  // the run store --from-run reads
+    int top;                         // --from-run: layouts listed
     bool json, dump_csv, with_comm, list, help;
 } PlanOptions;
 
@@ -52,6 +58,19 @@ INT_OPTION(set_mbs, microbatches, 100000)
 INT_OPTION(set_virtual, virt, 64)
 INT_OPTION(set_layers, layers, 1024)
 INT_OPTION(set_seq, seq, 1 << 20)
+INT_OPTION(set_top, top, 100000)
+
+static int set_from_run(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    (void)flag, (void)err;
+    o->from_run = v;
+    return 0;
+}
+
+static int set_db(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    (void)flag, (void)err;
+    o->db = v;
+    return 0;
+}
 
 // As train reads --model: a value that does not look like a path is a preset name.
 static int set_model(PlanOptions *o, const char *flag, const char *v, Error *err) {
@@ -120,6 +139,10 @@ static const PlanOption OPTIONS[] = {
     {"--json", NULL, "print the numbers as one JSON object", set_json},
     {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump},
     {"--with-comm", NULL, "with --dump-csv: include SEND_F/RECV_F/SEND_B/RECV_B", set_with_comm},
+    {"--from-run", "RUN|latest",
+     "rank every schedule, split, M and V by step time predicted from the run's measured stage times", set_from_run},
+    {"--db", "FILE", "with --from-run: the run store (default pptrain.db)", set_db},
+    {"--top", "N", "with --from-run: the layouts listed (default 10)", set_top},
     {"--list", NULL, "print the built-in schedules as a Markdown table (README.md holds it)", set_list},
     {"--help", NULL, "this help", set_help},
 };
@@ -154,7 +177,7 @@ static void print_registry(void) {
 }
 
 static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
-    *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}};
+    *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}, .db = DB_DEFAULT_PATH, .top = 10};
     model_config_preset(&o->model, "tiny", err);
     for (int i = 2; i < argc; i++) {
         const PlanOption *opt = NULL;
@@ -170,6 +193,10 @@ static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
     }
     if (o->with_comm && !o->dump_csv) {
         error_set(err, "--with-comm only applies to --dump-csv");
+        return -1;
+    }
+    if (o->from_run && o->dump_csv) {
+        error_set(err, "--from-run ranks layouts; --dump-csv prints one schedule: choose one");
         return -1;
     }
     if (o->json && o->dump_csv) {
@@ -300,6 +327,16 @@ static int report(const PlanOptions *o, const Schedule *s, const int *split, Err
     return 0;
 }
 
+// --from-run: the layouts ranked at the run's measured costs (console/cmd/plan_from_run.h).
+static int plan_measured(const PlanOptions *o) {
+    RunPlan plan;
+    Error err;
+    if (plan_from_run_build(o->db, o->from_run, &plan, &err)) return cli_fail(&err);
+    plan_from_run_print(&plan, o->top, o->json);
+    plan_from_run_free(&plan);
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv) {
     PlanOptions o;
     Error err;
@@ -312,6 +349,7 @@ int cmd_plan(int argc, char **argv) {
         print_registry();
         return 0;
     }
+    if (o.from_run) return plan_measured(&o);
     Schedule *s = make_schedule(&o, &err);
     if (!s) return cli_fail(&err);
     int *split = xmalloc(sizeof(int) * (size_t)s->n_stages);

@@ -144,6 +144,10 @@ int schedule_check_fifo(const Schedule *s, Error *err);
 // stuck rank waits when no rank can progress (deadlock).
 int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double latency,
                      double *start, double *end, Error *err);
+// schedule_execute with a duration per stage: dur (S x ACT_COUNT), stage st's type t taking
+// dur[st * ACT_COUNT + t] (stages of unequal cost: a measured run, an uneven split).
+int schedule_execute_stages(const Schedule *s, const double *dur, double latency, double *start, double *end,
+                            Error *err);
 int schedule_total_actions(const Schedule *s);
 
 // CSV in torch.distributed.pipelining's format: one row per rank, comma-separated cells

@@ -138,6 +138,28 @@ expect_fail "deadlock csv" "deadlock" --schedule "$work/dead.csv"
 expect_fail "csv vs --stages" "--stages 3, but $work/1f1b.csv has 4 ranks" --schedule "$work/1f1b.csv" --stages 3
 expect_fail "csv vs --microbatches" "--microbatches 9, but" --schedule "$work/1f1b.csv" --microbatches 9
 
+# --- --from-run: a run's measured stage times rank every registry layout -------------------
+"$bin" train --data "$src/tests/fixtures/text" --stages 2 --schedule 1f1b --microbatches 4 --batch 8 --seq 32 \
+    --steps 3 --db "$work/runs.db" >"$work/train" 2>&1 || fail "train for --from-run: $(tail -1 "$work/train")"
+expect_ok "from-run" --from-run latest --db "$work/runs.db" --top 100
+expect_contains "from-run" "run 1: 1f1b, P 2, V 1, M 4, layers per stage"
+expect_contains "from-run" "predicted: step "
+for s in $names; do expect_contains "from-run offers $s" " $s "; done
+expect_ok "from-run json" --from-run 1 --db "$work/runs.db" --json --top 1
+for key in '"run":1' '"measured":{"schedule":"1f1b","stages":2' '"predicted":{"schedule":"1f1b"' '"layouts":[{'; do
+    expect_contains "from-run json" "$key"
+done
+expect_fail "from-run unknown run" "no run 9" --from-run 9 --db "$work/runs.db"
+expect_fail "from-run bad id" "'x1'" --from-run x1 --db "$work/runs.db"
+expect_fail "from-run no store" "none.db" --from-run 1 --db "$work/none.db"
+expect_fail "from-run dump" "choose one" --from-run 1 --db "$work/runs.db" --dump-csv
+# A run that stopped before its first step, and one whose configuration is missing.
+sqlite3 "$work/runs.db" "INSERT INTO runs (started_at, status, schedule, stages, config_json)
+    SELECT started_at, 'stopped', schedule, stages, config_json FROM runs WHERE id = 1;
+    INSERT INTO runs (started_at, status) VALUES ('2025-01-01', 'stopped')" || fail "sqlite3 insert"
+expect_fail "from-run without steps" "run 2 has no measured steps" --from-run 2 --db "$work/runs.db"
+expect_fail "from-run without config" "run 3 has no stored configuration" --from-run 3 --db "$work/runs.db"
+
 expect_ok "help" --help
 expect_contains "help" "--schedule NAME|FILE.csv"
 

@@ -9,6 +9,7 @@
 #include "engine/schedule/simulate.h"
 
 #define PLAN_MAX_VIRTUAL 4
+#define PLAN_REFINED 12  // the best layouts whose split is refined (and each schedule and V's best)
 
 int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionCosts pc, PlanCosts *out,
                    Error *err) {
@@ -105,6 +106,59 @@ static void try_layout(const PlanCosts *c, const ScheduleInfo *info, int V, int 
     free(split);
 }
 
+// One layer moved from stage `from` to its neighbour `to`, if the layout then predicts a shorter
+// step: *l becomes that layout. Returns whether it did.
+static bool try_move(const PlanCosts *c, PlanLayout *l, int from, int to) {
+    if (to < 0 || to >= l->S || l->split[from] == 1) return false;
+    int *split = xmalloc(sizeof(int) * (size_t)l->S);
+    memcpy(split, l->split, sizeof(int) * (size_t)l->S);
+    split[from]--, split[to]++;
+    PlanLayout moved;
+    Error err;
+    const bool better = plan_predict(c, l->schedule, l->V, l->M, split, &moved, &err) == 0 &&
+                        moved.step_ms < l->step_ms * (1 - 1e-9);
+    free(split);
+    if (!better) {
+        free(moved.split);
+        return false;
+    }
+    free(l->split);
+    *l = moved;
+    return true;
+}
+
+// The balanced split evens the stages; a rank holding several (zb-v's first and last, with
+// the embedding and the head) may still be the slowest. Moves single layers between
+// neighbouring stages while the predicted step gets shorter (at most 4L moves).
+static void refine_split(const PlanCosts *c, PlanLayout *l) {
+    for (int moves = 0; moves < 4 * c->n_layers; moves++) {
+        bool moved = false;
+        for (int k = 0; k < l->S && !moved; k++) moved = try_move(c, l, k, k - 1) || try_move(c, l, k, k + 1);
+        if (!moved) return;
+    }
+}
+
+// Tries split on *l (same schedule and V); keeps it when the step gets shorter.
+static void try_split(const PlanCosts *c, PlanLayout *l, const int *split) {
+    PlanLayout other;
+    Error err;
+    if (plan_predict(c, l->schedule, l->V, l->M, split, &other, &err) == 0 && other.step_ms < l->step_ms * (1 - 1e-9)) {
+        free(l->split);
+        *l = other;
+    } else {
+        free(other.split);
+    }
+}
+
+// Layout i of the sorted list: refined when it is among the first PLAN_REFINED or the best of
+// its schedule and V; else given the refined split of that best, when it helps.
+static void refine_layout(const PlanCosts *c, PlanLayout *sorted, int i) {
+    int best = 0;
+    while (best < i && (sorted[best].schedule != sorted[i].schedule || sorted[best].V != sorted[i].V)) best++;
+    if (i < PLAN_REFINED || best == i) refine_split(c, &sorted[i]);
+    else try_split(c, &sorted[i], sorted[best].split);
+}
+
 int plan_search(const PlanCosts *c, PlanLayout **out, int *n, Error *err) {
     *out = NULL;
     *n = 0;
@@ -121,6 +175,8 @@ int plan_search(const PlanCosts *c, PlanLayout **out, int *n, Error *err) {
                   c->n_layers);
         return -1;
     }
+    qsort(*out, (size_t)*n, sizeof **out, layout_cmp);
+    for (int i = 0; i < *n; i++) refine_layout(c, *out, i);
     qsort(*out, (size_t)*n, sizeof **out, layout_cmp);
     return 0;
 }

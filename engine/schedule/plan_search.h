@@ -5,7 +5,9 @@
 // (engine/partition.h), that is a cost per layer on this machine. For every schedule in the
 // registry, every V it takes and every M that divides the batch, the search splits the layers
 // by those costs (partition_balance_costs), simulates the step with each stage at its own
-// cost (sim_run_stages) and ranks the layouts by predicted step time.
+// cost (sim_run_stages) and ranks the layouts by predicted step time; the best few then get
+// their split refined against the simulated step (a rank holding several stages may be the
+// slowest though every stage is even).
 //
 // The store has one busy time per stage, not one per action type: a forward is taken as a
 // third of F+B (the backward computes two matmuls per forward one) and W as half the backward.
@@ -55,7 +57,9 @@ int plan_predict_measured(const char *schedule, int P, int V, int M, const doubl
 
 // Every layout the registry offers at c (V 1..4 where a schedule takes any, M dividing the
 // batch up to max_microbatches, every stage holding a layer), best first: shortest step, then
-// smallest bubble, then fewest microbatches in flight. *out has *n layouts; free with
+// smallest bubble, then fewest microbatches in flight. The first 12, and each schedule and V's
+// best, have their splits refined by single-layer moves that shorten the predicted step; the
+// other layouts of that schedule and V take the refined split where it shortens theirs. *out has *n layouts; free with
 // plan_layouts_free. Returns 0, or -1 with err when none fits (more ranks than layers).
 int plan_search(const PlanCosts *c, PlanLayout **out, int *n, Error *err);
 void plan_layouts_free(PlanLayout *layouts, int n);

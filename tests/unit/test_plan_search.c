@@ -108,6 +108,29 @@ static void test_search(void) {
     CHECK(plan_search(&c, &l, &n, &err) == -1 && strstr(err.msg, "layers"), "more ranks than layers: %s", err.msg);
 }
 
+// A heavy head (6 layers' worth): the stage-balanced split 3,3,3,1 loads zb-v's rank 0 (first
+// and last stage, 10 layers' worth against 6); the search moves layers off it and predicts a
+// shorter step than the balanced split's.
+static void test_refined_split(void) {
+    const PlanCosts c = {.n_ranks = 2, .n_layers = 10, .batch = 16, .max_microbatches = 16, .layer_ms = 2.0,
+                         .embed_ms = 0.0, .head_ms = 12.0};
+    int balanced[4];
+    Error err;
+    PlanLayout base, *l;
+    int n;
+    CHECK(partition_balance_costs(10, 4, 2.0, 0.0, 12.0, balanced, &err) == 0 &&
+              plan_predict(&c, "zb-v", 2, 16, balanced, &base, &err) == 0,
+          "zb-v balanced");
+    CHECK(plan_search(&c, &l, &n, &err) == 0, "search");
+    const PlanLayout *zbv = NULL;
+    for (int i = 0; i < n && !zbv; i++)
+        if (!strcmp(l[i].schedule, "zb-v") && l[i].M == 16) zbv = &l[i];
+    CHECK(zbv && zbv->step_ms < base.step_ms * 0.95, "zb-v M=16: refined %g vs balanced %g (%d,%d,%d,%d)",
+          zbv ? zbv->step_ms : 0.0, base.step_ms, balanced[0], balanced[1], balanced[2], balanced[3]);
+    free(base.split);
+    plan_layouts_free(l, n);
+}
+
 // A store with one run of 3 steps (the first slow) and one without steps.
 static Db *make_store(const char *path) {
     Error err;
@@ -163,6 +186,7 @@ int main(void) {
     test_fit();
     test_predict_measured();
     test_search();
+    test_refined_split();
     test_store();
     return test_finish();
 }

@@ -14,6 +14,7 @@
 
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_draw.h"
+#include "console/cmd/plan_from_run.h"
 #include "engine/schedule/schedule.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -69,7 +70,32 @@ void tui_setup_init(TuiSetup *s, const RunOptions *ro) {
 
 void tui_setup_free(TuiSetup *s) { tui_plan_free(&s->plan); }
 
-static void setup_enter(TuiApp *app) { scan_schedules(&app->setup); }
+static void list_ints(const int *v, int n, char *buf, size_t size);
+
+// The layout `pptrain plan --from-run latest` ranks first: the store's newest run, its measured
+// stage times, every registry layout simulated at them. "" when the store has no measured run.
+static void suggest_layout(TuiApp *app) {
+    TuiSetup *s = &app->setup;
+    s->suggestion[0] = '\0';
+    s->suggested = true;
+    RunPlan rp;
+    Error err;
+    if (access(app->db_path, F_OK) != 0 || plan_from_run_build(app->db_path, "latest", &rp, &err)) return;
+    const PlanLayout *best = &rp.layouts[0];
+    char layers[256];
+    list_ints(best->split, best->S, layers, sizeof layers);
+    snprintf(s->suggestion, sizeof s->suggestion,
+             " by run %lld's stage times, next: %s P%d V%d M%d layers %s: %.1f ms, bubble %.1f%% "
+             "(run %lld: %.1f ms, %.1f%%) ",
+             rp.run, best->schedule, rp.P, best->V, best->M, layers, best->step_ms, 100 * best->bubble, rp.run,
+             rp.step_ms, 100 * rp.bubble);
+    plan_from_run_free(&rp);
+}
+
+static void setup_enter(TuiApp *app) {
+    scan_schedules(&app->setup);
+    app->setup.suggested = false;  // a run may have ended since: the next draw asks the store again
+}
 
 // ---- options and validation ---------------------------------------------------------------------
 
@@ -323,11 +349,14 @@ static void draw_plan(TuiApp *app, const SetupLayout *L) {
     list_ints(p->layers, p->S, layers, sizeof layers);
     if (s->problem[0]) tui_text(y, in.x, in.w, THEME_ERROR, s->problem);
     else tui_textf(y, in.x, in.w, THEME_TEXT, "peak activations (microbatches) per stage %s; layers %s", peak, layers);
+    if (s->suggestion[0])  // on the panel's bottom border: the next run's layout from measured costs
+        tui_text(L->plan.y + L->plan.h - 1, L->plan.x + 2, L->plan.w - 4, THEME_TITLE, s->suggestion);
 }
 
 static void setup_draw(TuiApp *app, int cols, int rows) {
     TuiSetup *s = &app->setup;
     replan(app);
+    if (!s->suggested) suggest_layout(app);
     SetupLayout L;
     const int P = s->plan_ok ? max_i(1, min_i(s->plan.P, LAYOUT_MAX_STAGES)) : 1;
     if (layout_setup(cols, rows, P, form_lines(s), &L)) {

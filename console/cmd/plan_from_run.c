@@ -34,8 +34,7 @@ static int run_layout(const DbRunInfo *r, RunConfig *rc, RunPlan *out, Error *er
     char where[64];
     snprintf(where, sizeof where, "run %lld", (long long)r->id);
     if (run_json_parse(r->config_json, where, rc, &po, err)) return -1;
-    snprintf(out->schedule_name, sizeof out->schedule_name, "%s", po.schedule);
-    out->schedule = out->schedule_name;
+    snprintf(out->schedule, sizeof out->schedule, "%s", po.schedule);
     out->P = po.ranks;
     out->V = po.virtual_stages ? po.virtual_stages : schedule_default_virtual(po.schedule);
     out->M = rc->microbatches;
@@ -52,7 +51,7 @@ static int run_measured(Db *db, RunPlan *out, Error *err) {
     out->steps = m.steps;
     out->step_ms = m.step_ms;
     out->bubble = m.bubble;
-    out->busy_ms = m.busy_ms;  // taken over
+    out->busy_ms = m.busy_ms;   // taken over
     if (m.n_stages != out->S) {
         error_set(err, "run %lld has timings for %d stages, its layout %d (%d ranks x %d)", out->run, m.n_stages,
                   out->S, out->P, out->V);
@@ -74,9 +73,9 @@ static int plan_run(Db *db, const char *run_text, RunPlan *out, Error *err) {
     if (bad || run_measured(db, out, err)) return -1;
     Error why;
     if (schedule_is_builtin(out->schedule))
-        out->same_ok = plan_predict_measured(out->schedule, out->P, out->V, out->M, out->busy_ms, &out->same, &why) == 0;
-    if (plan_costs_fit(out->busy_ms, out->S, rc.model.layers, partition_costs(&rc.model, rc.seq_len), &out->costs,
-                       err))
+        out->same_ok =
+            plan_predict_measured(out->schedule, out->P, out->V, out->M, out->busy_ms, &out->same, &why) == 0;
+    if (plan_costs_fit(out->busy_ms, out->S, rc.model.layers, partition_costs(&rc.model, rc.seq_len), &out->costs, err))
         return -1;
     out->costs.n_ranks = out->P;
     out->costs.batch = rc.batch;
@@ -99,7 +98,8 @@ int plan_from_run_build(const char *db_path, const char *run_text, RunPlan *out,
 static void list_text(const int *v, int n, char *buf, size_t size) {
     size_t len = 0;
     buf[0] = '\0';
-    for (int k = 0; k < n && len + 12 < size; k++) len += (size_t)snprintf(buf + len, size - len, "%s%d", k ? "," : "", v[k]);
+    for (int k = 0; k < n && len + 12 < size; k++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%d", k ? "," : "", v[k]);
 }
 
 static void print_text(const RunPlan *p, int top) {

@@ -9,19 +9,18 @@
 
 typedef struct {
     long long run;
-    int P, V, M, S;            // the run's layout
-    const char *schedule;      // the run's schedule (owned by the caller's copy)
-    int *split;                // (S) the run's layers per stage
-    int steps;                 // steps averaged (the first left out)
-    double step_ms, bubble;    // measured means
-    double *busy_ms;           // (S) measured busy time per step of each stage
-    bool same_ok;              // same: the run's own layout at its measured stage times
+    int P, V, M, S;           // the run's layout
+    char schedule[4096];      // the run's schedule: a registry name or a CSV's path
+    int *split;               // (S) the run's layers per stage
+    int steps;                // steps averaged (the first left out)
+    double step_ms, bubble;   // measured means
+    double *busy_ms;          // (S) measured busy time per step of each stage
+    bool same_ok;             // same: the run's own layout at its measured stage times
     PlanLayout same;
-    PlanCosts costs;           // the fitted costs
+    PlanCosts costs;   // the fitted costs
     int host_cores, host_ranks;
-    PlanLayout *layouts;       // (n_layouts) best first
+    PlanLayout *layouts;   // (n_layouts) best first
     int n_layouts;
-    char schedule_name[4096];
 } RunPlan;
 
 // Reads run_text ("N" or "latest") from the store at db_path and ranks the layouts. Returns 0,

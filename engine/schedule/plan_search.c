@@ -9,10 +9,9 @@
 #include "engine/schedule/simulate.h"
 
 #define PLAN_MAX_VIRTUAL 4
-#define PLAN_REFINED 12  // the best layouts whose split is refined (and each schedule and V's best)
+#define PLAN_REFINED 12   // the best layouts whose split is refined (and each schedule and V's best)
 
-int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionCosts pc, PlanCosts *out,
-                   Error *err) {
+int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionCosts pc, PlanCosts *out, Error *err) {
     double total = 0;
     for (int k = 0; k < n_stages; k++) {
         if (!(busy_ms[k] > 0) || !isfinite(busy_ms[k])) {
@@ -21,7 +20,7 @@ int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionC
         }
         total += busy_ms[k];
     }
-    const double layers = n_layers + (pc.embed + pc.head) / pc.layer;  // in layer-equivalents
+    const double layers = n_layers + (pc.embed + pc.head) / pc.layer;   // in layer-equivalents
     out->n_layers = n_layers;
     out->layer_ms = total / layers;
     out->embed_ms = out->layer_ms * pc.embed / pc.layer;
@@ -46,8 +45,13 @@ static int simulate_layout(const char *schedule, int P, int V, int M, const doub
     SimResult r;
     const int rc = sim_run_stages(s, costs, &r, err);
     if (rc == 0) {
-        *out = (PlanLayout){.schedule = schedule_find(schedule)->name, .V = s->n_stages / P, .M = M, .S = s->n_stages,
-                            .step_ms = r.makespan, .bubble = r.bubble, .peak_act = 0};
+        *out = (PlanLayout){.schedule = schedule_find(schedule)->name,
+                            .V = s->n_stages / P,
+                            .M = M,
+                            .S = s->n_stages,
+                            .step_ms = r.makespan,
+                            .bubble = r.bubble,
+                            .peak_act = 0};
         for (int k = 0; k < s->n_stages; k++)
             if (r.peak_act[k] > out->peak_act) out->peak_act = r.peak_act[k];
         sim_free(&r);
@@ -68,7 +72,8 @@ int plan_predict(const PlanCosts *c, const char *schedule, int V, int M, const i
     memset(out, 0, sizeof *out);
     const int S = c->n_ranks * (V ? V : schedule_default_virtual(schedule));
     double *stage_ms = xmalloc(sizeof(double) * (size_t)S);
-    for (int k = 0; k < S; k++) stage_ms[k] = partition_stage_cost(k, S, split[k], c->layer_ms, c->embed_ms, c->head_ms);
+    for (int k = 0; k < S; k++)
+        stage_ms[k] = partition_stage_cost(k, S, split[k], c->layer_ms, c->embed_ms, c->head_ms);
     const int rc = simulate_layout(schedule, c->n_ranks, V, M, stage_ms, out, err);
     free(stage_ms);
     if (rc) return -1;
@@ -89,8 +94,7 @@ static int layout_cmp(const void *pa, const void *pb) {
 
 // Appends the layout (schedule, V, M) with its balanced split; skipped when the generator
 // refuses it or the stages outnumber the layers.
-static void try_layout(const PlanCosts *c, const ScheduleInfo *info, int V, int M, PlanLayout **out, int *n,
-                       int *cap) {
+static void try_layout(const PlanCosts *c, const ScheduleInfo *info, int V, int M, PlanLayout **out, int *n, int *cap) {
     const int S = c->n_ranks * V;
     if (S > c->n_layers) return;
     int *split = xmalloc(sizeof(int) * (size_t)S);
@@ -115,8 +119,8 @@ static bool try_move(const PlanCosts *c, PlanLayout *l, int from, int to) {
     split[from]--, split[to]++;
     PlanLayout moved;
     Error err;
-    const bool better = plan_predict(c, l->schedule, l->V, l->M, split, &moved, &err) == 0 &&
-                        moved.step_ms < l->step_ms * (1 - 1e-9);
+    const bool better =
+        plan_predict(c, l->schedule, l->V, l->M, split, &moved, &err) == 0 && moved.step_ms < l->step_ms * (1 - 1e-9);
     free(split);
     if (!better) {
         free(moved.split);

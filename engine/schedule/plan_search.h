@@ -16,40 +16,38 @@
 #include "engine/error.h"
 #include "engine/partition.h"
 
-#define PLAN_FORWARD_SHARE (1.0 / 3.0)  // F / (F + B)
-#define PLAN_W_SHARE 0.5                // W / B
+#define PLAN_FORWARD_SHARE (1.0 / 3.0)   // F / (F + B)
+#define PLAN_W_SHARE 0.5                 // W / B
 
 typedef struct {
-    int n_ranks;        // P: the machine's pipeline ranks stay as measured
-    int n_layers;       // L
-    int batch;          // B: M must divide it
-    int max_microbatches;  // largest M to try
+    int n_ranks;            // P: the machine's pipeline ranks stay as measured
+    int n_layers;           // L
+    int batch;              // B: M must divide it
+    int max_microbatches;   // largest M to try
     // One step's whole batch (all M microbatches) through one layer, the embedding and the
     // head, forward and backward, in ms.
     double layer_ms, embed_ms, head_ms;
 } PlanCosts;
 
 typedef struct {
-    const char *schedule;  // a registry name (static storage)
-    int V, M, S;           // stages per rank, microbatches, stages (P x V)
-    int *split;            // (S) layers per stage
-    double step_ms;        // predicted makespan of one step
-    double bubble;         // predicted idle fraction
-    int peak_act;          // most microbatches in flight on one stage
+    const char *schedule;   // a registry name (static storage)
+    int V, M, S;            // stages per rank, microbatches, stages (P x V)
+    int *split;             // (S) layers per stage
+    double step_ms;         // predicted makespan of one step
+    double bubble;          // predicted idle fraction
+    int peak_act;           // most microbatches in flight on one stage
 } PlanLayout;
 
 // The costs that explain one run's measured busy time per step: busy_ms (n_stages, holding
 // n_layers layers between them) sums to the layers plus the embedding and the head at the
 // cost model's ratios (pc). Fills layer_ms, embed_ms, head_ms and n_layers; returns 0, or -1
 // with err when a stage time is not positive.
-int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionCosts pc, PlanCosts *out,
-                   Error *err);
+int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionCosts pc, PlanCosts *out, Error *err);
 
 // Predicts one layout: schedule with V stages per rank, M microbatches, the layers split as
 // split (S = P x V counts) at costs c. out->split is a copy. Returns 0, or -1 with err when the
 // registry's generator refuses (P, M, V).
-int plan_predict(const PlanCosts *c, const char *schedule, int V, int M, const int *split, PlanLayout *out,
-                 Error *err);
+int plan_predict(const PlanCosts *c, const char *schedule, int V, int M, const int *split, PlanLayout *out, Error *err);
 // The same with measured stage times (stage_ms: one step's busy time of each of the S stages)
 // in place of the fitted costs: how the measured run itself should have gone.
 int plan_predict_measured(const char *schedule, int P, int V, int M, const double *stage_ms, PlanLayout *out,

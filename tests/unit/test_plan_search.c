@@ -84,8 +84,13 @@ static bool listed(const PlanLayout *l, int n, const char *schedule) {
 
 // Every registry row is offered, best first, each layout sound; the best beats the measured one.
 static void test_search(void) {
-    PlanCosts c = {.n_ranks = 2, .n_layers = 8, .batch = 16, .max_microbatches = 16, .layer_ms = 2.0,
-                   .embed_ms = 0.1, .head_ms = 3.0};
+    PlanCosts c = {.n_ranks = 2,
+                   .n_layers = 8,
+                   .batch = 16,
+                   .max_microbatches = 16,
+                   .layer_ms = 2.0,
+                   .embed_ms = 0.1,
+                   .head_ms = 3.0};
     PlanLayout *l;
     int n;
     Error err;
@@ -112,8 +117,13 @@ static void test_search(void) {
 // and last stage, 10 layers' worth against 6); the search moves layers off it and predicts a
 // shorter step than the balanced split's.
 static void test_refined_split(void) {
-    const PlanCosts c = {.n_ranks = 2, .n_layers = 10, .batch = 16, .max_microbatches = 16, .layer_ms = 2.0,
-                         .embed_ms = 0.0, .head_ms = 12.0};
+    const PlanCosts c = {.n_ranks = 2,
+                         .n_layers = 10,
+                         .batch = 16,
+                         .max_microbatches = 16,
+                         .layer_ms = 2.0,
+                         .embed_ms = 0.0,
+                         .head_ms = 12.0};
     int balanced[4];
     Error err;
     PlanLayout base, *l;
@@ -136,13 +146,26 @@ static Db *make_store(const char *path) {
     Error err;
     Db *db = db_open(path, true, &err);
     CHECK(db != NULL, "%s", err.msg);
-    const DbRun run = {.schedule = "1f1b", .stages = 2, .virtual_stages = 1, .dp = 1, .microbatches = 4, .batch = 8,
-                       .seq_len = 32, .model = "tiny", .transport = "local", .device = "cpu", .steps_planned = 3};
+    const DbRun run = {.schedule = "1f1b",
+                       .stages = 2,
+                       .virtual_stages = 1,
+                       .dp = 1,
+                       .microbatches = 4,
+                       .batch = 8,
+                       .seq_len = 32,
+                       .model = "tiny",
+                       .transport = "local",
+                       .device = "cpu",
+                       .steps_planned = 3};
     const int64_t id = db_run_begin(db, &run, &err);
     for (int step = 1; step <= 3; step++) {
         const double slow = step == 1 ? 10.0 : 1.0;
-        const DbStep st = {.step = step, .step_ms = 20.0 * slow + step, .bubble = 0.1 * step,
-                           .bubble_ideal = NAN, .bubble_imbalance = NAN, .bubble_transfer = NAN,
+        const DbStep st = {.step = step,
+                           .step_ms = 20.0 * slow + step,
+                           .bubble = 0.1 * step,
+                           .bubble_ideal = NAN,
+                           .bubble_imbalance = NAN,
+                           .bubble_transfer = NAN,
                            .bubble_contention = NAN};
         const DbStageStep stages[2] = {{.stage = 0, .rank = 0, .busy_ms = 8.0 * slow + step},
                                        {.stage = 1, .rank = 1, .busy_ms = 12.0 * slow}};

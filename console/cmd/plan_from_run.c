@@ -24,7 +24,8 @@ void plan_from_run_free(RunPlan *p) {
     memset(p, 0, sizeof *p);
 }
 
-// The run's configuration and layout as it ran: P, V, M, the split (manual or train's).
+// The run's configuration and layout as it ran: P, V, M, the split (manual or train's). A CSV
+// schedule brings its own stage count: the measured one (out->S on entry).
 static int run_layout(const DbRunInfo *r, RunConfig *rc, RunPlan *out, Error *err) {
     if (!r->config_json) {
         error_set(err, "run %lld has no stored configuration to plan from", (long long)r->id);
@@ -38,13 +39,18 @@ static int run_layout(const DbRunInfo *r, RunConfig *rc, RunPlan *out, Error *er
     out->P = po.ranks;
     out->V = po.virtual_stages ? po.virtual_stages : schedule_default_virtual(po.schedule);
     out->M = rc->microbatches;
-    out->S = out->P * out->V;
+    if (!schedule_is_builtin(po.schedule) && out->P > 0 && out->S % out->P == 0) out->V = out->S / out->P;
+    if (out->S != out->P * out->V) {
+        error_set(err, "run %lld has timings for %d stages, its layout %d (%d ranks x %d)", (long long)r->id, out->S,
+                  out->P * out->V, out->P, out->V);
+        return -1;
+    }
     out->split = xmalloc(sizeof(int) * (size_t)out->S);
     return po.split[0] ? partition_parse_split(po.split, rc->model.layers, out->S, out->split, err)
                        : partition_balance_model(&rc->model, rc->seq_len, out->S, out->split, err);
 }
 
-// The measured stage times, checked against the layout.
+// The measured stage times; out->S their count.
 static int run_measured(Db *db, RunPlan *out, Error *err) {
     DbStageCosts m;
     if (db_stage_costs(db, out->run, &m, err)) return -1;
@@ -52,11 +58,7 @@ static int run_measured(Db *db, RunPlan *out, Error *err) {
     out->step_ms = m.step_ms;
     out->bubble = m.bubble;
     out->busy_ms = m.busy_ms;   // taken over
-    if (m.n_stages != out->S) {
-        error_set(err, "run %lld has timings for %d stages, its layout %d (%d ranks x %d)", out->run, m.n_stages,
-                  out->S, out->P, out->V);
-        return -1;
-    }
+    out->S = m.n_stages;
     return 0;
 }
 
@@ -68,9 +70,9 @@ static int plan_run(Db *db, const char *run_text, RunPlan *out, Error *err) {
     out->host_cores = r.host_cores;
     out->host_ranks = r.host_ranks;
     RunConfig rc;
-    const int bad = run_layout(&r, &rc, out, err);
+    const int bad = run_measured(db, out, err) || run_layout(&r, &rc, out, err);
     db_run_info_clear(&r);
-    if (bad || run_measured(db, out, err)) return -1;
+    if (bad) return -1;
     Error why;
     if (schedule_is_builtin(out->schedule))
         out->same_ok =

@@ -153,12 +153,20 @@ expect_fail "from-run unknown run" "no run 9" --from-run 9 --db "$work/runs.db"
 expect_fail "from-run bad id" "'x1'" --from-run x1 --db "$work/runs.db"
 expect_fail "from-run no store" "none.db" --from-run 1 --db "$work/none.db"
 expect_fail "from-run dump" "choose one" --from-run 1 --db "$work/runs.db" --dump-csv
-# A run that stopped before its first step, and one whose configuration is missing.
+# A run that stopped before its first step, and one with a step but no configuration.
 sqlite3 "$work/runs.db" "INSERT INTO runs (started_at, status, schedule, stages, config_json)
     SELECT started_at, 'stopped', schedule, stages, config_json FROM runs WHERE id = 1;
-    INSERT INTO runs (started_at, status) VALUES ('2025-01-01', 'stopped')" || fail "sqlite3 insert"
+    INSERT INTO runs (started_at, status) VALUES ('2025-01-01', 'stopped');
+    INSERT INTO steps (run_id, step, step_ms, bubble) VALUES (3, 1, 10, 0.1);
+    INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms) VALUES (3, 1, 0, 0, 9)" || fail "sqlite3 insert"
 expect_fail "from-run without steps" "run 2 has no measured steps" --from-run 2 --db "$work/runs.db"
 expect_fail "from-run without config" "run 3 has no stored configuration" --from-run 3 --db "$work/runs.db"
+# A CSV schedule brings its own stage count (zb-v's 4 stages on 2 ranks).
+"$bin" plan --stages 2 --microbatches 4 --schedule zb-v --dump-csv >"$work/v.csv"
+"$bin" train --data "$src/tests/fixtures/text" --stages 2 --schedule "$work/v.csv" --microbatches 4 --batch 8 \
+    --seq 32 --steps 2 --db "$work/runs.db" >"$work/train" 2>&1 || fail "train v.csv: $(tail -1 "$work/train")"
+expect_ok "from-run csv" --from-run latest --db "$work/runs.db"
+expect_contains "from-run csv" "v.csv, P 2, V 2, M 4, layers per stage"
 
 expect_ok "help" --help
 expect_contains "help" "--schedule NAME|FILE.csv"

@@ -1,7 +1,8 @@
 // console/tui_setup: the run setup screen. A form (every built-in schedule plus the CSV
 // schedules in the working directory, then stages / virtual / dp / microbatches / batch /
 // seq / model / steps / lr / warmup / data) beside the plan the choice predicts: the
-// simulated timeline, its bubble, and the peak activations per stage (`pptrain plan`).
+// simulated timeline, its bubble, and the peak activations per stage (`pptrain plan`); on
+// the plan panel's border, the layout `pptrain plan --from-run latest` ranks first.
 #define NCURSES_WIDECHAR 1
 #include <ctype.h>
 #include <curses.h>

@@ -19,9 +19,7 @@ int recorder_begin(RunRecorder *r, const RunConfig *rc, const PipelineOptions *p
                        .model = rc->model.name, .params = (int64_t)info->params, .lr = rc->optim.lr,
                        .seed = rc->seed, .transport = transport_kind_name(po->transport), .device = po->device == DEVICE_CUDA ? "cuda" : "cpu", .config_json = config,
                        .steps_planned = rc->steps, .resumed_from = r->resumed_from,
-                       .host_cores = telemetry_host_cores(),
-                       .host_ranks = telemetry_host_ranks(po->transport == TRANSPORT_KIND_LOCAL,
-                                                          po->ranks * (po->dp > 0 ? po->dp : 1))};
+                       .host_cores = info->host_cores, .host_ranks = info->host_ranks};
     r->run = db_run_begin(r->db, &row, err);
     r->slot_bytes = info->slot_bytes;
     free(config);

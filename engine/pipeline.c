@@ -19,6 +19,7 @@
 #include "engine/partition.h"
 #include "engine/runtime.h"
 #include "engine/transport/mpi_process.h"
+#include "engine/rank_usage.h"
 #include "engine/transport/node_threads.h"
 #ifdef PPTRAIN_HAVE_NCCL
 #include "engine/transport/transport_nccl.h"
@@ -36,8 +37,11 @@ typedef struct {
     RuntimeStatus status;
     Error err;
     double loss, busy_s;       // this rank's share of the step
-    double *slots;             // (2W + n_tensors) world all-reduce: loss | busy a slot per rank, then the
-                               // squared gradient norm of each of the model's tensors
+    RankUsage usage;           // its CPU clocks (engine/rank_usage.h)
+    float *tie_buf;            // (V*C) tied embeddings across ranks: this rank's part of E + H
+    double *slots;             // (4W + n_tensors) world all-reduce: loss | busy | CPU seconds | resident
+                               // bytes, a slot per rank each, then the squared gradient norm of each
+                               // of the model's tensors (SLOT_* below)
     double norm, batch_loss;   // the step's totals, equal on every rank
 } PipelineRank;
 
@@ -48,6 +52,7 @@ struct Pipeline {
     bool multiprocess;        // mpi or nccl: this process is one rank
     const StageDevice *dev;   // the stages' device backend; NULL: CPU stages
     char notice[256];         // "" or the line saying ranks outnumber this node's cores
+    int host_ranks, host_cores;  // ranks on this node and the cores they may use (pipeline_host)
     int gpu;                  // nccl: this process's GPU
     int self;                 // world rank of this process (MPI), 0 under local
     int n_host;               // ranks hosted here: W (local) or 1 (MPI)
@@ -66,7 +71,7 @@ struct Pipeline {
     bool update;              // false: pipeline_compute_grads
     bool quit;
     bool broken;              // a step failed: the transport is aborted
-    double *busy_ms;          // (W) report arrays
+    double *busy_ms, *cpu_pct, *rss_bytes;  // (W) report arrays
     int *peak_slots;          // (S)
     int *stage_layers;        // (S) decoder layers of each stage
     size_t msg_bytes;         // one message (stage_msg_bytes): fp32 on CPUs, bf16 on GPUs by default
@@ -244,8 +249,16 @@ static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
     return 0;
 }
 
+// The all-reduce's sections, each W slots long but the last (SLOT_NORM: one per tensor).
+enum { SLOT_LOSS, SLOT_BUSY, SLOT_CPU, SLOT_RSS, SLOT_NORM };
+
 static size_t n_slots(const Pipeline *p) {
-    return 2 * (size_t)p->W + (size_t)model_param_tensors(&p->rc.model);
+    return SLOT_NORM * (size_t)p->W + (size_t)model_param_tensors(&p->rc.model);
+}
+
+// Tied embeddings whose embedding and head live on different pipeline ranks (rank_tie_embeddings).
+static bool tie_across_ranks(const Pipeline *p) {
+    return p->rc.model.tie_word_embeddings && p->sched->stage_rank[0] != p->sched->stage_rank[p->S - 1];
 }
 
 // World rank `world` hosted at index i of p->ranks: its replica's stages, view and runtime.
@@ -256,6 +269,7 @@ static void init_rank(Pipeline *p, PipelineRank *pr, int world) {
     pr->view = transport_view_create(p->tp, pr->replica * p->P, p->P);
     pr->rt = runtime_create_opts(p->sched, pr->pipe, pr->stages, p->rows, p->T, pr->view, &p->rt_opts);
     pr->slots = xcalloc(n_slots(p), sizeof(double));
+    if (tie_across_ranks(p)) pr->tie_buf = xmalloc((size_t)p->rc.model.vocab * p->rc.model.hidden * sizeof(float));
 }
 
 // Peak slots of every stage, from replica 0's runtimes (a world all-reduce under MPI).
@@ -319,7 +333,10 @@ static int start_ranks(Pipeline *p, Error *err) {
     p->n_host = p->multiprocess ? 1 : p->W;
     p->ranks = xcalloc((size_t)p->n_host, sizeof(PipelineRank));
     for (int i = 0; i < p->n_host; i++) init_rank(p, &p->ranks[i], p->multiprocess ? p->self : i);
+    if (p->multiprocess) rank_usage_attach(&p->ranks[0].usage, true);
     p->busy_ms = xcalloc((size_t)p->W, sizeof(double));
+    p->cpu_pct = xcalloc((size_t)p->W, sizeof(double));
+    p->rss_bytes = xcalloc((size_t)p->W, sizeof(double));
     p->peak_slots = xcalloc((size_t)p->S, sizeof(int));
     p->offsets = xcalloc((size_t)p->W, sizeof(double));
     p->events = xcalloc((size_t)p->W, sizeof(ActionEvent *));
@@ -350,6 +367,11 @@ static void describe_local_threads(Pipeline *p) {
 
 const char *pipeline_notice(const Pipeline *p) { return p->notice; }
 
+void pipeline_host(const Pipeline *p, int *ranks, int *cores) {
+    *ranks = p->host_ranks;
+    *cores = p->host_cores;
+}
+
 Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *err) {
     if (pipeline_check_options(rc, o, err)) return NULL;
     const StageDevice *dev = o->device == DEVICE_CPU ? NULL : stage_device_find(o->device, err);
@@ -368,6 +390,10 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
                     .rt_opts = {.recompute = o->recompute}};
     if (p->multiprocess) node_threads_describe(&threads, p->notice, sizeof p->notice);
     else describe_local_threads(p);
+    // mpirun binds each rank to its own cores: the node's are the union (node_threads), not this
+    // rank's mask.
+    p->host_ranks = p->multiprocess ? threads.node_ranks : p->W;
+    p->host_cores = p->multiprocess ? threads.node_cores : telemetry_host_cores();
     // The transport first: under MPI it says which rank this process is, hence which stages.
     if (create_transport(p, o, err) || build_stages(p, o, err) || start_ranks(p, err)) {
         pipeline_free(p);
@@ -471,9 +497,11 @@ static int rank_reduce_totals(PipelineRank *pr) {
     const int W = p->W;
     const size_t n = n_slots(p);
     memset(pr->slots, 0, sizeof(double) * n);
-    pr->slots[pr->world] = pr->loss;
-    pr->slots[W + pr->world] = pr->busy_s;
-    fill_norm_slots(pr, pr->slots + 2 * W);
+    pr->slots[SLOT_LOSS * W + pr->world] = pr->loss;
+    pr->slots[SLOT_BUSY * W + pr->world] = pr->busy_s;
+    pr->slots[SLOT_CPU * W + pr->world] = rank_usage_cpu_delta(&pr->usage);
+    pr->slots[SLOT_RSS * W + pr->world] = rank_usage_rss_bytes();
+    fill_norm_slots(pr, pr->slots + SLOT_NORM * W);
     Error why;
     TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, n, &why);
     if (st != TRANSPORT_OK) {
@@ -481,8 +509,8 @@ static int rank_reduce_totals(PipelineRank *pr) {
         return -1;
     }
     double norm2 = 0.0, loss = 0.0;
-    for (size_t i = 2 * (size_t)W; i < n; i++) norm2 += pr->slots[i];
-    for (int r = 0; r < W; r++) loss += pr->slots[r];
+    for (size_t i = SLOT_NORM * (size_t)W; i < n; i++) norm2 += pr->slots[i];
+    for (int r = 0; r < W; r++) loss += pr->slots[SLOT_LOSS * W + r];
     pr->norm = sqrt(norm2);
     pr->batch_loss = loss;
     return 0;
@@ -497,10 +525,50 @@ static void rank_update(PipelineRank *pr) {
         if (rank_has(pr, s)) stage_update(pr->stages[s], &pr->opt[s], oc, p->lr, clip);
 }
 
+// Tied embeddings split across ranks: the first stage's rank holds E (the embedding's
+// gradient), the last stage's H (the head copy's), each summed over replicas already. One
+// world all-reduce in which replica 0's two holders give E and H and everyone else zeros gives
+// every holder E + H (adding zeros is exact, so any order of the sum gives these bits, the
+// bits stage_tie_grads makes on one stage). Megatron all-reduces the same matrix between the
+// first and last stage.
+static int rank_tie_embeddings(PipelineRank *pr) {
+    Pipeline *p = pr->p;
+    if (!p->rc.model.tie_word_embeddings || p->dev) return 0;   // GPU stages share one matrix
+    if (!tie_across_ranks(p)) {   // one rank holds both: one stage (P = 1), or zb-v's first and last
+        if (!rank_has(pr, 0)) return 0;
+        if (p->S == 1) {
+            stage_tie_grads(pr->stages[0]);
+            return 0;
+        }
+        float *e = stage_tied_grad(pr->stages[0]);
+        const float *h = stage_tied_grad(pr->stages[p->S - 1]);
+        const size_t n = (size_t)p->rc.model.vocab * p->rc.model.hidden;
+        for (size_t i = 0; i < n; i++) e[i] += h[i];
+        stage_tie_set(pr->stages[p->S - 1], e);
+        return 0;
+    }
+    const size_t n = (size_t)p->rc.model.vocab * p->rc.model.hidden;
+    memset(pr->tie_buf, 0, n * sizeof(float));
+    for (int s = 0; s < p->S && pr->replica == 0; s++)
+        if ((s == 0 || s == p->S - 1) && rank_has(pr, s))
+            memcpy(pr->tie_buf, stage_tied_grad(pr->stages[s]), n * sizeof(float));
+    Error why;
+    TransportStatus st = transport_allreduce_f32(pr->view, pr->pipe, GROUP_WORLD, pr->tie_buf, n, &why);
+    if (st != TRANSPORT_OK) {
+        rank_failed(pr, st, &why, "(the tied embeddings' all-reduce)");
+        return -1;
+    }
+    for (int s = 0; s < p->S; s++)
+        if ((s == 0 || s == p->S - 1) && rank_has(pr, s)) stage_tie_set(pr->stages[s], pr->tie_buf);
+    return 0;
+}
+
 static void rank_step(PipelineRank *pr) {
     pr->status = RUNTIME_OK;
     rank_zero_grads(pr);
-    if (rank_post_receives(pr) || rank_run_actions(pr) || rank_reduce_grads(pr) || rank_reduce_totals(pr)) return;
+    if (rank_post_receives(pr) || rank_run_actions(pr) || rank_reduce_grads(pr) || rank_tie_embeddings(pr) ||
+        rank_reduce_totals(pr))
+        return;
     if (pr->p->update) rank_update(pr);
 }
 
@@ -510,6 +578,7 @@ static void *pipeline_rank_main(void *arg) {
     // The ranks share the cores: each rank's kernels get an equal part of the OpenMP threads.
     const int threads = omp_get_max_threads() / p->W;
     omp_set_num_threads(threads > 1 ? threads : 1);
+    rank_usage_attach(&pr->usage, false);
     // Stages on a device: this thread launches on its stages' device (a rank's stages share one).
     for (int s = 0; s < p->S; s++)
         if (rank_has(pr, s)) {
@@ -598,9 +667,15 @@ static void fill_telemetry(Pipeline *p, PipelineReport *out) {
 static void fill_report(const Pipeline *p, int step, double seconds, PipelineReport *out) {
     const PipelineRank *pr = &p->ranks[0];
     const size_t tokens = (size_t)p->rc.batch * p->T;
-    for (int r = 0; r < p->W; r++) p->busy_ms[r] = pr->slots[p->W + r] * 1e3;
-    *out = (PipelineReport){.is_root = p->self == 0, .n_ranks = p->W, .n_stages = p->S, .n_replicas = p->D,
-                            .busy_ms = p->busy_ms, .peak_slots = p->peak_slots};
+    const int W = p->W;
+    for (int r = 0; r < W; r++) {
+        p->busy_ms[r] = pr->slots[SLOT_BUSY * W + r] * 1e3;
+        p->cpu_pct[r] = pr->slots[SLOT_CPU * W + r] / seconds * 100.0;
+        p->rss_bytes[r] = pr->slots[SLOT_RSS * W + r];
+    }
+    *out = (PipelineReport){.is_root = p->self == 0, .n_ranks = W, .n_stages = p->S, .n_replicas = p->D,
+                            .busy_ms = p->busy_ms, .cpu_pct = p->cpu_pct, .rss_bytes = p->rss_bytes,
+                            .rss_per_rank = p->multiprocess, .peak_slots = p->peak_slots};
     out->step = (StepReport){.step = step + 1, .steps = p->rc.steps, .loss = pr->batch_loss, .lr = p->lr,
                              .grad_norm = pr->norm, .step_ms = seconds * 1e3, .tokens_per_s = tokens / seconds,
                              .gflops = model_flops_per_token(&p->rc.model, p->T) * tokens / seconds * 1e-9};
@@ -642,6 +717,7 @@ static void free_ranks(Pipeline *p) {
         runtime_free(p->ranks[i].rt);
         transport_free(p->ranks[i].view);
         free(p->ranks[i].slots);
+        free(p->ranks[i].tie_buf);
     }
     free(p->ranks);
 }
@@ -663,6 +739,8 @@ void pipeline_free(Pipeline *p) {
     free(p->opt);
     free(p->threads);
     free(p->busy_ms);
+    free(p->cpu_pct);
+    free(p->rss_bytes);
     free(p->peak_slots);
     free(p->stage_layers);
     free(p->offsets);
@@ -720,6 +798,12 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
                             src(ctx, pi->name, TENSOR_EXP_AVG_SQ, pi, st->v + pi->offset, err)))
                 return -1;
         }
+        // The tied head copy is the embedding, its AdamW moments the embedding's.
+        const ParamInfo copy = stage_head_copy_info(sm);
+        if (copy.numel && (src(ctx, copy.name, TENSOR_WEIGHT, &copy, sm->weights + copy.offset, err) ||
+                           (moments && (src(ctx, copy.name, TENSOR_EXP_AVG, &copy, st->m + copy.offset, err) ||
+                                        src(ctx, copy.name, TENSOR_EXP_AVG_SQ, &copy, st->v + copy.offset, err)))))
+            return -1;
         if (!moments) {
             memset(st->m, 0, st->n * sizeof(float));
             memset(st->v, 0, st->n * sizeof(float));

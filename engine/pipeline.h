@@ -71,6 +71,12 @@ typedef struct {
     int n_ranks, n_stages;    // W = P x D ranks, S stages
     int n_replicas;           // D
     const double *busy_ms;    // (n_ranks) compute time of each world rank this step
+    // (n_ranks) as htop shows each rank (engine/rank_usage.h): CPU time over the step's wall
+    // time in percent (100 = one core busy; CPU used since the rank's previous step), and
+    // resident bytes (NaN: unknown). Ranks that are threads of one process share its memory:
+    // rss_per_rank is false and every entry is the process's.
+    const double *cpu_pct, *rss_bytes;
+    bool rss_per_rank;
     const int *peak_slots;    // (n_stages) activation slots (microbatches in flight) per stage
     // Per-rank (W) and per-stage (S) busy / comm / idle and the measured bubble, from every
     // rank's action events on rank 0's clock (telemetry_summarize); a stage's numbers add up
@@ -139,6 +145,9 @@ bool pipeline_is_root(const Pipeline *p);
 // node's, under mpirun; this process's, under local): each rank's OpenMP threads are its share
 // of the cores (engine/transport/node_threads.h), and then they take turns.
 const char *pipeline_notice(const Pipeline *p);
+// The ranks on this process's node (local: the world, all threads here) and the cores they
+// may use together (mpirun: the union of their affinity masks, which binding narrows per rank).
+void pipeline_host(const Pipeline *p, int *ranks, int *cores);
 int pipeline_world_rank(const Pipeline *p);  // this process's rank (0 under local)
 // The largest `local` over every rank (a collective under MPI: every rank calls it); +inf if
 // the ranks could not agree (a failed transport).

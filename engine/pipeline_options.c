@@ -19,7 +19,7 @@ PipelineOptions pipeline_options_defaults(void) {
 }
 
 // What GPU stages cannot do (yet), each in one line.
-static int check_cuda_options(const PipelineOptions *o, Error *err) {
+static int check_cuda_options(const RunConfig *rc, const PipelineOptions *o, Error *err) {
     Error why;
     if (!stage_device_find(DEVICE_CUDA, &why)) {
         error_set(err, "--device cuda: %s", why.msg);
@@ -27,6 +27,11 @@ static int check_cuda_options(const PipelineOptions *o, Error *err) {
     }
     if (o->recompute) {
         error_set(err, "--device cuda: --recompute all runs on CPU stages only (use --recompute none)");
+        return -1;
+    }
+    if (rc->model.attention_bias || rc->model.mlp_bias) {
+        error_set(err, "--device cuda: a model with %s runs on CPU stages only for now",
+                  rc->model.attention_bias ? "attention_bias" : "mlp_bias");
         return -1;
     }
     if (o->transport == TRANSPORT_KIND_MPI) {
@@ -48,7 +53,7 @@ int pipeline_check_options(const RunConfig *rc, const PipelineOptions *o, Error 
                   o->ranks, o->dp, o->timeout_s);
         return -1;
     }
-    if (o->device == DEVICE_CUDA && check_cuda_options(o, err)) return -1;
+    if (o->device == DEVICE_CUDA && check_cuda_options(rc, o, err)) return -1;
     if (o->device != DEVICE_CUDA && o->transport == TRANSPORT_KIND_NCCL) {
         error_set(err, "--transport nccl moves GPU memory: it needs --device cuda");
         return -1;

@@ -46,6 +46,8 @@ double reference_forward_backward(StageModel *sm, StageActs *acts, const RunConf
     }
     if (sum) memcpy(sm->grads, sum, sm->numel * sizeof(float));
     free(sum);
+    // Tied embeddings: E + H, after the replicas' sums, as the pipeline ties them.
+    stage_tie_grads(sm);
     return loss;
 }
 

@@ -50,6 +50,7 @@ static void describe_run(const RunConfig *rc, const PipelineOptions *po, const P
     *info = (RunInfo){.data_kind = dataset_kind(ds), .data_items = dataset_items(ds),
                       .data_tokens = dataset_tokens(ds), .params = model_config_param_count(&rc->model),
                       .n_stages = S, .stage_layers = layers, .slot_bytes = bytes, .notice = pipeline_notice(p)};
+    pipeline_host(p, &info->host_ranks, &info->host_cores);
 }
 
 typedef struct {

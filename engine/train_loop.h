@@ -19,6 +19,7 @@ typedef struct {
                                   // light set under recompute; every stage, wherever it lives)
     int start_step;               // steps done before this run (a resumed run); 0 for a fresh one
     const char *notice;           // pipeline_notice: "" or the line saying ranks outnumber cores
+    int host_ranks, host_cores;   // pipeline_host: ranks on this node, the cores they share
 } RunInfo;
 
 typedef struct {

@@ -469,5 +469,6 @@ StageModel *ckpt_load_model(Checkpoint *c, Error *err) {
             stage_free(sm);
             return NULL;
         }
+    stage_sync_head_copy(sm);   // tied embeddings: the head reads the embedding's copy
     return sm;
 }

@@ -191,6 +191,14 @@ static void fmt_ms(double ms, char *buf, size_t size) {
     else snprintf(buf, size, "%.1e", ms);
 }
 
+// CPU % in STAGE_CPU_W columns, as htop: "99.5", "187", "-" when unknown.
+static void fmt_cpu(double pct, char *buf, size_t size) {
+    if (!isfinite(pct) || pct < 0) snprintf(buf, size, "-");
+    else if (pct < 100.0) snprintf(buf, size, "%.1f", pct);
+    else if (pct < 1e5) snprintf(buf, size, "%.0f", pct);
+    else snprintf(buf, size, "9999+");
+}
+
 static void stages_heading(const StageColumns *c, int y, int x) {
     for (int k = 0; k < STAGE_COLS; k++) {
         if (!c->w[k]) continue;
@@ -230,6 +238,14 @@ static void stage_row(const TuiApp *app, const StageColumns *c, int r, int y, in
     if (c->w[STAGE_COL_PEAK]) {
         tui_fmt_bytes(row->peak_bytes, text, sizeof text);
         tui_text_right(y, x + c->x[STAGE_COL_PEAK], c->w[STAGE_COL_PEAK], THEME_TEXT, text);
+    }
+    if (c->w[STAGE_COL_CPU]) {
+        fmt_cpu(row->cpu_pct, text, sizeof text);
+        tui_text_right(y, x + c->x[STAGE_COL_CPU], c->w[STAGE_COL_CPU], THEME_TEXT, text);
+    }
+    if (c->w[STAGE_COL_RSS]) {
+        tui_fmt_bytes(row->rss_bytes, text, sizeof text);
+        tui_text_right(y, x + c->x[STAGE_COL_RSS], c->w[STAGE_COL_RSS], THEME_TEXT, text);
     }
 }
 

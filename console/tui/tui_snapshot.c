@@ -68,6 +68,7 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
         TuiRankRow *row = &v->rank[r];
         snprintf(row->layers, sizeof row->layers, "?");
         row->busy_ms = row->transfer_ms = row->wait_ms = row->peak_bytes = NAN;
+        row->cpu_pct = row->rss_bytes = NAN;
     }
 }
 
@@ -248,6 +249,7 @@ static int snap_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *
     TuiView *v = &l->staging;
     tui_view_identity(v, rc, po);
     v->params = (double)info->params;
+    v->host_ranks = info->host_ranks, v->host_cores = info->host_cores;
     v->V = po->ranks > 0 ? info->n_stages / po->ranks : 0;
     v->state = atomic_load(&l->stop) ? TUI_RUN_STOPPING : TUI_RUN_RUNNING;
     if (l->run_id) v->run_id = *l->run_id;
@@ -272,12 +274,14 @@ static void update_ranks(TuiSnapshot *l, const PipelineReport *r) {
     for (int s = 0; s < S; s++) stage_rank[s] = t->stages[s].rank % P;
     for (int q = 0; q < v->n_ranks; q++) {
         TuiRankRow *row = &v->rank[q];
-        row->busy_ms = row->transfer_ms = row->wait_ms = 0.0;
+        row->busy_ms = row->transfer_ms = row->wait_ms = row->cpu_pct = row->rss_bytes = 0.0;
         for (int d = 0; d < D && d * P + q < t->n_ranks; d++) {
             const RankTelemetry *rt = &t->ranks[d * P + q];
             row->busy_ms += rt->busy_ms / D;
             row->transfer_ms += rt->transfer_ms / D;
             row->wait_ms += rt->wait_ms / D;
+            row->cpu_pct += r->cpu_pct[d * P + q] / D;
+            row->rss_bytes += r->rss_bytes[d * P + q] / D;
         }
         double peak = 0.0;
         for (int s = 0; s < S; s++) {

@@ -47,6 +47,9 @@ typedef struct {
     double transfer_ms;         // copying messages; NaN: not recorded (a store before version 3)
     double wait_ms;             // waiting for a peer, or done early: the rank's share of the bubble
     double peak_bytes;          // peak activation memory; NaN: unknown
+    // As htop shows a process (engine/rank_usage.h), NaN: unknown (watch, a store's runs):
+    double cpu_pct;             // CPU time over the step's wall time, % of one core
+    double rss_bytes;           // resident memory; ranks that are threads: their process's
 } TuiRankRow;
 
 typedef struct {

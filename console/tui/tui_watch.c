@@ -55,6 +55,7 @@ static void watch_begin(TuiView *v, const DbRunInfo *r) {
     for (int q = 0; q < v->n_ranks; q++) {
         snprintf(v->rank[q].layers, sizeof v->rank[q].layers, "?");
         v->rank[q].busy_ms = v->rank[q].transfer_ms = v->rank[q].wait_ms = v->rank[q].peak_bytes = NAN;
+        v->rank[q].cpu_pct = v->rank[q].rss_bytes = NAN;
     }
 }
 

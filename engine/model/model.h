@@ -34,6 +34,8 @@ typedef struct {
     RopeLlama3 rope_llama3; // (kernels/cpu/kernels.h) Llama 3.1's frequency rescaling
     float rms_eps;
     bool tie_word_embeddings;
+    bool attention_bias;    // q, k, v and o projections add a bias (HF attention_bias)
+    bool mlp_bias;          // gate, up and down projections add a bias (HF mlp_bias)
     float init_std;         // HF initializer_range
 } ModelConfig;
 
@@ -77,6 +79,9 @@ typedef struct {
     float *wgate;           // (I, C)          mlp.gate_proj.weight
     float *wup;             // (I, C)          mlp.up_proj.weight
     float *wdown;           // (C, I)          mlp.down_proj.weight
+    // Biases, NULL when the config has none: (Q) (KV) (KV) (C) with attention_bias, (I) (I)
+    // (C) with mlp_bias. Each follows its weight in the layout (HF state_dict order).
+    float *bq, *bk, *bv, *bo, *bgate, *bup, *bdown;
 } LayerParams;
 
 typedef struct {
@@ -100,7 +105,13 @@ typedef struct {
     bool has_embed, has_head;
     int n_params;
     ParamInfo *params;            // [n_params], in HF order
-    size_t numel;
+    // Tied word embeddings (Megatron's way): a stage with the head keeps its own copy of the
+    // embedding matrix as its lm_head, (V, C) floats at head_copy_offset after the params,
+    // named by no ParamInfo (checkpoints, the export and the norm see the embedding once).
+    // Its gradient collects the head's part (H); stage_tie_grads makes both copies' gradients
+    // E + H, so AdamW keeps them bitwise equal. 0: no copy.
+    size_t head_copy_offset;
+    size_t numel;                 // the params' floats, and the head copy's
     float *weights;               // (numel) one allocation, carved into views
     float *grads;                 // (numel)
     ParamViews w, g;              // named views into weights and grads
@@ -113,8 +124,7 @@ typedef struct {
 
 // Creates the stage holding layers [layer_begin, layer_end) (plus embedding / head as
 // flagged), its weights initialized from (seed, name) and gradients zeroed. Returns NULL
-// with err set when the range is empty or out of bounds, or when tied embeddings would be
-// split across stages.
+// with err set when the range is empty or out of bounds.
 StageModel *stage_create(const ModelConfig *cfg, int layer_begin, int layer_end,
                          bool has_embed, bool has_head, uint64_t seed, Error *err);
 void stage_free(StageModel *s);          // and its device part
@@ -127,6 +137,21 @@ const ParamInfo *stage_find_param(const StageModel *s, const char *name);
 // tensors (a device backend may give the whole stage's sum in out[0]: stage_ops.h).
 int model_param_tensors(const ModelConfig *cfg);
 int stage_param_base(const StageModel *s);
+
+// Tied embeddings. stage_tied_grad: this stage's gradient of the tied matrix, (V, C): the
+// embedding's on a stage with the embedding, else the head copy's; NULL without either.
+// stage_tie_grads, on a stage holding both: embedding gradient = E + H, copied to the head
+// copy. stage_tie_set: gradient of the tied matrix = sum (E + H, summed elsewhere), into the
+// stage's every copy. Host memory (CPU stages).
+float *stage_tied_grad(StageModel *s);
+// The head copy as the tensor it copies ("model.embed_tokens.weight", (V, C), at
+// head_copy_offset); numel 0 when the stage has none.
+ParamInfo stage_head_copy_info(const StageModel *s);
+// After weights were written by name on a stage holding both ends: the head copy := the
+// embedding (a no-op without a copy or without the embedding).
+void stage_sync_head_copy(StageModel *s);
+void stage_tie_grads(StageModel *s);
+void stage_tie_set(StageModel *s, const float *sum);
 void stage_grad_sum_squares(const StageModel *s, double *out);
 // Points the named views v (v->layer holds the stage's layers) at the tensors of one flat
 // buffer in the stage's layout: weights, grads, or their device twins (engine/model/model_cuda.c).

@@ -143,7 +143,7 @@ static char *read_small_file(const char *path, Error *err) {
 static const char *const CONFIG_HONOURED[] = {
     "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "head_dim", "vocab_size", "max_position_embeddings", "rope_theta", "rope_parameters", "rope_scaling",
-    "rms_norm_eps", "initializer_range", "tie_word_embeddings", NULL};
+    "rms_norm_eps", "initializer_range", "tie_word_embeddings", "attention_bias", "mlp_bias", NULL};
 static const char *const CONFIG_METADATA[] = {
     "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype",
     "transformers_version", "use_cache", "_name_or_path", "output_attentions", "output_hidden_states",
@@ -167,14 +167,6 @@ static int check_fixed_values(const cJSON *root, const char *path, Error *err) {
         error_set(err, "%s: hidden_act must be \"silu\"", path);
         return -1;
     }
-    const char *must_be_off[] = {"attention_bias", "mlp_bias"};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, must_be_off[i]);
-        if (b && !cJSON_IsFalse(b)) {
-            error_set(err, "%s: %s must be false (biases are not implemented)", path, must_be_off[i]);
-            return -1;
-        }
-    }
     const struct { const char *key; double value; } numbers[] = {{"attention_dropout", 0.0}, {"pretraining_tp", 1.0}};
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, numbers[i].key);
@@ -186,9 +178,20 @@ static int check_fixed_values(const cJSON *root, const char *path, Error *err) {
     return 0;
 }
 
+// An optional true/false key: left as it is when absent.
+static int json_bool(const cJSON *root, const char *key, bool *out, const char *path, Error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) {
+        error_set(err, "%s: \"%s\" must be true or false", path, key);
+        return -1;
+    }
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
 static int check_keys(const cJSON *root, const char *path, Error *err) {
-    const char *fixed[] = {"model_type", "hidden_act", "attention_bias", "mlp_bias", "attention_dropout",
-                           "pretraining_tp", NULL};
+    const char *fixed[] = {"model_type", "hidden_act", "attention_dropout", "pretraining_tp", NULL};
     for (const cJSON *item = root->child; item; item = item->next)
         if (!in_list(CONFIG_HONOURED, item->string) && !in_list(CONFIG_METADATA, item->string) &&
             !in_list(fixed, item->string)) {
@@ -315,24 +318,25 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
         }
     }
     if (rc == 0) rc = read_rope(root, cfg, path, err);   // after max_position_embeddings (llama3's default)
-    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
-    if (rc == 0 && tie) {
-        if (!cJSON_IsBool(tie)) {
-            error_set(err, "%s: \"tie_word_embeddings\" must be true or false", path);
-            rc = -1;
-        } else {
-            cfg->tie_word_embeddings = cJSON_IsTrue(tie);
-        }
-    }
+    if (rc == 0) rc = json_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, path, err) ||
+                      json_bool(root, "attention_bias", &cfg->attention_bias, path, err) ||
+                      json_bool(root, "mlp_bias", &cfg->mlp_bias, path, err);
     cJSON_Delete(root);
     if (rc) return -1;
     return model_config_validate(cfg, err);
 }
 
+// The bias vectors of one layer: q, k, v, o (attention_bias) and gate, up, down (mlp_bias).
+static size_t layer_bias_count(const ModelConfig *c) {
+    const size_t C = (size_t)c->hidden, Q = (size_t)c->heads * c->head_dim;
+    const size_t KV = (size_t)c->kv_heads * c->head_dim, I = (size_t)c->intermediate;
+    return (c->attention_bias ? Q + 2 * KV + C : 0) + (c->mlp_bias ? 2 * I + C : 0);
+}
+
 static size_t layer_param_count(const ModelConfig *c) {
     const size_t C = (size_t)c->hidden, Q = (size_t)c->heads * c->head_dim;
     const size_t KV = (size_t)c->kv_heads * c->head_dim, I = (size_t)c->intermediate;
-    return Q * C + 2 * KV * C + C * Q + 3 * I * C + 2 * C;
+    return Q * C + 2 * KV * C + C * Q + 3 * I * C + 2 * C + layer_bias_count(c);
 }
 
 size_t model_config_param_count(const ModelConfig *c) {
@@ -345,7 +349,8 @@ double model_flops_per_token(const ModelConfig *c, int T) {
     // Every weight matrix except the embedding lookup takes part in a matmul: 2 FLOPs per
     // parameter forward, 4 backward. Attention adds QK^T and PV: 2 * 2 * NH*HD * T forward
     // per token and layer, x3 with backward (PaLM appendix B's count).
-    const double matmul_params = (double)c->layers * (layer_param_count(c) - 2.0 * c->hidden) +
+    const double matmul_params = (double)c->layers * ((double)layer_param_count(c) - 2.0 * c->hidden -
+                                                      (double)layer_bias_count(c)) +
                                  (double)c->vocab * c->hidden;
     const double attn = 12.0 * c->layers * (double)c->heads * c->head_dim * T;
     return 6.0 * matmul_params + attn;
@@ -411,8 +416,8 @@ char *model_config_to_hf_json(const ModelConfig *c, const char *torch_dtype) {
     add_float(o, "initializer_range", c->init_std);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "attention_bias", false);
-    cJSON_AddBoolToObject(o, "mlp_bias", false);
+    cJSON_AddBoolToObject(o, "attention_bias", c->attention_bias);
+    cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
     cJSON_AddNumberToObject(o, "attention_dropout", 0);
     cJSON_AddNumberToObject(o, "pretraining_tp", 1);
     cJSON_AddNumberToObject(o, "bos_token_id", TOKEN_BOS);

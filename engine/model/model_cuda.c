@@ -81,6 +81,11 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
         error_set(err, "%s", why);
         return -1;
     }
+    if (s->head_copy_offset && !s->has_embed) {
+        error_set(err, "--device cuda: tied word embeddings need the embedding and the head on one GPU stage "
+                       "for now (CPU stages tie them across stages)");
+        return -1;
+    }
     if (device < 0 || device >= cuda_device_count()) {
         error_set(err, "CUDA device %d does not exist (%d visible)", device, cuda_device_count());
         return -1;
@@ -101,6 +106,12 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     c->dg.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
     stage_carve_views(s, c->w, &c->dw);
     stage_carve_views(s, c->g, &c->dg);
+    // Tied embeddings on one GPU stage: the head reads and accumulates into the embedding
+    // itself (the host's head copy and its tie are the CPU stages' way).
+    if (s->head_copy_offset) {
+        c->dw.lm_head = c->dw.wte;
+        c->dg.lm_head = c->dg.wte;
+    }
     s->ops = &CUDA_OPS;
     s->dev = c;
     cuda_zero(c->ctx, c->g, bytes);

@@ -5,6 +5,8 @@
 //   y    = attention(q, k, v)       xmid = x + y Wo^T
 //   ln2  = rmsnorm(xmid)            h = silu(ln2 Wgate^T) * (ln2 Wup^T)
 //   x'   = xmid + h Wdown^T
+// With attention_bias / mlp_bias each projection adds its bias (before RoPE for q and k, as
+// transformers does); a bias's gradient is the column sum of its projection's output gradient.
 // The backward is split as in the zero-bubble paper: the input half (I) walks the layers in
 // reverse computing activation gradients and keeps those the weight gradients need; the
 // weight half (W) turns them into parameter gradients. A full backward (B) is I then W.
@@ -21,22 +23,34 @@ static void zero(float *p, size_t n) {
     memset(p, 0, n * sizeof(float));
 }
 
+// A projection: out(N, OC) = in(N, IC) W^T, + b when the layer has that bias (b NULL: none).
+static void project(float *out, const float *in, const float *W, const float *b, int N, int IC, int OC) {
+    linear_forward(out, in, W, N, IC, OC);
+    if (b) bias_forward(out, b, N, OC);
+}
+
+// Its weight half: dW += dout^T in, and db += dout's column sums (db NULL: no bias).
+static void project_weight_grad(float *dW, float *db, const float *dout, const float *in, int N, int IC, int OC) {
+    linear_backward_weight(dW, dout, in, N, IC, OC);
+    if (db) bias_backward(db, dout, N, OC);
+}
+
 static void layer_forward(const LayerParams *w, LayerActs *la, const float *x, float *out,
                           const StageActs *a, StageDims d, float eps) {
     rmsnorm_forward(la->ln1, la->rstd1, x, w->ln1, d.N, d.C, eps);
-    linear_forward(la->q, la->ln1, w->wq, d.N, d.C, d.Q);
-    linear_forward(la->k, la->ln1, w->wk, d.N, d.C, d.KV);
-    linear_forward(la->v, la->ln1, w->wv, d.N, d.C, d.KV);
+    project(la->q, la->ln1, w->wq, w->bq, d.N, d.C, d.Q);
+    project(la->k, la->ln1, w->wk, w->bk, d.N, d.C, d.KV);
+    project(la->v, la->ln1, w->wv, w->bv, d.N, d.C, d.KV);
     rope_forward(la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     rope_forward(la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     attention_forward(la->atty, la->att, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
-    linear_forward(la->xmid, la->atty, w->wo, d.N, d.Q, d.C);
+    project(la->xmid, la->atty, w->wo, w->bo, d.N, d.Q, d.C);
     residual_forward(la->xmid, la->xmid, x, (size_t)d.N * d.C);
     rmsnorm_forward(la->ln2, la->rstd2, la->xmid, w->ln2, d.N, d.C, eps);
-    linear_forward(la->gate, la->ln2, w->wgate, d.N, d.C, d.I);
-    linear_forward(la->up, la->ln2, w->wup, d.N, d.C, d.I);
+    project(la->gate, la->ln2, w->wgate, w->bgate, d.N, d.C, d.I);
+    project(la->up, la->ln2, w->wup, w->bup, d.N, d.C, d.I);
     swiglu_forward(la->h, la->gate, la->up, d.N, d.I);
-    linear_forward(out, la->h, w->wdown, d.N, d.I, d.C);
+    project(out, la->h, w->wdown, w->bdown, d.N, d.I, d.C);
     residual_forward(out, out, la->xmid, (size_t)d.N * d.C);
 }
 
@@ -116,14 +130,14 @@ void stage_cpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
 
 static void layer_backward_weight(const LayerParams *w, LayerParams *g, const LayerActs *la,
                                   const float *x, const float *dout, StageDims d) {
-    linear_backward_weight(g->wdown, dout, la->h, d.N, d.I, d.C);
-    linear_backward_weight(g->wgate, la->dgate, la->ln2, d.N, d.C, d.I);
-    linear_backward_weight(g->wup, la->dup, la->ln2, d.N, d.C, d.I);
+    project_weight_grad(g->wdown, g->bdown, dout, la->h, d.N, d.I, d.C);
+    project_weight_grad(g->wgate, g->bgate, la->dgate, la->ln2, d.N, d.C, d.I);
+    project_weight_grad(g->wup, g->bup, la->dup, la->ln2, d.N, d.C, d.I);
     rmsnorm_backward(NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
-    linear_backward_weight(g->wo, la->dxmid, la->atty, d.N, d.Q, d.C);
-    linear_backward_weight(g->wq, la->dq, la->ln1, d.N, d.C, d.Q);
-    linear_backward_weight(g->wk, la->dk, la->ln1, d.N, d.C, d.KV);
-    linear_backward_weight(g->wv, la->dv, la->ln1, d.N, d.C, d.KV);
+    project_weight_grad(g->wo, g->bo, la->dxmid, la->atty, d.N, d.Q, d.C);
+    project_weight_grad(g->wq, g->bq, la->dq, la->ln1, d.N, d.C, d.Q);
+    project_weight_grad(g->wk, g->bk, la->dk, la->ln1, d.N, d.C, d.KV);
+    project_weight_grad(g->wv, g->bv, la->dv, la->ln1, d.N, d.C, d.KV);
     rmsnorm_backward(NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 

@@ -50,6 +50,10 @@ void linear_forward(float *out, const float *inp, const float *W, int N, int IC,
 void linear_backward_input(float *dinp, const float *dout, const float *W, int N, int IC, int OC);
 // dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
 void linear_backward_weight(float *dW, const float *dout, const float *inp, int N, int IC, int OC);
+// A Linear's bias: out(N, OC) += b(OC) on every row; db(OC) += the column sums of dout(N, OC),
+// rows in order (bits independent of the thread count).
+void bias_forward(float *out, const float *b, int N, int OC);
+void bias_backward(float *db, const float *dout, int N, int OC);
 
 // ---- rope.c ------------------------------------------------------------------------------
 // Rotary inverse frequencies inv_freq(HD/2), Hugging Face convention: 1 / theta^(2i/HD) in

@@ -16,3 +16,20 @@ void linear_backward_weight(float *dW, const float *dout, const float *inp, int 
     // dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
     gemm_fixed(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
 }
+
+void bias_forward(float *out, const float *b, int N, int OC) {
+    // out(N, OC) += b(OC), each row
+    for (int n = 0; n < N; n++) {
+        float *row = out + (size_t)n * OC;
+        for (int o = 0; o < OC; o++) row[o] += b[o];
+    }
+}
+
+void bias_backward(float *db, const float *dout, int N, int OC) {
+    // db(OC) += sum over rows of dout(N, OC), rows added in order: the same bits at any
+    // thread count, as gemm_fixed's products.
+    for (int n = 0; n < N; n++) {
+        const float *row = dout + (size_t)n * OC;
+        for (int o = 0; o < OC; o++) db[o] += row[o];
+    }
+}

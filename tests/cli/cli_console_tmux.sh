@@ -70,6 +70,8 @@ wait_for 10 'bubble [0-9.]+% = [-0-9.]+ ideal \+ [-0-9.]+ imbalance \+ [-0-9.]+ 
   "the bubble and its parts"
 bubble_adds_up
 wait_for 5 'busy ms +xfer +wait' "busy, transfer and wait per rank"
+wait_for 5 'peak act +cpu% +rss' "CPU and resident memory per rank, as htop"
+wait_for 5 '^[│x]3 +cpu +6-7 .* [0-9]+(\.[0-9])? +[0-9.]+[KMG] *[│x]$' "rank 3's CPU % and resident memory"
 wait_for 5 'local cpu fp32' "the header says where the run runs"
 if [ "$(nproc)" -lt 4 ]; then wait_for 5 "4 ranks on $(nproc) cores" "the header flags CPU oversubscription"; fi
 wait_for 10 'loss \+ EMA' "the loss panel"

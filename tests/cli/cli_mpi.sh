@@ -42,6 +42,17 @@ check "wrong world size exits non-zero" [ $? -ne 0 ]
 check "every rank says why, once" [ "$(grep -c 'pptrain: mpirun started 3 ranks but --stages 2 x --dp 2 needs 4' \
   "$work/size.txt")" -eq 3 ]
 
+# Tied embeddings across processes: the first and last stage's ranks all-reduce E + H, so
+# P=2 x D=2 over mpirun prints the bits of one stage with D=2 (the local transport).
+tied=(train --init-from "$src/tests/fixtures/hf_variants/tied" --data "$src/tests/fixtures/text" --db ''
+      --steps 4 --batch 8 --seq 32 --microbatches 2 --timeout 30)
+steps_of() { grep '^step' "$1" | sed 's/| *[0-9]* tok.*//'; }
+"$bin" "${tied[@]}" --stages 1 --dp 2 > "$work/tied-local.txt" 2>&1
+"${mpi[@]}" -np 4 "$bin" "${tied[@]}" --stages 2 --dp 2 --transport mpi > "$work/tied-mpi.txt" 2>&1
+check "tied embeddings over mpirun P=2 D=2: the bits of one stage" \
+  cmp -s <(steps_of "$work/tied-local.txt") <(steps_of "$work/tied-mpi.txt")
+check "tied embeddings: 4 steps printed" [ "$(steps_of "$work/tied-mpi.txt" | wc -l)" -eq 4 ]
+
 if [ "$failed" -ne 0 ]; then
   for f in "$work"/*.txt; do echo "== $f"; cat "$f"; done
 fi

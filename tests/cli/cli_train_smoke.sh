@@ -41,4 +41,29 @@ check "stopped run recorded" sh -c "'$bin' history --db stop.db --json | grep -q
 "$bin" train --help > "$work/help.txt"
 check "--help exits 0 and lists --microbatches" grep -q -- '--microbatches M' "$work/help.txt"
 
+# Models with biases (transformers' attention_bias / mlp_bias checkpoints) train pipelined to
+# the bits of one device, under a zero-bubble and an interleaved schedule, with replicas.
+fx="$src/tests/fixtures/hf_variants"
+"$bin" check --init-from "$fx/attention_bias" --data "$src/tests/fixtures/text" --stages 2 --dp 2 \
+  --schedule zb-h1 --microbatches 4 --batch 16 --seq 32 > "$work/bias1.txt" 2>&1
+check "attention_bias: zb-h1 P2 D2 bitwise" grep -q '^  bitwise' "$work/bias1.txt"
+"$bin" check --init-from "$fx/mlp_bias" --data "$src/tests/fixtures/text" --stages 2 \
+  --schedule interleaved-1f1b --microbatches 4 --batch 8 --seq 32 --recompute all > "$work/bias2.txt" 2>&1
+check "mlp_bias: interleaved-1f1b P2 V2 recompute bitwise" grep -q '^  bitwise' "$work/bias2.txt"
+# Tied embeddings split across stages (the first stage's embedding, the last stage's copy,
+# their gradients summed): 6 steps at P=2 are the bits of P=1; a P=2 checkpoint resumes at
+# P=1 to the same bits; the export writes the tied matrix once.
+tied=(--data "$src/tests/fixtures/text" --db '' --batch 8 --seq 32 --microbatches 4)
+steps_of() { grep '^step' "$1" | sed 's/| *[0-9]* tok.*//'; }
+"$bin" train --init-from "$fx/tied" "${tied[@]}" --steps 6 --stages 1 > "$work/tied1.txt"
+"$bin" train --init-from "$fx/tied" "${tied[@]}" --steps 6 --stages 2 --schedule zb-h1 --ckpt-every 3 \
+  --ckpt-dir "$work/tied-ckpt" > "$work/tied2.txt"
+check "tied embeddings: P=2 zb-h1 trains the bits of P=1" cmp -s <(steps_of "$work/tied1.txt") <(steps_of "$work/tied2.txt")
+"$bin" train --resume "$work/tied-ckpt/step-000003" --data "$src/tests/fixtures/text" --db '' --stages 1 \
+  > "$work/tied-resumed.txt"
+check "tied embeddings: a P=2 checkpoint resumes at P=1 to the same bits" \
+  cmp -s <(steps_of "$work/tied1.txt" | tail -3) <(steps_of "$work/tied-resumed.txt")
+"$bin" export "$work/tied-ckpt/step-000006" "$work/tied-hf" > /dev/null
+check "tied embeddings: the export holds the matrix once, no lm_head" \
+  bash -c "grep -aq 'model.embed_tokens.weight' '$work/tied-hf/model.safetensors' && ! grep -aq 'lm_head' '$work/tied-hf/model.safetensors'"
 cli_finish

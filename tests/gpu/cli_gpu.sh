@@ -131,4 +131,16 @@ expect_refusal() {   # expect_refusal "text" args...: one line on stderr, exit 2
 check "--recompute all on GPUs: one line, exit 2" expect_refusal "--recompute all runs on CPU stages only" \
   --device cuda --recompute all
 check "--transport mpi on GPUs: one line, exit 2" expect_refusal "use --transport nccl" --device cuda --transport mpi
+# Tied embeddings on one GPU stage: the head accumulates into the embedding itself; within
+# fp32 tolerance of the CPU stages' E + H. Split across GPU stages, and biases: refused.
+fx="$src/tests/fixtures/hf_variants"
+tied=(--init-from "$fx/tied" --steps 4 --seq 32 --microbatches 2)
+base=(train --data "$data" --batch 8 --lr 3e-3 --warmup 2)   # --init-from brings the model
+run tiedcpu "${tied[@]}" > /dev/null
+check "GPU fp32 tied embeddings on one stage, runs" run tiedgpu "${tied[@]}" --device cuda --precision fp32
+check "GPU tied embeddings: within 1e-4 of the CPU's" within tiedcpu.losses tiedgpu.losses 1e-4
+check "tied embeddings split across GPU stages: one line, exit 2" \
+  expect_refusal "tied word embeddings need the embedding and the head on one GPU stage" "${tied[@]}" --device cuda --stages 2
+check "biases on GPUs: one line, exit 2" expect_refusal "mlp_bias runs on CPU stages only" \
+  --init-from "$fx/mlp_bias" --device cuda
 cli_finish

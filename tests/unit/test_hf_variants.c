@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cpu/kernels.h"
 #include "storage/checkpoint.h"
@@ -66,25 +67,42 @@ static void check_variant(const char *name) {
     safetensors_close(ref);
 }
 
-// Variants pptrain does not implement yet: refused, the key named, never read as another model.
-static void check_refused(const char *name, const char *key) {
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", FIXTURES, name);
+// A config pptrain does not implement: the plain variant's weights beside a config.json whose
+// `key` is replaced by `value` (JSON text). Refused, the key named, never read as another model.
+static void check_refused(const char *key, const char *value) {
+    char dir[] = "/tmp/pptrain_hfv_XXXXXX", path[600], src[600];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(src, sizeof src, "%s/plain/model.safetensors", FIXTURES);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(symlink(src, path) == 0, "symlink %s", path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+               "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 259, \"%s\": %s}\n",
+            key, value);
+    fclose(f);
     Error err = {{0}};
     Checkpoint *c = ckpt_open(dir, false, true, &err);
     StageModel *sm = c ? ckpt_load_model(c, &err) : NULL;
     ckpt_close(c);
-    CHECK(sm == NULL && strstr(err.msg, key) && !strchr(err.msg, '\n'), "%s: refused naming %s: '%s'", name, key,
+    CHECK(sm == NULL && strstr(err.msg, key) && !strchr(err.msg, '\n'), "%s %s: refused naming it: '%s'", key, value,
           err.msg);
     stage_free(sm);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void) {
     printf("against transformers' float64 logits and loss:\n");
-    const char *variants[] = {"plain", "theta5000", "theta500000_legacy", "llama3", "head_dim", "tied"};
+    const char *variants[] = {"plain", "theta5000", "theta500000_legacy", "llama3", "head_dim", "tied",
+                              "attention_bias", "mlp_bias"};
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) check_variant(variants[i]);
-    check_refused("attention_bias", "attention_bias");
-    check_refused("mlp_bias", "mlp_bias");
+    check_refused("hidden_act", "\"gelu\"");
+    check_refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}");
+    check_refused("attention_bias", "1");
+    check_refused("sliding_window", "4096");
     printf("worst: logits %.2e, loss %.2e\n", worst_logits, worst_loss);
     return test_finish();
 }

@@ -232,6 +232,33 @@ static void test_linear(void) {
     free(l.x); free(l.W); free(l.G); free(l.out); free(want_dx); free(want_dW);
 }
 
+// ---- bias (attention_bias, mlp_bias) -------------------------------------------------------
+typedef struct { double *x, *b, *G, *out; int N, OC; } BiasCtx;
+
+// f = sum G * (x + b), x (N, OC) and b (OC) broadcast over rows.
+static double obj_bias(void *p) {
+    BiasCtx *c = p;
+    for (int n = 0; n < c->N; n++)
+        for (int o = 0; o < c->OC; o++) c->out[n * c->OC + o] = c->x[n * c->OC + o] + c->b[o];
+    return dot(c->G, c->out, (size_t)c->N * c->OC);
+}
+
+static void test_bias(void) {
+    enum { N = 9, OC = 6 };
+    float *x = frand(N * OC, -1, 1), *b = frand(OC, -1, 1), *dout = frand(N * OC, -1, 1);
+    float *out = fcopy(x, N * OC), *db = frand(OC, -1, 1), *db0 = fcopy(db, OC);
+    BiasCtx c = {to_double(x, N * OC), to_double(b, OC), to_double(dout, N * OC), dalloc(N * OC), N, OC};
+    double *want_db = dalloc(OC);
+    bias_forward(out, b, N, OC);
+    obj_bias(&c);
+    report("bias forward", rel_err(out, c.out, N * OC), TOL_FWD);
+    bias_backward(db, dout, N, OC);
+    fd_grad(want_db, c.b, OC, obj_bias, &c);
+    report("bias db", rel_err_acc(db, db0, want_db, OC), TOL_GRAD);
+    free(x); free(b); free(dout); free(out); free(db); free(db0);
+    free(c.x); free(c.b); free(c.G); free(c.out); free(want_db);
+}
+
 // ---- rope ---------------------------------------------------------------------------------
 typedef struct { double *x, *G, *out; const double *cs, *sn; int B, T, H, HD; } RopeCtx;
 
@@ -640,6 +667,7 @@ int main(void) {
     test_embedding();
     test_rmsnorm();
     test_linear();
+    test_bias();
     test_rope_tables();
     test_rope_llama3();
     test_rope_heads(2, 5, 4, 8);    // query heads

@@ -119,18 +119,34 @@ static void check_composition(int split) {
 // The whole stage (all ops together) against a central difference of its own loss along
 // each tensor's gradient direction d = g/|g|: (L(w + h d) - L(w - h d)) / 2h -> |g|. Moving a
 // whole tensor makes the signal large next to the fp32 rounding of the loss.
-static void check_stage_gradient_by_differences(void) {
+// With biases (attention_bias, mlp_bias), each is first given values, since they start at 0.
+// Tied: the embedding's gradient after stage_tie_grads (E + H) moves the embedding and the
+// head copy together, as they are one matrix.
+static void check_stage_gradient_by_differences(bool biases, bool tied) {
     Error err;
     ModelConfig cfg;
     model_config_preset(&cfg, "tiny", &err);
     cfg.layers = 2;
+    cfg.attention_bias = cfg.mlp_bias = biases;
+    cfg.tie_word_embeddings = tied;
     enum { B = 2, T = 9 };
     int32_t tokens[B * T], targets[B * T];
     fill_batch(tokens, targets, B * T, cfg.vocab);
     StageModel *s = stage_create(&cfg, 0, cfg.layers, true, true, 9, &err);
+    int n_biases = 0;
+    for (int k = 0; k < s->n_params; k++) {
+        const ParamInfo *p = &s->params[k];
+        if (!strstr(p->name, ".bias")) continue;
+        n_biases++;
+        for (size_t i = 0; i < p->numel; i++) s->weights[p->offset + i] = 0.05f * (float)((i * 7 + k) % 11) - 0.25f;
+    }
+    CHECK(n_biases == (biases ? 2 * 7 : 0), "%d bias tensors", n_biases);
     StageActs *a = stage_acts_create(s, B, T);
     stage_forward(s, a, tokens, NULL, targets, 1.0f);
     stage_backward(s, a, NULL);
+    stage_tie_grads(s);
+    const ParamInfo copy = stage_head_copy_info(s);
+    CHECK((copy.numel != 0) == tied, "a head copy exactly when tied");
     float *saved = malloc(s->numel * sizeof(float));
     memcpy(saved, s->weights, s->numel * sizeof(float));
     for (int k = 0; k < s->n_params; k++) {
@@ -143,11 +159,14 @@ static void check_stage_gradient_by_differences(void) {
         double loss[2];
         for (int side = 0; side < 2; side++) {
             const double sign = side ? -1.0 : 1.0;
-            for (size_t i = 0; i < p->numel; i++)
+            const bool both = copy.numel && p->offset == 0;   // the embedding is the first tensor
+            for (size_t i = 0; i < p->numel; i++) {
                 s->weights[p->offset + i] = (float)(saved[p->offset + i] + sign * h * g[i] / gnorm);
+                if (both) s->weights[copy.offset + i] = s->weights[p->offset + i];
+            }
             loss[side] = stage_forward(s, a, tokens, NULL, targets, 1.0f);
         }
-        memcpy(s->weights + p->offset, saved + p->offset, p->numel * sizeof(float));
+        memcpy(s->weights, saved, s->numel * sizeof(float));
         const double fd = (loss[0] - loss[1]) / (2 * h);
         CHECK(fabs(fd - gnorm) <= 1e-2 * gnorm + 1e-6, "%s: |g| %.6g vs central difference %.6g",
               p->name, gnorm, fd);
@@ -179,11 +198,18 @@ static void check_config_json(void) {
     CHECK(model_config_from_json(&cfg, ok, &err) == 0, "%s", err.msg);
     CHECK(cfg.hidden == 48 && cfg.head_dim == 8 && cfg.kv_heads == 2 && cfg.vocab == 300 &&
           cfg.tie_word_embeddings && cfg.rope_theta == 500000.0f && cfg.rms_eps == 1e-6f, "fields read");
+    // Tied: the head reads a copy of the embedding that no tensor name shows (head_copy_offset).
     StageModel *s = stage_create(&cfg, 0, 3, true, true, 1, &err);
-    CHECK(s && s->g.lm_head == s->g.wte && !stage_find_param(s, "lm_head.weight"), "tied head shares wte");
-    CHECK(s->numel == model_config_param_count(&cfg), "tied count %zu vs %zu", s->numel, model_config_param_count(&cfg));
+    CHECK(s && s->head_copy_offset && s->w.lm_head == s->weights + s->head_copy_offset &&
+              !stage_find_param(s, "lm_head.weight"), "tied head reads its copy");
+    CHECK(s->head_copy_offset == model_config_param_count(&cfg), "tied count %zu vs %zu", s->head_copy_offset,
+          model_config_param_count(&cfg));
+    StageModel *last = stage_create(&cfg, 2, 3, false, true, 1, &err);
+    CHECK(last && last->head_copy_offset &&
+              memcmp(last->weights + last->head_copy_offset, s->w.wte, (size_t)cfg.vocab * cfg.hidden * 4) == 0,
+          "a last stage's head copy starts as the embedding: %s", err.msg);
+    stage_free(last);
     stage_free(s);
-    CHECK(!stage_create(&cfg, 2, 3, false, true, 1, &err) && strstr(err.msg, "tied"), "tied split refused");
     struct { const char *json, *want; } bad[] = {
         {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 5, \"vocab_size\": 10}",
          "not divisible by num_attention_heads"},
@@ -264,7 +290,9 @@ int main(void) {
     check_composition(1);
     check_composition(4);
     check_composition(7);
-    check_stage_gradient_by_differences();
+    check_stage_gradient_by_differences(false, false);
+    check_stage_gradient_by_differences(true, false);
+    check_stage_gradient_by_differences(false, true);
     check_config_json();
     return test_finish();
 }

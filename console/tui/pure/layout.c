@@ -313,7 +313,7 @@ int layout_keybar_hit(const Rect *bar, const KeyBarItem *items, int n, int x) {
 
 const char *layout_stage_heading(StageCol c) {
     static const char *const HEADINGS[STAGE_COLS] = {"rank", "dev", "layers", "utilization", "busy ms", "xfer",
-                                                     "wait", "peak act"};
+                                                     "wait", "peak act", "cpu%", "rss"};
     return c < STAGE_COLS ? HEADINGS[c] : "";
 }
 
@@ -327,9 +327,10 @@ void layout_stage_columns(int width, int rank_w, int layers_w, StageColumns *out
     w[STAGE_COL_LAYERS] = min_i(max_i(layers_w, str_w(layout_stage_heading(STAGE_COL_LAYERS))) + 1,
                                 max_i(STAGE_LAYERS_MIN_W, width / 4));
     w[STAGE_COL_BAR] = 0;
-    for (int c = STAGE_COL_BUSY; c <= STAGE_COL_PEAK; c++)
+    for (int c = STAGE_COL_BUSY; c <= STAGE_COL_RSS; c++)
         w[c] = max_i(STAGE_NUM_W, str_w(layout_stage_heading((StageCol)c))) + 1;
-    static const StageCol DROP[] = {STAGE_COL_DEV, STAGE_COL_PEAK, STAGE_COL_XFER};
+    w[STAGE_COL_CPU] = STAGE_CPU_W + 1;
+    static const StageCol DROP[] = {STAGE_COL_DEV, STAGE_COL_RSS, STAGE_COL_CPU, STAGE_COL_PEAK, STAGE_COL_XFER};
     int fixed = 0;
     for (int c = 0; c < STAGE_COLS; c++) fixed += w[c];
     for (size_t k = 0; k < sizeof DROP / sizeof DROP[0] && width - fixed < LAYOUT_BAR_WANT; k++) {

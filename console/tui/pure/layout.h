@@ -100,13 +100,14 @@ typedef struct {
 int layout_live(int cols, int rows, int n_stages, bool show_loss, LiveLayout *out);
 
 // The columns of a stages-panel row, left to right: rank, device, layers, the utilization bar
-// (busy, transfer, wait), busy / transfer / wait ms, peak activation memory. x is the first
-// column inside the panel, w its width (0: not shown). The bar takes what the others leave;
-// while that is below LAYOUT_BAR_WANT the device column goes first, then peak memory, then
+// (busy, transfer, wait), busy / transfer / wait ms, peak activation memory, and as htop shows
+// a process, the rank's CPU % and resident memory. x is the first column inside the panel, w
+// its width (0: not shown). The bar takes what the others leave; while that is below
+// LAYOUT_BAR_WANT the device column goes first, then resident memory, CPU %, peak memory and
 // transfer ms; the bar keeps at least LAYOUT_BAR_MIN.
 typedef enum {
     STAGE_COL_RANK, STAGE_COL_DEV, STAGE_COL_LAYERS, STAGE_COL_BAR, STAGE_COL_BUSY, STAGE_COL_XFER,
-    STAGE_COL_WAIT, STAGE_COL_PEAK, STAGE_COLS
+    STAGE_COL_WAIT, STAGE_COL_PEAK, STAGE_COL_CPU, STAGE_COL_RSS, STAGE_COLS
 } StageCol;
 typedef struct {
     int x[STAGE_COLS], w[STAGE_COLS];
@@ -115,7 +116,8 @@ typedef struct {
 #define LAYOUT_BAR_MIN 4
 // The widest text of the fixed columns: a device name ("cuda"), a number of ms or bytes
 // ("99999.9", "123.4M"; console/tui/pure/tui_chart.h formats them to fit).
-enum { STAGE_NUM_W = 7, STAGE_DEV_W = 4, STAGE_LAYERS_MIN_W = 8 };
+// STAGE_CPU_W: "1600" (16 cores busy) or "99.5".
+enum { STAGE_NUM_W = 7, STAGE_DEV_W = 4, STAGE_LAYERS_MIN_W = 8, STAGE_CPU_W = 5 };
 // width: the panel's inside; rank_w and layers_w: the widest rank number and layer list.
 void layout_stage_columns(int width, int rank_w, int layers_w, StageColumns *out);
 // The heading of each column ("rank", "dev", "layers", ...); each fits its column.

@@ -5,6 +5,7 @@
 
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
+#include "storage/checkpoint_cleanup.h"
 #include "storage/checkpoint_find.h"
 
 // ---- where the run starts: --resume and --init-from ---------------------------------------------
@@ -65,8 +66,11 @@ int run_session_prepare(RunSession *s, Error *err) {
         return -1;
     }
     if (ro->resume[0]) {
-        if (ckpt_find_resume(ro->resume, ro->db_path, s->source_dir, sizeof s->source_dir, &s->resumed_from, err))
+        Error warning;
+        if (ckpt_find_resume(ro->resume, ro->db_path, s->source_dir, sizeof s->source_dir, &s->resumed_from, &warning,
+                             err))
             return -1;
+        if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
         if (!(s->source = ckpt_open(s->source_dir, true, false, err))) return -1;   // verified just now
         const CkptState *st = ckpt_state(s->source);
         s->start_step = st->step;
@@ -154,10 +158,12 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     const bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
     if (failed_somewhere && rc == 0)
         error_set(err, "checkpoint %s: another rank could not write its shards (see its error line)", dir);
+    if (failed_somewhere) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
     if (!failed_somewhere && root) {
         CkptState st;
         int64_t bytes = 0;
         rc = ckpt_write_manifest(dir, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run, &st, err);
+        if (rc) ckpt_discard(dir);
         if (rc == 0) {
             rc = record_manifest(s, db ? id : 0, dir, &st, &bytes, err);
             if (rc == 0) {
@@ -175,6 +181,15 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     return failed_somewhere || rc ? -1 : 0;
 }
 
+// Before step 1: what killed or failed checkpoints left behind (storage/checkpoint_cleanup.h).
+static void clean_old_checkpoints(RunSession *s) {
+    int n = 0;
+    Error err;
+    if (s->recorder.db && ckpt_clean_abandoned(s->recorder.db, s->ro.ckpt_dir, &n, &err))
+        fprintf(stderr, "pptrain: warning: %s; unfinished checkpoints stay as they are\n", err.msg);
+    if (s->ro.ckpt_dir[0]) ckpt_clean_incomplete(s->ro.ckpt_dir);
+}
+
 // ---- the session's hooks: its own work first (record), then the view's ----------------------------
 
 static int session_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
@@ -182,6 +197,7 @@ static int session_on_start(void *ctx, const RunConfig *rc, const PipelineOption
     RunSession *s = ctx;
     s->recorder.resumed_from = s->resumed_from;
     if (recorder_begin(&s->recorder, rc, po, info, err)) return -1;
+    clean_old_checkpoints(s);
     return s->view.on_start ? s->view.on_start(s->view.ctx, rc, po, info, err) : 0;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/clock.h"
 #include "engine/model/stage_ops.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
@@ -34,6 +35,7 @@ typedef struct {
     AdamWState *opt;           // (S)
     Transport *view;           // the replica's window on the world transport
     Runtime *rt;
+    Runtime *eval_rt;          // pipeline_eval's, made on this rank's thread by the first one
     RuntimeStatus status;
     Error err;
     double loss, busy_s;       // this rank's share of the step
@@ -69,6 +71,8 @@ struct Pipeline {
     float loss_scale;
     double lr;
     bool update;              // false: pipeline_compute_grads
+    bool eval;                // this round is pipeline_eval's forward-only pass
+    Schedule *eval_sched;     // its schedule (schedule_forward_only), made by the first one
     bool quit;
     bool broken;              // a step failed: the transport is aborted
     double *busy_ms, *cpu_pct, *rss_bytes;  // (W) report arrays
@@ -86,12 +90,6 @@ struct Pipeline {
     RankTelemetry *tele_ranks;   // (W)
     StageTelemetry *tele_stages; // (S)
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // ---- set-up ------------------------------------------------------------------------------
 
@@ -572,6 +570,34 @@ static void rank_step(PipelineRank *pr) {
     if (pr->p->update) rank_update(pr);
 }
 
+// Forward only over the same microbatches; the loss summed over every rank as in a step.
+static void rank_eval(PipelineRank *pr) {
+    Pipeline *p = pr->p;
+    pr->status = RUNTIME_OK;
+    if (!pr->eval_rt) pr->eval_rt = runtime_create(p->eval_sched, pr->pipe, pr->stages, p->rows, p->T, pr->view);
+    const size_t off = (size_t)pr->replica * p->M * p->rows * p->T;
+    RuntimeStats st;
+    pr->status = runtime_step(pr->eval_rt, p->inputs + off, p->targets + off, p->loss_scale, &st, &pr->err);
+    if (pr->status != RUNTIME_OK) return;
+    const int W = p->W;
+    memset(pr->slots, 0, sizeof(double) * (size_t)W);
+    pr->slots[pr->world] = st.loss;
+    Error why;
+    TransportStatus ts = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, (size_t)W, &why);
+    if (ts != TRANSPORT_OK) {
+        rank_failed(pr, ts, &why, "(the validation loss all-reduce)");
+        return;
+    }
+    double loss = 0.0;
+    for (int r = 0; r < W; r++) loss += pr->slots[r];
+    pr->batch_loss = loss;
+}
+
+static void rank_work(PipelineRank *pr) {
+    if (pr->p->eval) rank_eval(pr);
+    else rank_step(pr);
+}
+
 static void *pipeline_rank_main(void *arg) {
     PipelineRank *pr = arg;
     Pipeline *p = pr->p;
@@ -588,7 +614,7 @@ static void *pipeline_rank_main(void *arg) {
     for (;;) {
         pthread_barrier_wait(&p->start);
         if (p->quit) return NULL;
-        rank_step(pr);
+        rank_work(pr);
         pthread_barrier_wait(&p->finished);
     }
 }
@@ -625,7 +651,7 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
         pthread_barrier_wait(&p->start);
         pthread_barrier_wait(&p->finished);
     } else {
-        rank_step(&p->ranks[0]);
+        rank_work(&p->ranks[0]);
     }
     const Error *fail = first_failure(p);
     if (!fail) return 0;
@@ -683,11 +709,11 @@ static void fill_report(const Pipeline *p, int step, double seconds, PipelineRep
 
 int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, int step, PipelineReport *out,
                   Error *err) {
-    const double t0 = now_s();
+    const double t0 = clock_now_s();
     mpi_process_set_step(step);
     p->lr = optim_lr_at(&p->rc.optim, step);
     if (run_step(p, inputs, targets, true, err)) return -1;
-    fill_report(p, step, now_s() - t0, out);
+    fill_report(p, step, clock_now_s() - t0, out);
     if (collect_events(p, err)) {
         p->broken = true;
         if (p->multiprocess) mpi_process_failed();
@@ -695,6 +721,16 @@ int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, in
         return -1;
     }
     if (pipeline_is_root(p)) fill_telemetry(p, out);
+    return 0;
+}
+
+int pipeline_eval(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err) {
+    if (!p->eval_sched) p->eval_sched = schedule_forward_only(p->sched);
+    p->eval = true;
+    const int rc = run_step(p, inputs, targets, false, err);
+    p->eval = false;
+    if (rc) return -1;
+    *loss = p->ranks[0].batch_loss;
     return 0;
 }
 
@@ -715,6 +751,7 @@ static void stop_threads(Pipeline *p) {
 static void free_ranks(Pipeline *p) {
     for (int i = 0; p->ranks && i < p->n_host; i++) {
         runtime_free(p->ranks[i].rt);
+        runtime_free(p->ranks[i].eval_rt);
         transport_free(p->ranks[i].view);
         free(p->ranks[i].slots);
         free(p->ranks[i].tie_buf);
@@ -750,6 +787,7 @@ void pipeline_free(Pipeline *p) {
     free(p->tele_ranks);
     free(p->tele_stages);
     schedule_free(p->sched);
+    schedule_free(p->eval_sched);
     free(p);
 }
 

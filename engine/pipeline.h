@@ -101,6 +101,11 @@ int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, in
 // For `pptrain check`: the step's actions and the gradient all-reduce, no clip and no update;
 // the gradients stay in the stages (pipeline_stage(p, s)->grads). *loss: the batch loss.
 int pipeline_compute_grads(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err);
+// Validation: a batch shaped as a training step's, forward only on the same ranks and
+// stages (engine/schedule/schedule_forward.c), under any schedule and transport; weights,
+// gradients and optimizer untouched. *loss: the mean over the batch's targets, the number a
+// step reports as its loss, equal on every rank. Collective; 0 or -1 as pipeline_step.
+int pipeline_eval(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err);
 // Stops the threads and frees everything.
 void pipeline_free(Pipeline *p);
 

@@ -4,6 +4,7 @@
 // where a step takes and frees slots, and under recompute the size of each stage's workspace
 // pool; the step itself then allocates nothing.
 #include "engine/runtime.h"
+#include "engine/clock.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -53,12 +54,6 @@ typedef struct {
     const int32_t *inputs, *targets;
     float loss_scale;
 } StepData;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static bool same_rank(const Runtime *rt, int stage) {
     return stage >= 0 && stage < rt->S && rt->local[stage] >= 0;
@@ -364,11 +359,11 @@ static void run_compute(Runtime *rt, Action a, const StepData *d) {
 // Runs one action and records its event; its duration goes to busy_s or comm_s.
 static TransportStatus run_action(Runtime *rt, Action a, const StepData *d, RuntimeStats *stats, Error *err) {
     ActionEvent *ev = &rt->events[rt->n_events++];
-    *ev = (ActionEvent){.start = now_s(), .mb = a.mb, .stage = (int16_t)a.stage, .type = (uint8_t)a.type};
+    *ev = (ActionEvent){.start = clock_now_s(), .mb = a.mb, .stage = (int16_t)a.stage, .type = (uint8_t)a.type};
     TransportStatus st = TRANSPORT_OK;
     if (schedule_is_comm(a.type)) st = run_comm(rt, a, err);
     else run_compute(rt, a, d);
-    ev->end = now_s();
+    ev->end = clock_now_s();
     if (schedule_is_comm(a.type)) stats->comm_s += ev->end - ev->start;
     else stats->busy_s += ev->end - ev->start;
     return st;

@@ -1,13 +1,8 @@
 #include "engine/train_loop.h"
+#include "engine/clock.h"
 
 #include <stdlib.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -99,7 +94,7 @@ static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error 
                       .gflops = xmalloc((planned + 1) * sizeof(double)),
                       .step_ms = xmalloc((planned + 1) * sizeof(double))};
     int result = 0, saved_at = -1;
-    const double t_run = now_s();
+    const double t_run = clock_now_s();
     for (int n = 0; pos->step < rc->steps; n++) {
         if (n > 0) {
             bool stop = hooks && hooks->should_stop && hooks->should_stop(hooks->ctx);
@@ -131,7 +126,7 @@ static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error 
         pos->final = true;
         result = save_checkpoint(lp->ckpt, lp->p, pos, err);
     }
-    sum->wall_s = now_s() - t_run;
+    sum->wall_s = clock_now_s() - t_run;
     summarize(&ser, sum->steps, sum);
     free(ser.tokens_per_s);
     free(ser.gflops);

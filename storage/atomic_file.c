@@ -1,15 +1,35 @@
 #include "storage/atomic_file.h"
 
+#include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <stdbool.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define APPEND_BUFFER (1u << 16)   // small appends (trace events, headers) gather here
+#define MAX_WRITE (1u << 30)       // one write(2) at most; Linux caps a call near 2 GiB
+
+static AtomicFileSyscalls sys = {write, fsync, rename};
+
+void atomic_file_set_syscalls(const AtomicFileSyscalls *calls) {
+    sys = calls ? *calls : (AtomicFileSyscalls){write, fsync, rename};
+}
+
+struct AtomicFile {
+    int fd;
+    char *path, *tmp;     // the target and "<target>.<pid>.tmp"
+    unsigned char *buf;   // (APPEND_BUFFER) bytes not yet written
+    size_t len;
+    const char *failed_step;   // the first step that failed ("write", ...), NULL while none
+    int failed_errno;
+};
 
 int fsync_parent_dir(const char *path, Error *err) {
     char copy[4096];
@@ -26,10 +46,11 @@ int fsync_parent_dir(const char *path, Error *err) {
     return 0;
 }
 
+// Loops over short writes and EINTR; a write that makes no progress is an I/O error.
 static int write_all(int fd, const void *data, size_t n) {
     const char *p = data;
     while (n > 0) {
-        const ssize_t w = write(fd, p, n);
+        const ssize_t w = sys.write(fd, p, n > MAX_WRITE ? MAX_WRITE : n);
         if (w < 0 && errno == EINTR) continue;
         if (w == 0) errno = EIO;
         if (w <= 0) return -1;
@@ -39,26 +60,122 @@ static int write_all(int fd, const void *data, size_t n) {
     return 0;
 }
 
-int atomic_write_file(const char *path, const void *data, size_t n, Error *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+static char *copy_string(const char *s) {
+    const size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
+}
+
+AtomicFile *atomic_file_open(const char *path, Error *err) {
+    const size_t cap = strlen(path) + 32;
+    char *tmp = xmalloc(cap);
+    snprintf(tmp, cap, "%s.%ld.tmp", path, (long)getpid());
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         error_set(err, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return NULL;
+    }
+    AtomicFile *af = xcalloc(1, sizeof *af);
+    *af = (AtomicFile){.fd = fd, .path = copy_string(path), .tmp = tmp, .buf = xmalloc(APPEND_BUFFER)};
+    return af;
+}
+
+static void free_file(AtomicFile *af) {
+    free(af->path);
+    free(af->tmp);
+    free(af->buf);
+    free(af);
+}
+
+// Records the first failure (errno at the time) and puts it in err.
+static int fail_at(AtomicFile *af, const char *step, Error *err) {
+    if (!af->failed_step) af->failed_step = step, af->failed_errno = errno;
+    error_set(err, "%s: %s failed: %s", af->path, af->failed_step, strerror(af->failed_errno));
+    return -1;
+}
+
+static int flush_buffer(AtomicFile *af, Error *err) {
+    if (af->len && write_all(af->fd, af->buf, af->len) != 0) return fail_at(af, "write", err);
+    af->len = 0;
+    return 0;
+}
+
+int atomic_file_append(AtomicFile *af, const void *data, size_t n, Error *err) {
+    if (af->failed_step) return fail_at(af, af->failed_step, err);
+    if (af->len + n <= APPEND_BUFFER) {
+        if (n) memcpy(af->buf + af->len, data, n);
+        af->len += n;
+        return 0;
+    }
+    if (flush_buffer(af, err)) return -1;
+    if (n <= APPEND_BUFFER) return atomic_file_append(af, data, n, err);
+    return write_all(af->fd, data, n) == 0 ? 0 : fail_at(af, "write", err);
+}
+
+void atomic_file_abort(AtomicFile *af) {
+    if (!af) return;
+    close(af->fd);
+    unlink(af->tmp);
+    free_file(af);
+}
+
+// "Nothing lost": the new bytes are durable before the rename makes them the target, and the
+// rename is durable before this returns. Any failure before the rename leaves the target as it
+// was and no temporary file.
+int atomic_file_commit(AtomicFile *af, Error *err) {
+    if (!af->failed_step) flush_buffer(af, err);
+    if (!af->failed_step && sys.fsync(af->fd) != 0) fail_at(af, "fsync", err);
+    if (close(af->fd) != 0 && !af->failed_step) fail_at(af, "close", err);
+    if (!af->failed_step && sys.rename(af->tmp, af->path) != 0) fail_at(af, "rename", err);
+    if (af->failed_step) {
+        fail_at(af, af->failed_step, err);
+        unlink(af->tmp);
+        free_file(af);
         return -1;
     }
-    const char *what = NULL;
-    int why = 0;
-    if (write_all(fd, data, n) != 0) what = "write", why = errno;
-    else if (fsync(fd) != 0) what = "fsync", why = errno;
-    if (close(fd) != 0 && !what) what = "close", why = errno;
-    if (!what && rename(tmp, path) != 0) what = "rename", why = errno;
-    if (what) {
-        error_set(err, "%s: %s failed: %s", path, what, strerror(why));
-        unlink(tmp);
+    const int rc = fsync_parent_dir(af->path, err);
+    free_file(af);
+    return rc;
+}
+
+int atomic_write_file(const char *path, const void *data, size_t n, Error *err) {
+    AtomicFile *af = atomic_file_open(path, err);
+    if (!af) return -1;
+    if (atomic_file_append(af, data, n, err)) {
+        atomic_file_abort(af);
         return -1;
     }
-    return fsync_parent_dir(path, err);
+    return atomic_file_commit(af, err);
+}
+
+// The writer's pid in "<name>.<pid>.tmp"; 0 for a plain "<name>.tmp", -1 for no temporary file.
+static long temp_owner(const char *name) {
+    const size_t n = strlen(name);
+    if (n < 5 || strcmp(name + n - 4, ".tmp") != 0) return -1;
+    const char *end = name + n - 4, *dot = end;
+    while (dot > name && dot[-1] >= '0' && dot[-1] <= '9') dot--;
+    if (dot == end || dot == name || dot[-1] != '.') return 0;
+    return strtol(dot, NULL, 10);
+}
+
+bool atomic_file_is_temp(const char *name) { return temp_owner(name) >= 0; }
+
+static bool process_gone(long pid) { return pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH); }
+
+int atomic_file_clean_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        const long pid = temp_owner(e->d_name);
+        if (pid < 0 || pid == (long)getpid() || !process_gone(pid)) continue;
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        removed += unlink(path) == 0;
+    }
+    closedir(d);
+    return removed;
 }
 
 int file_make_dirs(const char *path, Error *err) {
@@ -115,6 +232,15 @@ int file_sha256(const char *path, char hex[65], int64_t *bytes, Error *err) {
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
     if (bytes) *bytes = total;
     return 0;
+}
+
+void buffer_sha256(const void *data, size_t n, char hex[65]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    const int ok = EVP_Digest(data, n, md, &md_len, EVP_sha256(), NULL);
+    assert(ok == 1 && md_len == 32);
+    (void)ok;
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
 char *file_read_text(const char *path, size_t max_bytes, Error *err) {

@@ -10,6 +10,7 @@
 
 #include "engine/run_json.h"
 #include "storage/atomic_file.h"
+#include "storage/checkpoint_seal.h"
 #include "storage/safetensors.h"
 
 #define MAX_JSON_BYTES (64u << 20)
@@ -172,6 +173,19 @@ static char *state_json(const CkptState *st, double lr_next) {
     return check_alloc(text, 1, __FILE__, __LINE__);
 }
 
+// checksums.sha256 over every file and the state's text, then trainer_state.json itself: the
+// folder is complete (has the state) only once it is sealed.
+static int write_sealed_state(const char *dir, const CkptState *st, double lr_next, Error *err) {
+    char *text = state_json(st, lr_next);
+    char sha256[65];
+    buffer_sha256(text, strlen(text), sha256);
+    if (ckpt_seal_write(dir, st->files, st->n_files, sha256, err)) {
+        free(text);
+        return -1;
+    }
+    return write_text(dir, CKPT_STATE_FILE, text, err);
+}
+
 int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOptions *po, int n_stages,
                         const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out, Error *err) {
     CkptState st = {.step = pos->step, .adam_step = adam_step, .cursor = pos->cursor, .rc = *rc, .po = *po,
@@ -187,7 +201,7 @@ int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOpti
     }
     if (rc_w == 0) rc_w = hash_file(dir, CKPT_INDEX_FILE, -1, &st.files[st.n_files++], err);
     if (rc_w == 0) rc_w = hash_file(dir, CKPT_CONFIG_FILE, -1, &st.files[st.n_files++], err);
-    if (rc_w == 0) rc_w = write_text(dir, CKPT_STATE_FILE, state_json(&st, optim_lr_at(&rc->optim, pos->step)), err);
+    if (rc_w == 0) rc_w = write_sealed_state(dir, &st, optim_lr_at(&rc->optim, pos->step), err);
     if (rc_w || !out) ckpt_state_clear(&st);
     else *out = st;
     return rc_w ? -1 : 0;
@@ -408,7 +422,9 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err)
         goto fail;
     }
     if (c->has_state && ckpt_read_state(dir, &c->state, err)) goto fail;
-    if (c->has_state && verify && ckpt_verify_files(dir, c->state.files, c->state.n_files, err)) goto fail;
+    if (c->has_state && verify &&
+        (ckpt_seal_verify(dir, err) < 0 || ckpt_verify_files(dir, c->state.files, c->state.n_files, err)))
+        goto fail;
     join(path, sizeof path, dir, CKPT_CONFIG_FILE);
     if (model_config_from_json(&c->model, path, err)) goto fail;
     if (c->has_state) snprintf(c->model.name, sizeof c->model.name, "%s", c->state.rc.model.name);

@@ -9,8 +9,11 @@
 //   config.json                           LlamaForCausalLM: transformers loads the folder as is
 //   trainer_state.json                    step, data cursor, RNG, lr position, the run config,
 //                                         and every other file's size and sha256
-// Each file is written to a temporary name, fsynced and renamed; trainer_state.json is written
-// last, after every other file is durable and hashed: a folder without it is not a checkpoint.
+//   checksums.sha256                      the sha256 of every file above, trainer_state.json
+//                                         included (storage/checkpoint_seal.h)
+// Each file is written to a temporary name, fsynced and renamed (storage/atomic_file.h);
+// checksums.sha256 and then trainer_state.json are written last, after every other file is
+// durable and hashed: a folder without trainer_state.json is not a checkpoint.
 // A plain Hugging Face folder (model.safetensors, or an index and its shards, and config.json;
 // F32, BF16, F16 or F64) is read by the same reader: that is --init-from.
 #ifndef PPTRAIN_CHECKPOINT_H
@@ -70,8 +73,9 @@ void ckpt_state_clear(CkptState *st);
 typedef struct Checkpoint Checkpoint;
 // Opens a checkpoint folder, or a plain HF folder when it has no trainer_state.json (and
 // `need_state` is false). verify: every file of the manifest must exist with its recorded size
-// and sha256. NULL with a one-line err ("DIR: model-00002-of-00004.safetensors: sha256 does
-// not match the manifest").
+// and sha256, and so must every file checksums.sha256 lists (when the folder has one). NULL
+// with a one-line err ("DIR: model-00002-of-00004.safetensors: sha256 does not match the
+// manifest").
 Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err);
 void ckpt_close(Checkpoint *c);
 const char *ckpt_dir(const Checkpoint *c);

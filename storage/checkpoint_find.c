@@ -6,10 +6,15 @@
 #include <string.h>
 
 #include "storage/checkpoint.h"
+#include "storage/checkpoint_seal.h"
 #include "storage/db.h"
 
-// A folder's own manifest, and that trainer_state.json is there at all.
-static int verify_folder(const char *dir, int *step, Error *err) {
+// A folder's seal and its own manifest, and that trainer_state.json is there at all.
+// *unsealed: it has no checksums.sha256 (written before pptrain sealed checkpoints).
+static int verify_folder(const char *dir, int *step, bool *unsealed, Error *err) {
+    const int seal = ckpt_seal_verify(dir, err);
+    if (seal < 0) return -1;
+    if (unsealed) *unsealed = seal == 1;
     CkptState st;
     if (ckpt_read_state(dir, &st, err)) return -1;
     const int rc = ckpt_verify_files(dir, st.files, st.n_files, err);
@@ -111,7 +116,7 @@ static bool newest_good_sibling(const char *dir, char *out, size_t cap, int *out
         snprintf(cand, sizeof cand, "%s/%s", parent, e->d_name);
         int step;
         Error ignored;
-        if (strcmp(self, e->d_name) == 0 || verify_folder(cand, &step, &ignored) || step <= best) continue;
+        if (strcmp(self, e->d_name) == 0 || verify_folder(cand, &step, NULL, &ignored) || step <= best) continue;
         if ((size_t)snprintf(out, cap, "%s", cand) < cap) best = step;
     }
     closedir(d);
@@ -119,9 +124,13 @@ static bool newest_good_sibling(const char *dir, char *out, size_t cap, int *out
     return best >= 0;
 }
 
-static int from_folder(const char *arg, char *dir, size_t cap, int64_t *run_id, Error *err) {
+static int from_folder(const char *arg, char *dir, size_t cap, int64_t *run_id, Error *warning, Error *err) {
     Error why;
-    if (verify_folder(arg, NULL, &why) == 0) {
+    bool unsealed = false;
+    if (verify_folder(arg, NULL, &unsealed, &why) == 0) {
+        if (unsealed)
+            error_set(warning, "%s has no %s (an older pptrain wrote it): its %s is trusted unchecked", arg,
+                      CKPT_SEAL_FILE, CKPT_STATE_FILE);
         CkptState st;
         if (ckpt_read_state(arg, &st, err)) return -1;
         *run_id = st.run_id;
@@ -145,10 +154,12 @@ static bool all_digits(const char *s) {
     return true;
 }
 
-int ckpt_find_resume(const char *arg, const char *db_file, char *dir, size_t cap, int64_t *run_id, Error *err) {
+int ckpt_find_resume(const char *arg, const char *db_file, char *dir, size_t cap, int64_t *run_id, Error *warning,
+                     Error *err) {
     *run_id = 0;
+    warning->msg[0] = '\0';
     const bool by_run = strcmp(arg, "latest") == 0 || all_digits(arg);
-    if (!by_run) return from_folder(arg, dir, cap, run_id, err);
+    if (!by_run) return from_folder(arg, dir, cap, run_id, warning, err);
     if (!db_file[0]) {
         error_set(err, "--resume %s needs the run store (--db FILE), or give a checkpoint folder", arg);
         return -1;

@@ -10,10 +10,13 @@
 // sha256:
 //   "latest"  the newest run in the store (db_path) that has a complete checkpoint
 //   "N"       run N's newest complete checkpoint (the store's manifest is checked)
-//   DIR       a checkpoint folder (its trainer_state.json manifest is checked)
+//   DIR       a checkpoint folder (its checksums.sha256 seal and trainer_state.json manifest
+//             are checked; a folder from before the seal has none: it is accepted and
+//             *warning says so, otherwise warning->msg is "")
 // The newest candidate is the one meant; when it is damaged or incomplete the error says what
 // is wrong with it and names the newest good one (another of the run's checkpoints, or a
 // sibling step-* folder), so the user can pass that instead. *run_id: the run that wrote it
 // (0 when unknown). Returns 0, or -1 with a one-line err.
-int ckpt_find_resume(const char *arg, const char *db_path, char *dir, size_t cap, int64_t *run_id, Error *err);
+int ckpt_find_resume(const char *arg, const char *db_path, char *dir, size_t cap, int64_t *run_id, Error *warning,
+                     Error *err);
 #endif

@@ -201,110 +201,130 @@ static int parse_entry(const char *path, const cJSON *entry, size_t data_size,
     return 0;
 }
 
-static int parse_header(SafetensorsFile *f, const char *hdr, size_t hlen, Error *err) {
-    const char *path = f->path;
+// The header's JSON object into f->root: nothing but whitespace may follow it.
+static int parse_json(SafetensorsFile *f, const char *hdr, size_t hlen, Error *err) {
     const char *parse_end = NULL;
     f->root = cJSON_ParseWithLengthOpts(hdr, hlen, &parse_end, 0);
     if (!f->root) {
         size_t at = (parse_end && parse_end >= hdr) ? (size_t)(parse_end - hdr) : 0;
-        error_set(err, "%s: header is not valid JSON (error near byte %zu of %zu)", path, at, hlen);
+        error_set(err, "%s: header is not valid JSON (error near byte %zu of %zu)", f->path, at, hlen);
         return -1;
     }
     for (const char *c = parse_end; c && c < hdr + hlen; c++) {
         if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r') {
-            error_set(err, "%s: header has trailing bytes after its JSON (at byte %zu of %zu)",
-                      path, (size_t)(c - hdr), hlen);
+            error_set(err, "%s: header has trailing bytes after its JSON (at byte %zu of %zu)", f->path,
+                      (size_t)(c - hdr), hlen);
             return -1;
         }
     }
     if (!cJSON_IsObject(f->root)) {
-        error_set(err, "%s: header is not a JSON object", path);
+        error_set(err, "%s: header is not a JSON object", f->path);
         return -1;
     }
-    int n_entries = cJSON_GetArraySize(f->root);
-    f->tensors = xcalloc((size_t)n_entries + 1, sizeof *f->tensors);
-    const cJSON *meta = NULL;
+    return 0;
+}
+
+// Every entry but "__metadata__" into f->tensors; *meta: that entry (NULL when absent).
+static int parse_entries(SafetensorsFile *f, const cJSON **meta, Error *err) {
+    f->tensors = xcalloc((size_t)cJSON_GetArraySize(f->root) + 1, sizeof *f->tensors);
+    *meta = NULL;
     for (const cJSON *e = f->root->child; e; e = e->next) {
-        if (strcmp(e->string, "__metadata__") == 0) {
-            if (meta) {
-                error_set(err, "%s: header has \"__metadata__\" twice", path);
-                return -1;
-            }
-            meta = e;
-            if (!cJSON_IsObject(meta)) {
-                error_set(err, "%s: \"__metadata__\" is not an object", path);
-                return -1;
-            }
+        if (strcmp(e->string, "__metadata__") != 0) {
+            uint64_t end;
+            if (parse_entry(f->path, e, f->data_size, &f->tensors[f->n], &end, err) != 0) return -1;
+            f->n++;
             continue;
         }
-        uint64_t end;
-        if (parse_entry(path, e, f->data_size, &f->tensors[f->n], &end, err) != 0) return -1;
-        f->n++;
-    }
-    if (meta) {
-        int nm = cJSON_GetArraySize(meta);
-        f->meta_key = xcalloc((size_t)nm + 1, sizeof *f->meta_key);
-        f->meta_value = xcalloc((size_t)nm + 1, sizeof *f->meta_value);
-        for (const cJSON *m = meta->child; m; m = m->next) {
-            if (!cJSON_IsString(m)) {
-                error_set(err, "%s: \"__metadata__\" value for '%s' is not a string", path,
-                          m->string);
-                return -1;
-            }
-            for (int i = 0; i < f->n_meta; i++) {
-                if (strcmp(f->meta_key[i], m->string) == 0) {
-                    error_set(err, "%s: \"__metadata__\" has key '%s' twice", path, m->string);
-                    return -1;
-                }
-            }
-            f->meta_key[f->n_meta] = m->string;
-            f->meta_value[f->n_meta] = m->valuestring;
-            f->n_meta++;
+        if (*meta) {
+            error_set(err, "%s: header has \"__metadata__\" twice", f->path);
+            return -1;
         }
+        if (!cJSON_IsObject(e)) {
+            error_set(err, "%s: \"__metadata__\" is not an object", f->path);
+            return -1;
+        }
+        *meta = e;
     }
+    return 0;
+}
 
-    SortKey *keys = xmalloc(((size_t)f->n + 1) * sizeof *keys);
-    for (int i = 0; i < f->n; i++)
-        keys[i] = (SortKey){f->tensors[i].name, f->tensors[i].offset, f->tensors[i].nbytes, i};
+// The "__metadata__" pairs: string values, each key once.
+static int parse_metadata(SafetensorsFile *f, const cJSON *meta, Error *err) {
+    const int nm = cJSON_GetArraySize(meta);
+    f->meta_key = xcalloc((size_t)nm + 1, sizeof *f->meta_key);
+    f->meta_value = xcalloc((size_t)nm + 1, sizeof *f->meta_value);
+    for (const cJSON *m = meta->child; m; m = m->next) {
+        if (!cJSON_IsString(m)) {
+            error_set(err, "%s: \"__metadata__\" value for '%s' is not a string", f->path, m->string);
+            return -1;
+        }
+        if (safetensors_metadata(f, m->string)) {
+            error_set(err, "%s: \"__metadata__\" has key '%s' twice", f->path, m->string);
+            return -1;
+        }
+        f->meta_key[f->n_meta] = m->string;
+        f->meta_value[f->n_meta] = m->valuestring;
+        f->n_meta++;
+    }
+    return 0;
+}
 
-    // Duplicate names (cJSON keeps both entries of a repeated key).
+// f->by_name from keys (sorted here by name); a name twice is refused (cJSON keeps both entries
+// of a repeated key).
+static int index_by_name(SafetensorsFile *f, SortKey *keys, Error *err) {
     qsort(keys, (size_t)f->n, sizeof *keys, cmp_by_name);
     for (int i = 1; i < f->n; i++) {
         if (strcmp(keys[i].name, keys[i - 1].name) == 0) {
-            error_set(err, "%s: duplicate tensor name '%s' in header", path, keys[i].name);
-            free(keys);
+            error_set(err, "%s: duplicate tensor name '%s' in header", f->path, keys[i].name);
             return -1;
         }
     }
     f->by_name = xmalloc(((size_t)f->n + 1) * sizeof *f->by_name);
     for (int i = 0; i < f->n; i++) f->by_name[i] = keys[i].idx;
+    return 0;
+}
 
-    // Sorted by offset, the tensors must tile [0, data_size) exactly.
+// Sorted by offset (here), the tensors must tile [0, data_size) exactly.
+static int check_tiling(const SafetensorsFile *f, SortKey *keys, Error *err) {
     qsort(keys, (size_t)f->n, sizeof *keys, cmp_by_offset);
     size_t pos = 0;
     const char *prev = NULL;
-    int rc = 0;
-    for (int i = 0; i < f->n && rc == 0; i++) {
+    for (int i = 0; i < f->n; i++) {
         const SortKey *t = &keys[i];
         if (t->offset < pos) {
-            error_set(err, "%s: tensors '%s' and '%s' overlap (bytes %zu..%zu of the data region)",
-                      path, prev, t->name, t->offset, pos);
-            rc = -1;
-        } else if (t->offset > pos) {
-            error_set(err, "%s: hole in the data region: bytes %zu..%zu (before tensor '%s') "
-                           "belong to no tensor", path, pos, t->offset, t->name);
-            rc = -1;
+            error_set(err, "%s: tensors '%s' and '%s' overlap (bytes %zu..%zu of the data region)", f->path, prev,
+                      t->name, t->offset, pos);
+            return -1;
+        }
+        if (t->offset > pos) {
+            error_set(err, "%s: hole in the data region: bytes %zu..%zu (before tensor '%s') belong to no tensor",
+                      f->path, pos, t->offset, t->name);
+            return -1;
         }
         pos = t->offset + t->nbytes;
         prev = t->name;
     }
-    free(keys);
-    if (rc != 0) return -1;
     if (pos != f->data_size) {
-        error_set(err, "%s: hole in the data region: bytes %zu..%zu (after the last tensor) "
-                       "belong to no tensor", path, pos, f->data_size);
+        error_set(err, "%s: hole in the data region: bytes %zu..%zu (after the last tensor) belong to no tensor",
+                  f->path, pos, f->data_size);
         return -1;
     }
+    return 0;
+}
+
+static int check_layout(SafetensorsFile *f, Error *err) {
+    SortKey *keys = xmalloc(((size_t)f->n + 1) * sizeof *keys);
+    for (int i = 0; i < f->n; i++)
+        keys[i] = (SortKey){f->tensors[i].name, f->tensors[i].offset, f->tensors[i].nbytes, i};
+    const int rc = index_by_name(f, keys, err) || check_tiling(f, keys, err) ? -1 : 0;
+    free(keys);
+    return rc;
+}
+
+static int parse_header(SafetensorsFile *f, const char *hdr, size_t hlen, Error *err) {
+    const cJSON *meta = NULL;
+    if (parse_json(f, hdr, hlen, err) || parse_entries(f, &meta, err)) return -1;
+    if ((meta && parse_metadata(f, meta, err)) || check_layout(f, err)) return -1;
     for (int i = 0; i < f->n; i++) {
         SafetensorsTensor *t = &f->tensors[i];
         t->data = f->data + t->offset;
@@ -558,21 +578,6 @@ static void buf_json_string(Buf *b, const char *s) {
     buf_put(b, "\"", 1);
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const unsigned char *c = p;
-    while (n > 0) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
-        ssize_t w = write(fd, c, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -590,53 +595,49 @@ static const char *first_duplicate(const char **names, int n) {
     return dup;
 }
 
-int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
-                      const SafetensorsMeta *meta, Error *err) {
-    if (n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta)) {
-        error_set(err, "%s: invalid tensor or metadata list", path);
+// One tensor's byte count, after checking its name, dtype and shape.
+static int check_tensor(const char *path, int i, const SafetensorsWriteTensor *t, size_t *nbytes, Error *err) {
+    if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0) {
+        error_set(err, "%s: tensor %d has an empty or reserved name", path, i);
         return -1;
     }
-    size_t *nbytes = xmalloc(((size_t)n + 1) * sizeof *nbytes);
-    const char **names = xmalloc(((size_t)n + (size_t)n_meta + 1) * sizeof *names);
-    Buf h = {0};
-    int rc = -1;
-    int fd = -1;
-    char *tmp = NULL;
+    const size_t es = safetensors_dtype_size(t->dtype);
+    if (es == 0) {
+        error_set(err, "%s: tensor '%s' has an invalid dtype", path, t->name);
+        return -1;
+    }
+    if (t->ndim < 0 || t->ndim > SAFETENSORS_MAX_DIMS || (t->ndim > 0 && !t->shape)) {
+        error_set(err, "%s: tensor '%s' has %d dimensions (0..%d allowed)", path, t->name, t->ndim,
+                  SAFETENSORS_MAX_DIMS);
+        return -1;
+    }
+    size_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0 || __builtin_mul_overflow(numel, (size_t)t->shape[d], &numel)) {
+            error_set(err, "%s: tensor '%s' has a negative or too large dimension %lld", path, t->name,
+                      (long long)t->shape[d]);
+            return -1;
+        }
+    }
+    if (__builtin_mul_overflow(numel, es, nbytes)) {
+        error_set(err, "%s: tensor '%s' is too large", path, t->name);
+        return -1;
+    }
+    if (*nbytes > 0 && !t->data) {
+        error_set(err, "%s: tensor '%s' has no data", path, t->name);
+        return -1;
+    }
+    return 0;
+}
 
+// Every tensor's byte count into nbytes[n]; no name twice, no metadata key twice.
+static int check_inputs(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
+                        const SafetensorsMeta *meta, size_t *nbytes, Error *err) {
+    const char **names = xmalloc(((size_t)n + (size_t)n_meta + 1) * sizeof *names);
+    int rc = -1;
     for (int i = 0; i < n; i++) {
-        const SafetensorsWriteTensor *t = &tensors[i];
-        if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0) {
-            error_set(err, "%s: tensor %d has an empty or reserved name", path, i);
-            goto out;
-        }
-        size_t es = safetensors_dtype_size(t->dtype);
-        if (es == 0) {
-            error_set(err, "%s: tensor '%s' has an invalid dtype", path, t->name);
-            goto out;
-        }
-        if (t->ndim < 0 || t->ndim > SAFETENSORS_MAX_DIMS || (t->ndim > 0 && !t->shape)) {
-            error_set(err, "%s: tensor '%s' has %d dimensions (0..%d allowed)", path, t->name,
-                      t->ndim, SAFETENSORS_MAX_DIMS);
-            goto out;
-        }
-        size_t numel = 1;
-        for (int d = 0; d < t->ndim; d++) {
-            if (t->shape[d] < 0 ||
-                __builtin_mul_overflow(numel, (size_t)t->shape[d], &numel)) {
-                error_set(err, "%s: tensor '%s' has a negative or too large dimension %lld", path,
-                          t->name, (long long)t->shape[d]);
-                goto out;
-            }
-        }
-        if (__builtin_mul_overflow(numel, es, &nbytes[i])) {
-            error_set(err, "%s: tensor '%s' is too large", path, t->name);
-            goto out;
-        }
-        if (nbytes[i] > 0 && !t->data) {
-            error_set(err, "%s: tensor '%s' has no data", path, t->name);
-            goto out;
-        }
-        names[i] = t->name;
+        if (check_tensor(path, i, &tensors[i], &nbytes[i], err)) goto out;
+        names[i] = tensors[i].name;
     }
     const char *dup = first_duplicate(names, n);
     if (dup) {
@@ -650,89 +651,79 @@ int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *ten
         }
         names[i] = meta[i].key;
     }
-    dup = first_duplicate(names, n_meta);
-    if (dup) {
-        error_set(err, "%s: metadata key '%s' given twice", path, dup);
-        goto out;
-    }
+    if ((dup = first_duplicate(names, n_meta))) error_set(err, "%s: metadata key '%s' given twice", path, dup);
+    else rc = 0;
+out:
+    free(names);
+    return rc;
+}
 
-    buf_str(&h, "{");
-    bool first = true;
-    if (n_meta > 0) {
-        buf_str(&h, "\"__metadata__\":{");
-        for (int i = 0; i < n_meta; i++) {
-            if (i) buf_str(&h, ",");
-            buf_json_string(&h, meta[i].key);
-            buf_str(&h, ":");
-            buf_json_string(&h, meta[i].value);
-        }
-        buf_str(&h, "}");
-        first = false;
+// "__metadata__":{key:value,...}
+static void header_metadata(Buf *h, int n_meta, const SafetensorsMeta *meta) {
+    buf_str(h, "\"__metadata__\":{");
+    for (int i = 0; i < n_meta; i++) {
+        if (i) buf_str(h, ",");
+        buf_json_string(h, meta[i].key);
+        buf_str(h, ":");
+        buf_json_string(h, meta[i].value);
     }
+    buf_str(h, "}");
+}
+
+// name:{"dtype":..,"shape":[..],"data_offsets":[pos,pos+nbytes]}
+static void header_tensor(Buf *h, const SafetensorsWriteTensor *t, size_t pos, size_t nbytes) {
+    buf_json_string(h, t->name);
+    buf_str(h, ":{\"dtype\":");
+    buf_json_string(h, safetensors_dtype_name(t->dtype));
+    buf_str(h, ",\"shape\":[");
+    for (int d = 0; d < t->ndim; d++) buf_fmt(h, d ? ",%llu" : "%llu", (unsigned long long)t->shape[d]);
+    buf_fmt(h, "],\"data_offsets\":[%llu,", (unsigned long long)pos);
+    buf_fmt(h, "%llu]}", (unsigned long long)(pos + nbytes));
+}
+
+// The 8-byte length and the JSON header, padded with spaces to a multiple of 8.
+static void build_header(Buf *h, int n, const SafetensorsWriteTensor *tensors, const size_t *nbytes, int n_meta,
+                         const SafetensorsMeta *meta) {
+    buf_put(h, "\0\0\0\0\0\0\0\0", 8);
+    buf_str(h, "{");
+    if (n_meta > 0) header_metadata(h, n_meta, meta);
     size_t pos = 0;
     for (int i = 0; i < n; i++) {
-        const SafetensorsWriteTensor *t = &tensors[i];
-        if (!first) buf_str(&h, ",");
-        first = false;
-        buf_json_string(&h, t->name);
-        buf_str(&h, ":{\"dtype\":");
-        buf_json_string(&h, safetensors_dtype_name(t->dtype));
-        buf_str(&h, ",\"shape\":[");
-        for (int d = 0; d < t->ndim; d++)
-            buf_fmt(&h, d ? ",%llu" : "%llu", (unsigned long long)t->shape[d]);
-        buf_fmt(&h, "],\"data_offsets\":[%llu,", (unsigned long long)pos);
+        if (i > 0 || n_meta > 0) buf_str(h, ",");
+        header_tensor(h, &tensors[i], pos, nbytes[i]);
         pos += nbytes[i];
-        buf_fmt(&h, "%llu]}", (unsigned long long)pos);
     }
-    buf_str(&h, "}");
-    while (h.len % 8 != 0) buf_str(&h, " ");
+    buf_str(h, "}");
+    while ((h->len - 8) % 8 != 0) buf_str(h, " ");
+    for (int i = 0; i < 8; i++) h->buf[i] = (char)((uint64_t)(h->len - 8) >> (8 * i));
+}
 
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+// The header, then every tensor's bytes in order, through the crash-safe writer.
+static int write_file(const char *path, const Buf *h, int n, const SafetensorsWriteTensor *tensors,
+                      const size_t *nbytes, Error *err) {
+    AtomicFile *af = atomic_file_open(path, err);
+    if (!af) return -1;
+    int rc = atomic_file_append(af, h->buf, h->len, err);
+    for (int i = 0; i < n && rc == 0; i++) rc = atomic_file_append(af, tensors[i].data, nbytes[i], err);
+    if (rc == 0) return atomic_file_commit(af, err);
+    atomic_file_abort(af);
+    return -1;
+}
 
-    size_t plen = strlen(path);
-    tmp = xmalloc(plen + 5);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        error_set(err, "%s: cannot create: %s", tmp, strerror(errno));
-        goto out;
+int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
+                      const SafetensorsMeta *meta, Error *err) {
+    if (n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta)) {
+        error_set(err, "%s: invalid tensor or metadata list", path);
+        return -1;
     }
-    bool ok = write_all(fd, len8, 8) == 0 && write_all(fd, h.buf, h.len) == 0;
-    for (int i = 0; ok && i < n; i++) ok = write_all(fd, tensors[i].data, nbytes[i]) == 0;
-    if (!ok) {
-        error_set(err, "%s: write failed: %s", tmp, strerror(errno));
-        goto out_unlink;
+    size_t *nbytes = xmalloc(((size_t)n + 1) * sizeof *nbytes);
+    Buf h = {0};
+    int rc = check_inputs(path, n, tensors, n_meta, meta, nbytes, err);
+    if (rc == 0) {
+        build_header(&h, n, tensors, nbytes, n_meta, meta);
+        rc = write_file(path, &h, n, tensors, nbytes, err);
     }
-    if (fsync(fd) != 0) {
-        error_set(err, "%s: fsync failed: %s", tmp, strerror(errno));
-        goto out_unlink;
-    }
-    int cfd = fd;
-    fd = -1;
-    if (close(cfd) != 0) {
-        error_set(err, "%s: close failed: %s", tmp, strerror(errno));
-        goto out_unlink;
-    }
-    if (rename(tmp, path) != 0) {
-        error_set(err, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-        goto out_unlink;
-    }
-    // Make the rename durable: fsync the directory that holds path.
-    if (fsync_parent_dir(path, err)) goto out;
-    rc = 0;
-    goto out;
-
-out_unlink:
-    if (fd >= 0) close(fd);
-    fd = -1;
-    unlink(tmp);
-out:
-    if (fd >= 0) close(fd);
-    free(tmp);
     free(h.buf);
-    free(names);
     free(nbytes);
     return rc;
 }

@@ -15,7 +15,7 @@
 //
 // The writer lays tensors out in the order given, pads the header with spaces to a multiple
 // of 8 bytes (so every tensor whose offset is a multiple of its element size is aligned),
-// writes to "<path>.tmp", fsyncs, renames over path, and fsyncs the directory.
+// and writes through storage/atomic_file: temporary file, fsync, rename, fsync of the folder.
 #ifndef PPTRAIN_SAFETENSORS_H
 #define PPTRAIN_SAFETENSORS_H
 #include <stdbool.h>
@@ -113,7 +113,7 @@ typedef struct {
 } SafetensorsMeta;
 
 // Writes n tensors (in this order) and n_meta metadata pairs to path, atomically: nothing is
-// left at path (nor at path.tmp) unless the whole file is durable. Refuses duplicate or empty
+// left at path (nor a temporary file) unless the whole file is durable. Refuses duplicate or empty
 // names, "__metadata__" as a tensor name, duplicate metadata keys and bad shapes.
 int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
                       const SafetensorsMeta *meta, Error *err);

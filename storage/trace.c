@@ -7,55 +7,53 @@
 #include "storage/trace.h"
 #include "storage/atomic_file.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/schedule/schedule.h"
 
 struct TraceWriter {
-    FILE *f;
-    char *path, *tmp;     // PATH and PATH.tmp
-    bool any_event;       // a comma goes before the next event
-    bool named;           // the track metadata is written
-    bool failed;          // a write failed; errno_at_failure says why
-    int errno_at_failure;
+    AtomicFile *file;   // PATH, written through "nothing lost" (storage/atomic_file.h)
+    bool any_event;     // a comma goes before the next event
+    bool named;         // the track metadata is written
+    bool failed;        // an append failed; why says so
+    Error why;
 };
 
 TraceWriter *trace_open(const char *path, Error *err) {
-    const size_t n = strlen(path);
+    AtomicFile *file = atomic_file_open(path, err);
+    if (!file) return NULL;
     TraceWriter *tw = xcalloc(1, sizeof *tw);
-    tw->path = xmalloc(n + 1);
-    memcpy(tw->path, path, n + 1);
-    tw->tmp = xmalloc(n + 5);
-    snprintf(tw->tmp, n + 5, "%s.tmp", path);
-    tw->f = fopen(tw->tmp, "w");
-    if (!tw->f) {
-        error_set(err, "%s: cannot create the trace: %s", tw->tmp, strerror(errno));
-        free(tw->path);
-        free(tw->tmp);
-        free(tw);
-        return NULL;
-    }
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", tw->f);
+    tw->file = file;
+    if (atomic_file_append(file, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 39, &tw->why)) tw->failed = true;
     return tw;
+}
+
+// printf into the file; an event is a few hundred bytes at most.
+__attribute__((format(printf, 2, 3))) static void put(TraceWriter *tw, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    const size_t len = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    if (!tw->failed && atomic_file_append(tw->file, line, len, &tw->why)) tw->failed = true;
 }
 
 // Starts the next element of traceEvents.
 static void next_event(TraceWriter *tw) {
-    fputs(tw->any_event ? ",\n" : "\n", tw->f);
+    put(tw, "%s", tw->any_event ? ",\n" : "\n");
     tw->any_event = true;
 }
 
 static void write_meta(TraceWriter *tw, const char *what, int pid, int tid, const char *arg, int value) {
     next_event(tw);
-    fprintf(tw->f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{", what, pid, tid);
-    if (strcmp(arg, "sort_index") == 0) fprintf(tw->f, "\"sort_index\":%d}}", value);
-    else fprintf(tw->f, "\"name\":\"%s %d\"}}", arg, value);
+    put(tw, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{", what, pid, tid);
+    if (strcmp(arg, "sort_index") == 0) put(tw, "\"sort_index\":%d}}", value);
+    else put(tw, "\"name\":\"%s %d\"}}", arg, value);
 }
 
 // "rank r" processes and "stage s" threads, both in index order.
@@ -74,11 +72,10 @@ static void write_tracks(TraceWriter *tw, int n_ranks, int n_stages, const int *
 static void write_event(TraceWriter *tw, int step, int rank, const ActionEvent *e, double t0) {
     const char *type = e->type < ACT_COUNT ? schedule_type_name((ActionType)e->type) : "?";
     next_event(tw);
-    fprintf(tw->f,
-            "{\"name\":\"%s mb%d\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
-            "\"args\":{\"step\":%d,\"mb\":%d,\"stage\":%d}}",
-            type, e->mb, type, (e->start - t0) * 1e6, (e->end - e->start) * 1e6, rank, e->stage, step, e->mb,
-            e->stage);
+    put(tw,
+        "{\"name\":\"%s mb%d\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
+        "\"args\":{\"step\":%d,\"mb\":%d,\"stage\":%d}}",
+        type, e->mb, type, (e->start - t0) * 1e6, (e->end - e->start) * 1e6, rank, e->stage, step, e->mb, e->stage);
 }
 
 int trace_add_step(TraceWriter *tw, int step, int n_ranks, int n_stages, const int *stage_rank,
@@ -88,42 +85,24 @@ int trace_add_step(TraceWriter *tw, int step, int n_ranks, int n_stages, const i
     for (int r = 0; r < n_ranks; r++)
         for (int i = 0; i < n_events[r]; i++)
             write_event(tw, step, r, &events[r][i], t_origin - (offsets ? offsets[r] : 0.0));
-    if (ferror(tw->f)) {
-        tw->failed = true;
-        tw->errno_at_failure = errno;
-        return -1;
-    }
+    if (tw->failed) return -1;
     return 0;
-}
-
-static void trace_free(TraceWriter *tw) {
-    free(tw->path);
-    free(tw->tmp);
-    free(tw);
 }
 
 void trace_discard(TraceWriter *tw) {
     if (!tw) return;
-    fclose(tw->f);
-    unlink(tw->tmp);
-    trace_free(tw);
+    atomic_file_abort(tw->file);
+    free(tw);
 }
 
 int trace_close(TraceWriter *tw, Error *err) {
-    fputs("\n]}\n", tw->f);
-    const char *what = NULL;   // the step that failed
-    int why = 0;               // its errno
-    if (tw->failed) what = "write", why = tw->errno_at_failure;
-    else if (fflush(tw->f) != 0 || ferror(tw->f)) what = "write", why = errno;
-    else if (fsync(fileno(tw->f)) != 0) what = "fsync", why = errno;
-    if (fclose(tw->f) != 0 && !what) what = "close", why = errno;
-    if (!what && rename(tw->tmp, tw->path) != 0) what = "rename", why = errno;
-    if (what) {
-        error_set(err, "%s: trace %s failed: %s", tw->path, what, strerror(why));
-        unlink(tw->tmp);
-    }
-    // The directory entry of the rename is durable only once the directory is fsynced.
-    const int rc = what || fsync_parent_dir(tw->path, err) ? -1 : 0;
-    trace_free(tw);
+    put(tw, "\n]}\n");
+    int rc;
+    if (tw->failed) {
+        *err = tw->why;
+        atomic_file_abort(tw->file);
+        rc = -1;
+    } else rc = atomic_file_commit(tw->file, err);
+    free(tw);
     return rc;
 }

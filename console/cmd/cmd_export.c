@@ -50,7 +50,9 @@ int cmd_export(int argc, char **argv) {
     }
     char dir[4096];
     int64_t run = 0;
-    if (ckpt_find_resume(what, db_file, dir, sizeof dir, &run, &err)) return cli_fail(&err);
+    Error warning;
+    if (ckpt_find_resume(what, db_file, dir, sizeof dir, &run, &warning, &err)) return cli_fail(&err);
+    if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
     HfExportInfo info;
     if (hf_export(dir, folder, bf16, &info, &err)) return cli_fail(&err);
     printf("exported %s: %d tensors, %.3f M parameters, %s, %.2f MiB -> %s/model.safetensors + config.json\n", dir,

@@ -16,6 +16,7 @@
 #include "console/tui/pure/tui_text.h"
 #include "console/tui/tui_draw.h"
 #include "console/tui/tui_term.h"
+#include "engine/clock.h"
 
 #define FRAME_S 0.1      // at most 10 frames a second, for keys and mouse
 #define DATA_FRAME_S 0.2 // at most 5 for new steps: every frame is CPU time the stages could use
@@ -24,23 +25,17 @@
 // Columns a header keeps for itself before a note: "pptrain watch stopping  " is the longest.
 #define HEADER_FIXED_W 24
 
-double tui_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(app->status, sizeof app->status, fmt, ap);
     va_end(ap);
     app->status_role = role;
-    app->status_until = tui_now() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
+    app->status_until = clock_now_s() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
 }
 
 const char *tui_app_note(const TuiApp *app, ThemeRole *role) {
-    if (app->status[0] && tui_now() < app->status_until) {
+    if (app->status[0] && clock_now_s() < app->status_until) {
         *role = app->status_role;
         return app->status;
     }
@@ -378,7 +373,7 @@ void tui_app_loop(TuiApp *app) {
     while (!app->quit) {
         if (screen_ops(app)->poll && screen_ops(app)->poll(app)) data_dirty = true;
         if (app->quitting && !tui_runner_busy(app->runner)) break;
-        const double now = tui_now();
+        const double now = clock_now_s();
         const bool status_now = app->status[0] && now < app->status_until;
         if (status_now != status_shown) status_shown = status_now, input_dirty = true;
         // Keys redraw within a tenth of a second, new steps within a fifth.

@@ -171,7 +171,6 @@ int tui_app_header_note(TuiApp *app, int y, int x, int w);
 void tui_app_setup_themes(TuiApp *app, const char *themes_dir, const char *theme);
 // Submits options as the next run and switches to the live screen; errors go to the status.
 void tui_app_start_run(TuiApp *app, const RunOptions *ro);
-double tui_now(void);
 
 // Shared key-table entries: help, screens, theme, quit.
 void tui_key_help(TuiApp *app);

@@ -15,6 +15,7 @@
 #include "console/tui/pure/tui_bubble.h"
 #include "console/tui/tui_draw.h"
 #include "console/cli.h"
+#include "engine/clock.h"
 #include "engine/run_json.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -200,7 +201,7 @@ static void sync_panes(TuiHistory *h, bool force) {
 
 static void history_load(TuiApp *app, bool force) {
     TuiHistory *h = &app->history;
-    const double now = tui_now();
+    const double now = clock_now_s();
     if (!force && now - h->loaded_at < HISTORY_REFRESH_S) return;
     h->loaded_at = now;
     Error err;

@@ -10,13 +10,8 @@
 #include <time.h>
 
 #include "console/cli.h"
+#include "engine/clock.h"
 #include "engine/schedule/schedule.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int min_i(int a, int b) { return a < b ? a : b; }
 
@@ -258,7 +253,7 @@ static int snap_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *
         l->stage_layers[s] = info->stage_layers[s];
         l->slot_bytes[s] = (double)info->slot_bytes[s];
     }
-    l->t_first = now_s();
+    l->t_first = clock_now_s();
     publish(l, false);
     return 0;
 }
@@ -336,7 +331,7 @@ static void snap_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) 
     v->gflops = s->gflops;
     v->step_ms = s->step_ms;
     v->steps_done++;
-    v->run_s = now_s() - l->t_first;
+    v->run_s = clock_now_s() - l->t_first;
     tui_series_push(&v->loss_series, s->step, s->loss);
     if (r->has_telemetry) {
         const BubbleParts *b = &r->telemetry.parts;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "console/tui/tui_app.h"
+#include "engine/clock.h"
 #include "engine/schedule/schedule.h"
 
 #define WATCH_POLL_S 1.0
@@ -122,7 +123,7 @@ static int64_t pick_run(TuiWatch *w, Error *err) {
 bool tui_watch_poll(TuiApp *app) {
     TuiWatch *w = &app->watcher;
     TuiView *v = app->view;
-    const double now = tui_now();
+    const double now = clock_now_s();
     if (now - w->polled_at < WATCH_POLL_S) return false;
     w->polled_at = now;
     Error err;

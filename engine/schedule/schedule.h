@@ -96,6 +96,10 @@ Schedule *schedule_build(const char *name, int n_ranks, int n_microbatches, int 
 Schedule *schedule_new(const char *name, int n_ranks, int n_stages, int n_microbatches, StageMap map);
 void schedule_push(Schedule *s, int rank, ActionType type, int stage, int mb);
 Schedule *schedule_copy(const Schedule *s);
+// The forward-only schedule of an evaluation on train's ranks and placement, lowered
+// (engine/schedule/schedule_forward.c): F only, so the validator's completeness rules
+// (every F has its backward) do not apply to it.
+Schedule *schedule_forward_only(const Schedule *train);
 void schedule_free(Schedule *s);
 bool schedule_equal(const Schedule *a, const Schedule *b);  // same shape, map and lists
 

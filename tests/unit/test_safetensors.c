@@ -81,7 +81,7 @@ static void test_dtypes(void) {
 static void test_round_trip(void) {
     char path[512], tmp[600];
     path_in(path, sizeof path, "rt.safetensors");
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
 
     float w[6] = {1.5f, -2.25f, 3.0f, 0.0f, -0.0f, 1e-30f};
     uint16_t hb[5] = {0x3F80, 0xC000, 0x0000, 0x7F80, 0x3E00};
@@ -188,7 +188,7 @@ static void test_round_trip(void) {
 static void test_writer_refuses(void) {
     char path[512], tmp[600];
     path_in(path, sizeof path, "wr.safetensors");
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     unlink(path);
     float x[4] = {0};
     int64_t s4[1] = {4}, sneg[2] = {2, -2};

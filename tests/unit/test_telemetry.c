@@ -183,7 +183,7 @@ static void test_trace_roundtrip(void) {
     char dir[] = "/tmp/test_telemetry_XXXXXX", path[64], tmp[80];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(path, sizeof path, "%s/trace.json", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     const ActionEvent *events[2] = {RANK0, RANK1};
     const int n[2] = {4, 4}, stage_rank[2] = {0, 1};
     const double offsets[2] = {0.0, -10.0};
@@ -207,7 +207,7 @@ static void test_trace_roundtrip(void) {
     unlink(path);
     rmdir(dir);
     // A directory that does not exist: one line naming the file.
-    CHECK(trace_open("/nonexistent-dir/trace.json", &err) == NULL && strstr(err.msg, "/nonexistent-dir/trace.json.tmp"),
+    CHECK(trace_open("/nonexistent-dir/trace.json", &err) == NULL && strstr(err.msg, "/nonexistent-dir/trace.json"),
           "bad path: %s", err.msg);
 }
 

@@ -74,12 +74,14 @@ static int plan_run(Db *db, const char *run_text, RunPlan *out, Error *err) {
     db_run_info_clear(&r);
     if (bad) return -1;
     Error why;
+    const double w_share = partition_weight_share(&rc.model, rc.seq_len);
     if (schedule_is_builtin(out->schedule))
         out->same_ok =
-            plan_predict_measured(out->schedule, out->P, out->V, out->M, out->busy_ms, &out->same, &why) == 0;
+            plan_predict_measured(out->schedule, out->P, out->V, out->M, out->busy_ms, w_share, &out->same, &why) == 0;
     if (plan_costs_fit(out->busy_ms, out->S, rc.model.layers, partition_costs(&rc.model, rc.seq_len), &out->costs, err))
         return -1;
     out->costs.n_ranks = out->P;
+    out->costs.w_share = w_share;
     out->costs.batch = rc.batch;
     out->costs.max_microbatches = PLAN_MAX_MICROBATCHES;
     return plan_search(&out->costs, &out->layouts, &out->n_layouts, err);
@@ -118,8 +120,8 @@ static void print_text(const RunPlan *p, int top) {
     if (p->host_ranks > p->host_cores && p->host_cores > 0)
         printf("note: %d ranks shared %d cores, so the measured bubble holds contention the plan leaves out\n",
                p->host_ranks, p->host_cores);
-    printf("costs per step: layer %.3f ms, embedding %.3f ms, head %.3f ms (F = (F+B)/3, W = B/2)\n\n",
-           p->costs.layer_ms, p->costs.embed_ms, p->costs.head_ms);
+    printf("costs per step: layer %.3f ms, embedding %.3f ms, head %.3f ms (F = (F+B)/3, W = %.2f B)\n\n",
+           p->costs.layer_ms, p->costs.embed_ms, p->costs.head_ms, p->costs.w_share);
     printf("  #  %-17s %2s %4s  %-24s %9s %8s %5s\n", "schedule", "V", "M", "layers per stage", "step ms", "bubble",
            "peak");
     for (int i = 0; i < p->n_layouts && i < top; i++) {

@@ -29,19 +29,19 @@ int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionC
 }
 
 // One microbatch through a stage that takes step_ms per step: F, then B split into I and W.
-static SimCosts stage_costs(double step_ms, int M) {
+static SimCosts stage_costs(double step_ms, int M, double w_share) {
     const double fb = step_ms / M, b = fb * (1.0 - PLAN_FORWARD_SHARE);
-    return (SimCosts){.f = fb * PLAN_FORWARD_SHARE, .b = b, .w = b * PLAN_W_SHARE, .latency = 0.0};
+    return (SimCosts){.f = fb * PLAN_FORWARD_SHARE, .b = b, .w = b * w_share, .latency = 0.0};
 }
 
 // Simulates schedule (P, V, M) with stage k taking stage_ms[k] per step; fills all of out but
 // split.
-static int simulate_layout(const char *schedule, int P, int V, int M, const double *stage_ms, PlanLayout *out,
-                           Error *err) {
+static int simulate_layout(const char *schedule, int P, int V, int M, const double *stage_ms, double w_share,
+                           PlanLayout *out, Error *err) {
     Schedule *s = schedule_build(schedule, P, M, V, err);
     if (!s) return -1;
     SimCosts *costs = xmalloc(sizeof(SimCosts) * (size_t)s->n_stages);
-    for (int k = 0; k < s->n_stages; k++) costs[k] = stage_costs(stage_ms[k], M);
+    for (int k = 0; k < s->n_stages; k++) costs[k] = stage_costs(stage_ms[k], M, w_share);
     SimResult r;
     const int rc = sim_run_stages(s, costs, &r, err);
     if (rc == 0) {
@@ -61,10 +61,10 @@ static int simulate_layout(const char *schedule, int P, int V, int M, const doub
     return rc;
 }
 
-int plan_predict_measured(const char *schedule, int P, int V, int M, const double *stage_ms, PlanLayout *out,
-                          Error *err) {
+int plan_predict_measured(const char *schedule, int P, int V, int M, const double *stage_ms, double w_share,
+                          PlanLayout *out, Error *err) {
     memset(out, 0, sizeof *out);
-    return simulate_layout(schedule, P, V, M, stage_ms, out, err);
+    return simulate_layout(schedule, P, V, M, stage_ms, w_share, out, err);
 }
 
 int plan_predict(const PlanCosts *c, const char *schedule, int V, int M, const int *split, PlanLayout *out,
@@ -74,7 +74,7 @@ int plan_predict(const PlanCosts *c, const char *schedule, int V, int M, const i
     double *stage_ms = xmalloc(sizeof(double) * (size_t)S);
     for (int k = 0; k < S; k++)
         stage_ms[k] = partition_stage_cost(k, S, split[k], c->layer_ms, c->embed_ms, c->head_ms);
-    const int rc = simulate_layout(schedule, c->n_ranks, V, M, stage_ms, out, err);
+    const int rc = simulate_layout(schedule, c->n_ranks, V, M, stage_ms, c->w_share, out, err);
     free(stage_ms);
     if (rc) return -1;
     out->split = xmalloc(sizeof(int) * (size_t)S);

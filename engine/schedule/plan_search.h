@@ -10,14 +10,14 @@
 // slowest though every stage is even).
 //
 // The store has one busy time per stage, not one per action type: a forward is taken as a
-// third of F+B (the backward computes two matmuls per forward one) and W as half the backward.
+// third of F+B (the backward computes two matmuls per forward one) and W as the model's weight
+// share of the backward (partition_weight_share).
 #ifndef PPTRAIN_PLAN_SEARCH_H
 #define PPTRAIN_PLAN_SEARCH_H
 #include "engine/error.h"
 #include "engine/partition.h"
 
 #define PLAN_FORWARD_SHARE (1.0 / 3.0)   // F / (F + B)
-#define PLAN_W_SHARE 0.5                 // W / B
 
 typedef struct {
     int n_ranks;            // P: the machine's pipeline ranks stay as measured
@@ -27,6 +27,7 @@ typedef struct {
     // One step's whole batch (all M microbatches) through one layer, the embedding and the
     // head, forward and backward, in ms.
     double layer_ms, embed_ms, head_ms;
+    double w_share;   // W / B, in (0, 1)
 } PlanCosts;
 
 typedef struct {
@@ -50,8 +51,8 @@ int plan_costs_fit(const double *busy_ms, int n_stages, int n_layers, PartitionC
 int plan_predict(const PlanCosts *c, const char *schedule, int V, int M, const int *split, PlanLayout *out, Error *err);
 // The same with measured stage times (stage_ms: one step's busy time of each of the S stages)
 // in place of the fitted costs: how the measured run itself should have gone.
-int plan_predict_measured(const char *schedule, int P, int V, int M, const double *stage_ms, PlanLayout *out,
-                          Error *err);
+int plan_predict_measured(const char *schedule, int P, int V, int M, const double *stage_ms, double w_share,
+                          PlanLayout *out, Error *err);
 
 // Every layout the registry offers at c (V 1..4 where a schedule takes any, M dividing the
 // batch up to max_microbatches, every stage holding a layer), best first: shortest step, then

@@ -70,10 +70,10 @@ static void test_predict_measured(void) {
     const double stage_ms[4] = {3, 3, 3, 3};
     PlanLayout l;
     Error err;
-    CHECK(plan_predict_measured("1f1b", 4, 1, 8, stage_ms, &l, &err) == 0, "predicts");
+    CHECK(plan_predict_measured("1f1b", 4, 1, 8, stage_ms, 0.5, &l, &err) == 0, "predicts");
     CHECK_NEAR(l.bubble, 3.0 / 11.0, TOL, "1f1b P4 M8 at equal stages");
     CHECK_NEAR(l.step_ms, 11 * 3.0 / 8, TOL, "(M+P-1) microbatch-times of F+B");
-    CHECK(plan_predict_measured("2f2b", 4, 1, 8, stage_ms, &l, &err) == -1, "unknown schedule refused");
+    CHECK(plan_predict_measured("2f2b", 4, 1, 8, stage_ms, 0.5, &l, &err) == -1, "unknown schedule refused");
 }
 
 static bool listed(const PlanLayout *l, int n, const char *schedule) {
@@ -90,7 +90,8 @@ static void test_search(void) {
                    .max_microbatches = 16,
                    .layer_ms = 2.0,
                    .embed_ms = 0.1,
-                   .head_ms = 3.0};
+                   .head_ms = 3.0,
+                   .w_share = 0.5};
     PlanLayout *l;
     int n;
     Error err;
@@ -123,7 +124,8 @@ static void test_refined_split(void) {
                          .max_microbatches = 16,
                          .layer_ms = 2.0,
                          .embed_ms = 0.0,
-                         .head_ms = 12.0};
+                         .head_ms = 12.0,
+                         .w_share = 0.5};
     int balanced[4];
     Error err;
     PlanLayout base, *l;

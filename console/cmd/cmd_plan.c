@@ -30,8 +30,8 @@ typedef struct {
     double cost[3];                  // F, B, W through one rank's share of layers (W < 0: B/2)
     double latency;
     const char *from_run;            // --from-run RUN; NULL: plan from --cost
-    const char *db;                  // the run store --from-run reads
-    int top;                         // --from-run: layouts listed
+    const char *db;                  // the run store --from-run reads; NULL: DB_DEFAULT_PATH
+    int top;                         // --from-run: layouts listed; 0: 10
     bool json, dump_csv, with_comm, list, help;
 } PlanOptions;
 
@@ -177,7 +177,7 @@ static void print_registry(void) {
 }
 
 static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
-    *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}, .db = DB_DEFAULT_PATH, .top = 10};
+    *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}, };
     model_config_preset(&o->model, "tiny", err);
     for (int i = 2; i < argc; i++) {
         const PlanOption *opt = NULL;
@@ -195,6 +195,12 @@ static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
         error_set(err, "--with-comm only applies to --dump-csv");
         return -1;
     }
+    if (!o->from_run && (o->db || o->top)) {
+        error_set(err, "%s only applies to --from-run", o->db ? "--db" : "--top");
+        return -1;
+    }
+    if (!o->db) o->db = DB_DEFAULT_PATH;
+    if (!o->top) o->top = 10;
     if (o->from_run && o->dump_csv) {
         error_set(err, "--from-run ranks layouts; --dump-csv prints one schedule: choose one");
         return -1;

@@ -153,6 +153,8 @@ expect_fail "from-run unknown run" "no run 9" --from-run 9 --db "$work/runs.db"
 expect_fail "from-run bad id" "'x1'" --from-run x1 --db "$work/runs.db"
 expect_fail "from-run no store" "none.db" --from-run 1 --db "$work/none.db"
 expect_fail "from-run dump" "choose one" --from-run 1 --db "$work/runs.db" --dump-csv
+expect_fail "db alone" "--db only applies to --from-run" --stages 2 --microbatches 2 --db "$work/runs.db"
+expect_fail "top alone" "--top only applies to --from-run" --stages 2 --microbatches 2 --top 3
 # A run that stopped before its first step, and one with a step but no configuration.
 sqlite3 "$work/runs.db" "INSERT INTO runs (started_at, status, schedule, stages, config_json)
     SELECT started_at, 'stopped', schedule, stages, config_json FROM runs WHERE id = 1;

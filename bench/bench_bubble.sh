@@ -11,7 +11,7 @@ P=${2:-2}
 T=${3:-256}
 data=/usr/share/games/fortunes
 printf "%-17s %4s %9s %9s\n" schedule M ideal measured
-for sched in gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-v; do
+for sched in $("$bin" plan --list | sed -n 's/^| \([^ |]*\) | [0-9].*/\1/p'); do   # the registry
   [ "$sched" = zb-v ] && [ "$P" -lt 2 ] && continue
   cost=1,2; case $sched in zb-*) cost=1,2,1 ;; esac
   for M in 8 16; do

@@ -30,7 +30,7 @@ static const Command COMMANDS[] = {
     {"console", cmd_console, "the curses console (also what pptrain alone opens)"},
     {"train", cmd_train, "a headless training run"},
     {"check", cmd_check, "one batch pipelined vs single-device: loss and gradient differences"},
-    {"plan", cmd_plan, "simulate a schedule: timeline, bubble, peak activations"},
+    {"plan", cmd_plan, "simulate a schedule: timeline, bubble, peak activations; --from-run RUN: the next layout"},
     {"history", cmd_history, "query the run store: list, show, compare, export"},
     {"export", cmd_export, "a checkpoint as a plain Hugging Face folder (model.safetensors, config.json)"},
     {"watch", cmd_watch, "the live console, read-only, for a run another process is writing"},

@@ -7,6 +7,7 @@
 #include "console/cli.h"
 #include "engine/model/stage_ops.h"
 #include "console/cmd/cmd_train.h"
+#include "engine/schedule/schedule.h"
 #include "storage/db.h"
 
 typedef int (*OptionSetter)(RunOptions *ro, const char *flag, const char *value, Error *err);
@@ -200,8 +201,8 @@ static const RunOption RUN_OPTIONS[] = {
     {"--weight-decay", "X", "AdamW decoupled weight decay (0.1)", set_wd},
     {"--grad-clip", "X", "clip the global gradient norm to X; 0 = off (1.0)", set_clip},
     {"--stages", "P", "pipeline ranks: the layers are cut into P stages (1)", set_stages},
-    {"--schedule", "NAME|FILE.csv", "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a CSV (1f1b)", set_schedule},
-    {"--virtual", "V", "stages per rank for interleaved-1f1b, looped-bfs, zb-v (2)", set_virtual},
+    {"--schedule", "NAME|FILE.csv", NULL, set_schedule},  // help: option_help, from the registry
+    {"--virtual", "V", NULL, set_virtual},
     {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2 (balanced by cost)", set_split},
     {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
     {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp},
@@ -219,11 +220,21 @@ static const RunOption RUN_OPTIONS[] = {
 #define N_RUN_OPTIONS (int)(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0])
 _Static_assert(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0] <= 64, "RunOptions.given has one bit per option");
 
+// The help lines that name schedules read the registry (engine/schedule/schedule.h).
+static void option_help(const RunOption *o, char *buf, size_t size) {
+    char names[256];
+    schedule_names_text(names, sizeof names, o->set == set_virtual);
+    if (o->set == set_schedule) snprintf(buf, size, "%s, or a CSV (1f1b)", names);
+    else if (o->set == set_virtual) snprintf(buf, size, "stages per rank for %s (2)", names);
+    else snprintf(buf, size, "%s", o->help);
+}
+
 void run_options_usage(FILE *out) {
     for (int i = 0; i < N_RUN_OPTIONS; i++) {
-        char left[64];
+        char left[64], help[512];
         snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
-        fprintf(out, "  %-36s %s\n", left, RUN_OPTIONS[i].help);
+        option_help(&RUN_OPTIONS[i], help, sizeof help);
+        fprintf(out, "  %-36s %s\n", left, help);
     }
 }
 

@@ -126,19 +126,38 @@ int partition_balance(int n_layers, int n_stages, int *counts, Error *err) {
 // `small` (where they are a fifteenth).
 #define PARTITION_ELEMENT_FLOPS 86.0
 
-PartitionCosts partition_costs(const ModelConfig *c, int T) {
+// One layer's forward per token: matmul FLOPs (weights, and attention's QK^T and PV over the
+// keys a causal block sees) and element-wise passes.
+typedef struct {
+    double weight_flops, attn_flops, elems;
+} LayerWork;
+
+static LayerWork layer_work(const ModelConfig *c, int T) {
     const double C = c->hidden, Q = (double)c->heads * c->head_dim, KV = (double)c->kv_heads * c->head_dim;
-    const double I = c->intermediate, V = c->vocab;
+    const double I = c->intermediate;
     // Keys a query sees: causal, in blocks of 64 rows (kernels/cpu/attention.c).
     const double keys = fmin(T, (T + 64.0) / 2.0);
-    const double layer_flops = 2.0 * (C * Q + 2.0 * C * KV + Q * C + 3.0 * C * I) + 4.0 * Q * keys;
-    const double layer_elems = 2.0 * C + (Q + KV) + c->heads * keys + 2.0 * I + 2.0 * C;
+    return (LayerWork){.weight_flops = 2.0 * (C * Q + 2.0 * C * KV + Q * C + 3.0 * C * I),
+                       .attn_flops = 4.0 * Q * keys,
+                       .elems = 2.0 * C + (Q + KV) + c->heads * keys + 2.0 * I + 2.0 * C};
+}
+
+PartitionCosts partition_costs(const ModelConfig *c, int T) {
+    const double C = c->hidden, V = c->vocab;
+    const LayerWork lw = layer_work(c, T);
+    const double layer_flops = lw.weight_flops + lw.attn_flops, layer_elems = lw.elems;
     const double head_flops = 2.0 * C * V, head_elems = C + 3.0 * V;
     // Forward + backward: 3x the forward's matmuls, about 3x its element-wise passes.
     const double w = PARTITION_ELEMENT_FLOPS;
     return (PartitionCosts){.layer = 3.0 * (layer_flops + w * layer_elems),
                             .embed = 3.0 * w * C,
                             .head = 3.0 * (head_flops + w * head_elems)};
+}
+
+double partition_weight_share(const ModelConfig *c, int T) {
+    const LayerWork lw = layer_work(c, T);
+    const double forward = lw.weight_flops + lw.attn_flops + PARTITION_ELEMENT_FLOPS * lw.elems;
+    return lw.weight_flops / (2.0 * forward);  // the backward is twice the forward
 }
 
 int partition_balance_model(const ModelConfig *cfg, int T, int n_stages, int *counts, Error *err) {

@@ -1,6 +1,7 @@
 // `pptrain plan`: simulate a schedule without a model. Builds the schedule by name (or loads
 // a torch-format CSV), checks it against the layer count, times it under a cost model and
-// prints a per-rank timeline with the bubble, makespan, peak activations and messages.
+// prints a per-rank timeline with the bubble, makespan, peak activations and messages. With
+// --from-run, ranks every layout at a stored run's measured costs instead (plan_from_run.c).
 #include "console/cmd/cmd_plan.h"
 
 #include <cjson/cJSON.h>
@@ -9,21 +10,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cmd/plan_from_run.h"
 #include "engine/partition.h"
 #include "engine/schedule/schedule.h"
 #include "engine/schedule/simulate.h"
+#include "storage/db.h"
 
 #define TIMELINE_MAX_COLS 120
 
 typedef struct {
     int stages, microbatches, virt;  // 0: not given
-    int layers;
+    int layers;                      // 0: the model's
+    int seq;                         // T, for the model's layer costs
+    ModelConfig model;               // the split is train's: partition_balance_model
     const char *schedule;
     double cost[3];                  // F, B, W through one rank's share of layers (W < 0: B/2)
     double latency;
-    bool json, dump_csv, with_comm, help;
+    const char *from_run;            // --from-run RUN; NULL: plan from --cost
+    const char *db;                  // the run store --from-run reads; NULL: DB_DEFAULT_PATH
+    int top;                         // --from-run: layouts listed; 0: 10
+    bool json, dump_csv, with_comm, list, help;
 } PlanOptions;
 
 typedef int (*PlanSetter)(PlanOptions *o, const char *flag, const char *value, Error *err);
@@ -48,6 +57,27 @@ INT_OPTION(set_stages, stages, 1024)
 INT_OPTION(set_mbs, microbatches, 100000)
 INT_OPTION(set_virtual, virt, 64)
 INT_OPTION(set_layers, layers, 1024)
+INT_OPTION(set_seq, seq, 1 << 20)
+INT_OPTION(set_top, top, 100000)
+
+static int set_from_run(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    (void)flag, (void)err;
+    o->from_run = v;
+    return 0;
+}
+
+static int set_db(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    (void)flag, (void)err;
+    o->db = v;
+    return 0;
+}
+
+// As train reads --model: a value that does not look like a path is a preset name.
+static int set_model(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    (void)flag;
+    const bool looks_like_path = strchr(v, '/') || strstr(v, ".json") || access(v, F_OK) == 0;
+    return looks_like_path ? model_config_from_json(&o->model, v, err) : model_config_preset(&o->model, v, err);
+}
 
 static int set_schedule(PlanOptions *o, const char *flag, const char *v, Error *err) {
     (void)flag;
@@ -89,39 +119,66 @@ static int set_latency(PlanOptions *o, const char *flag, const char *v, Error *e
 SWITCH(set_json, json)
 SWITCH(set_dump, dump_csv)
 SWITCH(set_with_comm, with_comm)
+SWITCH(set_list, list)
 SWITCH(set_help, help)
 
 static const PlanOption OPTIONS[] = {
     {"--stages", "P", "pipeline ranks (with a schedule name; a CSV has its own)", set_stages},
     {"--microbatches", "M", "microbatches per step (with a schedule name; a CSV has its own)", set_mbs},
-    {"--schedule", "NAME|FILE.csv",
-     "gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a torch-format CSV (default 1f1b)", set_schedule},
-    {"--virtual", "V", "stages per rank (default 2 for interleaved-1f1b, looped-bfs, zb-v; 1 otherwise)", set_virtual},
+    {"--schedule", "NAME|FILE.csv", NULL, set_schedule},  // help: option_help, from the registry
+    {"--virtual", "V", NULL, set_virtual},
     {"--cost", "F,B[,W]",
      "time of one microbatch's forward, backward, and the weight-gradient part of the backward, through one "
      "rank's layers (default 1,2; W defaults to B/2); each of a rank's V stages takes 1/V of it",
      set_cost},
     {"--latency", "T", "time added to every message between ranks (default 0)", set_latency},
-    {"--layers", "L", "decoder layers the stages split (default 8; every stage needs one)", set_layers},
+    {"--model", "NAME|CONFIG.json", "the model whose layers the stages split, as train takes it (default tiny)",
+     set_model},
+    {"--seq", "T", "tokens per sequence, for the layer costs that balance the split (default 64)", set_seq},
+    {"--layers", "L", "decoder layers the stages split (default: the model's; every stage needs one)", set_layers},
     {"--json", NULL, "print the numbers as one JSON object", set_json},
     {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump},
     {"--with-comm", NULL, "with --dump-csv: include SEND_F/RECV_F/SEND_B/RECV_B", set_with_comm},
+    {"--from-run", "RUN|latest",
+     "rank every schedule, split, M and V by step time predicted from the run's measured stage times", set_from_run},
+    {"--db", "FILE", "with --from-run: the run store (default pptrain.db)", set_db},
+    {"--top", "N", "with --from-run: the layouts listed (default 10)", set_top},
+    {"--list", NULL, "print the built-in schedules as a Markdown table (README.md holds it)", set_list},
     {"--help", NULL, "this help", set_help},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
+// The help lines that name schedules read the registry (engine/schedule/schedule.h).
+static void option_help(const PlanOption *o, char *buf, size_t size) {
+    char names[256];
+    schedule_names_text(names, sizeof names, o->set == set_virtual);
+    if (o->set == set_schedule) snprintf(buf, size, "%s, or a torch-format CSV (default 1f1b)", names);
+    else if (o->set == set_virtual) snprintf(buf, size, "stages per rank (default 2 for %s; 1 otherwise)", names);
+    else snprintf(buf, size, "%s", o->help);
+}
+
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain plan --stages P --microbatches M [--schedule NAME|FILE.csv] [options]\n\n");
     for (size_t k = 0; k < N_OPTIONS; k++) {
-        char head[64];
+        char head[64], help[512];
         snprintf(head, sizeof head, "%s%s%s", OPTIONS[k].flag, OPTIONS[k].arg ? " " : "",
                  OPTIONS[k].arg ? OPTIONS[k].arg : "");
-        fprintf(out, "  %-28s %s\n", head, OPTIONS[k].help);
+        option_help(&OPTIONS[k], help, sizeof help);
+        fprintf(out, "  %-28s %s\n", head, help);
     }
 }
 
+// The registry as README.md's table (tests/cli/cli_plan.sh checks that the README holds it).
+static void print_registry(void) {
+    printf("| schedule | V | ideal bubble | what it does |\n|---|---|---|---|\n");
+    for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++)
+        printf("| %s | %d%s | %s | %s |\n", info->name, info->default_virtual, info->virtual_fixed ? "" : " (any)",
+               info->ideal_formula, info->description);
+}
+
 static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
-    *o = (PlanOptions){.layers = 8, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}};
+    *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}, };
+    model_config_preset(&o->model, "tiny", err);
     for (int i = 2; i < argc; i++) {
         const PlanOption *opt = NULL;
         for (size_t k = 0; k < N_OPTIONS && !opt; k++)
@@ -138,10 +195,22 @@ static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
         error_set(err, "--with-comm only applies to --dump-csv");
         return -1;
     }
+    if (!o->from_run && (o->db || o->top)) {
+        error_set(err, "%s only applies to --from-run", o->db ? "--db" : "--top");
+        return -1;
+    }
+    if (!o->db) o->db = DB_DEFAULT_PATH;
+    if (!o->top) o->top = 10;
+    if (o->from_run && o->dump_csv) {
+        error_set(err, "--from-run ranks layouts; --dump-csv prints one schedule: choose one");
+        return -1;
+    }
     if (o->json && o->dump_csv) {
         error_set(err, "--json and --dump-csv print different things; choose one");
         return -1;
     }
+    if (o->layers) o->model.layers = o->layers;
+    o->layers = o->model.layers;
     return 0;
 }
 
@@ -186,7 +255,7 @@ static int split_layers(const PlanOptions *o, const Schedule *s, int *counts, Er
                   s->n_stages, s->n_ranks, s->n_stages / s->n_ranks, s->n_stages, o->layers);
         return -1;
     }
-    return partition_balance(o->layers, s->n_stages, counts, err);
+    return partition_balance_model(&o->model, o->seq, s->n_stages, counts, err);  // the split train makes
 }
 
 static void print_list(const char *label, const int *v, int n) {
@@ -264,6 +333,16 @@ static int report(const PlanOptions *o, const Schedule *s, const int *split, Err
     return 0;
 }
 
+// --from-run: the layouts ranked at the run's measured costs (console/cmd/plan_from_run.h).
+static int plan_measured(const PlanOptions *o) {
+    RunPlan plan;
+    Error err;
+    if (plan_from_run_build(o->db, o->from_run, &plan, &err)) return cli_fail(&err);
+    plan_from_run_print(&plan, o->top, o->json);
+    plan_from_run_free(&plan);
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv) {
     PlanOptions o;
     Error err;
@@ -272,6 +351,11 @@ int cmd_plan(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (o.list) {
+        print_registry();
+        return 0;
+    }
+    if (o.from_run) return plan_measured(&o);
     Schedule *s = make_schedule(&o, &err);
     if (!s) return cli_fail(&err);
     int *split = xmalloc(sizeof(int) * (size_t)s->n_stages);

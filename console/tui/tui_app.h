@@ -60,6 +60,8 @@ typedef struct {
     TuiPlan plan;
     bool plan_ok;
     char problem[512];                    // why the run cannot start ("" when it can)
+    char suggestion[512];                 // plan --from-run latest's best layout ("" when none)
+    bool suggested;                       // suggestion is current (cleared on entering the screen)
 } TuiSetup;
 
 // ---- history ---------------------------------------------------------------------------------

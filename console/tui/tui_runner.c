@@ -30,7 +30,7 @@ static double ideal_bubble(const RunOptions *ro) {
     TuiPlan plan;
     Error err;
     if (tui_plan_build(ro->pipe.schedule, ro->pipe.ranks, ro->rc.microbatches, ro->pipe.virtual_stages,
-                       ro->rc.model.layers, &plan, &err))
+                       &ro->rc.model, ro->rc.seq_len, &plan, &err))
         return NAN;
     const double b = plan.bubble;
     tui_plan_free(&plan);

@@ -1,7 +1,8 @@
 // console/tui_setup: the run setup screen. A form (every built-in schedule plus the CSV
 // schedules in the working directory, then stages / virtual / dp / microbatches / batch /
 // seq / model / steps / lr / warmup / data) beside the plan the choice predicts: the
-// simulated timeline, its bubble, and the peak activations per stage (`pptrain plan`).
+// simulated timeline, its bubble, and the peak activations per stage (`pptrain plan`); on
+// the plan panel's border, the layout `pptrain plan --from-run latest` ranks first.
 #define NCURSES_WIDECHAR 1
 #include <ctype.h>
 #include <curses.h>
@@ -14,6 +15,7 @@
 
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_draw.h"
+#include "console/cmd/plan_from_run.h"
 #include "engine/schedule/schedule.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -29,11 +31,6 @@ static TuiField cursor_field(const TuiSetup *s) { return (TuiField)(s->cursor - 
 static const char *chosen_name(const TuiSetup *s) { return s->names[s->chosen]; }
 static bool chosen_csv(const TuiSetup *s) { return tui_plan_is_csv(chosen_name(s)); }
 
-// V is the user's only for the schedules that take any V; the others fix it.
-static bool virtual_free(const char *name) {
-    return schedule_is_builtin(name) && schedule_default_virtual(name) == 2 && strcmp(name, "zb-v") != 0;
-}
-
 static int cmp_names(const void *a, const void *b) { return strcmp(a, b); }
 
 // Built-in schedules, then the working directory's *.csv files, sorted.
@@ -41,8 +38,8 @@ static void scan_schedules(TuiSetup *s) {
     char keep[256];
     snprintf(keep, sizeof keep, "%.255s", s->n_names ? chosen_name(s) : s->ro.pipe.schedule);
     s->n_names = 0;
-    for (int i = 0; SCHEDULE_NAMES[i] && s->n_names < TUI_MAX_SCHEDULES; i++)
-        snprintf(s->names[s->n_names++], sizeof s->names[0], "%s", SCHEDULE_NAMES[i]);
+    for (int i = 0; i < SCHEDULE_COUNT && s->n_names < TUI_MAX_SCHEDULES; i++)
+        snprintf(s->names[s->n_names++], sizeof s->names[0], "%s", SCHEDULE_REGISTRY[i].name);
     const int builtin = s->n_names;
     DIR *d = opendir(".");
     for (struct dirent *e; d && (e = readdir(d)) && s->n_names < TUI_MAX_SCHEDULES;) {
@@ -74,7 +71,32 @@ void tui_setup_init(TuiSetup *s, const RunOptions *ro) {
 
 void tui_setup_free(TuiSetup *s) { tui_plan_free(&s->plan); }
 
-static void setup_enter(TuiApp *app) { scan_schedules(&app->setup); }
+static void list_ints(const int *v, int n, char *buf, size_t size);
+
+// The layout `pptrain plan --from-run latest` ranks first: the store's newest run, its measured
+// stage times, every registry layout simulated at them. "" when the store has no measured run.
+static void suggest_layout(TuiApp *app) {
+    TuiSetup *s = &app->setup;
+    s->suggestion[0] = '\0';
+    s->suggested = true;
+    RunPlan rp;
+    Error err;
+    if (access(app->db_path, F_OK) != 0 || plan_from_run_build(app->db_path, "latest", &rp, &err)) return;
+    const PlanLayout *best = &rp.layouts[0];
+    char layers[256];
+    list_ints(best->split, best->S, layers, sizeof layers);
+    snprintf(s->suggestion, sizeof s->suggestion,
+             " by run %lld's stage times, next: %s P%d V%d M%d layers %s: %.1f ms, bubble %.1f%% "
+             "(run %lld: %.1f ms, %.1f%%) ",
+             rp.run, best->schedule, rp.P, best->V, best->M, layers, best->step_ms, 100 * best->bubble, rp.run,
+             rp.step_ms, 100 * rp.bubble);
+    plan_from_run_free(&rp);
+}
+
+static void setup_enter(TuiApp *app) {
+    scan_schedules(&app->setup);
+    app->setup.suggested = false;  // a run may have ended since: the next draw asks the store again
+}
 
 // ---- options and validation ---------------------------------------------------------------------
 
@@ -83,7 +105,7 @@ static void form_options(const TuiSetup *s, RunOptions *ro) {
     *ro = s->ro;
     const char *name = chosen_name(s);
     snprintf(ro->pipe.schedule, sizeof ro->pipe.schedule, "%s", name);
-    ro->pipe.virtual_stages = virtual_free(name) ? s->ro.pipe.virtual_stages : 0;
+    ro->pipe.virtual_stages = schedule_virtual_free(name) ? s->ro.pipe.virtual_stages : 0;
     if (chosen_csv(s) && s->plan_ok) {
         ro->pipe.ranks = s->plan.P;
         ro->rc.microbatches = s->plan.M;
@@ -102,7 +124,7 @@ static void replan(TuiApp *app) {
     form_options(s, &ro);
     Error err;
     s->plan_ok = tui_plan_build(ro.pipe.schedule, ro.pipe.ranks, ro.rc.microbatches, ro.pipe.virtual_stages,
-                                ro.rc.model.layers, &s->plan, &err) == 0;
+                                &ro.rc.model, ro.rc.seq_len, &s->plan, &err) == 0;
     s->problem[0] = '\0';
     if (!s->plan_ok) snprintf(s->problem, sizeof s->problem, "%s", err.msg);
     else if (tui_setup_options(app, &ro, &err)) snprintf(s->problem, sizeof s->problem, "%s", err.msg);
@@ -146,7 +168,7 @@ static void field_value(const TuiSetup *s, TuiField f, char *buf, size_t size) {
         break;
     case TUI_FIELD_VIRTUAL:
         if (csv) snprintf(buf, size, "%d (from the file)", s->plan.S / s->plan.P);
-        else if (virtual_free(chosen_name(s))) snprintf(buf, size, "%d", ro->pipe.virtual_stages);
+        else if (schedule_virtual_free(chosen_name(s))) snprintf(buf, size, "%d", ro->pipe.virtual_stages);
         else snprintf(buf, size, "%d (fixed by %s)", schedule_default_virtual(chosen_name(s)), chosen_name(s));
         break;
     case TUI_FIELD_DP: snprintf(buf, size, "%d", ro->pipe.dp > 0 ? ro->pipe.dp : 1); break;
@@ -289,14 +311,10 @@ static void draw_form(TuiApp *app, const SetupLayout *L) {
     }
 }
 
-// The textbook bubble of the built-in schedules (P ranks, M microbatches, V stages per rank).
+// The textbook bubble of a built-in schedule (P ranks, M microbatches, V stages per rank).
 static double formula_bubble(const char *name, int P, int M, int V) {
-    const double p = P - 1;
-    if (!strcmp(name, "gpipe") || !strcmp(name, "1f1b")) return p / (M + p);
-    if (!strcmp(name, "interleaved-1f1b") || !strcmp(name, "looped-bfs")) return p / (V * M + p);
-    if (!strcmp(name, "zb-h1")) return p / (3.0 * M + p);
-    if (!strcmp(name, "zb-v")) return p / (6.0 * M + p);
-    return NAN;
+    const ScheduleInfo *info = schedule_find(name);
+    return info ? info->ideal_bubble(P, M, V) : NAN;
 }
 
 static void list_ints(const int *v, int n, char *buf, size_t size) {
@@ -332,11 +350,14 @@ static void draw_plan(TuiApp *app, const SetupLayout *L) {
     list_ints(p->layers, p->S, layers, sizeof layers);
     if (s->problem[0]) tui_text(y, in.x, in.w, THEME_ERROR, s->problem);
     else tui_textf(y, in.x, in.w, THEME_TEXT, "peak activations (microbatches) per stage %s; layers %s", peak, layers);
+    if (s->suggestion[0])  // on the panel's bottom border: the next run's layout from measured costs
+        tui_text(L->plan.y + L->plan.h - 1, L->plan.x + 2, L->plan.w - 4, THEME_TITLE, s->suggestion);
 }
 
 static void setup_draw(TuiApp *app, int cols, int rows) {
     TuiSetup *s = &app->setup;
     replan(app);
+    if (!s->suggested) suggest_layout(app);
     SetupLayout L;
     const int P = s->plan_ok ? max_i(1, min_i(s->plan.P, LAYOUT_MAX_STAGES)) : 1;
     if (layout_setup(cols, rows, P, form_lines(s), &L)) {
@@ -390,7 +411,7 @@ static void change(TuiApp *app, int dir) {
         tui_app_status(app, THEME_DIM, "the CSV file fixes %s", FIELD_LABELS[f]);
         return;
     }
-    if (f == TUI_FIELD_VIRTUAL && !virtual_free(chosen_name(s))) {
+    if (f == TUI_FIELD_VIRTUAL && !schedule_virtual_free(chosen_name(s))) {
         tui_app_status(app, THEME_DIM, "%s fixes V", chosen_name(s));
         return;
     }

@@ -67,7 +67,7 @@ static void watch_plan(TuiView *v, const DbRunInfo *r, TuiPlan *plan) {
     int layers = r->model && model_config_preset(&m, r->model, &err) == 0 ? m.layers : 0;
     if (!layers && r->model && model_config_from_json(&m, r->model, &err) == 0) layers = m.layers;
     if (!layers || tui_plan_build(r->schedule ? r->schedule : "", r->stages, r->microbatches, r->virtual_stages,
-                                  layers, plan, &err)) {
+                                  &m, r->seq_len, plan, &err)) {
         memset(plan, 0, sizeof *plan);
         return;
     }

@@ -409,9 +409,16 @@ static void report_deadlock(const Index *ix, const int *next, const bool *done, 
     error_set(err, "%s", msg);
 }
 
+// Durations: action a takes dur[a.stage * stride + a.type] (stride 0: one row for every stage).
+typedef struct {
+    const double *dur;
+    int stride;
+    double latency;
+} Durations;
+
 // Runs as many of rank r's next actions as have their dependencies done. Returns how many.
-static int advance_rank(const Index *ix, int r, const double *dur, double latency, int *next, double *clock,
-                        bool *done, double *start, double *end) {
+static int advance_rank(const Index *ix, int r, const Durations *d, int *next, double *clock, bool *done,
+                        double *start, double *end) {
     const ScheduleList *l = &ix->s->ranks[r];
     int moved = 0;
     for (; next[r] < l->n; next[r]++, moved++) {
@@ -421,21 +428,20 @@ static int advance_rank(const Index *ix, int r, const double *dur, double latenc
         double t = clock[r];
         bool ready = true;
         for (int k = 0; k < n && ready; k++) {
-            int d = need[k];
-            ready = d >= 0 && done[d];
-            if (ready) t = fmax(t, end[d] + (ix->rank_of[d] != r ? latency : 0.0));
+            int dep = need[k];
+            ready = dep >= 0 && done[dep];
+            if (ready) t = fmax(t, end[dep] + (ix->rank_of[dep] != r ? d->latency : 0.0));
         }
         if (!ready) break;
         start[pos] = t;
-        end[pos] = t + dur[a.type];
+        end[pos] = t + d->dur[a.stage * d->stride + a.type];
         clock[r] = end[pos];
         done[pos] = true;
     }
     return moved;
 }
 
-int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double latency, double *start, double *end,
-                     Error *err) {
+static int execute(const Schedule *s, const Durations *d, double *start, double *end, Error *err) {
     Index ix;
     index_build(&ix, s, NULL);
     int *next = xcalloc((size_t)s->n_ranks, sizeof(int));
@@ -446,7 +452,7 @@ int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double late
     // starts at the max of its rank's clock and its dependencies' ends.
     while (finished < ix.total) {
         int moved = 0;
-        for (int r = 0; r < s->n_ranks; r++) moved += advance_rank(&ix, r, dur, latency, next, clock, done, start, end);
+        for (int r = 0; r < s->n_ranks; r++) moved += advance_rank(&ix, r, d, next, clock, done, start, end);
         if (!moved) {
             report_deadlock(&ix, next, done, err);
             rc = -1;
@@ -459,6 +465,18 @@ int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double late
     free(done);
     index_free(&ix);
     return rc;
+}
+
+int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double latency, double *start, double *end,
+                     Error *err) {
+    const Durations d = {dur, 0, latency};
+    return execute(s, &d, start, end, err);
+}
+
+int schedule_execute_stages(const Schedule *s, const double *dur, double latency, double *start, double *end,
+                            Error *err) {
+    const Durations d = {dur, ACT_COUNT, latency};
+    return execute(s, &d, start, end, err);
 }
 
 // ---- message order per edge (transports without tags) -------------------------------------

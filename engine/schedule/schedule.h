@@ -15,6 +15,7 @@
 #ifndef PPTRAIN_SCHEDULE_H
 #define PPTRAIN_SCHEDULE_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "engine/error.h"
@@ -56,17 +57,38 @@ typedef struct {
 typedef enum { STAGE_MAP_PLAIN, STAGE_MAP_LOOP, STAGE_MAP_V } StageMap;
 int schedule_stage_rank(StageMap map, int n_ranks, int n_stages, int stage);
 
-// Built-in generator names, NULL-terminated: gpipe, 1f1b, interleaved-1f1b, looped-bfs,
-// zb-h1, zb-v.
-extern const char *const SCHEDULE_NAMES[];
+// ---- the registry (engine/schedule/schedule_registry.c) ------------------------------------
+// Every built-in schedule is one row: a generator and what the rest of pptrain needs to know
+// about it. --help, errors, `plan`, the console's setup list, the README's table and the tests
+// all read this table, so a new schedule is a generator and a row, nothing else.
+typedef Schedule *(*ScheduleGenerator)(int n_ranks, int n_microbatches, int n_virtual, Error *err);
+typedef struct {
+    const char *name;             // what --schedule takes
+    ScheduleGenerator build;      // called by schedule_build with checked P, M, V
+    int default_virtual;          // V when none is asked for
+    bool virtual_fixed;           // V must be default_virtual
+    // Textbook bubble at F=1 B=2 (F=I=W=1 for split backwards), equal stages, no latency;
+    // the simulator matches it exactly for M a multiple of P and at least 2P (test_schedule).
+    double (*ideal_bubble)(int n_ranks, int n_microbatches, int n_virtual);
+    const char *ideal_formula;    // the same, as text: "(P-1)/(M+P-1)"
+    const char *description;      // one line for `plan --list` and the README
+} ScheduleInfo;
+extern const ScheduleInfo SCHEDULE_REGISTRY[];
+extern const int SCHEDULE_COUNT;
+
+// The row named name; NULL for anything else (a CSV path, a typo).
+const ScheduleInfo *schedule_find(const char *name);
 bool schedule_is_builtin(const char *name);
-// V a generator uses when none is asked for: 2 for interleaved-1f1b, looped-bfs and zb-v,
-// 1 for the one-stage-per-rank schedules.
+// The row's default V; 1 for a name that is not built in.
 int schedule_default_virtual(const char *name);
+// True for a built-in schedule that takes any V (interleaved-1f1b, looped-bfs).
+bool schedule_virtual_free(const char *name);
+// "gpipe, 1f1b, ..." in table order into buf; multi_stage_only: only rows whose default V > 1.
+void schedule_names_text(char *buf, size_t size, bool multi_stage_only);
 
 // Builds the compute-only schedule (name, P ranks, M microbatches, V stages per rank;
-// V = 0 means schedule_default_virtual). Returns NULL and fills err for an unknown name or
-// arguments the generator refuses (V != 1 for a one-stage-per-rank schedule, V != 2 for zb-v,
+// V = 0 means the row's default). Returns NULL and fills err for an unknown name (the message
+// lists the table's names) or arguments the generator refuses (V other than the row's fixed V,
 // interleaved-1f1b with M not a multiple of max(1, M / P) as torch requires).
 Schedule *schedule_build(const char *name, int n_ranks, int n_microbatches, int n_virtual, Error *err);
 
@@ -126,6 +148,10 @@ int schedule_check_fifo(const Schedule *s, Error *err);
 // stuck rank waits when no rank can progress (deadlock).
 int schedule_execute(const Schedule *s, const double dur[ACT_COUNT], double latency,
                      double *start, double *end, Error *err);
+// schedule_execute with a duration per stage: dur (S x ACT_COUNT), stage st's type t taking
+// dur[st * ACT_COUNT + t] (stages of unequal cost: a measured run, an uneven split).
+int schedule_execute_stages(const Schedule *s, const double *dur, double latency, double *start, double *end,
+                            Error *err);
 int schedule_total_actions(const Schedule *s);
 
 // CSV in torch.distributed.pipelining's format: one row per rank, comma-separated cells

@@ -1,28 +1,17 @@
 // The built-in schedule generators: pure functions of (P ranks, M microbatches, V stages per
-// rank) that emit compute actions only (schedule_lower adds the messages). Each follows the
+// rank) that emit compute actions only (schedule_lower adds the messages); the registry
+// (engine/schedule/schedule_registry.c) names them and checks their arguments. Each follows the
 // torch.distributed.pipelining class of the same name, so a CSV dumped by either side lists
 // the same actions in the same order (torch's idle slots are simply left out).
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/schedule/schedule.h"
-
-const char *const SCHEDULE_NAMES[] = {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-v", NULL};
-
-bool schedule_is_builtin(const char *name) {
-    for (int i = 0; SCHEDULE_NAMES[i]; i++)
-        if (strcmp(name, SCHEDULE_NAMES[i]) == 0) return true;
-    return false;
-}
-
-int schedule_default_virtual(const char *name) {
-    if (strcmp(name, "interleaved-1f1b") == 0 || strcmp(name, "looped-bfs") == 0 || strcmp(name, "zb-v") == 0) return 2;
-    return 1;
-}
+#include "engine/schedule/schedule_gen.h"
 
 // GPipe (torch ScheduleGPipe): every forward, then every backward, microbatches in order.
 // Peak activations: M on every stage.
-static Schedule *build_gpipe(int P, int M) {
+Schedule *schedule_gen_gpipe(int P, int M, int V, Error *err) {
+    (void)V, (void)err;
     Schedule *s = schedule_new("gpipe", P, P, M, STAGE_MAP_PLAIN);
     for (int r = 0; r < P; r++) {
         for (int mb = 0; mb < M; mb++) schedule_push(s, r, ACT_F, r, mb);
@@ -33,7 +22,8 @@ static Schedule *build_gpipe(int P, int M) {
 
 // 1F1B (torch Schedule1F1B): P-1-r warm-up forwards, then one forward and one backward in
 // turn, then the remaining backwards. Rank r holds at most P-r microbatches.
-static Schedule *build_1f1b(int P, int M) {
+Schedule *schedule_gen_1f1b(int P, int M, int V, Error *err) {
+    (void)V, (void)err;
     Schedule *s = schedule_new("1f1b", P, P, M, STAGE_MAP_PLAIN);
     for (int r = 0; r < P; r++) {
         int warmup = P - 1 - r < M ? P - 1 - r : M;
@@ -50,7 +40,8 @@ static Schedule *build_1f1b(int P, int M) {
 // Looped BFS (torch ScheduleLoopedBFS): rank r holds stages r, r+P, ...; it runs every
 // microbatch forward through its first stage, then its next stage, ...; then the backwards
 // in reverse stage order, microbatches last to first.
-static Schedule *build_looped_bfs(int P, int M, int V) {
+Schedule *schedule_gen_looped_bfs(int P, int M, int V, Error *err) {
+    (void)err;
     Schedule *s = schedule_new("looped-bfs", P, P * V, M, STAGE_MAP_LOOP);
     for (int r = 0; r < P; r++) {
         for (int v = 0; v < V; v++)
@@ -127,7 +118,7 @@ static void build_rank_ops(Schedule *s, int P, int M, int V, int warmup_hops, bo
 // Interleaved 1F1B (Narayanan et al. 2021; torch ScheduleInterleaved1F1B): V stages per
 // rank, stage s on rank s % P. Like torch it needs M to be a multiple of the number of rounds
 // max(1, M / P); M % P == 0 is the paper's form.
-static Schedule *build_interleaved(int P, int M, int V, Error *err) {
+Schedule *schedule_gen_interleaved_1f1b(int P, int M, int V, Error *err) {
     int rounds = M / P > 1 ? M / P : 1;
     if (M % rounds) {
         error_set(err, "interleaved-1f1b needs the microbatches to be a multiple of max(1, M / P) = %d "
@@ -143,7 +134,8 @@ static Schedule *build_interleaved(int P, int M, int V, Error *err) {
 // stage per rank): 1F1B's warm-up, backward split into I and W, rank r holding back its W's
 // by r ops so they fill the cooldown bubbles. Bubble (P-1)(F+I-W) instead of 1F1B's
 // (P-1)(F+I+W); rank r holds at most P microbatches, as 1F1B's rank 0 does.
-static Schedule *build_zb_h1(int P, int M) {
+Schedule *schedule_gen_zb_h1(int P, int M, int V, Error *err) {
+    (void)V, (void)err;
     Schedule *s = schedule_new("zb-h1", P, P, M, STAGE_MAP_PLAIN);
     build_rank_ops(s, P, M, 1, 1, true);
     return s;
@@ -201,7 +193,8 @@ static void zbv_cooldown(ZbvRank *z, int P) {
     while (z->w[0] < z->b[0]) zbv_push(z, ACT_W, 0, z->w);
 }
 
-static Schedule *build_zb_v(int P, int M) {
+Schedule *schedule_gen_zb_v(int P, int M, int V, Error *err) {
+    (void)V, (void)err;
     Schedule *s = schedule_new("zb-v", P, 2 * P, M, STAGE_MAP_V);
     int n_micro = M > 2 * P - 1 ? M : 2 * P - 1;
     for (int r = 0; r < P; r++) {
@@ -211,40 +204,4 @@ static Schedule *build_zb_v(int P, int M) {
         zbv_cooldown(&z, P);
     }
     return s;
-}
-
-// ---- dispatch ---------------------------------------------------------------------------
-
-static int check_virtual(const char *name, int V, int want, Error *err) {
-    if (V == want) return 0;
-    if (want == 1)
-        error_set(err, "%s runs one stage per rank; --virtual must be 1, not %d", name, V);
-    else
-        error_set(err, "%s runs exactly %d stages per rank; --virtual must be %d, not %d", name, want, want, V);
-    return -1;
-}
-
-Schedule *schedule_build(const char *name, int P, int M, int V, Error *err) {
-    if (!schedule_is_builtin(name)) {
-        error_set(err, "unknown schedule '%s' (gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-v, or a .csv file)",
-                  name);
-        return NULL;
-    }
-    if (V == 0) V = schedule_default_virtual(name);
-    if (P < 1 || M < 1 || V < 1) {
-        error_set(err, "%s: stages (%d), microbatches (%d) and virtual stages (%d) must each be at least 1", name, P, M,
-                  V);
-        return NULL;
-    }
-    if ((long long)P * V * M > 10000000LL) {
-        error_set(err, "%s: %lld stages x %d microbatches is more than 10^7 actions", name, (long long)P * V, M);
-        return NULL;
-    }
-    if (strcmp(name, "interleaved-1f1b") == 0) return build_interleaved(P, M, V, err);
-    if (strcmp(name, "looped-bfs") == 0) return build_looped_bfs(P, M, V);
-    if (strcmp(name, "zb-v") == 0) return check_virtual(name, V, 2, err) ? NULL : build_zb_v(P, M);
-    if (check_virtual(name, V, 1, err)) return NULL;
-    if (strcmp(name, "gpipe") == 0) return build_gpipe(P, M);
-    if (strcmp(name, "1f1b") == 0) return build_1f1b(P, M);
-    return build_zb_h1(P, M);
 }

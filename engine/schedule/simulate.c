@@ -57,15 +57,9 @@ static void sum_up(SimResult *out) {
     out->bubble = out->makespan > 0 ? 1.0 - busy_total / (s->n_ranks * out->makespan) : 0.0;
 }
 
-int sim_run(const Schedule *s, SimCosts c, SimResult *out, Error *err) {
-    memset(out, 0, sizeof *out);
-    if (sim_check_costs(c, err) || schedule_validate(s, err)) return -1;
-    double w = c.w < 0 ? c.b / 2 : c.w;
-    double dur[ACT_COUNT] = {0};
-    dur[ACT_F] = c.f;
-    dur[ACT_B] = c.b;
-    dur[ACT_I] = c.b - w;
-    dur[ACT_W] = w;
+// dur: stride 0, one row of ACT_COUNT for every stage; stride ACT_COUNT, (S x ACT_COUNT).
+static int simulate(const Schedule *s, const double *dur, bool per_stage, double latency, SimResult *out,
+                    Error *err) {
     out->schedule = schedule_copy(s);
     schedule_order_weight_grads(out->schedule);  // what the pipeline runs
     schedule_lower(out->schedule);
@@ -79,7 +73,8 @@ int sim_run(const Schedule *s, SimCosts c, SimResult *out, Error *err) {
     out->offset[0] = 0;
     for (int r = 0; r < ls->n_ranks; r++) out->offset[r + 1] = out->offset[r] + ls->ranks[r].n;
     // Lowering keeps a valid schedule valid (messages sit right beside their computes).
-    int rc = schedule_execute(ls, dur, c.latency, out->start, out->end, err);
+    int rc = per_stage ? schedule_execute_stages(ls, dur, latency, out->start, out->end, err)
+                       : schedule_execute(ls, dur, latency, out->start, out->end, err);
     if (rc) {
         sim_free(out);
         return -1;
@@ -87,6 +82,42 @@ int sim_run(const Schedule *s, SimCosts c, SimResult *out, Error *err) {
     sum_up(out);
     count_peaks(ls, out->peak_act);
     return 0;
+}
+
+// One stage's durations per action type (comm actions 0).
+static void stage_durations(SimCosts c, double *dur) {
+    double w = c.w < 0 ? c.b / 2 : c.w;
+    for (int t = 0; t < ACT_COUNT; t++) dur[t] = 0.0;
+    dur[ACT_F] = c.f;
+    dur[ACT_B] = c.b;
+    dur[ACT_I] = c.b - w;
+    dur[ACT_W] = w;
+}
+
+int sim_run(const Schedule *s, SimCosts c, SimResult *out, Error *err) {
+    memset(out, 0, sizeof *out);
+    if (sim_check_costs(c, err) || schedule_validate(s, err)) return -1;
+    double dur[ACT_COUNT];
+    stage_durations(c, dur);
+    return simulate(s, dur, false, c.latency, out, err);
+}
+
+int sim_run_stages(const Schedule *s, const SimCosts *stage_costs, SimResult *out, Error *err) {
+    memset(out, 0, sizeof *out);
+    if (schedule_validate(s, err)) return -1;
+    double *dur = xmalloc(sizeof(double) * ACT_COUNT * (size_t)s->n_stages);
+    for (int st = 0; st < s->n_stages; st++) {
+        Error why;
+        if (sim_check_costs(stage_costs[st], &why)) {
+            error_set(err, "stage %d: %s", st, why.msg);
+            free(dur);
+            return -1;
+        }
+        stage_durations(stage_costs[st], dur + (size_t)st * ACT_COUNT);
+    }
+    const int rc = simulate(s, dur, true, stage_costs[0].latency, out, err);
+    free(dur);
+    return rc;
 }
 
 void sim_free(SimResult *r) {

@@ -32,6 +32,8 @@ int sim_check_costs(SimCosts c, Error *err);
 // pipeline runs it (schedule_order_weight_grads), and times it. Returns 0, or -1 with err (bad costs, invalid
 // schedule); out is then empty.
 int sim_run(const Schedule *s, SimCosts c, SimResult *out, Error *err);
+// sim_run with each stage at its own costs: stage_costs (S), the latency read from stage 0's.
+int sim_run_stages(const Schedule *s, const SimCosts *stage_costs, SimResult *out, Error *err);
 void sim_free(SimResult *r);
 
 // Draws rank r's timeline into out[0..width) (plus a NUL): column k covers time

@@ -101,6 +101,7 @@ sleep 0.3
 # Second run: zb-h1, three lines below 1f1b on the setup screen.
 tm send-keys F2
 wait_for 5 'run setup' "F2 opens setup"
+wait_for 5 "by run 1's stage times, next: [a-z0-9-]+ P4 V[0-9] M[0-9]+" "setup suggests a layout from run 1"
 tm send-keys Down Down Down Enter
 wait_for 60 '^pptrain (running|finished) +run 2 +zb-h1' "the second run starts on zb-h1"
 wait_for 10 '^[│x]r0 +[-F·.BIW]*[IW]' "the zb-h1 timeline shows split backwards"

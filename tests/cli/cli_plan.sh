@@ -39,11 +39,36 @@ expect_contains "1f1b text" "bubble 27.27%  makespan 33  messages 48"
 expect_contains "1f1b text" "peak activations per stage: 4,3,2,1"
 expect_contains "1f1b text" "rank 0   |FFFF......BBFBBFBBFBBFBB.BB.BB.BB|"
 expect_contains "1f1b text" "rank 3   |...FBBFBBFBBFBBFBBFBBFBBFBB......|"
-expect_contains "1f1b text" "layers per stage: 1,2,3,2"
+expect_contains "1f1b text" "layers per stage: 2,2,2,2"
 
-for s in gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-v; do
+# --- the registry: every row plans; README.md holds the table; help and errors list it ------
+expect_ok "list" --list
+cp "$work/out" "$work/registry.md"
+names=$(sed -n 's/^| \([^ |]*\) | [0-9].*/\1/p' "$work/registry.md")
+if [ "$(echo "$names" | wc -l)" -ge 6 ] && echo "$names" | grep -qx zb-v; then pass
+else fail "plan --list names: '$names'"; fi
+grep -A "$(($(wc -l <"$work/registry.md") - 1))" -xF "$(head -1 "$work/registry.md")" "$src/README.md" \
+    >"$work/readme.md"
+if cmp -s "$work/registry.md" "$work/readme.md"; then pass
+else fail "README.md's schedule table differs from plan --list: $(diff "$work/registry.md" "$work/readme.md")"; fi
+for s in $names; do
     expect_ok "$s runs" --stages 4 --microbatches 8 --schedule "$s"
     expect_contains "$s runs" "bubble "
+    expect_ok "help lists $s" --help
+    expect_contains "help lists $s" "$s"
+    expect_fail "unknown schedule lists $s" "$s" --stages 4 --microbatches 8 --schedule 2f2b
+done
+
+# The split plan prints is the one train makes (model costs, not flat ones).
+for case in "small 256 3" "tiny 64 4"; do
+    read -r model T P <<<"$case"
+    expect_ok "split $case" --stages "$P" --microbatches 4 --model "$model" --seq "$T"
+    plan_split=$(sed -n 's/^layers per stage: //p' "$work/out" | tr , ' ')
+    "$bin" train --data "$src/tests/fixtures/text" --model "$model" --seq "$T" --stages "$P" --microbatches 4 \
+        --batch 4 --steps 1 --db '' >"$work/train" 2>&1
+    train_split=$(sed -n 's/^  layers per stage: //p' "$work/train")
+    if [ -n "$plan_split" ] && [ "$plan_split" = "$train_split" ]; then pass
+    else fail "$case: plan splits '$plan_split', train '$train_split'"; fi
 done
 
 # Paper numbers for P=4, M=8: (P-1)/(M+P-1) = 3/11; interleaved V=2 (P-1)/(VM+P-1) = 3/19;
@@ -112,6 +137,38 @@ printf '0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n' >"$work/dead.csv"
 expect_fail "deadlock csv" "deadlock" --schedule "$work/dead.csv"
 expect_fail "csv vs --stages" "--stages 3, but $work/1f1b.csv has 4 ranks" --schedule "$work/1f1b.csv" --stages 3
 expect_fail "csv vs --microbatches" "--microbatches 9, but" --schedule "$work/1f1b.csv" --microbatches 9
+
+# --- --from-run: a run's measured stage times rank every registry layout -------------------
+"$bin" train --data "$src/tests/fixtures/text" --stages 2 --schedule 1f1b --microbatches 4 --batch 8 --seq 32 \
+    --steps 3 --db "$work/runs.db" >"$work/train" 2>&1 || fail "train for --from-run: $(tail -1 "$work/train")"
+expect_ok "from-run" --from-run latest --db "$work/runs.db" --top 100
+expect_contains "from-run" "run 1: 1f1b, P 2, V 1, M 4, layers per stage"
+expect_contains "from-run" "predicted: step "
+for s in $names; do expect_contains "from-run offers $s" " $s "; done
+expect_ok "from-run json" --from-run 1 --db "$work/runs.db" --json --top 1
+for key in '"run":1' '"measured":{"schedule":"1f1b","stages":2' '"predicted":{"schedule":"1f1b"' '"layouts":[{'; do
+    expect_contains "from-run json" "$key"
+done
+expect_fail "from-run unknown run" "no run 9" --from-run 9 --db "$work/runs.db"
+expect_fail "from-run bad id" "'x1'" --from-run x1 --db "$work/runs.db"
+expect_fail "from-run no store" "none.db" --from-run 1 --db "$work/none.db"
+expect_fail "from-run dump" "choose one" --from-run 1 --db "$work/runs.db" --dump-csv
+expect_fail "db alone" "--db only applies to --from-run" --stages 2 --microbatches 2 --db "$work/runs.db"
+expect_fail "top alone" "--top only applies to --from-run" --stages 2 --microbatches 2 --top 3
+# A run that stopped before its first step, and one with a step but no configuration.
+sqlite3 "$work/runs.db" "INSERT INTO runs (started_at, status, schedule, stages, config_json)
+    SELECT started_at, 'stopped', schedule, stages, config_json FROM runs WHERE id = 1;
+    INSERT INTO runs (started_at, status) VALUES ('2025-01-01', 'stopped');
+    INSERT INTO steps (run_id, step, step_ms, bubble) VALUES (3, 1, 10, 0.1);
+    INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms) VALUES (3, 1, 0, 0, 9)" || fail "sqlite3 insert"
+expect_fail "from-run without steps" "run 2 has no measured steps" --from-run 2 --db "$work/runs.db"
+expect_fail "from-run without config" "run 3 has no stored configuration" --from-run 3 --db "$work/runs.db"
+# A CSV schedule brings its own stage count (zb-v's 4 stages on 2 ranks).
+"$bin" plan --stages 2 --microbatches 4 --schedule zb-v --dump-csv >"$work/v.csv"
+"$bin" train --data "$src/tests/fixtures/text" --stages 2 --schedule "$work/v.csv" --microbatches 4 --batch 8 \
+    --seq 32 --steps 2 --db "$work/runs.db" >"$work/train" 2>&1 || fail "train v.csv: $(tail -1 "$work/train")"
+expect_ok "from-run csv" --from-run latest --db "$work/runs.db"
+expect_contains "from-run csv" "v.csv, P 2, V 2, M 4, layers per stage"
 
 expect_ok "help" --help
 expect_contains "help" "--schedule NAME|FILE.csv"

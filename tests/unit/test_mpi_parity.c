@@ -124,19 +124,18 @@ static void check_world_size(void) {
 static int run_parity(void) {
     const double t0 = now_s();
     check_world_size();
-    const struct { const char *name; int V, P_max; } scheds[] = {
-        {"gpipe", 1, 4}, {"1f1b", 1, 4}, {"zb-h1", 1, 4},
-        {"interleaved-1f1b", 2, 4}, {"looped-bfs", 2, 4}, {"zb-v", 2, 2},
-    };
-    // D = 1 on 2..4 ranks; D = 2 on 2 ranks (P = 1) and 4 (P = 2); recompute on every other M.
-    for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++) {
-        for (int P = 2; P <= scheds[i].P_max; P++) {
-            check_parity(scheds[i].name, P, scheds[i].V, 1, P, false);
-            check_parity(scheds[i].name, P, scheds[i].V, 1, 2 * P, true);
-            check_parity(scheds[i].name, P, scheds[i].V, 1, P + 1, false);   // M not a multiple of P
+    // Every schedule in the registry at its default V. D = 1 on 2..4 ranks (2 for a schedule
+    // that fixes V > 1, zb-v: its 2P stages); D = 2 on 2 ranks (P = 1) and 4 (P = 2);
+    // recompute on every other M.
+    for (const ScheduleInfo *s = SCHEDULE_REGISTRY; s < SCHEDULE_REGISTRY + SCHEDULE_COUNT; s++) {
+        const int V = s->default_virtual, P_max = s->virtual_fixed && V > 1 ? 2 : 4;
+        for (int P = 2; P <= P_max; P++) {
+            check_parity(s->name, P, V, 1, P, false);
+            check_parity(s->name, P, V, 1, 2 * P, true);
+            check_parity(s->name, P, V, 1, P + 1, false);   // M not a multiple of P
         }
-        check_parity(scheds[i].name, 2, scheds[i].V, 2, 2, false);
-        check_parity(scheds[i].name, 2, scheds[i].V, 2, 3, true);
+        check_parity(s->name, 2, V, 2, 2, false);
+        check_parity(s->name, 2, V, 2, 3, true);
     }
     check_parity("1f1b", 1, 1, 2, 2, false);  // D = 2 replicas of one stage on 2 ranks
     check_parity("1f1b", 1, 1, 3, 2, false);  // D = 3 and 4: the replicas' sum in replica order

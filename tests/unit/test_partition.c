@@ -124,8 +124,21 @@ static void test_model_costs(void) {
           counts[3]);
 }
 
+// The weight-gradient share of the backward: near measured (--trace, zb-h1, T 256: small 0.41,
+// tiny 0.26), below a half (the input gradient also pays attention and the element-wise
+// passes), and smaller where element-wise work weighs more (tiny).
+static void test_weight_share(void) {
+    Error err;
+    ModelConfig tiny, small;
+    CHECK(model_config_preset(&tiny, "tiny", &err) == 0 && model_config_preset(&small, "small", &err) == 0, "presets");
+    const double t = partition_weight_share(&tiny, 256), s = partition_weight_share(&small, 256);
+    CHECK(s > 0.38 && s < 0.5, "small W/B %.3f", s);
+    CHECK(t > 0.1 && t < s, "tiny W/B %.3f below small's", t);
+}
+
 int main(void) {
     test_model_costs();
+    test_weight_share();
     test_examples();
     test_optimal_vs_brute_force();
     test_errors();

@@ -68,14 +68,14 @@ static PipelineOptions options(const char *schedule, int P, int V) {
     return o;
 }
 
-// Every built-in schedule at P = 1..4 ranks (P*V <= 8 stages of the tiny model), M = P, 2P
+// Every schedule in the registry at P = 1..4 ranks (P*V <= 8 stages of the tiny model), M = P, 2P
 // and P+1 microbatches, D = 1 and 2 replicas, with and without recompute.
 static void test_parity_grid(void) {
-    for (const char *const *name = SCHEDULE_NAMES; *name; name++)
+    for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++)
         for (int P = 1; P <= 4; P++)
             for (int D = 1; D <= 2; D++)
                 for (int recompute = 0; recompute <= 1; recompute++) {
-                    PipelineOptions o = options(*name, P, schedule_default_virtual(*name));
+                    PipelineOptions o = options(info->name, P, info->default_virtual);
                     o.dp = D;
                     o.recompute = recompute;
                     check_parity(&o, P);

@@ -155,11 +155,8 @@ static double check_schedule(const char *name, int P, int V, int M, int T) {
 }
 
 static void test_every_schedule(void) {
-    const struct { const char *name; int V; } scheds[] = {
-        {"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}, {"looped-bfs", 2}, {"zb-h1", 1}, {"zb-v", 2},
-    };
-    for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++)
-        for (int P = 2; P <= 4; P += 2) check_schedule(scheds[i].name, P, scheds[i].V, 2 * P, 16);
+    for (const ScheduleInfo *s = SCHEDULE_REGISTRY; s < SCHEDULE_REGISTRY + SCHEDULE_COUNT; s++)
+        for (int P = 2; P <= 4; P += 2) check_schedule(s->name, P, s->default_virtual, 2 * P, 16);
 }
 
 // GPipe keeps every microbatch in flight: recompute keeps 8 light slots and one workspace per

@@ -49,11 +49,6 @@ static int crossing_edges(const Schedule *s) {
     return n;
 }
 
-static bool interleaved_allows(int P, int M) {
-    int rounds = M / P > 1 ? M / P : 1;
-    return M % rounds == 0;
-}
-
 // Valid, lowered valid, CSV round trip in both forms, message count.
 static void check_one(const Schedule *s) {
     Error err;
@@ -88,25 +83,75 @@ static void check_one(const Schedule *s) {
     schedule_free(low);
 }
 
+// The V values to try for a registry row: its own when fixed, 1..3 otherwise.
+static int virtual_range(const ScheduleInfo *info, int *first) {
+    *first = info->virtual_fixed ? info->default_virtual : 1;
+    return info->virtual_fixed ? info->default_virtual : 3;
+}
+
+// Every row of the registry over a grid of P, M and V. A generator may refuse an M it cannot
+// lay out (interleaved-1f1b's rounds) with a one-line reason, but never M a multiple of P.
 static void test_every_generator_valid(void) {
-    for (int P = 1; P <= 6; P++)
-        for (int M = 1; M <= 3 * P; M++) {
-            const char *single[] = {"gpipe", "1f1b", "zb-h1", "zb-v"};
-            for (int k = 0; k < 4; k++) {
-                Schedule *s = build(single[k], P, M, 0);
-                if (s) check_one(s);
-                schedule_free(s);
+    for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++)
+        for (int P = 1; P <= 6; P++)
+            for (int M = 1; M <= 3 * P; M++) {
+                int V, V_last = virtual_range(info, &V);
+                for (; V <= V_last; V++) {
+                    Error err = {{0}};
+                    Schedule *s = schedule_build(info->name, P, M, V, &err);
+                    CHECK(s || (M % P && err.msg[0]), "%s P=%d M=%d V=%d: %s", info->name, P, M, V, err.msg);
+                    CHECK(!s || strcmp(s->name, info->name) == 0, "%s names its schedule %s", info->name,
+                          s ? s->name : "");
+                    if (s) check_one(s);
+                    schedule_free(s);
+                }
             }
-            for (int V = 1; V <= 3; V++) {
-                Schedule *s = build("looped-bfs", P, M, V);
-                if (s) check_one(s);
-                schedule_free(s);
-                if (!interleaved_allows(P, M)) continue;
-                s = build("interleaved-1f1b", P, M, V);
-                if (s) check_one(s);
-                schedule_free(s);
+}
+
+// Every row's ideal-bubble formula is what the simulator measures at the costs it assumes
+// (F=1 B=2; F=I=W=1 for split backwards), M a multiple of P and at least 2P.
+static void test_registry_ideal_bubble(void) {
+    for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++)
+        for (int P = 1; P <= 6; P++)
+            for (int M = 2 * P; M <= 4 * P; M += P) {
+                int V, V_last = virtual_range(info, &V);
+                for (; V <= V_last; V++) {
+                    Schedule *s = build(info->name, P, M, V);
+                    SimResult r;
+                    if (!s || simulate(s, 1, 2, 1, &r)) {
+                        schedule_free(s);
+                        continue;
+                    }
+                    char what[128];
+                    snprintf(what, sizeof what, "%s P=%d M=%d V=%d: %s", info->name, P, M, V, info->ideal_formula);
+                    CHECK_NEAR(r.bubble, info->ideal_bubble(P, M, V), TOL, what);
+                    sim_free(&r);
+                    schedule_free(s);
+                }
             }
-        }
+}
+
+// The registry's names are unique, its defaults sane, and the lookups and the unknown-name
+// message read it.
+static void test_registry(void) {
+    CHECK(SCHEDULE_COUNT >= 1, "the registry has rows");
+    char names[256];
+    schedule_names_text(names, sizeof names, false);
+    Error err;
+    CHECK(!schedule_build("2f2b", 2, 4, 0, &err), "unknown name refused");
+    for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++) {
+        CHECK(schedule_find(info->name) == info, "%s: found, and found once", info->name);
+        CHECK(info->build && info->ideal_bubble && info->ideal_formula[0] && info->description[0] &&
+                  info->default_virtual >= 1,
+              "%s: a complete row", info->name);
+        CHECK(schedule_default_virtual(info->name) == info->default_virtual &&
+                  schedule_virtual_free(info->name) == !info->virtual_fixed,
+              "%s: V lookups", info->name);
+        CHECK(strstr(names, info->name) && strstr(err.msg, info->name), "%s listed in '%s' and '%s'", info->name,
+              names, err.msg);
+    }
+    CHECK(!schedule_find("x.csv") && !schedule_virtual_free("x.csv") && schedule_default_virtual("x.csv") == 1,
+          "a CSV is not a row");
 }
 
 static void test_stage_maps(void) {
@@ -496,7 +541,9 @@ int main(void) {
     test_format();
     test_stage_maps();
     test_build_errors();
+    test_registry();
     test_every_generator_valid();
+    test_registry_ideal_bubble();
     test_bubble_plain();
     test_bubble_interleaved();
     test_bubble_zb_h1();

@@ -11,6 +11,7 @@
 #include "console/tui/pure/tui_bubble.h"
 #include "console/tui/pure/tui_chart.h"
 #include "console/tui/pure/tui_plan.h"
+#include "engine/partition.h"
 #include "engine/schedule/schedule.h"
 #include "tests/unit/test_util.h"
 
@@ -215,12 +216,17 @@ static void test_formats(void) {
 static void test_plan(void) {
     TuiPlan p;
     Error err;
-    CHECK(tui_plan_build("1f1b", 4, 8, 0, 8, &p, &err) == 0, "1f1b builds");
+    ModelConfig tiny;
+    CHECK(model_config_preset(&tiny, "tiny", &err) == 0, "tiny preset");
+    CHECK(tui_plan_build("1f1b", 4, 8, 0, &tiny, 64, &p, &err) == 0, "1f1b builds");
     CHECK_NEAR(p.bubble, 3.0 / 11.0, 1e-12, "1f1b P4 M8 bubble");
     CHECK(p.P == 4 && p.S == 4 && p.M == 8, "shape %d %d %d", p.P, p.S, p.M);
     int layers = 0;
     for (int s = 0; s < p.S; s++) layers += p.layers[s];
     CHECK(layers == 8 && p.stage_rank[3] == 3 && p.peak_act[0] == 4, "layers, owners, peak");
+    int train_split[4];  // the console shows the split train makes: model costs, not flat ones
+    CHECK(partition_balance_model(&tiny, 64, 4, train_split, &err) == 0 && !memcmp(train_split, p.layers, sizeof train_split),
+          "plan split %d,%d,%d,%d is train's", p.layers[0], p.layers[1], p.layers[2], p.layers[3]);
     for (int r = 0; r < p.P; r++) CHECK(p.ev_off[r + 1] - p.ev_off[r] == 16, "rank %d: 8 F + 8 B", r);
     for (int i = 0; i < p.ev_off[p.P]; i++)
         CHECK(p.ev[i].t1 > p.ev[i].t0 && p.ev[i].t1 <= p.makespan + 1e-6, "event times");
@@ -233,20 +239,20 @@ static void test_plan(void) {
     schedule_free(s);
     TuiPlan q;
     CHECK(tui_plan_is_csv(path) && !tui_plan_is_csv("1f1b"), "CSV names");
-    CHECK(tui_plan_build(path, 99, 99, 7, 8, &q, &err) == 0, "a CSV brings its own shape: %s", err.msg);
+    CHECK(tui_plan_build(path, 99, 99, 7, &tiny, 64, &q, &err) == 0, "a CSV brings its own shape: %s", err.msg);
     CHECK(q.P == 4 && q.M == 8 && fabs(q.bubble - p.bubble) < 1e-12, "the CSV plans as the generator");
     tui_plan_free(&q);
     unlink(path);
     tui_plan_free(&p);
-    CHECK(tui_plan_build("zb-v", 2, 4, 0, 8, &p, &err) == 0, "zb-v builds");
+    CHECK(tui_plan_build("zb-v", 2, 4, 0, &tiny, 64, &p, &err) == 0, "zb-v builds");
     bool split = false;
     for (int i = 0; i < p.ev_off[p.P]; i++) split |= p.ev[i].kind == TUI_CELL_W;
     CHECK(p.S == 4 && split && p.stage_rank[3] == 0, "zb-v: 4 stages, W actions, V map");
     tui_plan_free(&p);
-    CHECK(tui_plan_build("1f1b", 16, 8, 0, 8, &p, &err) == -1 && strstr(err.msg, "layers"), "too many stages: %s",
+    CHECK(tui_plan_build("1f1b", 16, 8, 0, &tiny, 64, &p, &err) == -1 && strstr(err.msg, "layers"), "too many stages: %s",
           err.msg);
-    CHECK(tui_plan_build("2f2b", 4, 8, 0, 8, &p, &err) == -1, "an unknown schedule");
-    CHECK(tui_plan_build("missing.csv", 4, 8, 0, 8, &p, &err) == -1 && strstr(err.msg, "missing.csv"),
+    CHECK(tui_plan_build("2f2b", 4, 8, 0, &tiny, 64, &p, &err) == -1, "an unknown schedule");
+    CHECK(tui_plan_build("missing.csv", 4, 8, 0, &tiny, 64, &p, &err) == -1 && strstr(err.msg, "missing.csv"),
           "a missing CSV: %s", err.msg);
     tui_plan_free(&p);
 }

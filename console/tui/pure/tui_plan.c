@@ -49,7 +49,9 @@ static Schedule *plan_schedule(const char *schedule, int P, int M, int V, Error 
     return schedule_build(schedule, P, M, V, err);
 }
 
-int tui_plan_build(const char *schedule, int P, int M, int V, int n_layers, TuiPlan *out, Error *err) {
+int tui_plan_build(const char *schedule, int P, int M, int V, const ModelConfig *model, int T, TuiPlan *out,
+                   Error *err) {
+    const int n_layers = model->layers;
     memset(out, 0, sizeof *out);
     Schedule *s = plan_schedule(schedule, P, M, V, err);
     if (!s) return -1;
@@ -77,7 +79,7 @@ int tui_plan_build(const char *schedule, int P, int M, int V, int n_layers, TuiP
     memcpy(out->peak_act, r.peak_act, sizeof(int) * (size_t)s->n_stages);
     out->layers = xmalloc(sizeof(int) * (size_t)s->n_stages);
     Error why;
-    if (partition_balance(n_layers, s->n_stages, out->layers, &why))
+    if (partition_balance_model(model, T, s->n_stages, out->layers, &why))  // the split train makes
         for (int k = 0; k < s->n_stages; k++) out->layers[k] = -1;
     out->stage_rank = xmalloc(sizeof(int) * (size_t)s->n_stages);
     memcpy(out->stage_rank, s->stage_rank, sizeof(int) * (size_t)s->n_stages);

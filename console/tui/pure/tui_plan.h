@@ -9,6 +9,7 @@
 
 #include "console/tui/pure/tui_chart.h"
 #include "engine/error.h"
+#include "engine/model/model.h"
 
 typedef struct {
     char name[256];
@@ -16,16 +17,19 @@ typedef struct {
     double bubble;          // idle fraction of P x makespan
     double makespan;        // time units
     int *peak_act;          // (S) microbatches in flight at most, per stage
-    int *layers;            // (S) decoder layers per stage (balanced split)
+    int *layers;            // (S) decoder layers per stage (train's default split, model costs)
     int *stage_rank;        // (S) the rank holding each stage
     int *ev_off;            // (P+1) rank r's events are ev[ev_off[r] .. ev_off[r+1])
     TuiEvent *ev;           // compute actions only, times in units
 } TuiPlan;
 
 // schedule: a built-in name or a .csv path; P, M, V as the run would pass them (V = 0: the
-// schedule's default; ignored with a CSV). n_layers: the model's decoder layers (every stage
-// needs one). Returns 0, or -1 with a one-line err; out is then empty (tui_plan_free is safe).
-int tui_plan_build(const char *schedule, int P, int M, int V, int n_layers, TuiPlan *out, Error *err);
+// schedule's default; ignored with a CSV). model, T: the run's model (every stage needs one of
+// its decoder layers) and sequence length, which give the layer split the way train makes it
+// (partition_balance_model). Returns 0, or -1 with a one-line err; out is then empty
+// (tui_plan_free is safe).
+int tui_plan_build(const char *schedule, int P, int M, int V, const ModelConfig *model, int T, TuiPlan *out,
+                   Error *err);
 void tui_plan_free(TuiPlan *p);
 
 // True for a name ending in .csv that is not a built-in schedule.

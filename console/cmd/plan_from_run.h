@@ -1,0 +1,32 @@
+// console/cmd/plan_from_run: `pptrain plan --from-run RUN`, the next run's layout from this
+// one's measured stage times (engine/schedule/plan_search.h).
+#ifndef PPTRAIN_PLAN_FROM_RUN_H
+#define PPTRAIN_PLAN_FROM_RUN_H
+#include <stdbool.h>
+
+#include "engine/error.h"
+#include "engine/schedule/plan_search.h"
+
+typedef struct {
+    long long run;
+    int P, V, M, S;           // the run's layout
+    char schedule[4096];      // the run's schedule: a registry name or a CSV's path
+    int *split;               // (S) the run's layers per stage
+    int steps;                // steps averaged (the first left out)
+    double step_ms, bubble;   // measured means
+    double *busy_ms;          // (S) measured busy time per step of each stage
+    bool same_ok;             // same: the run's own layout at its measured stage times
+    PlanLayout same;
+    PlanCosts costs;   // the fitted costs
+    int host_cores, host_ranks;
+    PlanLayout *layouts;   // (n_layouts) best first
+    int n_layouts;
+} RunPlan;
+
+// Reads run_text ("N" or "latest") from the store at db_path and ranks the layouts. Returns 0,
+// or -1 with one line (no such run, no measurements, a store that cannot be read).
+int plan_from_run_build(const char *db_path, const char *run_text, RunPlan *out, Error *err);
+void plan_from_run_free(RunPlan *p);
+// Prints the measured run, its layout predicted, and the top layouts (text or one JSON line).
+void plan_from_run_print(const RunPlan *p, int top, bool json);
+#endif

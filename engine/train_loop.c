@@ -1,5 +1,6 @@
 #include "engine/train_loop.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -78,6 +79,18 @@ static int save_checkpoint(const CheckpointHooks *ckpt, Pipeline *p, const Train
     return -1;
 }
 
+// A NaN or infinite loss or gradient norm has already reached the weights (the update ran):
+// the run stops here, before any checkpoint could save them. Every process gets the same loss
+// and norm (the norm is one all-reduced sum over every stage), so all stop at the same step.
+static int check_finite(const StepReport *s, Error *err) {
+    if (isfinite(s->loss) && isfinite(s->grad_norm)) return 0;
+    error_set(err, "step %d: the %s is not finite (loss %g, gradient norm %g over all stages); the run stopped and "
+                   "these weights are not saved (a lower --lr, or a larger --eps, may help)", s->step,
+              isfinite(s->loss) ? "gradient norm" : isfinite(s->grad_norm) ? "loss" : "loss and gradient norm",
+              s->loss, s->grad_norm);
+    return -1;
+}
+
 typedef struct {
     const RunConfig *rc;
     Pipeline *p;
@@ -120,6 +133,7 @@ static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error 
         sum->last_loss = r.step.loss;
         sum->steps = n + 1;
         if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, lp->p, &r);
+        if ((result = check_finite(&r.step, err))) break;   // no checkpoint of these weights
         if (lp->ckpt && lp->ckpt->save && lp->ckpt->every > 0 && pos->step % lp->ckpt->every == 0 &&
             pos->step < rc->steps) {
             if ((result = save_checkpoint(lp->ckpt, lp->p, pos, err))) break;

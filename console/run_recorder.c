@@ -74,7 +74,7 @@ void recorder_step(RunRecorder *r, const PipelineReport *pr) {
     }
     Error err;
     if (db_step_add(r->db, r->run, &row, stages, n, &err)) recorder_failed(r, &err);
-    else r->busy = false;   // committed or buffered on schedule (a pause after a busy commit)
+    else if (!db_backlogged(r->db)) r->busy = false;   // caught up: a later lock warns again
 }
 
 int recorder_end(RunRecorder *r, const char *status, const char *error, Error *err) {
@@ -115,7 +115,7 @@ int64_t recorder_checkpoint_begin(RunRecorder *r, int step, const char *dir) {
     recorder_patient(r, true);
     const int64_t id = db_checkpoint_begin(r->db, r->run, step, dir, &err);
     checkpoint_written(r, id > 0 ? 0 : -1, &err);
-    if (id > 0) r->busy = false;   // the begin flushed the buffered steps
+    if (id > 0 && !db_backlogged(r->db)) r->busy = false;   // the begin flushed the buffered steps
     return id > 0 ? id : -1;
 }
 

@@ -84,8 +84,8 @@ static int save_checkpoint(const CheckpointHooks *ckpt, Pipeline *p, const Train
 // and norm (the norm is one all-reduced sum over every stage), so all stop at the same step.
 static int check_finite(const StepReport *s, Error *err) {
     if (isfinite(s->loss) && isfinite(s->grad_norm)) return 0;
-    error_set(err, "step %d: the %s is not finite (loss %g, gradient norm %g over all stages); the run stopped and "
-                   "these weights are not saved (a lower --lr, or a larger --eps, may help)", s->step,
+    error_set(err, "step %d: non-finite %s (loss %g, gradient norm %g over all stages); the run stopped and these "
+                   "weights are not saved (a lower --lr, or a larger --eps, may help)", s->step,
               isfinite(s->loss) ? "gradient norm" : isfinite(s->grad_norm) ? "loss" : "loss and gradient norm",
               s->loss, s->grad_norm);
     return -1;

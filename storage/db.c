@@ -609,6 +609,10 @@ bool db_busy(const Db *db) {
     return db->last_failure == SQLITE_BUSY || db->last_failure == SQLITE_LOCKED;
 }
 
+bool db_backlogged(const Db *db) {
+    return db->retry_at_ms > 0;
+}
+
 void db_set_patience(Db *db, int ms) {
     sqlite3_busy_timeout(db->sql, ms > db->busy_timeout_ms ? ms : db->busy_timeout_ms);
 }

@@ -80,6 +80,8 @@ int db_flush(Db *db, Error *err);
 // lock past the busy wait (SQLITE_BUSY), so the same write may succeed later; false for a
 // store that cannot be written (full disk, I/O error, read-only, damaged).
 bool db_busy(const Db *db);
+// Steps are buffered because the latest commit found the store locked (until one succeeds).
+bool db_backlogged(const Db *db);
 // The lock wait of the writes that follow: at least the ordinary one (5 s; a test may shorten
 // it with PPTRAIN_TEST_DB_BUSY_MS). Checkpoints and a run's end wait longer: they must land.
 void db_set_patience(Db *db, int ms);

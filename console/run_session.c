@@ -243,7 +243,11 @@ static int check_output_file(const char *flag, const char *path, const char *exa
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == dir) dir[1] = '\0';
     else *slash = '\0';
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (stat(dir, &st) != 0) {
+        error_set(err, "%s %s: no folder %s (%s)", flag, path, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
         error_set(err, "%s %s: %s is not a folder", flag, path, dir);
         return -1;
     }

@@ -94,7 +94,8 @@ if [ "$(id -u)" -ne 0 ]; then   # root writes through permission bits
   expect_error "--ckpt-dir read_only/ck: cannot write in read_only" --data data --ckpt-dir read_only/ck
   rmdir read_only
 fi
-expect_error "--trace /nonexistent/t.json: /nonexistent is not a folder" --data data --trace /nonexistent/t.json
+expect_error "--trace /nonexistent/t.json: no folder /nonexistent" --data data --trace /nonexistent/t.json
+expect_error "--trace plain_file/t.json: plain_file is not a folder" --data data --trace plain_file/t.json
 expect_error "--trace .: a folder, not a file" --data data --trace .
 expect_error "--db .: a folder, not a file" --data data --db .
 # sizes no machine here can hold: refused before the allocation, saying need and have

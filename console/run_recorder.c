@@ -98,11 +98,11 @@ static bool recording(const RunRecorder *r) {
     return r->db && r->run > 0 && !r->write_failed;
 }
 
-// After a checkpoint write: back to the ordinary wait; a failure is the recorder's.
+// After a checkpoint write: back to the ordinary wait. A failure fails the recorder, a lock
+// still held after the long wait too: the store is as good as unwritable.
 static int checkpoint_written(RunRecorder *r, int rc, const Error *err) {
     recorder_patient(r, false);
-    if (rc) recorder_failed(r, err);
-    if (rc && !r->write_failed) {   // still locked after the long wait: as good as unwritable
+    if (rc && !r->write_failed) {
         r->write_failed = true;
         r->failure = *err;
     }

@@ -1,7 +1,13 @@
 #include "console/run_session.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
@@ -111,9 +117,12 @@ static int session_restore(void *ctx, Pipeline *p, TrainPosition *pos, Error *er
 
 // ---- checkpoints --------------------------------------------------------------------------------
 
-// The root records the manifest: every file, trainer_state.json last, then 'complete'.
+// The root hashes trainer_state.json and sums the checkpoint's bytes; then records the
+// manifest: every file, trainer_state.json last, then 'complete'. Only the hashing can fail
+// the checkpoint: a store that cannot take the manifest fails the recorder instead (the
+// checkpoint on disk stands, and the session stops the run).
 static int record_manifest(RunSession *s, int64_t id, const char *dir, const CkptState *st, int64_t *bytes, Error *err) {
-    Db *db = s->recorder.db;
+    RunRecorder *r = &s->recorder;
     CkptFile state;
     char path[4600];
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_STATE_FILE);
@@ -122,13 +131,14 @@ static int record_manifest(RunSession *s, int64_t id, const char *dir, const Ckp
     if (file_sha256(path, state.sha256, &state.bytes, err)) return -1;
     *bytes = state.bytes;
     for (int i = 0; i < st->n_files; i++) *bytes += st->files[i].bytes;
-    if (!db || id <= 0) return 0;
+    if (id <= 0) return 0;
     for (int i = 0; i < st->n_files; i++) {
         const CkptFile *f = &st->files[i];
-        if (db_checkpoint_file_add(db, id, f->path, f->bytes, f->sha256, f->stage, err)) return -1;
+        if (recorder_checkpoint_file(r, id, f->path, f->bytes, f->sha256, f->stage)) return 0;
     }
-    if (db_checkpoint_file_add(db, id, state.path, state.bytes, state.sha256, -1, err)) return -1;
-    return db_checkpoint_complete(db, id, err);
+    if (recorder_checkpoint_file(r, id, state.path, state.bytes, state.sha256, -1) == 0)
+        recorder_checkpoint_complete(r, id);
+    return 0;
 }
 
 static int adam_step_of(const Pipeline *p) {
@@ -149,12 +159,10 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
         error_set(err, "--ckpt-dir: '%.40s...' is too long", s->ro.ckpt_dir);
         return -1;
     }
-    Db *db = root && !s->recorder.write_failed ? s->recorder.db : NULL;
-    int64_t id = 0;
-    int rc = 0;
-    if (db && (id = db_checkpoint_begin(db, run, pos->step, dir, err)) < 0) rc = -1;
+    // The store's row first ('writing'): a checkpoint the store cannot record is still written.
+    const int64_t id = root ? recorder_checkpoint_begin(&s->recorder, pos->step, dir) : -1;
     pipeline_sync_to_host(p, false);   // GPU stages: their weights and moments into the host arrays
-    if (rc == 0) rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, err) ? -1 : 0;
+    int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, err) ? -1 : 0;
     const bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
     if (failed_somewhere && rc == 0)
         error_set(err, "checkpoint %s: another rank could not write its shards (see its error line)", dir);
@@ -165,19 +173,16 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
         rc = ckpt_write_manifest(dir, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run, &st, err);
         if (rc) ckpt_discard(dir);
         if (rc == 0) {
-            rc = record_manifest(s, db ? id : 0, dir, &st, &bytes, err);
+            rc = record_manifest(s, id, dir, &st, &bytes, err);
             if (rc == 0) {
-                s->last_ckpt_id = id;
+                s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
                 snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
                 if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, pos->step, bytes, st.n_files + 1);
             }
             ckpt_state_clear(&st);
         }
     }
-    if ((failed_somewhere || rc) && db && id > 0) {
-        Error ignored;
-        db_checkpoint_fail(db, id, err->msg, &ignored);
-    }
+    if (failed_somewhere || rc) recorder_checkpoint_fail(&s->recorder, id, err->msg);
     return failed_somewhere || rc ? -1 : 0;
 }
 
@@ -188,6 +193,121 @@ static void clean_old_checkpoints(RunSession *s) {
     if (s->recorder.db && ckpt_clean_abandoned(s->recorder.db, s->ro.ckpt_dir, &n, &err))
         fprintf(stderr, "pptrain: warning: %s; unfinished checkpoints stay as they are\n", err.msg);
     if (s->ro.ckpt_dir[0]) ckpt_clean_incomplete(s->ro.ckpt_dir);
+}
+
+// ---- before step 1: every output path, and the memory the run needs -------------------------
+
+// Can this process create a file in the folder dir? Creates and removes a probe (permission
+// bits say nothing for root, nor for a read-only mount).
+static int probe_folder(const char *flag, const char *given, const char *dir, Error *err) {
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/.pptrain-probe-XXXXXX", dir);
+    const int fd = mkstemp(probe);
+    if (fd < 0) {
+        error_set(err, "%s %s: cannot write in %s: %s", flag, given, dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+// dir, or the nearest part of it that exists (the rest is created as the run writes), must be
+// a folder this process can write in.
+static int check_output_folder(const char *flag, const char *dir, Error *err) {
+    char part[PATH_MAX];
+    snprintf(part, sizeof part, "%s", dir);
+    struct stat st;
+    while (stat(part, &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) {
+            error_set(err, "%s %s: %s", flag, dir, strerror(errno));
+            return -1;
+        }
+        char *slash = strrchr(part, '/');
+        if (!slash) snprintf(part, sizeof part, ".");
+        else if (slash == part) part[1] = '\0';
+        else *slash = '\0';
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        error_set(err, "%s %s: %s is not a folder", flag, dir, part);
+        return -1;
+    }
+    return probe_folder(flag, dir, part, err);
+}
+
+// A file the run will write: an existing one must be a file this process can open for
+// writing (left as it is); a new one needs an existing folder it can write in.
+static int check_output_file(const char *flag, const char *path, const char *example, Error *err) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            error_set(err, "%s %s: a folder, not a file (name the file, e.g. %s/%s)", flag, path, path, example);
+            return -1;
+        }
+        const int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+            error_set(err, "%s %s: cannot write it: %s", flag, path, strerror(errno));
+            return -1;
+        }
+        close(fd);
+        return 0;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    if (stat(dir, &st) != 0) {
+        error_set(err, "%s %s: no folder %s (%s)", flag, path, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        error_set(err, "%s %s: %s is not a folder", flag, path, dir);
+        return -1;
+    }
+    return probe_folder(flag, path, dir, err);
+}
+
+// Every path the run writes, checked before anything is allocated or recorded, so that a
+// typo costs a second rather than the whole run.
+static int check_output_paths(const RunOptions *ro, Error *err) {
+    if (ro->ckpt_dir[0] && check_output_folder("--ckpt-dir", ro->ckpt_dir, err)) return -1;
+    if (ro->trace_path[0] && check_output_file("--trace", ro->trace_path, "trace.json", err)) return -1;
+    if (ro->db_path[0] && check_output_file("--db", ro->db_path, "pptrain.db", err)) return -1;
+    return 0;
+}
+
+// Memory this process may take: MemAvailable, else the free physical pages.
+static double host_memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = -1.0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    if (f) fclose(f);
+    if (kib >= 0.0) return kib * 1024.0;
+    return (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+// Refuses, before the multi-gigabyte allocation that would fail (or swap the host to a halt),
+// a run whose rough lower bound of host memory exceeds what the host has available. GPU
+// stages keep their state on the device: not checked here.
+static int check_memory(const RunConfig *rc, const PipelineOptions *po, Error *err) {
+    if (po->device == DEVICE_CUDA) return 0;
+    const bool local = po->transport == TRANSPORT_KIND_LOCAL;
+    const int ranks = po->ranks > 0 ? po->ranks : 1, dp = po->dp > 0 ? po->dp : 1;
+    const int stages = ranks * (po->virtual_stages > 0 ? po->virtual_stages : 1);
+    // GPipe keeps every microbatch; the others at most about one per stage.
+    const int in_flight = strcmp(po->schedule, "gpipe") == 0 || rc->microbatches < stages ? rc->microbatches : stages;
+    const double need = run_config_memory_bytes(rc, local ? 1.0 : 1.0 / ranks, local ? dp : 1, in_flight,
+                                                po->recompute);
+    const double have = host_memory_available();
+    if (have <= 0.0 || need <= have) return 0;
+    error_set(err, "this run needs at least %.1f GiB of memory (weights, gradients, AdamW moments and activations%s); "
+                   "this machine has %.1f GiB available: use a smaller --batch, --seq or model, more --microbatches, "
+                   "or --recompute all", need / 1073741824.0, local ? "" : " of one rank", have / 1073741824.0);
+    return -1;
 }
 
 // ---- the session's hooks: its own work first (record), then the view's ----------------------------
@@ -214,6 +334,7 @@ static void session_on_eval(void *ctx, int step, double val_loss) {
 
 static bool session_should_stop(void *ctx) {
     RunSession *s = ctx;
+    if (s->recorder.write_failed) return true;   // the store cannot be written: stop, after a checkpoint
     return s->view.should_stop && s->view.should_stop(s->view.ctx);
 }
 
@@ -222,19 +343,39 @@ static void session_on_end(void *ctx, const RunSummary *sum) {
     if (s->view.on_end) s->view.on_end(s->view.ctx, sum);
 }
 
+// The one line of a run stopped because its store could not be written: why, where the run
+// stopped, and where its last checkpoint is (written, but not in the store).
+static void store_failure_line(const RunSession *s, const RunSummary *sum, Error *err) {
+    const int step = s->start_step + sum->steps;
+    if (s->last_ckpt_dir[0])
+        error_set(err, "%s; the run stopped at step %d, its last checkpoint is %s", s->recorder.failure.msg, step, s->last_ckpt_dir);
+    else error_set(err, "%s; the run stopped at step %d", s->recorder.failure.msg, step);
+}
+
 int run_session(RunSession *s, RunSummary *summary, Error *err) {
     RunSummary local;
     RunSummary *sum = summary ? summary : &local;
     memset(sum, 0, sizeof *sum);
-    if (run_session_prepare(s, err)) return -1;
+    if (run_session_prepare(s, err) || check_output_paths(&s->ro, err) ||
+        check_memory(&s->ro.rc, &s->ro.pipe, err))
+        return -1;
     snprintf(s->recorder.path, sizeof s->recorder.path, "%s", s->ro.db_path);
     const TrainHooks hooks = {.ctx = s, .on_start = session_on_start, .on_step = session_on_step,
                               .on_eval = session_on_eval, .should_stop = session_should_stop,
                               .on_end = session_on_end};
     const CheckpointHooks ckpt = {.ctx = s, .restore = s->source ? session_restore : NULL,
                                   .save = s->ro.ckpt_dir[0] ? session_save : NULL, .every = s->ro.ckpt_every};
-    const int result = train_run(&s->ro.rc, &s->ro.pipe, &hooks, &ckpt, sum, err);
-    recorder_end(&s->recorder, result ? "failed" : sum->stopped ? "stopped" : "finished", result ? err->msg : NULL);
+    int result = train_run(&s->ro.rc, &s->ro.pipe, &hooks, &ckpt, sum, err);
+    if (result == 0 && s->recorder.write_failed) {   // stopped because the store failed
+        result = -1;
+        store_failure_line(s, sum, err);
+    }
+    Error end_err;
+    const char *status = result ? "failed" : sum->stopped ? "stopped" : "finished";
+    if (recorder_end(&s->recorder, status, result ? err->msg : NULL, &end_err) && result == 0) {
+        result = -1;   // trained, but the store holds neither its last steps nor its end
+        *err = end_err;
+    }
     ckpt_close(s->source);
     s->source = NULL;
     return result;

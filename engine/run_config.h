@@ -3,6 +3,7 @@
 // reproduces is engine/reference_step; the run loop is engine/train_loop.
 #ifndef PPTRAIN_RUN_CONFIG_H
 #define PPTRAIN_RUN_CONFIG_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/data/data.h"
@@ -30,6 +31,12 @@ typedef struct {
 RunConfig run_config_defaults(void);
 // Cross-field checks (B % M, T <= max positions, ...): one line, -1 on failure.
 int run_config_validate(const RunConfig *rc, Error *err);
+// A rough lower bound of the host memory one process needs, in bytes (double: sizes that
+// overflow an integer must still be refused): weights, gradients and AdamW moments of the
+// model_share of the model it holds (1: all stages; 1/P: one of P ranks), for each of its
+// replicas, plus the activations of in_flight microbatches and the step's token ids.
+double run_config_memory_bytes(const RunConfig *rc, double model_share, int replicas, int in_flight,
+                               bool recompute);
 
 typedef struct {
     int step;               // 1-based

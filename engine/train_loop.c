@@ -101,6 +101,18 @@ static int save_checkpoint(const CheckpointHooks *ckpt, Pipeline *p, const Train
     return -1;
 }
 
+// A NaN or infinite loss or gradient norm has already reached the weights (the update ran):
+// the run stops here, before any checkpoint could save them. Every process gets the same loss
+// and norm (the norm is one all-reduced sum over every stage), so all stop at the same step.
+static int check_finite(const StepReport *s, Error *err) {
+    if (isfinite(s->loss) && isfinite(s->grad_norm)) return 0;
+    error_set(err, "step %d: non-finite %s (loss %g, gradient norm %g over all stages); the run stopped and these "
+                   "weights are not saved (a lower --lr, or a larger --eps, may help)", s->step,
+              isfinite(s->loss) ? "gradient norm" : isfinite(s->grad_norm) ? "loss" : "loss and gradient norm",
+              s->loss, s->grad_norm);
+    return -1;
+}
+
 typedef struct {
     const RunConfig *rc;
     Pipeline *p;
@@ -165,6 +177,7 @@ static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error 
         sum->last_loss = r.step.loss;
         sum->steps = n + 1;
         if (hooks && hooks->on_step) hooks->on_step(hooks->ctx, lp->p, &r);
+        if ((result = check_finite(&r.step, err))) break;   // no checkpoint of these weights
         if (eval_due(lp, pos)) {
             if ((result = evaluate(lp, inputs, targets, &sum->val_loss, err))) break;
             if (hooks && hooks->on_eval) hooks->on_eval(hooks->ctx, pos->step, sum->val_loss);

@@ -89,6 +89,7 @@
 
 #define DB_BUSY_TIMEOUT_MS 5000
 #define DB_STMT_CACHE 48
+#define DB_RETRY_MAX_MS 30000        // the longest pause between retries of a busy step commit
 
 // Migration k (MIGRATIONS[k - 1]) takes user_version k - 1 to k. Append, never edit.
 static const char *const MIGRATIONS[DB_SCHEMA_VERSION] = {
@@ -176,6 +177,10 @@ struct Db {
     DbStageStep *pending_stages;
     int n_pending_stages, cap_pending_stages;
     double last_commit_ms;           // monotonic
+    double retry_at_ms;              // after a busy commit: no step commit is tried before this
+    double retry_pause_ms;           // the pause after the last busy commit (doubles, up to DB_RETRY_MAX_MS)
+    int busy_timeout_ms;             // the lock wait of an ordinary write
+    int last_failure;                // SQLite's primary result code at the last db_fail; 0: none
 };
 
 #define xrealloc(p, bytes) check_alloc(realloc((p), (bytes)), (bytes), __FILE__, __LINE__)
@@ -199,6 +204,7 @@ static void now_iso(char *buf) {
 }
 
 int db_fail(Db *db, Error *err, const char *what) {
+    db->last_failure = sqlite3_errcode(db->sql) & 0xff;
     error_set(err, "%s: %s: %s", db->path, what, sqlite3_errmsg(db->sql));
     return -1;
 }
@@ -338,6 +344,14 @@ static int db_check_store(Db *db, bool create, int *version, Error *err) {
     return 0;
 }
 
+// DB_BUSY_TIMEOUT_MS, or PPTRAIN_TEST_DB_BUSY_MS: a test's hook, so that a lock held for a
+// second or two outlasts the wait without making the test slow.
+static int db_busy_timeout_default(void) {
+    const char *test = getenv("PPTRAIN_TEST_DB_BUSY_MS");
+    const int ms = test ? atoi(test) : 0;
+    return ms > 0 ? ms : DB_BUSY_TIMEOUT_MS;
+}
+
 static Db *db_connect(const char *path, int flags, Error *err) {
     Db *db = xcalloc(1, sizeof *db);
     db->path = strdup(path);
@@ -351,8 +365,34 @@ static Db *db_connect(const char *path, int flags, Error *err) {
         return NULL;
     }
     sqlite3_extended_result_codes(db->sql, 1);
-    sqlite3_busy_timeout(db->sql, DB_BUSY_TIMEOUT_MS);
+    db->busy_timeout_ms = db_busy_timeout_default();
+    sqlite3_busy_timeout(db->sql, db->busy_timeout_ms);
     return db;
+}
+
+// PRAGMA quick_check: a store with a damaged page is refused whole, before anything reads it
+// or writes into it (writing would spread the damage; reading would show an untrue history).
+static int db_check_intact(Db *db, Error *err) {
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(db->sql, "PRAGMA quick_check(1)", -1, &stmt, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+    const char *verdict = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(stmt, 0) : sqlite3_errmsg(db->sql);
+    const bool intact = rc == SQLITE_ROW && verdict && strcmp(verdict, "ok") == 0;
+    if (!intact)
+        error_set(err, "%s: the run store is damaged (quick_check: %.200s); refusing to use it: restore a copy, or "
+                       "salvage it with: sqlite3 %s .recover", db->path, verdict ? verdict : "no answer", db->path);
+    sqlite3_finalize(stmt);
+    return intact ? 0 : -1;
+}
+
+// PPTRAIN_TEST_DB_MAX_PAGES: a test's hook that caps the store's size (PRAGMA max_page_count),
+// so that a write past it fails as on a full disk (SQLITE_FULL).
+static int db_apply_test_cap(Db *db, Error *err) {
+    const char *cap = getenv("PPTRAIN_TEST_DB_MAX_PAGES");
+    if (!cap || atoi(cap) <= 0) return 0;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %d", atoi(cap));
+    return db_exec(db, sql, "capping the store's size", err);
 }
 
 static int db_set_wal(Db *db, Error *err) {
@@ -398,7 +438,8 @@ static Db *db_open_writer(const char *path, int flags, Error *err) {
     Db *db = db_connect(path, flags, err);
     if (!db) return NULL;
     int version;
-    if (db_check_store(db, true, &version, err) || db_set_wal(db, err) ||
+    if (db_check_intact(db, err) || db_check_store(db, true, &version, err) || db_set_wal(db, err) ||
+        db_apply_test_cap(db, err) ||
         db_exec(db, "PRAGMA synchronous = NORMAL", "setting synchronous", err) ||
         db_exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err) ||
         (version < DB_SCHEMA_VERSION && db_migrate(db, err))) {
@@ -413,7 +454,7 @@ Db *db_open(const char *path, bool create, Error *err) {
     if (create) return db_open_writer(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, err);
     Db *db = db_connect(path, SQLITE_OPEN_READONLY, err);
     int version;
-    if (!db || db_check_store(db, false, &version, err)) goto fail;
+    if (!db || db_check_intact(db, err) || db_check_store(db, false, &version, err)) goto fail;
     if (version < DB_SCHEMA_VERSION) {
         // Written by an older pptrain: upgrade in place once, then read.
         db_close(db);
@@ -558,8 +599,32 @@ int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stag
     db->pending[db->n_pending++] = (DbPendingStep){run, *step, db->n_pending_stages, n_stages};
     if (n_stages) memcpy(db->pending_stages + db->n_pending_stages, stages, (size_t)n_stages * sizeof *stages);
     db->n_pending_stages += n_stages;
-    if (db->n_pending >= DB_FLUSH_STEPS || monotonic_ms() - db->last_commit_ms >= DB_FLUSH_MS) return db_flush(db, err);
+    const double now = monotonic_ms();
+    if (now < db->retry_at_ms) return 0;   // the lock was held at the last try: wait out the pause
+    if (db->n_pending >= DB_FLUSH_STEPS || now - db->last_commit_ms >= DB_FLUSH_MS) return db_flush(db, err);
     return 0;
+}
+
+bool db_busy(const Db *db) {
+    return db->last_failure == SQLITE_BUSY || db->last_failure == SQLITE_LOCKED;
+}
+
+bool db_backlogged(const Db *db) {
+    return db->retry_at_ms > 0;
+}
+
+void db_set_patience(Db *db, int ms) {
+    sqlite3_busy_timeout(db->sql, ms > db->busy_timeout_ms ? ms : db->busy_timeout_ms);
+}
+
+int db_busy_timeout_ms(const Db *db) {
+    return db->busy_timeout_ms;
+}
+
+int db_discard_pending(Db *db) {
+    const int n = db->n_pending;
+    db->n_pending = db->n_pending_stages = 0;
+    return n;
 }
 
 static int db_insert_step(Db *db, const DbPendingStep *p, Error *err) {
@@ -611,15 +676,26 @@ static int db_insert_pending(Db *db, Error *err) {
     return 0;
 }
 
+// A busy commit sets a pause before db_step_add tries again (1 s, doubling up to
+// DB_RETRY_MAX_MS), so that a lock held for minutes costs the run one busy wait per pause, not
+// one per step. The rows stay buffered meanwhile.
+static int db_flush_failed(Db *db) {
+    db_rollback(db);
+    if (db_busy(db)) {
+        db->retry_pause_ms = db->retry_pause_ms > 0 ? 2 * db->retry_pause_ms : DB_FLUSH_MS;
+        if (db->retry_pause_ms > DB_RETRY_MAX_MS) db->retry_pause_ms = DB_RETRY_MAX_MS;
+        db->retry_at_ms = monotonic_ms() + db->retry_pause_ms;
+    }
+    return -1;
+}
+
 int db_flush(Db *db, Error *err) {
     if (db->n_pending == 0) return 0;
-    if (db_exec(db, "BEGIN IMMEDIATE", "recording steps", err)) return -1;
-    if (db_insert_pending(db, err) || db_exec(db, "COMMIT", "committing steps", err)) {
-        db_rollback(db);
-        return -1;
-    }
+    if (db_exec(db, "BEGIN IMMEDIATE", "recording steps", err)) return db_flush_failed(db);
+    if (db_insert_pending(db, err) || db_exec(db, "COMMIT", "committing steps", err)) return db_flush_failed(db);
     db->n_pending = db->n_pending_stages = 0;
     db->last_commit_ms = monotonic_ms();
+    db->retry_at_ms = db->retry_pause_ms = 0;
     return 0;
 }
 

@@ -25,7 +25,7 @@ typedef struct Db Db;
 // schema. create = false (readers): FILE must exist; it is opened read-only (a store written by
 // an older pptrain is first migrated in place). Refused with one line, the file untouched: a
 // file that is not SQLite, a SQLite database that is not a pptrain store, a store whose schema
-// is newer than this build.
+// is newer than this build, a store that fails PRAGMA quick_check (a damaged page).
 Db *db_open(const char *path, bool create, Error *err);
 // Flushes buffered steps (a failure is reported on stderr: there is no caller left to tell).
 void db_close(Db *db);
@@ -72,9 +72,23 @@ typedef struct {
 int64_t db_run_begin(Db *db, const DbRun *run, Error *err);
 // Buffers one step and its n_stages stage rows (copied); commits the buffer in one transaction
 // every DB_FLUSH_STEPS steps or DB_FLUSH_MS, whichever comes first. On a failed commit the
-// rows stay buffered and the next call retries them.
+// rows stay buffered and a later call retries them (after a busy one: no sooner than 1 s,
+// the pause doubling up to 30 s while the lock stays held).
 int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stages, int n_stages, Error *err);
 int db_flush(Db *db, Error *err);
+// After a failed write: true when it failed only because another connection held the write
+// lock past the busy wait (SQLITE_BUSY), so the same write may succeed later; false for a
+// store that cannot be written (full disk, I/O error, read-only, damaged).
+bool db_busy(const Db *db);
+// Steps are buffered because the latest commit found the store locked (until one succeeds).
+bool db_backlogged(const Db *db);
+// The lock wait of the writes that follow: at least the ordinary one (5 s; a test may shorten
+// it with PPTRAIN_TEST_DB_BUSY_MS). Checkpoints and a run's end wait longer: they must land.
+void db_set_patience(Db *db, int ms);
+int db_busy_timeout_ms(const Db *db);
+// Drops the buffered steps that could not be committed; returns how many. For a run that ends
+// failed because the store cannot take them: its row can then still say so.
+int db_discard_pending(Db *db);
 // Flushes, then sets status ('finished', 'failed' or 'stopped'), ended_at and error.
 int db_run_end(Db *db, int64_t run, const char *status, const char *error_or_null, Error *err);
 // A run whose process died (SIGKILL, power loss) stays 'running'. This marks every 'running'

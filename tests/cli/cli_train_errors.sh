@@ -22,6 +22,8 @@ printf '{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "n
 printf '{"hidden_size": 64,' > broken.json
 printf '0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n' > incomplete.csv
 printf '0F0,0F1,0X1\n' > malformed.csv
+printf 'not a folder' > plain_file
+printf '{"hidden_size": 1000000000, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 259}' > hidden_1e9.json
 before=$(ls -A | sort | tr '\n' ' ')
 
 expect_error() {   # expect_error "what it should mention" args...
@@ -77,6 +79,28 @@ expect_error "--resume and --init-from exclude each other" --resume 1 --init-fro
 expect_error "--resume 1 needs the run store" --resume 1 --db ''
 expect_error "checkpoint nowhere cannot be resumed" --resume nowhere --db ''
 expect_error "--init-from: " --data data --init-from nowhere --db ''
+# impossible optimizer values (AdamW divides by sqrt(v) + eps: eps 0 is NaN from step 2)
+expect_error "--eps 0: AdamW needs a positive number" --data data --eps 0
+expect_error "--eps: -1 is out of range" --data data --eps -1
+expect_error "--lr: -0.1 is out of range" --data data --lr -0.1
+expect_error "--beta1: 1 is out of range" --data data --beta1 1
+expect_error "--beta2: 1.5 is out of range" --data data --beta2 1.5
+# every output path is checked before step 1, before the store records a run
+expect_error "--ckpt-dir plain_file: plain_file is not a folder" --data data --ckpt-dir plain_file
+expect_error "--ckpt-dir plain_file/sub: plain_file is not a folder" --data data --ckpt-dir plain_file/sub
+expect_error "--ckpt-dir /proc/pptrain-ckpt: cannot write in /proc" --data data --ckpt-dir /proc/pptrain-ckpt
+if [ "$(id -u)" -ne 0 ]; then   # root writes through permission bits
+  mkdir read_only && chmod 555 read_only
+  expect_error "--ckpt-dir read_only/ck: cannot write in read_only" --data data --ckpt-dir read_only/ck
+  rmdir read_only
+fi
+expect_error "--trace /nonexistent/t.json: no folder /nonexistent" --data data --trace /nonexistent/t.json
+expect_error "--trace plain_file/t.json: plain_file is not a folder" --data data --trace plain_file/t.json
+expect_error "--trace .: a folder, not a file" --data data --trace .
+expect_error "--db .: a folder, not a file" --data data --db .
+# sizes no machine here can hold: refused before the allocation, saying need and have
+expect_error "this run needs at least .* GiB .* available" --data data --batch 1000000
+expect_error "this run needs at least .* GiB .* available" --data data --model hidden_1e9.json
 
 after=$(ls -A | sort | tr '\n' ' ')
 if [ "$before" = "$after" ]; then pass; else fail "files appeared: before [$before] after [$after]"; fi

@@ -577,6 +577,100 @@ static void test_concurrent_reader(void) {
     for (int i = 0; i < 2; i++) close(ready[i]), close(report[i]);
 }
 
+// Steps written in 60 adds: DB_FLUSH_STEPS (50) of them reach a commit.
+static int add_steps(Db *db, int64_t run, int first, int n, Error *err) {
+    int failures = 0;
+    for (int s = first; s < first + n; s++) {
+        DbStep st = sample_step(s);
+        DbStageStep stages[4];
+        sample_stages(s, stages);
+        failures += db_step_add(db, run, &st, stages, 4, err) != 0;
+    }
+    return failures;
+}
+
+// Another connection holds the write lock past the busy wait: the steps stay buffered, the
+// failure says busy, and they are all committed once the lock is gone.
+static void test_busy_store(void) {
+    char path[256];
+    path_in_tmp(path, sizeof path, "busy.db");
+    setenv("PPTRAIN_TEST_DB_BUSY_MS", "50", 1);
+    Error err = {{0}};
+    Db *db = db_open(path, true, &err);
+    CHECK(db && db_busy_timeout_ms(db) == 50, "the test hook shortens the busy wait");
+    const int64_t run = db_run_begin(db, &(DbRun){.schedule = "1f1b", .stages = 1, .model = "tiny"}, &err);
+    sqlite3 *holder = raw_open(path);
+    CHECK(sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK, "the holder takes the lock");
+    const int failures = add_steps(db, run, 1, 60, &err);
+    CHECK(failures == 1, "one commit tried under the lock, then a pause (%d failed)", failures);
+    CHECK(db_busy(db) && db_backlogged(db), "the failure is a busy one: %s", err.msg);
+    CHECK(raw_int(path, "SELECT count(*) FROM steps") == 0, "nothing committed while locked");
+    sqlite3_exec(holder, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(holder);
+    CHECK(db_flush(db, &err) == 0 && !db_backlogged(db), "caught up: %s", err.msg);
+    CHECK(db_run_end(db, run, "finished", NULL, &err) == 0, "end: %s", err.msg);
+    db_close(db);
+    CHECK(raw_int(path, "SELECT count(*) FROM steps") == 60, "every step recorded");
+    CHECK(raw_int(path, "SELECT count(*) FROM stage_steps") == 240, "every stage row recorded");
+    check_integrity(path);
+    unsetenv("PPTRAIN_TEST_DB_BUSY_MS");
+}
+
+// A store that cannot grow (as on a full disk): the failure is not busy; the unwritten steps
+// can be dropped and the run still ends 'failed'.
+static void test_full_store(void) {
+    char path[256];
+    path_in_tmp(path, sizeof path, "full.db");
+    Error err = {{0}};
+    Db *db = db_open(path, true, &err);
+    db_close(db);
+    setenv("PPTRAIN_TEST_DB_MAX_PAGES", "1", 1);   // clamped to the store's present size
+    db = db_open(path, true, &err);
+    CHECK(db != NULL, "opens: %s", err.msg);
+    const int64_t run = db_run_begin(db, &(DbRun){.schedule = "1f1b", .stages = 1, .model = "tiny"}, &err);
+    CHECK(run > 0, "the run row fits: %s", err.msg);
+    const int failures = add_steps(db, run, 1, 60, &err);
+    CHECK(failures > 0 && !db_busy(db), "a full store fails, and not as busy: %s", err.msg);
+    CHECK(strstr(err.msg, "full") != NULL, "the line says full: %s", err.msg);
+    CHECK(db_discard_pending(db) > 0, "the unwritten steps are dropped");
+    CHECK(db_run_end(db, run, "failed", "the store is full", &err) == 0, "the run still ends failed: %s", err.msg);
+    db_close(db);
+    unsetenv("PPTRAIN_TEST_DB_MAX_PAGES");
+    CHECK(raw_int(path, "SELECT count(*) FROM runs WHERE status = 'failed'") == 1, "the row says failed");
+    check_integrity(path);
+}
+
+// 4 KiB of 0xff over the third page: refused by writers and readers alike, file untouched.
+static void test_damaged_store(void) {
+    char path[256];
+    path_in_tmp(path, sizeof path, "damaged.db");
+    Error err = {{0}};
+    Db *db = db_open(path, true, &err);
+    const int64_t run = db_run_begin(db, &(DbRun){.schedule = "1f1b", .stages = 1, .model = "tiny"}, &err);
+    add_steps(db, run, 1, 60, &err);
+    db_run_end(db, run, "finished", NULL, &err);
+    db_close(db);
+    CHECK(raw_int(path, "PRAGMA page_count") >= 4, "a third page to damage");
+    char page[4096];
+    memset(page, 0xff, sizeof page);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f && fseek(f, 2 * 4096, SEEK_SET) == 0 && fwrite(page, 1, sizeof page, f) == sizeof page, "damaged");
+    if (f) fclose(f);
+    size_t before_size = 0, after_size = 0;
+    char *before = read_all(path, &before_size);
+    for (int create = 0; create < 2; create++) {
+        Error why = {{0}};
+        Db *d = db_open(path, create, &why);
+        CHECK(d == NULL, "a damaged store is refused (create %d)", create);
+        if (d) db_close(d);
+        CHECK(strstr(why.msg, "the run store is damaged") && !strchr(why.msg, '\n'), "one line: %s", why.msg);
+    }
+    char *after = read_all(path, &after_size);
+    CHECK(before && after && before_size == after_size && memcmp(before, after, before_size) == 0, "left unchanged");
+    free(before);
+    free(after);
+}
+
 static void remove_tmp_dir(void) {
     DIR *d = opendir(tmp_dir);
     if (!d) return;
@@ -604,6 +698,9 @@ int main(void) {
     test_migration();
     test_crashed_run();
     test_concurrent_reader();
+    test_busy_store();
+    test_full_store();
+    test_damaged_store();
     remove_tmp_dir();
     return test_finish();
 }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The run store under faults (issue 17): a lock held by another process, a store that cannot
+# grow (a full disk), a damaged page, weights that turn the loss NaN. Every case checks the exit code, the stderr lines, and a
+# store that passes PRAGMA integrity_check and whose rows tell what happened.
+# PPTRAIN_TEST_DB_BUSY_MS shortens the store's lock wait (5 s) so that a lock held for two
+# seconds outlasts it; PPTRAIN_TEST_DB_MAX_PAGES caps the store's size (SQLITE_FULL past it).
+# usage: cli_store_faults.sh PPTRAIN SOURCE_DIR
+source "$(dirname "$0")/lib_cli.sh" "$@"
+command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3 shell"; exit 0; }
+
+data="$src/tests/fixtures/text"
+small=(--data "$data" --batch 2 --seq 16)
+export OMP_NUM_THREADS=1
+q() { sqlite3 "$1" "$2"; }
+intact() { [ "$(q "$1" 'PRAGMA integrity_check')" = ok ]; }
+
+# ---- 1. a lock held while the run writes: nothing is lost ---------------------------------
+# The lock is taken once the run has committed steps, and held until the run has found it
+# (its warning) and half a second more: steps and a checkpoint or two meet the lock.
+export PPTRAIN_TEST_DB_BUSY_MS=200 OMP_NUM_THREADS=1
+tiny=(--data "$data" --batch 1 --seq 8)
+"$bin" train "${tiny[@]}" --steps 3000 --ckpt-every 500 --ckpt-dir ck1 --db busy.db >out1.txt 2>err1.txt &
+run=$!
+for _ in $(seq 400); do   # until the run has committed its first steps
+  n=$(q busy.db 'SELECT count(*) FROM steps' 2>/dev/null)
+  [ "${n:-0}" -gt 0 ] && break
+  sleep 0.05
+done
+sqlite3 busy.db ".timeout 10000" "BEGIN IMMEDIATE;" \
+  ".shell for i in \$(seq 100); do [ -s err1.txt ] && break; sleep 0.05; done; sleep 0.5" "COMMIT;"
+wait $run
+code=$?
+check "a locked store: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "a locked store: one warning line on stderr" [ "$(wc -l <err1.txt)" -eq 1 ]
+check "a locked store: the warning says the steps are kept" grep -q "warning: .*locked.*steps are kept" err1.txt
+check "a locked store: every step recorded" [ "$(q busy.db 'SELECT count(*) FROM steps')" -eq 3000 ]
+check "a locked store: the run finished" [ "$(q busy.db 'SELECT status FROM runs')" = finished ]
+check "a locked store: all 6 checkpoints complete" \
+  [ "$(q busy.db "SELECT count(*) FROM checkpoints WHERE status = 'complete'")" -eq 6 ]
+check "a locked store: integrity_check passes" intact busy.db
+
+# A lock held when the run starts: recording the run waits for it.
+sqlite3 busy.db ".timeout 10000" "BEGIN IMMEDIATE;" ".shell sleep 1" "COMMIT;" &
+sleep 0.3
+"$bin" train "${tiny[@]}" --steps 5 --db busy.db >/dev/null 2>err1b.txt
+code=$?
+wait
+check "a store locked at the start: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "a store locked at the start: nothing on stderr" [ ! -s err1b.txt ]
+check "a store locked at the start: the run is recorded, finished" \
+  [ "$(q busy.db "SELECT count(*) FROM runs WHERE status = 'finished'")" -eq 2 ]
+unset PPTRAIN_TEST_DB_BUSY_MS
+
+# ---- 2. a store that cannot grow (a full disk): exit 2, one line, the run failed -------------
+"$bin" train "${small[@]}" --steps 1 --db full.db >/dev/null 2>&1
+pages=$(q full.db 'PRAGMA page_count')
+PPTRAIN_TEST_DB_MAX_PAGES=$((pages + 2)) \
+  "$bin" train "${small[@]}" --steps 600 --ckpt-dir ck2 --db full.db >out2.txt 2>err2.txt
+code=$?
+check "a full store: exit 2 (got $code)" [ "$code" -eq 2 ]
+check "a full store: one line on stderr" [ "$(wc -l <err2.txt)" -eq 1 ]
+check "a full store: the line says the store is full and where the run stopped" \
+  grep -q "full.*the run stopped at step [0-9]*, its last checkpoint is ck2/run-2/step-" err2.txt
+stopped=$(sed -n 's/.*the run stopped at step \([0-9]*\).*/\1/p' err2.txt)
+check "a full store: it stopped early (step ${stopped:-?})" [ "${stopped:-600}" -lt 600 ]
+check "a full store: a final checkpoint on disk at that step" \
+  [ -f "ck2/run-2/step-$(printf %06d "${stopped:-0}")/trainer_state.json" ]
+check "a full store: the run is marked failed, with the line" \
+  [ "$(q full.db "SELECT count(*) FROM runs WHERE id = 2 AND status = 'failed' AND error LIKE '%full%'")" -eq 1 ]
+recorded=$(q full.db 'SELECT count(*) FROM steps WHERE run_id = 2')
+check "a full store: fewer steps recorded ($recorded) than run" [ "$recorded" -lt "${stopped:-0}" ]
+check "a full store: no checkpoint claimed complete that is not" \
+  [ "$(q full.db "SELECT count(*) FROM checkpoints WHERE run_id = 2 AND status = 'complete'")" -eq 0 ]
+check "a full store: integrity_check passes" intact full.db
+
+# ---- 3. a damaged page: train and history refuse the store, in one line ---------------------
+"$bin" train "${small[@]}" --steps 2 --db bad.db >/dev/null 2>&1
+check "a damaged store: it has a third page to damage" [ "$(q bad.db 'PRAGMA page_count')" -ge 4 ]
+head -c 4096 /dev/zero | tr '\0' '\377' | dd of=bad.db bs=4096 seek=2 conv=notrunc status=none
+check "a damaged store: integrity_check fails" [ "$(q bad.db 'PRAGMA integrity_check' 2>&1)" != ok ]
+sum_before=$(cksum <bad.db)
+for cmd in "train ${small[*]} --steps 1" "history"; do
+  # shellcheck disable=SC2086
+  "$bin" $cmd --db bad.db >out3.txt 2>err3.txt
+  code=$?
+  check "a damaged store: $cmd exits 2 (got $code)" [ "$code" -eq 2 ]
+  check "a damaged store: $cmd prints one line" [ "$(wc -l <err3.txt)" -eq 1 ]
+  check "a damaged store: $cmd names the damage" grep -q "bad.db: the run store is damaged" err3.txt
+done
+check "a damaged store: left unchanged" [ "$(cksum <bad.db)" = "$sum_before" ]
+
+# ---- 4. non-finite values: stop at the step, save no NaN weights, the run failed -------------
+"$bin" train "${small[@]}" --steps 2 --ckpt-dir ck4 --db nan.db >/dev/null 2>&1
+mkdir poisoned   # a Hugging Face folder whose last 1,024 floats are NaN (0xffffffff)
+cp ck4/run-1/step-000002/config.json poisoned/
+cp ck4/run-1/step-000002/model-00001-of-00001.safetensors poisoned/model.safetensors
+size=$(stat -c %s poisoned/model.safetensors)
+head -c 4096 /dev/zero | tr '\0' '\377' | dd of=poisoned/model.safetensors bs=1 seek=$((size - 4096)) conv=notrunc status=none
+"$bin" train "${small[@]}" --steps 3 --init-from poisoned --ckpt-dir ck4 --ckpt-every 1 --db nan.db >out4.txt 2>err4.txt
+code=$?
+check "NaN weights: exit 2 (got $code)" [ "$code" -eq 2 ]
+check "NaN weights: one line naming the step" [ "$(wc -l <err4.txt)" -eq 1 ]
+check "NaN weights: the line names step 1 and the loss" grep -q "step 1: non-finite loss" err4.txt
+check "NaN weights: no checkpoint of them" [ ! -e ck4/run-2 ]
+check "NaN weights: the earlier checkpoint stays" [ -f ck4/run-1/step-000002/trainer_state.json ]
+check "NaN weights: the run is failed with that line" \
+  [ "$(q nan.db "SELECT count(*) FROM runs WHERE id = 2 AND status = 'failed' AND error LIKE 'step 1: non-finite%'")" -eq 1 ]
+check "NaN weights: no checkpoint row" [ "$(q nan.db 'SELECT count(*) FROM checkpoints WHERE run_id = 2')" -eq 0 ]
+check "NaN weights: integrity_check passes" intact nan.db
+
+cli_finish

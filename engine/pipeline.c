@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/hang_report.h"
 #include "engine/model/stage_ops.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
@@ -64,6 +65,7 @@ struct Pipeline {
     float loss_scale;
     double lr;
     bool update;              // false: pipeline_compute_grads
+    int step;                 // 0-based, as published to the other ranks (progress.h)
     bool quit;
     bool broken;              // a step failed: the transport is aborted
     double *busy_ms;          // (W) report arrays
@@ -437,6 +439,7 @@ static int rank_reduce_grads(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     if (p->D == 1) return 0;
     const bool device = p->kind == TRANSPORT_KIND_NCCL;
+    transport_mark(pr->view, pr->pipe, PROGRESS_GRADS);
     for (int s = 0; s < p->S; s++) {
         if (!rank_has(pr, s)) continue;
         StageModel *sm = pr->stages[s];
@@ -474,6 +477,7 @@ static int rank_reduce_totals(PipelineRank *pr) {
     pr->slots[pr->world] = pr->loss;
     pr->slots[W + pr->world] = pr->busy_s;
     fill_norm_slots(pr, pr->slots + 2 * W);
+    transport_mark(pr->view, pr->pipe, PROGRESS_NORM);
     Error why;
     TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, n, &why);
     if (st != TRANSPORT_OK) {
@@ -499,9 +503,11 @@ static void rank_update(PipelineRank *pr) {
 
 static void rank_step(PipelineRank *pr) {
     pr->status = RUNTIME_OK;
+    transport_mark_step(pr->view, pr->pipe, pr->p->step);
     rank_zero_grads(pr);
     if (rank_post_receives(pr) || rank_run_actions(pr) || rank_reduce_grads(pr) || rank_reduce_totals(pr)) return;
     if (pr->p->update) rank_update(pr);
+    transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
 }
 
 static void *pipeline_rank_main(void *arg) {
@@ -563,6 +569,9 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
     p->broken = true;
     if (p->multiprocess) mpi_process_failed();
     *err = *fail;
+    // Name the rank that stopped making progress, read from every rank's progress slot.
+    const ProgressCulprit culprit = transport_culprit(p->tp);
+    hang_report(p->sched, p->P, p->self == 0, &culprit, err);
     return -1;
 }
 
@@ -610,6 +619,7 @@ int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, in
                   Error *err) {
     const double t0 = now_s();
     mpi_process_set_step(step);
+    p->step = step;
     p->lr = optim_lr_at(&p->rc.optim, step);
     if (run_step(p, inputs, targets, true, err)) return -1;
     fill_report(p, step, now_s() - t0, out);

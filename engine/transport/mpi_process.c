@@ -1,6 +1,8 @@
 // MPI's life in this process and a rank's last words on a signal (engine/transport/mpi_process.h).
 #include "engine/transport/mpi_process.h"
 
+#include "engine/transport/progress.h"
+
 #include <mpi.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -44,7 +46,8 @@ static struct {
     const Transport *tp;      // NULL: not watching
     MpiLastWords words;
     volatile sig_atomic_t step;
-    struct sigaction old_term, old_int;
+    volatile sig_atomic_t pending;  // the signal received, 0 before
+    struct sigaction old_term, old_int, old_alarm;
 } watch;
 
 static void append(char *line, size_t *n, size_t cap, const char *s) {
@@ -60,8 +63,7 @@ static void append_int(char *line, size_t *n, size_t cap, long v) {
 }
 
 // Async-signal-safe: fixed buffers, write(2), _exit.
-static void on_signal(int sig) {
-    if (mpi_failed) return;  // the step's own error line is on its way
+static void say_last_words(int sig) {
     const MpiLastWords *w = &watch.words;
     char line[256];
     size_t n = 0;
@@ -86,6 +88,28 @@ static void on_signal(int sig) {
     _exit(128 + sig);
 }
 
+// The first signal only marks it: every wait then returns (mpi_process_signal_name), so the
+// run ends through its error path, which names the rank that was lost and lets rank 0 record
+// the run as failed. Last words if that takes over a second (or on a second signal). A rank
+// stalled by PPTRAIN_TEST_STALL just goes.
+static void on_signal(int sig) {
+    if (mpi_failed) return;  // the step's own error line is on its way
+    if (progress_test_stalled) _exit(128 + sig);
+    if (watch.pending) say_last_words(watch.pending);
+    watch.pending = sig;
+    alarm(1);
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    if (!mpi_failed && watch.pending) say_last_words(watch.pending);
+}
+
+const char *mpi_process_signal_name(void) {
+    const int sig = watch.pending;
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : NULL;
+}
+
 void mpi_process_watch(const Transport *tp, MpiLastWords words) {
     watch.words = words;
     watch.tp = tp;
@@ -95,6 +119,8 @@ void mpi_process_watch(const Transport *tp, MpiLastWords words) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, &watch.old_term);
     sigaction(SIGINT, &sa, &watch.old_int);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, &watch.old_alarm);
 }
 
 void mpi_process_set_step(int step) { watch.step = step; }
@@ -103,6 +129,7 @@ void mpi_process_unwatch(const Transport *tp) {
     if (!tp || watch.tp != tp) return;
     sigaction(SIGTERM, &watch.old_term, NULL);
     sigaction(SIGINT, &watch.old_int, NULL);
+    sigaction(SIGALRM, &watch.old_alarm, NULL);
     watch.tp = NULL;
     free(watch.words.at);
     free(watch.words.stage);

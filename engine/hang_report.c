@@ -18,11 +18,12 @@ static void describe_point(const Schedule *s, int P, const ProgressCulprit *c, c
     } else if (c->action == PROGRESS_NORM) {
         snprintf(out, cap, " in the norm and loss all-reduce");
     } else {
-        snprintf(out, cap, " between actions");
+        snprintf(out, cap, " between steps");
     }
 }
 
-void hang_report(const Schedule *s, int P, bool root, const ProgressCulprit *c, Error *err) {
+void hang_report(const Schedule *s, int P, int self, const ProgressCulprit *c, Error *err) {
+    const bool root = self == 0;
     if (c->rank < 0) return;
     char point[96];
     int stage = 0;
@@ -34,6 +35,8 @@ void hang_report(const Schedule *s, int P, bool root, const ProgressCulprit *c, 
     else if (root)
         error_set(err, "rank %d (stage %d) stopped making progress%s of step %d, silent for %.1f s; %s", c->rank,
                   stage, point, c->step + 1, c->stuck_s, own.msg);
+    else if (c->rank == self)  // resumed after a SIGSTOP: the others waited on this rank
+        error_set(err, "%s; this rank had stopped%s of step %d", own.msg, point, c->step + 1);
     else
         error_set(err, "%s; waits on rank %d (stage %d), %s%s of step %d", own.msg, c->rank, stage,
                   c->dead ? "died" : "stopped", point, c->step + 1);

@@ -13,6 +13,7 @@
 #include "engine/transport/progress.h"
 
 // Rewrites err (the failed rank's own line) around culprit c; leaves it when c names no rank.
-// s: the run's schedule, P pipeline ranks (world rank r runs list r % P).
-void hang_report(const Schedule *s, int P, bool root, const ProgressCulprit *c, Error *err);
+// s: the run's schedule, P pipeline ranks (world rank r runs list r % P); self: this world rank
+// (0 leads with the culprit; local threads report as rank 0).
+void hang_report(const Schedule *s, int P, int self, const ProgressCulprit *c, Error *err);
 #endif

@@ -68,6 +68,7 @@ struct Pipeline {
     int step;                 // 0-based, as published to the other ranks (progress.h)
     bool quit;
     bool broken;              // a step failed: the transport is aborted
+    Error failure;            // when broken: the line that says why
     double *busy_ms;          // (W) report arrays
     int *peak_slots;          // (S)
     int *stage_layers;        // (S) decoder layers of each stage
@@ -547,6 +548,28 @@ static const Error *first_failure(const Pipeline *p) {
     return NULL;
 }
 
+// The first failure of the run: every rank is stopped, and err, this process's one line, gains
+// the rank that stopped making progress, read from every rank's progress slot (hang_report.h).
+static void pipeline_broke(Pipeline *p, Error *err) {
+    p->broken = true;
+    if (p->multiprocess) mpi_process_failed();
+    transport_abort(p->tp);
+    const ProgressCulprit culprit = transport_culprit(p->tp);
+    hang_report(p->sched, p->P, p->self, &culprit, err);
+    p->failure = *err;
+    // mpirun's SIGTERM comes with a SIGKILL a second later, which can land while rank 0 still
+    // records the failed run: its line goes out now (the console repeats it if time allows).
+    if (p->multiprocess && p->self == 0 && mpi_process_signal_name()) fprintf(stderr, "pptrain: %s\n", err->msg);
+}
+
+// "rank 1 (stage 1): <why> <where>", for a failure outside the ranks' steps (MPI: one rank here).
+static void own_failure(const Pipeline *p, const Error *why, const char *where, Error *err) {
+    const PipelineRank *pr = &p->ranks[0];
+    int stage = 0;
+    while (stage < p->S - 1 && !rank_has(pr, stage)) stage++;
+    error_set(err, "rank %d (stage %d): %s %s", pr->world, stage, why->msg, where);
+}
+
 // Runs every hosted rank through one step; 0, or -1 with the root cause in err.
 static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, bool update, Error *err) {
     if (p->broken) {
@@ -566,12 +589,8 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
     }
     const Error *fail = first_failure(p);
     if (!fail) return 0;
-    p->broken = true;
-    if (p->multiprocess) mpi_process_failed();
     *err = *fail;
-    // Name the rank that stopped making progress, read from every rank's progress slot.
-    const ProgressCulprit culprit = transport_culprit(p->tp);
-    hang_report(p->sched, p->P, p->self == 0, &culprit, err);
+    pipeline_broke(p, err);
     return -1;
 }
 
@@ -623,10 +642,10 @@ int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, in
     p->lr = optim_lr_at(&p->rc.optim, step);
     if (run_step(p, inputs, targets, true, err)) return -1;
     fill_report(p, step, now_s() - t0, out);
-    if (collect_events(p, err)) {
-        p->broken = true;
-        if (p->multiprocess) mpi_process_failed();
-        transport_abort(p->tp);
+    Error why;
+    if (collect_events(p, &why)) {
+        own_failure(p, &why, "(the telemetry gather)", err);
+        pipeline_broke(p, err);
         return -1;
     }
     if (pipeline_is_root(p)) fill_telemetry(p, out);
@@ -750,6 +769,12 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
 
 bool pipeline_is_root(const Pipeline *p) { return p->self == 0; }
 
+int pipeline_failed(const Pipeline *p, Error *err) {
+    if (!p->broken) return 0;
+    *err = p->failure;
+    return -1;
+}
+
 int pipeline_world_rank(const Pipeline *p) { return p->self; }
 
 double pipeline_world_max(Pipeline *p, double local) {
@@ -759,8 +784,13 @@ double pipeline_world_max(Pipeline *p, double local) {
     memset(v, 0, sizeof(double) * (size_t)p->W);
     v[p->self] = local;
     Error why;
-    if (p->broken || transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, v, (size_t)p->W, &why) != TRANSPORT_OK)
+    if (p->broken) return INFINITY;
+    if (transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, v, (size_t)p->W, &why) != TRANSPORT_OK) {
+        Error line;
+        own_failure(p, &why, "(the agreement between steps)", &line);
+        pipeline_broke(p, &line);
         return INFINITY;
+    }
     double most = v[0];
     for (int r = 1; r < p->W; r++)
         if (v[r] > most || isnan(v[r])) most = v[r];

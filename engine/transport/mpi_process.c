@@ -5,16 +5,30 @@
 
 #include <mpi.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool mpi_owned;                    // this module called MPI_Init_thread
+static const ProgressSlot *root_slot;     // rank 0's progress slot, when another rank's on this node
 static bool mpi_finalized;
 static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals silent
 
+// mpirun tears the job down (SIGCONT, SIGTERM, SIGKILL) as soon as one rank exits non-zero; a
+// failed rank other than 0 gives rank 0, which records the run and says who stopped, up to
+// ROOT_GRACE_S to exit first.
+#define ROOT_GRACE_S 2.0
+static void wait_for_root(void) {
+    const pid_t pid = root_slot ? (pid_t)atomic_load(&root_slot->pid) : 0;
+    const struct timespec pause = {0, 10 * 1000 * 1000};
+    for (int i = 0; pid > 0 && i < (int)(ROOT_GRACE_S * 100) && kill(pid, 0) == 0; i++) nanosleep(&pause, NULL);
+}
+
 static void mpi_process_finalize(void) {
+    if (mpi_failed) wait_for_root();
     if (!mpi_owned || mpi_finalized || mpi_failed) return;
     int done = 0;
     MPI_Finalized(&done);
@@ -111,6 +125,8 @@ const char *mpi_process_signal_name(void) {
 }
 
 void mpi_process_watch(const Transport *tp, MpiLastWords words) {
+    // A failed run abandons its transport, board included, so the slot outlives the pipeline.
+    root_slot = words.world != 0 && tp->board ? tp->board->slots[0] : NULL;
     watch.words = words;
     watch.tp = tp;
     struct sigaction sa;
@@ -127,6 +143,7 @@ void mpi_process_set_step(int step) { watch.step = step; }
 
 void mpi_process_unwatch(const Transport *tp) {
     if (!tp || watch.tp != tp) return;
+    if (!mpi_failed) root_slot = NULL;  // the window goes with the transport
     sigaction(SIGTERM, &watch.old_term, NULL);
     sigaction(SIGINT, &watch.old_int, NULL);
     sigaction(SIGALRM, &watch.old_alarm, NULL);

@@ -120,11 +120,11 @@ void progress_beat(ProgressBoard *b, int rank) {
     if (s) atomic_store(&s->beat_ns, now_ns());
 }
 
+// No beat: a rank resumed after SIGSTOP leaves its wait at once (the deadline passed, or an
+// abort notice came) and must still look as silent as it was.
 void progress_wait_end(ProgressBoard *b, int rank) {
     ProgressSlot *s = slot_of(b, rank);
-    if (!s) return;
-    atomic_store(&s->waiting_on, PROGRESS_NOBODY);
-    atomic_store(&s->beat_ns, now_ns());
+    if (s) atomic_store(&s->waiting_on, PROGRESS_NOBODY);
 }
 
 void progress_gave_up(ProgressBoard *b, int rank) {
@@ -155,8 +155,9 @@ ProgressCulprit progress_culprit(const ProgressBoard *b) {
     ProgressCulprit c = {.rank = -1};
     for (int r = 0; b && r < b->n && c.rank < 0; r++) {
         const ProgressSlot *s = b->slots[r];
-        if (!s || atomic_load(&s->gave_up)) continue;
-        if (process_gone(s)) c = describe(s, r, true, now);
+        if (!s) continue;
+        // A rank that gave up may have exited already: gone, but not dead of its own.
+        if (!atomic_load(&s->gave_up) && process_gone(s)) c = describe(s, r, true, now);
         const int64_t beat = atomic_load(&s->beat_ns), moved = atomic_load(&s->moved_ns);
         const bool waiting = atomic_load(&s->waiting_on) != PROGRESS_NOBODY && now - beat < PROGRESS_STALE_NS;
         if (!waiting && (silent < 0 || beat < silent_beat)) silent = r, silent_beat = beat;

@@ -13,8 +13,10 @@
 // The culprit (progress_culprit): a rank whose process is gone (MPI, same node) first; else, of
 // the ranks not busy waiting (a waiting rank beats every poll, so a fresh beat while waiting
 // means "alive, blocked on someone"), the one silent the longest; else (everyone alive and
-// waiting: a deadlock) the one whose action has not changed for the longest. Ranks that gave up
-// (aborted after a failure) are never the culprit. Reading it is async-signal-safe.
+// waiting: a deadlock) the one whose action has not changed for the longest. A rank that gave
+// up (aborted after a failure) was beating until then, so it is silent the longest only if it
+// had stopped before; it is never called dead when its process is gone (it exited).
+// Reading it is async-signal-safe.
 //
 // Test hook: PPTRAIN_TEST_STALL=RANK:STEP:POINT (STEP 1-based, POINT an action index, `grads` or
 // `norm`) makes world rank RANK stop there: it sleeps, publishing nothing, until the board ends

@@ -3,6 +3,7 @@
 
 #include "engine/transport/progress.h"
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -61,7 +62,7 @@ static struct {
     MpiLastWords words;
     volatile sig_atomic_t step;
     volatile sig_atomic_t pending;  // the signal received, 0 before
-    struct sigaction old_term, old_int, old_alarm;
+    struct sigaction old_term, old_int, old_alarm, old_pipe;
 } watch;
 
 static void append(char *line, size_t *n, size_t cap, const char *s) {
@@ -102,14 +103,28 @@ static void say_last_words(int sig) {
     _exit(128 + sig);
 }
 
-// The first signal only marks it: every wait then returns (mpi_process_signal_name), so the
-// run ends through its error path, which names the rank that was lost and lets rank 0 record
-// the run as failed. Last words if that takes over a second (or on a second signal). A rank
-// stalled by PPTRAIN_TEST_STALL just goes.
+// A rank died (its process is gone: mpirun then sends SIGTERM to the rest), or nobody asked to
+// stop: the first signal only marks it. Every wait then returns (mpi_process_signal_name), so
+// the run ends through its error path, which names the rank that was lost and lets rank 0
+// record the run as failed. Last words if that takes over a second (or on a second signal). A
+// rank stalled by PPTRAIN_TEST_STALL just goes.
 static void on_signal(int sig) {
     if (mpi_failed) return;  // the step's own error line is on its way
     if (progress_test_stalled) _exit(128 + sig);
     if (watch.pending) say_last_words(watch.pending);
+    // No rank on this node is gone: mpirun forwards the user's Ctrl-C (as SIGTERM to every
+    // rank). The caller's own handler asks the run to stop after the step, as under the local
+    // transport (and then saves the final checkpoint).
+    const struct sigaction *old = sig == SIGTERM ? &watch.old_term : &watch.old_int;
+    const bool chained = !(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN;
+    if (chained && !(watch.tp && progress_culprit(watch.tp->board).dead)) {
+        // mpirun no longer drains the ranks' stdout once it tears the job down, and a rank
+        // blocked printing a step would never save the checkpoint: stdout goes nowhere now.
+        const int null_fd = open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) dup2(null_fd, STDOUT_FILENO), close(null_fd);
+        old->sa_handler(sig);
+        return;
+    }
     watch.pending = sig;
     alarm(1);
 }
@@ -137,6 +152,10 @@ void mpi_process_watch(const Transport *tp, MpiLastWords words) {
     sigaction(SIGINT, &sa, &watch.old_int);
     sa.sa_handler = on_alarm;
     sigaction(SIGALRM, &sa, &watch.old_alarm);
+    // On Ctrl-C mpirun stops forwarding output at once: a rank that prints its step, its
+    // checkpoint or its error line must not die of SIGPIPE before it has finished.
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, &watch.old_pipe);
 }
 
 void mpi_process_set_step(int step) { watch.step = step; }
@@ -147,6 +166,7 @@ void mpi_process_unwatch(const Transport *tp) {
     sigaction(SIGTERM, &watch.old_term, NULL);
     sigaction(SIGINT, &watch.old_int, NULL);
     sigaction(SIGALRM, &watch.old_alarm, NULL);
+    sigaction(SIGPIPE, &watch.old_pipe, NULL);
     watch.tp = NULL;
     free(watch.words.at);
     free(watch.words.stage);

@@ -33,9 +33,9 @@ void hang_report(const Schedule *s, int P, int self, const ProgressCulprit *c, E
         error_set(err, "rank %d (stage %d) died%s of step %d (its process is gone, silent for %.1f s); %s", c->rank,
                   stage, point, c->step + 1, c->stuck_s, own.msg);
     else if (root)
-        error_set(err, "rank %d (stage %d) stopped making progress%s of step %d, silent for %.1f s; %s", c->rank,
-                  stage, point, c->step + 1, c->stuck_s, own.msg);
-    else if (c->rank == self)  // resumed after a SIGSTOP: the others waited on this rank
+        error_set(err, "rank %d (stage %d) stopped making progress%s of step %d, silent for %.1f s; %s", c->rank, stage,
+                  point, c->step + 1, c->stuck_s, own.msg);
+    else if (c->rank == self)   // resumed after a SIGSTOP: the others waited on this rank
         error_set(err, "%s; this rank had stopped%s of step %d", own.msg, point, c->step + 1);
     else
         error_set(err, "%s; waits on rank %d (stage %d), %s%s of step %d", own.msg, c->rank, stage,

@@ -142,15 +142,18 @@ static bool process_gone(const ProgressSlot *s) {
 }
 
 static ProgressCulprit describe(const ProgressSlot *s, int rank, bool dead, int64_t now) {
-    return (ProgressCulprit){.rank = rank, .dead = dead, .stuck_s = (double)(now - atomic_load(&s->beat_ns)) * 1e-9,
-                             .step = atomic_load(&s->step), .action = atomic_load(&s->action),
+    return (ProgressCulprit){.rank = rank,
+                             .dead = dead,
+                             .stuck_s = (double)(now - atomic_load(&s->beat_ns)) * 1e-9,
+                             .step = atomic_load(&s->step),
+                             .action = atomic_load(&s->action),
                              .waiting_on = atomic_load(&s->waiting_on)};
 }
 
 ProgressCulprit progress_culprit(const ProgressBoard *b) {
     const int saved_errno = errno;
     const int64_t now = now_ns();
-    int silent = -1, idle = -1;      // oldest beat not busy waiting; oldest move overall
+    int silent = -1, idle = -1;   // oldest beat not busy waiting; oldest move overall
     int64_t silent_beat = 0, idle_moved = 0;
     ProgressCulprit c = {.rank = -1};
     for (int r = 0; b && r < b->n && c.rank < 0; r++) {

@@ -29,37 +29,37 @@
 #include <stdint.h>
 
 enum {
-    PROGRESS_IDLE = -1,   // action: between steps, or before the first action
-    PROGRESS_GRADS = -2,  // action: the gradient all-reduce over replicas
-    PROGRESS_NORM = -3,   // action: the norm and loss all-reduce
+    PROGRESS_IDLE = -1,    // action: between steps, or before the first action
+    PROGRESS_GRADS = -2,   // action: the gradient all-reduce over replicas
+    PROGRESS_NORM = -3,    // action: the norm and loss all-reduce
 };
 enum {
-    PROGRESS_NOBODY = -1,  // waiting_on: not waiting
-    PROGRESS_GROUP = -2,   // waiting_on: a collective
+    PROGRESS_NOBODY = -1,   // waiting_on: not waiting
+    PROGRESS_GROUP = -2,    // waiting_on: a collective
 };
 
 typedef struct {
-    _Atomic int64_t beat_ns;   // last sign of life
-    _Atomic int64_t moved_ns;  // when `action` last changed
-    _Atomic int32_t step;      // 0-based
-    _Atomic int32_t action;    // index in the rank's action list, or PROGRESS_*
-    _Atomic int32_t waiting_on;  // world rank, PROGRESS_GROUP or PROGRESS_NOBODY
-    _Atomic int32_t pid;       // the process holding the rank
-    _Atomic int32_t gave_up;   // 1 once the rank aborted after a failure
+    _Atomic int64_t beat_ns;      // last sign of life
+    _Atomic int64_t moved_ns;     // when `action` last changed
+    _Atomic int32_t step;         // 0-based
+    _Atomic int32_t action;       // index in the rank's action list, or PROGRESS_*
+    _Atomic int32_t waiting_on;   // world rank, PROGRESS_GROUP or PROGRESS_NOBODY
+    _Atomic int32_t pid;          // the process holding the rank
+    _Atomic int32_t gave_up;      // 1 once the rank aborted after a failure
 } ProgressSlot;
 
 typedef struct {
-    int n;                   // world ranks
-    ProgressSlot **slots;    // (n) NULL where unreadable (another node)
-    ProgressSlot *owned;     // local: the (n) slots; MPI: NULL (the window owns them)
-    atomic_int ended;        // the transport was aborted: a test stall returns
-    int stall_rank, stall_step, stall_action;  // PPTRAIN_TEST_STALL (stall_rank -1: none)
+    int n;                                      // world ranks
+    ProgressSlot **slots;                       // (n) NULL where unreadable (another node)
+    ProgressSlot *owned;                        // local: the (n) slots; MPI: NULL (the window owns them)
+    atomic_int ended;                           // the transport was aborted: a test stall returns
+    int stall_rank, stall_step, stall_action;   // PPTRAIN_TEST_STALL (stall_rank -1: none)
 } ProgressBoard;
 
 typedef struct {
-    int rank;        // -1: no slot readable
-    bool dead;       // its process is gone
-    double stuck_s;  // seconds since its last sign of life
+    int rank;         // -1: no slot readable
+    bool dead;        // its process is gone
+    double stuck_s;   // seconds since its last sign of life
     int step, action, waiting_on;
 } ProgressCulprit;
 

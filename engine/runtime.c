@@ -385,6 +385,7 @@ RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *ta
     memset(rt->mb_loss, 0, sizeof(double) * (size_t)rt->M);
     for (int i = 0; i < rt->list->n; i++) {
         const Action a = rt->list->actions[i];
+        transport_mark(rt->tp, rt->rank, i);  // where the others see this rank (progress.h)
         if (rt->acquire[i] >= 0) slot_take(rt, rt->acquire[i]);
         Error why;
         TransportStatus st = run_action(rt, a, &d, stats, &why);

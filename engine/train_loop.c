@@ -160,6 +160,8 @@ static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error 
         if (n > 0) {
             bool stop = hooks && hooks->should_stop && hooks->should_stop(hooks->ctx);
             if (lp->mpi) stop = anyone(lp->p, stop);
+            // A failed agreement is not a stop request: the run failed (and says where).
+            if ((result = pipeline_failed(lp->p, err))) break;
             if (stop) {
                 sum->stopped = true;
                 break;

@@ -1,18 +1,35 @@
 // MPI's life in this process and a rank's last words on a signal (engine/transport/mpi_process.h).
 #include "engine/transport/mpi_process.h"
 
+#include "engine/transport/progress.h"
+
+#include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool mpi_owned;                    // this module called MPI_Init_thread
+static const ProgressSlot *root_slot;     // rank 0's progress slot, when another rank's on this node
 static bool mpi_finalized;
 static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals silent
 
+// mpirun tears the job down (SIGCONT, SIGTERM, SIGKILL) as soon as one rank exits non-zero; a
+// failed rank other than 0 gives rank 0, which records the run and says who stopped, up to
+// ROOT_GRACE_S to exit first.
+#define ROOT_GRACE_S 2.0
+static void wait_for_root(void) {
+    const pid_t pid = root_slot ? (pid_t)atomic_load(&root_slot->pid) : 0;
+    const struct timespec pause = {0, 10 * 1000 * 1000};
+    for (int i = 0; pid > 0 && i < (int)(ROOT_GRACE_S * 100) && kill(pid, 0) == 0; i++) nanosleep(&pause, NULL);
+}
+
 static void mpi_process_finalize(void) {
+    if (mpi_failed) wait_for_root();
     if (!mpi_owned || mpi_finalized || mpi_failed) return;
     int done = 0;
     MPI_Finalized(&done);
@@ -44,7 +61,8 @@ static struct {
     const Transport *tp;      // NULL: not watching
     MpiLastWords words;
     volatile sig_atomic_t step;
-    struct sigaction old_term, old_int;
+    volatile sig_atomic_t pending;  // the signal received, 0 before
+    struct sigaction old_term, old_int, old_alarm, old_pipe;
 } watch;
 
 static void append(char *line, size_t *n, size_t cap, const char *s) {
@@ -60,8 +78,7 @@ static void append_int(char *line, size_t *n, size_t cap, long v) {
 }
 
 // Async-signal-safe: fixed buffers, write(2), _exit.
-static void on_signal(int sig) {
-    if (mpi_failed) return;  // the step's own error line is on its way
+static void say_last_words(int sig) {
     const MpiLastWords *w = &watch.words;
     char line[256];
     size_t n = 0;
@@ -86,7 +103,45 @@ static void on_signal(int sig) {
     _exit(128 + sig);
 }
 
+// A rank died (its process is gone: mpirun then sends SIGTERM to the rest), or nobody asked to
+// stop: the first signal only marks it. Every wait then returns (mpi_process_signal_name), so
+// the run ends through its error path, which names the rank that was lost and lets rank 0
+// record the run as failed. Last words if that takes over a second (or on a second signal). A
+// rank stalled by PPTRAIN_TEST_STALL just goes.
+static void on_signal(int sig) {
+    if (mpi_failed) return;  // the step's own error line is on its way
+    if (progress_test_stalled) _exit(128 + sig);
+    if (watch.pending) say_last_words(watch.pending);
+    // No rank on this node is gone: mpirun forwards the user's Ctrl-C (as SIGTERM to every
+    // rank). The caller's own handler asks the run to stop after the step, as under the local
+    // transport (and then saves the final checkpoint).
+    const struct sigaction *old = sig == SIGTERM ? &watch.old_term : &watch.old_int;
+    const bool chained = !(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN;
+    if (chained && !(watch.tp && progress_culprit(watch.tp->board).dead)) {
+        // mpirun no longer drains the ranks' stdout once it tears the job down, and a rank
+        // blocked printing a step would never save the checkpoint: stdout goes nowhere now.
+        const int null_fd = open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) dup2(null_fd, STDOUT_FILENO), close(null_fd);
+        old->sa_handler(sig);
+        return;
+    }
+    watch.pending = sig;
+    alarm(1);
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    if (!mpi_failed && watch.pending) say_last_words(watch.pending);
+}
+
+const char *mpi_process_signal_name(void) {
+    const int sig = watch.pending;
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : NULL;
+}
+
 void mpi_process_watch(const Transport *tp, MpiLastWords words) {
+    // A failed run abandons its transport, board included, so the slot outlives the pipeline.
+    root_slot = words.world != 0 && tp->board ? tp->board->slots[0] : NULL;
     watch.words = words;
     watch.tp = tp;
     struct sigaction sa;
@@ -95,14 +150,23 @@ void mpi_process_watch(const Transport *tp, MpiLastWords words) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, &watch.old_term);
     sigaction(SIGINT, &sa, &watch.old_int);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, &watch.old_alarm);
+    // On Ctrl-C mpirun stops forwarding output at once: a rank that prints its step, its
+    // checkpoint or its error line must not die of SIGPIPE before it has finished.
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, &watch.old_pipe);
 }
 
 void mpi_process_set_step(int step) { watch.step = step; }
 
 void mpi_process_unwatch(const Transport *tp) {
     if (!tp || watch.tp != tp) return;
+    if (!mpi_failed) root_slot = NULL;  // the window goes with the transport
     sigaction(SIGTERM, &watch.old_term, NULL);
     sigaction(SIGINT, &watch.old_int, NULL);
+    sigaction(SIGALRM, &watch.old_alarm, NULL);
+    sigaction(SIGPIPE, &watch.old_pipe, NULL);
     watch.tp = NULL;
     free(watch.words.at);
     free(watch.words.stage);

@@ -7,9 +7,12 @@
 // failed run leaves requests that can never complete, so the process just exits non-zero with
 // its one error line (mpi_process_failed).
 //
-// Last words. mpirun kills the surviving ranks with SIGTERM when one dies (SIGINT: the user's
-// Ctrl-C). While they are installed, the handlers print one line naming the rank, its stage,
-// and what it was waiting for, read from the transport's TransportWait:
+// Signals. mpirun kills the surviving ranks with SIGTERM when one dies (SIGINT: the user's
+// Ctrl-C), and SIGKILL a second later. While they are installed, the handlers only mark the
+// signal: the rank's waits return with it (mpi_process_signal_name), and the run ends through
+// its error path, naming the lost rank (engine/transport/progress.h). Last words, when that
+// path has not ended the process within a second: one line naming the rank, its stage, and
+// what it was waiting for, read from the transport's TransportWait:
 //   "pptrain: rank 1 (stage 1): peer lost (SIGTERM) while waiting at action 7 (RECV_B 2,mb 3)"
 //   "pptrain: rank 0 (stage 0): interrupted (SIGINT) in a collective of step 4"
 // and exit with 128 + the signal. Once a step has failed they stay silent, so the caller's own
@@ -39,6 +42,8 @@ typedef struct {
 void mpi_process_watch(const Transport *tp, MpiLastWords words);
 // The 0-based step being run, for the line (async-signal-safe to read).
 void mpi_process_set_step(int step);
+// "SIGTERM" or "SIGINT" once the handlers caught one, else NULL (async-signal-safe).
+const char *mpi_process_signal_name(void);
 // Restores the previous handlers and frees the words, if tp is the transport watched.
 void mpi_process_unwatch(const Transport *tp);
 #endif

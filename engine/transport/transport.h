@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "engine/error.h"
+#include "engine/transport/progress.h"
 
 typedef enum {
     TRANSPORT_OK = 0,
@@ -89,6 +90,8 @@ struct Transport {
     int n_pipe;          // P: world rank r is pipeline rank r % P of replica r / P
     double timeout_s;    // longest wait of one recv or collective (default 300)
     TransportWait wait;  // maintained by the MPI transport
+    ProgressBoard *board;  // every rank's progress (progress.h); NULL: not published (nccl)
+    int board_offset;      // a view's world offset: rank i of it is slot board_offset + i
 };
 
 #define TRANSPORT_DEFAULT_TIMEOUT_S 300.0
@@ -153,6 +156,15 @@ static inline TransportStatus transport_gather_bytes(Transport *t, int self, con
                                                      void *all, size_t cap, size_t *counts, Error *err) {
     return t->ops->gather_bytes(t, self, mine, bytes, all, cap, counts, err);
 }
+// Progress of rank `self` (engine/transport/progress.h): a new step, then each action it begins.
+static inline void transport_mark_step(Transport *t, int self, int step) {
+    if (t->board) progress_step(t->board, t->board_offset + self, step);
+}
+static inline void transport_mark(Transport *t, int self, int action) {
+    if (t->board) progress_action(t->board, t->board_offset + self, action);
+}
+// The rank that stopped making progress (rank -1 when nothing is published).
+static inline ProgressCulprit transport_culprit(const Transport *t) { return progress_culprit(t->board); }
 static inline void transport_abort(Transport *t) { t->ops->abort(t); }
 static inline void transport_free(Transport *t) {
     if (t) t->ops->free(t);

@@ -126,19 +126,34 @@ static struct timespec deadline_after(double seconds) {
     return ts;
 }
 
+// pthread_cond_timedwait in slices of at most 100 ms, beating `self`'s progress slot between
+// them (a waiting rank shows it is alive, engine/transport/progress.h). ETIMEDOUT only at the
+// deadline itself.
+static int timedwait_beating(pthread_cond_t *cond, pthread_mutex_t *lock, const struct timespec *deadline,
+                             ProgressBoard *board, int self) {
+    struct timespec slice = deadline_after(0.1);
+    const bool last = slice.tv_sec > deadline->tv_sec ||
+                      (slice.tv_sec == deadline->tv_sec && slice.tv_nsec >= deadline->tv_nsec);
+    const int rc = pthread_cond_timedwait(cond, lock, last ? deadline : &slice);
+    progress_beat(board, self);
+    return rc == ETIMEDOUT && !last ? 0 : rc;
+}
+
 static TransportStatus transport_local_recv(Transport *t, int self, int from, int tag, void *data, size_t bytes,
                                             Error *err) {
     LocalTransport *lt = (LocalTransport *)t;
     Mailbox *mb = &lt->box[self];
     const struct timespec deadline = deadline_after(t->timeout_s);
     TransportStatus st = TRANSPORT_OK;
+    progress_wait_begin(t->board, self, from);
     pthread_mutex_lock(&mb->lock);
     LocalMsg *m = NULL;
     while (!mb->aborted && !(m = mailbox_take(mb, from, tag))) {
-        if (pthread_cond_timedwait(&mb->arrived, &mb->lock, &deadline) == ETIMEDOUT &&
+        if (timedwait_beating(&mb->arrived, &mb->lock, &deadline, t->board, self) == ETIMEDOUT &&
             !(m = mailbox_take(mb, from, tag)))
             break;
     }
+    progress_wait_end(t->board, self);
     if (m && m->bytes != bytes) {
         error_set(err, "message from rank %d has %zu bytes, expected %zu", from, m->bytes, bytes);
         st = TRANSPORT_FAILED;
@@ -187,11 +202,14 @@ static void rendezvous_abort(Rendezvous *rv) {
     pthread_mutex_unlock(&rv->lock);
 }
 
-// Member `idx` publishes (buf, len) (buf NULL: keeps what it published) and waits for all n.
-static TransportStatus rendezvous_wait(Rendezvous *rv, int idx, void *buf, size_t len, double timeout_s,
+// Member `idx` (world rank self) publishes (buf, len) (buf NULL: keeps what it published) and
+// waits for all n.
+static TransportStatus rendezvous_wait(Rendezvous *rv, int idx, void *buf, size_t len, Transport *t, int self,
                                        Error *err) {
+    const double timeout_s = t->timeout_s;
     const struct timespec deadline = deadline_after(timeout_s);
     TransportStatus st = TRANSPORT_OK;
+    progress_wait_begin(t->board, self, PROGRESS_GROUP);
     pthread_mutex_lock(&rv->lock);
     if (buf) {
         rv->bufs[idx] = buf;
@@ -204,7 +222,8 @@ static TransportStatus rendezvous_wait(Rendezvous *rv, int idx, void *buf, size_
         pthread_cond_broadcast(&rv->changed);
     }
     while (!rv->aborted && rv->generation == gen)
-        if (pthread_cond_timedwait(&rv->changed, &rv->lock, &deadline) == ETIMEDOUT && rv->generation == gen) {
+        if (timedwait_beating(&rv->changed, &rv->lock, &deadline, t->board, self) == ETIMEDOUT &&
+            rv->generation == gen) {
             error_set(err, "timed out after %g s in a collective", timeout_s);
             st = TRANSPORT_FAILED;
             break;
@@ -214,6 +233,7 @@ static TransportStatus rendezvous_wait(Rendezvous *rv, int idx, void *buf, size_
         st = TRANSPORT_ABORTED;
     }
     pthread_mutex_unlock(&rv->lock);
+    progress_wait_end(t->board, self);
     return st;
 }
 
@@ -258,11 +278,11 @@ static TransportStatus local_allreduce(Transport *t, int self, TransportGroup g,
     int idx;
     Rendezvous *rv = group_of((LocalTransport *)t, g, self, &idx);
     if (rv->n == 1) return TRANSPORT_OK;
-    TransportStatus st = rendezvous_wait(rv, idx, buf, n, t->timeout_s, err);
+    TransportStatus st = rendezvous_wait(rv, idx, buf, n, t, self, err);
     if (st != TRANSPORT_OK) return st;
     const bool ok = lens_agree(rv, err);  // every member sees the same verdict
     if (ok) reduce(rv, idx);
-    st = rendezvous_wait(rv, idx, NULL, 0, t->timeout_s, err);
+    st = rendezvous_wait(rv, idx, NULL, 0, t, self, err);
     return ok ? st : TRANSPORT_FAILED;
 }
 
@@ -290,18 +310,19 @@ static TransportStatus transport_local_gather_bytes(Transport *t, int self, cons
         error_set(err, "rank %d gathers %zu bytes, more than the %zu each may", self, bytes, cap);
         return TRANSPORT_FAILED;
     }
-    TransportStatus st = rendezvous_wait(rv, self, (void *)mine, bytes, t->timeout_s, err);
+    TransportStatus st = rendezvous_wait(rv, self, (void *)mine, bytes, t, self, err);
     if (st != TRANSPORT_OK) return st;
     if (self == 0)
         for (int r = 0; r < rv->n; r++) {
             memcpy((unsigned char *)all + (size_t)r * cap, rv->bufs[r], rv->lens[r]);
             counts[r] = rv->lens[r];
         }
-    return rendezvous_wait(rv, self, NULL, 0, t->timeout_s, err);
+    return rendezvous_wait(rv, self, NULL, 0, t, self, err);
 }
 
 static void transport_local_abort(Transport *t) {
     LocalTransport *lt = (LocalTransport *)t;
+    progress_end(t->board);  // freezes every slot as the failure found it
     for (int r = 0; r < t->n_ranks; r++) {
         Mailbox *mb = &lt->box[r];
         pthread_mutex_lock(&mb->lock);
@@ -326,6 +347,7 @@ static void transport_local_free(Transport *t) {
     rendezvous_destroy(&lt->world);
     free(lt->replicas);
     free(lt->box);
+    progress_board_free(t->board);
     free(lt);
 }
 
@@ -382,6 +404,7 @@ Transport *transport_local_create_mem(int P, int D, size_t max_bytes, int capaci
     lt->replicas = xcalloc((size_t)P, sizeof(Rendezvous));
     for (int p = 0; p < P; p++) rendezvous_init(&lt->replicas[p], D);
     rendezvous_init(&lt->world, n_ranks);
+    lt->base.board = progress_board_create(n_ranks);
     return &lt->base;
 }
 
@@ -457,7 +480,8 @@ static const TransportOps VIEW_OPS = {
 Transport *transport_view_create(Transport *world, int offset, int n_ranks) {
     ViewTransport *v = xcalloc(1, sizeof *v);
     v->base = (Transport){.ops = &VIEW_OPS, .n_ranks = n_ranks, .n_pipe = world->n_pipe,
-                          .timeout_s = world->timeout_s};
+                          .timeout_s = world->timeout_s, .board = world->board,
+                          .board_offset = world->board_offset + offset};
     v->world = world;
     v->offset = offset;
     return &v->base;

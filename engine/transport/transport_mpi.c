@@ -12,6 +12,9 @@
 // recv, which copies the bytes out. Every wait polls its request, then the ctrl
 // communicator for an abort notice, then sleeps a little (1 us doubling to 200 us), until
 // the timeout: nothing blocks inside MPI, so no rank can hang.
+// Progress (engine/transport/progress.h): each rank's slot lives in a window shared by the ranks
+// of its node (MPI_Win_allocate_shared), read with plain loads, so a stopped or killed rank is
+// read without its help; every wait beats this rank's slot at each poll.
 #include <limits.h>
 #include <mpi.h>
 #include <stdbool.h>
@@ -22,6 +25,7 @@
 #include <time.h>
 
 #include "engine/transport/mpi_notices.h"
+#include "engine/transport/mpi_process.h"
 #include "engine/transport/transport.h"
 
 enum { TAG_CLOCK = 1, CLOCK_ROUNDS = 5 };
@@ -52,6 +56,8 @@ typedef struct {
     MPI_Request coll_req;   // a collective in flight (MPI_REQUEST_NULL when none)
     float *fold;            // the ordered reduction's pieces (D x the largest chunk), grown once
     size_t fold_cap;        // floats in fold
+    MPI_Comm node;          // the ranks sharing this node's memory
+    MPI_Win board_win;      // their progress slots, one ProgressSlot each
 } MpiTransport;
 
 static MpiTransport *as_mpi(Transport *t) { return (MpiTransport *)t; }
@@ -60,25 +66,46 @@ static MpiTransport *as_mpi(Transport *t) { return (MpiTransport *)t; }
 
 static bool poll_abort(MpiTransport *mt) { return abort_notices_poll(&mt->notices); }
 
+// One poll of wait_request: done, an abort notice, mpirun's signal, or the deadline passed.
+static TransportStatus poll_request(MpiTransport *mt, MPI_Request *req, MPI_Status *status, const char *what,
+                                    double deadline, bool *done, Error *err) {
+    int flag = 0;
+    int rc = MPI_Test(req, &flag, status);
+    if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Test", err);
+    *done = flag != 0;
+    if (*done) return TRANSPORT_OK;
+    const char *sig = mpi_process_signal_name();
+    if (sig) {
+        error_set(err, "stopped by %s from mpirun while %s", sig, what);
+        return TRANSPORT_ABORTED;
+    }
+    if (poll_abort(mt)) {
+        error_set(err, "aborted (another rank failed) while %s", what);
+        return TRANSPORT_ABORTED;
+    }
+    if (notices_now_s() > deadline) {
+        error_set(err, "timed out after %g s %s", mt->base.timeout_s, what);
+        return TRANSPORT_FAILED;
+    }
+    return TRANSPORT_OK;
+}
+
 // Polls req to completion, an abort notice or the timeout. what: "waiting", "in a collective":
 // "timed out after 1 s waiting", "aborted (another rank failed) while waiting", as local says.
+// peer: whom this rank waits on, for its progress slot (a world rank or PROGRESS_GROUP).
 static TransportStatus wait_request(MpiTransport *mt, MPI_Request *req, MPI_Status *status, const char *what,
-                                    Error *err) {
+                                    int peer, Error *err) {
     const double deadline = notices_now_s() + mt->base.timeout_s;
     long ns = 1000;
+    progress_wait_begin(mt->base.board, mt->rank, peer);
     for (;;) {
-        int done = 0;
-        int rc = MPI_Test(req, &done, status);
-        if (rc != MPI_SUCCESS) return mpi_call_failed(rc, "MPI_Test", err);
-        if (done) return TRANSPORT_OK;
-        if (poll_abort(mt)) {
-            error_set(err, "aborted (another rank failed) while %s", what);
-            return TRANSPORT_ABORTED;
+        bool done = false;
+        TransportStatus st = poll_request(mt, req, status, what, deadline, &done, err);
+        if (done || st != TRANSPORT_OK) {
+            progress_wait_end(mt->base.board, mt->rank);
+            return st;
         }
-        if (notices_now_s() > deadline) {
-            error_set(err, "timed out after %g s %s", mt->base.timeout_s, what);
-            return TRANSPORT_FAILED;
-        }
+        progress_beat(mt->base.board, mt->rank);
         notices_backoff(&ns);
     }
 }
@@ -106,7 +133,7 @@ static TransportStatus free_send_slot(MpiTransport *mt, SendSlot **slot, Error *
         }
     }
     *slot = &mt->sends[0];
-    return wait_request(mt, &mt->sends[0].req, MPI_STATUS_IGNORE, "waiting for a send buffer", err);
+    return wait_request(mt, &mt->sends[0].req, MPI_STATUS_IGNORE, "waiting for a send buffer", PROGRESS_GROUP, err);
 }
 
 static TransportStatus transport_mpi_send(Transport *t, int from, int to, int tag, const void *data, size_t bytes,
@@ -165,7 +192,7 @@ static TransportStatus transport_mpi_recv(Transport *t, int self, int from, int 
     }
     mt->base.wait = (TransportWait){.what = WAIT_RECV, .peer = from, .tag = tag};
     MPI_Status status;
-    TransportStatus st = wait_request(mt, &slot->req, &status, "waiting", err);
+    TransportStatus st = wait_request(mt, &slot->req, &status, "waiting", from, err);
     mt->base.wait.what = WAIT_NONE;
     if (st != TRANSPORT_OK) return st;
     slot->posted = false;
@@ -183,7 +210,7 @@ static TransportStatus transport_mpi_recv(Transport *t, int self, int from, int 
 
 static TransportStatus wait_collective(MpiTransport *mt, Error *err) {
     mt->base.wait.what = WAIT_COLLECTIVE;
-    TransportStatus st = wait_request(mt, &mt->coll_req, MPI_STATUS_IGNORE, "in a collective", err);
+    TransportStatus st = wait_request(mt, &mt->coll_req, MPI_STATUS_IGNORE, "in a collective", PROGRESS_GROUP, err);
     mt->base.wait.what = WAIT_NONE;
     return st;
 }
@@ -270,7 +297,7 @@ static TransportStatus world_msg(MpiTransport *mt, bool send, double *value, int
     int rc = send ? MPI_Isend(value, 1, MPI_DOUBLE, peer, TAG_CLOCK, mt->world, &req)
                   : MPI_Irecv(value, 1, MPI_DOUBLE, peer, TAG_CLOCK, mt->world, &req);
     if (rc != MPI_SUCCESS) return mpi_call_failed(rc, send ? "MPI_Isend" : "MPI_Irecv", err);
-    return wait_request(mt, &req, MPI_STATUS_IGNORE, "in the clock ping-pong", err);
+    return wait_request(mt, &req, MPI_STATUS_IGNORE, "in the clock ping-pong", PROGRESS_GROUP, err);
 }
 
 // Rank 0 pings rank r; r answers with its clock. Of a few rounds the one with the shortest
@@ -343,7 +370,13 @@ static TransportStatus transport_mpi_gather_bytes(Transport *t, int self, const 
 
 // Tells every other rank, without waiting for anyone (the notices are tiny, sent eagerly).
 // Best effort: a notice that cannot be sent leaves that rank to its own timeout.
-static void transport_mpi_abort(Transport *t) { abort_notices_send(&as_mpi(t)->notices); }
+// This rank gave up first: it is never the culprit, and its slot stays as the failure found it.
+static void transport_mpi_abort(Transport *t) {
+    MpiTransport *mt = as_mpi(t);
+    progress_gave_up(t->board, mt->rank);
+    progress_end(t->board);
+    abort_notices_send(&mt->notices);
+}
 
 // After a failure some requests may never complete and MPI could still write into their
 // buffers: no more MPI calls; the process is about to exit. Kept reachable from here so leak
@@ -366,6 +399,10 @@ static void transport_mpi_free(Transport *t) {
         free(mt->sends[i].data);
         free(mt->recvs[i].data);
     }
+    MPI_Win_unlock_all(mt->board_win);
+    MPI_Win_free(&mt->board_win);
+    MPI_Comm_free(&mt->node);
+    progress_board_free(mt->base.board);
     MPI_Comm_free(&mt->pipe);
     MPI_Comm_free(&mt->replicas);
     MPI_Comm_free(&mt->world);
@@ -404,6 +441,47 @@ static int make_comms(MpiTransport *mt, MPI_Comm run, Error *err) {
     return abort_notices_init(&mt->notices, mt->world, err);
 }
 
+// The progress board: one slot per rank in a window shared by the ranks of this node; slots of
+// ranks on other nodes stay NULL (unreadable). A shared passive epoch stays open for the run.
+static int make_board(MpiTransport *mt, Error *err) {
+    const int W = mt->P * mt->D;
+    ProgressSlot *mine = NULL;
+    int rc = MPI_Comm_split_type(mt->world, MPI_COMM_TYPE_SHARED, mt->rank, MPI_INFO_NULL, &mt->node);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Win_allocate_shared(sizeof(ProgressSlot), 1, MPI_INFO_NULL, mt->node, &mine, &mt->board_win);
+    if (rc == MPI_SUCCESS) rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, mt->board_win);
+    if (rc != MPI_SUCCESS) {
+        mpi_call_failed(rc, "creating the progress window", err);
+        return -1;
+    }
+    progress_slot_init(mine);
+    int n_node = 0;
+    MPI_Comm_size(mt->node, &n_node);
+    MPI_Group node_group, world_group;
+    MPI_Comm_group(mt->node, &node_group);
+    MPI_Comm_group(mt->world, &world_group);
+    ProgressSlot **slots = xcalloc((size_t)W, sizeof *slots);
+    for (int q = 0; q < n_node && rc == MPI_SUCCESS; q++) {
+        MPI_Aint size = 0;
+        int disp = 0, world = MPI_UNDEFINED;
+        ProgressSlot *slot = NULL;
+        rc = MPI_Win_shared_query(mt->board_win, q, &size, &disp, &slot);
+        if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(node_group, 1, &q, world_group, &world);
+        if (rc == MPI_SUCCESS && world >= 0 && world < W) slots[world] = slot;
+    }
+    MPI_Group_free(&node_group);
+    MPI_Group_free(&world_group);
+    // Every slot is initialized before anyone may read it.
+    if (rc == MPI_SUCCESS) rc = MPI_Barrier(mt->node);
+    if (rc != MPI_SUCCESS) {
+        free(slots);
+        mpi_call_failed(rc, "reading the progress window", err);
+        return -1;
+    }
+    mt->base.board = progress_board_wrap(W, slots);
+    return 0;
+}
+
 // The run's world: its size must be P x D; tags must fit under MPI_TAG_UB.
 static int check_world(MPI_Comm run, int P, int D, int max_tag, int *rank, Error *err) {
     int size = 0, rc = MPI_Comm_size(run, &size);
@@ -439,7 +517,7 @@ Transport *transport_mpi_create(const void *comm, int P, int D, size_t max_bytes
     mt->base = (Transport){.ops = &MPI_OPS, .n_ranks = P * D, .n_pipe = P, .timeout_s = timeout_s};
     *mt = (MpiTransport){.base = mt->base, .rank = rank, .P = P, .D = D, .max_bytes = max_bytes ? max_bytes : 1,
                          .capacity = capacity > 0 ? capacity : 1, .max_tag = max_tag, .coll_req = MPI_REQUEST_NULL};
-    if (make_comms(mt, run, err)) {
+    if (make_comms(mt, run, err) || make_board(mt, err)) {
         free(mt);
         return NULL;
     }

@@ -298,7 +298,9 @@ static void parent_main(const char *self) {
 
     launch(self, 2, "kill", 60, l);
     CHECK(exited_nonzero(l) && l->seconds < 30, "kill run: status %d after %.1f s", l->status, l->seconds);
-    CHECK(count(l->out, "pptrain: rank 0 (stage 0): peer lost (SIGTERM) ") == 1 && count(l->out, "pptrain: ") == 1,
+    // Rank 0's one line names the lost rank (engine/hang_report.h).
+    CHECK(count(l->out, "pptrain: rank 1 (stage 1) died ") == 1 &&
+              count(l->out, "rank 0 (stage 0): stopped by SIGTERM from mpirun ") == 1 && count(l->out, "pptrain: ") == 1,
           "kill lines:\n%s", l->out);
     printf("kill: %.1f s, %s", l->seconds, strstr(l->out, "pptrain: ") ? strstr(l->out, "pptrain: ") : "no line\n");
     free(l);

@@ -24,6 +24,7 @@
 #define CSV_MAX_STAGE 100000
 #define CSV_MAX_MB 1000000
 #define CSV_MAX_SLOTS 10000000LL
+#define OVERLAP_MAX 64  // torch's DualPipeV overlaps 2
 
 // Cell kinds past the ActionType values: torch actions that are not pptrain actions.
 enum { CELL_DROP = ACT_COUNT, CELL_WAIT_RECV_F, CELL_WAIT_RECV_B };
@@ -31,6 +32,7 @@ enum { CELL_DROP = ACT_COUNT, CELL_WAIT_RECV_F, CELL_WAIT_RECV_B };
 typedef struct {
     Action a;   // a.type is an ActionType, or CELL_WAIT_RECV_* (CELL_DROP cells are not kept)
     int rank, line, col;
+    int group;  // for the sub-actions of one OVERLAP_F_B, its column; otherwise -1
 } Cell;
 
 typedef struct {
@@ -118,7 +120,10 @@ static const char *push_cell(Parsed *p, const char *tok, Cell c) {
     if (!close) return "'(' without ')'";
     if (strcmp(close + 1, "OVERLAP_F_B") != 0) return "a group of actions must be '(...)OVERLAP_F_B'";
     if (close == tok + 1) return "OVERLAP_F_B without sub-actions";
-    for (const char *sub = tok + 1; sub < close;) {
+    c.group = c.col;
+    int n_sub = 0;
+    for (const char *sub = tok + 1; sub < close; n_sub++) {
+        if (n_sub == OVERLAP_MAX) return "OVERLAP_F_B with more than 64 sub-actions";
         const char *semi = memchr(sub, ';', (size_t)(close - sub));
         const char *sub_end = semi ? semi : close;
         while (sub < sub_end && (*sub == ' ' || *sub == '\t')) sub++;
@@ -144,7 +149,7 @@ static int parse_row(Parsed *p, char *row, int line, const char *origin, Error *
         char *end = tok + strlen(tok);
         while (end > tok && (end[-1] == ' ' || end[-1] == '\t')) *--end = '\0';
         if (*tok) {
-            Cell c = {.rank = p->n_rows, .line = line, .col = (int)(tok - row) + 1};
+            Cell c = {.rank = p->n_rows, .line = line, .col = (int)(tok - row) + 1, .group = -1};
             const char *why = push_cell(p, tok, c);
             if (why) {
                 error_set(err, "%s:%d:%d: bad action '%.40s': %s", origin, line, c.col, tok, why);
@@ -201,6 +206,65 @@ static int infer_map(const Parsed *p, int n_stages, int *stage_rank, const char 
         }
     free(first);
     return rc;
+}
+
+// ---- sends of an OVERLAP_F_B: right after the sub-action that produced them -------------
+//
+// torch runs "(0F3;3B1)OVERLAP_F_B" as one action and sends both results after it
+// ("...,0SEND_F3,3SEND_B1"). pptrain runs the two sub-actions one after the other, so each
+// send moves up to just after its own sub-action, as pptrain's lowering of the compute-only
+// form places it (sends are buffered: sending earlier never delays anything).
+
+static bool produces(Action compute, Action send) {
+    if (compute.stage != send.stage || compute.mb != send.mb) return false;
+    if (send.type == ACT_SEND_F) return compute.type == ACT_F;
+    return send.type == ACT_SEND_B && (compute.type == ACT_B || compute.type == ACT_I);
+}
+
+static int first_producer(const Parsed *p, int lo, int hi, Action send) {
+    for (int j = lo; j < hi; j++)
+        if (produces(p->cells[j].a, send)) return j;
+    return -1;
+}
+
+// The sends in cells [from, hi) that directly follow a group and were produced by one of
+// its sub-actions [lo, from). Returns the end of that run of sends.
+static int group_sends_end(const Parsed *p, int lo, int from, int hi) {
+    int k = from;
+    for (; k < hi; k++) {
+        bool ours = false;
+        for (int j = lo; j < from && !ours; j++) ours = produces(p->cells[j].a, p->cells[k].a);
+        if (!ours) break;
+    }
+    return k;
+}
+
+static void place_group_sends(Parsed *p) {
+    Cell *tmp = NULL;
+    int tmp_cap = 0;
+    for (int lo = 0; lo < p->n;) {
+        int g = p->cells[lo].group, hi = lo + 1;
+        if (g < 0) {
+            lo++;
+            continue;
+        }
+        while (hi < p->n && p->cells[hi].group == g && p->cells[hi].rank == p->cells[lo].rank) hi++;
+        int rank_end = hi;
+        while (rank_end < p->n && p->cells[rank_end].rank == p->cells[lo].rank) rank_end++;
+        int sends_end = group_sends_end(p, lo, hi, rank_end);
+        int n = sends_end - lo, out = 0;
+        if (n > tmp_cap) tmp = check_alloc(realloc(tmp, sizeof(Cell) * (size_t)(tmp_cap = n)), sizeof(Cell) * (size_t)n,
+                                          __FILE__, __LINE__);
+        for (int j = lo; j < hi; j++) {
+            tmp[out++] = p->cells[j];
+            for (int k = hi; k < sends_end; k++)  // each send once, after its first producer
+                if (produces(p->cells[j].a, p->cells[k].a) && first_producer(p, lo, hi, p->cells[k].a) == j)
+                    tmp[out++] = p->cells[k];
+        }
+        memcpy(&p->cells[lo], tmp, sizeof(Cell) * (size_t)out);  // out == n
+        lo = sends_end;
+    }
+    free(tmp);
 }
 
 // ---- receives: posted where they stand, waited on where torch waits --------------------
@@ -322,6 +386,7 @@ static Schedule *build_from_cells(Parsed *p, const char *origin, Error *err) {
         error_set(err, "%s: %d stages x %d microbatches is more than 10^7 actions", origin, n_stages, n_mb);
         return NULL;
     }
+    place_group_sends(p);
     if (place_receives(p, n_stages, n_mb, origin, err)) return NULL;
     Schedule *s = schedule_new(origin, p->n_rows, n_stages, n_mb, STAGE_MAP_LOOP);
     if (infer_map(p, n_stages, s->stage_rank, origin, err)) {
@@ -387,13 +452,16 @@ Schedule *schedule_load_csv(const char *path, Error *err) {
 //
 // torch's _load_csv(format="compute_comms") runs a file as written: it posts each receive
 // where its RECV stands, and wants one WAIT_SEND_F / WAIT_SEND_B after each send. The writer
-// therefore lowers the compute order the way torch's own lowering does (schedules.py:
-// _add_reduce_grad, _add_send_recv, _add_wait_send), so a file pptrain writes is the file
-// torch would have written for the same compute order, less torch's FSDP UNSHARD / RESHARD.
+// therefore lowers the compute order the way torch's own lowering does with its defaults
+// (schedules.py: _add_unshard_reshard, _add_reduce_grad, _add_send_recv, _add_wait_send), so
+// the file pptrain writes is the one torch writes for the same compute order.
 
-enum { OUT_REDUCE_GRAD = ACT_COUNT, OUT_WAIT_REDUCE_GRAD, OUT_WAIT_SEND_F, OUT_WAIT_SEND_B, OUT_COUNT };
-static const char *const OUT_NAMES[OUT_COUNT - ACT_COUNT] = {"REDUCE_GRAD", "WAIT_REDUCE_GRAD", "WAIT_SEND_F",
-                                                             "WAIT_SEND_B"};
+enum {
+    OUT_UNSHARD = ACT_COUNT, OUT_RESHARD, OUT_REDUCE_GRAD, OUT_WAIT_REDUCE_GRAD, OUT_WAIT_SEND_F, OUT_WAIT_SEND_B,
+    OUT_COUNT
+};
+static const char *const OUT_NAMES[OUT_COUNT - ACT_COUNT] = {"UNSHARD",          "RESHARD",     "REDUCE_GRAD",
+                                                             "WAIT_REDUCE_GRAD", "WAIT_SEND_F", "WAIT_SEND_B"};
 
 typedef struct {
     Action *a;   // a[k].type is an ActionType or OUT_*
@@ -409,19 +477,70 @@ static void out_push(OutList *l, int type, int stage, int mb) {
     l->a[l->n++] = (Action){(ActionType)type, stage, mb};
 }
 
-// torch's _add_reduce_grad: a rank's compute actions, with "sREDUCE_GRAD, sWAIT_REDUCE_GRAD"
-// after the M-th B or W of stage s (where that stage's gradients are complete).
-static OutList with_reduce_grad(const Schedule *s, int r, int *backwards_seen) {
+// torch's _add_unshard_reshard with its defaults (max_active_stages 3, lookahead "full"):
+// before each compute action, RESHARD the stages that are not among the next 3 distinct
+// stages this rank computes, then UNSHARD those of them not yet unsharded; RESHARD the rest at
+// the end. (FSDP's parameter gathering: no-ops for torch stages without FSDP, and for pptrain.)
+enum { FSDP_ACTIVE = 3 };
+
+typedef struct {
+    int st[FSDP_ACTIVE];
+    int n;
+} StageSet;   // distinct stages in order
+
+static bool set_has(const StageSet *set, int stage) {
+    for (int k = 0; k < set->n; k++)
+        if (set->st[k] == stage) return true;
+    return false;
+}
+
+// next[i]: the first FSDP_ACTIVE distinct stages among the compute actions i.. of the row.
+static StageSet *next_stages(const Action *a, int n) {
+    StageSet *next = xcalloc((size_t)n + 1, sizeof(StageSet));
+    for (int i = n - 1; i >= 0; i--) {
+        next[i].st[next[i].n++] = a[i].stage;
+        for (int k = 0; k < next[i + 1].n && next[i].n < FSDP_ACTIVE; k++)
+            if (next[i + 1].st[k] != a[i].stage) next[i].st[next[i].n++] = next[i + 1].st[k];
+    }
+    return next;
+}
+
+static void fsdp_before(OutList *l, StageSet *active, const StageSet *resident) {
+    StageSet kept = {{0}, 0};
+    for (int k = 0; k < active->n; k++) {
+        if (set_has(resident, active->st[k])) kept.st[kept.n++] = active->st[k];
+        else out_push(l, OUT_RESHARD, active->st[k], -1);
+    }
+    for (int k = 0; k < resident->n; k++)
+        if (!set_has(&kept, resident->st[k])) {
+            out_push(l, OUT_UNSHARD, resident->st[k], -1);
+            kept.st[kept.n++] = resident->st[k];
+        }
+    *active = kept;
+}
+
+// torch's lowering of one rank's compute actions before its messages: FSDP's UNSHARD /
+// RESHARD as above, and (_add_reduce_grad) "sREDUCE_GRAD,sWAIT_REDUCE_GRAD" after the M-th
+// B or W of stage s, where that stage's gradients are complete.
+static OutList torch_compute_row(const Schedule *s, int r, int *backwards_seen) {
     OutList l = {0};
-    for (int i = 0; i < s->ranks[r].n; i++) {
-        Action a = s->ranks[r].actions[i];
-        if (schedule_is_comm(a.type)) continue;
+    Action *compute = xmalloc(sizeof(Action) * (size_t)(s->ranks[r].n + 1));
+    int n = 0;
+    for (int i = 0; i < s->ranks[r].n; i++)
+        if (!schedule_is_comm(s->ranks[r].actions[i].type)) compute[n++] = s->ranks[r].actions[i];
+    StageSet *next = next_stages(compute, n), active = {{0}, 0};
+    for (int i = 0; i < n; i++) {
+        Action a = compute[i];
+        fsdp_before(&l, &active, &next[i]);
         out_push(&l, a.type, a.stage, a.mb);
         if ((a.type == ACT_B || a.type == ACT_W) && ++backwards_seen[a.stage] == s->n_microbatches) {
             out_push(&l, OUT_REDUCE_GRAD, a.stage, -1);
             out_push(&l, OUT_WAIT_REDUCE_GRAD, a.stage, -1);
         }
     }
+    for (int k = 0; k < active.n; k++) out_push(&l, OUT_RESHARD, active.st[k], -1);
+    free(next);
+    free(compute);
     return l;
 }
 
@@ -530,7 +649,7 @@ static int write_torch_comms(const Schedule *s, FILE *out) {
     OutList *compute = xcalloc((size_t)s->n_ranks, sizeof(OutList));
     OutList *comms = xcalloc((size_t)s->n_ranks, sizeof(OutList));
     int *backwards_seen = xcalloc((size_t)s->n_stages, sizeof(int));
-    for (int r = 0; r < s->n_ranks; r++) compute[r] = with_reduce_grad(s, r, backwards_seen);
+    for (int r = 0; r < s->n_ranks; r++) compute[r] = torch_compute_row(s, r, backwards_seen);
     int rc = torch_send_recv(s, compute, comms);
     for (int r = 0; r < s->n_ranks && !rc; r++) {
         OutList waited = {0};

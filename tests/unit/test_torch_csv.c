@@ -196,7 +196,58 @@ static void check_same_bubble(const Fixture *fx) {
     schedule_free(b);
 }
 
+static char *row_text(const Schedule *s, int r) {
+    static char row[1024];
+    row[0] = '\0';
+    for (int i = 0; i < s->ranks[r].n; i++) {
+        char buf[48];
+        if (i) strcat(row, ",");
+        strcat(row, schedule_format_action(s->ranks[r].actions[i], buf, sizeof buf));
+    }
+    return row;
+}
+
+// The torch-only actions by hand: issue 13's three refusals load; a WAIT_RECV places its
+// receive; a receive after its consumer is still refused.
+static void test_torch_actions(void) {
+    Error err = {{0}};
+    Schedule *g = schedule_build("gpipe", 2, 2, 1, &err);
+    schedule_lower(g);
+    const char *torch_gpipe =
+        "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0B0,0WAIT_SEND_F0,0B1,0WAIT_SEND_F1,0REDUCE_GRAD,"
+        "0WAIT_REDUCE_GRAD,0RESHARD\n"
+        "1UNSHARD,1RECV_F0,1RECV_F1,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1RESHARD,"
+        "1WAIT_SEND_B0,1WAIT_SEND_B1\n";
+    Schedule *s = schedule_parse_csv(torch_gpipe, "gpipe.csv", &err);
+    CHECK(s && schedule_equal(s, g), "torch's gpipe with FSDP and waits: %s", s ? row_text(s, 1) : err.msg);
+    schedule_free(s);
+
+    // 1WAIT_RECV_F1 before 1F0: microbatch 1's receive is waited on there, microbatch 0's
+    // right before its forward.
+    s = schedule_parse_csv("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+                           "1RECV_F0,1RECV_F1,1WAIT_RECV_F1,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n",
+                           "wait.csv", &err);
+    CHECK(s && strcmp(row_text(s, 1), "1RECV_F1,1RECV_F0,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1") == 0, "WAIT_RECV: %s",
+          s ? row_text(s, 1) : err.msg);
+    schedule_free(s);
+
+    // DualPipeV's cell: the sends after the group follow their own sub-action.
+    s = schedule_parse_csv("0F0,0SEND_F0,0RECV_B0,(0F1;0B0)OVERLAP_F_B,0SEND_F1,0RECV_B1,0B1\n"
+                           "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n",
+                           "overlap.csv", &err);
+    CHECK(s && strcmp(row_text(s, 0), "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1") == 0, "OVERLAP: %s",
+          s ? row_text(s, 0) : err.msg);
+    schedule_free(s);
+
+    s = schedule_parse_csv("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n", "late.csv", &err);
+    CHECK(s == NULL && strstr(err.msg, "late.csv: rank 1"), "a receive after its consumer: %s",
+          s ? "(loaded)" : err.msg);
+    schedule_free(s);
+    schedule_free(g);
+}
+
 int main(void) {
+    test_torch_actions();
     DIR *d = opendir(FIXTURES);
     CHECK(d != NULL, "cannot open %s", FIXTURES);
     if (!d) return test_finish();

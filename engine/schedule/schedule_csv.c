@@ -227,11 +227,11 @@ static int first_producer(const Parsed *p, int lo, int hi, Action send) {
     return -1;
 }
 
-// The sends in cells [from, hi) that directly follow a group and were produced by one of
-// its sub-actions [lo, from). Returns the end of that run of sends.
-static int group_sends_end(const Parsed *p, int lo, int from, int hi) {
+// The end of the run of sends that directly follows the group [lo, from) on its row and
+// that its sub-actions produced.
+static int group_sends_end(const Parsed *p, int lo, int from) {
     int k = from;
-    for (; k < hi; k++) {
+    for (; k < p->n && p->cells[k].rank == p->cells[lo].rank; k++) {
         bool ours = false;
         for (int j = lo; j < from && !ours; j++) ours = produces(p->cells[j].a, p->cells[k].a);
         if (!ours) break;
@@ -239,6 +239,7 @@ static int group_sends_end(const Parsed *p, int lo, int from, int hi) {
     return k;
 }
 
+// Moves each send that follows an OVERLAP_F_B group to just after its own sub-action.
 static void place_group_sends(Parsed *p) {
     Cell *tmp = NULL;
     int tmp_cap = 0;
@@ -249,9 +250,7 @@ static void place_group_sends(Parsed *p) {
             continue;
         }
         while (hi < p->n && p->cells[hi].group == g && p->cells[hi].rank == p->cells[lo].rank) hi++;
-        int rank_end = hi;
-        while (rank_end < p->n && p->cells[rank_end].rank == p->cells[lo].rank) rank_end++;
-        int sends_end = group_sends_end(p, lo, hi, rank_end);
+        int sends_end = group_sends_end(p, lo, hi);
         int n = sends_end - lo, out = 0;
         if (n > tmp_cap) tmp = check_alloc(realloc(tmp, sizeof(Cell) * (size_t)(tmp_cap = n)), sizeof(Cell) * (size_t)n,
                                           __FILE__, __LINE__);

@@ -105,7 +105,7 @@ static const PlanOption OPTIONS[] = {
     {"--layers", "L", "decoder layers the stages split (default 8; every stage needs one)", set_layers},
     {"--json", NULL, "print the numbers as one JSON object", set_json},
     {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump},
-    {"--with-comm", NULL, "with --dump-csv: include SEND_F/RECV_F/SEND_B/RECV_B", set_with_comm},
+    {"--with-comm", NULL, "with --dump-csv: torch's compute_comms form (SEND/RECV, WAIT_SEND, ...)", set_with_comm},
     {"--help", NULL, "this help", set_help},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])

@@ -6,6 +6,7 @@
 
 #include "console/cli.h"
 #include "engine/model/stage_ops.h"
+#include "engine/schedule/schedule.h"
 #include "console/cmd/cmd_train.h"
 #include "engine/schedule/schedule.h"
 #include "storage/db.h"
@@ -251,6 +252,21 @@ RunOptions run_options_defaults(void) {
     return ro;
 }
 
+// A CSV schedule brings its own P (rows) and M, as plan takes them: they fill --stages and
+// --microbatches when those were not given (when they were, the pipeline checks they agree).
+static int shape_from_csv(RunOptions *ro, Error *err) {
+    const char *name = ro->pipe.schedule;
+    size_t len = strlen(name);
+    if (schedule_is_builtin(name) || len < 4 || strcmp(name + len - 4, ".csv") != 0) return 0;
+    if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches")) return 0;
+    Schedule *s = schedule_load_csv(name, err);
+    if (!s) return -1;
+    if (!run_options_given(ro, "--stages")) ro->pipe.ranks = s->n_ranks;
+    if (!run_options_given(ro, "--microbatches")) ro->rc.microbatches = s->n_microbatches;
+    schedule_free(s);
+    return 0;
+}
+
 int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *err) {
     bool have_data = false;
     for (int i = first; i < argc; i++) {
@@ -280,5 +296,6 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
         return -1;
     }
     ro->rc.optim.total_steps = ro->rc.steps;
+    if (shape_from_csv(ro, err)) return -1;
     return run_config_validate(&ro->rc, err);
 }

@@ -138,7 +138,7 @@ static const PlanOption OPTIONS[] = {
     {"--layers", "L", "decoder layers the stages split (default: the model's; every stage needs one)", set_layers},
     {"--json", NULL, "print the numbers as one JSON object", set_json},
     {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump},
-    {"--with-comm", NULL, "with --dump-csv: include SEND_F/RECV_F/SEND_B/RECV_B", set_with_comm},
+    {"--with-comm", NULL, "with --dump-csv: torch's compute_comms form (SEND/RECV, WAIT_SEND, ...)", set_with_comm},
     {"--from-run", "RUN|latest",
      "rank every schedule, split, M and V by step time predicted from the run's measured stage times", set_from_run},
     {"--db", "FILE", "with --from-run: the run store (default pptrain.db)", set_db},

@@ -159,9 +159,13 @@ int schedule_total_actions(const Schedule *s);
 // cells are allowed and skipped. P is the row count, S and M the largest stage and microbatch
 // plus one, the stage map whichever rank holds each stage. A file without comm actions is
 // lowered. Errors carry origin:line:column of the bad cell, or the validator's message.
+// torch's compute_comms actions are read too (engine/schedule/schedule_csv.c): UNSHARD,
+// RESHARD, REDUCE_GRAD and WAIT_* are accepted as no-ops, OVERLAP_F_B runs its sub-actions,
+// and each RECV is placed where torch waits for it (its consumer, or a WAIT_RECV).
 Schedule *schedule_parse_csv(const char *text, const char *origin, Error *err);
 Schedule *schedule_load_csv(const char *path, Error *err);
-// Writes s as CSV: compute actions only, or with_comm the lowered form (lowering a copy when
-// s has no comm actions). Returns 0, or -1 on a write error.
+// Writes s as CSV: compute actions only, or with_comm torch's compute_comms form of its
+// compute order, as torch's own lowering writes it (loads in torch's _load_csv). Returns 0,
+// or -1 on a write error.
 int schedule_write_csv(const Schedule *s, FILE *out, bool with_comm);
 #endif

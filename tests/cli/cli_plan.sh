@@ -106,8 +106,10 @@ done
 if [ "$(wc -l <"$work/1f1b.csv")" -eq 4 ] && head -1 "$work/1f1b.csv" | grep -q '^0F0,0F1,0F2,0F3,0B0,'; then pass
 else fail "1f1b CSV rows: $(head -1 "$work/1f1b.csv")"; fi
 expect_ok "with comm" --stages 2 --microbatches 2 --schedule 1f1b --dump-csv --with-comm
-expect_contains "with comm" "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1"
-expect_contains "with comm" "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1"
+# torch's compute_comms form, as torch's own lowering writes this order: FSDP's UNSHARD /
+# RESHARD, receives posted early, a WAIT_SEND after each send, REDUCE_GRAD.
+expect_contains "with comm" "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,0WAIT_SEND_F1,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,0RESHARD"
+expect_contains "with comm" "1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1RESHARD,1WAIT_SEND_B0,1WAIT_SEND_B1"
 
 # --- bad input: one line, exit 2 -----------------------------------------------------------
 expect_fail "unknown schedule" "unknown schedule '2f2b'" --stages 4 --microbatches 8 --schedule 2f2b

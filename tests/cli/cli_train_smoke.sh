@@ -66,4 +66,8 @@ check "tied embeddings: a P=2 checkpoint resumes at P=1 to the same bits" \
 "$bin" export "$work/tied-ckpt/step-000006" "$work/tied-hf" > /dev/null
 check "tied embeddings: the export holds the matrix once, no lm_head" \
   bash -c "grep -aq 'model.embed_tokens.weight' '$work/tied-hf/model.safetensors' && ! grep -aq 'lm_head' '$work/tied-hf/model.safetensors'"
+# A torch schedule CSV brings its own P and M (2 ranks, 4 microbatches), as plan takes them.
+"$bin" train --data "$src/tests/fixtures/text" --model tiny --steps 2 --batch 8 --seq 32 --db '' \
+  --schedule "$src/tests/fixtures/torch_csv/zb-v_p2_v2_m4.compute_comms.csv" > "$work/csv.txt"
+check "train --schedule FILE.csv takes P and M from the file" grep -q 'per rank and step: [0-9.]* [0-9.]*$' "$work/csv.txt"
 cli_finish

@@ -333,7 +333,9 @@ static void test_csv_malformed(void) {
     expect_bad("0F0,0B\n", "t.csv:1:5: bad action '0B': missing microbatch");
     expect_bad("0F0, F1\n", "t.csv:1:6: bad action 'F1': expected a stage number");
     expect_bad("0F0,0F0x\n", "trailing characters");
-    expect_bad("0F0,0UNSHARD\n", "not supported");
+    expect_bad("0F0,(0B0)OVERLAP\n", "t.csv:1:5: bad action '(0B0)OVERLAP': a group of actions must be '(...)OVERLAP_F_B'");
+    expect_bad("0F0,(0B0;0SEND_F0)OVERLAP_F_B\n", "OVERLAP_F_B may hold compute actions only");
+    expect_bad("0F0,0WAIT_RECV_F0,0B0\n", "t.csv:1:5: 0WAIT_RECV_F0: waits for a receive that is not posted");
     expect_bad("0F0,0F99999999999\n", "index too large");
     expect_bad("", "empty schedule");
     expect_bad("\n\n", "empty schedule");

@@ -75,6 +75,14 @@ void recorder_step(RunRecorder *r, const PipelineReport *pr) {
     else if (!db_backlogged(r->db)) r->busy = false;   // caught up: a later lock warns again
 }
 
+void recorder_eval(RunRecorder *r, int step, double val_loss, int batches) {
+    if (!r->db || r->write_failed) return;
+    const DbEval row = {.step = step, .val_loss = val_loss, .batches = batches};
+    Error err;
+    if (db_eval_add(r->db, r->run, &row, &err)) recorder_failed(r, &err);
+    else if (!db_backlogged(r->db)) r->busy = false;
+}
+
 int recorder_end(RunRecorder *r, const char *status, const char *error, Error *err) {
     if (!r->db) return 0;
     int rc = 0;

@@ -329,6 +329,7 @@ static void session_on_step(void *ctx, const Pipeline *p, const PipelineReport *
 
 static void session_on_eval(void *ctx, int step, double val_loss) {
     RunSession *s = ctx;
+    recorder_eval(&s->recorder, step, val_loss, s->ro.rc.val_batches > 0 ? s->ro.rc.val_batches : 1);
     if (s->view.on_eval) s->view.on_eval(s->view.ctx, step, val_loss);
 }
 

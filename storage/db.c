@@ -1,9 +1,9 @@
 // storage/db: opening the run store, its schema and migrations, and everything rank 0 writes.
 //
-// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 3).
+// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 4).
 // Timestamps are ISO-8601 UTC with milliseconds ("2025-03-01T14:02:07.123Z"), so they sort as
 // text. A NaN measurement is stored as NULL. Version 1 is DESIGN.md's minimum schema; versions 2
-// and 3 add the columns marked (v2) and (v3).
+// and 3 add the columns marked (v2) and (v3), version 4 the table evals.
 //
 // runs: one row per training run.
 //   id            INTEGER PRIMARY KEY
@@ -71,6 +71,12 @@
 //   bytes         INTEGER
 //   sha256        TEXT     64 lowercase hex digits
 //   stage         INTEGER  the stage whose shard it is; NULL: index, config or trainer state
+// evals: (v4) one row per validation pass (--val-data, --val-every; engine/train_loop.c).
+//   run_id        INTEGER  runs.id          } PRIMARY KEY
+//   step          INTEGER  the optimizer steps done when it ran (steps.step of the step before it)
+//   val_loss      REAL     mean of the held-out batches' losses (each over its non-pad target
+//                          tokens), forward only
+//   batches       INTEGER  held-out batches evaluated
 // Indexes: runs(started_at), runs(status) (v2), checkpoints(run_id, step); steps and
 // stage_steps are clustered on their primary keys (WITHOUT ROWID).
 #include "storage/db.h"
@@ -153,6 +159,13 @@ static const char *const MIGRATIONS[DB_SCHEMA_VERSION] = {
     "ALTER TABLE steps ADD COLUMN bubble_contention REAL;\n"
     "ALTER TABLE stage_steps ADD COLUMN transfer_ms REAL;\n"
     "ALTER TABLE stage_steps ADD COLUMN wait_ms REAL;\n",
+    // 4: the validation loss, a row per pass.
+    "CREATE TABLE evals (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  val_loss REAL, batches INTEGER,\n"
+    "  PRIMARY KEY (run_id, step)\n"
+    ") WITHOUT ROWID;\n",
 };
 
 // A buffered step: its run, the step, and its stage rows [stage0, stage0 + n_stages).
@@ -161,6 +174,11 @@ typedef struct {
     DbStep step;
     int stage0, n_stages;
 } DbPendingStep;
+
+typedef struct {
+    int64_t run;
+    DbEval eval;
+} DbPendingEval;
 
 struct Db {
     sqlite3 *sql;
@@ -176,6 +194,8 @@ struct Db {
     int n_pending, cap_pending;
     DbStageStep *pending_stages;
     int n_pending_stages, cap_pending_stages;
+    DbPendingEval *pending_evals;    // validation passes not yet committed (with the steps)
+    int n_pending_evals, cap_pending_evals;
     double last_commit_ms;           // monotonic
     double retry_at_ms;              // after a busy commit: no step commit is tried before this
     double retry_pause_ms;           // the pause after the last busy commit (doubles, up to DB_RETRY_MAX_MS)
@@ -473,12 +493,13 @@ fail:
 void db_close(Db *db) {
     if (!db) return;
     Error err;
-    if (db->n_pending && db_flush(db, &err)) fprintf(stderr, "pptrain: %s\n", err.msg);
+    if ((db->n_pending || db->n_pending_evals) && db_flush(db, &err)) fprintf(stderr, "pptrain: %s\n", err.msg);
     for (int i = 0; i < db->n_cached; i++) sqlite3_finalize(db->cache[i].stmt);
     if (db->sql && sqlite3_close(db->sql) != SQLITE_OK)
         fprintf(stderr, "pptrain: %s: closing: %s\n", db->path, sqlite3_errmsg(db->sql));
     free(db->pending);
     free(db->pending_stages);
+    free(db->pending_evals);
     free(db->path);
     free(db);
 }
@@ -605,6 +626,19 @@ int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stag
     return 0;
 }
 
+int db_eval_add(Db *db, int64_t run, const DbEval *eval, Error *err) {
+    assert(db->writer);
+    if (db->n_pending_evals == db->cap_pending_evals) {
+        db->cap_pending_evals = db->cap_pending_evals ? 2 * db->cap_pending_evals : 16;
+        db->pending_evals = xrealloc(db->pending_evals, (size_t)db->cap_pending_evals * sizeof *db->pending_evals);
+    }
+    db->pending_evals[db->n_pending_evals++] = (DbPendingEval){run, *eval};
+    // Rare (a pass every --val-every steps) and worth seeing at once in `watch`: committed now,
+    // with the steps before it, unless the store was locked at the last try.
+    if (monotonic_ms() < db->retry_at_ms) return 0;
+    return db_flush(db, err);
+}
+
 bool db_busy(const Db *db) {
     return db->last_failure == SQLITE_BUSY || db->last_failure == SQLITE_LOCKED;
 }
@@ -622,8 +656,8 @@ int db_busy_timeout_ms(const Db *db) {
 }
 
 int db_discard_pending(Db *db) {
-    const int n = db->n_pending;
-    db->n_pending = db->n_pending_stages = 0;
+    const int n = db->n_pending + db->n_pending_evals;
+    db->n_pending = db->n_pending_stages = db->n_pending_evals = 0;
     return n;
 }
 
@@ -654,6 +688,15 @@ static int db_insert_stage_step(Db *db, int64_t run, int step, const DbStageStep
     return db_step_done(db, stmt, b, "recording a stage step", err);
 }
 
+static int db_insert_eval(Db *db, const DbPendingEval *p, Error *err) {
+    static const char SQL[] = "INSERT INTO evals (run_id, step, val_loss, batches) VALUES (?, ?, ?, ?)";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int b = sqlite3_bind_int64(stmt, 1, p->run) | sqlite3_bind_int(stmt, 2, p->eval.step) |
+            bind_real(stmt, 3, p->eval.val_loss) | sqlite3_bind_int(stmt, 4, p->eval.batches);
+    return db_step_done(db, stmt, b, "recording a validation loss", err);
+}
+
 static int db_heartbeat(Db *db, int64_t run, const char *now, Error *err) {
     static const char SQL[] = "UPDATE runs SET heartbeat_at = ? WHERE id = ?";
     sqlite3_stmt *stmt = db_stmt(db, SQL, err);
@@ -673,6 +716,8 @@ static int db_insert_pending(Db *db, Error *err) {
         bool last_of_run = i + 1 == db->n_pending || db->pending[i + 1].run != p->run;
         if (last_of_run && db_heartbeat(db, p->run, now, err)) return -1;
     }
+    for (int i = 0; i < db->n_pending_evals; i++)
+        if (db_insert_eval(db, &db->pending_evals[i], err)) return -1;
     return 0;
 }
 
@@ -690,10 +735,10 @@ static int db_flush_failed(Db *db) {
 }
 
 int db_flush(Db *db, Error *err) {
-    if (db->n_pending == 0) return 0;
+    if (db->n_pending == 0 && db->n_pending_evals == 0) return 0;
     if (db_exec(db, "BEGIN IMMEDIATE", "recording steps", err)) return db_flush_failed(db);
     if (db_insert_pending(db, err) || db_exec(db, "COMMIT", "committing steps", err)) return db_flush_failed(db);
-    db->n_pending = db->n_pending_stages = 0;
+    db->n_pending = db->n_pending_stages = db->n_pending_evals = 0;
     db->last_commit_ms = monotonic_ms();
     db->retry_at_ms = db->retry_pause_ms = 0;
     return 0;

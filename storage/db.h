@@ -14,7 +14,7 @@
 #include "engine/error.h"
 
 #define DB_DEFAULT_PATH "pptrain.db"
-#define DB_SCHEMA_VERSION 3          // PRAGMA user_version this build writes and reads
+#define DB_SCHEMA_VERSION 4          // PRAGMA user_version this build writes and reads
 #define DB_APPLICATION_ID 0x70707472 // PRAGMA application_id: "pptr"
 #define DB_FLUSH_STEPS 50            // db_step_add commits after this many buffered steps...
 #define DB_FLUSH_MS 1000             // ...or when this long has passed since the last commit
@@ -68,6 +68,12 @@ typedef struct {
     double wait_ms;             // its rank's non-busy time beyond transfer: waiting for a peer
 } DbStageStep;
 
+typedef struct {
+    int step;                   // optimizer steps done when the pass ran
+    double val_loss;            // NaN: stored as NULL
+    int batches;                // held-out batches evaluated
+} DbEval;
+
 // Inserts a run with status 'running', this host and process id. Returns its id, or -1.
 int64_t db_run_begin(Db *db, const DbRun *run, Error *err);
 // Buffers one step and its n_stages stage rows (copied); commits the buffer in one transaction
@@ -75,6 +81,9 @@ int64_t db_run_begin(Db *db, const DbRun *run, Error *err);
 // rows stay buffered and a later call retries them (after a busy one: no sooner than 1 s,
 // the pause doubling up to 30 s while the lock stays held).
 int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stages, int n_stages, Error *err);
+// Buffers one validation pass and commits it with the buffered steps right away (unless a
+// locked store set a pause: then with the next commit).
+int db_eval_add(Db *db, int64_t run, const DbEval *eval, Error *err);
 int db_flush(Db *db, Error *err);
 // After a failed write: true when it failed only because another connection held the write
 // lock past the busy wait (SQLITE_BUSY), so the same write may succeed later; false for a
@@ -86,7 +95,7 @@ bool db_backlogged(const Db *db);
 // it with PPTRAIN_TEST_DB_BUSY_MS). Checkpoints and a run's end wait longer: they must land.
 void db_set_patience(Db *db, int ms);
 int db_busy_timeout_ms(const Db *db);
-// Drops the buffered steps that could not be committed; returns how many. For a run that ends
+// Drops the buffered steps and validation passes that could not be committed; returns how many. For a run that ends
 // failed because the store cannot take them: its row can then still say so.
 int db_discard_pending(Db *db);
 // Flushes, then sets status ('finished', 'failed' or 'stopped'), ended_at and error.
@@ -127,6 +136,9 @@ typedef struct {
     int last_step;
     double last_loss, min_loss, median_tokens_per_s, mean_bubble;
     double mean_ideal, mean_imbalance, mean_transfer, mean_contention;   // the bubble's parts
+    // From the evals (NaN, 0 when there are none).
+    int evals, last_val_step;
+    double last_val_loss, min_val_loss;
 } DbRunInfo;
 
 typedef struct {
@@ -160,6 +172,8 @@ void db_runs_free(DbRunInfo *runs, int n);
 int64_t db_run_latest(Db *db, Error *err);
 // The run's steps in step order; last_n > 0: only the last last_n. free() *out.
 int db_steps_read(Db *db, int64_t run, int last_n, DbStep **out, int *n, Error *err);
+// The run's validation passes in step order. free() *out.
+int db_evals_read(Db *db, int64_t run, DbEval **out, int *n, Error *err);
 // One row per stage, in stage order. free() *out.
 int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *err);
 // In step order; free with db_checkpoints_free.

@@ -70,6 +70,7 @@ static void run_from_row(sqlite3_stmt *stmt, DbRunInfo *r) {
     r->crashed = r->status && strcmp(r->status, "running") == 0 && db_process_gone(r->host, r->pid);
     r->last_loss = r->min_loss = r->median_tokens_per_s = r->mean_bubble = NAN;
     r->mean_ideal = r->mean_imbalance = r->mean_transfer = r->mean_contention = NAN;
+    r->last_val_loss = r->min_val_loss = NAN;
 }
 
 void db_run_info_clear(DbRunInfo *r) {
@@ -113,6 +114,24 @@ static int run_median_rate(Db *db, DbRunInfo *r, int64_t n_rates, Error *err) {
     return got < 0 ? -1 : 0;
 }
 
+// Validation passes, the last one's step and loss, the least loss.
+static int run_add_val_stats(Db *db, DbRunInfo *r, Error *err) {
+    static const char SQL[] =
+        "SELECT count(*), min(val_loss), (SELECT step FROM evals WHERE run_id = ?1 ORDER BY step DESC LIMIT 1), "
+        "(SELECT val_loss FROM evals WHERE run_id = ?1 ORDER BY step DESC LIMIT 1) FROM evals WHERE run_id = ?1";
+    sqlite3_stmt *stmt;
+    const int got = query_row(db, SQL, &r->id, 1, &stmt, err);
+    if (got < 0) return -1;
+    if (got) {
+        r->evals = sqlite3_column_int(stmt, 0);
+        r->min_val_loss = col_real(stmt, 1);
+        r->last_val_step = sqlite3_column_int(stmt, 2);
+        r->last_val_loss = col_real(stmt, 3);
+        sqlite3_reset(stmt);
+    }
+    return 0;
+}
+
 // Steps done, last and min loss, median tokens/s, mean bubble and its parts.
 static int run_add_stats(Db *db, DbRunInfo *r, Error *err) {
     static const char COUNTS[] =
@@ -140,7 +159,8 @@ static int run_add_stats(Db *db, DbRunInfo *r, Error *err) {
         r->last_loss = col_real(stmt, 0);
         sqlite3_reset(stmt);
     }
-    return n_rates > 0 ? run_median_rate(db, r, n_rates, err) : 0;
+    if (n_rates > 0 && run_median_rate(db, r, n_rates, err)) return -1;
+    return run_add_val_stats(db, r, err);
 }
 
 // 'crashed' and 'running' are told apart here: both are stored as 'running'.
@@ -258,6 +278,28 @@ int db_steps_read(Db *db, int64_t run, int last_n, DbStep **out, int *n, Error *
             .bubble_contention = col_real(stmt, 11)};
     }
     if (rc != SQLITE_DONE) db_fail(db, err, "reading steps");
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_DONE) return 0;
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}
+
+int db_evals_read(Db *db, int64_t run, DbEval **out, int *n, Error *err) {
+    static const char SQL[] = "SELECT step, val_loss, batches FROM evals WHERE run_id = ? ORDER BY step";
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int bound = sqlite3_bind_int64(stmt, 1, run);
+    int rc, cap = 0;
+    while ((rc = step_if(stmt, bound)) == SQLITE_ROW) {
+        *out = grow(*out, *n, &cap, sizeof **out);
+        (*out)[(*n)++] = (DbEval){.step = sqlite3_column_int(stmt, 0), .val_loss = col_real(stmt, 1),
+                                  .batches = sqlite3_column_int(stmt, 2)};
+    }
+    if (rc != SQLITE_DONE) db_fail(db, err, "reading validation losses");
     sqlite3_reset(stmt);
     if (rc == SQLITE_DONE) return 0;
     free(*out);

@@ -403,6 +403,25 @@ static void show_loss(const DbRunInfo *r, const DbStep *steps, int n, bool ascii
     printf("  median %s tok/s, mean bubble %s\n", rate, bubble);
 }
 
+// The validation passes: first, last and least, and every pass when there are few.
+static void show_validation(const DbEval *ev, int n) {
+    if (n == 0) return;   // a run without --val-data: nothing to say
+    int min_at = 0;
+    for (int i = 1; i < n; i++)
+        if (isfinite(ev[i].val_loss) && !(ev[min_at].val_loss <= ev[i].val_loss)) min_at = i;
+    char first[32], last[32], min[32];
+    history_fmt_num(first, sizeof first, "%.4f", ev[0].val_loss);
+    history_fmt_num(last, sizeof last, "%.4f", ev[n - 1].val_loss);
+    history_fmt_num(min, sizeof min, "%.4f", ev[min_at].val_loss);
+    printf("\nvalidation loss (%d batch%s a pass, forward only)\n", ev[n - 1].batches, ev[n - 1].batches == 1 ? "" : "es");
+    printf("  %d pass%s: first %s (step %d), last %s (step %d), min %s (step %d)\n", n, n == 1 ? "" : "es", first,
+           ev[0].step, last, ev[n - 1].step, min, ev[min_at].step);
+    if (n > 12) return;
+    printf("  step:");
+    for (int i = 0; i < n; i++) printf(" %d=%.4f", ev[i].step, ev[i].val_loss);
+    printf("\n");
+}
+
 // The mean measured bubble and its parts, in points (docs/console.md, "The bubble").
 static void show_bubble(const DbRunInfo *r) {
     printf("\nbubble (means over the steps; points of ranks x step time)\n");
@@ -457,10 +476,18 @@ static void show_checkpoints(const DbCheckpointInfo *ck, int n) {
     }
 }
 
-static cJSON *show_json(const DbRunInfo *r, const DbStageSummary *st, int n_st, const DbCheckpointInfo *ck,
-                        int n_ck) {
+static cJSON *show_json(const DbRunInfo *r, const DbEval *ev, int n_ev, const DbStageSummary *st, int n_st,
+                        const DbCheckpointInfo *ck, int n_ck) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "run", history_run_json(r, true));
+    cJSON *evals = cJSON_AddArrayToObject(root, "evals");
+    for (int i = 0; i < n_ev; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "step", ev[i].step);
+        history_json_num(e, "val_loss", ev[i].val_loss);
+        cJSON_AddNumberToObject(e, "batches", ev[i].batches);
+        cJSON_AddItemToArray(evals, e);
+    }
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int i = 0; i < n_st; i++) {
         cJSON *s = cJSON_CreateObject();
@@ -494,19 +521,21 @@ static cJSON *show_json(const DbRunInfo *r, const DbStageSummary *st, int n_st, 
 static int history_show(Db *db, const HistoryOptions *o, Error *err) {
     DbRunInfo r;
     DbStep *steps = NULL;
+    DbEval *ev = NULL;
     DbStageSummary *st = NULL;
     DbCheckpointInfo *ck = NULL;
-    int n_steps = 0, n_st = 0, n_ck = 0, rc = -1;
+    int n_steps = 0, n_ev = 0, n_st = 0, n_ck = 0, rc = -1;
     if (history_load_run(db, o->runs[0], &r, err)) return -1;
-    if (db_steps_read(db, r.id, 0, &steps, &n_steps, err) || db_stage_summary(db, r.id, &st, &n_st, err) ||
-        db_checkpoints_read(db, r.id, &ck, &n_ck, err))
+    if (db_steps_read(db, r.id, 0, &steps, &n_steps, err) || db_evals_read(db, r.id, &ev, &n_ev, err) ||
+        db_stage_summary(db, r.id, &st, &n_st, err) || db_checkpoints_read(db, r.id, &ck, &n_ck, err))
         goto done;
     if (o->json) {
-        history_json_print(show_json(&r, st, n_st, ck, n_ck));
+        history_json_print(show_json(&r, ev, n_ev, st, n_st, ck, n_ck));
     } else {
         show_header(&r);
         show_config(&r);
         show_loss(&r, steps, n_steps, o->ascii || !history_locale_utf8());
+        show_validation(ev, n_ev);
         show_bubble(&r);
         show_stages(st, n_st);
         show_checkpoints(ck, n_ck);
@@ -514,6 +543,7 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
     rc = 0;
 done:
     free(steps);
+    free(ev);
     free(st);
     db_checkpoints_free(ck, n_ck);
     db_run_info_clear(&r);
@@ -522,13 +552,28 @@ done:
 
 // ---- export ---------------------------------------------------------------------------------------
 
-static void export_csv(FILE *out, const DbStep *steps, int n) {
-    fprintf(out, "step,loss,lr,grad_norm,tokens_per_s,step_ms,bubble,gflops\n");
-    for (int i = 0; i < n; i++) {
-        const double v[] = {steps[i].loss, steps[i].lr, steps[i].grad_norm, steps[i].tokens_per_s,
-                            steps[i].step_ms, steps[i].bubble, steps[i].gflops};
-        fprintf(out, "%d", steps[i].step);
-        for (int k = 0; k < 7; k++) {
+// A run's steps, each with its validation loss where a pass ran after it.
+typedef struct {
+    const DbStep *steps;
+    int n;
+    const DbEval *ev;   // in step order
+    int n_ev;
+} ExportRows;
+
+// The validation loss recorded at step (NaN: none); *j walks ev alongside the steps.
+static double val_at(const ExportRows *x, int *j, int step) {
+    while (*j < x->n_ev && x->ev[*j].step < step) (*j)++;
+    return *j < x->n_ev && x->ev[*j].step == step ? x->ev[*j].val_loss : NAN;
+}
+
+static void export_csv(FILE *out, const ExportRows *x) {
+    fprintf(out, "step,loss,lr,grad_norm,tokens_per_s,step_ms,bubble,gflops,val_loss\n");
+    for (int i = 0, j = 0; i < x->n; i++) {
+        const DbStep *st = &x->steps[i];
+        const double v[] = {st->loss, st->lr,     st->grad_norm, st->tokens_per_s, st->step_ms,
+                            st->bubble, st->gflops, val_at(x, &j, st->step)};
+        fprintf(out, "%d", st->step);
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             if (isnan(v[k])) fputc(',', out);
             else fprintf(out, ",%.9g", v[k]);
         }
@@ -536,18 +581,21 @@ static void export_csv(FILE *out, const DbStep *steps, int n) {
     }
 }
 
-static void export_json(FILE *out, const DbStep *steps, int n) {
+static void export_json(FILE *out, const ExportRows *x) {
     cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, j = 0; i < x->n; i++) {
+        const DbStep *st = &x->steps[i];
         cJSON *s = cJSON_CreateObject();
-        cJSON_AddNumberToObject(s, "step", steps[i].step);
-        history_json_num(s, "loss", steps[i].loss);
-        history_json_num(s, "lr", steps[i].lr);
-        history_json_num(s, "grad_norm", steps[i].grad_norm);
-        history_json_num(s, "tokens_per_s", steps[i].tokens_per_s);
-        history_json_num(s, "step_ms", steps[i].step_ms);
-        history_json_num(s, "bubble", steps[i].bubble);
-        history_json_num(s, "gflops", steps[i].gflops);
+        cJSON_AddNumberToObject(s, "step", st->step);
+        history_json_num(s, "loss", st->loss);
+        history_json_num(s, "lr", st->lr);
+        history_json_num(s, "grad_norm", st->grad_norm);
+        history_json_num(s, "tokens_per_s", st->tokens_per_s);
+        history_json_num(s, "step_ms", st->step_ms);
+        history_json_num(s, "bubble", st->bubble);
+        history_json_num(s, "gflops", st->gflops);
+        const double val = val_at(x, &j, st->step);
+        if (!isnan(val)) history_json_num(s, "val_loss", val);   // only the steps a pass followed
         cJSON_AddItemToArray(arr, s);
     }
     char *text = cJSON_PrintUnformatted(arr);
@@ -557,13 +605,13 @@ static void export_json(FILE *out, const DbStep *steps, int n) {
     cJSON_Delete(arr);
 }
 
-static void export_write(FILE *out, const DbStep *steps, int n, bool csv) {
-    if (csv) export_csv(out, steps, n);
-    else export_json(out, steps, n);
+static void export_write(FILE *out, const ExportRows *x, bool csv) {
+    if (csv) export_csv(out, x);
+    else export_json(out, x);
 }
 
 // The whole export in memory, then written atomically (storage/atomic_file).
-static int export_atomic(const char *path, const DbStep *steps, int n, bool csv, Error *err) {
+static int export_atomic(const char *path, const ExportRows *x, bool csv, Error *err) {
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
@@ -571,7 +619,7 @@ static int export_atomic(const char *path, const DbStep *steps, int n, bool csv,
         error_set(err, "%s: %s", path, strerror(errno));
         return -1;
     }
-    export_write(out, steps, n, csv);
+    export_write(out, x, csv);
     fclose(out);
     const int rc = atomic_write_file(path, text, len, err);
     free(text);
@@ -584,12 +632,19 @@ static int history_export(Db *db, const HistoryOptions *o, Error *err) {
     if (history_run_id(db, o->runs[0], &id, err) || db_run_get(db, id, &r, err)) return -1;
     db_run_info_clear(&r);
     DbStep *steps;
-    int n;
+    DbEval *ev;
+    int n, n_ev;
     if (db_steps_read(db, id, 0, &steps, &n, err)) return -1;
+    if (db_evals_read(db, id, &ev, &n_ev, err)) {
+        free(steps);
+        return -1;
+    }
+    const ExportRows x = {steps, n, ev, n_ev};
     int rc = 0;
-    if (o->out) rc = export_atomic(o->out, steps, n, o->csv, err);
-    else export_write(stdout, steps, n, o->csv);
+    if (o->out) rc = export_atomic(o->out, &x, o->csv, err);
+    else export_write(stdout, &x, o->csv);
     free(steps);
+    free(ev);
     return rc;
 }
 

@@ -142,27 +142,35 @@ static void mark_differs(CompareTable *t, int from) {
 // The results rows: peak activation memory, losses, speed, the bubble and its parts (each
 // run's parts rounded to add up to its bubble).
 static void compare_results(CompareTable *t, const DbRunInfo *runs, const int64_t *peak) {
-    static const char *const LABELS[] = {"peak act", "final loss", "min loss", "median tok/s", "mean bubble",
-                                         "  ideal", "  imbalance", "  transfer", "  contention"};
-    static const char *const KEYS[] = {"peak_act_bytes", "last_loss", "min_loss", "median_tokens_per_s", "mean_bubble",
-                                       "bubble_ideal", "bubble_imbalance", "bubble_transfer", "bubble_contention"};
-    CompareRow *row[9];
-    for (int k = 0; k < 9; k++) row[k] = compare_row(t, LABELS[k], KEYS[k]);
-    for (int j = 0; j < t->n_runs && row[8]; j++) {
+    enum { PEAK, LAST, MIN, VAL_LAST, VAL_MIN, RATE, BUBBLE, PARTS, N_ROWS = PARTS + 4 };
+    static const char *const LABELS[N_ROWS] = {"peak act", "final loss", "min loss", "final val loss",
+                                               "min val loss", "median tok/s", "mean bubble", "  ideal",
+                                               "  imbalance", "  transfer", "  contention"};
+    static const char *const KEYS[N_ROWS] = {"peak_act_bytes", "last_loss", "min_loss", "last_val_loss",
+                                             "min_val_loss", "median_tokens_per_s", "mean_bubble", "bubble_ideal",
+                                             "bubble_imbalance", "bubble_transfer", "bubble_contention"};
+    CompareRow *row[N_ROWS];
+    for (int k = 0; k < N_ROWS; k++) row[k] = compare_row(t, LABELS[k], KEYS[k]);
+    for (int j = 0; j < t->n_runs && row[N_ROWS - 1]; j++) {
         const DbRunInfo *r = &runs[j];
-        if (peak[j] > 0) snprintf(row[0]->cell[j], COMPARE_CELL, "%.1f MiB", peak[j] / 1048576.0);
-        else snprintf(row[0]->cell[j], COMPARE_CELL, "-");
-        history_fmt_num(row[1]->cell[j], COMPARE_CELL, "%.4f", r->last_loss);
-        history_fmt_num(row[2]->cell[j], COMPARE_CELL, "%.4f", r->min_loss);
-        history_fmt_num(row[3]->cell[j], COMPARE_CELL, "%.0f", r->median_tokens_per_s);
-        history_fmt_num(row[4]->cell[j], COMPARE_CELL, "%.1f%%", 100 * r->mean_bubble);
+        if (peak[j] > 0) snprintf(row[PEAK]->cell[j], COMPARE_CELL, "%.1f MiB", peak[j] / 1048576.0);
+        else snprintf(row[PEAK]->cell[j], COMPARE_CELL, "-");
+        history_fmt_num(row[LAST]->cell[j], COMPARE_CELL, "%.4f", r->last_loss);
+        history_fmt_num(row[MIN]->cell[j], COMPARE_CELL, "%.4f", r->min_loss);
+        // The val loss at the step it was taken: runs that validated at other steps differ.
+        if (r->evals > 0 && isfinite(r->last_val_loss))
+            snprintf(row[VAL_LAST]->cell[j], COMPARE_CELL, "%.4f (step %d)", r->last_val_loss, r->last_val_step);
+        else snprintf(row[VAL_LAST]->cell[j], COMPARE_CELL, "-");
+        history_fmt_num(row[VAL_MIN]->cell[j], COMPARE_CELL, "%.4f", r->min_val_loss);
+        history_fmt_num(row[RATE]->cell[j], COMPARE_CELL, "%.0f", r->median_tokens_per_s);
+        history_fmt_num(row[BUBBLE]->cell[j], COMPARE_CELL, "%.1f%%", 100 * r->mean_bubble);
         const TuiBubble b = history_run_bubble(r);
         const bool known = isfinite(r->mean_ideal) && isfinite(r->mean_bubble);
         long tenths[5];
         tui_bubble_tenths(&b, tenths);
         for (int k = 0; k < 4; k++) {
-            if (known) tui_fmt_tenths(tenths[1 + k], row[5 + k]->cell[j], COMPARE_CELL);
-            else snprintf(row[5 + k]->cell[j], COMPARE_CELL, "-");
+            if (known) tui_fmt_tenths(tenths[1 + k], row[PARTS + k]->cell[j], COMPARE_CELL);
+            else snprintf(row[PARTS + k]->cell[j], COMPARE_CELL, "-");
         }
     }
 }

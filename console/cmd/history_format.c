@@ -102,6 +102,11 @@ cJSON *history_run_json(const DbRunInfo *r, bool with_config) {
     else cJSON_AddNullToObject(o, "resumed_from");
     history_json_num(o, "last_loss", r->last_loss);
     history_json_num(o, "min_loss", r->min_loss);
+    cJSON_AddNumberToObject(o, "evals", r->evals);
+    if (r->evals > 0) cJSON_AddNumberToObject(o, "last_val_step", r->last_val_step);
+    else cJSON_AddNullToObject(o, "last_val_step");
+    history_json_num(o, "last_val_loss", r->last_val_loss);
+    history_json_num(o, "min_val_loss", r->min_val_loss);
     history_json_num(o, "median_tokens_per_s", r->median_tokens_per_s);
     history_json_num(o, "mean_bubble", r->mean_bubble);
     cJSON *parts = cJSON_AddObjectToObject(o, "mean_bubble_parts");

@@ -69,6 +69,7 @@ typedef struct {
 typedef struct {
     int64_t id;
     float *loss;
+    float *val;          // (n) the validation loss on loss's points (tui_series_overlay); NULL: none
     int n;
     bool running;
     int64_t peak_bytes;
@@ -111,6 +112,7 @@ typedef struct {
     Db *db;
     int64_t run;
     int last_step;
+    int evals;                            // validation passes shown (DbRunInfo.evals when read)
     double polled_at;
     double ms_sum;                        // step times seen, for the pace
 } TuiWatch;

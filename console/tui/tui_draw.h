@@ -70,7 +70,7 @@ void tui_gantt_axis(int y, int x, int w, int label_w, double t0, double span, co
 
 // A line plot of up to TUI_PLOT_MAX series over area (y range [lo, hi]); each series its
 // role and, without color or UTF-8, its own character.
-#define TUI_PLOT_MAX 6
+#define TUI_PLOT_MAX 14   // the history overlay: 7 runs, each with its validation loss
 typedef struct {
     const float *y;
     int n;

@@ -31,7 +31,7 @@ static const char *shown_status(const DbRunInfo *r) { return r->crashed ? "crash
 // ---- loading ---------------------------------------------------------------------------------------
 
 static void free_curves(TuiHistory *h) {
-    for (int i = 0; i < h->n_curves; i++) free(h->curves[i].loss);
+    for (int i = 0; i < h->n_curves; i++) free(h->curves[i].loss), free(h->curves[i].val);
     h->n_curves = 0;
 }
 
@@ -134,6 +134,26 @@ static float *resample(const DbStep *steps, int n, int step_max, int m) {
 
 #define CURVE_POINTS 512
 
+// The run's validation passes on the m points of a curve of step_max steps; NULL when none.
+static float *load_val(Db *db, int64_t id, int step_max, int m) {
+    DbEval *ev = NULL;
+    int n = 0;
+    Error err;
+    if (db_evals_read(db, id, &ev, &n, &err) || n == 0) {
+        free(ev);
+        return NULL;
+    }
+    int *steps = xmalloc(sizeof(int) * (size_t)n);
+    float *vals = xmalloc(sizeof(float) * (size_t)n);
+    for (int k = 0; k < n; k++) steps[k] = ev[k].step, vals[k] = (float)ev[k].val_loss;
+    float *out = xmalloc(sizeof(float) * (size_t)m);
+    tui_series_overlay(steps, vals, n, 1.0, (double)step_max / m, m, out);   // resample's buckets
+    free(steps);
+    free(vals);
+    free(ev);
+    return out;
+}
+
 // The curves of the marked runs (or of the selected run alone), on a common step axis.
 static void load_curves(TuiHistory *h) {
     free_curves(h);
@@ -156,6 +176,7 @@ static void load_curves(TuiHistory *h) {
         c->running = r && r->status && strcmp(r->status, "running") == 0 && !r->crashed;
         c->n = min_i(CURVE_POINTS, step_max);
         c->loss = resample(steps[i], counts[i], step_max, c->n);
+        c->val = load_val(h->db, ids[i], step_max, c->n);
         c->peak_bytes = -1;
         DbStageSummary *st = NULL;
         int n_st = 0;
@@ -332,25 +353,32 @@ static const ThemeRole CURVE_ROLES[TUI_MAX_MARKED + 1] = {THEME_LOSS, THEME_LOSS
                                                            THEME_BAR_BUSY, THEME_BAR_COMM, THEME_TITLE, THEME_TEXT};
 static const char CURVE_MARKS[TUI_MAX_MARKED + 1] = {'*', '+', 'o', 'x', '#', '@', '%'};
 
+// The runs' loss curves, each with its validation loss where it has one: in the validation
+// colour beside a lone run, in the run's own colour (mark 'v') among marked runs.
 static void draw_curves(const TuiHistory *h, Rect area) {
     if (area.h < 2 || area.w < 12 || h->n_curves == 0) return;
+    TuiPlotSeries s[2 * (TUI_MAX_MARKED + 1)];
+    int n = 0;
+    const bool alone = h->n_curves == 1;
+    for (int i = 0; i < h->n_curves; i++) {
+        const TuiRunCurve *c = &h->curves[i];
+        s[n++] = (TuiPlotSeries){c->loss, c->n, CURVE_ROLES[i], CURVE_MARKS[i]};
+        if (c->val) s[n++] = (TuiPlotSeries){c->val, c->n, alone ? THEME_LOSS_VAL : CURVE_ROLES[i], 'v'};
+    }
     float lo = 0, hi = 0;
     bool any = false;
-    for (int i = 0; i < h->n_curves; i++) {
+    for (int i = 0; i < n; i++) {
         float a, b;
-        if (!tui_series_range(h->curves[i].loss, h->curves[i].n, &a, &b)) continue;
+        if (!tui_series_range(s[i].y, s[i].n, &a, &b)) continue;
         lo = any ? fminf(lo, a) : a, hi = any ? fmaxf(hi, b) : b, any = true;
     }
     if (!any) {
         tui_text(area.y, area.x, area.w, THEME_DIM, "no steps recorded");
         return;
     }
-    TuiPlotSeries s[TUI_MAX_MARKED + 1];
-    for (int i = 0; i < h->n_curves; i++)
-        s[i] = (TuiPlotSeries){h->curves[i].loss, h->curves[i].n, CURVE_ROLES[i], CURVE_MARKS[i]};
     tui_textf(area.y, area.x, 7, THEME_DIM, "%6.3f", hi);
     tui_textf(area.y + area.h - 1, area.x, 7, THEME_DIM, "%6.3f", lo);
-    tui_plot((Rect){area.x + 7, area.y, area.w - 7, area.h}, s, h->n_curves, lo, hi);
+    tui_plot((Rect){area.x + 7, area.y, area.w - 7, area.h}, s, n, lo, hi);
 }
 
 static void draw_compare(TuiApp *app, const HistoryLayout *L) {
@@ -424,7 +452,10 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     snprintf(f[0], 96, "steps %d/%d", r->last_step, r->steps_planned);
     snprintf(f[1], 96, "loss %.4f (min %.4f)", r->last_loss, r->min_loss);
     snprintf(f[2], 96, "%s tok/s", toks);
-    if (y < end) y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, 3);
+    int n_f = 3;
+    if (r->evals > 0)
+        snprintf(f[n_f++], 96, "val %.4f at step %d (min %.4f)", r->last_val_loss, r->last_val_step, r->min_val_loss);
+    if (y < end) y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, n_f);
     if (y < end && isfinite(r->mean_bubble)) {
         const TuiBubble b = {r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention,
                              run_oversubscribed(r)};

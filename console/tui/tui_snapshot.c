@@ -376,10 +376,7 @@ static bool snap_should_stop(void *ctx) {
     return stop;
 }
 
-// A validation: onto the chart's sparse series, halved when full.
-static void snap_on_eval(void *ctx, int step, double val_loss) {
-    TuiSnapshot *l = ctx;
-    TuiView *v = &l->staging;
+void tui_view_push_val(TuiView *v, int step, double val_loss) {
     if (v->n_val == TUI_VAL_CAP) {
         for (int k = 0; k < TUI_VAL_CAP / 2; k++) {
             v->val_step[k] = v->val_step[2 * k + 1];
@@ -389,6 +386,11 @@ static void snap_on_eval(void *ctx, int step, double val_loss) {
     }
     v->val_step[v->n_val] = step;
     v->val_loss[v->n_val++] = (float)val_loss;
+}
+
+static void snap_on_eval(void *ctx, int step, double val_loss) {
+    TuiSnapshot *l = ctx;
+    tui_view_push_val(&l->staging, step, val_loss);
     publish(l, false);
 }
 

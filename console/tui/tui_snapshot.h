@@ -109,6 +109,9 @@ void tui_view_reset(TuiView *v);
 // Fills the identity fields (schedule, P, V, D, M, B, T, model, lr, steps) from a run's
 // configuration.
 void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *po);
+// A validation pass onto the chart's sparse series (val_step, val_loss), which keeps every
+// other pass when full.
+void tui_view_push_val(TuiView *v, int step, double val_loss);
 // ETA in seconds from the run's pace; NaN before the first step.
 double tui_view_eta(const TuiView *v);
 

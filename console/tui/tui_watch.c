@@ -146,6 +146,7 @@ bool tui_watch_poll(TuiApp *app) {
         watch_begin(v, &r);
         w->run = id;
         w->last_step = 0;
+        w->evals = 0;
         w->ms_sum = 0;
     }
     TuiPlan plan;
@@ -167,6 +168,13 @@ bool tui_watch_poll(TuiApp *app) {
         }
         free(steps);
     }
+    DbEval *ev = NULL;
+    int n_ev = 0;
+    if (r.evals > w->evals && db_evals_read(w->db, id, &ev, &n_ev, &err) == 0) {   // the new passes
+        for (int k = w->evals; k < n_ev; k++) tui_view_push_val(v, ev[k].step, ev[k].val_loss);
+        w->evals = n_ev;
+    }
+    free(ev);
     v->run_s = w->ms_sum / 1e3;
     // The measured bubble shown beside the plan is the run's mean.
     if (isfinite(r.mean_bubble)) v->has_bubble = true, v->bubble = r.mean_bubble, v->bubble_mean = r.mean_bubble;

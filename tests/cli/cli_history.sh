@@ -170,8 +170,8 @@ median_tokens_per_s,mean_bubble,bubble_ideal,bubble_imbalance,bubble_transfer,bu
 
 # ---- export -------------------------------------------------------------------------------
 check_ok "export csv" "$bin" history export 1 --csv --db runs.db
-if [ "$(wc -l < out.txt)" -eq 201 ] && [ "$(head -1 out.txt)" = "step,loss,lr,grad_norm,tokens_per_s,step_ms,bubble,gflops" ] &&
-   [ "$(sed -n 2p out.txt)" = "1,5.49509152,0.003,1,19101,100,0.2,50" ]; then pass; else
+if [ "$(wc -l < out.txt)" -eq 201 ] && [ "$(head -1 out.txt)" = "step,loss,lr,grad_norm,tokens_per_s,step_ms,bubble,gflops,val_loss" ] &&
+   [ "$(sed -n 2p out.txt)" = "1,5.49509152,0.003,1,19101,100,0.2,50," ]; then pass; else
   fail "export csv"; head -3 out.txt; fi
 cp out.txt stdout.csv
 check_ok "export --out" "$bin" history export 1 --csv --db runs.db --out steps.csv

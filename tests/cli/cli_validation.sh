@@ -7,15 +7,35 @@ source "$(dirname "$0")/lib_cli.sh" "$@"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # Open MPI's unloaded components
 
 text="$src/tests/fixtures/text"
-args=(train --data "$text" --val-data "$text" --steps 10 --val-every 5 --val-batches 2 --db '' --microbatches 4
-      --timeout 30)
+args=(train --data "$text" --val-data "$text" --steps 10 --val-every 5 --val-batches 2 --microbatches 4 --timeout 30)
 vals() { grep '^val ' "$1"; }
-"$bin" "${args[@]}" > one.txt 2>&1
+"$bin" "${args[@]}" --db runs.db > one.txt 2>&1
 check "one stage: validations at steps 5 and 10" [ "$(vals one.txt | awk '{print $2}' | tr '\n' ' ')" = "5 10 " ]
 check "the banner says what validates" grep -q '^  validation: 2 batches of .* every 5 steps' one.txt
 check "the summary gives the last validation loss" grep -q '^  validation loss [0-9.]*$' one.txt
-"$bin" "${args[@]}" --stages 2 --schedule zb-v > zbv.txt 2>&1
+"$bin" "${args[@]}" --db runs.db --stages 2 --schedule zb-v > zbv.txt 2>&1
 check "zb-v P=2 V=2: the one stage's validation losses" cmp -s <(vals one.txt) <(vals zbv.txt)
+
+# The run store keeps every pass (table evals, schema version 4); history shows, exports and
+# compares them, to the digits train printed.
+v10_printed=$(vals one.txt | awk 'NR == 2 {print $6}')   # 6 decimals; history shows 4
+v5=$(vals one.txt | awk 'NR == 1 {printf "%.4f", $6}'); v10=$(vals one.txt | awk 'NR == 2 {printf "%.4f", $6}')
+"$bin" history show 1 --db runs.db > show.txt 2>&1
+check "history show: the passes, first and last" grep -q "^  2 passes: first $v5 (step 5), last $v10 (step 10)" show.txt
+check "history show: each pass" grep -q "^  step: 5=$v5 10=$v10\$" show.txt
+"$bin" history show 1 --json --db runs.db > show.json 2>&1
+check "history show --json: evals" [ "$(sqlite3 :memory: "SELECT json_array_length(j, '\$.evals') = 2 AND
+  json_extract(j, '\$.evals[1].step') = 10 AND abs(json_extract(j, '\$.evals[1].val_loss') - $v10_printed) < 5e-7 AND
+  json_extract(j, '\$.run.evals') = 2 AND json_extract(j, '\$.run.last_val_step') = 10
+  FROM (SELECT readfile('show.json') AS j)")" = 1 ]
+"$bin" history export 1 --csv --db runs.db > export.csv 2>&1
+check "history export: val_loss on steps 5 and 10 only" \
+  bash -c "[ \"\$(awk -F, 'NR > 1 && \$9 != \"\" {print \$1}' export.csv | tr '\n' ' ')\" = '5 10 ' ]"
+check "history export: the stored loss is train's" \
+  bash -c "awk -F, '\$1 == 10 {printf \"%.4f\", \$9}' export.csv | grep -qx '$v10'"
+"$bin" history compare 1 2 --db runs.db > compare.txt 2>&1
+check "history compare: the final val loss of both, the same" grep -q "^  final val loss  *$v10 (step 10)  *$v10 (step 10)\$" compare.txt
+check "history compare: min val loss row" grep -q "^  min val loss " compare.txt
 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS=1 -np 2 \
   "$bin" "${args[@]}" --stages 2 --schedule 1f1b --transport mpi > mpi.txt 2>&1
 check "mpirun P=2: the one stage's validation losses, printed once" cmp -s <(vals one.txt) <(vals mpi.txt)

@@ -409,6 +409,7 @@ static void check_migrated(const char *path, bool create) {
     raw_text(path, "SELECT count(error) + count(completed_at) FROM checkpoints", text, sizeof text);
     CHECK(strcmp(text, "0") == 0, "v2 checkpoint columns exist: %s", text);
     CHECK(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_status'") == 1, "v2 index");
+    CHECK(raw_int(path, "SELECT count(*) FROM evals") == 0, "v4 evals table exists, empty");
     check_integrity(path);
 }
 
@@ -422,6 +423,52 @@ static void test_migration(void) {
     check_migrated(path, false);
     // A migrated store migrates no further.
     check_migrated(path, false);
+}
+
+// Validation passes: committed at once with the buffered steps, read back in step order, summed
+// into the run's info (count, last, least); a run without passes reads NaN; a second pass at
+// one step is refused; a deleted run takes its passes along.
+static void test_evals(void) {
+    char path[256];
+    path_in_tmp(path, sizeof path, "evals.db");
+    Error err = {{0}};
+    Db *db = db_open(path, true, &err);
+    DbRun row = sample_run();
+    const int64_t run = db_run_begin(db, &row, &err), bare = db_run_begin(db, &row, &err);
+    CHECK(run == 1 && bare == 2, "runs: %s", err.msg);
+    const double losses[] = {4.5, 4.25, NAN, 4.375};
+    for (int s = 1; s <= 8; s++) {
+        DbStep st = sample_step(s);
+        CHECK(db_step_add(db, run, &st, NULL, 0, &err) == 0, "step %d: %s", s, err.msg);
+        if (s % 2) continue;
+        const DbEval ev = {.step = s, .val_loss = losses[s / 2 - 1], .batches = 3};
+        CHECK(db_eval_add(db, run, &ev, &err) == 0, "eval at %d: %s", s, err.msg);
+        CHECK(raw_int(path, "SELECT count(*) FROM evals") == s / 2, "eval %d committed at once", s / 2);
+        CHECK(raw_int(path, "SELECT count(*) FROM steps") == s, "with the steps before it (%d)", s);
+    }
+    DbEval *ev = NULL;
+    int n = 0;
+    CHECK(db_evals_read(db, run, &ev, &n, &err) == 0 && n == 4, "read: %d, %s", n, err.msg);
+    for (int i = 0; i < n; i++)
+        CHECK(ev[i].step == 2 * (i + 1) && ev[i].batches == 3 &&
+                  (isnan(losses[i]) ? isnan(ev[i].val_loss) : ev[i].val_loss == losses[i]),
+              "eval %d: step %d loss %g batches %d", i, ev[i].step, ev[i].val_loss, ev[i].batches);
+    free(ev);
+    DbRunInfo r = {0};
+    CHECK(db_run_get(db, run, &r, &err) == 0 && r.evals == 4 && r.last_val_step == 8 && r.last_val_loss == 4.375 &&
+              r.min_val_loss == 4.25,
+          "run info: %d evals, last %g at %d, min %g", r.evals, r.last_val_loss, r.last_val_step, r.min_val_loss);
+    db_run_info_clear(&r);
+    CHECK(db_run_get(db, bare, &r, &err) == 0 && r.evals == 0 && isnan(r.last_val_loss) && isnan(r.min_val_loss),
+          "a run without passes: %d evals, last %g", r.evals, r.last_val_loss);
+    db_run_info_clear(&r);
+    const DbEval again = {.step = 8, .val_loss = 1.0, .batches = 1};
+    CHECK(db_eval_add(db, run, &again, &err) == -1 && strstr(err.msg, "UNIQUE"), "a second pass at step 8: %s",
+          err.msg);
+    CHECK(db_discard_pending(db) == 1, "the refused pass is dropped");
+    db_close(db);
+    raw_exec(path, "PRAGMA foreign_keys = ON; DELETE FROM runs WHERE id = 1;");
+    CHECK(raw_int(path, "SELECT count(*) FROM evals") == 0, "deleting the run deletes its passes");
 }
 
 // A child records a run and dies without ending it: the run stays 'running' on disk, readers
@@ -696,6 +743,7 @@ int main(void) {
     test_checkpoints();
     test_refusals();
     test_migration();
+    test_evals();
     test_crashed_run();
     test_concurrent_reader();
     test_busy_store();

@@ -167,17 +167,17 @@ static float polyline_at(const int *steps, const float *vals, int n, double x) {
     return (float)(vals[k] + f * (vals[k + 1] - vals[k]));
 }
 
-void tui_series_overlay(const int *steps, const float *vals, int n, int first_step, int stride, int n_points,
+void tui_series_overlay(const int *steps, const float *vals, int n, double first_step, double stride, int n_points,
                         float *out) {
     for (int i = 0; i < n_points; i++) {
         // Point i stands for (the mean of) steps [first_step + i*stride, first_step + (i+1)*stride).
-        const double at = first_step + (double)i * stride + (stride - 1) / 2.0;
+        const double at = first_step + i * stride + (stride - 1) / 2.0;
         out[i] = polyline_at(steps, vals, n, at);
     }
     // Every evaluation shows on the point whose span holds it, even where the line has none
     // (the first, the last, a lone one).
     for (int k = 0; k < n; k++) {
-        const int i = stride > 0 ? (steps[k] - first_step) / stride : -1;
+        const int i = stride > 0 ? (int)floor((steps[k] - first_step) / stride) : -1;
         if (i >= 0 && i < n_points && isnan(out[i])) out[i] = vals[k];
     }
 }

@@ -70,10 +70,11 @@ double tui_ema_alpha(double alpha, int stride);
 void tui_ema(const float *y, int n, double alpha, float *out);
 
 // A sparse series (validation loss at steps[0..n), increasing) on the points of a TuiSeries
-// that starts at first_step with `stride` steps a point: out[i] is the line through the
+// that starts at first_step with `stride` steps a point (a fraction where a history curve
+// buckets step_max steps into fewer points): out[i] is the line through the
 // sparse values at the middle of point i's steps, NaN (a gap) before the first and after the last,
 // except that every sparse value shows on the point whose steps hold it.
-void tui_series_overlay(const int *steps, const float *vals, int n, int first_step, int stride, int n_points,
+void tui_series_overlay(const int *steps, const float *vals, int n, double first_step, double stride, int n_points,
                         float *out);
 
 // Range of the finite values of y (lo == hi when constant; false when none is finite).

@@ -77,7 +77,7 @@ static double acts_bytes(const ModelConfig *m, double rows, double T, bool recom
     return 4.0 * rows * T * (layers + 2.0 * m->vocab + m->hidden);
 }
 
-double run_config_memory_bytes(const RunConfig *rc, double model_share, int replicas, int in_flight,
+double run_config_memory_bytes(const RunConfig *rc, double model_share, int replicas, double in_flight,
                                bool recompute) {
     // fp32 weights, gradients and both Adam moments: 16 bytes a parameter.
     const double state = 16.0 * param_count(&rc->model) * model_share;

@@ -35,7 +35,7 @@ int run_config_validate(const RunConfig *rc, Error *err);
 // overflow an integer must still be refused): weights, gradients and AdamW moments of the
 // model_share of the model it holds (1: all stages; 1/P: one of P ranks), for each of its
 // replicas, plus the activations of in_flight microbatches and the step's token ids.
-double run_config_memory_bytes(const RunConfig *rc, double model_share, int replicas, int in_flight,
+double run_config_memory_bytes(const RunConfig *rc, double model_share, int replicas, double in_flight,
                                bool recompute);
 
 typedef struct {

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 enum { TAG_NOTICE = 0 };
@@ -63,8 +64,18 @@ double notices_now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// The kernel stretches a sleeping thread's wake-up by its timer slack (50 us by default), so a
+// 1 us nanosleep takes about 55: every message a waiting rank received was seen up to that
+// late. A slack of 1 ns makes the short pauses short; set once per waiting thread.
+static _Thread_local bool exact_sleep;
+
 void notices_backoff(long *ns) {
+    if (!exact_sleep) {
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+        exact_sleep = true;
+    }
     const struct timespec ts = {0, *ns};
     nanosleep(&ts, NULL);
-    if (*ns < 200000) *ns *= 2;
+    if (*ns < NOTICES_POLL_SHORT_NS) *ns = *ns * 2 < NOTICES_POLL_SHORT_NS ? *ns * 2 : NOTICES_POLL_SHORT_NS;
+    else if (*ns < NOTICES_POLL_LONG_NS) *ns += 1000;
 }

@@ -36,6 +36,13 @@ void abort_notices_free(AbortNotices *n);
 TransportStatus mpi_call_failed(int code, const char *call, Error *err);
 // CLOCK_MONOTONIC seconds, for deadlines.
 double notices_now_s(void);
-// Sleeps *ns nanoseconds, then doubles it up to 200 us: a poll loop's pause.
+// A poll loop's pause (start *ns at 1000): sleeps *ns nanoseconds, then doubles it up to 50 us,
+// then lengthens it by 1 us a poll up to 1 ms. A wait of a few milliseconds (a pipeline
+// bubble, a message in flight) is answered within 50 us of the message; one of seconds (a
+// stalled peer, a paused console) settles at a thousand wake-ups a second. Measured on 2 cores,
+// mpirun -np 4 --stages 4 (tiny): 10.5 ms a step with the former 200 us cap and the default
+// 50 us timer slack, 9.6 ms with these pauses, 9.4 ms under the local transport.
+#define NOTICES_POLL_SHORT_NS 50000L
+#define NOTICES_POLL_LONG_NS 1000000L
 void notices_backoff(long *ns);
 #endif

@@ -6,10 +6,36 @@
 #include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "engine/pipeline.h"
 #include "engine/schedule/schedule.h"
 #include "engine/reference_step.h"
+
+// A layout of the layout sweeps (test_tied.c, test_eval.c): schedule, P ranks, V stages per
+// rank, D replicas, M microbatches, recompute.
+typedef struct {
+    const char *schedule;
+    int P, V, D, M;
+    bool recompute;
+} ParityLayout;
+
+static inline PipelineOptions parity_layout_options(const ParityLayout *l) {
+    PipelineOptions o = pipeline_options_defaults();
+    snprintf(o.schedule, sizeof o.schedule, "%s", l->schedule);
+    o.ranks = l->P;
+    o.virtual_stages = l->V;
+    o.dp = l->D;
+    o.recompute = l->recompute;
+    return o;
+}
+
+// "what zb-v P=2 V=2 D=1 M=4 recompute=0", for the checks' messages.
+static inline void parity_layout_name(char *buf, size_t size, const char *what, const ParityLayout *l) {
+    snprintf(buf, size, "%s %s P=%d V=%d D=%d M=%d recompute=%d", what, l->schedule, l->P, l->V, l->D, l->M,
+             l->recompute);
+}
 
 enum { PARITY_T = 16, PARITY_STEPS = 5, PARITY_MAX_M = 8, PARITY_ROWS = 2 };
 

@@ -10,29 +10,17 @@
 #include "parity_util.h"
 #include "test_util.h"
 
-typedef struct {
-    const char *schedule;
-    int P, V, D, M;
-    bool recompute;
-} Layout;
-
-static Pipeline *create(const Layout *l, Error *err) {
-    PipelineOptions o = pipeline_options_defaults();
-    snprintf(o.schedule, sizeof o.schedule, "%s", l->schedule);
-    o.ranks = l->P;
-    o.virtual_stages = l->V;
-    o.dp = l->D;
-    o.recompute = l->recompute;
+static Pipeline *create(const ParityLayout *l, Error *err) {
+    const PipelineOptions o = parity_layout_options(l);
     RunConfig rc = parity_run(l->M * l->D);
     rc.microbatches = l->M;
     return pipeline_create(&rc, &o, err);
 }
 
-static void check_layout(const Layout *l) {
+static void check_layout(const ParityLayout *l) {
     char what[160];
-    snprintf(what, sizeof what, "eval %s P=%d V=%d D=%d M=%d recompute=%d", l->schedule, l->P, l->V, l->D, l->M,
-             l->recompute);
-    const Layout one = {"gpipe", 1, 1, l->D, l->M, false};
+    parity_layout_name(what, sizeof what, "eval", l);
+    const ParityLayout one = {"gpipe", 1, 1, l->D, l->M, false};
     Error err = {{0}};
     Pipeline *ref = create(&one, &err), *p = create(l, &err);
     CHECK(ref && p, "%s: %s", what, err.msg);
@@ -71,7 +59,7 @@ static void check_layout(const Layout *l) {
 }
 
 int main(void) {
-    const Layout layouts[] = {
+    const ParityLayout layouts[] = {
         {"gpipe", 2, 1, 1, 4, false},          {"1f1b", 4, 1, 1, 4, false},          {"zb-h1", 2, 1, 2, 4, false},
         {"zb-v", 2, 2, 1, 4, false},           {"interleaved-1f1b", 2, 2, 2, 4, false}, {"looped-bfs", 3, 2, 1, 3, false},
         {"1f1b", 3, 1, 2, 6, true},

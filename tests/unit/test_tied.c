@@ -10,12 +10,6 @@
 #include "parity_util.h"
 #include "test_util.h"
 
-typedef struct {
-    const char *schedule;
-    int P, V, D, M;
-    bool recompute;
-} Layout;
-
 static RunConfig tied_run(int M, int D) {
     RunConfig rc = parity_run(M * D);
     rc.microbatches = M;
@@ -23,19 +17,14 @@ static RunConfig tied_run(int M, int D) {
     return rc;
 }
 
-static Pipeline *create(const Layout *l, Error *err) {
-    PipelineOptions o = pipeline_options_defaults();
-    snprintf(o.schedule, sizeof o.schedule, "%s", l->schedule);
-    o.ranks = l->P;
-    o.virtual_stages = l->V;
-    o.dp = l->D;
-    o.recompute = l->recompute;
+static Pipeline *create(const ParityLayout *l, Error *err) {
+    const PipelineOptions o = parity_layout_options(l);
     const RunConfig rc = tied_run(l->M, l->D);
     return pipeline_create(&rc, &o, err);
 }
 
 // Trains PARITY_STEPS steps; the losses into loss[].
-static int train(Pipeline *p, const Layout *l, double *loss, Error *err) {
+static int train(Pipeline *p, const ParityLayout *l, double *loss, Error *err) {
     const RunConfig rc = tied_run(l->M, l->D);
     int32_t *inputs = malloc(sizeof(int32_t) * (size_t)rc.batch * PARITY_T);
     int32_t *targets = malloc(sizeof(int32_t) * (size_t)rc.batch * PARITY_T);
@@ -60,11 +49,10 @@ static bool copy_is_embedding(const Pipeline *p) {
            parity_same_bits(last->weights + last->head_copy_offset, wte, info->numel);
 }
 
-static void check_layout(const Layout *l) {
+static void check_layout(const ParityLayout *l) {
     char what[160];
-    snprintf(what, sizeof what, "tied %s P=%d V=%d D=%d M=%d recompute=%d", l->schedule, l->P, l->V, l->D, l->M,
-             l->recompute);
-    const Layout one = {"gpipe", 1, 1, l->D, l->M, false};
+    parity_layout_name(what, sizeof what, "tied", l);
+    const ParityLayout one = {"gpipe", 1, 1, l->D, l->M, false};
     Error err = {{0}};
     Pipeline *ref = create(&one, &err), *p = create(l, &err);
     CHECK(ref && p, "%s: %s", what, err.msg);
@@ -88,7 +76,7 @@ static void check_layout(const Layout *l) {
 }
 
 int main(void) {
-    const Layout layouts[] = {
+    const ParityLayout layouts[] = {
         {"1f1b", 2, 1, 1, 4, false},          {"gpipe", 4, 1, 1, 4, false},
         {"zb-h1", 2, 1, 2, 4, false},         {"zb-v", 2, 2, 1, 4, false},   // embedding and head on rank 0
         {"interleaved-1f1b", 2, 2, 2, 4, false}, {"looped-bfs", 3, 2, 1, 3, false},

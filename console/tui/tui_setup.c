@@ -33,7 +33,24 @@ static bool chosen_csv(const TuiSetup *s) { return tui_plan_is_csv(chosen_name(s
 
 static int cmp_names(const void *a, const void *b) { return strcmp(a, b); }
 
-// Built-in schedules, then the working directory's *.csv files, sorted.
+// A CSV that starts as torch's schedule files do: the first cell an action such as "0F0",
+// "0UNSHARD" or "(0F3;3B1)OVERLAP_F_B" (a stage number, then capitals). Keeps the working
+// directory's other CSVs (a `history export`, data) out of the schedule list.
+static bool looks_like_schedule_csv(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char head[64] = {0};
+    const size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    size_t i = 0;
+    while (i < n && (head[i] == ' ' || head[i] == '\t')) i++;
+    if (i < n && head[i] == '(') i++;
+    const size_t digits = i;
+    while (i < n && isdigit((unsigned char)head[i])) i++;
+    return i > digits && i < n && isupper((unsigned char)head[i]);
+}
+
+// Built-in schedules, then the working directory's schedule CSVs (looks_like_schedule_csv), sorted.
 static void scan_schedules(TuiSetup *s) {
     char keep[256];
     snprintf(keep, sizeof keep, "%.255s", s->n_names ? chosen_name(s) : s->ro.pipe.schedule);
@@ -44,7 +61,8 @@ static void scan_schedules(TuiSetup *s) {
     DIR *d = opendir(".");
     for (struct dirent *e; d && (e = readdir(d)) && s->n_names < TUI_MAX_SCHEDULES;) {
         const size_t len = strlen(e->d_name);
-        if (e->d_name[0] != '.' && len > 4 && len < sizeof s->names[0] && strcmp(e->d_name + len - 4, ".csv") == 0)
+        if (e->d_name[0] != '.' && len > 4 && len < sizeof s->names[0] && strcmp(e->d_name + len - 4, ".csv") == 0 &&
+            looks_like_schedule_csv(e->d_name))
             snprintf(s->names[s->n_names++], sizeof s->names[0], "%s", e->d_name);
     }
     if (d) closedir(d);

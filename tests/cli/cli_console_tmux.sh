@@ -51,6 +51,7 @@ all_there() {   # all_there COLS ROWS
 # A theme file with a bad line, and a schedule as a CSV file in the working directory.
 printf 'title = cyan bold\nborder = purpel\n' > bad.theme
 "$bin" plan --stages 4 --microbatches 8 --schedule 1f1b --dump-csv > mine.csv
+printf 'step,loss\n1,5.5\n' > data.csv   # a CSV that is not a schedule: not listed
 
 run=(--db "$work/runs.db" --steps 30 --seq 64 --batch 16 --microbatches 8 --stages 4 --theme "$work/bad.theme")
 tm new-session -d -x 120 -y 40 "cd '$work' && '$bin' console ${run[*]} 2>'$work/stderr.txt'; echo \$? > '$work/exit.txt'"
@@ -59,6 +60,7 @@ tm new-session -d -x 120 -y 40 "cd '$work' && '$bin' console ${run[*]} 2>'$work/
 wait_for 10 'bad\.theme:2: .*purpel' "a bad theme line is named"
 wait_for 5 '\(\*\) 1f1b' "setup shows the chosen schedule"
 wait_for 5 '\( \) mine\.csv +csv' "setup lists the CSV schedule"
+check "setup leaves a CSV that is not a schedule out" bash -c "! tmux -L '$sock' capture-pane -p | grep -q data.csv"
 wait_for 5 'bubble 27\.27% predicted' "setup shows the plan's bubble"
 
 # First run: stage rows, timeline lanes with letters, bubbles, loss.

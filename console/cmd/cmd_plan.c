@@ -5,6 +5,7 @@
 #include "console/cmd/cmd_plan.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@ typedef struct {
     ModelConfig model;               // the split is train's: partition_balance_model
     const char *schedule;
     double cost[3];                  // F, B, W through one rank's share of layers (W < 0: B/2)
+    bool cost_model;                 // --cost model: W from the model's weight-gradient share
     double latency;
     const char *from_run;            // --from-run RUN; NULL: plan from --cost
     const char *db;                  // the run store --from-run reads; NULL: DB_DEFAULT_PATH
@@ -87,6 +89,12 @@ static int set_schedule(PlanOptions *o, const char *flag, const char *v, Error *
 }
 
 static int set_cost(PlanOptions *o, const char *flag, const char *v, Error *err) {
+    o->cost_model = strcmp(v, "model") == 0;
+    if (o->cost_model) return 0;   // set once --model and --seq are known (plan_check)
+    if (!isdigit((unsigned char)v[0]) && v[0] != '.') {
+        error_set(err, "%s: '%s' needs F,B, F,B,W or model", flag, v);
+        return -1;
+    }
     double c[3];
     int n = cli_parse_float_list(flag, v, c, 3, err);
     if (n < 0) return -1;
@@ -127,9 +135,10 @@ static const PlanOption OPTIONS[] = {
     {"--microbatches", "M", "microbatches per step (with a schedule name; a CSV has its own)", set_mbs},
     {"--schedule", "NAME|FILE.csv", NULL, set_schedule},  // help: option_help, from the registry
     {"--virtual", "V", NULL, set_virtual},
-    {"--cost", "F,B[,W]",
+    {"--cost", "F,B[,W]|model",
      "time of one microbatch's forward, backward, and the weight-gradient part of the backward, through one "
-     "rank's layers (default 1,2; W defaults to B/2); each of a rank's V stages takes 1/V of it",
+     "rank's layers (default 1,2; W defaults to B/2); each of a rank's V stages takes 1/V of it. model: 1,2 and "
+     "W the weight-gradient share of the backward in --model's FLOPs at --seq",
      set_cost},
     {"--latency", "T", "time added to every message between ranks (default 0)", set_latency},
     {"--model", "NAME|CONFIG.json", "the model whose layers the stages split, as train takes it (default tiny)",
@@ -211,6 +220,11 @@ static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
     }
     if (o->layers) o->model.layers = o->layers;
     o->layers = o->model.layers;
+    if (o->cost_model) {
+        o->cost[0] = 1.0;
+        o->cost[1] = 2.0;
+        o->cost[2] = 2.0 * partition_weight_share(&o->model, o->seq);
+    }
     return 0;
 }
 

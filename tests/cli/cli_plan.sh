@@ -175,4 +175,16 @@ expect_contains "from-run csv" "v.csv, P 2, V 2, M 4, layers per stage"
 expect_ok "help" --help
 expect_contains "help" "--schedule NAME|FILE.csv"
 
+# --cost model: W is the model's weight-gradient share of B. 1F1B does not split B, so its
+# bubble is the papers' 1/9; zb-h1's grows past the formula's 4 % as W shrinks (tiny: W is a
+# small part of the backward), and equals an explicit --cost with a smaller W's ordering.
+bubble_of() { "$bin" plan --stages 2 --microbatches 8 --json "$@" | sed -nE 's/.*"bubble":([0-9.eE+-]+).*/\1/p'; }
+b1=$(bubble_of --schedule 1f1b --model tiny --seq 64 --cost model)
+bz=$(bubble_of --schedule zb-h1 --model tiny --seq 64 --cost model)
+bw=$(bubble_of --schedule zb-h1 --cost 1,2,0.2)
+check "--cost model: 1f1b keeps 1/9" awk -v b="$b1" 'BEGIN { exit !(b > 0.11110 && b < 0.11112) }'
+check "--cost model: tiny's zb-h1 bubble lies between W=B/2's 4 % and W=0.1 B's" \
+  awk -v b="$bz" -v w="$bw" 'BEGIN { exit !(b > 0.0401 && b < w) }'
+expect_fail "--cost with a word" "needs F,B, F,B,W or model" --cost modl
+
 cli_finish

@@ -1,8 +1,8 @@
 // engine/schedule/schedule_gen: the built-in generators, private to engine/schedule (the
 // registry in schedule_registry.c is their only caller). Each takes P ranks, M microbatches
 // and V stages per rank, already checked by schedule_build (P, M, V >= 1; V equal to the row's
-// default where the row fixes it), and returns the compute-only schedule, or NULL with err for
-// arguments only the generator can judge (interleaved-1f1b's M).
+// default where the row fixes it; M at least the row's minimum), and returns the compute-only
+// schedule, or NULL with err for arguments only the generator can judge (interleaved-1f1b's M).
 #ifndef PPTRAIN_SCHEDULE_GEN_H
 #define PPTRAIN_SCHEDULE_GEN_H
 #include "engine/schedule/schedule.h"

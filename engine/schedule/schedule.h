@@ -82,7 +82,7 @@ const ScheduleInfo *schedule_find(const char *name);
 bool schedule_is_builtin(const char *name);
 // The row's default V; 1 for a name that is not built in.
 int schedule_default_virtual(const char *name);
-// True for a built-in schedule that takes any V (interleaved-1f1b, looped-bfs).
+// True for a built-in schedule that takes any V (interleaved-1f1b, looped-bfs, interleaved-zb).
 bool schedule_virtual_free(const char *name);
 // The fewest microbatches the row takes at P ranks and V stages per rank (V = 0: its default);
 // 1 for a name that is not built in.
@@ -93,8 +93,8 @@ void schedule_names_text(char *buf, size_t size, bool multi_stage_only);
 // Builds the compute-only schedule (name, P ranks, M microbatches, V stages per rank;
 // V = 0 means the row's default). Returns NULL and fills err for an unknown name (the message
 // lists the table's names) or arguments the generator refuses (V other than the row's fixed V,
-// M below the row's minimum, interleaved-1f1b with M not a multiple of max(1, M / P) as
-// torch requires).
+// M below the row's minimum, interleaved-1f1b and interleaved-zb with M not a multiple of
+// max(1, M / P) as torch requires).
 Schedule *schedule_build(const char *name, int n_ranks, int n_microbatches, int n_virtual, Error *err);
 
 // An empty schedule with the given shape; stage_rank filled from map.

@@ -130,6 +130,22 @@ Schedule *schedule_gen_interleaved_1f1b(int P, int M, int V, Error *err) {
     return s;
 }
 
+// Interleaved zero bubble (torch ScheduleInterleavedZeroBubble with V stages per rank; ZB-H1
+// is its V = 1): interleaved 1F1B's rounds and stage map (stage s on rank s % P), one op of
+// warm-up per hop instead of two, the backward split into I and W, rank r's W's trailing
+// their I's by r ops. M must be a multiple of the rounds max(1, M / P), as torch requires.
+Schedule *schedule_gen_interleaved_zb(int P, int M, int V, Error *err) {
+    int rounds = M / P > 1 ? M / P : 1;
+    if (M % rounds) {
+        error_set(err, "interleaved-zb needs the microbatches to be a multiple of max(1, M / P) = %d "
+                       "(got M = %d, P = %d; any multiple of P works)", rounds, M, P);
+        return NULL;
+    }
+    Schedule *s = schedule_new("interleaved-zb", P, P * V, M, STAGE_MAP_LOOP);
+    build_rank_ops(s, P, M, V, 1, true);
+    return s;
+}
+
 // ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"; torch's zero-bubble ops with one
 // stage per rank): 1F1B's warm-up, backward split into I and W, rank r holding back its W's
 // by r ops so they fill the cooldown bubbles. Bubble (P-1)(F+I-W) instead of 1F1B's
@@ -205,3 +221,4 @@ Schedule *schedule_gen_zb_v(int P, int M, int V, Error *err) {
     }
     return s;
 }
+

@@ -22,6 +22,10 @@ static double bubble_zb_v(int P, int M, int V) {
     return (P - 1.0) / (6.0 * M + P - 1.0);
 }
 
+// The zero-bubble schedules with several stages per rank idle only for the fill, (P-1)F at
+// F = 1 per stage, against 3VM of work per rank: zb-v is its V = 2.
+static double bubble_zb_looped(int P, int M, int V) { return (P - 1.0) / (3.0 * V * M + P - 1.0); }
+
 const ScheduleInfo SCHEDULE_REGISTRY[] = {
     {"gpipe", schedule_gen_gpipe, 1, true, 0, bubble_flat, "(P-1)/(M+P-1)",
      "every forward, then every backward (GPipe); M microbatches of activations on every stage"},
@@ -33,6 +37,8 @@ const ScheduleInfo SCHEDULE_REGISTRY[] = {
      "V stages per rank, every microbatch through one before the next (breadth first)"},
     {"zb-h1", schedule_gen_zb_h1, 1, true, 0, bubble_zb_h1, "(P-1)/(3M+P-1)",
      "1F1B with the backward split into I and W, W's delayed into the cooldown (zero bubble H1)"},
+    {"interleaved-zb", schedule_gen_interleaved_zb, 2, false, 0, bubble_zb_looped, "(P-1)/(3VM+P-1)",
+     "zero bubble H1 over V stages per rank, stage s on rank s mod P; M a multiple of max(1, M/P)"},
     {"zb-v", schedule_gen_zb_v, 2, true, 0, bubble_zb_v, "(P-1)/(6M+P-1)",
      "zero bubble over 2P stages in a V: rank r holds stages r and 2P-1-r (ZB-V)"},
 };

@@ -91,7 +91,8 @@ static int virtual_range(const ScheduleInfo *info, int *first) {
 
 // Every row of the registry over a grid of P, M and V. A generator may refuse an M it cannot
 // lay out (the interleaved schedules' rounds) with a one-line reason, and a row M below its
-// minimum with a line that names the M that works, but never M a multiple of P from there on.
+// minimum with a line that names the M that works, but never M a multiple of
+// P from there on.
 static void test_every_generator_valid(void) {
     for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++)
         for (int P = 1; P <= 6; P++)
@@ -166,6 +167,9 @@ static void test_stage_maps(void) {
     for (int st = 0; st < 8; st++) CHECK(schedule_stage_rank(STAGE_MAP_V, 4, 8, st) == v[st], "V map stage %d", st);
     Schedule *s = build("zb-v", 4, 8, 2);
     if (s) CHECK(s->stage_rank[4] == 3 && s->stage_rank[7] == 0, "zb-v uses the V map");
+    schedule_free(s);
+    s = build("interleaved-zb", 4, 8, 3);
+    if (s) CHECK(s->n_stages == 12 && s->stage_rank[4] == 0 && s->stage_rank[11] == 3, "interleaved-zb loops");
     schedule_free(s);
 }
 
@@ -285,6 +289,32 @@ static void test_bubble_zb_v(void) {
         }
 }
 
+// Interleaved zero bubble, V stages per rank at F=I=W=1 each: the fill, P-1, is the only idle
+// time (3VM of work per rank); V = 1 is ZB-H1, action for action.
+static void test_bubble_interleaved_zb(void) {
+    for (int P = 1; P <= 6; P++)
+        for (int V = 1; V <= 4; V++)
+            for (int M = 2 * P; M <= 4 * P; M += P) {
+                Schedule *s = build("interleaved-zb", P, M, V);
+                SimResult r;
+                if (!s || simulate(s, 1, 2, 1, &r)) {
+                    schedule_free(s);
+                    continue;
+                }
+                char what[64];
+                snprintf(what, sizeof what, "interleaved-zb P=%d V=%d M=%d", P, V, M);
+                CHECK_NEAR(r.makespan, 3.0 * V * M + P - 1, TOL, what);
+                CHECK(r.messages == 2 * (P > 1 ? P * V - 1 : 0) * M, "%s: %d messages", what, r.messages);
+                if (V == 1) {
+                    Schedule *h1 = build("zb-h1", P, M, 1);
+                    CHECK(h1 && schedule_equal(s, h1), "%s: zb-h1's actions", what);
+                    schedule_free(h1);
+                }
+                sim_free(&r);
+                schedule_free(s);
+            }
+}
+
 static void test_latency_and_render(void) {
     Schedule *s = build("1f1b", 2, 1, 1);
     SimResult r;
@@ -321,6 +351,9 @@ static void test_build_errors(void) {
     CHECK(ok != NULL, "interleaved P=4 M=10: %s", ok ? "" : err.msg);
     schedule_free(ok);
     CHECK(schedule_default_virtual("zb-v") == 2 && schedule_default_virtual("1f1b") == 1, "default V");
+    CHECK(!schedule_build("interleaved-zb", 4, 9, 2, &err) && strstr(err.msg, "interleaved-zb needs the microbatches "
+                                                                          "to be a multiple of max(1, M / P) = 2"),
+          "%s", err.msg);
 }
 
 // Parses text, expecting failure with a message containing want.
@@ -487,7 +520,7 @@ static Schedule *compute_only(const Schedule *s) {
 // and in order; looped BFS by permuting its backward (same shape, same simulated timeline
 // length); a reversed CSV backward, and a lowered one, by deferring W.
 static void test_weight_order(void) {
-    const char *names[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v"};
+    const char *names[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v", "interleaved-zb"};
     for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
         for (int P = 1; P <= 4; P++)
             for (int M = 1; M <= 9; M++) {
@@ -555,6 +588,7 @@ int main(void) {
     test_bubble_interleaved();
     test_bubble_zb_h1();
     test_bubble_zb_v();
+    test_bubble_interleaved_zb();
     test_latency_and_render();
     test_csv_malformed();
     test_csv_accepts();

@@ -67,7 +67,7 @@ typedef struct {
     ScheduleGenerator build;      // called by schedule_build with checked P, M, V
     int default_virtual;          // V when none is asked for
     bool virtual_fixed;           // V must be default_virtual
-    int min_m_per_stage;          // M must be at least this x P x V; 0: any M
+    int min_m_per_stage;          // M must be at least this x P x V (dualpipe-v: 1); 0: any M
     // Textbook bubble at F=1 B=2 (F=I=W=1 for split backwards), equal stages, no latency;
     // the simulator matches it exactly for M a multiple of P and at least 2P (test_schedule).
     double (*ideal_bubble)(int n_ranks, int n_microbatches, int n_virtual);

@@ -15,4 +15,5 @@ Schedule *schedule_gen_looped_bfs(int P, int M, int V, Error *err);
 Schedule *schedule_gen_zb_h1(int P, int M, int V, Error *err);
 Schedule *schedule_gen_interleaved_zb(int P, int M, int V, Error *err);
 Schedule *schedule_gen_zb_v(int P, int M, int V, Error *err);
+Schedule *schedule_gen_dualpipe_v(int P, int M, int V, Error *err);
 #endif

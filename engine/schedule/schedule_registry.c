@@ -23,7 +23,9 @@ static double bubble_zb_v(int P, int M, int V) {
 }
 
 // The zero-bubble schedules with several stages per rank idle only for the fill, (P-1)F at
-// F = 1 per stage, against 3VM of work per rank: zb-v is its V = 2.
+// F = 1 per stage, against 3VM of work per rank: zb-v and dualpipe-v are its V = 2. DualPipeV
+// overlaps a forward with a backward to hide communication, which this equal-cost,
+// free-message model cannot show: it times the pair as the F and then the B.
 static double bubble_zb_looped(int P, int M, int V) { return (P - 1.0) / (3.0 * V * M + P - 1.0); }
 
 const ScheduleInfo SCHEDULE_REGISTRY[] = {
@@ -41,6 +43,8 @@ const ScheduleInfo SCHEDULE_REGISTRY[] = {
      "zero bubble H1 over V stages per rank, stage s on rank s mod P; M a multiple of max(1, M/P)"},
     {"zb-v", schedule_gen_zb_v, 2, true, 0, bubble_zb_v, "(P-1)/(6M+P-1)",
      "zero bubble over 2P stages in a V: rank r holds stages r and 2P-1-r (ZB-V)"},
+    {"dualpipe-v", schedule_gen_dualpipe_v, 2, true, 1, bubble_zb_v, "(P-1)/(6M+P-1)",
+     "DualPipeV (DeepSeek) on zb-v's V: one chunk's forward paired with the other's full backward; M >= 2P"},
 };
 const int SCHEDULE_COUNT = (int)(sizeof SCHEDULE_REGISTRY / sizeof SCHEDULE_REGISTRY[0]);
 
@@ -89,8 +93,9 @@ static int check_virtual(const ScheduleInfo *info, int V, Error *err) {
     return -1;
 }
 
-// A row with a minimum M (one microbatch per stage, say) refuses fewer with a line that names
-// the fewest microbatches for these ranks and the most ranks for these microbatches.
+// A row with a minimum M (dualpipe-v: one microbatch per stage, as torch requires) refuses
+// fewer with a line that names the fewest microbatches for these ranks and the most ranks for
+// these microbatches.
 static int check_microbatches(const ScheduleInfo *info, int P, int M, int V, Error *err) {
     const int per_rank = info->min_m_per_stage * V;
     if (per_rank == 0 || M >= per_rank * P) return 0;

@@ -231,12 +231,13 @@ Schedule *schedule_gen_zb_v(int P, int M, int V, Error *err) {
 // messages. pptrain holds the pair as its two sub-actions, forward first, exactly as it reads
 // torch's CSV (schedule_csv.c), and the runtime runs the F and then the B: a CPU rank has one
 // stream. Backwards are split (I now, W later, oldest first) only while the pipe fills and
-// drains, where the W's fill the gaps. Needs M >= 2P (the registry refuses fewer, as torch).
+// drains, where the W's fill the gaps. Needs M >= 2P (the registry refuses fewer, as torch
+// does). The phases below are torch's steps 1-8, rank r of P.
 typedef struct {
     Schedule *s;
     int rank;
-    int stage[2];  // the rank's chunk 0 and chunk 1 stages
-    int f[2], b[2];                // next microbatch of each chunk's forward / backward (B or I)
+    int stage[2];                         // the rank's chunk 0 and chunk 1 stages
+    int f[2], b[2];                       // next microbatch of each chunk's F / backward (B or I)
     int *w_stage, *w_mb, w_head, w_tail;  // (2M) I's whose W is still due, oldest first
 } DualRank;
 
@@ -258,6 +259,8 @@ static void dual_weight(DualRank *d) {
 
 static void dual_rank(DualRank *d, int P, int M) {
     const int r = d->rank;
+    // Fill: chunk 0 forwards, then both chunks' forwards in turn, then chunk 1's first
+    // backwards split, each W right after its I.
     for (int k = 0; k < 2 * (P - r - 1); k++) dual_push(d, ACT_F, 0);
     for (int k = 0; k < r + 1; k++) {
         dual_push(d, ACT_F, 0);
@@ -270,6 +273,7 @@ static void dual_rank(DualRank *d, int P, int M) {
     }
     // The main phase: (F0;B1) then (F1;B0). torch does not overlap the first pair on the last
     // rank (its F0 and B1 run apart), which is the same two actions in the same order here.
+    // Then chunk 1's forwards run out: B1, (F1;B0).
     for (int k = 0; k < M - 2 * P + r + 1; k++) {
         dual_push(d, ACT_F, 0);
         dual_push(d, ACT_B, 1);
@@ -290,6 +294,7 @@ static void dual_rank(DualRank *d, int P, int M) {
         if (k == (r + 1) / 2 && r % 2 == 0) split = true;
         dual_push(d, split ? ACT_I : ACT_B, 0);
     }
+    // Drain: chunk 0's last backwards, each after a pending W; then the W's left.
     for (int k = 0; k < P - r - 1; k++) {
         dual_weight(d);
         dual_push(d, split ? ACT_I : ACT_B, 0);

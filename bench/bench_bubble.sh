@@ -13,7 +13,7 @@ data=/usr/share/games/fortunes
 printf "%-17s %4s %9s %9s\n" schedule M ideal measured
 for sched in $("$bin" plan --list | sed -n 's/^| \([^ |]*\) | [0-9].*/\1/p'); do   # the registry
   [ "$sched" = zb-v ] && [ "$P" -lt 2 ] && continue
-  cost=1,2; case $sched in zb-*) cost=1,2,1 ;; esac
+  cost=1,2; case $sched in zb-*|interleaved-zb|dualpipe-v) cost=1,2,1 ;; esac
   for M in 8 16; do
     ideal=$("$bin" plan --stages "$P" --microbatches "$M" --schedule "$sched" --cost "$cost" --json |
             sed 's/.*"bubble":\([0-9.e-]*\).*/\1/')

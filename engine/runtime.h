@@ -12,6 +12,11 @@
 // schedule: the most microbatches held between I and W on the stage, plus one (1 when the
 // schedule does not split the backward).
 //
+// torch's OVERLAP_F_B (DualPipeV's "(0F3;3B1)OVERLAP_F_B") reaches the runtime as its two
+// sub-actions, the F and then the B: the CSV reader and the dualpipe-v generator both write it
+// so. A CPU rank has one stream, so the runtime runs them one after the other; nothing here
+// overlaps them (on a GPU that would take a second stream).
+//
 // Telemetry: every action a step runs is recorded as one ActionEvent (engine/telemetry.h) on
 // CLOCK_MONOTONIC, into a buffer sized at creation from the rank's action count.
 #ifndef PPTRAIN_RUNTIME_H

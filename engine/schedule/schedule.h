@@ -67,6 +67,7 @@ typedef struct {
     ScheduleGenerator build;      // called by schedule_build with checked P, M, V
     int default_virtual;          // V when none is asked for
     bool virtual_fixed;           // V must be default_virtual
+    int min_m_per_stage;          // M must be at least this x P x V (dualpipe-v: 1); 0: any M
     // Textbook bubble at F=1 B=2 (F=I=W=1 for split backwards), equal stages, no latency;
     // the simulator matches it exactly for M a multiple of P and at least 2P (test_schedule).
     double (*ideal_bubble)(int n_ranks, int n_microbatches, int n_virtual);
@@ -81,15 +82,19 @@ const ScheduleInfo *schedule_find(const char *name);
 bool schedule_is_builtin(const char *name);
 // The row's default V; 1 for a name that is not built in.
 int schedule_default_virtual(const char *name);
-// True for a built-in schedule that takes any V (interleaved-1f1b, looped-bfs).
+// True for a built-in schedule that takes any V (interleaved-1f1b, looped-bfs, interleaved-zb).
 bool schedule_virtual_free(const char *name);
+// The fewest microbatches the row takes at P ranks and V stages per rank (V = 0: its default);
+// 1 for a name that is not built in.
+int schedule_min_microbatches(const char *name, int n_ranks, int n_virtual);
 // "gpipe, 1f1b, ..." in table order into buf; multi_stage_only: only rows whose default V > 1.
 void schedule_names_text(char *buf, size_t size, bool multi_stage_only);
 
 // Builds the compute-only schedule (name, P ranks, M microbatches, V stages per rank;
 // V = 0 means the row's default). Returns NULL and fills err for an unknown name (the message
 // lists the table's names) or arguments the generator refuses (V other than the row's fixed V,
-// interleaved-1f1b with M not a multiple of max(1, M / P) as torch requires).
+// M below the row's minimum, interleaved-1f1b and interleaved-zb with M not a multiple of
+// max(1, M / P) as torch requires).
 Schedule *schedule_build(const char *name, int n_ranks, int n_microbatches, int n_virtual, Error *err);
 
 // An empty schedule with the given shape; stage_rank filled from map.

@@ -3,6 +3,7 @@
 // (engine/schedule/schedule_registry.c) names them and checks their arguments. Each follows the
 // torch.distributed.pipelining class of the same name, so a CSV dumped by either side lists
 // the same actions in the same order (torch's idle slots are simply left out).
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,22 @@ Schedule *schedule_gen_interleaved_1f1b(int P, int M, int V, Error *err) {
     return s;
 }
 
+// Interleaved zero bubble (torch ScheduleInterleavedZeroBubble with V stages per rank; ZB-H1
+// is its V = 1): interleaved 1F1B's rounds and stage map (stage s on rank s % P), one op of
+// warm-up per hop instead of two, the backward split into I and W, rank r's W's trailing
+// their I's by r ops. M must be a multiple of the rounds max(1, M / P), as torch requires.
+Schedule *schedule_gen_interleaved_zb(int P, int M, int V, Error *err) {
+    int rounds = M / P > 1 ? M / P : 1;
+    if (M % rounds) {
+        error_set(err, "interleaved-zb needs the microbatches to be a multiple of max(1, M / P) = %d "
+                       "(got M = %d, P = %d; any multiple of P works)", rounds, M, P);
+        return NULL;
+    }
+    Schedule *s = schedule_new("interleaved-zb", P, P * V, M, STAGE_MAP_LOOP);
+    build_rank_ops(s, P, M, V, 1, true);
+    return s;
+}
+
 // ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"; torch's zero-bubble ops with one
 // stage per rank): 1F1B's warm-up, backward split into I and W, rank r holding back its W's
 // by r ops so they fill the cooldown bubbles. Bubble (P-1)(F+I-W) instead of 1F1B's
@@ -203,5 +220,98 @@ Schedule *schedule_gen_zb_v(int P, int M, int V, Error *err) {
         zbv_steady(&z, n_micro);
         zbv_cooldown(&z, P);
     }
+    return s;
+}
+
+// ---- DualPipeV (DeepSeek-V3 report, 2024; torch ScheduleDualPipeV) ---------------------------
+//
+// zb-v's stage map (rank r holds chunk 0 = stage r and chunk 1 = stage 2P-1-r). In the main
+// phase each rank pairs one chunk's forward with the other chunk's full backward, which torch
+// runs as one action, "(0F3;3B1)OVERLAP_F_B", so that one's compute hides the other's
+// messages. pptrain holds the pair as its two sub-actions, forward first, exactly as it reads
+// torch's CSV (schedule_csv.c), and the runtime runs the F and then the B: a CPU rank has one
+// stream. Backwards are split (I now, W later, oldest first) only while the pipe fills and
+// drains, where the W's fill the gaps. Needs M >= 2P (the registry refuses fewer, as torch
+// does). The phases below are torch's steps 1-8, rank r of P.
+typedef struct {
+    Schedule *s;
+    int rank;
+    int stage[2];                         // the rank's chunk 0 and chunk 1 stages
+    int f[2], b[2];                       // next microbatch of each chunk's F / backward (B or I)
+    int *w_stage, *w_mb, w_head, w_tail;  // (2M) I's whose W is still due, oldest first
+} DualRank;
+
+static void dual_push(DualRank *d, ActionType t, int chunk) {
+    int *counter = t == ACT_F ? d->f : d->b;
+    int mb = counter[chunk]++;
+    schedule_push(d->s, d->rank, t, d->stage[chunk], mb);
+    if (t == ACT_I) {
+        d->w_stage[d->w_tail] = d->stage[chunk];
+        d->w_mb[d->w_tail++] = mb;
+    }
+}
+
+static void dual_weight(DualRank *d) {
+    if (d->w_head == d->w_tail) return;
+    schedule_push(d->s, d->rank, ACT_W, d->w_stage[d->w_head], d->w_mb[d->w_head]);
+    d->w_head++;
+}
+
+static void dual_rank(DualRank *d, int P, int M) {
+    const int r = d->rank;
+    // Fill: chunk 0 forwards, then both chunks' forwards in turn, then chunk 1's first
+    // backwards split, each W right after its I.
+    for (int k = 0; k < 2 * (P - r - 1); k++) dual_push(d, ACT_F, 0);
+    for (int k = 0; k < r + 1; k++) {
+        dual_push(d, ACT_F, 0);
+        dual_push(d, ACT_F, 1);
+    }
+    for (int k = 0; k < P - r - 1; k++) {
+        dual_push(d, ACT_I, 1);
+        dual_weight(d);
+        dual_push(d, ACT_F, 1);
+    }
+    // The main phase: (F0;B1) then (F1;B0). torch does not overlap the first pair on the last
+    // rank (its F0 and B1 run apart), which is the same two actions in the same order here.
+    // Then chunk 1's forwards run out: B1, (F1;B0).
+    for (int k = 0; k < M - 2 * P + r + 1; k++) {
+        dual_push(d, ACT_F, 0);
+        dual_push(d, ACT_B, 1);
+        dual_push(d, ACT_F, 1);
+        dual_push(d, ACT_B, 0);
+    }
+    for (int k = 0; k < P - r - 1; k++) {
+        dual_push(d, ACT_B, 1);
+        dual_push(d, ACT_F, 1);
+        dual_push(d, ACT_B, 0);
+    }
+    // The last r+1 backward pairs switch to I (W later) half-way: before chunk 1's on odd
+    // ranks, between the two chunks on even ones.
+    bool split = false;
+    for (int k = 0; k < r + 1; k++) {
+        if (k == (r + 1) / 2 && r % 2 == 1) split = true;
+        dual_push(d, split ? ACT_I : ACT_B, 1);
+        if (k == (r + 1) / 2 && r % 2 == 0) split = true;
+        dual_push(d, split ? ACT_I : ACT_B, 0);
+    }
+    // Drain: chunk 0's last backwards, each after a pending W; then the W's left.
+    for (int k = 0; k < P - r - 1; k++) {
+        dual_weight(d);
+        dual_push(d, split ? ACT_I : ACT_B, 0);
+    }
+    while (d->w_head < d->w_tail) dual_weight(d);
+}
+
+Schedule *schedule_gen_dualpipe_v(int P, int M, int V, Error *err) {
+    (void)V, (void)err;
+    assert(M >= 2 * P);  // the registry's minimum
+    Schedule *s = schedule_new("dualpipe-v", P, 2 * P, M, STAGE_MAP_V);
+    int *queue = xmalloc(sizeof(int) * 4 * (size_t)M);
+    for (int r = 0; r < P; r++) {
+        DualRank d = {s, r, {r, 2 * P - 1 - r}, {0, 0}, {0, 0}, queue, queue + 2 * M, 0, 0};
+        dual_rank(&d, P, M);
+        assert(d.f[0] == M && d.f[1] == M && d.b[0] == M && d.b[1] == M);
+    }
+    free(queue);
     return s;
 }

@@ -22,19 +22,29 @@ static double bubble_zb_v(int P, int M, int V) {
     return (P - 1.0) / (6.0 * M + P - 1.0);
 }
 
+// The zero-bubble schedules with several stages per rank idle only for the fill, (P-1)F at
+// F = 1 per stage, against 3VM of work per rank: zb-v and dualpipe-v are its V = 2. DualPipeV
+// overlaps a forward with a backward to hide communication, which this equal-cost,
+// free-message model cannot show: it times the pair as the F and then the B.
+static double bubble_zb_looped(int P, int M, int V) { return (P - 1.0) / (3.0 * V * M + P - 1.0); }
+
 const ScheduleInfo SCHEDULE_REGISTRY[] = {
-    {"gpipe", schedule_gen_gpipe, 1, true, bubble_flat, "(P-1)/(M+P-1)",
+    {"gpipe", schedule_gen_gpipe, 1, true, 0, bubble_flat, "(P-1)/(M+P-1)",
      "every forward, then every backward (GPipe); M microbatches of activations on every stage"},
-    {"1f1b", schedule_gen_1f1b, 1, true, bubble_flat, "(P-1)/(M+P-1)",
+    {"1f1b", schedule_gen_1f1b, 1, true, 0, bubble_flat, "(P-1)/(M+P-1)",
      "warm-up forwards, then one forward and one backward in turn (PipeDream-flush); stage s holds P-s"},
-    {"interleaved-1f1b", schedule_gen_interleaved_1f1b, 2, false, bubble_looped, "(P-1)/(VM+P-1)",
+    {"interleaved-1f1b", schedule_gen_interleaved_1f1b, 2, false, 0, bubble_looped, "(P-1)/(VM+P-1)",
      "1F1B over V stages per rank, stage s on rank s mod P (Megatron); M a multiple of max(1, M/P)"},
-    {"looped-bfs", schedule_gen_looped_bfs, 2, false, bubble_looped, "(P-1)/(VM+P-1)",
+    {"looped-bfs", schedule_gen_looped_bfs, 2, false, 0, bubble_looped, "(P-1)/(VM+P-1)",
      "V stages per rank, every microbatch through one before the next (breadth first)"},
-    {"zb-h1", schedule_gen_zb_h1, 1, true, bubble_zb_h1, "(P-1)/(3M+P-1)",
+    {"zb-h1", schedule_gen_zb_h1, 1, true, 0, bubble_zb_h1, "(P-1)/(3M+P-1)",
      "1F1B with the backward split into I and W, W's delayed into the cooldown (zero bubble H1)"},
-    {"zb-v", schedule_gen_zb_v, 2, true, bubble_zb_v, "(P-1)/(6M+P-1)",
+    {"interleaved-zb", schedule_gen_interleaved_zb, 2, false, 0, bubble_zb_looped, "(P-1)/(3VM+P-1)",
+     "zero bubble H1 over V stages per rank, stage s on rank s mod P; M a multiple of max(1, M/P)"},
+    {"zb-v", schedule_gen_zb_v, 2, true, 0, bubble_zb_v, "(P-1)/(6M+P-1)",
      "zero bubble over 2P stages in a V: rank r holds stages r and 2P-1-r (ZB-V)"},
+    {"dualpipe-v", schedule_gen_dualpipe_v, 2, true, 1, bubble_zb_v, "(P-1)/(6M+P-1)",
+     "DualPipeV (DeepSeek) on zb-v's V: one chunk's forward paired with the other's full backward; M >= 2P"},
 };
 const int SCHEDULE_COUNT = (int)(sizeof SCHEDULE_REGISTRY / sizeof SCHEDULE_REGISTRY[0]);
 
@@ -56,6 +66,14 @@ bool schedule_virtual_free(const char *name) {
     return info && !info->virtual_fixed;
 }
 
+int schedule_min_microbatches(const char *name, int P, int V) {
+    const ScheduleInfo *info = schedule_find(name);
+    if (!info) return 1;
+    if (V == 0) V = info->default_virtual;
+    const long long m = (long long)info->min_m_per_stage * P * V;
+    return m > 1 ? (int)m : 1;
+}
+
 void schedule_names_text(char *buf, size_t size, bool multi_stage_only) {
     size_t len = 0;
     buf[0] = '\0';
@@ -72,6 +90,21 @@ static int check_virtual(const ScheduleInfo *info, int V, Error *err) {
     else
         error_set(err, "%s runs exactly %d stages per rank; --virtual must be %d, not %d", info->name,
                   info->default_virtual, info->default_virtual, V);
+    return -1;
+}
+
+// A row with a minimum M (dualpipe-v: one microbatch per stage, as torch requires) refuses
+// fewer with a line that names the fewest microbatches for these ranks and the most ranks for
+// these microbatches.
+static int check_microbatches(const ScheduleInfo *info, int P, int M, int V, Error *err) {
+    const int per_rank = info->min_m_per_stage * V;
+    if (per_rank == 0 || M >= per_rank * P) return 0;
+    char fewer[96] = "";
+    if (M >= per_rank)
+        snprintf(fewer, sizeof fewer, ", or --stages %d or fewer for %d microbatches", M / per_rank, M);
+    error_set(err, "%s needs at least %d microbatch%s per stage: %d ranks x %d stages need M >= %d, not %d; "
+                   "use --microbatches %d or more%s", info->name, info->min_m_per_stage,
+              info->min_m_per_stage == 1 ? "" : "es", P, V, per_rank * P, M, per_rank * P, fewer);
     return -1;
 }
 
@@ -93,6 +126,6 @@ Schedule *schedule_build(const char *name, int P, int M, int V, Error *err) {
         error_set(err, "%s: %lld stages x %d microbatches is more than 10^7 actions", name, (long long)P * V, M);
         return NULL;
     }
-    if (check_virtual(info, V, err)) return NULL;
+    if (check_virtual(info, V, err) || check_microbatches(info, P, M, V, err)) return NULL;
     return info->build(P, M, V, err);
 }

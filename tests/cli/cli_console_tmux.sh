@@ -137,9 +137,9 @@ wait_for 5 'terminal too small \(need 60x16\)' "the too-small notice"
 tm resize-window -x 120 -y 40
 wait_for 5 'run setup' "the screen comes back after the resize"
 
-# A long run (steps typed into the form: ten lines below zb-h1): quitting asks first, then
-# stops it with a checkpoint.
-tm send-keys Down Down Down Down Down Down Down Down Down Down 5 0 0 0 Enter
+# A long run (steps typed into the form: twelve lines below zb-h1, past interleaved-zb, zb-v,
+# dualpipe-v, mine.csv and eight fields): quitting asks first, then stops it with a checkpoint.
+tm send-keys Down Down Down Down Down Down Down Down Down Down Down Down 5 0 0 0 Enter
 wait_for 5 'steps +5000 ' "typing a value into the form"
 tm send-keys F5
 wait_for 30 '^pptrain running +run 4 +zb-h1' "a fourth run starts"

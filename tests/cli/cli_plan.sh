@@ -86,6 +86,9 @@ check_bubble 1f1b 0.27272727272727271 --schedule 1f1b --cost 1,2
 check_bubble interleaved 0.15789473684210525 --schedule interleaved-1f1b --cost 1,2
 check_bubble zb-h1 0.1111111111111111 --schedule zb-h1 --cost 1,2,1
 check_bubble zb-v 0.058823529411764705 --schedule zb-v --cost 1,2,1
+# interleaved zero bubble V=2 (P-1)/(3VM+P-1) and DualPipeV (its pairs timed F then B): 1/17 too.
+check_bubble interleaved-zb 0.058823529411764705 --schedule interleaved-zb --cost 1,2,1
+check_bubble dualpipe-v 0.058823529411764705 --schedule dualpipe-v --cost 1,2,1
 
 expect_ok "json shape" --stages 4 --microbatches 8 --schedule zb-v --json
 for key in '"schedule":"zb-v"' '"stages":4' '"microbatches":8' '"virtual":2' '"makespan":25.5' \
@@ -93,8 +96,13 @@ for key in '"schedule":"zb-v"' '"stages":4' '"microbatches":8' '"virtual":2' '"m
     expect_contains "json shape" "$key"
 done
 
+expect_ok "dualpipe-v text" --stages 4 --microbatches 8 --schedule dualpipe-v
+expect_contains "dualpipe-v text" "dualpipe-v: 4 ranks, 8 stages, 8 microbatches"
+expect_contains "dualpipe-v text" "rank 0   |FFFFFFFFIWFIWFIWFFBBFBBBBF.BBBBF.BBBBF.BBBBIWIWIWIW|"
+expect_contains "dualpipe-v text" "peak activations per stage: 8,7,6,5,4,3,2,1"
+
 # --- CSV dump and reload -------------------------------------------------------------------
-for s in 1f1b interleaved-1f1b zb-h1 zb-v; do
+for s in 1f1b interleaved-1f1b zb-h1 zb-v interleaved-zb dualpipe-v; do
     expect_ok "$s dump" --stages 4 --microbatches 8 --schedule "$s" --dump-csv
     cp "$work/out" "$work/$s.csv"
     expect_ok "$s builtin json" --stages 4 --microbatches 8 --schedule "$s" --json
@@ -126,6 +134,10 @@ expect_fail "interleaved layers" "16 stages (4 ranks x 4 per rank) need at least
 expect_fail "zb-v layers" "need at least 16 layers" --stages 8 --microbatches 16 --schedule zb-v
 expect_fail "plain layers" "need at least 4 layers, --layers is 2" --stages 4 --microbatches 8 --layers 2
 expect_fail "interleaved M" "multiple" --stages 4 --microbatches 9 --schedule interleaved-1f1b
+expect_fail "interleaved-zb M" "multiple" --stages 4 --microbatches 9 --schedule interleaved-zb
+expect_fail "dualpipe-v M" "dualpipe-v needs at least 1 microbatch per stage: 4 ranks x 2 stages need M >= 8, not 6; use --microbatches 8 or more, or --stages 3 or fewer for 6 microbatches" \
+    --stages 4 --microbatches 6 --schedule dualpipe-v
+expect_fail "dualpipe-v V" "--virtual must be 2, not 3" --stages 2 --microbatches 4 --schedule dualpipe-v --virtual 3
 expect_fail "cost count" "--cost: '1' needs F,B or F,B,W" --stages 2 --microbatches 2 --cost 1
 expect_fail "cost text" "--cost: 'a' is not a number" --stages 2 --microbatches 2 --cost 1,a
 expect_fail "cost W >= B" "below the backward time" --stages 2 --microbatches 2 --cost 1,2,2

@@ -63,6 +63,8 @@ expect_error "--batching: 'zip' is not pad or pack" --data data --batching zip
 expect_error "cannot split 8 layers into 9 stages" --data data --stages 3 --schedule interleaved-1f1b --virtual 3 --microbatches 3 --batch 6
 expect_error "zb-v runs exactly 2 stages per rank" --data data --stages 2 --schedule zb-v --virtual 3 --microbatches 4 --batch 8
 expect_error "cannot split 8 layers into 9 stages" --data data --stages 9
+expect_error "dualpipe-v needs at least 1 microbatch per stage: 4 ranks x 2 stages need M >= 8, not 4; use --microbatches 8 or more, or --stages 2 or fewer for 4 microbatches" --data data --stages 4 --schedule dualpipe-v --microbatches 4 --batch 8
+expect_error "interleaved-zb needs the microbatches to be a multiple of max(1, M / P) = 2" --data data --stages 4 --schedule interleaved-zb --microbatches 9 --batch 9
 expect_error "incomplete.csv: stage 0, microbatch 1 has no backward" --data data --stages 2 --microbatches 2 --batch 4 --schedule incomplete.csv
 expect_error "malformed.csv:1:9: bad action '0X1'" --data data --microbatches 2 --batch 4 --schedule malformed.csv
 expect_error "unknown schedule 'warp'" --data data --schedule warp

@@ -58,9 +58,11 @@ check "GPU bf16, 2 stages x 2 replicas, runs" run gpudp --device cuda --stages 2
 check "GPU data parallel: within 2e-2 of the CPU's" within cpu.losses gpudp.losses 2e-2
 
 # Every schedule through `check`: fp32 against the CPU single device, then bf16.
-for sched in gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-v; do
+for sched in gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 interleaved-zb zb-v dualpipe-v; do
   for P in 2 4; do
-    "$bin" check --data "$data" --model tiny --batch 8 --seq 64 --microbatches 4 --stages $P --schedule $sched \
+    M=4
+    [ "$sched" = dualpipe-v ] && M=$((2 * P))   # a microbatch per stage at least
+    "$bin" check --data "$data" --model tiny --batch 8 --seq 64 --microbatches $M --stages $P --schedule $sched \
       --device cuda > "check-$sched-$P.txt" 2>&1
     check "check --device cuda --schedule $sched --stages $P" [ $? -eq 0 ] || cat "check-$sched-$P.txt"
   done

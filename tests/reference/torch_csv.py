@@ -38,9 +38,9 @@ CLASSES = [
     ("interleaved-1f1b", S.ScheduleInterleaved1F1B, 2, "loop"),
     ("looped-bfs", S.ScheduleLoopedBFS, 2, "loop"),
     ("zb-h1", S.ScheduleInterleavedZeroBubble, 1, "loop"),
-    ("interleaved-zb", S.ScheduleInterleavedZeroBubble, 2, "loop"),  # no pptrain built-in yet
+    ("interleaved-zb", S.ScheduleInterleavedZeroBubble, 2, "loop"),
     ("zb-v", S.ScheduleZBVZeroBubble, 2, "v"),
-    ("dualpipe-v", S.ScheduleDualPipeV, 2, "v"),                     # no pptrain built-in yet
+    ("dualpipe-v", S.ScheduleDualPipeV, 2, "v"),
 ]
 
 
@@ -152,9 +152,12 @@ def main():
     manifest.append("# pptrain's built-ins written by `pptrain plan --dump-csv [--with-comm]`, loaded by torch's "
                     "_load_csv (compute_only and compute_comms)")
     for name, V, style in (("gpipe", 1, "loop"), ("1f1b", 1, "loop"), ("interleaved-1f1b", 2, "loop"),
-                           ("looped-bfs", 2, "loop"), ("zb-h1", 1, "loop"), ("zb-v", 2, "v")):
+                           ("looped-bfs", 2, "loop"), ("zb-h1", 1, "loop"), ("interleaved-zb", 2, "loop"),
+                           ("zb-v", 2, "v"), ("dualpipe-v", 2, "v")):
         for P in (2, 3, 4):
             for M in (P, 2 * P):
+                if name == "dualpipe-v" and M < 2 * P:  # refused by both, M >= stages
+                    continue
                 got = []
                 for fmt, flags in (("compute_only", []), ("compute_comms", ["--with-comm"])):
                     r = subprocess.run([PPTRAIN, "plan", "--stages", str(P), "--microbatches", str(M), "--virtual",

@@ -50,6 +50,21 @@ static inline RunConfig parity_run(int M) {
     return rc;
 }
 
+// The microbatch counts a parity grid runs a schedule with on P ranks (its default V): P, 2P
+// and P + 1 (not a multiple of P), or from the row's minimum on where it needs more (dualpipe-v:
+// 2P, 4P, 2P + 1), each at most PARITY_MAX_M and once. Fills Ms; returns how many (1 to 3).
+static inline int parity_microbatches(const char *schedule, int P, int Ms[3]) {
+    const int M_min = schedule_min_microbatches(schedule, P, 0), lo = M_min > P ? M_min : P;
+    const int want[3] = {lo, 2 * lo, lo + 1};
+    int n = 0;
+    for (int k = 0; k < 3; k++) {
+        bool seen = want[k] > PARITY_MAX_M;
+        for (int j = 0; j < n; j++) seen = seen || Ms[j] == want[k];
+        if (!seen) Ms[n++] = want[k];
+    }
+    return n;
+}
+
 // Deterministic tokens of (step, position); about one target in six is a pad (-1).
 static inline void parity_batch(int step, int rows, int vocab, int32_t *inputs, int32_t *targets) {
     uint32_t x = 2463534242u + 977u * (uint32_t)step;

@@ -125,17 +125,19 @@ static int run_parity(void) {
     const double t0 = now_s();
     check_world_size();
     // Every schedule in the registry at its default V. D = 1 on 2..4 ranks (2 for a schedule
-    // that fixes V > 1, zb-v: its 2P stages); D = 2 on 2 ranks (P = 1) and 4 (P = 2);
-    // recompute on every other M.
+    // that fixes V > 1, zb-v and dualpipe-v: their 2P stages), M = P, 2P and P + 1 (not a
+    // multiple of P; dualpipe-v from 2P: parity_microbatches) with recompute on 2P; D = 2 on
+    // 4 ranks (P = 2), the first and last of those M, recompute on the last.
     for (const ScheduleInfo *s = SCHEDULE_REGISTRY; s < SCHEDULE_REGISTRY + SCHEDULE_COUNT; s++) {
         const int V = s->default_virtual, P_max = s->virtual_fixed && V > 1 ? 2 : 4;
+        int Ms[3], n;
         for (int P = 2; P <= P_max; P++) {
-            check_parity(s->name, P, V, 1, P, false);
-            check_parity(s->name, P, V, 1, 2 * P, true);
-            check_parity(s->name, P, V, 1, P + 1, false);   // M not a multiple of P
+            n = parity_microbatches(s->name, P, Ms);
+            for (int k = 0; k < n; k++) check_parity(s->name, P, V, 1, Ms[k], k == 1);
         }
-        check_parity(s->name, 2, V, 2, 2, false);
-        check_parity(s->name, 2, V, 2, 3, true);
+        n = parity_microbatches(s->name, 2, Ms);
+        check_parity(s->name, 2, V, 2, Ms[0], false);
+        check_parity(s->name, 2, V, 2, Ms[n - 1], true);
     }
     check_parity("1f1b", 1, 1, 2, 2, false);  // D = 2 replicas of one stage on 2 ranks
     check_parity("1f1b", 1, 1, 3, 2, false);  // D = 3 and 4: the replicas' sum in replica order

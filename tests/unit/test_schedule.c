@@ -90,16 +90,22 @@ static int virtual_range(const ScheduleInfo *info, int *first) {
 }
 
 // Every row of the registry over a grid of P, M and V. A generator may refuse an M it cannot
-// lay out (interleaved-1f1b's rounds) with a one-line reason, but never M a multiple of P.
+// lay out (the interleaved schedules' rounds) with a one-line reason, and a row M below its
+// minimum (dualpipe-v: 2P) with a line that names the M that works, but never M a multiple of
+// P from there on.
 static void test_every_generator_valid(void) {
     for (const ScheduleInfo *info = SCHEDULE_REGISTRY; info < SCHEDULE_REGISTRY + SCHEDULE_COUNT; info++)
         for (int P = 1; P <= 6; P++)
-            for (int M = 1; M <= 3 * P; M++) {
+            for (int M = 1; M <= 4 * P + 1; M++) {
                 int V, V_last = virtual_range(info, &V);
                 for (; V <= V_last; V++) {
                     Error err = {{0}};
                     Schedule *s = schedule_build(info->name, P, M, V, &err);
-                    CHECK(s || (M % P && err.msg[0]), "%s P=%d M=%d V=%d: %s", info->name, P, M, V, err.msg);
+                    const int M_min = schedule_min_microbatches(info->name, P, V);
+                    char works[64];
+                    snprintf(works, sizeof works, "use --microbatches %d or more", M_min);
+                    CHECK(s || (M < M_min ? strstr(err.msg, works) != NULL : M % P && err.msg[0]),
+                          "%s P=%d M=%d V=%d: %s", info->name, P, M, V, err.msg);
                     CHECK(!s || strcmp(s->name, info->name) == 0, "%s names its schedule %s", info->name,
                           s ? s->name : "");
                     if (s) check_one(s);
@@ -159,8 +165,14 @@ static void test_stage_maps(void) {
     CHECK(schedule_stage_rank(STAGE_MAP_LOOP, 4, 8, 5) == 1, "loop: 5 %% 4");
     int v[8] = {0, 1, 2, 3, 3, 2, 1, 0};
     for (int st = 0; st < 8; st++) CHECK(schedule_stage_rank(STAGE_MAP_V, 4, 8, st) == v[st], "V map stage %d", st);
-    Schedule *s = build("zb-v", 4, 8, 2);
-    if (s) CHECK(s->stage_rank[4] == 3 && s->stage_rank[7] == 0, "zb-v uses the V map");
+    const char *v_map[] = {"zb-v", "dualpipe-v"};
+    for (int k = 0; k < 2; k++) {
+        Schedule *s = build(v_map[k], 4, 8, 2);
+        if (s) CHECK(s->stage_rank[4] == 3 && s->stage_rank[7] == 0, "%s uses the V map", v_map[k]);
+        schedule_free(s);
+    }
+    Schedule *s = build("interleaved-zb", 4, 8, 3);
+    if (s) CHECK(s->n_stages == 12 && s->stage_rank[4] == 0 && s->stage_rank[11] == 3, "interleaved-zb loops");
     schedule_free(s);
 }
 
@@ -280,6 +292,57 @@ static void test_bubble_zb_v(void) {
         }
 }
 
+// DualPipeV at F=1 B=2 (I=W=1) per stage, M >= 2P: the same bound as ZB-V, met exactly (every
+// rank busy 6M, idle only the P-1 of the fill) and the same activations, stage s holding 2P-s.
+// The simulator times each OVERLAP_F_B pair as its F then its B, as a CPU rank runs it.
+static void test_bubble_dualpipe_v(void) {
+    for (int P = 1; P <= 8; P++)
+        for (int M = 2 * P; M <= 4 * P + 1; M += P) {
+            Schedule *s = build("dualpipe-v", P, M, 2);
+            SimResult r;
+            if (!s || simulate(s, 1, 2, 1, &r)) {
+                schedule_free(s);
+                continue;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "dualpipe-v P=%d M=%d", P, M);
+            CHECK_NEAR(r.makespan, 6.0 * M + P - 1, TOL, what);
+            CHECK_NEAR(r.bubble, (double)(P - 1) / (6 * M + P - 1), TOL, what);
+            for (int rk = 0; rk < P; rk++) CHECK_NEAR(r.busy[rk], 6.0 * M, TOL, "dualpipe-v busy per rank");
+            for (int st = 0; st < 2 * P; st++)
+                CHECK(r.peak_act[st] == 2 * P - st, "%s: peak on stage %d %d", what, st, r.peak_act[st]);
+            CHECK(r.messages == 2 * (2 * P - 2) * M, "%s: %d messages", what, r.messages);
+            sim_free(&r);
+            schedule_free(s);
+        }
+}
+
+// Interleaved zero bubble, V stages per rank at F=I=W=1 each: the fill, P-1, is the only idle
+// time (3VM of work per rank); V = 1 is ZB-H1, action for action.
+static void test_bubble_interleaved_zb(void) {
+    for (int P = 1; P <= 6; P++)
+        for (int V = 1; V <= 4; V++)
+            for (int M = 2 * P; M <= 4 * P; M += P) {
+                Schedule *s = build("interleaved-zb", P, M, V);
+                SimResult r;
+                if (!s || simulate(s, 1, 2, 1, &r)) {
+                    schedule_free(s);
+                    continue;
+                }
+                char what[64];
+                snprintf(what, sizeof what, "interleaved-zb P=%d V=%d M=%d", P, V, M);
+                CHECK_NEAR(r.makespan, 3.0 * V * M + P - 1, TOL, what);
+                CHECK(r.messages == 2 * (P > 1 ? P * V - 1 : 0) * M, "%s: %d messages", what, r.messages);
+                if (V == 1) {
+                    Schedule *h1 = build("zb-h1", P, M, 1);
+                    CHECK(h1 && schedule_equal(s, h1), "%s: zb-h1's actions", what);
+                    schedule_free(h1);
+                }
+                sim_free(&r);
+                schedule_free(s);
+            }
+}
+
 static void test_latency_and_render(void) {
     Schedule *s = build("1f1b", 2, 1, 1);
     SimResult r;
@@ -316,6 +379,21 @@ static void test_build_errors(void) {
     CHECK(ok != NULL, "interleaved P=4 M=10: %s", ok ? "" : err.msg);
     schedule_free(ok);
     CHECK(schedule_default_virtual("zb-v") == 2 && schedule_default_virtual("1f1b") == 1, "default V");
+    CHECK(!schedule_build("interleaved-zb", 4, 9, 2, &err) && strstr(err.msg, "interleaved-zb needs the microbatches "
+                                                                          "to be a multiple of max(1, M / P) = 2"),
+          "%s", err.msg);
+    // DualPipeV needs a microbatch per stage, as torch does; the line says what works.
+    CHECK(!schedule_build("dualpipe-v", 4, 6, 0, &err) &&
+              strcmp(err.msg, "dualpipe-v needs at least 1 microbatch per stage: 4 ranks x 2 stages need M >= 8, "
+                              "not 6; use --microbatches 8 or more, or --stages 3 or fewer for 6 microbatches") == 0,
+          "%s", err.msg);
+    CHECK(!schedule_build("dualpipe-v", 2, 1, 2, &err) && strstr(err.msg, "M >= 4, not 1; use --microbatches 4 or "
+                                                                           "more") && !strstr(err.msg, "--stages"),
+          "%s", err.msg);
+    CHECK(!schedule_build("dualpipe-v", 2, 4, 1, &err) && strstr(err.msg, "--virtual must be 2"), "%s", err.msg);
+    CHECK(schedule_min_microbatches("dualpipe-v", 3, 0) == 6 && schedule_min_microbatches("zb-v", 3, 0) == 1 &&
+              schedule_min_microbatches("x.csv", 3, 0) == 1,
+          "minimum M");
 }
 
 // Parses text, expecting failure with a message containing want.
@@ -482,7 +560,8 @@ static Schedule *compute_only(const Schedule *s) {
 // and in order; looped BFS by permuting its backward (same shape, same simulated timeline
 // length); a reversed CSV backward, and a lowered one, by deferring W.
 static void test_weight_order(void) {
-    const char *names[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v"};
+    const char *names[] = {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v", "interleaved-zb",
+                           "dualpipe-v"};
     for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
         for (int P = 1; P <= 4; P++)
             for (int M = 1; M <= 9; M++) {
@@ -550,6 +629,8 @@ int main(void) {
     test_bubble_interleaved();
     test_bubble_zb_h1();
     test_bubble_zb_v();
+    test_bubble_dualpipe_v();
+    test_bubble_interleaved_zb();
     test_latency_and_render();
     test_csv_malformed();
     test_csv_accepts();

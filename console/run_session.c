@@ -15,6 +15,7 @@
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_cleanup.h"
 #include "storage/checkpoint_find.h"
+#include "storage/checkpoint_spread.h"
 
 // ---- where the run starts: --resume and --init-from ---------------------------------------------
 
@@ -149,7 +150,35 @@ static int adam_step_of(const Pipeline *p) {
     return 0;
 }
 
-// Every process: its shards; once all are durable, the root writes and records the manifest.
+// Every process but the root, one after another: the root's small files into its own copy of
+// the folder, where it does not see them already (checkpoint_spread.h). Turns, so that two
+// processes sharing a folder the root does not see never rename onto one path at once.
+static int spread_small_files(Pipeline *p, const char *dir, Error *err) {
+    const bool root = pipeline_is_root(p);
+    char *pack = NULL;
+    size_t n = 0;
+    int rc = root && !(pack = ckpt_spread_pack(dir, &n, err)) ? -1 : 0;
+    if (pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0) {
+        if (rc == 0) error_set(err, "checkpoint %s: rank 0 could not read back its files (see its error line)", dir);
+        return -1;
+    }
+    if (pipeline_bcast_bytes(p, &pack, &n, err)) return -1;
+    const int me = pipeline_world_rank(p), ranks = (int)pipeline_world_max(p, (double)me) + 1;
+    for (int turn = 1; turn < ranks && rc == 0; turn++) {
+        int written = 0;
+        if (turn == me) rc = ckpt_spread_place(dir, pack, n, &written, err);
+        if (pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0 && rc == 0) {
+            error_set(err, "checkpoint %s: rank %d could not write its copy (see its error line)", dir, turn);
+            rc = -1;
+        }
+    }
+    free(pack);
+    return rc;
+}
+
+// Every process: its shards, hashed as they are written; their records to the root, which
+// writes the manifest from them and records it; then the small files where every process can
+// read them. A failure anywhere discards the checkpoint everywhere.
 static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error *err) {
     RunSession *s = ctx;
     const bool root = pipeline_is_root(p);
@@ -164,26 +193,40 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     // The store's row first ('writing'): a checkpoint the store cannot record is still written.
     const int64_t id = root ? recorder_checkpoint_begin(&s->recorder, pos->step, dir) : -1;
     pipeline_sync_to_host(p, false);   // GPU stages: their weights and moments into the host arrays
-    int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, err) ? -1 : 0;
-    const bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
+    char *records = NULL, *all = NULL;
+    size_t all_len = 0;
+    int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, &records, err) ? -1 : 0;
+    bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
     if (failed_somewhere && rc == 0)
         error_set(err, "checkpoint %s: another rank could not write its shards (see its error line)", dir);
+    if (!failed_somewhere) {
+        rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, err);
+        failed_somewhere = rc != 0;
+    }
+    free(records);
+    CkptState st = {0};
+    if (!failed_somewhere && root)
+        rc = ckpt_write_manifest(dir, all, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run,
+                                 &st, err);
+    free(all);
+    if (!failed_somewhere) {
+        failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
+        if (failed_somewhere && rc == 0)
+            error_set(err, "checkpoint %s: rank 0 could not write its manifest (see its error line)", dir);
+        if (!failed_somewhere) rc = spread_small_files(p, dir, err);
+        failed_somewhere = failed_somewhere || rc;
+    }
     if (failed_somewhere) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
     if (!failed_somewhere && root) {
-        CkptState st;
         int64_t bytes = 0;
-        rc = ckpt_write_manifest(dir, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run, &st, err);
-        if (rc) ckpt_discard(dir);
+        rc = record_manifest(s, id, dir, &st, &bytes, err);
         if (rc == 0) {
-            rc = record_manifest(s, id, dir, &st, &bytes, err);
-            if (rc == 0) {
-                s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
-                snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
-                if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, pos->step, bytes, st.n_files + 1);
-            }
-            ckpt_state_clear(&st);
+            s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
+            snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
+            if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, pos->step, bytes, st.n_files + 1);
         }
     }
+    ckpt_state_clear(&st);
     if (failed_somewhere || rc) recorder_checkpoint_fail(&s->recorder, id, err->msg);
     return failed_somewhere || rc ? -1 : 0;
 }

@@ -1,8 +1,10 @@
 #include "storage/checkpoint.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,11 @@ static void join(char *out, size_t cap, const char *dir, const char *name) { snp
 
 // ---- writing ----------------------------------------------------------------------------------
 
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} Text;
+
 static int64_t *shape_of(const ParamInfo *pi, int64_t shape[2], int *ndim) {
     shape[0] = pi->rows;
     shape[1] = pi->cols;
@@ -30,8 +37,26 @@ static int64_t *shape_of(const ParamInfo *pi, int64_t shape[2], int *ndim) {
     return shape;
 }
 
+// Appends printf-formatted text to *buf (grown as needed).
+static void text_add(Text *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        const int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        assert(n >= 0);
+        if (t->buf && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = (t->len + (size_t)n + 1) * 2;
+        t->buf = check_alloc(realloc(t->buf, t->cap), t->cap, __FILE__, __LINE__);
+        t->buf[t->len] = '\0';
+    }
+}
+
 int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet *sets, int n_sets, bool bf16,
-                      const char *kind, Error *err) {
+                      const char *kind, CkptFile *written, Error *err) {
     const int n = sm->n_params * n_sets;
     SafetensorsWriteTensor *t = xcalloc((size_t)n, sizeof *t);
     char (*names)[128] = xcalloc((size_t)n, sizeof *names);
@@ -53,7 +78,8 @@ int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet
         }
     }
     const SafetensorsMeta meta[] = {{"format", "pt"}, {"pptrain", kind}};
-    const int rc = safetensors_write(path, n, t, kind ? 2 : 1, meta, err);
+    const int rc = safetensors_write_hashed(path, n, t, kind ? 2 : 1, meta, written ? written->sha256 : NULL,
+                                            written ? &written->bytes : NULL, err);
     free(t);
     free(names);
     free(shapes);
@@ -61,75 +87,135 @@ int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet
     return rc;
 }
 
-int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err) {
-    if (pipeline_replica(p) != 0) return 0;   // the replicas hold equal copies
-    const int S = pipeline_n_stages(p);
-    for (int s = 0; s < S; s++) {
-        const StageModel *sm = pipeline_stage(p, s);
-        const AdamWState *st = pipeline_stage_optimizer(p, s);
-        if (!sm) continue;
-        char name[128], path[4400];
-        ckpt_shard_name(name, sizeof name, "model", s, S);
-        join(path, sizeof path, dir, name);
-        const CkptParamSet weights = {sm->weights, ""};
-        if (ckpt_write_params(path, sm, &weights, 1, false, "weights", err)) return -1;
-        ckpt_shard_name(name, sizeof name, "optimizer", s, S);
-        join(path, sizeof path, dir, name);
-        // Both moments in one file, under torch's names; they share the weights' offsets.
-        const CkptParamSet moments[] = {{st->m, ".exp_avg"}, {st->v, ".exp_avg_sq"}};
-        if (ckpt_write_params(path, sm, moments, 2, false, "optimizer", err)) return -1;
-    }
+// One shard of stage s: written, and its record ("file NAME BYTES SHA256 STAGE") added.
+static int write_shard(const char *dir, const StageModel *sm, const CkptParamSet *sets, int n_sets, const char *kind,
+                       int s, int S, Text *records, Error *err) {
+    char name[128], path[4400];
+    ckpt_shard_name(name, sizeof name, strcmp(kind, "weights") == 0 ? "model" : "optimizer", s, S);
+    join(path, sizeof path, dir, name);
+    CkptFile f = {.stage = s};
+    if (ckpt_write_params(path, sm, sets, n_sets, false, kind, &f, err)) return -1;
+    text_add(records, "file %s %lld %s %d\n", name, (long long)f.bytes, f.sha256, s);
     return 0;
 }
 
-// model.safetensors.index.json from the shards' own headers: the root need not hold a stage
-// to know its tensors.
-static int write_index(const char *dir, int S, Error *err) {
+int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error *err) {
+    Text rec = {0};
+    text_add(&rec, "%s", "");
+    *records = NULL;
+    if (pipeline_replica(p) != 0) {   // the replicas hold equal copies
+        *records = rec.buf;
+        return 0;
+    }
+    const int S = pipeline_n_stages(p);
+    int rc = 0;
+    for (int s = 0; s < S && rc == 0; s++) {
+        const StageModel *sm = pipeline_stage(p, s);
+        const AdamWState *st = pipeline_stage_optimizer(p, s);
+        if (!sm) continue;
+        const CkptParamSet weights = {sm->weights, ""};
+        rc = write_shard(dir, sm, &weights, 1, "weights", s, S, &rec, err);
+        // The index's weight_map: every tensor of the weights shard, in the file's order.
+        for (int i = 0; i < sm->n_params && rc == 0; i++)
+            text_add(&rec, "tensor %s %lld\n", sm->params[i].name, (long long)(sm->params[i].numel * sizeof(float)));
+        // Both moments in one file, under torch's names; they share the weights' offsets.
+        const CkptParamSet moments[] = {{st->m, ".exp_avg"}, {st->v, ".exp_avg_sq"}};
+        if (rc == 0) rc = write_shard(dir, sm, moments, 2, "optimizer", s, S, &rec, err);
+    }
+    if (rc) free(rec.buf);
+    else *records = rec.buf;
+    return rc;
+}
+
+// The records of every process, in any order: the shards' files and the weights' tensors.
+typedef struct {
+    CkptFile *files;        // (2 S) model then optimizer of stage k at [2k], [2k+1]
+    Text weight_map;        // "name\tfile\n" per tensor, stage order
+    double total_size;      // bytes of every weight tensor
+} ShardRecords;
+
+static int parse_records(const char *records, int S, ShardRecords *out, Error *err) {
+    out->files = xcalloc((size_t)(2 * S), sizeof(CkptFile));
+    Text *tensors = xcalloc((size_t)S, sizeof(Text));   // per stage, so the map is in stage order
+    int stage = -1, rc = 0;
+    for (const char *line = records; rc == 0 && *line;) {
+        const char *nl = strchr(line, '\n');
+        const size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char l[512], name[256], sha[65];
+        long long bytes;
+        int st;
+        snprintf(l, sizeof l, "%.*s", (int)(len < sizeof l ? len : sizeof l - 1), line);
+        if (sscanf(l, "file %255s %lld %64s %d", name, &bytes, sha, &st) == 4 && st >= 0 && st < S) {
+            CkptFile *f = &out->files[2 * st + (strncmp(name, "optimizer-", 10) == 0)];
+            *f = (CkptFile){.bytes = bytes, .stage = st};
+            snprintf(f->path, sizeof f->path, "%s", name);
+            snprintf(f->sha256, sizeof f->sha256, "%s", sha);
+            stage = strncmp(name, "model-", 6) == 0 ? st : -1;
+        } else if (sscanf(l, "tensor %255s %lld", name, &bytes) == 2 && stage >= 0) {
+            char shard[128];
+            ckpt_shard_name(shard, sizeof shard, "model", stage, S);
+            text_add(&tensors[stage], "%s\t%s\n", name, shard);
+            out->total_size += (double)bytes;
+        } else {
+            error_set(err, "checkpoint records: bad line '%.80s'", l);
+            rc = -1;
+        }
+        line += len + (nl != NULL);
+    }
+    for (int k = 0; k < 2 * S && rc == 0; k++)
+        if (!out->files[k].path[0]) {
+            char name[128];
+            ckpt_shard_name(name, sizeof name, k % 2 ? "optimizer" : "model", k / 2, S);
+            error_set(err, "checkpoint: no process reported writing %s", name);
+            rc = -1;
+        }
+    text_add(&out->weight_map, "%s", "");
+    for (int k = 0; k < S; k++) {
+        if (tensors[k].buf) text_add(&out->weight_map, "%s", tensors[k].buf);
+        free(tensors[k].buf);
+    }
+    free(tensors);
+    return rc;
+}
+
+static int write_text_hashed(const char *dir, const char *name, char *text, CkptFile *f, Error *err);
+
+// model.safetensors.index.json from the records: the root need not see a shard to know its
+// tensors.
+static int write_index(const char *dir, const ShardRecords *r, CkptFile *f, Error *err) {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
     cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
-    double total = 0;
-    int rc = 0;
-    for (int s = 0; s < S && rc == 0; s++) {
-        char name[128], path[4400];
-        ckpt_shard_name(name, sizeof name, "model", s, S);
-        join(path, sizeof path, dir, name);
-        SafetensorsFile *f = safetensors_open(path, err);
-        if (!f) {
-            rc = -1;
-            break;
-        }
-        for (int i = 0; i < safetensors_count(f); i++) {
-            const SafetensorsTensor *t = safetensors_tensor(f, i);
-            cJSON_AddStringToObject(map, t->name, name);
-            total += (double)t->nbytes;
-        }
-        safetensors_close(f);
+    for (const char *line = r->weight_map.buf; *line;) {
+        const char *tab = strchr(line, '\t'), *nl = strchr(tab, '\n');
+        char name[256], shard[128];
+        snprintf(name, sizeof name, "%.*s", (int)(tab - line), line);
+        snprintf(shard, sizeof shard, "%.*s", (int)(nl - tab - 1), tab + 1);
+        cJSON_AddStringToObject(map, name, shard);
+        line = nl + 1;
     }
-    cJSON_AddNumberToObject(meta, "total_size", total);
+    cJSON_AddNumberToObject(meta, "total_size", r->total_size);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    char path[4400];
-    join(path, sizeof path, dir, CKPT_INDEX_FILE);
-    if (rc == 0) rc = atomic_write_file(path, text, strlen(text), err);
-    free(text);
-    return rc;
+    return write_text_hashed(dir, CKPT_INDEX_FILE, check_alloc(text, 1, __FILE__, __LINE__), f, err);
 }
 
 static int write_text(const char *dir, const char *name, char *text, Error *err) {
-    char path[4400];
-    join(path, sizeof path, dir, name);
-    const int rc = atomic_write_file(path, text, strlen(text), err);
-    free(text);
-    return rc;
+    return write_text_hashed(dir, name, text, NULL, err);
 }
 
-static int hash_file(const char *dir, const char *name, int stage, CkptFile *f, Error *err) {
+// dir/name from text (freed here), and its record in *f when f is not NULL.
+static int write_text_hashed(const char *dir, const char *name, char *text, CkptFile *f, Error *err) {
     char path[4400];
     join(path, sizeof path, dir, name);
-    snprintf(f->path, sizeof f->path, "%s", name);
-    f->stage = stage;
-    return file_sha256(path, f->sha256, &f->bytes, err);
+    AtomicFile *af = atomic_file_open(path, err);
+    int rc = af ? atomic_file_append(af, text, strlen(text), err) : -1;
+    if (af && rc) atomic_file_abort(af);
+    if (f) *f = (CkptFile){.stage = -1};
+    if (f) snprintf(f->path, sizeof f->path, "%s", name);
+    if (af && rc == 0) rc = atomic_file_commit_hashed(af, f ? f->sha256 : NULL, f ? &f->bytes : NULL, err);
+    free(text);
+    return rc;
 }
 
 static char *u64_text(char *buf, size_t cap, uint64_t x) {
@@ -186,21 +272,22 @@ static int write_sealed_state(const char *dir, const CkptState *st, double lr_ne
     return write_text(dir, CKPT_STATE_FILE, text, err);
 }
 
-int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOptions *po, int n_stages,
-                        const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out, Error *err) {
+int ckpt_write_manifest(const char *dir, const char *records, const RunConfig *rc, const PipelineOptions *po,
+                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out,
+                        Error *err) {
     CkptState st = {.step = pos->step, .adam_step = adam_step, .cursor = pos->cursor, .rc = *rc, .po = *po,
                     .run_id = run_id, .files = xcalloc((size_t)(2 * n_stages + 2), sizeof(CkptFile))};
-    int rc_w = write_index(dir, n_stages, err) ||
-               write_text(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model, "float32"), err);
-    for (int s = 0; s < n_stages && rc_w == 0; s++) {
-        char name[128];
-        ckpt_shard_name(name, sizeof name, "model", s, n_stages);
-        rc_w = hash_file(dir, name, s, &st.files[st.n_files++], err);
-        ckpt_shard_name(name, sizeof name, "optimizer", s, n_stages);
-        if (rc_w == 0) rc_w = hash_file(dir, name, s, &st.files[st.n_files++], err);
+    ShardRecords r = {0};
+    int rc_w = parse_records(records, n_stages, &r, err);
+    if (rc_w == 0) {
+        memcpy(st.files, r.files, (size_t)(2 * n_stages) * sizeof(CkptFile));
+        st.n_files = 2 * n_stages;
+        rc_w = write_index(dir, &r, &st.files[st.n_files++], err) ||
+               write_text_hashed(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model, "float32"),
+                                 &st.files[st.n_files++], err);
     }
-    if (rc_w == 0) rc_w = hash_file(dir, CKPT_INDEX_FILE, -1, &st.files[st.n_files++], err);
-    if (rc_w == 0) rc_w = hash_file(dir, CKPT_CONFIG_FILE, -1, &st.files[st.n_files++], err);
+    free(r.files);
+    free(r.weight_map.buf);
     if (rc_w == 0) rc_w = write_sealed_state(dir, &st, optim_lr_at(&rc->optim, pos->step), err);
     if (rc_w || !out) ckpt_state_clear(&st);
     else *out = st;

@@ -58,15 +58,23 @@ typedef struct {
     const float *base;      // (sm->numel)
     const char *suffix;     // "" or ".exp_avg", ...
 } CkptParamSet;
+// *written (when not NULL): the file's name-less record, its bytes and sha256 hashed as it was
+// written.
 int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet *sets, int n_sets, bool bf16,
-                      const char *kind, Error *err);
+                      const char *kind, CkptFile *written, Error *err);
 // Every process: the weights and moments of the stages it holds, when it is in replica 0.
-int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err);
-// The root, once every process's shards are durable: the index and config.json, then the
-// hashes of every file, then trainer_state.json. *out (free with ckpt_state_clear) lists the
-// files for the run store. Returns 0, or -1 with err (and no trainer_state.json).
-int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOptions *po, int n_stages,
-                        const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out, Error *err);
+// *records (malloc'd text, "" for a process that wrote nothing): what it wrote, one line per
+// file ("file NAME BYTES SHA256 STAGE") and, after each weights shard, one per tensor ("tensor
+// NAME BYTES"), for the root's manifest: every process's records, concatenated, are all the
+// root needs to know of the shards (it never opens another process's file).
+int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error *err);
+// The root, once every process's shards are durable, from their records: the index and
+// config.json, then the seal over every file's hash, then trainer_state.json. *out (free with
+// ckpt_state_clear) lists the files for the run store. Returns 0, or -1 with err (and no
+// trainer_state.json), also when the records miss a shard.
+int ckpt_write_manifest(const char *dir, const char *records, const RunConfig *rc, const PipelineOptions *po,
+                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out,
+                        Error *err);
 void ckpt_state_clear(CkptState *st);
 
 // ---- reading ----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
     int rc = sm ? 0 : -1;
     if (rc == 0) rc = file_make_dirs(out_dir, err);
     const CkptParamSet weights = {sm ? sm->weights : NULL, ""};
-    if (rc == 0) rc = ckpt_write_params(model_path, sm, &weights, 1, bf16, NULL, err);
+    if (rc == 0) rc = ckpt_write_params(model_path, sm, &weights, 1, bf16, NULL, NULL, err);
     if (rc == 0) {
         info->params = (int64_t)sm->numel;
         info->tensors = sm->n_params;

@@ -75,12 +75,17 @@ int run_session_prepare(RunSession *s, Error *err) {
         return -1;
     }
     if (ro->resume[0]) {
+        // One process reads every shard: it checks them all now, and a damaged one is named with
+        // the newest good checkpoint. A process of an mpirun job may see only its node's shards
+        // (--ckpt-dir on a node-local disk): it checks the rest now and each shard as it reads it.
+        const bool one_process = ro->pipe.transport == TRANSPORT_KIND_LOCAL;
         Error warning;
-        if (ckpt_find_resume(ro->resume, ro->db_path, s->source_dir, sizeof s->source_dir, &s->resumed_from, &warning,
-                             err))
+        if (ckpt_find_resume(ro->resume, ro->db_path, one_process, s->source_dir, sizeof s->source_dir,
+                             &s->resumed_from, &warning, err))
             return -1;
         if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
-        if (!(s->source = ckpt_open(s->source_dir, true, false, err))) return -1;   // verified just now
+        s->source = ckpt_open(s->source_dir, true, one_process ? CKPT_OPEN_TRUSTED : CKPT_OPEN_CHECK_ON_READ, err);
+        if (!s->source) return -1;
         const CkptState *st = ckpt_state(s->source);
         s->start_step = st->step;
         if (!s->resumed_from) s->resumed_from = st->run_id;
@@ -89,7 +94,7 @@ int run_session_prepare(RunSession *s, Error *err) {
     if (ro->init_from[0]) {
         snprintf(s->source_dir, sizeof s->source_dir, "%s", ro->init_from);
         Error why;
-        if (!(s->source = ckpt_open(ro->init_from, false, true, &why))) {
+        if (!(s->source = ckpt_open(ro->init_from, false, CKPT_OPEN_VERIFY, &why))) {
             error_set(err, "--init-from: %s", why.msg);
             return -1;
         }

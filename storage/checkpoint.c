@@ -392,8 +392,15 @@ out:
     return rc;
 }
 
-int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err) {
+bool ckpt_is_shard(const char *name) {
+    const size_t n = strlen(name), k = strlen(".safetensors");
+    return (strncmp(name, "model-", 6) == 0 || strncmp(name, "optimizer-", 10) == 0) && n > k &&
+           strcmp(name + n - k, ".safetensors") == 0;
+}
+
+int ckpt_verify_files(const char *dir, const CkptFile *files, int n, bool shards, Error *err) {
     for (int i = 0; i < n; i++) {
+        if (!shards && ckpt_is_shard(files[i].path)) continue;
         char path[4400], hex[65];
         join(path, sizeof path, dir, files[i].path);
         struct stat sb;
@@ -418,18 +425,29 @@ int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err)
 
 struct Checkpoint {
     char dir[4096];
+    CkptOpenCheck check;
     bool has_state;
     CkptState state;
     ModelConfig model;
     int n_model, n_optim;
-    SafetensorsFile **model_files, **optim_files;
+    SafetensorsFile **model_files, **optim_files;   // NULL: absent from this folder (CHECK_ON_READ)
+    char **model_names, **optim_names;
+    bool *model_checked, *optim_checked;            // sha256 checked against the manifest
 };
 
-static int open_shards(Checkpoint *c, const char *const *names, int n, SafetensorsFile ***out, Error *err) {
+static int open_shards(Checkpoint *c, const char *const *names, int n, SafetensorsFile ***out, char ***out_names,
+                       bool **checked, Error *err) {
     *out = xcalloc((size_t)(n > 0 ? n : 1), sizeof **out);
+    *out_names = xcalloc((size_t)(n > 0 ? n : 1), sizeof **out_names);
+    *checked = xcalloc((size_t)(n > 0 ? n : 1), sizeof **checked);
+    for (int i = 0; i < n; i++) (*out_names)[i] = check_alloc(strdup(names[i]), 1, __FILE__, __LINE__);
     for (int i = 0; i < n; i++) {
         char path[4400];
         join(path, sizeof path, c->dir, names[i]);
+        struct stat sb;
+        // Another node's shard: an error only if this process reads from it (ckpt_tensor_source).
+        if (c->check == CKPT_OPEN_CHECK_ON_READ && ckpt_is_shard(names[i]) && stat(path, &sb) != 0 && errno == ENOENT)
+            continue;
         if (!((*out)[i] = safetensors_open(path, err))) return -1;
     }
     return 0;
@@ -480,7 +498,9 @@ static int open_model_files(Checkpoint *c, Error *err) {
         char **names = NULL;
         int n = 0;
         int rc = index_files(c->dir, &names, &n, err);
-        if (rc == 0) rc = open_shards(c, (const char *const *)names, c->n_model = n, &c->model_files, err);
+        if (rc == 0)
+            rc = open_shards(c, (const char *const *)names, c->n_model = n, &c->model_files, &c->model_names,
+                             &c->model_checked, err);
         free_names(names, n);
         return rc;
     }
@@ -490,12 +510,13 @@ static int open_model_files(Checkpoint *c, Error *err) {
         return -1;
     }
     const char *single[] = {"model.safetensors"};
-    return open_shards(c, single, c->n_model = 1, &c->model_files, err);
+    return open_shards(c, single, c->n_model = 1, &c->model_files, &c->model_names, &c->model_checked, err);
 }
 
-Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err) {
+Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Error *err) {
     Checkpoint *c = xcalloc(1, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
+    c->check = check;
     char path[4400];
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
@@ -509,8 +530,8 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err)
         goto fail;
     }
     if (c->has_state && ckpt_read_state(dir, &c->state, err)) goto fail;
-    if (c->has_state && verify &&
-        (ckpt_seal_verify(dir, err) < 0 || ckpt_verify_files(dir, c->state.files, c->state.n_files, err)))
+    if (c->has_state && check == CKPT_OPEN_VERIFY &&
+        (ckpt_seal_verify(dir, err) < 0 || ckpt_verify_files(dir, c->state.files, c->state.n_files, true, err)))
         goto fail;
     join(path, sizeof path, dir, CKPT_CONFIG_FILE);
     if (model_config_from_json(&c->model, path, err)) goto fail;
@@ -521,7 +542,8 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err)
         int n = 0;
         for (int i = 0; i < c->state.n_files && n < 8192; i++)
             if (strncmp(c->state.files[i].path, "optimizer-", 10) == 0) names[n++] = c->state.files[i].path;
-        if (open_shards(c, names, c->n_optim = n, &c->optim_files, err)) goto fail;
+        if (open_shards(c, names, c->n_optim = n, &c->optim_files, &c->optim_names, &c->optim_checked, err))
+            goto fail;
     }
     return c;
 fail:
@@ -535,6 +557,12 @@ void ckpt_close(Checkpoint *c) {
     for (int i = 0; c->optim_files && i < c->n_optim; i++) safetensors_close(c->optim_files[i]);
     free(c->model_files);
     free(c->optim_files);
+    for (int i = 0; c->model_names && i < c->n_model; i++) free(c->model_names[i]);
+    for (int i = 0; c->optim_names && i < c->n_optim; i++) free(c->optim_names[i]);
+    free(c->model_names);
+    free(c->optim_names);
+    free(c->model_checked);
+    free(c->optim_checked);
     ckpt_state_clear(&c->state);
     free(c);
 }
@@ -543,22 +571,68 @@ const char *ckpt_dir(const Checkpoint *c) { return c->dir; }
 const CkptState *ckpt_state(const Checkpoint *c) { return c->has_state ? &c->state : NULL; }
 const ModelConfig *ckpt_model(const Checkpoint *c) { return &c->model; }
 
+// CHECK_ON_READ: the shard's sha256 against the manifest, the first time a tensor is read from it.
+static int check_shard_once(Checkpoint *c, const char *name, bool *checked, Error *err) {
+    if (c->check != CKPT_OPEN_CHECK_ON_READ || *checked) return 0;
+    for (int i = 0; i < c->state.n_files; i++)
+        if (strcmp(c->state.files[i].path, name) == 0) {
+            if (ckpt_verify_files(c->dir, &c->state.files[i], 1, true, err)) return -1;
+            *checked = true;
+            return 0;
+        }
+    error_set(err, "%s: %s is not in the manifest", c->dir, name);
+    return -1;
+}
+
+// The shard this folder lacks that holds the tensor (the index names its weights' shard; its
+// moments are in the optimizer shard of the same stage). False when no absent shard holds it.
+static bool absent_holder(const Checkpoint *c, const char *name, TensorRole role, char *shard, size_t cap) {
+    char path[4400];
+    join(path, sizeof path, c->dir, CKPT_INDEX_FILE);
+    Error ignored;
+    char *text = file_read_text(path, MAX_JSON_BYTES, &ignored);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "weight_map"), name);
+    bool found = false;
+    if (cJSON_IsString(file) && strncmp(file->valuestring, "model-", 6) == 0) {
+        if (role == TENSOR_WEIGHT) snprintf(shard, cap, "%s", file->valuestring);
+        else snprintf(shard, cap, "optimizer-%s", file->valuestring + 6);
+        char *const *names = role == TENSOR_WEIGHT ? c->model_names : c->optim_names;
+        SafetensorsFile *const *files = role == TENSOR_WEIGHT ? c->model_files : c->optim_files;
+        const int n = role == TENSOR_WEIGHT ? c->n_model : c->n_optim;
+        for (int i = 0; i < n; i++) found |= !files[i] && strcmp(names[i], shard) == 0;
+    }
+    cJSON_Delete(root);
+    return found;
+}
+
 int ckpt_tensor_source(void *ctx, const char *name, TensorRole role, const ParamInfo *info, float *dst, Error *err) {
     Checkpoint *c = ctx;
     char key[160];
     snprintf(key, sizeof key, "%s%s", name, role == TENSOR_EXP_AVG ? ".exp_avg" : role == TENSOR_EXP_AVG_SQ ? ".exp_avg_sq" : "");
     SafetensorsFile **files = role == TENSOR_WEIGHT ? c->model_files : c->optim_files;
+    char **names = role == TENSOR_WEIGHT ? c->model_names : c->optim_names;
+    bool *checked = role == TENSOR_WEIGHT ? c->model_checked : c->optim_checked;
     const int n = role == TENSOR_WEIGHT ? c->n_model : c->n_optim;
     for (int i = 0; i < n; i++) {
-        const SafetensorsTensor *t = safetensors_find(files[i], key);
+        const SafetensorsTensor *t = files[i] ? safetensors_find(files[i], key) : NULL;
         if (!t) continue;
+        if (check_shard_once(c, names[i], &checked[i], err)) return -1;
         int64_t shape[2];
         int ndim;
         shape_of(info, shape, &ndim);
         if (!safetensors_expect(files[i], key, ndim, shape, err)) return -1;
         return safetensors_to_f32(t, dst, info->numel, err);
     }
-    if (role != TENSOR_WEIGHT && !c->has_state)
+    char shard[300];
+    if (absent_holder(c, name, role, shard, sizeof shard))
+        error_set(err, "%s: %s is not in this folder and this process needs it (for %s): the checkpoint was written "
+                       "to folders the ranks did not share; resume it under the layout that wrote it (leave out "
+                       "--stages, --virtual, --schedule, --split and --dp; it had --stages %d --dp %d) with each "
+                       "rank's own folder, or copy every rank's shards into one folder", c->dir, shard, key,
+                  c->state.po.ranks, c->state.po.dp);
+    else if (role != TENSOR_WEIGHT && !c->has_state)
         error_set(err, "%s: a Hugging Face folder has no optimizer state (use --init-from for it)", c->dir);
     else error_set(err, "%s: no tensor '%s'", c->dir, key);
     return -1;

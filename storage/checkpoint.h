@@ -80,11 +80,20 @@ void ckpt_state_clear(CkptState *st);
 // ---- reading ----------------------------------------------------------------------------------
 typedef struct Checkpoint Checkpoint;
 // Opens a checkpoint folder, or a plain HF folder when it has no trainer_state.json (and
-// `need_state` is false). verify: every file of the manifest must exist with its recorded size
-// and sha256, and so must every file checksums.sha256 lists (when the folder has one). NULL
+// `need_state` is false). CKPT_OPEN_VERIFY: every file of the manifest must exist with its
+// recorded size and sha256, and so must every file checksums.sha256 lists (when the folder has
+// one). NULL
 // with a one-line err ("DIR: model-00002-of-00004.safetensors: sha256 does not match the
 // manifest").
-Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err);
+typedef enum {
+    CKPT_OPEN_TRUSTED = 0,        // the caller has checked every file (ckpt_find_resume with shards)
+    CKPT_OPEN_VERIFY = 1,         // every file of the seal and the manifest, now
+    CKPT_OPEN_CHECK_ON_READ = 2,  // the caller has checked all but the shards (ckpt_find_resume
+                                  // without shards): each shard is checked against the manifest
+                                  // when a tensor is first read from it, and one the folder lacks
+                                  // (another node's) is an error only when a tensor is read from it
+} CkptOpenCheck;
+Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Error *err);
 void ckpt_close(Checkpoint *c);
 const char *ckpt_dir(const Checkpoint *c);
 // The trainer state, NULL for a plain HF folder.
@@ -102,6 +111,9 @@ StageModel *ckpt_load_model(Checkpoint *c, Error *err);
 int ckpt_read_state(const char *dir, CkptState *out, Error *err);
 // The same from the file's text; `path` names it in errors.
 int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *err);
-// Every file of a manifest exists under dir with its size and sha256.
-int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err);
+// Every file of a manifest exists under dir with its size and sha256; without `shards`, every
+// file but the shards (checked as they are read: CKPT_OPEN_CHECK_ON_READ).
+int ckpt_verify_files(const char *dir, const CkptFile *files, int n, bool shards, Error *err);
+// "model-….safetensors" or "optimizer-….safetensors": a stage's shard.
+bool ckpt_is_shard(const char *name);
 #endif

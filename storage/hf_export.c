@@ -23,7 +23,7 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
         error_set(err, "%s already exists (export into a new or empty folder)", model_path);
         return -1;
     }
-    Checkpoint *c = ckpt_open(src, false, true, err);
+    Checkpoint *c = ckpt_open(src, false, CKPT_OPEN_VERIFY, err);
     if (!c) return -1;
     StageModel *sm = ckpt_load_model(c, err);
     int rc = sm ? 0 : -1;

@@ -155,10 +155,13 @@ static int adam_step_of(const Pipeline *p) {
     return 0;
 }
 
-// Every process but the root, one after another: the root's small files into its own copy of
-// the folder, where it does not see them already (checkpoint_spread.h). Turns, so that two
+// Every process but the root, one after another: the root's small files (and a replica's own
+// stages' shards) into its own copy of the folder, where it does not see them already
+// (checkpoint_spread.h). Turns, so that two
 // processes sharing a folder the root does not see never rename onto one path at once.
-static int spread_small_files(Pipeline *p, const char *dir, Error *err) {
+static int spread_copies(Pipeline *p, const char *dir, Error *err) {
+    const int me = pipeline_world_rank(p), ranks = (int)pipeline_world_max(p, (double)me) + 1;
+    if (ranks == 1) return 0;   // one process (local): its folder is the only one
     const bool root = pipeline_is_root(p);
     char *pack = NULL;
     size_t n = 0;
@@ -168,10 +171,10 @@ static int spread_small_files(Pipeline *p, const char *dir, Error *err) {
         return -1;
     }
     if (pipeline_bcast_bytes(p, &pack, &n, err)) return -1;
-    const int me = pipeline_world_rank(p), ranks = (int)pipeline_world_max(p, (double)me) + 1;
     for (int turn = 1; turn < ranks && rc == 0; turn++) {
-        int written = 0;
-        if (turn == me) rc = ckpt_spread_place(dir, pack, n, &written, err);
+        if (turn == me)
+            rc = ckpt_spread_replica_shards(dir, p, pack, n, err) || ckpt_spread_place(dir, pack, n, err)
+                     ? -1 : 0;
         if (pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0 && rc == 0) {
             error_set(err, "checkpoint %s: rank %d could not write its copy (see its error line)", dir, turn);
             rc = -1;
@@ -218,7 +221,7 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
         failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
         if (failed_somewhere && rc == 0)
             error_set(err, "checkpoint %s: rank 0 could not write its manifest (see its error line)", dir);
-        if (!failed_somewhere) rc = spread_small_files(p, dir, err);
+        if (!failed_somewhere) rc = spread_copies(p, dir, err);
         failed_somewhere = failed_somewhere || rc;
     }
     if (failed_somewhere) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays

@@ -87,16 +87,20 @@ int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet
     return rc;
 }
 
-// One shard of stage s: written, and its record ("file NAME BYTES SHA256 STAGE") added.
-static int write_shard(const char *dir, const StageModel *sm, const CkptParamSet *sets, int n_sets, const char *kind,
-                       int s, int S, Text *records, Error *err) {
-    char name[128], path[4400];
-    ckpt_shard_name(name, sizeof name, strcmp(kind, "weights") == 0 ? "model" : "optimizer", s, S);
-    join(path, sizeof path, dir, name);
-    CkptFile f = {.stage = s};
-    if (ckpt_write_params(path, sm, sets, n_sets, false, kind, &f, err)) return -1;
-    text_add(records, "file %s %lld %s %d\n", name, (long long)f.bytes, f.sha256, s);
-    return 0;
+int ckpt_write_stage_file(const char *dir, const Pipeline *p, int s, bool optimizer, CkptFile *f, Error *err) {
+    const StageModel *sm = pipeline_stage(p, s);
+    const AdamWState *st = pipeline_stage_optimizer(p, s);
+    assert(sm && st);
+    const int S = pipeline_n_stages(p);
+    char path[4400];
+    *f = (CkptFile){.stage = s};
+    ckpt_shard_name(f->path, sizeof f->path, optimizer ? "optimizer" : "model", s, S);
+    join(path, sizeof path, dir, f->path);
+    const CkptParamSet weights = {sm->weights, ""};
+    // Both moments in one file, under torch's names; they share the weights' offsets.
+    const CkptParamSet moments[] = {{st->m, ".exp_avg"}, {st->v, ".exp_avg_sq"}};
+    return optimizer ? ckpt_write_params(path, sm, moments, 2, false, "optimizer", f, err)
+                     : ckpt_write_params(path, sm, &weights, 1, false, "weights", f, err);
 }
 
 int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error *err) {
@@ -107,20 +111,18 @@ int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error 
         *records = rec.buf;
         return 0;
     }
-    const int S = pipeline_n_stages(p);
     int rc = 0;
-    for (int s = 0; s < S && rc == 0; s++) {
+    for (int s = 0; s < pipeline_n_stages(p) && rc == 0; s++) {
         const StageModel *sm = pipeline_stage(p, s);
-        const AdamWState *st = pipeline_stage_optimizer(p, s);
         if (!sm) continue;
-        const CkptParamSet weights = {sm->weights, ""};
-        rc = write_shard(dir, sm, &weights, 1, "weights", s, S, &rec, err);
-        // The index's weight_map: every tensor of the weights shard, in the file's order.
-        for (int i = 0; i < sm->n_params && rc == 0; i++)
-            text_add(&rec, "tensor %s %lld\n", sm->params[i].name, (long long)(sm->params[i].numel * sizeof(float)));
-        // Both moments in one file, under torch's names; they share the weights' offsets.
-        const CkptParamSet moments[] = {{st->m, ".exp_avg"}, {st->v, ".exp_avg_sq"}};
-        if (rc == 0) rc = write_shard(dir, sm, moments, 2, "optimizer", s, S, &rec, err);
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            CkptFile f;
+            rc = ckpt_write_stage_file(dir, p, s, k == 1, &f, err);
+            if (rc == 0) text_add(&rec, "file %s %lld %s %d\n", f.path, (long long)f.bytes, f.sha256, s);
+            // The index's weight_map: every tensor of the weights shard, in the file's order.
+            for (int i = 0; i < sm->n_params && rc == 0 && k == 0; i++)
+                text_add(&rec, "tensor %s %lld\n", sm->params[i].name, (long long)(sm->params[i].numel * sizeof(float)));
+        }
     }
     if (rc) free(rec.buf);
     else *records = rec.buf;

@@ -62,6 +62,9 @@ typedef struct {
 // written.
 int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet *sets, int n_sets, bool bf16,
                       const char *kind, CkptFile *written, Error *err);
+// Stage s's weights (or, with `optimizer`, its AdamW moments) as this process holds them, into
+// dir under its shard name; *f: the file's record, hashed as written.
+int ckpt_write_stage_file(const char *dir, const Pipeline *p, int s, bool optimizer, CkptFile *f, Error *err);
 // Every process: the weights and moments of the stages it holds, when it is in replica 0.
 // *records (malloc'd text, "" for a process that wrote nothing): what it wrote, one line per
 // file ("file NAME BYTES SHA256 STAGE") and, after each weights shard, one per tensor ("tensor

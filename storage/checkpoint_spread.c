@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
@@ -45,27 +46,86 @@ static bool holds(const char *path, const char *data, size_t n) {
     return same;
 }
 
-int ckpt_spread_place(const char *dir, const char *pack, size_t n, int *written, Error *err) {
-    *written = 0;
+// The i-th packed file (SMALL_FILES[i]) at *at: its bytes at *data, *bytes long; *at moves past
+// it. -1 with err when the pack is malformed there.
+static int unpack(const char *dir, const char *pack, size_t n, size_t *at, size_t i, const char **data, size_t *bytes,
+                  Error *err) {
+    const size_t name_len = strlen(SMALL_FILES[i]);
+    char *end = NULL;
+    const bool named = *at + name_len + 1 < n && memcmp(pack + *at, SMALL_FILES[i], name_len) == 0 &&
+                       pack[*at + name_len] == '\n';
+    const unsigned long long len = named ? strtoull(pack + *at + name_len + 1, &end, 10) : 0;
+    if (!named || !end || *end != '\n' || len > n - (size_t)(end + 1 - pack)) {
+        error_set(err, "%s: the root's checkpoint files arrived malformed (at %s)", dir, SMALL_FILES[i]);
+        return -1;
+    }
+    *data = end + 1;
+    *bytes = (size_t)len;
+    *at = (size_t)(*data - pack) + *bytes;
+    return 0;
+}
+
+int ckpt_spread_place(const char *dir, const char *pack, size_t n, Error *err) {
     size_t at = 0;
     for (size_t i = 0; i < N_SMALL; i++) {
-        const size_t name_len = strlen(SMALL_FILES[i]);
-        char *end = NULL;
-        const bool named = at + name_len + 1 < n && memcmp(pack + at, SMALL_FILES[i], name_len) == 0 &&
-                           pack[at + name_len] == '\n';
-        const unsigned long long bytes = named ? strtoull(pack + at + name_len + 1, &end, 10) : 0;
-        if (!named || !end || *end != '\n' || bytes > n - (size_t)(end + 1 - pack)) {
-            error_set(err, "%s: the root's checkpoint files arrived malformed (at %s)", dir, SMALL_FILES[i]);
-            return -1;
-        }
-        const char *data = end + 1;
+        const char *data;
+        size_t bytes;
+        if (unpack(dir, pack, n, &at, i, &data, &bytes, err)) return -1;
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, SMALL_FILES[i]);
-        if (!holds(path, data, (size_t)bytes)) {
-            if (atomic_write_file(path, data, (size_t)bytes, err)) return -1;
-            (*written)++;
-        }
-        at = (size_t)(data - pack) + (size_t)bytes;
+        if (!holds(path, data, bytes) && atomic_write_file(path, data, bytes, err)) return -1;
     }
     return 0;
+}
+
+// Whether dir holds the manifest's file f, with its size and sha256.
+static bool holds_file(const char *dir, const CkptFile *f) {
+    char path[4400];
+    struct stat sb;
+    Error ignored;
+    snprintf(path, sizeof path, "%s/%s", dir, f->path);
+    return stat(path, &sb) == 0 && (int64_t)sb.st_size == f->bytes && ckpt_verify_files(dir, f, 1, true, &ignored) == 0;
+}
+
+static const CkptFile *manifest_entry(const CkptState *st, const char *name) {
+    for (int i = 0; i < st->n_files; i++)
+        if (strcmp(st->files[i].path, name) == 0) return &st->files[i];
+    return NULL;
+}
+
+int ckpt_spread_replica_shards(const char *dir, const Pipeline *p, const char *pack, size_t n, Error *err) {
+    if (pipeline_replica(p) == 0) return 0;
+    size_t at = 0, bytes = 0;
+    const char *data = NULL;
+    for (size_t i = 0; i < N_SMALL; i++)
+        if (unpack(dir, pack, n, &at, i, &data, &bytes, err)) return -1;
+    char *text = xmalloc(bytes + 1);   // the state is packed last
+    memcpy(text, data, bytes);
+    text[bytes] = '\0';
+    CkptState st;
+    int rc = ckpt_state_parse(text, CKPT_STATE_FILE, &st, err);
+    free(text);
+    for (int s = 0; s < pipeline_n_stages(p) && rc == 0; s++) {
+        if (!pipeline_stage(p, s)) continue;
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            char name[128];
+            ckpt_shard_name(name, sizeof name, k ? "optimizer" : "model", s, pipeline_n_stages(p));
+            const CkptFile *want = manifest_entry(&st, name);
+            if (!want) {
+                error_set(err, "%s: the manifest has no %s", dir, name);
+                rc = -1;
+                break;
+            }
+            if (holds_file(dir, want)) continue;   // replica 0's (a shared folder) or an earlier replica's
+            CkptFile mine;
+            rc = ckpt_write_stage_file(dir, p, s, k == 1, &mine, err);
+            if (rc == 0 && strcmp(mine.sha256, want->sha256) != 0) {
+                error_set(err, "%s: %s: replica %d's copy differs from replica 0's (the replicas diverged)", dir, name,
+                          pipeline_replica(p));
+                rc = -1;
+            }
+        }
+    }
+    ckpt_state_clear(&st);
+    return rc;
 }

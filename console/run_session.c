@@ -159,7 +159,7 @@ static int adam_step_of(const Pipeline *p) {
 // stages' shards) into its own copy of the folder, where it does not see them already
 // (checkpoint_spread.h). Turns, so that two
 // processes sharing a folder the root does not see never rename onto one path at once.
-static int spread_copies(Pipeline *p, const char *dir, Error *err) {
+static int spread_copies(Pipeline *p, const char *dir, const char *root_records, Error *err) {
     const int me = pipeline_world_rank(p), ranks = (int)pipeline_world_max(p, (double)me) + 1;
     if (ranks == 1) return 0;   // one process (local): its folder is the only one
     const bool root = pipeline_is_root(p);
@@ -170,10 +170,16 @@ static int spread_copies(Pipeline *p, const char *dir, Error *err) {
         if (rc == 0) error_set(err, "checkpoint %s: rank 0 could not read back its files (see its error line)", dir);
         return -1;
     }
-    if (pipeline_bcast_bytes(p, &pack, &n, err)) return -1;
+    char *records = root ? (char *)root_records : NULL;
+    size_t records_len = root ? strlen(root_records) : 0;
+    if (pipeline_bcast_bytes(p, &pack, &n, err) || pipeline_bcast_bytes(p, &records, &records_len, err)) {
+        free(pack);
+        if (!root) free(records);
+        return -1;
+    }
     for (int turn = 1; turn < ranks && rc == 0; turn++) {
         if (turn == me)
-            rc = ckpt_spread_replica_shards(dir, p, pack, n, err) || ckpt_spread_place(dir, pack, n, err)
+            rc = ckpt_spread_replica_shards(dir, p, pack, n, records, err) || ckpt_spread_place(dir, pack, n, err)
                      ? -1 : 0;
         if (pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0 && rc == 0) {
             error_set(err, "checkpoint %s: rank %d could not write its copy (see its error line)", dir, turn);
@@ -181,6 +187,7 @@ static int spread_copies(Pipeline *p, const char *dir, Error *err) {
         }
     }
     free(pack);
+    if (!root) free(records);
     return rc;
 }
 
@@ -216,14 +223,14 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     if (!failed_somewhere && root)
         rc = ckpt_write_manifest(dir, all, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run,
                                  &st, err);
-    free(all);
     if (!failed_somewhere) {
         failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
         if (failed_somewhere && rc == 0)
             error_set(err, "checkpoint %s: rank 0 could not write its manifest (see its error line)", dir);
-        if (!failed_somewhere) rc = spread_copies(p, dir, err);
+        if (!failed_somewhere) rc = spread_copies(p, dir, all, err);
         failed_somewhere = failed_somewhere || rc;
     }
+    free(all);
     if (failed_somewhere) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
     if (!failed_somewhere && root) {
         int64_t bytes = 0;

@@ -118,7 +118,17 @@ int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error 
         for (int k = 0; k < 2 && rc == 0; k++) {
             CkptFile f;
             rc = ckpt_write_stage_file(dir, p, s, k == 1, &f, err);
-            if (rc == 0) text_add(&rec, "file %s %lld %s %d\n", f.path, (long long)f.bytes, f.sha256, s);
+            char path[4400];
+            struct stat sb;
+            join(path, sizeof path, dir, f.path);
+            if (rc == 0 && stat(path, &sb) != 0) {
+                error_set(err, "%s: cannot stat it after writing it: %s", path, strerror(errno));
+                rc = -1;
+            }
+            // Its identity too: a replica that sees this very file (a shared folder) need not read it.
+            if (rc == 0)
+                text_add(&rec, "file %s %lld %s %d %llu %lld.%09ld\n", f.path, (long long)f.bytes, f.sha256, s,
+                         (unsigned long long)sb.st_ino, (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
             // The index's weight_map: every tensor of the weights shard, in the file's order.
             for (int i = 0; i < sm->n_params && rc == 0 && k == 0; i++)
                 text_add(&rec, "tensor %s %lld\n", sm->params[i].name, (long long)(sm->params[i].numel * sizeof(float)));

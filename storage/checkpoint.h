@@ -67,9 +67,10 @@ int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet
 int ckpt_write_stage_file(const char *dir, const Pipeline *p, int s, bool optimizer, CkptFile *f, Error *err);
 // Every process: the weights and moments of the stages it holds, when it is in replica 0.
 // *records (malloc'd text, "" for a process that wrote nothing): what it wrote, one line per
-// file ("file NAME BYTES SHA256 STAGE") and, after each weights shard, one per tensor ("tensor
-// NAME BYTES"), for the root's manifest: every process's records, concatenated, are all the
-// root needs to know of the shards (it never opens another process's file).
+// file ("file NAME BYTES SHA256 STAGE INODE MTIME", the file as it lies on disk) and, after each
+// weights shard, one per tensor ("tensor NAME BYTES"), for the root's manifest: every
+// process's records, concatenated, are all the root needs to know of the shards (it never
+// opens another process's file).
 int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error *err);
 // The root, once every process's shards are durable, from their records: the index and
 // config.json, then the seal over every file's hash, then trainer_state.json. *out (free with

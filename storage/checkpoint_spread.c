@@ -87,13 +87,36 @@ static bool holds_file(const char *dir, const CkptFile *f) {
     return stat(path, &sb) == 0 && (int64_t)sb.st_size == f->bytes && ckpt_verify_files(dir, f, 1, true, &ignored) == 0;
 }
 
+// Whether dir/name is the very file replica 0 wrote: its record ("file NAME BYTES SHA256 STAGE
+// INODE MTIME") matches the file's size, inode and mtime. Then this process sees replica 0's
+// folder (a shared filesystem) and need not read the file to know it is there.
+static bool is_recorded_file(const char *dir, const char *name, const char *records) {
+    char head[300];
+    snprintf(head, sizeof head, "file %s ", name);
+    const char *line = records;
+    while (line && strncmp(line, head, strlen(head)) != 0) {
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    long long bytes, sec;
+    unsigned long long ino;
+    long nsec;
+    char path[4400];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return line && sscanf(line + strlen(head), "%lld %*s %*d %llu %lld.%ld", &bytes, &ino, &sec, &nsec) == 4 &&
+           stat(path, &sb) == 0 && (long long)sb.st_size == bytes && (unsigned long long)sb.st_ino == ino &&
+           (long long)sb.st_mtim.tv_sec == sec && (long)sb.st_mtim.tv_nsec == nsec;
+}
+
 static const CkptFile *manifest_entry(const CkptState *st, const char *name) {
     for (int i = 0; i < st->n_files; i++)
         if (strcmp(st->files[i].path, name) == 0) return &st->files[i];
     return NULL;
 }
 
-int ckpt_spread_replica_shards(const char *dir, const Pipeline *p, const char *pack, size_t n, Error *err) {
+int ckpt_spread_replica_shards(const char *dir, const Pipeline *p, const char *pack, size_t n, const char *records,
+                               Error *err) {
     if (pipeline_replica(p) == 0) return 0;
     size_t at = 0, bytes = 0;
     const char *data = NULL;
@@ -116,7 +139,8 @@ int ckpt_spread_replica_shards(const char *dir, const Pipeline *p, const char *p
                 rc = -1;
                 break;
             }
-            if (holds_file(dir, want)) continue;   // replica 0's (a shared folder) or an earlier replica's
+            // Replica 0's own file (a shared folder), or an earlier replica's copy on this node.
+            if (is_recorded_file(dir, name, records) || holds_file(dir, want)) continue;
             CkptFile mine;
             rc = ckpt_write_stage_file(dir, p, s, k == 1, &mine, err);
             if (rc == 0 && strcmp(mine.sha256, want->sha256) != 0) {

@@ -26,7 +26,10 @@ char *ckpt_spread_pack(const char *dir, size_t *n, Error *err);
 int ckpt_spread_place(const char *dir, const char *pack, size_t n, Error *err);
 // A process of replica d > 0 (which writes no shards of its own, its stages being replica 0's
 // bit for bit): its stages' shards into dir where dir lacks the manifest's file (a node-local
-// folder replica 0 does not write into), so a replica resumes from its own folder too. Each
+// folder replica 0 does not write into), so a replica resumes from its own folder too.
+// records: every process's (ckpt_write_shards), whose inode and mtime tell replica 0's own
+// file without reading it; a file that is not it is hashed before it counts as there. Each
 // copy written must hash to the manifest's sha256. Returns 0, or -1 with err.
-int ckpt_spread_replica_shards(const char *dir, const Pipeline *p, const char *pack, size_t n, Error *err);
+int ckpt_spread_replica_shards(const char *dir, const Pipeline *p, const char *pack, size_t n, const char *records,
+                               Error *err);
 #endif

@@ -110,6 +110,14 @@ check "shared folder: all 8 files, sealed" \
   bash -c "[ \$(ls shared/$ck | wc -l) -eq 8 ] && (cd shared/$ck && sha256sum --quiet -c checksums.sha256)"
 check "shared folder: no temporary file" [ -z "$(find shared -name '*.tmp')" ]
 check "shared folder: the same losses as node-local ones" cmp -s ref.losses <(losses shared.db 1)
+# P = 2 x D = 2 in one shared folder: the replicas see replica 0's shards (by inode and mtime,
+# without reading them) and write nothing: every shard is older than trainer_state.json.
+"${mpi[@]}" -np 4 "$bin" train "${args[@]}" --dp 2 --ckpt-every 4 --db '' --ckpt-dir shared-dp > shared-dp.txt 2>&1
+check "shared folder, P=2 D=2: exits 0" [ $? -eq 0 ]
+check "shared folder, P=2 D=2: all 8 files, sealed" \
+  bash -c "[ \$(ls shared-dp/step-000004 | wc -l) -eq 8 ] && (cd shared-dp/step-000004 && sha256sum --quiet -c checksums.sha256)"
+check "shared folder, P=2 D=2: no shard rewritten after the state" \
+  [ -z "$(find shared-dp/step-000004 -name '*.safetensors' -newer shared-dp/step-000004/trainer_state.json)" ]
 "$bin" train --resume "shared/$ck" --db shared.db > shared-resume.txt 2>&1
 check "shared folder: resumes in one process (exit 0)" [ $? -eq 0 ]
 losses shared.db 2 > shared-resume.losses

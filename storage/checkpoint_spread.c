@@ -55,7 +55,7 @@ static int unpack(const char *dir, const char *pack, size_t n, size_t *at, size_
     const bool named = *at + name_len + 1 < n && memcmp(pack + *at, SMALL_FILES[i], name_len) == 0 &&
                        pack[*at + name_len] == '\n';
     const unsigned long long len = named ? strtoull(pack + *at + name_len + 1, &end, 10) : 0;
-    if (!named || !end || *end != '\n' || len > n - (size_t)(end + 1 - pack)) {
+    if (!named || !end || end >= pack + n || *end != '\n' || len > n - (size_t)(end + 1 - pack)) {
         error_set(err, "%s: the root's checkpoint files arrived malformed (at %s)", dir, SMALL_FILES[i]);
         return -1;
     }
@@ -67,10 +67,13 @@ static int unpack(const char *dir, const char *pack, size_t n, size_t *at, size_
 
 int ckpt_spread_place(const char *dir, const char *pack, size_t n, Error *err) {
     size_t at = 0;
-    for (size_t i = 0; i < N_SMALL; i++) {
-        const char *data;
-        size_t bytes;
+    const char *data;
+    size_t bytes;
+    for (size_t i = 0; i < N_SMALL; i++)   // the whole pack is checked before a file is written
         if (unpack(dir, pack, n, &at, i, &data, &bytes, err)) return -1;
+    at = 0;
+    for (size_t i = 0; i < N_SMALL; i++) {
+        unpack(dir, pack, n, &at, i, &data, &bytes, err);
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, SMALL_FILES[i]);
         if (!holds(path, data, bytes) && atomic_write_file(path, data, bytes, err)) return -1;

@@ -14,6 +14,10 @@
 // Each file is written to a temporary name, fsynced and renamed (storage/atomic_file.h);
 // checksums.sha256 and then trainer_state.json are written last, after every other file is
 // durable and hashed: a folder without trainer_state.json is not a checkpoint.
+// Under mpirun the processes need not share a filesystem: each hashes its shards as it writes
+// them and sends the root their records; the root writes the manifest from the records alone,
+// and every process gets a copy of the small files (storage/checkpoint_spread.h). A folder on
+// one node's disk then holds that node's shards only: CKPT_OPEN_CHECK_ON_READ reads it.
 // A plain Hugging Face folder (model.safetensors, or an index and its shards, and config.json;
 // F32, BF16, F16 or F64) is read by the same reader: that is --init-from.
 #ifndef PPTRAIN_CHECKPOINT_H

@@ -155,36 +155,39 @@ static int adam_step_of(const Pipeline *p) {
     return 0;
 }
 
-// Every process but the root, one after another: the root's small files (and a replica's own
-// stages' shards) into its own copy of the folder, where it does not see them already
-// (checkpoint_spread.h). Turns, so that two
-// processes sharing a folder the root does not see never rename onto one path at once.
+// Every process's verdict on a part of the checkpoint; the failing process keeps its own line.
+static int agree(Pipeline *p, int rc, const char *dir, const char *who, Error *err) {
+    if (pipeline_world_max(p, rc ? 1.0 : 0.0) == 0.0) return 0;
+    if (rc == 0) error_set(err, "checkpoint %s: %s failed (see its error line)", dir, who);
+    return -1;
+}
+
+// After the root's manifest: the replicas' shards where replica 0's are not seen, one replica
+// at a time (two replicas of a stage may share a node's folder; different stages never write
+// one path), then the root's small files into every other process's folder, one process at a
+// time (checkpoint_spread.h). Only the root's copies are read: the records tell a replica
+// whether it sees replica 0's very file.
 static int spread_copies(Pipeline *p, const char *dir, const char *root_records, Error *err) {
     const int me = pipeline_world_rank(p), ranks = (int)pipeline_world_max(p, (double)me) + 1;
     if (ranks == 1) return 0;   // one process (local): its folder is the only one
     const bool root = pipeline_is_root(p);
-    char *pack = NULL;
-    size_t n = 0;
+    const int replica = pipeline_replica(p), replicas = (int)pipeline_world_max(p, (double)replica) + 1;
+    char *pack = NULL, *records = root ? (char *)root_records : NULL;
+    size_t n = 0, records_len = root ? strlen(root_records) : 0;
     int rc = root && !(pack = ckpt_spread_pack(dir, &n, err)) ? -1 : 0;
-    if (pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0) {
-        if (rc == 0) error_set(err, "checkpoint %s: rank 0 could not read back its files (see its error line)", dir);
-        return -1;
-    }
-    char *records = root ? (char *)root_records : NULL;
-    size_t records_len = root ? strlen(root_records) : 0;
-    if (pipeline_bcast_bytes(p, &pack, &n, err) || pipeline_bcast_bytes(p, &records, &records_len, err)) {
-        free(pack);
-        if (!root) free(records);
-        return -1;
+    rc = agree(p, rc, dir, "rank 0 reading back its files", err);
+    if (rc == 0 && (pipeline_bcast_bytes(p, &pack, &n, err) || pipeline_bcast_bytes(p, &records, &records_len, err)))
+        rc = -1;
+    char who[64];
+    for (int d = 1; d < replicas && rc == 0; d++) {
+        if (replica == d) rc = ckpt_spread_replica_shards(dir, p, pack, n, records, err);
+        snprintf(who, sizeof who, "replica %d's copy of its shards", d);
+        rc = agree(p, rc, dir, who, err);
     }
     for (int turn = 1; turn < ranks && rc == 0; turn++) {
-        if (turn == me)
-            rc = ckpt_spread_replica_shards(dir, p, pack, n, records, err) || ckpt_spread_place(dir, pack, n, err)
-                     ? -1 : 0;
-        if (pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0 && rc == 0) {
-            error_set(err, "checkpoint %s: rank %d could not write its copy (see its error line)", dir, turn);
-            rc = -1;
-        }
+        if (turn == me) rc = ckpt_spread_place(dir, pack, n, err);
+        snprintf(who, sizeof who, "rank %d's copy of the small files", turn);
+        rc = agree(p, rc, dir, who, err);
     }
     free(pack);
     if (!root) free(records);
@@ -211,28 +214,19 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     char *records = NULL, *all = NULL;
     size_t all_len = 0;
     int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, &records, err) ? -1 : 0;
-    bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
-    if (failed_somewhere && rc == 0)
-        error_set(err, "checkpoint %s: another rank could not write its shards (see its error line)", dir);
-    if (!failed_somewhere) {
-        rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, err);
-        failed_somewhere = rc != 0;
-    }
+    rc = agree(p, rc, dir, "another rank's writing of its shards", err);
+    if (rc == 0) rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, err);
     free(records);
     CkptState st = {0};
-    if (!failed_somewhere && root)
+    const bool gathered = rc == 0;   // on every process alike
+    if (gathered && root)
         rc = ckpt_write_manifest(dir, all, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run,
                                  &st, err);
-    if (!failed_somewhere) {
-        failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
-        if (failed_somewhere && rc == 0)
-            error_set(err, "checkpoint %s: rank 0 could not write its manifest (see its error line)", dir);
-        if (!failed_somewhere) rc = spread_copies(p, dir, all, err);
-        failed_somewhere = failed_somewhere || rc;
-    }
+    if (gathered) rc = agree(p, rc, dir, "rank 0's manifest", err);
+    if (rc == 0) rc = spread_copies(p, dir, all, err);
     free(all);
-    if (failed_somewhere) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
-    if (!failed_somewhere && root) {
+    if (rc) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
+    if (rc == 0 && root) {
         int64_t bytes = 0;
         rc = record_manifest(s, id, dir, &st, &bytes, err);
         if (rc == 0) {
@@ -242,8 +236,8 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
         }
     }
     ckpt_state_clear(&st);
-    if (failed_somewhere || rc) recorder_checkpoint_fail(&s->recorder, id, err->msg);
-    return failed_somewhere || rc ? -1 : 0;
+    if (rc) recorder_checkpoint_fail(&s->recorder, id, err->msg);
+    return rc ? -1 : 0;
 }
 
 // Before step 1: what killed or failed checkpoints left behind (storage/checkpoint_cleanup.h).

@@ -7,7 +7,8 @@
 #  - resuming each rank from its own folder continues with bitwise the losses of the run that
 #    was never interrupted, at P = 2 and at P = 2 x D = 2 (the replicas write their copies);
 #  - a layout that needs another rank's shard is refused with one line per rank, exit 2; a
-#    damaged shard is found when its rank reads it;
+#    damaged shard is found when its rank reads it; a rank that cannot write its shard fails
+#    the checkpoint in every folder;
 #  - one shared --ckpt-dir still gets one complete folder, written once.
 # usage: cli_checkpoint_nodelocal.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -79,6 +80,17 @@ check "another layout from node-local folders: exit 2" [ $? -eq 2 ]
 check "another layout: each rank says which shard it lacks, on one line" \
   [ "$(grep -c '^pptrain: node.*model-0000.-of-00002.safetensors is not in this folder and this process needs it' \
         other.err)" -eq 2 ]
+
+# Rank 1 cannot put its shard in place (a folder already has the name, so the rename fails):
+# the run fails with rank 1's line, and neither folder keeps a file of the checkpoint.
+mkdir -p full1/run-1/step-000004/model-00002-of-00002.safetensors
+each 2 train "${args[@]}" --ckpt-every 4 --db full.db --ckpt-dir full@R > full.out 2> full.err < /dev/null
+check "rank 1 cannot write: exit 2" [ $? -eq 2 ]
+check "rank 1 cannot write: its line names its shard and the cause" \
+  grep -q '^pptrain: .*full1/run-1/step-000004/model-00002-of-00002.safetensors: rename failed: Is a directory' full.err
+check "rank 1 cannot write: no checkpoint file in either folder" [ -z "$(find full0 full1 -type f)" ]
+check "rank 1 cannot write: the checkpoint is marked failed" \
+  [ "$(sqlite3 full.db 'SELECT status FROM checkpoints')" = failed ]
 
 # A damaged shard is found by the rank that reads it.
 rm -rf dmg0 dmg1 && cp -r node0 dmg0 && cp -r node1 dmg1

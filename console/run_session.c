@@ -15,6 +15,7 @@
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_cleanup.h"
 #include "storage/checkpoint_find.h"
+#include "storage/checkpoint_spread.h"
 
 // ---- where the run starts: --resume and --init-from ---------------------------------------------
 
@@ -74,12 +75,17 @@ int run_session_prepare(RunSession *s, Error *err) {
         return -1;
     }
     if (ro->resume[0]) {
+        // One process reads every shard: it checks them all now, and a damaged one is named with
+        // the newest good checkpoint. A process of an mpirun job may see only its node's shards
+        // (--ckpt-dir on a node-local disk): it checks the rest now and each shard as it reads it.
+        const bool one_process = ro->pipe.transport == TRANSPORT_KIND_LOCAL;
         Error warning;
-        if (ckpt_find_resume(ro->resume, ro->db_path, s->source_dir, sizeof s->source_dir, &s->resumed_from, &warning,
-                             err))
+        if (ckpt_find_resume(ro->resume, ro->db_path, one_process, s->source_dir, sizeof s->source_dir,
+                             &s->resumed_from, &warning, err))
             return -1;
         if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
-        if (!(s->source = ckpt_open(s->source_dir, true, false, err))) return -1;   // verified just now
+        s->source = ckpt_open(s->source_dir, true, one_process ? CKPT_OPEN_TRUSTED : CKPT_OPEN_CHECK_ON_READ, err);
+        if (!s->source) return -1;
         const CkptState *st = ckpt_state(s->source);
         s->start_step = st->step;
         if (!s->resumed_from) s->resumed_from = st->run_id;
@@ -88,7 +94,7 @@ int run_session_prepare(RunSession *s, Error *err) {
     if (ro->init_from[0]) {
         snprintf(s->source_dir, sizeof s->source_dir, "%s", ro->init_from);
         Error why;
-        if (!(s->source = ckpt_open(ro->init_from, false, true, &why))) {
+        if (!(s->source = ckpt_open(ro->init_from, false, CKPT_OPEN_VERIFY, &why))) {
             error_set(err, "--init-from: %s", why.msg);
             return -1;
         }
@@ -149,7 +155,48 @@ static int adam_step_of(const Pipeline *p) {
     return 0;
 }
 
-// Every process: its shards; once all are durable, the root writes and records the manifest.
+// Every process's verdict on a part of the checkpoint; the failing process keeps its own line.
+static int agree(Pipeline *p, int rc, const char *dir, const char *who, Error *err) {
+    if (pipeline_world_max(p, rc ? 1.0 : 0.0) == 0.0) return 0;
+    if (rc == 0) error_set(err, "checkpoint %s: %s failed (see its error line)", dir, who);
+    return -1;
+}
+
+// After the root's manifest: the replicas' shards where replica 0's are not seen, one replica
+// at a time (two replicas of a stage may share a node's folder; different stages never write
+// one path), then the root's small files into every other process's folder, one process at a
+// time (checkpoint_spread.h). Only the root's copies are read: the records tell a replica
+// whether it sees replica 0's very file.
+static int spread_copies(Pipeline *p, const char *dir, const char *root_records, Error *err) {
+    const int me = pipeline_world_rank(p), ranks = (int)pipeline_world_max(p, (double)me) + 1;
+    if (ranks == 1) return 0;   // one process (local): its folder is the only one
+    const bool root = pipeline_is_root(p);
+    const int replica = pipeline_replica(p), replicas = (int)pipeline_world_max(p, (double)replica) + 1;
+    char *pack = NULL, *records = root ? (char *)root_records : NULL;
+    size_t n = 0, records_len = root ? strlen(root_records) : 0;
+    int rc = root && !(pack = ckpt_spread_pack(dir, &n, err)) ? -1 : 0;
+    rc = agree(p, rc, dir, "rank 0 reading back its files", err);
+    if (rc == 0 && (pipeline_bcast_bytes(p, &pack, &n, err) || pipeline_bcast_bytes(p, &records, &records_len, err)))
+        rc = -1;
+    char who[64];
+    for (int d = 1; d < replicas && rc == 0; d++) {
+        if (replica == d) rc = ckpt_spread_replica_shards(dir, p, pack, n, records, err);
+        snprintf(who, sizeof who, "replica %d's copy of its shards", d);
+        rc = agree(p, rc, dir, who, err);
+    }
+    for (int turn = 1; turn < ranks && rc == 0; turn++) {
+        if (turn == me) rc = ckpt_spread_place(dir, pack, n, err);
+        snprintf(who, sizeof who, "rank %d's copy of the small files", turn);
+        rc = agree(p, rc, dir, who, err);
+    }
+    free(pack);
+    if (!root) free(records);
+    return rc;
+}
+
+// Every process: its shards, hashed as they are written; their records to the root, which
+// writes the manifest from them and records it; then the small files where every process can
+// read them. A failure anywhere discards the checkpoint everywhere.
 static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error *err) {
     RunSession *s = ctx;
     const bool root = pipeline_is_root(p);
@@ -164,28 +211,33 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     // The store's row first ('writing'): a checkpoint the store cannot record is still written.
     const int64_t id = root ? recorder_checkpoint_begin(&s->recorder, pos->step, dir) : -1;
     pipeline_sync_to_host(p, false);   // GPU stages: their weights and moments into the host arrays
-    int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, err) ? -1 : 0;
-    const bool failed_somewhere = pipeline_world_max(p, rc ? 1.0 : 0.0) > 0.0;
-    if (failed_somewhere && rc == 0)
-        error_set(err, "checkpoint %s: another rank could not write its shards (see its error line)", dir);
-    if (failed_somewhere) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
-    if (!failed_somewhere && root) {
-        CkptState st;
+    char *records = NULL, *all = NULL;
+    size_t all_len = 0;
+    int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, &records, err) ? -1 : 0;
+    rc = agree(p, rc, dir, "another rank's writing of its shards", err);
+    if (rc == 0) rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, err);
+    free(records);
+    CkptState st = {0};
+    const bool gathered = rc == 0;   // on every process alike
+    if (gathered && root)
+        rc = ckpt_write_manifest(dir, all, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run,
+                                 &st, err);
+    if (gathered) rc = agree(p, rc, dir, "rank 0's manifest", err);
+    if (rc == 0) rc = spread_copies(p, dir, all, err);
+    free(all);
+    if (rc) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
+    if (rc == 0 && root) {
         int64_t bytes = 0;
-        rc = ckpt_write_manifest(dir, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run, &st, err);
-        if (rc) ckpt_discard(dir);
+        rc = record_manifest(s, id, dir, &st, &bytes, err);
         if (rc == 0) {
-            rc = record_manifest(s, id, dir, &st, &bytes, err);
-            if (rc == 0) {
-                s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
-                snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
-                if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, pos->step, bytes, st.n_files + 1);
-            }
-            ckpt_state_clear(&st);
+            s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
+            snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
+            if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, pos->step, bytes, st.n_files + 1);
         }
     }
-    if (failed_somewhere || rc) recorder_checkpoint_fail(&s->recorder, id, err->msg);
-    return failed_somewhere || rc ? -1 : 0;
+    ckpt_state_clear(&st);
+    if (rc) recorder_checkpoint_fail(&s->recorder, id, err->msg);
+    return rc ? -1 : 0;
 }
 
 // Before step 1: what killed or failed checkpoints left behind (storage/checkpoint_cleanup.h).

@@ -929,6 +929,72 @@ double pipeline_world_max(Pipeline *p, double local) {
     return most;
 }
 
+// A collective's failure: the pipeline is broken, err says where.
+static int collective_failed(Pipeline *p, const Error *why, const char *where, Error *err) {
+    own_failure(p, why, where, err);
+    pipeline_broke(p, err);
+    return -1;
+}
+
+int pipeline_gather_bytes(Pipeline *p, const void *mine, size_t n, char **all, size_t *len, Error *err) {
+    *all = NULL;
+    *len = 0;
+    if (!p->multiprocess) {
+        *all = memcpy(xmalloc(n + 1), mine, n);
+        (*all)[n] = '\0';
+        *len = n;
+        return 0;
+    }
+    const double most = pipeline_world_max(p, (double)n);
+    if (!isfinite(most)) return pipeline_failed(p, err);
+    const size_t cap = (size_t)most > 0 ? (size_t)most : 1;
+    const bool root = p->self == 0;
+    char *buf = root ? xmalloc(cap * (size_t)p->W) : NULL;
+    size_t *counts = root ? xcalloc((size_t)p->W, sizeof(size_t)) : NULL;
+    Error why;
+    if (transport_gather_bytes(p->tp, p->self, mine, n, buf, cap, counts, &why) != TRANSPORT_OK) {
+        free(buf);
+        free(counts);
+        return collective_failed(p, &why, "(gathering the checkpoint's records)", err);
+    }
+    if (root) {   // in place: every rank's bytes moved down to follow the previous rank's
+        for (int r = 0; r < p->W; r++) {
+            memmove(buf + *len, buf + (size_t)r * cap, counts[r]);
+            *len += counts[r];
+        }
+        *all = check_alloc(realloc(buf, *len + 1), *len + 1, __FILE__, __LINE__);
+        (*all)[*len] = '\0';
+    }
+    free(counts);
+    return 0;
+}
+
+// The transport has no broadcast: a sum over the world where every rank but the root adds
+// zeros moves the root's bytes to everyone exactly (4 bytes per double: integers below 2^32,
+// summed with zeros in any order, are exact).
+int pipeline_bcast_bytes(Pipeline *p, char **data, size_t *n, Error *err) {
+    if (!p->multiprocess) return 0;
+    const bool root = p->self == 0;
+    const double most = pipeline_world_max(p, root ? (double)*n : 0.0);
+    if (!isfinite(most)) return pipeline_failed(p, err);
+    const size_t len = (size_t)most, words = (len + 3) / 4;
+    double *v = xcalloc(words + 1, sizeof(double));
+    for (size_t i = 0; root && i < len; i++) v[i / 4] += (double)((uint32_t)(unsigned char)(*data)[i] << (8 * (i % 4)));
+    Error why;
+    if (transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, v, words + 1, &why) != TRANSPORT_OK) {
+        free(v);
+        return collective_failed(p, &why, "(sharing the checkpoint's files)", err);
+    }
+    if (!root) {
+        *data = xmalloc(len + 1);
+        for (size_t i = 0; i < len; i++) (*data)[i] = (char)(((uint32_t)v[i / 4] >> (8 * (i % 4))) & 0xff);
+        (*data)[len] = '\0';
+        *n = len;
+    }
+    free(v);
+    return 0;
+}
+
 const double *pipeline_clock_offsets(const Pipeline *p) { return p->offsets; }
 
 int pipeline_events(const Pipeline *p, const ActionEvent *const **events, const int **n_events) {

@@ -29,6 +29,8 @@ struct AtomicFile {
     size_t len;
     const char *failed_step;   // the first step that failed ("write", ...), NULL while none
     int failed_errno;
+    EVP_MD_CTX *sha;      // the sha256 of every byte appended: the file's hash without reading it back
+    int64_t bytes;        // appended so far
 };
 
 int fsync_parent_dir(const char *path, Error *err) {
@@ -76,11 +78,14 @@ AtomicFile *atomic_file_open(const char *path, Error *err) {
         return NULL;
     }
     AtomicFile *af = xcalloc(1, sizeof *af);
-    *af = (AtomicFile){.fd = fd, .path = copy_string(path), .tmp = tmp, .buf = xmalloc(APPEND_BUFFER)};
+    *af = (AtomicFile){.fd = fd, .path = copy_string(path), .tmp = tmp, .buf = xmalloc(APPEND_BUFFER),
+                       .sha = EVP_MD_CTX_new()};
+    if (!af->sha || EVP_DigestInit_ex(af->sha, EVP_sha256(), NULL) != 1) check_alloc(NULL, 1, __FILE__, __LINE__);
     return af;
 }
 
 static void free_file(AtomicFile *af) {
+    EVP_MD_CTX_free(af->sha);
     free(af->path);
     free(af->tmp);
     free(af->buf);
@@ -100,16 +105,25 @@ static int flush_buffer(AtomicFile *af, Error *err) {
     return 0;
 }
 
-int atomic_file_append(AtomicFile *af, const void *data, size_t n, Error *err) {
-    if (af->failed_step) return fail_at(af, af->failed_step, err);
+static int append(AtomicFile *af, const void *data, size_t n, Error *err) {
     if (af->len + n <= APPEND_BUFFER) {
         if (n) memcpy(af->buf + af->len, data, n);
         af->len += n;
         return 0;
     }
     if (flush_buffer(af, err)) return -1;
-    if (n <= APPEND_BUFFER) return atomic_file_append(af, data, n, err);
+    if (n <= APPEND_BUFFER) return append(af, data, n, err);
     return write_all(af->fd, data, n) == 0 ? 0 : fail_at(af, "write", err);
+}
+
+int atomic_file_append(AtomicFile *af, const void *data, size_t n, Error *err) {
+    if (af->failed_step) return fail_at(af, af->failed_step, err);
+    if (n && EVP_DigestUpdate(af->sha, data, n) != 1) {
+        errno = EIO;
+        return fail_at(af, "sha256", err);
+    }
+    af->bytes += (int64_t)n;
+    return append(af, data, n, err);
 }
 
 void atomic_file_abort(AtomicFile *af) {
@@ -122,6 +136,25 @@ void atomic_file_abort(AtomicFile *af) {
 // "Nothing lost": the new bytes are durable before the rename makes them the target, and the
 // rename is durable before this returns. Any failure before the rename leaves the target as it
 // was and no temporary file.
+static void hex_of(const unsigned char md[32], char hex[65]) {
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+int atomic_file_commit_hashed(AtomicFile *af, char sha256[65], int64_t *bytes, Error *err) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    if (!af->failed_step && (EVP_DigestFinal_ex(af->sha, md, &md_len) != 1 || md_len != 32)) {
+        errno = EIO;
+        fail_at(af, "sha256", err);
+    }
+    const bool hashed = !af->failed_step;
+    const int64_t n = af->bytes;
+    if (atomic_file_commit(af, err)) return -1;
+    if (sha256 && hashed) hex_of(md, sha256);
+    if (bytes) *bytes = n;
+    return 0;
+}
+
 int atomic_file_commit(AtomicFile *af, Error *err) {
     if (!af->failed_step) flush_buffer(af, err);
     if (!af->failed_step && sys.fsync(af->fd) != 0) fail_at(af, "fsync", err);
@@ -229,7 +262,7 @@ int file_sha256(const char *path, char hex[65], int64_t *bytes, Error *err) {
         error_set(err, "%s: cannot read it to hash it", path);
         return -1;
     }
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    hex_of(md, hex);
     if (bytes) *bytes = total;
     return 0;
 }
@@ -240,7 +273,7 @@ void buffer_sha256(const void *data, size_t n, char hex[65]) {
     const int ok = EVP_Digest(data, n, md, &md_len, EVP_sha256(), NULL);
     assert(ok == 1 && md_len == 32);
     (void)ok;
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    hex_of(md, hex);
 }
 
 char *file_read_text(const char *path, size_t max_bytes, Error *err) {

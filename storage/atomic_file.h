@@ -31,6 +31,10 @@ int atomic_file_append(AtomicFile *af, const void *data, size_t n, Error *err);
 // Flushes, fsyncs, renames over the target, fsyncs the folder, and frees af. Returns 0, or -1 with
 // err ("<path>: <step> failed: <why>"), the temporary file removed and the target untouched.
 int atomic_file_commit(AtomicFile *af, Error *err);
+// The same, and the sha256 (64 lowercase hex digits) and size of the bytes appended, hashed as
+// they were appended: a checkpoint learns its files' hashes without reading them back.
+// sha256 and bytes may be NULL; they are set only when it returns 0.
+int atomic_file_commit_hashed(AtomicFile *af, char sha256[65], int64_t *bytes, Error *err);
 // Drops the new contents: closes and removes the temporary file, frees af (NULL is fine).
 void atomic_file_abort(AtomicFile *af);
 // The whole of data[0..n) as path, through the interface above.

@@ -1,8 +1,10 @@
 #include "storage/checkpoint.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,11 @@ static void join(char *out, size_t cap, const char *dir, const char *name) { snp
 
 // ---- writing ----------------------------------------------------------------------------------
 
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} Text;
+
 static int64_t *shape_of(const ParamInfo *pi, int64_t shape[2], int *ndim) {
     shape[0] = pi->rows;
     shape[1] = pi->cols;
@@ -30,8 +37,26 @@ static int64_t *shape_of(const ParamInfo *pi, int64_t shape[2], int *ndim) {
     return shape;
 }
 
+// Appends printf-formatted text to *buf (grown as needed).
+static void text_add(Text *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        const int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        assert(n >= 0);
+        if (t->buf && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = (t->len + (size_t)n + 1) * 2;
+        t->buf = check_alloc(realloc(t->buf, t->cap), t->cap, __FILE__, __LINE__);
+        t->buf[t->len] = '\0';
+    }
+}
+
 int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet *sets, int n_sets, bool bf16,
-                      const char *kind, Error *err) {
+                      const char *kind, CkptFile *written, Error *err) {
     const int n = sm->n_params * n_sets;
     SafetensorsWriteTensor *t = xcalloc((size_t)n, sizeof *t);
     char (*names)[128] = xcalloc((size_t)n, sizeof *names);
@@ -53,7 +78,8 @@ int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet
         }
     }
     const SafetensorsMeta meta[] = {{"format", "pt"}, {"pptrain", kind}};
-    const int rc = safetensors_write(path, n, t, kind ? 2 : 1, meta, err);
+    const int rc = safetensors_write_hashed(path, n, t, kind ? 2 : 1, meta, written ? written->sha256 : NULL,
+                                            written ? &written->bytes : NULL, err);
     free(t);
     free(names);
     free(shapes);
@@ -61,75 +87,147 @@ int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet
     return rc;
 }
 
-int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err) {
-    if (pipeline_replica(p) != 0) return 0;   // the replicas hold equal copies
+int ckpt_write_stage_file(const char *dir, const Pipeline *p, int s, bool optimizer, CkptFile *f, Error *err) {
+    const StageModel *sm = pipeline_stage(p, s);
+    const AdamWState *st = pipeline_stage_optimizer(p, s);
+    assert(sm && st);
     const int S = pipeline_n_stages(p);
-    for (int s = 0; s < S; s++) {
-        const StageModel *sm = pipeline_stage(p, s);
-        const AdamWState *st = pipeline_stage_optimizer(p, s);
-        if (!sm) continue;
-        char name[128], path[4400];
-        ckpt_shard_name(name, sizeof name, "model", s, S);
-        join(path, sizeof path, dir, name);
-        const CkptParamSet weights = {sm->weights, ""};
-        if (ckpt_write_params(path, sm, &weights, 1, false, "weights", err)) return -1;
-        ckpt_shard_name(name, sizeof name, "optimizer", s, S);
-        join(path, sizeof path, dir, name);
-        // Both moments in one file, under torch's names; they share the weights' offsets.
-        const CkptParamSet moments[] = {{st->m, ".exp_avg"}, {st->v, ".exp_avg_sq"}};
-        if (ckpt_write_params(path, sm, moments, 2, false, "optimizer", err)) return -1;
-    }
-    return 0;
+    char path[4400];
+    *f = (CkptFile){.stage = s};
+    ckpt_shard_name(f->path, sizeof f->path, optimizer ? "optimizer" : "model", s, S);
+    join(path, sizeof path, dir, f->path);
+    const CkptParamSet weights = {sm->weights, ""};
+    // Both moments in one file, under torch's names; they share the weights' offsets.
+    const CkptParamSet moments[] = {{st->m, ".exp_avg"}, {st->v, ".exp_avg_sq"}};
+    return optimizer ? ckpt_write_params(path, sm, moments, 2, false, "optimizer", f, err)
+                     : ckpt_write_params(path, sm, &weights, 1, false, "weights", f, err);
 }
 
-// model.safetensors.index.json from the shards' own headers: the root need not hold a stage
-// to know its tensors.
-static int write_index(const char *dir, int S, Error *err) {
+int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error *err) {
+    Text rec = {0};
+    text_add(&rec, "%s", "");
+    *records = NULL;
+    if (pipeline_replica(p) != 0) {   // the replicas hold equal copies
+        *records = rec.buf;
+        return 0;
+    }
+    int rc = 0;
+    for (int s = 0; s < pipeline_n_stages(p) && rc == 0; s++) {
+        const StageModel *sm = pipeline_stage(p, s);
+        if (!sm) continue;
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            CkptFile f;
+            rc = ckpt_write_stage_file(dir, p, s, k == 1, &f, err);
+            char path[4400];
+            struct stat sb;
+            join(path, sizeof path, dir, f.path);
+            if (rc == 0 && stat(path, &sb) != 0) {
+                error_set(err, "%s: cannot stat it after writing it: %s", path, strerror(errno));
+                rc = -1;
+            }
+            // Its identity too: a replica that sees this very file (a shared folder) need not read it.
+            if (rc == 0)
+                text_add(&rec, "file %s %lld %s %d %llu %lld.%09ld\n", f.path, (long long)f.bytes, f.sha256, s,
+                         (unsigned long long)sb.st_ino, (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
+            // The index's weight_map: every tensor of the weights shard, in the file's order.
+            for (int i = 0; i < sm->n_params && rc == 0 && k == 0; i++)
+                text_add(&rec, "tensor %s %lld\n", sm->params[i].name, (long long)(sm->params[i].numel * sizeof(float)));
+        }
+    }
+    if (rc) free(rec.buf);
+    else *records = rec.buf;
+    return rc;
+}
+
+// The records of every process, in any order: the shards' files and the weights' tensors.
+typedef struct {
+    CkptFile *files;        // (2 S) model then optimizer of stage k at [2k], [2k+1]
+    Text weight_map;        // "name\tfile\n" per tensor, stage order
+    double total_size;      // bytes of every weight tensor
+} ShardRecords;
+
+static int parse_records(const char *records, int S, ShardRecords *out, Error *err) {
+    out->files = xcalloc((size_t)(2 * S), sizeof(CkptFile));
+    Text *tensors = xcalloc((size_t)S, sizeof(Text));   // per stage, so the map is in stage order
+    int stage = -1, rc = 0;
+    for (const char *line = records; rc == 0 && *line;) {
+        const char *nl = strchr(line, '\n');
+        const size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char l[512], name[256], sha[65];
+        long long bytes;
+        int st;
+        snprintf(l, sizeof l, "%.*s", (int)(len < sizeof l ? len : sizeof l - 1), line);
+        if (sscanf(l, "file %255s %lld %64s %d", name, &bytes, sha, &st) == 4 && st >= 0 && st < S) {
+            CkptFile *f = &out->files[2 * st + (strncmp(name, "optimizer-", 10) == 0)];
+            *f = (CkptFile){.bytes = bytes, .stage = st};
+            snprintf(f->path, sizeof f->path, "%s", name);
+            snprintf(f->sha256, sizeof f->sha256, "%s", sha);
+            stage = strncmp(name, "model-", 6) == 0 ? st : -1;
+        } else if (sscanf(l, "tensor %255s %lld", name, &bytes) == 2 && stage >= 0) {
+            char shard[128];
+            ckpt_shard_name(shard, sizeof shard, "model", stage, S);
+            text_add(&tensors[stage], "%s\t%s\n", name, shard);
+            out->total_size += (double)bytes;
+        } else {
+            error_set(err, "checkpoint records: bad line '%.80s'", l);
+            rc = -1;
+        }
+        line += len + (nl != NULL);
+    }
+    for (int k = 0; k < 2 * S && rc == 0; k++)
+        if (!out->files[k].path[0]) {
+            char name[128];
+            ckpt_shard_name(name, sizeof name, k % 2 ? "optimizer" : "model", k / 2, S);
+            error_set(err, "checkpoint: no process reported writing %s", name);
+            rc = -1;
+        }
+    text_add(&out->weight_map, "%s", "");
+    for (int k = 0; k < S; k++) {
+        if (tensors[k].buf) text_add(&out->weight_map, "%s", tensors[k].buf);
+        free(tensors[k].buf);
+    }
+    free(tensors);
+    return rc;
+}
+
+static int write_text_hashed(const char *dir, const char *name, char *text, CkptFile *f, Error *err);
+
+// model.safetensors.index.json from the records: the root need not see a shard to know its
+// tensors.
+static int write_index(const char *dir, const ShardRecords *r, CkptFile *f, Error *err) {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
     cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
-    double total = 0;
-    int rc = 0;
-    for (int s = 0; s < S && rc == 0; s++) {
-        char name[128], path[4400];
-        ckpt_shard_name(name, sizeof name, "model", s, S);
-        join(path, sizeof path, dir, name);
-        SafetensorsFile *f = safetensors_open(path, err);
-        if (!f) {
-            rc = -1;
-            break;
-        }
-        for (int i = 0; i < safetensors_count(f); i++) {
-            const SafetensorsTensor *t = safetensors_tensor(f, i);
-            cJSON_AddStringToObject(map, t->name, name);
-            total += (double)t->nbytes;
-        }
-        safetensors_close(f);
+    for (const char *line = r->weight_map.buf; *line;) {
+        const char *tab = strchr(line, '\t'), *nl = strchr(tab, '\n');
+        char name[256], shard[128];
+        snprintf(name, sizeof name, "%.*s", (int)(tab - line), line);
+        snprintf(shard, sizeof shard, "%.*s", (int)(nl - tab - 1), tab + 1);
+        cJSON_AddStringToObject(map, name, shard);
+        line = nl + 1;
     }
-    cJSON_AddNumberToObject(meta, "total_size", total);
+    cJSON_AddNumberToObject(meta, "total_size", r->total_size);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    char path[4400];
-    join(path, sizeof path, dir, CKPT_INDEX_FILE);
-    if (rc == 0) rc = atomic_write_file(path, text, strlen(text), err);
-    free(text);
-    return rc;
+    return write_text_hashed(dir, CKPT_INDEX_FILE, check_alloc(text, 1, __FILE__, __LINE__), f, err);
 }
 
 static int write_text(const char *dir, const char *name, char *text, Error *err) {
-    char path[4400];
-    join(path, sizeof path, dir, name);
-    const int rc = atomic_write_file(path, text, strlen(text), err);
-    free(text);
-    return rc;
+    return write_text_hashed(dir, name, text, NULL, err);
 }
 
-static int hash_file(const char *dir, const char *name, int stage, CkptFile *f, Error *err) {
+// dir/name from text (freed here), and its record in *f when f is not NULL.
+static int write_text_hashed(const char *dir, const char *name, char *text, CkptFile *f, Error *err) {
     char path[4400];
     join(path, sizeof path, dir, name);
-    snprintf(f->path, sizeof f->path, "%s", name);
-    f->stage = stage;
-    return file_sha256(path, f->sha256, &f->bytes, err);
+    AtomicFile *af = atomic_file_open(path, err);
+    int rc = af ? atomic_file_append(af, text, strlen(text), err) : -1;
+    if (af && rc) atomic_file_abort(af);
+    if (f) *f = (CkptFile){.stage = -1};
+    if (f) snprintf(f->path, sizeof f->path, "%s", name);
+    if (af && rc == 0) rc = atomic_file_commit_hashed(af, f ? f->sha256 : NULL, f ? &f->bytes : NULL, err);
+    free(text);
+    return rc;
 }
 
 static char *u64_text(char *buf, size_t cap, uint64_t x) {
@@ -186,21 +284,22 @@ static int write_sealed_state(const char *dir, const CkptState *st, double lr_ne
     return write_text(dir, CKPT_STATE_FILE, text, err);
 }
 
-int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOptions *po, int n_stages,
-                        const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out, Error *err) {
+int ckpt_write_manifest(const char *dir, const char *records, const RunConfig *rc, const PipelineOptions *po,
+                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out,
+                        Error *err) {
     CkptState st = {.step = pos->step, .adam_step = adam_step, .cursor = pos->cursor, .rc = *rc, .po = *po,
                     .run_id = run_id, .files = xcalloc((size_t)(2 * n_stages + 2), sizeof(CkptFile))};
-    int rc_w = write_index(dir, n_stages, err) ||
-               write_text(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model, "float32"), err);
-    for (int s = 0; s < n_stages && rc_w == 0; s++) {
-        char name[128];
-        ckpt_shard_name(name, sizeof name, "model", s, n_stages);
-        rc_w = hash_file(dir, name, s, &st.files[st.n_files++], err);
-        ckpt_shard_name(name, sizeof name, "optimizer", s, n_stages);
-        if (rc_w == 0) rc_w = hash_file(dir, name, s, &st.files[st.n_files++], err);
+    ShardRecords r = {0};
+    int rc_w = parse_records(records, n_stages, &r, err);
+    if (rc_w == 0) {
+        memcpy(st.files, r.files, (size_t)(2 * n_stages) * sizeof(CkptFile));
+        st.n_files = 2 * n_stages;
+        rc_w = write_index(dir, &r, &st.files[st.n_files++], err) ||
+               write_text_hashed(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model, "float32"),
+                                 &st.files[st.n_files++], err);
     }
-    if (rc_w == 0) rc_w = hash_file(dir, CKPT_INDEX_FILE, -1, &st.files[st.n_files++], err);
-    if (rc_w == 0) rc_w = hash_file(dir, CKPT_CONFIG_FILE, -1, &st.files[st.n_files++], err);
+    free(r.files);
+    free(r.weight_map.buf);
     if (rc_w == 0) rc_w = write_sealed_state(dir, &st, optim_lr_at(&rc->optim, pos->step), err);
     if (rc_w || !out) ckpt_state_clear(&st);
     else *out = st;
@@ -305,8 +404,15 @@ out:
     return rc;
 }
 
-int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err) {
+bool ckpt_is_shard(const char *name) {
+    const size_t n = strlen(name), k = strlen(".safetensors");
+    return (strncmp(name, "model-", 6) == 0 || strncmp(name, "optimizer-", 10) == 0) && n > k &&
+           strcmp(name + n - k, ".safetensors") == 0;
+}
+
+int ckpt_verify_files(const char *dir, const CkptFile *files, int n, bool shards, Error *err) {
     for (int i = 0; i < n; i++) {
+        if (!shards && ckpt_is_shard(files[i].path)) continue;
         char path[4400], hex[65];
         join(path, sizeof path, dir, files[i].path);
         struct stat sb;
@@ -331,18 +437,29 @@ int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err)
 
 struct Checkpoint {
     char dir[4096];
+    CkptOpenCheck check;
     bool has_state;
     CkptState state;
     ModelConfig model;
     int n_model, n_optim;
-    SafetensorsFile **model_files, **optim_files;
+    SafetensorsFile **model_files, **optim_files;   // NULL: absent from this folder (CHECK_ON_READ)
+    char **model_names, **optim_names;
+    bool *model_checked, *optim_checked;            // sha256 checked against the manifest
 };
 
-static int open_shards(Checkpoint *c, const char *const *names, int n, SafetensorsFile ***out, Error *err) {
+static int open_shards(Checkpoint *c, const char *const *names, int n, SafetensorsFile ***out, char ***out_names,
+                       bool **checked, Error *err) {
     *out = xcalloc((size_t)(n > 0 ? n : 1), sizeof **out);
+    *out_names = xcalloc((size_t)(n > 0 ? n : 1), sizeof **out_names);
+    *checked = xcalloc((size_t)(n > 0 ? n : 1), sizeof **checked);
+    for (int i = 0; i < n; i++) (*out_names)[i] = check_alloc(strdup(names[i]), 1, __FILE__, __LINE__);
     for (int i = 0; i < n; i++) {
         char path[4400];
         join(path, sizeof path, c->dir, names[i]);
+        struct stat sb;
+        // Another node's shard: an error only if this process reads from it (ckpt_tensor_source).
+        if (c->check == CKPT_OPEN_CHECK_ON_READ && ckpt_is_shard(names[i]) && stat(path, &sb) != 0 && errno == ENOENT)
+            continue;
         if (!((*out)[i] = safetensors_open(path, err))) return -1;
     }
     return 0;
@@ -393,7 +510,9 @@ static int open_model_files(Checkpoint *c, Error *err) {
         char **names = NULL;
         int n = 0;
         int rc = index_files(c->dir, &names, &n, err);
-        if (rc == 0) rc = open_shards(c, (const char *const *)names, c->n_model = n, &c->model_files, err);
+        if (rc == 0)
+            rc = open_shards(c, (const char *const *)names, c->n_model = n, &c->model_files, &c->model_names,
+                             &c->model_checked, err);
         free_names(names, n);
         return rc;
     }
@@ -403,12 +522,13 @@ static int open_model_files(Checkpoint *c, Error *err) {
         return -1;
     }
     const char *single[] = {"model.safetensors"};
-    return open_shards(c, single, c->n_model = 1, &c->model_files, err);
+    return open_shards(c, single, c->n_model = 1, &c->model_files, &c->model_names, &c->model_checked, err);
 }
 
-Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err) {
+Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Error *err) {
     Checkpoint *c = xcalloc(1, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
+    c->check = check;
     char path[4400];
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
@@ -422,8 +542,8 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err)
         goto fail;
     }
     if (c->has_state && ckpt_read_state(dir, &c->state, err)) goto fail;
-    if (c->has_state && verify &&
-        (ckpt_seal_verify(dir, err) < 0 || ckpt_verify_files(dir, c->state.files, c->state.n_files, err)))
+    if (c->has_state && check == CKPT_OPEN_VERIFY &&
+        (ckpt_seal_verify(dir, err) < 0 || ckpt_verify_files(dir, c->state.files, c->state.n_files, true, err)))
         goto fail;
     join(path, sizeof path, dir, CKPT_CONFIG_FILE);
     if (model_config_from_json(&c->model, path, err)) goto fail;
@@ -434,7 +554,8 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err)
         int n = 0;
         for (int i = 0; i < c->state.n_files && n < 8192; i++)
             if (strncmp(c->state.files[i].path, "optimizer-", 10) == 0) names[n++] = c->state.files[i].path;
-        if (open_shards(c, names, c->n_optim = n, &c->optim_files, err)) goto fail;
+        if (open_shards(c, names, c->n_optim = n, &c->optim_files, &c->optim_names, &c->optim_checked, err))
+            goto fail;
     }
     return c;
 fail:
@@ -448,6 +569,12 @@ void ckpt_close(Checkpoint *c) {
     for (int i = 0; c->optim_files && i < c->n_optim; i++) safetensors_close(c->optim_files[i]);
     free(c->model_files);
     free(c->optim_files);
+    for (int i = 0; c->model_names && i < c->n_model; i++) free(c->model_names[i]);
+    for (int i = 0; c->optim_names && i < c->n_optim; i++) free(c->optim_names[i]);
+    free(c->model_names);
+    free(c->optim_names);
+    free(c->model_checked);
+    free(c->optim_checked);
     ckpt_state_clear(&c->state);
     free(c);
 }
@@ -456,22 +583,68 @@ const char *ckpt_dir(const Checkpoint *c) { return c->dir; }
 const CkptState *ckpt_state(const Checkpoint *c) { return c->has_state ? &c->state : NULL; }
 const ModelConfig *ckpt_model(const Checkpoint *c) { return &c->model; }
 
+// CHECK_ON_READ: the shard's sha256 against the manifest, the first time a tensor is read from it.
+static int check_shard_once(Checkpoint *c, const char *name, bool *checked, Error *err) {
+    if (c->check != CKPT_OPEN_CHECK_ON_READ || *checked) return 0;
+    for (int i = 0; i < c->state.n_files; i++)
+        if (strcmp(c->state.files[i].path, name) == 0) {
+            if (ckpt_verify_files(c->dir, &c->state.files[i], 1, true, err)) return -1;
+            *checked = true;
+            return 0;
+        }
+    error_set(err, "%s: %s is not in the manifest", c->dir, name);
+    return -1;
+}
+
+// The shard this folder lacks that holds the tensor (the index names its weights' shard; its
+// moments are in the optimizer shard of the same stage). False when no absent shard holds it.
+static bool absent_holder(const Checkpoint *c, const char *name, TensorRole role, char *shard, size_t cap) {
+    char path[4400];
+    join(path, sizeof path, c->dir, CKPT_INDEX_FILE);
+    Error ignored;
+    char *text = file_read_text(path, MAX_JSON_BYTES, &ignored);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "weight_map"), name);
+    bool found = false;
+    if (cJSON_IsString(file) && strncmp(file->valuestring, "model-", 6) == 0) {
+        if (role == TENSOR_WEIGHT) snprintf(shard, cap, "%s", file->valuestring);
+        else snprintf(shard, cap, "optimizer-%s", file->valuestring + 6);
+        char *const *names = role == TENSOR_WEIGHT ? c->model_names : c->optim_names;
+        SafetensorsFile *const *files = role == TENSOR_WEIGHT ? c->model_files : c->optim_files;
+        const int n = role == TENSOR_WEIGHT ? c->n_model : c->n_optim;
+        for (int i = 0; i < n; i++) found |= !files[i] && strcmp(names[i], shard) == 0;
+    }
+    cJSON_Delete(root);
+    return found;
+}
+
 int ckpt_tensor_source(void *ctx, const char *name, TensorRole role, const ParamInfo *info, float *dst, Error *err) {
     Checkpoint *c = ctx;
     char key[160];
     snprintf(key, sizeof key, "%s%s", name, role == TENSOR_EXP_AVG ? ".exp_avg" : role == TENSOR_EXP_AVG_SQ ? ".exp_avg_sq" : "");
     SafetensorsFile **files = role == TENSOR_WEIGHT ? c->model_files : c->optim_files;
+    char **names = role == TENSOR_WEIGHT ? c->model_names : c->optim_names;
+    bool *checked = role == TENSOR_WEIGHT ? c->model_checked : c->optim_checked;
     const int n = role == TENSOR_WEIGHT ? c->n_model : c->n_optim;
     for (int i = 0; i < n; i++) {
-        const SafetensorsTensor *t = safetensors_find(files[i], key);
+        const SafetensorsTensor *t = files[i] ? safetensors_find(files[i], key) : NULL;
         if (!t) continue;
+        if (check_shard_once(c, names[i], &checked[i], err)) return -1;
         int64_t shape[2];
         int ndim;
         shape_of(info, shape, &ndim);
         if (!safetensors_expect(files[i], key, ndim, shape, err)) return -1;
         return safetensors_to_f32(t, dst, info->numel, err);
     }
-    if (role != TENSOR_WEIGHT && !c->has_state)
+    char shard[300];
+    if (absent_holder(c, name, role, shard, sizeof shard))
+        error_set(err, "%s: %s is not in this folder and this process needs it (for %s): the checkpoint was written "
+                       "to folders the ranks did not share; resume it under the layout that wrote it (leave out "
+                       "--stages, --virtual, --schedule, --split and --dp; it had --stages %d --dp %d) with each "
+                       "rank's own folder, or copy every rank's shards into one folder", c->dir, shard, key,
+                  c->state.po.ranks, c->state.po.dp);
+    else if (role != TENSOR_WEIGHT && !c->has_state)
         error_set(err, "%s: a Hugging Face folder has no optimizer state (use --init-from for it)", c->dir);
     else error_set(err, "%s: no tensor '%s'", c->dir, key);
     return -1;

@@ -14,6 +14,10 @@
 // Each file is written to a temporary name, fsynced and renamed (storage/atomic_file.h);
 // checksums.sha256 and then trainer_state.json are written last, after every other file is
 // durable and hashed: a folder without trainer_state.json is not a checkpoint.
+// Under mpirun the processes need not share a filesystem: each hashes its shards as it writes
+// them and sends the root their records; the root writes the manifest from the records alone,
+// and every process gets a copy of the small files (storage/checkpoint_spread.h). A folder on
+// one node's disk then holds that node's shards only: CKPT_OPEN_CHECK_ON_READ reads it.
 // A plain Hugging Face folder (model.safetensors, or an index and its shards, and config.json;
 // F32, BF16, F16 or F64) is read by the same reader: that is --init-from.
 #ifndef PPTRAIN_CHECKPOINT_H
@@ -58,25 +62,46 @@ typedef struct {
     const float *base;      // (sm->numel)
     const char *suffix;     // "" or ".exp_avg", ...
 } CkptParamSet;
+// *written (when not NULL): the file's name-less record, its bytes and sha256 hashed as it was
+// written.
 int ckpt_write_params(const char *path, const StageModel *sm, const CkptParamSet *sets, int n_sets, bool bf16,
-                      const char *kind, Error *err);
+                      const char *kind, CkptFile *written, Error *err);
+// Stage s's weights (or, with `optimizer`, its AdamW moments) as this process holds them, into
+// dir under its shard name; *f: the file's record, hashed as written.
+int ckpt_write_stage_file(const char *dir, const Pipeline *p, int s, bool optimizer, CkptFile *f, Error *err);
 // Every process: the weights and moments of the stages it holds, when it is in replica 0.
-int ckpt_write_shards(const char *dir, const Pipeline *p, Error *err);
-// The root, once every process's shards are durable: the index and config.json, then the
-// hashes of every file, then trainer_state.json. *out (free with ckpt_state_clear) lists the
-// files for the run store. Returns 0, or -1 with err (and no trainer_state.json).
-int ckpt_write_manifest(const char *dir, const RunConfig *rc, const PipelineOptions *po, int n_stages,
-                        const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out, Error *err);
+// *records (malloc'd text, "" for a process that wrote nothing): what it wrote, one line per
+// file ("file NAME BYTES SHA256 STAGE INODE MTIME", the file as it lies on disk) and, after each
+// weights shard, one per tensor ("tensor NAME BYTES"), for the root's manifest: every
+// process's records, concatenated, are all the root needs to know of the shards (it never
+// opens another process's file).
+int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error *err);
+// The root, once every process's shards are durable, from their records: the index and
+// config.json, then the seal over every file's hash, then trainer_state.json. *out (free with
+// ckpt_state_clear) lists the files for the run store. Returns 0, or -1 with err (and no
+// trainer_state.json), also when the records miss a shard.
+int ckpt_write_manifest(const char *dir, const char *records, const RunConfig *rc, const PipelineOptions *po,
+                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out,
+                        Error *err);
 void ckpt_state_clear(CkptState *st);
 
 // ---- reading ----------------------------------------------------------------------------------
 typedef struct Checkpoint Checkpoint;
 // Opens a checkpoint folder, or a plain HF folder when it has no trainer_state.json (and
-// `need_state` is false). verify: every file of the manifest must exist with its recorded size
-// and sha256, and so must every file checksums.sha256 lists (when the folder has one). NULL
+// `need_state` is false). CKPT_OPEN_VERIFY: every file of the manifest must exist with its
+// recorded size and sha256, and so must every file checksums.sha256 lists (when the folder has
+// one). NULL
 // with a one-line err ("DIR: model-00002-of-00004.safetensors: sha256 does not match the
 // manifest").
-Checkpoint *ckpt_open(const char *dir, bool need_state, bool verify, Error *err);
+typedef enum {
+    CKPT_OPEN_TRUSTED = 0,        // the caller has checked every file (ckpt_find_resume with shards)
+    CKPT_OPEN_VERIFY = 1,         // every file of the seal and the manifest, now
+    CKPT_OPEN_CHECK_ON_READ = 2,  // the caller has checked all but the shards (ckpt_find_resume
+                                  // without shards): each shard is checked against the manifest
+                                  // when a tensor is first read from it, and one the folder lacks
+                                  // (another node's) is an error only when a tensor is read from it
+} CkptOpenCheck;
+Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Error *err);
 void ckpt_close(Checkpoint *c);
 const char *ckpt_dir(const Checkpoint *c);
 // The trainer state, NULL for a plain HF folder.
@@ -94,6 +119,9 @@ StageModel *ckpt_load_model(Checkpoint *c, Error *err);
 int ckpt_read_state(const char *dir, CkptState *out, Error *err);
 // The same from the file's text; `path` names it in errors.
 int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *err);
-// Every file of a manifest exists under dir with its size and sha256.
-int ckpt_verify_files(const char *dir, const CkptFile *files, int n, Error *err);
+// Every file of a manifest exists under dir with its size and sha256; without `shards`, every
+// file but the shards (checked as they are read: CKPT_OPEN_CHECK_ON_READ).
+int ckpt_verify_files(const char *dir, const CkptFile *files, int n, bool shards, Error *err);
+// "model-….safetensors" or "optimizer-….safetensors": a stage's shard.
+bool ckpt_is_shard(const char *name);
 #endif

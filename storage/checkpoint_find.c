@@ -11,20 +11,20 @@
 
 // A folder's seal and its own manifest, and that trainer_state.json is there at all.
 // *unsealed: it has no checksums.sha256 (written before pptrain sealed checkpoints).
-static int verify_folder(const char *dir, int *step, bool *unsealed, Error *err) {
-    const int seal = ckpt_seal_verify(dir, err);
+static int verify_folder(const char *dir, bool shards, int *step, bool *unsealed, Error *err) {
+    const int seal = shards ? ckpt_seal_verify(dir, err) : ckpt_seal_verify_small(dir, err);
     if (seal < 0) return -1;
     if (unsealed) *unsealed = seal == 1;
     CkptState st;
     if (ckpt_read_state(dir, &st, err)) return -1;
-    const int rc = ckpt_verify_files(dir, st.files, st.n_files, err);
+    const int rc = ckpt_verify_files(dir, st.files, st.n_files, shards, err);
     if (step) *step = st.step;
     ckpt_state_clear(&st);
     return rc;
 }
 
 // The store's manifest of one checkpoint (trainer_state.json included).
-static int verify_recorded(Db *db, const DbCheckpointInfo *ck, Error *err) {
+static int verify_recorded(Db *db, const DbCheckpointInfo *ck, bool shards, Error *err) {
     DbCheckpointFile *files;
     int n;
     if (db_checkpoint_files_read(db, ck->id, &files, &n, err)) return -1;
@@ -35,14 +35,14 @@ static int verify_recorded(Db *db, const DbCheckpointInfo *ck, Error *err) {
         cf[i].bytes = files[i].bytes;
         cf[i].stage = files[i].stage;
     }
-    int rc = n == 0 ? -1 : ckpt_verify_files(ck->dir, cf, n, err);
+    int rc = n == 0 ? -1 : ckpt_verify_files(ck->dir, cf, n, shards, err);
     if (n == 0) error_set(err, "%s: the store lists no files for it", ck->dir);
     free(cf);
     free(files);
     return rc;
 }
 
-static int from_run(Db *db, int64_t run, char *dir, size_t cap, Error *err) {
+static int from_run(Db *db, int64_t run, bool shards, char *dir, size_t cap, Error *err) {
     DbCheckpointInfo *cks;
     int n;
     if (db_checkpoints_read(db, run, &cks, &n, err)) return -1;
@@ -51,7 +51,7 @@ static int from_run(Db *db, int64_t run, char *dir, size_t cap, Error *err) {
     for (int i = n - 1; i >= 0 && good < 0; i--) {
         if (strcmp(cks[i].status, "complete") != 0) continue;
         Error e;
-        if (verify_recorded(db, &cks[i], &e) == 0) good = i;
+        if (verify_recorded(db, &cks[i], shards, &e) == 0) good = i;
         else if (newest < 0) why = e;
         if (newest < 0) newest = i;
     }
@@ -94,7 +94,7 @@ static int64_t latest_run(Db *db, Error *err) {
 }
 
 // The newest good sibling of a damaged folder: DIR/../step-* folders that verify.
-static bool newest_good_sibling(const char *dir, char *out, size_t cap, int *out_step) {
+static bool newest_good_sibling(const char *dir, bool shards, char *out, size_t cap, int *out_step) {
     char parent[4096];
     snprintf(parent, sizeof parent, "%s", dir);
     char *slash = strrchr(parent, '/');
@@ -116,7 +116,7 @@ static bool newest_good_sibling(const char *dir, char *out, size_t cap, int *out
         snprintf(cand, sizeof cand, "%s/%s", parent, e->d_name);
         int step;
         Error ignored;
-        if (strcmp(self, e->d_name) == 0 || verify_folder(cand, &step, NULL, &ignored) || step <= best) continue;
+        if (strcmp(self, e->d_name) == 0 || verify_folder(cand, shards, &step, NULL, &ignored) || step <= best) continue;
         if ((size_t)snprintf(out, cap, "%s", cand) < cap) best = step;
     }
     closedir(d);
@@ -124,10 +124,11 @@ static bool newest_good_sibling(const char *dir, char *out, size_t cap, int *out
     return best >= 0;
 }
 
-static int from_folder(const char *arg, char *dir, size_t cap, int64_t *run_id, Error *warning, Error *err) {
+static int from_folder(const char *arg, bool shards, char *dir, size_t cap, int64_t *run_id, Error *warning,
+                       Error *err) {
     Error why;
     bool unsealed = false;
-    if (verify_folder(arg, NULL, &unsealed, &why) == 0) {
+    if (verify_folder(arg, shards, NULL, &unsealed, &why) == 0) {
         if (unsealed)
             error_set(warning, "%s has no %s (an older pptrain wrote it): its %s is trusted unchecked", arg,
                       CKPT_SEAL_FILE, CKPT_STATE_FILE);
@@ -140,7 +141,7 @@ static int from_folder(const char *arg, char *dir, size_t cap, int64_t *run_id, 
     }
     char good[4096];
     int step;
-    if (newest_good_sibling(arg, good, sizeof good, &step))
+    if (newest_good_sibling(arg, shards, good, sizeof good, &step))
         error_set(err, "checkpoint %s is damaged: %s; the newest good one is %s (step %d): resume it with --resume %s",
                   arg, why.msg, good, step, good);
     else error_set(err, "checkpoint %s cannot be resumed: %s", arg, why.msg);
@@ -154,12 +155,12 @@ static bool all_digits(const char *s) {
     return true;
 }
 
-int ckpt_find_resume(const char *arg, const char *db_file, char *dir, size_t cap, int64_t *run_id, Error *warning,
-                     Error *err) {
+int ckpt_find_resume(const char *arg, const char *db_file, bool shards, char *dir, size_t cap, int64_t *run_id,
+                     Error *warning, Error *err) {
     *run_id = 0;
     warning->msg[0] = '\0';
     const bool by_run = strcmp(arg, "latest") == 0 || all_digits(arg);
-    if (!by_run) return from_folder(arg, dir, cap, run_id, warning, err);
+    if (!by_run) return from_folder(arg, shards, dir, cap, run_id, warning, err);
     if (!db_file[0]) {
         error_set(err, "--resume %s needs the run store (--db FILE), or give a checkpoint folder", arg);
         return -1;
@@ -172,7 +173,7 @@ int ckpt_find_resume(const char *arg, const char *db_file, char *dir, size_t cap
         DbRunInfo info;
         if (db_run_get(db, run, &info, err) == 0) {
             db_run_info_clear(&info);
-            rc = from_run(db, run, dir, cap, err);
+            rc = from_run(db, run, shards, dir, cap, err);
             *run_id = run;
         }
     }

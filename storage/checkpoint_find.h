@@ -1,6 +1,7 @@
 // storage/checkpoint_find: which checkpoint `--resume RUN|latest|DIR` means, proven intact.
 #ifndef PPTRAIN_CHECKPOINT_FIND_H
 #define PPTRAIN_CHECKPOINT_FIND_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,7 +17,9 @@
 // The newest candidate is the one meant; when it is damaged or incomplete the error says what
 // is wrong with it and names the newest good one (another of the run's checkpoints, or a
 // sibling step-* folder), so the user can pass that instead. *run_id: the run that wrote it
-// (0 when unknown). Returns 0, or -1 with a one-line err.
-int ckpt_find_resume(const char *arg, const char *db_path, char *dir, size_t cap, int64_t *run_id, Error *warning,
-                     Error *err);
+// (0 when unknown). Without `shards`, the shards are left out of "every file": a process of an
+// mpirun job may see only its own node's folder, and checks each shard as it reads it
+// (CKPT_OPEN_CHECK_ON_READ). Returns 0, or -1 with a one-line err.
+int ckpt_find_resume(const char *arg, const char *db_path, bool shards, char *dir, size_t cap, int64_t *run_id,
+                     Error *warning, Error *err);
 #endif

@@ -23,13 +23,13 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
         error_set(err, "%s already exists (export into a new or empty folder)", model_path);
         return -1;
     }
-    Checkpoint *c = ckpt_open(src, false, true, err);
+    Checkpoint *c = ckpt_open(src, false, CKPT_OPEN_VERIFY, err);
     if (!c) return -1;
     StageModel *sm = ckpt_load_model(c, err);
     int rc = sm ? 0 : -1;
     if (rc == 0) rc = file_make_dirs(out_dir, err);
     const CkptParamSet weights = {sm ? sm->weights : NULL, ""};
-    if (rc == 0) rc = ckpt_write_params(model_path, sm, &weights, 1, bf16, NULL, err);
+    if (rc == 0) rc = ckpt_write_params(model_path, sm, &weights, 1, bf16, NULL, NULL, err);
     if (rc == 0) {
         info->params = (int64_t)sm->numel;
         info->tensors = sm->n_params;

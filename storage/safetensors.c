@@ -700,18 +700,23 @@ static void build_header(Buf *h, int n, const SafetensorsWriteTensor *tensors, c
 
 // The header, then every tensor's bytes in order, through the crash-safe writer.
 static int write_file(const char *path, const Buf *h, int n, const SafetensorsWriteTensor *tensors,
-                      const size_t *nbytes, Error *err) {
+                      const size_t *nbytes, char sha256[65], int64_t *bytes, Error *err) {
     AtomicFile *af = atomic_file_open(path, err);
     if (!af) return -1;
     int rc = atomic_file_append(af, h->buf, h->len, err);
     for (int i = 0; i < n && rc == 0; i++) rc = atomic_file_append(af, tensors[i].data, nbytes[i], err);
-    if (rc == 0) return atomic_file_commit(af, err);
+    if (rc == 0) return atomic_file_commit_hashed(af, sha256, bytes, err);
     atomic_file_abort(af);
     return -1;
 }
 
 int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
                       const SafetensorsMeta *meta, Error *err) {
+    return safetensors_write_hashed(path, n, tensors, n_meta, meta, NULL, NULL, err);
+}
+
+int safetensors_write_hashed(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
+                             const SafetensorsMeta *meta, char sha256[65], int64_t *bytes, Error *err) {
     if (n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta)) {
         error_set(err, "%s: invalid tensor or metadata list", path);
         return -1;
@@ -721,7 +726,7 @@ int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *ten
     int rc = check_inputs(path, n, tensors, n_meta, meta, nbytes, err);
     if (rc == 0) {
         build_header(&h, n, tensors, nbytes, n_meta, meta);
-        rc = write_file(path, &h, n, tensors, nbytes, err);
+        rc = write_file(path, &h, n, tensors, nbytes, sha256, bytes, err);
     }
     free(h.buf);
     free(nbytes);

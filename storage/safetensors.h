@@ -117,4 +117,7 @@ typedef struct {
 // names, "__metadata__" as a tensor name, duplicate metadata keys and bad shapes.
 int safetensors_write(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
                       const SafetensorsMeta *meta, Error *err);
+// The same, and the file's sha256 and size, hashed as it streams out (atomic_file_commit_hashed).
+int safetensors_write_hashed(const char *path, int n, const SafetensorsWriteTensor *tensors, int n_meta,
+                             const SafetensorsMeta *meta, char sha256[65], int64_t *bytes, Error *err);
 #endif

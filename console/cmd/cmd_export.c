@@ -51,7 +51,7 @@ int cmd_export(int argc, char **argv) {
     char dir[4096];
     int64_t run = 0;
     Error warning;
-    if (ckpt_find_resume(what, db_file, dir, sizeof dir, &run, &warning, &err)) return cli_fail(&err);
+    if (ckpt_find_resume(what, db_file, true, dir, sizeof dir, &run, &warning, &err)) return cli_fail(&err);
     if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
     HfExportInfo info;
     if (hf_export(dir, folder, bf16, &info, &err)) return cli_fail(&err);

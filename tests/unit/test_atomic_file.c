@@ -184,6 +184,33 @@ static void test_crash_before_rename(void) {
     CHECK(holds(g_target, OLD, sizeof OLD - 1), "cleaning leaves the target alone");
 }
 
+// The hash taken as the bytes stream out equals the file's hash read back, whatever the
+// appends' sizes (under, across and over the append buffer), with short writes underneath.
+static void test_commit_hashed(void) {
+    inject(-1, 4099, 0, 0, 0);
+    const size_t cuts[] = {0, 1, 7, 65536, 65540, 70000, NEW_BYTES};
+    AtomicFile *af = atomic_file_open(g_target, NULL);
+    Error err = {{0}};
+    for (int i = 0; af && i < 6; i++)
+        CHECK(atomic_file_append(af, g_new + cuts[i], cuts[i + 1] - cuts[i], &err) == 0, "append %d", i);
+    char streamed[65] = "", read_back[65] = "";
+    int64_t bytes = -1, read_bytes = -2;
+    CHECK(af && atomic_file_commit_hashed(af, streamed, &bytes, &err) == 0, "commit_hashed: %s", err.msg);
+    CHECK(file_sha256(g_target, read_back, &read_bytes, &err) == 0, "hash read back: %s", err.msg);
+    CHECK(strcmp(streamed, read_back) == 0 && bytes == read_bytes && bytes == NEW_BYTES,
+          "streamed sha256 %s (%lld bytes) = read back %s (%lld)", streamed, (long long)bytes, read_back,
+          (long long)read_bytes);
+    char path[200];
+    snprintf(path, sizeof path, "%s/h.safetensors", g_dir);
+    const int64_t shape[1] = {NEW_BYTES / 4};
+    const SafetensorsWriteTensor t = {"w", ST_F32, 1, shape, g_new};
+    CHECK(safetensors_write_hashed(path, 1, &t, 0, NULL, streamed, &bytes, &err) == 0, "safetensors: %s", err.msg);
+    CHECK(file_sha256(path, read_back, &read_bytes, &err) == 0 && strcmp(streamed, read_back) == 0 &&
+          bytes == read_bytes, "safetensors: streamed sha256 = read back");
+    unlink(path);
+    atomic_file_set_syscalls(NULL);
+}
+
 // The two writers built on it: a full disk leaves nothing behind them either.
 static void test_writers_on_it(void) {
     char st_path[200], tr_path[200];
@@ -215,6 +242,7 @@ int main(void) {
     test_abort();
     test_crash_before_rename();
     test_writers_on_it();
+    test_commit_hashed();
     atomic_file_set_syscalls(NULL);
     unlink(g_target);
     CHECK(rmdir(g_dir) == 0, "the test folder is empty at the end");

@@ -59,6 +59,28 @@ int main(void) {
     unlink(path);
     expect_refused("missing file", "shard.bin is missing");
     put("shard.bin", "weights");
+
+    // A node-local copy holds only its own node's shards: ckpt_seal_verify_small checks every
+    // other file (the state among them) and leaves the shards to be checked as they are read.
+    put("model-00002-of-00002.safetensors", "stage 1");
+    CkptFile shards[2] = {{.path = "shard.bin"}, {.path = "model-00002-of-00002.safetensors", .stage = 1}};
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", g_dir);
+    file_sha256(path, shards[1].sha256, &shards[1].bytes, &err);
+    snprintf(path, sizeof path, "%s/shard.bin", g_dir);
+    file_sha256(path, shards[0].sha256, &shards[0].bytes, &err);
+    char state_sha[65];
+    snprintf(path, sizeof path, "%s/%s", g_dir, CKPT_STATE_FILE);
+    file_sha256(path, state_sha, NULL, &err);
+    CHECK(ckpt_seal_write(g_dir, shards, 2, state_sha, &err) == 0, "seal with a shard: %s", err.msg);
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", g_dir);
+    unlink(path);
+    expect_refused("another node's shard, all checked", "model-00002-of-00002.safetensors is missing");
+    CHECK(ckpt_seal_verify_small(g_dir, &err) == 0, "another node's shard, small files checked: %s", err.msg);
+    put(CKPT_STATE_FILE, "{\"step\": 3}");
+    CHECK(ckpt_seal_verify_small(g_dir, &err) == -1 && strstr(err.msg, "trainer_state.json: sha256 does not match"),
+          "small files checked: an edited state is still refused: %s", err.msg);
+    put(CKPT_STATE_FILE, "{\"step\": 2}");
+    snprintf(path, sizeof path, "%s/shard.bin", g_dir);
     put(CKPT_SEAL_FILE, "not a checksum line\n");
     expect_refused("malformed line", "line 1 is not");
     put(CKPT_SEAL_FILE, "0000000000000000000000000000000000000000000000000000000000000000  ../etc/passwd\n");

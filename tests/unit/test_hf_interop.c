@@ -34,7 +34,7 @@ static float *logits_of(StageModel *sm, const int32_t *tokens, int B, int T) {
 }
 
 static StageModel *load(const char *dir, Error *err) {
-    Checkpoint *c = ckpt_open(dir, false, true, err);
+    Checkpoint *c = ckpt_open(dir, false, CKPT_OPEN_VERIFY, err);
     if (!c) return NULL;
     StageModel *sm = ckpt_load_model(c, err);
     ckpt_close(c);

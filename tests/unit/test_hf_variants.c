@@ -43,7 +43,7 @@ static void check_variant(const char *name) {
     const SafetensorsTensor *tok = safetensors_find(ref, "tokens"), *tgt = safetensors_find(ref, "targets");
     const SafetensorsTensor *lg = safetensors_find(ref, "logits"), *ls = safetensors_find(ref, "loss");
     CHECK(tok && tgt && lg && ls && tok->ndim == 2, "%s: reference tensors", name);
-    Checkpoint *c = tok ? ckpt_open(dir, false, true, &err) : NULL;
+    Checkpoint *c = tok ? ckpt_open(dir, false, CKPT_OPEN_VERIFY, &err) : NULL;
     StageModel *sm = c ? ckpt_load_model(c, &err) : NULL;
     ckpt_close(c);
     CHECK(sm != NULL, "%s: %s", name, err.msg);
@@ -82,7 +82,7 @@ static void check_refused(const char *key, const char *value) {
             key, value);
     fclose(f);
     Error err = {{0}};
-    Checkpoint *c = ckpt_open(dir, false, true, &err);
+    Checkpoint *c = ckpt_open(dir, false, CKPT_OPEN_VERIFY, &err);
     StageModel *sm = c ? ckpt_load_model(c, &err) : NULL;
     ckpt_close(c);
     CHECK(sm == NULL && strstr(err.msg, key) && !strchr(err.msg, '\n'), "%s %s: refused naming it: '%s'", key, value,

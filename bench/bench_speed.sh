@@ -4,7 +4,8 @@
 # schedule and microbatches, P processes with one thread each (pptrain: mpirun
 # --transport mpi; torch: gloo), alternating ROUNDS times; the script prints each system's
 # median tokens/s, their ratio, each rank's peak RSS, and pptrain's pipelined tokens/s
-# against its bound P x (one stage on one core) x (1 - the schedule's ideal bubble).
+# against its bound P x (one stage on one core, measured in every round) x (1 - the schedule's
+# ideal bubble).
 #
 # usage: bench/bench_speed.sh [PRESET] [P] [BATCH] [SEQ] [M] [ROUNDS] [SCHEDULE]
 #        (defaults: small 2 16 256 8 3 1f1b; PYTHON=python with torch and transformers,
@@ -43,13 +44,15 @@ for r in $(seq "$rounds"); do
     $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["tokens_per_s"]); [print(x, file=open(sys.argv[2], "a")) for x in d["peak_rss_mib"]]' \
       "$work/torch$r.json" "$work/torch.rss" >> "$work/torch.tok"
   fi
+  # the bound's one stage on one core, measured in every round too, so it sees the same load
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$bin" "${run[@]}" --stages 1 > "$work/one$r.txt" 2>&1
+  tok_s "$work/one$r.txt" >> "$work/one.tok"
 done
-# The bound: one stage on one core, the schedule's ideal bubble from pptrain plan (F=1, B=2,
+# The bound: one stage on one core (the median of the rounds'), the schedule's ideal bubble from pptrain plan (F=1, B=2,
 # W = B/2, the papers' costs), and again with W the model's own weight-gradient share of the
 # backward (--cost model): the zero-bubble schedules' ideal depends on it (tiny: W is a small
 # part of B, and zb-h1's bubble at P=2, M=8 is 8.4 %, not 4 %).
-OMP_NUM_THREADS=1 "$bin" "${run[@]}" --stages 1 > "$work/one.txt" 2>&1
-one=$(tok_s "$work/one.txt")
+one=$(median < "$work/one.tok")
 ideal=$("$bin" plan --schedule "$sched" --stages "$P" --microbatches "$M" --json |
         sed -nE 's/.*"bubble":([0-9.eE+-]+).*/\1/p')
 ideal_model=$("$bin" plan --schedule "$sched" --stages "$P" --microbatches "$M" --model "$preset" --seq "$T" \

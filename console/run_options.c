@@ -204,7 +204,7 @@ static const RunOption RUN_OPTIONS[] = {
     {"--stages", "P", "pipeline ranks: the layers are cut into P stages (1)", set_stages},
     {"--schedule", "NAME|FILE.csv", NULL, set_schedule},  // help: option_help, from the registry
     {"--virtual", "V", NULL, set_virtual},
-    {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2 (balanced by cost)", set_split},
+    {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2, or 4,4,0 for a head-only last stage (default: balanced by cost)", set_split},
     {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
     {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp},
     {"--transport", "local|mpi|nccl", "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport},

@@ -3,6 +3,9 @@
 // holds at most cap(T) layers, T is feasible when the caps reach L, and the optimal T is the
 // smallest feasible value of the form n * layer_cost + extra (binary search over those).
 // (2) A dynamic program picks, among the splits within T, the most even one.
+// Every stage holds at least one layer, except that the last may hold none when the head
+// alone costs more than a layer: a head with a large vocabulary (125m: 32000 tokens, about
+// four layers) is then best a stage of its own (125m at P 4: 4,4,4,0 instead of 3,4,4,1).
 #include "engine/partition.h"
 
 #include <assert.h>
@@ -20,6 +23,11 @@ double partition_stage_cost(int stage, int n_stages, int n, double layer_cost, d
     return n * layer_cost + (stage == 0 ? embed_cost : 0.0) + (stage == n_stages - 1 ? head_cost : 0.0);
 }
 
+// The fewest layers stage k may hold: 0 for a last stage whose head outweighs a layer, else 1.
+static int min_layers(const Model *m, int k) {
+    return k == m->S - 1 && m->S > 1 && m->head > m->layer ? 0 : 1;
+}
+
 static double extra(const Model *m, int stage) {
     return partition_stage_cost(stage, m->S, 0, m->layer, m->embed, m->head);
 }
@@ -35,7 +43,7 @@ static bool feasible(const Model *m, double t) {
     long total = 0;
     for (int k = 0; k < m->S; k++) {
         int c = capacity(m, k, t);
-        if (c < 1) return false;
+        if (c < min_layers(m, k)) return false;
         total += c;
     }
     return total >= m->L;
@@ -50,10 +58,10 @@ static int cmp_double(const void *a, const void *b) {
 static double optimal_bound(const Model *m) {
     double extras[4] = {extra(m, 0), extra(m, m->S - 1), 0.0, 0.0};
     int n_extras = m->S > 2 ? 3 : 2;  // middle stages (extra 0) exist only when S > 2
-    size_t n = (size_t)n_extras * (size_t)m->L;
+    size_t n = (size_t)n_extras * (size_t)(m->L + 1);  // 0..L layers (0: a head-only last stage)
     double *cand = xmalloc(sizeof(double) * n);
     for (int e = 0; e < n_extras; e++)
-        for (int k = 1; k <= m->L; k++) cand[(size_t)e * (size_t)m->L + (size_t)(k - 1)] = k * m->layer + extras[e];
+        for (int k = 0; k <= m->L; k++) cand[(size_t)e * (size_t)(m->L + 1) + (size_t)k] = k * m->layer + extras[e];
     qsort(cand, n, sizeof(double), cmp_double);
     size_t lo = 0, hi = n - 1;  // cand[hi] (all layers on one stage) is always feasible
     while (lo < hi) {
@@ -78,7 +86,7 @@ static void split_evenly(const Model *m, double t, int *counts) {
         int cap = capacity(m, k, t);
         for (int i = 0; i <= L; i++) {
             double best = HUGE_VAL;
-            for (int n = 1; n <= cap && i + n <= L; n++) {
+            for (int n = min_layers(m, k); n <= cap && i + n <= L; n++) {
                 double c = partition_stage_cost(k, S, n, m->layer, m->embed, m->head);
                 if (SQ(k + 1, i + n) + c * c < best) best = SQ(k + 1, i + n) + c * c;
             }
@@ -87,7 +95,7 @@ static void split_evenly(const Model *m, double t, int *counts) {
     }
     assert(SQ(0, 0) < HUGE_VAL);  // t is feasible
     for (int k = 0, i = 0; k < S; i += counts[k++]) {
-        int n = 1;
+        int n = min_layers(m, k);
         for (;; n++) {
             double c = partition_stage_cost(k, S, n, m->layer, m->embed, m->head);
             if (SQ(k + 1, i + n) + c * c <= SQ(k, i) * (1 + 1e-12)) break;
@@ -177,8 +185,9 @@ int partition_parse_split(const char *text, int n_layers, int n_stages, int *cou
         long v = 0;
         for (; isdigit((unsigned char)*p); p++)
             if ((v = v * 10 + (*p - '0')) > 1000000) v = 1000001;
-        if (v == 0) {
-            error_set(err, "--split '%s': stage %d has no layers (every stage needs at least one)", text, n);
+        if (v == 0 && (n == 0 || n != n_stages - 1 || *p != '\0')) {  // n: this count's stage
+            error_set(err, "--split '%s': stage %d has no layers (only the last stage, which holds the head, may have none)",
+                      text, n);
             return -1;
         }
         if (n == n_stages) {

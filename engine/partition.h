@@ -1,7 +1,8 @@
 // engine/partition: which decoder layers each pipeline stage holds.
 //
-// L layers are cut into S contiguous, non-empty stages (S = P*V with virtual stages, stage s
-// holding the layers after stage s-1's). Cost model: a layer costs layer_cost, the embedding
+// L layers are cut into S contiguous stages (S = P*V with virtual stages, stage s holding the
+// layers after stage s-1's), each with at least one layer except that the last, which holds the
+// head, may have none. Cost model: a layer costs layer_cost, the embedding
 // adds embed_cost to stage 0, the final norm + LM head + loss add head_cost to stage S-1;
 // partition_costs derives the three from the model (an embedding lookup costs almost
 // nothing, a head with a 32000-token vocabulary several layers).
@@ -11,7 +12,8 @@
 #include "engine/model/model.h"
 
 // Fills counts[S] with the split that minimizes the most expensive stage (exact; it bounds
-// the pipeline's step time). Ties: first the smallest sum of squared stage costs (the most
+// the pipeline's step time); the last stage gets no layers only when the head costs more than
+// a layer and a head-only stage lowers that maximum or, at an equal one, evens the split. Ties: first the smallest sum of squared stage costs (the most
 // even split), then the lexicographically smallest counts ("earlier stages smaller"): under
 // 1F1B stage s keeps up to S-s microbatches of activations, so the early stages are the ones
 // to keep light. About L^2 steps and (S+1)(L+1) doubles. Returns 0, or -1 with err when
@@ -40,7 +42,8 @@ double partition_weight_share(const ModelConfig *cfg, int T);
 // partition_balance_costs with partition_costs(cfg, T): the default split of a run.
 int partition_balance_model(const ModelConfig *cfg, int T, int n_stages, int *counts, Error *err);
 
-// Parses a manual split like "3,3,2": n_stages positive counts summing to n_layers.
+// Parses a manual split like "3,3,2" or "4,4,0": n_stages counts summing to n_layers, each
+// positive but the last.
 int partition_parse_split(const char *text, int n_layers, int n_stages, int *counts, Error *err);
 
 // Cost of stage s holding n layers under the cost model above.

@@ -34,9 +34,9 @@ static void check_weights(const Pipeline *p, const StageModel *ref, const char *
 // Trains 5 steps under opts and compares with the single-device run of the same batches: D
 // replicas of M microbatches each, the same shape. Losses and weights must be the same bits.
 static void check_parity(const PipelineOptions *opts, int M) {
-    char what[4200];
-    snprintf(what, sizeof what, "%s P=%d V=%d D=%d M=%d recompute=%d", opts->schedule, opts->ranks,
-             opts->virtual_stages, opts->dp, M, opts->recompute);
+    char what[4500];
+    snprintf(what, sizeof what, "%s P=%d V=%d D=%d M=%d recompute=%d split=%s", opts->schedule, opts->ranks,
+             opts->virtual_stages, opts->dp, M, opts->recompute, opts->split[0] ? opts->split : "default");
     const ParityReference *ref = parity_reference(M, opts->dp);
     RunConfig rc = parity_run(M * opts->dp);
     rc.microbatches = M;
@@ -98,6 +98,22 @@ static void test_manual_split(void) {
     PipelineOptions o = options("1f1b", 3, 1);
     snprintf(o.split, sizeof o.split, "1,5,2");
     check_parity(&o, 4);
+    // A head-only last stage (the default split for a head heavier than a layer, e.g. 125m at
+    // P 4): no decoder layer, the final norm, LM head and loss; its input gradient is the
+    // residual's. Plain, interleaved and zb-v's V (the empty stage on rank 0), with replicas
+    // and recompute.
+    const struct { const char *schedule; int P, V, D; bool recompute; const char *split; } head_only[] = {
+        {"1f1b", 3, 1, 1, false, "4,4,0"},      {"zb-h1", 2, 1, 2, false, "8,0"},
+        {"interleaved-1f1b", 2, 2, 1, false, "2,2,4,0"}, {"zb-v", 2, 2, 1, true, "3,3,2,0"},
+        {"gpipe", 4, 1, 1, true, "2,3,3,0"},
+    };
+    for (size_t k = 0; k < sizeof head_only / sizeof head_only[0]; k++) {
+        o = options(head_only[k].schedule, head_only[k].P, head_only[k].V);
+        o.dp = head_only[k].D;
+        o.recompute = head_only[k].recompute;
+        snprintf(o.split, sizeof o.split, "%s", head_only[k].split);
+        check_parity(&o, 4);
+    }
 }
 
 // A built-in written to CSV (compute-only and lowered) and loaded back trains the same.

@@ -116,16 +116,21 @@ static void build_rank_ops(Schedule *s, int P, int M, int V, int warmup_hops, bo
     free(counters);
 }
 
+// The interleaved schedules run M in rounds of P microbatches, and torch requires M to be a
+// multiple of the number of rounds max(1, M / P); false with err naming the schedule otherwise.
+static bool whole_rounds(const char *name, int P, int M, Error *err) {
+    const int rounds = M / P > 1 ? M / P : 1;
+    if (M % rounds == 0) return true;
+    error_set(err, "%s needs the microbatches to be a multiple of max(1, M / P) = %d "
+                   "(got M = %d, P = %d; any multiple of P works)", name, rounds, M, P);
+    return false;
+}
+
 // Interleaved 1F1B (Narayanan et al. 2021; torch ScheduleInterleaved1F1B): V stages per
 // rank, stage s on rank s % P. Like torch it needs M to be a multiple of the number of rounds
 // max(1, M / P); M % P == 0 is the paper's form.
 Schedule *schedule_gen_interleaved_1f1b(int P, int M, int V, Error *err) {
-    int rounds = M / P > 1 ? M / P : 1;
-    if (M % rounds) {
-        error_set(err, "interleaved-1f1b needs the microbatches to be a multiple of max(1, M / P) = %d "
-                       "(got M = %d, P = %d; any multiple of P works)", rounds, M, P);
-        return NULL;
-    }
+    if (!whole_rounds("interleaved-1f1b", P, M, err)) return NULL;
     Schedule *s = schedule_new("interleaved-1f1b", P, P * V, M, STAGE_MAP_LOOP);
     build_rank_ops(s, P, M, V, 2, false);
     return s;
@@ -136,12 +141,7 @@ Schedule *schedule_gen_interleaved_1f1b(int P, int M, int V, Error *err) {
 // warm-up per hop instead of two, the backward split into I and W, rank r's W's trailing
 // their I's by r ops. M must be a multiple of the rounds max(1, M / P), as torch requires.
 Schedule *schedule_gen_interleaved_zb(int P, int M, int V, Error *err) {
-    int rounds = M / P > 1 ? M / P : 1;
-    if (M % rounds) {
-        error_set(err, "interleaved-zb needs the microbatches to be a multiple of max(1, M / P) = %d "
-                       "(got M = %d, P = %d; any multiple of P works)", rounds, M, P);
-        return NULL;
-    }
+    if (!whole_rounds("interleaved-zb", P, M, err)) return NULL;
     Schedule *s = schedule_new("interleaved-zb", P, P * V, M, STAGE_MAP_LOOP);
     build_rank_ops(s, P, M, V, 1, true);
     return s;

@@ -29,11 +29,15 @@ static double uniform_open(uint64_t key, uint64_t counter) {
 
 void init_normal(float *out, size_t n, uint64_t seed, const char *name, float std) {
     const uint64_t key = init_mix64(init_fnv1a64(name) ^ init_mix64(seed));
-    for (size_t i = 0; i < n; i++) {
-        const uint64_t pair = i / 2;
-        const double rad = sqrt(-2.0 * log(uniform_open(key, 2 * pair)));
-        const double ang = 2.0 * M_PI * uniform_open(key, 2 * pair + 1);
-        const double normal = rad * ((i % 2 == 0) ? cos(ang) : sin(ang));
-        out[i] = (float)((double)std * normal);
+    const long pairs = (long)((n + 1) / 2);
+    // One Box-Muller pair per iteration: its two elements share rad and ang, which depend on
+    // the pair's counters alone, so any split over threads writes the same bits.
+    #pragma omp parallel for schedule(static)
+    for (long p = 0; p < pairs; p++) {
+        const size_t i = 2 * (size_t)p;
+        const double rad = sqrt(-2.0 * log(uniform_open(key, i)));
+        const double ang = 2.0 * M_PI * uniform_open(key, i + 1);
+        out[i] = (float)((double)std * (rad * cos(ang)));
+        if (i + 1 < n) out[i + 1] = (float)((double)std * (rad * sin(ang)));
     }
 }

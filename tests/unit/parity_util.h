@@ -4,14 +4,47 @@
 #ifndef PPTRAIN_PARITY_UTIL_H
 #define PPTRAIN_PARITY_UTIL_H
 #include <omp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/pipeline.h"
 #include "engine/schedule/schedule.h"
 #include "engine/reference_step.h"
+
+// A stall names its layout instead of running into whoever's time limit: every wait of a
+// parity layout gives up after PARITY_TIMEOUT_S (the pipeline's hang report then fails the
+// layout's check), and a layout still running after PARITY_LAYOUT_LIMIT_S (stuck outside a
+// wait, in compute or a library) is named on stderr and aborts the test. A layout takes well
+// under a second (5 steps of tiny at T 16; a few under ASan on a loaded machine), so neither
+// fires unless something is stuck.
+enum { PARITY_TIMEOUT_S = 30, PARITY_LAYOUT_LIMIT_S = 120 };
+
+static const char *volatile parity_watched;
+
+static void parity_watchdog_fire(int sig) {
+    (void)sig;
+    static const char head[] = "parity layout still running after the watchdog's limit: ";
+    const char *what = parity_watched ? parity_watched : "?";
+    if (write(2, head, sizeof head - 1) > 0 && write(2, what, strlen(what)) > 0) (void)!write(2, "\n", 1);
+    abort();
+}
+
+// Arms the watchdog for the layout called what (which must outlive parity_unwatch).
+static inline void parity_watch(const char *what) {
+    parity_watched = what;
+    signal(SIGALRM, parity_watchdog_fire);
+    alarm(PARITY_LAYOUT_LIMIT_S);
+}
+
+static inline void parity_unwatch(void) {
+    alarm(0);
+    parity_watched = NULL;
+}
 
 // A layout of the layout sweeps (test_tied.c, test_eval.c): schedule, P ranks, V stages per
 // rank, D replicas, M microbatches, recompute.
@@ -28,6 +61,7 @@ static inline PipelineOptions parity_layout_options(const ParityLayout *l) {
     o.virtual_stages = l->V;
     o.dp = l->D;
     o.recompute = l->recompute;
+    o.timeout_s = PARITY_TIMEOUT_S;
     return o;
 }
 
@@ -38,6 +72,7 @@ static inline void parity_layout_name(char *buf, size_t size, const char *what, 
 }
 
 enum { PARITY_T = 16, PARITY_STEPS = 5, PARITY_MAX_M = 8, PARITY_ROWS = 2 };
+
 
 // The tiny preset, M microbatches of PARITY_ROWS rows of PARITY_T tokens.
 static inline RunConfig parity_run(int M) {

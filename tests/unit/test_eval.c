@@ -20,6 +20,7 @@ static Pipeline *create(const ParityLayout *l, Error *err) {
 static void check_layout(const ParityLayout *l) {
     char what[160];
     parity_layout_name(what, sizeof what, "eval", l);
+    parity_watch(what);
     const ParityLayout one = {"gpipe", 1, 1, l->D, l->M, false};
     Error err = {{0}};
     Pipeline *ref = create(&one, &err), *p = create(l, &err);
@@ -27,6 +28,7 @@ static void check_layout(const ParityLayout *l) {
     if (!ref || !p) {
         pipeline_free(ref);
         pipeline_free(p);
+        parity_unwatch();
         return;
     }
     const int rows = PARITY_ROWS * l->M * l->D;
@@ -56,6 +58,7 @@ static void check_layout(const ParityLayout *l) {
     free(tg);
     pipeline_free(ref);
     pipeline_free(p);
+    parity_unwatch();
 }
 
 int main(void) {

@@ -38,12 +38,16 @@ static void check_parity(const PipelineOptions *opts, int M) {
     snprintf(what, sizeof what, "%s P=%d V=%d D=%d M=%d recompute=%d split=%s", opts->schedule, opts->ranks,
              opts->virtual_stages, opts->dp, M, opts->recompute, opts->split[0] ? opts->split : "default");
     const ParityReference *ref = parity_reference(M, opts->dp);
+    parity_watch(what);
     RunConfig rc = parity_run(M * opts->dp);
     rc.microbatches = M;
     Error err = {{0}};
     Pipeline *p = pipeline_create(&rc, opts, &err);
     CHECK(p != NULL, "%s: %s", what, err.msg);
-    if (!p) return;
+    if (!p) {
+        parity_unwatch();
+        return;
+    }
     int32_t inputs[PARITY_ROWS * PARITY_MAX_M * PARITY_MAX_D * PARITY_T];
     int32_t targets[PARITY_ROWS * PARITY_MAX_M * PARITY_MAX_D * PARITY_T];
     for (int step = 0; step < PARITY_STEPS; step++) {
@@ -57,6 +61,7 @@ static void check_parity(const PipelineOptions *opts, int M) {
     }
     check_weights(p, ref->model, what);
     pipeline_free(p);
+    parity_unwatch();
     n_configs++;
 }
 
@@ -65,6 +70,7 @@ static PipelineOptions options(const char *schedule, int P, int V) {
     snprintf(o.schedule, sizeof o.schedule, "%s", schedule);
     o.ranks = P;
     o.virtual_stages = V;
+    o.timeout_s = PARITY_TIMEOUT_S;
     return o;
 }
 

@@ -52,6 +52,7 @@ static bool copy_is_embedding(const Pipeline *p) {
 static void check_layout(const ParityLayout *l) {
     char what[160];
     parity_layout_name(what, sizeof what, "tied", l);
+    parity_watch(what);
     const ParityLayout one = {"gpipe", 1, 1, l->D, l->M, false};
     Error err = {{0}};
     Pipeline *ref = create(&one, &err), *p = create(l, &err);
@@ -73,6 +74,7 @@ static void check_layout(const ParityLayout *l) {
     }
     pipeline_free(ref);
     pipeline_free(p);
+    parity_unwatch();
 }
 
 int main(void) {

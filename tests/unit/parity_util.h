@@ -46,7 +46,7 @@ static inline void parity_unwatch(void) {
     parity_watched = NULL;
 }
 
-// A layout of the layout sweeps (test_tied.c, test_eval.c): schedule, P ranks, V stages per
+// A layout of the layout sweeps (test_tied.c, test_eval.c, test_pipeline.c's head-only splits): schedule, P ranks, V stages per
 // rank, D replicas, M microbatches, recompute.
 typedef struct {
     const char *schedule;

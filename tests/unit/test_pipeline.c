@@ -108,17 +108,15 @@ static void test_manual_split(void) {
     // P 4): no decoder layer, the final norm, LM head and loss; its input gradient is the
     // residual's. Plain, interleaved and zb-v's V (the empty stage on rank 0), with replicas
     // and recompute.
-    const struct { const char *schedule; int P, V, D; bool recompute; const char *split; } head_only[] = {
-        {"1f1b", 3, 1, 1, false, "4,4,0"},      {"zb-h1", 2, 1, 2, false, "8,0"},
-        {"interleaved-1f1b", 2, 2, 1, false, "2,2,4,0"}, {"zb-v", 2, 2, 1, true, "3,3,2,0"},
-        {"gpipe", 4, 1, 1, true, "2,3,3,0"},
+    const struct { ParityLayout layout; const char *split; } head_only[] = {
+        {{"1f1b", 3, 1, 1, 4, false}, "4,4,0"},         {{"zb-h1", 2, 1, 2, 4, false}, "8,0"},
+        {{"interleaved-1f1b", 2, 2, 1, 4, false}, "2,2,4,0"}, {{"zb-v", 2, 2, 1, 4, true}, "3,3,2,0"},
+        {{"gpipe", 4, 1, 1, 4, true}, "2,3,3,0"},
     };
     for (size_t k = 0; k < sizeof head_only / sizeof head_only[0]; k++) {
-        o = options(head_only[k].schedule, head_only[k].P, head_only[k].V);
-        o.dp = head_only[k].D;
-        o.recompute = head_only[k].recompute;
+        o = parity_layout_options(&head_only[k].layout);
         snprintf(o.split, sizeof o.split, "%s", head_only[k].split);
-        check_parity(&o, 4);
+        check_parity(&o, head_only[k].layout.M);
     }
 }
 

@@ -13,33 +13,63 @@
 #define ATTENTION_BLOCK 64
 #define ATTENTION_LANES 8
 
-// sum of a[j] * b[j] over fixed lanes (deterministic, vectorizes) (b == NULL: sum of a[j]) in double lanes.
+// sum of a[j] * b[j] over fixed lanes, in double (deterministic, vectorizes).
 static double attention_dot(const float *restrict a, const float *restrict b, int n) {
     double acc[ATTENTION_LANES] = {0};
     int j = 0;
-    if (b) {
-        for (; j + ATTENTION_LANES <= n; j += ATTENTION_LANES)
-            for (int l = 0; l < ATTENTION_LANES; l++) acc[l] += (double)a[j + l] * b[j + l];
-        for (; j < n; j++) acc[0] += (double)a[j] * b[j];
-    } else {
-        for (; j + ATTENTION_LANES <= n; j += ATTENTION_LANES)
-            for (int l = 0; l < ATTENTION_LANES; l++) acc[l] += a[j + l];
-        for (; j < n; j++) acc[0] += a[j];
-    }
+    for (; j + ATTENTION_LANES <= n; j += ATTENTION_LANES)
+        for (int l = 0; l < ATTENTION_LANES; l++) acc[l] += (double)a[j + l] * b[j + l];
+    for (; j < n; j++) acc[0] += (double)a[j] * b[j];
     double s = 0.0;
     for (int l = 0; l < ATTENTION_LANES; l++) s += acc[l];
     return s;
 }
 
 // Rows [r0, r1) of the (T, T) scores -> causal softmax probabilities, zero above the diagonal.
+// Row t holds t + 1 scores, so a loop per row would end at another point every row: one
+// mispredicted exit per loop and a scalar tail, which cost more than the row's own work at
+// T = 128. When r1 is a multiple of the vector width every row of the block runs the same
+// r1 columns instead, the ones above the diagonal masked (-inf for the max, 0 after exp):
+// lane l of the sum takes columns l, l + 8, ..., in order, and the lanes are added in order.
 static void attention_softmax_rows(float *s, int r0, int r1, int T) {
+    if (r1 % VEC_LANES != 0) {   // the block at the end of a sequence whose length is not
+        for (int t = r0; t < r1; t++) {   // a multiple of 8: per-row loops
+            float *restrict row = s + (size_t)t * T;
+            float m = vec_max(row, t + 1);
+            float inv = (float)(1.0 / vec_exp_sum(row, row, m, t + 1));
+            for (int j = 0; j <= t; j++) row[j] *= inv;
+            memset(row + t + 1, 0, (size_t)(T - 1 - t) * sizeof(float));
+        }
+        return;
+    }
+    const vec_i8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    const vec_f8 minus_inf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     for (int t = r0; t < r1; t++) {
         float *restrict row = s + (size_t)t * T;
-        float m = vec_max(row, t + 1);
-        for (int j = 0; j <= t; j++) row[j] = vec_expf(row[j] - m);
-        float inv = (float)(1.0 / attention_dot(row, NULL, t + 1));
-        for (int j = 0; j <= t; j++) row[j] *= inv;
-        memset(row + t + 1, 0, (size_t)(T - 1 - t) * sizeof(float));
+        vec_f8 mx = minus_inf;
+        for (int j = 0; j < r1; j += VEC_LANES) {
+            vec_f8 v;
+            memcpy(&v, row + j, sizeof v);
+            const vec_i8 keep = lane + j <= t;        // on or below the diagonal
+            v = (vec_f8)(((vec_i8)v & keep) | ((vec_i8)minus_inf & ~keep));
+            const vec_i8 more = v > mx;
+            mx = (vec_f8)(((vec_i8)v & more) | ((vec_i8)mx & ~more));
+        }
+        float m = mx[0];
+        for (int l = 1; l < VEC_LANES; l++) m = mx[l] > m ? mx[l] : m;
+        vec_f8 sum = {0};
+        for (int j = 0; j < r1; j += VEC_LANES) {
+            float e[VEC_LANES];
+            for (int l = 0; l < VEC_LANES; l++) e[l] = vec_expf(row[j + l] - m);
+            vec_f8 ev;
+            memcpy(&ev, e, sizeof ev);
+            ev = (vec_f8)((vec_i8)ev & (lane + j <= t));
+            memcpy(row + j, &ev, sizeof ev);
+            sum += ev;
+        }
+        const float inv = (float)(1.0 / ((double)sum[0] + sum[1] + sum[2] + sum[3] + sum[4] + sum[5] + sum[6] + sum[7]));
+        for (int j = 0; j < r1; j++) row[j] *= inv;
+        memset(row + r1, 0, (size_t)(T - r1) * sizeof(float));
     }
 }
 
@@ -71,12 +101,30 @@ void attention_forward(float *out, float *att, const float *q, const float *k, c
 // Rows [r0, r1) of dP (in ds) -> dS / scale = P * (dP - rowsum(P * dP)), zero above the
 // diagonal up to column r1 (the extent the dq sgemm reads).
 static void attention_dsoftmax_rows(float *ds, const float *p, int r0, int r1, int T) {
+    if (r1 % VEC_LANES != 0) {   // per-row loops, as in attention_softmax_rows
+        for (int t = r0; t < r1; t++) {
+            float *restrict drow = ds + (size_t)t * T;
+            const float *restrict prow = p + (size_t)t * T;
+            float dot = (float)attention_dot(prow, drow, t + 1);
+            for (int j = 0; j <= t; j++) drow[j] = prow[j] * (drow[j] - dot);
+            memset(drow + t + 1, 0, (size_t)(r1 - 1 - t) * sizeof(float));
+        }
+        return;
+    }
+    // Every row runs r1 columns: P is zero above the diagonal, so those columns add nothing
+    // to the dot and come out zero (dP is finite there: dout v^T).
     for (int t = r0; t < r1; t++) {
         float *restrict drow = ds + (size_t)t * T;
         const float *restrict prow = p + (size_t)t * T;
-        float dot = (float)attention_dot(prow, drow, t + 1);
-        for (int j = 0; j <= t; j++) drow[j] = prow[j] * (drow[j] - dot);
-        memset(drow + t + 1, 0, (size_t)(r1 - 1 - t) * sizeof(float));
+        vec_f8 acc = {0};
+        for (int j = 0; j < r1; j += VEC_LANES) {
+            vec_f8 a, b;
+            memcpy(&a, prow + j, sizeof a);
+            memcpy(&b, drow + j, sizeof b);
+            acc += a * b;
+        }
+        const float dot = (float)((double)acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7]);
+        for (int j = 0; j < r1; j++) drow[j] = prow[j] * (drow[j] - dot);
     }
 }
 

@@ -5,36 +5,14 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/vecmath.h"
 
-#define CROSSENTROPY_LANES 8
 // Row segments of the loss sum (the parallelism of the kernel, up to this many threads).
 #define CROSSENTROPY_SEGMENTS 64
-
-// sum_j exp(x[j] - m) in double lanes; when e != NULL the exps are also stored there
-// (e may equal x: each element is read before it is written).
-static double crossentropy_sumexp(float *e, const float *x, float m, int n) {
-    double acc[CROSSENTROPY_LANES] = {0};
-    int j = 0;
-    for (; j + CROSSENTROPY_LANES <= n; j += CROSSENTROPY_LANES) {
-        float t[CROSSENTROPY_LANES];
-        for (int l = 0; l < CROSSENTROPY_LANES; l++) t[l] = vec_expf(x[j + l] - m);
-        for (int l = 0; l < CROSSENTROPY_LANES; l++) acc[l] += t[l];
-        if (e) memcpy(e + j, t, sizeof t);
-    }
-    for (; j < n; j++) {
-        float t = vec_expf(x[j] - m);
-        acc[0] += t;
-        if (e) e[j] = t;
-    }
-    double s = 0.0;
-    for (int l = 0; l < CROSSENTROPY_LANES; l++) s += acc[l];
-    return s;
-}
 
 // -log softmax(x)[target] of one row; d (may equal x, or NULL) <- scale * (softmax - onehot).
 static double crossentropy_row(float *d, const float *x, int target, int V, float scale) {
     float m = vec_max(x, V);
     float xt = x[target];                             // read before d overwrites the row
-    double sum = crossentropy_sumexp(d, x, m, V);
+    double sum = vec_exp_sum(d, x, m, V);
     if (d) {
         float k = (float)(scale / sum);
         for (int j = 0; j < V; j++) d[j] *= k;

@@ -32,16 +32,54 @@ static inline float vec_expf(float x) {
 
 #define VEC_LANES 8
 
-// max of x[0..n), n >= 1, over 8 fixed lanes (vectorizes; the order is fixed).
+// Eight float lanes in one vector (GCC and clang vector extensions: one AVX register, or two
+// SSE ones), and their lane masks. The loops below use it where the compiler keeps a
+// per-lane array in memory and runs it one lane at a time.
+typedef float vec_f8 __attribute__((vector_size(VEC_LANES * sizeof(float))));
+typedef int32_t vec_i8 __attribute__((vector_size(VEC_LANES * sizeof(int32_t))));
+
+// max of x[0..n), n >= 1, over 8 fixed lanes (the order is fixed; max is exact, so the
+// result does not depend on it).
 static inline float vec_max(const float *restrict x, int n) {
-    float acc[VEC_LANES];
+    vec_f8 acc;
     for (int l = 0; l < VEC_LANES; l++) acc[l] = x[0];
     int j = 0;
-    for (; j + VEC_LANES <= n; j += VEC_LANES)
-        for (int l = 0; l < VEC_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
-    for (; j < n; j++) acc[0] = x[j] > acc[0] ? x[j] : acc[0];
+    for (; j + VEC_LANES <= n; j += VEC_LANES) {
+        vec_f8 v;
+        memcpy(&v, x + j, sizeof v);
+        const vec_i8 more = v > acc;                  // all ones where v wins, as x > m ? x : m
+        acc = (vec_f8)(((vec_i8)v & more) | ((vec_i8)acc & ~more));
+    }
     float m = acc[0];
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
     for (int l = 1; l < VEC_LANES; l++) m = acc[l] > m ? acc[l] : m;
     return m;
+}
+
+// sum_j exp(x[j] - m) over j < n, in 8 double lanes (lane l takes j = l mod 8, the tail
+// goes to lane 0, the lanes are added in order); when e != NULL the exps are also stored
+// there (e may equal x: each element is read before it is written).
+static inline double vec_exp_sum(float *e, const float *x, float m, int n) {
+    typedef float f4 __attribute__((vector_size(4 * sizeof(float))));
+    typedef double d4 __attribute__((vector_size(4 * sizeof(double))));
+    d4 lo = {0}, hi = {0};                            // lanes 0-3 and 4-7, kept as vectors
+    int j = 0;
+    for (; j + VEC_LANES <= n; j += VEC_LANES) {
+        float t[VEC_LANES];
+        for (int l = 0; l < VEC_LANES; l++) t[l] = vec_expf(x[j + l] - m);
+        f4 a, b;
+        memcpy(&a, t, sizeof a);
+        memcpy(&b, t + 4, sizeof b);
+        lo += __builtin_convertvector(a, d4);
+        hi += __builtin_convertvector(b, d4);
+        if (e) memcpy(e + j, t, sizeof t);
+    }
+    double lane0 = lo[0];
+    for (; j < n; j++) {
+        float t = vec_expf(x[j] - m);
+        lane0 += t;
+        if (e) e[j] = t;
+    }
+    return 0.0 + lane0 + lo[1] + lo[2] + lo[3] + hi[0] + hi[1] + hi[2] + hi[3];
 }
 #endif

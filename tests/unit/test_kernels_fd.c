@@ -675,6 +675,7 @@ int main(void) {
     test_attention(2, 7, 4, 2, 8);  // GQA, group 2
     test_attention(2, 5, 3, 3, 6);  // NH == NKV
     test_attention(1, 70, 4, 1, 4); // more than one row block, group 4
+    test_attention(2, 24, 2, 1, 4); // one block of whole vectors (the masked full-width softmax)
     test_swiglu();
     test_crossentropy();
     test_residual();

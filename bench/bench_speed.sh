@@ -39,8 +39,14 @@ for r in $(seq "$rounds"); do
   tok_s "$work/pp$r.txt" >> "$work/pp.tok"
   grep -o 'rss_kib [0-9]*' "$work/pp$r.txt" | awk '{print $2 / 1024}' >> "$work/pp.rss"
   if [ $have_torch = 1 ]; then
-    $py bench/torch_pipe.py --preset "$preset" --stages "$P" --schedule "$sched" --batch "$B" --seq "$T" \
-      --microbatches "$M" --steps $steps > "$work/torch$r.json"
+    # gloo's start-up now and then aborts a rank ("terminate called without an active
+    # exception"): one more try, then the script stops with torch's own message.
+    for try in 1 2; do
+      $py bench/torch_pipe.py --preset "$preset" --stages "$P" --schedule "$sched" --batch "$B" --seq "$T" \
+        --microbatches "$M" --steps $steps > "$work/torch$r.json" 2> "$work/torch$r.err" && break
+      [ $try = 2 ] && { tail -n 5 "$work/torch$r.err" >&2; exit 1; }
+      echo "torch round $r: a rank failed, trying again" >&2
+    done
     $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["tokens_per_s"]); [print(x, file=open(sys.argv[2], "a")) for x in d["peak_rss_mib"]]' \
       "$work/torch$r.json" "$work/torch.rss" >> "$work/torch.tok"
   fi

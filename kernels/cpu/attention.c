@@ -26,11 +26,12 @@ static double attention_dot(const float *restrict a, const float *restrict b, in
 }
 
 // Rows [r0, r1) of the (T, T) scores -> causal softmax probabilities, zero above the diagonal.
-// Row t holds t + 1 scores, so a loop per row would end at another point every row: one
-// mispredicted exit per loop and a scalar tail, which cost more than the row's own work at
-// T = 128. When r1 is a multiple of the vector width every row of the block runs the same
-// r1 columns instead, the ones above the diagonal masked (-inf for the max, 0 after exp):
-// lane l of the sum takes columns l, l + 8, ..., in order, and the lanes are added in order.
+// Row t holds t + 1 scores; loops that end there end at another point every row (a
+// mispredicted exit each, and a scalar tail), which cost more than the row's own work at
+// T = 128. When r1 is a multiple of the vector width, row t runs whole vectors instead, up
+// to t + 1 rounded up to 8 (so its loops end at a new point only every 8 rows), the lanes
+// above the diagonal masked (-inf for the max, 0 after exp). Lane l of the sum takes
+// columns l, l + 8, ..., in order, and the lanes are added in order.
 static void attention_softmax_rows(float *s, int r0, int r1, int T) {
     if (r1 % VEC_LANES != 0) {   // the block at the end of a sequence whose length is not
         for (int t = r0; t < r1; t++) {   // a multiple of 8: per-row loops
@@ -46,8 +47,9 @@ static void attention_softmax_rows(float *s, int r0, int r1, int T) {
     const vec_f8 minus_inf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     for (int t = r0; t < r1; t++) {
         float *restrict row = s + (size_t)t * T;
+        const int w = (t + VEC_LANES) / VEC_LANES * VEC_LANES;   // t + 1 rounded up, <= r1
         vec_f8 mx = minus_inf;
-        for (int j = 0; j < r1; j += VEC_LANES) {
+        for (int j = 0; j < w; j += VEC_LANES) {
             vec_f8 v;
             memcpy(&v, row + j, sizeof v);
             const vec_i8 keep = lane + j <= t;        // on or below the diagonal
@@ -58,7 +60,7 @@ static void attention_softmax_rows(float *s, int r0, int r1, int T) {
         float m = mx[0];
         for (int l = 1; l < VEC_LANES; l++) m = mx[l] > m ? mx[l] : m;
         vec_f8 sum = {0};
-        for (int j = 0; j < r1; j += VEC_LANES) {
+        for (int j = 0; j < w; j += VEC_LANES) {
             float e[VEC_LANES];
             for (int l = 0; l < VEC_LANES; l++) e[l] = vec_expf(row[j + l] - m);
             vec_f8 ev;
@@ -68,8 +70,8 @@ static void attention_softmax_rows(float *s, int r0, int r1, int T) {
             sum += ev;
         }
         const float inv = (float)(1.0 / ((double)sum[0] + sum[1] + sum[2] + sum[3] + sum[4] + sum[5] + sum[6] + sum[7]));
-        for (int j = 0; j < r1; j++) row[j] *= inv;
-        memset(row + r1, 0, (size_t)(T - r1) * sizeof(float));
+        for (int j = 0; j < w; j++) row[j] *= inv;
+        memset(row + w, 0, (size_t)(T - w) * sizeof(float));
     }
 }
 
@@ -111,20 +113,23 @@ static void attention_dsoftmax_rows(float *ds, const float *p, int r0, int r1, i
         }
         return;
     }
-    // Every row runs r1 columns: P is zero above the diagonal, so those columns add nothing
-    // to the dot and come out zero (dP is finite there: dout v^T).
+    // Row t runs whole vectors up to t + 1 rounded up to 8, as the forward: P is zero above
+    // the diagonal, so those columns add nothing to the dot and come out zero (dP is finite
+    // there: dout v^T); the rest of the row up to r1, which the dq product reads, is zeroed.
     for (int t = r0; t < r1; t++) {
         float *restrict drow = ds + (size_t)t * T;
         const float *restrict prow = p + (size_t)t * T;
+        const int w = (t + VEC_LANES) / VEC_LANES * VEC_LANES;
         vec_f8 acc = {0};
-        for (int j = 0; j < r1; j += VEC_LANES) {
+        for (int j = 0; j < w; j += VEC_LANES) {
             vec_f8 a, b;
             memcpy(&a, prow + j, sizeof a);
             memcpy(&b, drow + j, sizeof b);
             acc += a * b;
         }
         const float dot = (float)((double)acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7]);
-        for (int j = 0; j < r1; j++) drow[j] = prow[j] * (drow[j] - dot);
+        for (int j = 0; j < w; j++) drow[j] = prow[j] * (drow[j] - dot);
+        memset(drow + w, 0, (size_t)(r1 - w) * sizeof(float));
     }
 }
 

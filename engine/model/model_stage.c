@@ -79,33 +79,23 @@ double stage_cpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, con
 static void layer_backward_input(const LayerParams *w, LayerActs *la, const float *x,
                                  const float *dout, float *dx, StageActs *a, StageDims d) {
     const size_t NC = (size_t)d.N * d.C;
-    // MLP branch: x' = xmid + h Wdown^T
-    zero(a->dh, (size_t)d.N * d.I);
-    linear_backward_input(a->dh, dout, w->wdown, d.N, d.I, d.C);
-    zero(la->dgate, (size_t)d.N * d.I);
-    zero(la->dup, (size_t)d.N * d.I);
+    // MLP branch: x' = xmid + h Wdown^T. The first product or kernel into each gradient
+    // overwrites it, the later ones add: nothing is zeroed first.
+    linear_backward_input(a->dh, dout, w->wdown, d.N, d.I, d.C, false);
     swiglu_backward(la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
-    zero(la->dln2, NC);
-    linear_backward_input(la->dln2, la->dgate, w->wgate, d.N, d.C, d.I);
-    linear_backward_input(la->dln2, la->dup, w->wup, d.N, d.C, d.I);
+    linear_backward_input(la->dln2, la->dgate, w->wgate, d.N, d.C, d.I, false);
+    linear_backward_input(la->dln2, la->dup, w->wup, d.N, d.C, d.I, true);
     memcpy(la->dxmid, dout, NC * sizeof(float));
     rmsnorm_backward(la->dxmid, NULL, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
     // Attention branch: xmid = x + attention(...) Wo^T
-    zero(a->datty, (size_t)d.N * d.Q);
-    linear_backward_input(a->datty, la->dxmid, w->wo, d.N, d.Q, d.C);
-    zero(a->drot_q, (size_t)d.N * d.Q);
-    zero(a->drot_k, (size_t)d.N * d.KV);
-    zero(la->dv, (size_t)d.N * d.KV);
+    linear_backward_input(a->datty, la->dxmid, w->wo, d.N, d.Q, d.C, false);
     attention_backward(a->drot_q, a->drot_k, la->dv, a->datt, a->datty, la->q, la->k, la->v,
                        la->att, d.B, d.T, d.NH, d.NKV, d.HD);
-    zero(la->dq, (size_t)d.N * d.Q);
-    zero(la->dk, (size_t)d.N * d.KV);
     rope_backward(la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     rope_backward(la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
-    zero(la->dln1, NC);
-    linear_backward_input(la->dln1, la->dq, w->wq, d.N, d.C, d.Q);
-    linear_backward_input(la->dln1, la->dk, w->wk, d.N, d.C, d.KV);
-    linear_backward_input(la->dln1, la->dv, w->wv, d.N, d.C, d.KV);
+    linear_backward_input(la->dln1, la->dq, w->wq, d.N, d.C, d.Q, false);
+    linear_backward_input(la->dln1, la->dk, w->wk, d.N, d.C, d.KV, true);
+    linear_backward_input(la->dln1, la->dv, w->wv, d.N, d.C, d.KV, true);
     memcpy(dx, la->dxmid, NC * sizeof(float));
     rmsnorm_backward(dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
@@ -116,8 +106,7 @@ void stage_cpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     const size_t NC = (size_t)d.N * d.C;
     float *dtop = acts_dresid_at(a, a->n_layers);
     if (s->has_head) {
-        zero(a->dlnf, NC);
-        linear_backward_input(a->dlnf, a->dlogits, s->w.lm_head, d.N, d.C, d.V);
+        linear_backward_input(a->dlnf, a->dlogits, s->w.lm_head, d.N, d.C, d.V, false);
         zero(dtop, NC);
         rmsnorm_backward(dtop, NULL, a->dlnf, acts_resid_at(a, a->n_layers), s->w.norm, a->rstdf, d.N, d.C);
     } else {

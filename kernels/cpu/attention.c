@@ -133,11 +133,13 @@ static void attention_dsoftmax_rows(float *ds, const float *p, int r0, int r1, i
     }
 }
 
-// One query head: dq += scale dS k, then (its kv head) dk += scale dS^T q, dv += P^T dout.
+// One query head: dq = scale dS k (each row block written once), then its kv head's
+// dk (+)= scale dS^T q, dv (+)= P^T dout: the group's first head writes (kv_beta 0), the
+// others add (kv_beta 1).
 static void attention_backward_head(float *dqb, float *dkb, float *dvb, float *ds,
                                     const float *doutb, const float *qb, const float *kb,
                                     const float *vb, const float *p, int T, int HD, int ldq,
-                                    int ldk, float scale) {
+                                    int ldk, float scale, float kv_beta) {
     for (int r0 = 0; r0 < T; r0 += ATTENTION_BLOCK) {
         int r1 = r0 + ATTENTION_BLOCK < T ? r0 + ATTENTION_BLOCK : T;
         // dP[r0:r1, 0:r1] = dout[r0:r1] @ v[0:r1]^T
@@ -145,16 +147,16 @@ static void attention_backward_head(float *dqb, float *dkb, float *dvb, float *d
                     doutb + (size_t)r0 * ldq, ldq, vb, ldk, 0.0f, ds + (size_t)r0 * T, T);
         attention_dsoftmax_rows(ds, p, r0, r1, T);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, HD, r1, scale,
-                    ds + (size_t)r0 * T, T, kb, ldk, 1.0f, dqb + (size_t)r0 * ldq, ldq);
+                    ds + (size_t)r0 * T, T, kb, ldk, 0.0f, dqb + (size_t)r0 * ldq, ldq);
     }
     // Key rows [c0, c1) are seen by query rows [c0, T) only.
     for (int c0 = 0; c0 < T; c0 += ATTENTION_BLOCK) {
         int c1 = c0 + ATTENTION_BLOCK < T ? c0 + ATTENTION_BLOCK : T;
         size_t corner = (size_t)c0 * T + c0;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, HD, T - c0, scale,
-                    ds + corner, T, qb + (size_t)c0 * ldq, ldq, 1.0f, dkb + (size_t)c0 * ldk, ldk);
+                    ds + corner, T, qb + (size_t)c0 * ldq, ldq, kv_beta, dkb + (size_t)c0 * ldk, ldk);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, HD, T - c0, 1.0f,
-                    p + corner, T, doutb + (size_t)c0 * ldq, ldq, 1.0f, dvb + (size_t)c0 * ldk, ldk);
+                    p + corner, T, doutb + (size_t)c0 * ldq, ldq, kv_beta, dvb + (size_t)c0 * ldk, ldk);
     }
 }
 
@@ -174,7 +176,7 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch, const f
             size_t bh = (size_t)b * NH + h;
             attention_backward_head(dq + qoff, dk + kvoff, dv + kvoff, scratch + bh * T * T,
                                     dout + qoff, q + qoff, k + kvoff, v + kvoff,
-                                    att + bh * T * T, T, HD, ldq, ldk, scale);
+                                    att + bh * T * T, T, HD, ldq, ldk, scale, h == kh * group ? 0.0f : 1.0f);
         }
     }
 }

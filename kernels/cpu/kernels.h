@@ -46,8 +46,9 @@ int gemm_tile_count(int M, int N, int K);
 // ---- linear.c (gemm_fixed) ---------------------------------------------------------------
 // out(N, OC) = inp(N, IC) @ W(OC, IC)^T        (overwrites out)
 void linear_forward(float *out, const float *inp, const float *W, int N, int IC, int OC);
-// dinp(N, IC) += dout(N, OC) @ W(OC, IC)
-void linear_backward_input(float *dinp, const float *dout, const float *W, int N, int IC, int OC);
+// dinp(N, IC) = dout(N, OC) @ W(OC, IC), or += with accumulate (the first of several
+// products that add into one gradient overwrites, so nobody zeroes it first)
+void linear_backward_input(float *dinp, const float *dout, const float *W, int N, int IC, int OC, bool accumulate);
 // dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
 void linear_backward_weight(float *dW, const float *dout, const float *inp, int N, int IC, int OC);
 // A Linear's bias: out(N, OC) += b(OC) on every row; db(OC) += the column sums of dout(N, OC),
@@ -73,7 +74,7 @@ void rope_tables(float *cos_tab, float *sin_tab, int T, int HD, const float *inv
 // Position of row (b, t) is t. out may alias x.
 void rope_forward(float *out, const float *x, const float *cos_tab, const float *sin_tab,
                   int B, int T, int H, int HD);
-// dx += R^T dout (the inverse rotation). dx must not alias dout.
+// dx = R^T dout (the inverse rotation; overwrites dx). dx must not alias dout.
 void rope_backward(float *dx, const float *dout, const float *cos_tab, const float *sin_tab,
                    int B, int T, int H, int HD);
 
@@ -84,7 +85,7 @@ void rope_backward(float *dx, const float *dout, const float *cos_tab, const flo
 // out(B, T, NH, HD) = softmax(q k^T / sqrt(HD) + causal mask) v     (overwrites out)
 void attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                        int B, int T, int NH, int NKV, int HD);
-// dq, dk, dv += gradients. scratch: B*NH*T*T floats (dscores), caller-owned.
+// dq, dk, dv = gradients (overwritten). scratch: B*NH*T*T floats (dscores), caller-owned.
 void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                         const float *q, const float *k, const float *v, const float *att,
                         int B, int T, int NH, int NKV, int HD);
@@ -92,7 +93,7 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch, const f
 // ---- swiglu.c ----------------------------------------------------------------------------
 // out(N, FF) = silu(gate) * up, silu(x) = x * sigmoid(x).   (overwrites out)
 void swiglu_forward(float *out, const float *gate, const float *up, int N, int FF);
-// dgate, dup (N, FF) += gradients.
+// dgate, dup (N, FF) = gradients (overwritten).
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, int N, int FF);
 

@@ -7,9 +7,9 @@ void linear_forward(float *out, const float *inp, const float *W, int N, int IC,
     gemm_fixed(false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC);
 }
 
-void linear_backward_input(float *dinp, const float *dout, const float *W, int N, int IC, int OC) {
-    // dinp(N, IC) += dout(N, OC) @ W(OC, IC)
-    gemm_fixed(false, false, N, IC, OC, 1.0f, dout, OC, W, IC, 1.0f, dinp, IC);
+void linear_backward_input(float *dinp, const float *dout, const float *W, int N, int IC, int OC, bool accumulate) {
+    // dinp(N, IC) (+)= dout(N, OC) @ W(OC, IC)
+    gemm_fixed(false, false, N, IC, OC, 1.0f, dout, OC, W, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
 }
 
 void linear_backward_weight(float *dW, const float *dout, const float *inp, int N, int IC, int OC) {

@@ -77,8 +77,8 @@ void rope_backward(float *dx, const float *dout, const float *cos_tab, const flo
             const float *restrict g0 = dout + off, *restrict g1 = dout + off + half;
             // R^T: rotation by -angle.
             for (int i = 0; i < half; i++) {
-                d0[i] += g0[i] * c[i] + g1[i] * s[i];
-                d1[i] += g1[i] * c[i] - g0[i] * s[i];
+                d0[i] = g0[i] * c[i] + g1[i] * s[i];
+                d1[i] = g1[i] * c[i] - g0[i] * s[i];
             }
         }
     }

@@ -25,8 +25,8 @@ void swiglu_backward(float *dgate, float *dup, const float *dout, const float *g
         for (int i = 0; i < FF; i++) {
             // silu'(g) = s (1 + g (1 - s)), s = sigmoid(g)
             float s = 1.0f / (1.0f + vec_expf(-g[i]));
-            dg[i] += d[i] * u[i] * (s * (1.0f + g[i] * (1.0f - s)));
-            du[i] += d[i] * (g[i] * s);
+            dg[i] = d[i] * u[i] * (s * (1.0f + g[i] * (1.0f - s)));
+            du[i] = d[i] * (g[i] * s);
         }
     }
 }

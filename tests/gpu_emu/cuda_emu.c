@@ -373,6 +373,34 @@ static void need_linear(const char *call, const void *a, size_t a_bytes, const v
     need_device(call, c, c_bytes);
 }
 
+// The CUDA kernels add into their gradients; the CPU kernels for rope, attention and
+// swiglu overwrite theirs. These run a CPU kernel into a temporary and add it in.
+static float *emu_temp(const char *call, size_t n) {
+    float *t = malloc(n * sizeof(float));
+    if (!t) {
+        fprintf(stderr, "cuda_emu: %s: out of memory\n", call);
+        abort();
+    }
+    return t;
+}
+
+static void emu_add_free(float *dst, float *t, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += t[i];
+    free(t);
+}
+
+// attention_backward added into dq, dk, dv (see emu_temp).
+static void emu_attention_backward_add(const char *call, float *dq, float *dk, float *dv, float *scratch,
+                                       const float *dout, const float *q, const float *k, const float *v,
+                                       const float *att, int B, int T, int NH, int NKV, int HD) {
+    const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    float *tq = emu_temp(call, nq), *tk = emu_temp(call, nkv), *tv = emu_temp(call, nkv);
+    attention_backward(tq, tk, tv, scratch, dout, q, k, v, att, B, T, NH, NKV, HD);
+    emu_add_free(dq, tq, nq);
+    emu_add_free(dk, tk, nkv);
+    emu_add_free(dv, tv, nkv);
+}
+
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N, int IC, int OC) {
     launch(ctx, __func__);
     need_linear(__func__, out, F((size_t)N * OC), inp, F((size_t)N * IC), W, F((size_t)OC * IC));
@@ -382,7 +410,7 @@ void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float
 void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W, int N, int IC, int OC) {
     launch(ctx, __func__);
     need_linear(__func__, dinp, F((size_t)N * IC), dout, F((size_t)N * OC), W, F((size_t)OC * IC));
-    linear_backward_input(dinp, dout, W, N, IC, OC);
+    linear_backward_input(dinp, dout, W, N, IC, OC, true);
 }
 
 void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, const float *inp, int N, int IC,
@@ -407,7 +435,7 @@ void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 
     launch(ctx, __func__);
     need_device(__func__, dinp, F((size_t)N * IC));
     float *d = widen(__func__, dout, (size_t)N * OC), *w = widen(__func__, W, (size_t)OC * IC);
-    linear_backward_input(dinp, d, w, N, IC, OC);
+    linear_backward_input(dinp, d, w, N, IC, OC, true);
     free(d);
     free(w);
 }
@@ -443,7 +471,10 @@ void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float 
     need_linear(__func__, dx, F((size_t)B * T * H * HD), dout, F((size_t)B * T * H * HD), cos_tab,
                 F((size_t)T * HD / 2));
     need_device(__func__, sin_tab, F((size_t)T * HD / 2));
-    rope_backward(dx, dout, cos_tab, sin_tab, B, T, H, HD);
+    const size_t n = (size_t)B * T * H * HD;
+    float *t = emu_temp(__func__, n);
+    rope_backward(t, dout, cos_tab, sin_tab, B, T, H, HD);
+    emu_add_free(dx, t, n);
 }
 
 void cuda_attention_forward(CudaCtx *ctx, float *out, float *att, const float *q, const float *k, const float *v,
@@ -462,7 +493,7 @@ void cuda_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, floa
     need_linear(__func__, dq, nq, dk, nkv, dv, nkv);
     need_linear(__func__, scratch, na, dout, nq, q, nq);
     need_linear(__func__, k, nkv, v, nkv, att, na);
-    attention_backward(dq, dk, dv, scratch, dout, q, k, v, att, B, T, NH, NKV, HD);
+    emu_attention_backward_add(__func__, dq, dk, dv, scratch, dout, q, k, v, att, B, T, NH, NKV, HD);
 }
 
 void cuda_attention_forward_bf16(CudaCtx *ctx, float *out, float *att, const cuda_bf16 *q, const cuda_bf16 *k,
@@ -486,7 +517,7 @@ void cuda_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv,
     need_linear(__func__, scratch, F(na), att, F(na), att, 0);
     float *fd = widen(__func__, dout, nq), *fq = widen(__func__, q, nq), *fk = widen(__func__, k, nkv),
           *fv = widen(__func__, v, nkv);
-    attention_backward(dq, dk, dv, scratch, fd, fq, fk, fv, att, B, T, NH, NKV, HD);
+    emu_attention_backward_add(__func__, dq, dk, dv, scratch, fd, fq, fk, fv, att, B, T, NH, NKV, HD);
     free(fd);
     free(fq);
     free(fk);
@@ -505,7 +536,10 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
     const size_t n = F((size_t)N * FF);
     need_linear(__func__, dgate, n, dup, n, dout, n);
     need_linear(__func__, gate, n, up, n, up, 0);
-    swiglu_backward(dgate, dup, dout, gate, up, N, FF);
+    float *tg = emu_temp(__func__, (size_t)N * FF), *tu = emu_temp(__func__, (size_t)N * FF);
+    swiglu_backward(tg, tu, dout, gate, up, N, FF);
+    emu_add_free(dgate, tg, (size_t)N * FF);
+    emu_add_free(dup, tu, (size_t)N * FF);
 }
 
 void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n) {

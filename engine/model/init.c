@@ -1,4 +1,5 @@
 #include "engine/model/init.h"
+#include "kernels/cpu/kernels.h"
 
 #include <math.h>
 
@@ -32,7 +33,7 @@ void init_normal(float *out, size_t n, uint64_t seed, const char *name, float st
     const long pairs = (long)((n + 1) / 2);
     // One Box-Muller pair per iteration: its two elements share rad and ang, which depend on
     // the pair's counters alone, so any split over threads writes the same bits.
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (n >= KERNEL_PARALLEL_MIN_WORK)
     for (long p = 0; p < pairs; p++) {
         const size_t i = 2 * (size_t)p;
         const double rad = sqrt(-2.0 * log(uniform_open(key, i)));

@@ -12,7 +12,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
     const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     float *restrict p = params, *restrict mm = m, *restrict vv = v;
     const float *restrict g = grads;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (n >= KERNEL_PARALLEL_MIN_WORK)
     for (size_t i = 0; i < n; i++) {
         p[i] *= decay;
         mm[i] += w1 * (g[i] - mm[i]);                 // exp_avg.lerp_(grad, 1 - beta1)

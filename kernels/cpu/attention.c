@@ -81,7 +81,7 @@ void attention_forward(float *out, float *att, const float *q, const float *k, c
                        int B, int T, int NH, int NKV, int HD) {
     int group = NH / NKV, ldq = NH * HD, ldk = NKV * HD;
     float scale = (float)(1.0 / sqrt((double)HD));
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)B * NH * T * T * HD >= KERNEL_PARALLEL_MIN_WORK)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
         const float *qb = q + (size_t)b * T * ldq + (size_t)h * HD;
@@ -169,7 +169,7 @@ void attention_backward(float *dq, float *dk, float *dv, float *scratch, const f
     float scale = (float)(1.0 / sqrt((double)HD));
     // One task per (b, kv head): its query heads run in order, so dk/dv accumulate race-free
     // and in a fixed order.
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)B * NH * T * T * HD >= KERNEL_PARALLEL_MIN_WORK)
     for (int bkv = 0; bkv < B * NKV; bkv++) {
         int b = bkv / NKV, kh = bkv % NKV;
         size_t kvoff = (size_t)b * T * ldk + (size_t)kh * HD;

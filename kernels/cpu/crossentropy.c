@@ -27,7 +27,7 @@ double crossentropy_forward_backward(float *dlogits, const float *logits, const 
     // segment sums added in order: the loss's bits depend on N alone, not on the thread count.
     double partial[CROSSENTROPY_SEGMENTS] = {0};
     const int segs = N < CROSSENTROPY_SEGMENTS ? N : CROSSENTROPY_SEGMENTS;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * V >= KERNEL_PARALLEL_MIN_WORK)
     for (int g = 0; g < segs; g++) {
         const int n0 = (int)((long)N * g / segs), n1 = (int)((long)N * (g + 1) / segs);
         double local = 0.0;

@@ -7,14 +7,14 @@
 #define EMBEDDING_COL_BLOCK 64
 
 void embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int C) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * C >= KERNEL_PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++)
         memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, (size_t)C * sizeof(float));
 }
 
 void embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N, int C) {
     int nblocks = (C + EMBEDDING_COL_BLOCK - 1) / EMBEDDING_COL_BLOCK;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * C >= KERNEL_PARALLEL_MIN_WORK)
     for (int blk = 0; blk < nblocks; blk++) {
         int c0 = blk * EMBEDDING_COL_BLOCK;
         int c1 = c0 + EMBEDDING_COL_BLOCK < C ? c0 + EMBEDDING_COL_BLOCK : C;

@@ -31,7 +31,7 @@ double grad_sum_squares(const float *g, size_t n) {
 }
 
 void grad_scale(float *g, size_t n, float s) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (n >= KERNEL_PARALLEL_MIN_WORK)
     for (size_t i = 0; i < n; i++) g[i] *= s;
 }
 

@@ -8,10 +8,19 @@
 // All tensors are row-major and contiguous unless a leading dimension says otherwise.
 // Linear weights use the PyTorch/Hugging Face layout (OC, IC): y = x @ W^T.
 //
-// Contract for every *_backward: gradients of INPUTS and of PARAMETERS are ACCUMULATED (+=)
-// into the buffers given, so the caller zeroes them once (per step for parameter grads, per
-// use for activation grads). This makes residual branches and microbatch gradient
-// accumulation free. Buffers never alias unless a comment says they may.
+// Contract for *_backward: gradients of PARAMETERS are ACCUMULATED (+=) into the buffers
+// given (microbatch accumulation is free; the caller zeroes them once per step), and so are
+// the input gradients of rmsnorm and embedding (residual branches). The input gradients of
+// linear_backward_input (unless accumulate), rope, attention and swiglu are OVERWRITTEN: each
+// is the first write into its buffer, so nobody zeroes it first. Each declaration says which.
+// Buffers never alias unless a comment says they may.
+//
+// Parallel loops run on the calling thread alone when their work is under
+// KERNEL_PARALLEL_MIN_WORK (floats touched, or multiply-adds for attention): forking and
+// joining an OpenMP team costs microseconds, more than such a loop (tiny's rows at T = 16
+// ran 3x slower on 2 threads than on 1). Every kernel's bits are the same at any thread
+// count, so the choice changes only time.
+#define KERNEL_PARALLEL_MIN_WORK 65536
 // No function here allocates on the heap: scratch space is passed in by the caller.
 #ifndef PPTRAIN_KERNELS_CPU_H
 #define PPTRAIN_KERNELS_CPU_H

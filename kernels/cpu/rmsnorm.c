@@ -29,7 +29,7 @@ static double rmsnorm_dot(const float *restrict a, const float *restrict b,
 
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
                      int N, int C, float eps) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * C >= KERNEL_PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *restrict x = inp + (size_t)n * C;
         float *restrict o = out + (size_t)n * C;
@@ -42,7 +42,7 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 // dinp = rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp), row by row.
 static void rmsnorm_backward_input(float *dinp, const float *dout, const float *inp,
                                    const float *weight, const float *rstd, int N, int C) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * C >= KERNEL_PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *restrict x = inp + (size_t)n * C, *restrict d = dout + (size_t)n * C;
         float *restrict dx = dinp + (size_t)n * C;
@@ -57,7 +57,7 @@ static void rmsnorm_backward_input(float *dinp, const float *dout, const float *
 static void rmsnorm_backward_weight(float *dweight, const float *dout, const float *inp,
                                     const float *rstd, int N, int C) {
     int nblocks = (C + RMSNORM_COL_BLOCK - 1) / RMSNORM_COL_BLOCK;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * C >= KERNEL_PARALLEL_MIN_WORK)
     for (int blk = 0; blk < nblocks; blk++) {
         int c0 = blk * RMSNORM_COL_BLOCK;
         int c1 = c0 + RMSNORM_COL_BLOCK < C ? c0 + RMSNORM_COL_BLOCK : C;

@@ -53,7 +53,7 @@ void rope_forward(float *out, const float *x, const float *cos_tab, const float 
                   int B, int T, int H, int HD) {
     int half = HD / 2;
     size_t row = (size_t)H * HD;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)B * T * H * HD >= KERNEL_PARALLEL_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
         float *o = out + (size_t)bt * row;
         // Out-of-place: copy, then rotate in place, so one code path serves out == x.
@@ -67,7 +67,7 @@ void rope_forward(float *out, const float *x, const float *cos_tab, const float 
 void rope_backward(float *dx, const float *dout, const float *cos_tab, const float *sin_tab,
                    int B, int T, int H, int HD) {
     int half = HD / 2;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)B * T * H * HD >= KERNEL_PARALLEL_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
         const float *restrict c = cos_tab + (size_t)(bt % T) * half;
         const float *restrict s = sin_tab + (size_t)(bt % T) * half;

@@ -6,7 +6,7 @@
 #include "kernels/cpu/vecmath.h"
 
 void swiglu_forward(float *out, const float *gate, const float *up, int N, int FF) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * FF >= KERNEL_PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float *restrict o = out + (size_t)n * FF;
         const float *restrict g = gate + (size_t)n * FF, *restrict u = up + (size_t)n * FF;
@@ -17,7 +17,7 @@ void swiglu_forward(float *out, const float *gate, const float *up, int N, int F
 
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, int N, int FF) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * FF >= KERNEL_PARALLEL_MIN_WORK)
     for (int n = 0; n < N; n++) {
         size_t off = (size_t)n * FF;
         float *restrict dg = dgate + off, *restrict du = dup + off;

@@ -54,10 +54,8 @@ static void attention_softmax_rows(float *s, int r0, int r1, int T) {
         for (int j = 0; j < w; j += VEC_LANES) {
             vec_f8 v;
             memcpy(&v, row + j, sizeof v);
-            const vec_i8 keep = lane + j <= t;        // on or below the diagonal
-            v = (vec_f8)(((vec_i8)v & keep) | ((vec_i8)minus_inf & ~keep));
-            const vec_i8 more = v > mx;
-            mx = (vec_f8)(((vec_i8)v & more) | ((vec_i8)mx & ~more));
+            v = vec_where(lane + j <= t, v, minus_inf);   // on or below the diagonal
+            mx = vec_where(v > mx, v, mx);
         }
         float m = mx[0];
         for (int l = 1; l < VEC_LANES; l++) m = mx[l] > m ? mx[l] : m;
@@ -67,7 +65,7 @@ static void attention_softmax_rows(float *s, int r0, int r1, int T) {
             for (int l = 0; l < VEC_LANES; l++) e[l] = vec_expf(row[j + l] - m);
             vec_f8 ev;
             memcpy(&ev, e, sizeof ev);
-            ev = (vec_f8)((vec_i8)ev & (lane + j <= t));
+            ev = vec_where(lane + j <= t, ev, (vec_f8){0});
             memcpy(row + j, &ev, sizeof ev);
             sum += ev;
         }

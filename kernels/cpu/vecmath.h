@@ -38,6 +38,11 @@ static inline float vec_expf(float x) {
 typedef float vec_f8 __attribute__((vector_size(VEC_LANES * sizeof(float))));
 typedef int32_t vec_i8 __attribute__((vector_size(VEC_LANES * sizeof(int32_t))));
 
+// Lane by lane: a where mask is all ones, b where it is zero (a mask from a comparison).
+static inline vec_f8 vec_where(vec_i8 mask, vec_f8 a, vec_f8 b) {
+    return (vec_f8)(((vec_i8)a & mask) | ((vec_i8)b & ~mask));
+}
+
 // max of x[0..n), n >= 1, over 8 fixed lanes (the order is fixed; max is exact, so the
 // result does not depend on it).
 static inline float vec_max(const float *restrict x, int n) {
@@ -47,8 +52,7 @@ static inline float vec_max(const float *restrict x, int n) {
     for (; j + VEC_LANES <= n; j += VEC_LANES) {
         vec_f8 v;
         memcpy(&v, x + j, sizeof v);
-        const vec_i8 more = v > acc;                  // all ones where v wins, as x > m ? x : m
-        acc = (vec_f8)(((vec_i8)v & more) | ((vec_i8)acc & ~more));
+        acc = vec_where(v > acc, v, acc);             // as x > m ? x : m
     }
     float m = acc[0];
     for (; j < n; j++) m = x[j] > m ? x[j] : m;

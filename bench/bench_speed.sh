@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # pptrain against torch.distributed.pipelining on the CPU: the README's "Speed" table.
-# Not part of CI (torch is optional). Both train the same Llama preset with the same batch,
+# Not part of CI (torch is optional). Both train the same Llama model (a preset, or any Hugging
+# Face Llama config.json: bench/configs/ holds the issue's ~0.6 M and ~11 M classes) with the same batch,
 # schedule and microbatches, P processes with one thread each (pptrain: mpirun
 # --transport mpi; torch: gloo), alternating ROUNDS times; the script prints each system's
 # median tokens/s, their ratio, each rank's peak RSS, and pptrain's pipelined tokens/s
 # against its bound P x (one stage on one core, measured in every round) x (1 - the schedule's
 # ideal bubble).
 #
-# usage: bench/bench_speed.sh [PRESET] [P] [BATCH] [SEQ] [M] [ROUNDS] [SCHEDULE]
+# usage: bench/bench_speed.sh [PRESET|CONFIG.json] [P] [BATCH] [SEQ] [M] [ROUNDS] [SCHEDULE]
 #        (defaults: small 2 16 256 8 3 1f1b; PYTHON=python with torch and transformers,
 #         PPTRAIN=build/pptrain)
 set -euo pipefail
@@ -27,6 +28,12 @@ trap 'rm -rf "$work"' EXIT
 # "done: ... | median X tok/s, ..." -> X
 tok_s() { sed -nE 's/^done:.*median ([0-9.]+) tok\/s.*/\1/p' "$1"; }
 median() { sort -g | awk '{a[NR] = $1} END {print NR ? (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) : "nan"}'; }
+
+# A misspelled preset or a config.json pptrain refuses stops here, in one line, before any run.
+if ! msg=$("$bin" plan --model "$preset" --stages "$P" --microbatches "$M" --seq "$T" --schedule "$sched" 2>&1 > /dev/null); then
+  echo "bench_speed.sh: $msg" >&2
+  exit 2
+fi
 
 have_torch=0 why="not installed ($py)"
 $py -c 'import torch, transformers' 2> /dev/null && have_torch=1

@@ -6,7 +6,8 @@ pptrain's README "Speed" table comes from. Never run by CI (torch is optional).
       --microbatches 8 --steps 6
 
 P processes (gloo, one thread each: torch.set_num_threads(1)) each hold a contiguous slice of
-a Hugging Face LlamaForCausalLM built from pptrain's preset (tests/reference/pptrain_ref.py),
+a Hugging Face LlamaForCausalLM built from pptrain's preset (tests/reference/pptrain_ref.py)
+or from a Hugging Face config.json (--preset PATH, the file `pptrain --model PATH` reads),
 split as pptrain splits it (--split, else even); the first stage embeds, the last applies the
 final norm, the LM head and the loss. Each step: the schedule's forward and backward over M
 microbatches of random tokens, then AdamW. Prints one JSON line from rank 0: median step time
@@ -63,6 +64,17 @@ def split_layers(L, P, split):
     return bounds
 
 
+def model_config(preset):
+    """pptrain's preset by name, else a Hugging Face Llama config.json. Either trains in fp32
+    (worker() casts the model), as pptrain does whatever the file's torch_dtype says."""
+    if preset in R.PRESETS:
+        return R.make_config(preset)
+    from transformers import LlamaConfig
+    cfg = LlamaConfig.from_json_file(preset)
+    cfg.use_cache = False
+    return cfg
+
+
 def loss_fn(logits, target):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
 
@@ -80,7 +92,7 @@ def worker(rank, args, out_q):
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = R.make_config(args.preset)
+    cfg = model_config(args.preset)
     model = LlamaForCausalLM(cfg).to(torch.float32)
     P, L = args.stages, cfg.num_hidden_layers
     b = split_layers(L, P, args.split)
@@ -93,8 +105,8 @@ def worker(rank, args, out_q):
     g = torch.Generator().manual_seed(1)
     times = []
     for step in range(args.steps + 1):
-        x = torch.randint(0, R.VOCAB, (args.batch, args.seq), generator=g)
-        y = torch.randint(0, R.VOCAB, (args.batch, args.seq), generator=g)
+        x = torch.randint(0, min(R.VOCAB, cfg.vocab_size), (args.batch, args.seq), generator=g)
+        y = torch.randint(0, min(R.VOCAB, cfg.vocab_size), (args.batch, args.seq), generator=g)
         dist.barrier()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -122,7 +134,8 @@ def worker(rank, args, out_q):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=sorted(R.PRESETS), default="small")
+    ap.add_argument("--preset", default="small",
+                    help=f"{', '.join(sorted(R.PRESETS))}, or a Hugging Face Llama config.json path")
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--schedule", choices=["1f1b", "gpipe"], default="1f1b")
     ap.add_argument("--batch", type=int, default=16)
@@ -132,6 +145,8 @@ def main():
     ap.add_argument("--split", default="", help="layers per stage, e.g. 4,4 (even by default)")
     ap.add_argument("--port", type=int, default=29511)
     args = ap.parse_args()
+    if args.preset not in R.PRESETS and not os.path.isfile(args.preset):
+        ap.error(f"--preset: '{args.preset}' is neither a preset ({', '.join(sorted(R.PRESETS))}) nor a file")
     ctx = mp.get_context("spawn")
     q = ctx.SimpleQueue()
     mp.start_processes(worker, args=(args, q), nprocs=args.stages, start_method="spawn", join=True)

@@ -199,4 +199,13 @@ check "--cost model: tiny's zb-h1 bubble lies between W=B/2's 4 % and W=0.1 B's"
   awk -v b="$bz" -v w="$bw" 'BEGIN { exit !(b > 0.0401 && b < w) }'
 expect_fail "--cost with a word" "needs F,B, F,B,W or model" --cost modl
 
+# --- bench/configs: the Hugging Face config.json files bench/bench_speed.sh compares on -----
+for cfg in "$src"/bench/configs/*.json; do
+    expect_ok "$(basename "$cfg") plans" --model "$cfg" --stages 2 --microbatches 8 --seq 256 --cost model --json
+    layers=$(sed -n 's/.*"num_hidden_layers": *\([0-9]*\).*/\1/p' "$cfg")
+    split=$(sed -n 's/.*"layers_per_stage":\[\([0-9,]*\)\].*/\1/p' "$work/out")
+    check "$(basename "$cfg"): the split ($split) holds its $layers layers" \
+        test "$((${split//,/+}))" = "$layers"
+done
+
 cli_finish

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "console/cli.h"
+#include "kernels/cpu/blas_core.h"
 
 #ifndef PPTRAIN_VERSION
 #error "CMakeLists.txt defines PPTRAIN_VERSION"
@@ -40,4 +41,6 @@ void version_print(FILE *out) {
     if (nl) *nl = '\0';
     fprintf(out, "  %s\n  %s, SQLite %s, %s, cJSON %s, %s\n", openblas_get_config(), mpi, sqlite3_libversion(),
             curses_version(), cJSON_Version(), OpenSSL_version(OPENSSL_VERSION));
+    char core[128];
+    fprintf(out, "  OpenBLAS core: %s\n", blas_core_describe(core, sizeof core));
 }

@@ -40,6 +40,10 @@ $py -c 'import torch, transformers' 2> /dev/null && have_torch=1
 case $sched in 1f1b | gpipe) ;; *) have_torch=0 why="bench/torch_pipe.py runs 1f1b and gpipe only" ;; esac
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores), $(date -u +%F)"
 echo "$preset, P=$P $sched, batch $B x $T, M=$M, one thread per rank, $rounds alternating rounds"
+# The kernels each side runs: OPENBLAS_CORETYPE (pptrain honours it) can hold OpenBLAS to
+# kernels older than the CPU, while torch's own ones are unaffected.
+"$bin" --version | sed -n 's/^ *OpenBLAS core: /pptrain: OpenBLAS core /p'
+[ $have_torch = 1 ] && $py -c 'import torch; print("torch", torch.__version__, "CPU capability", torch.backends.cpu.get_cpu_capability())'
 for r in $(seq "$rounds"); do
   "${mpi[@]}" -np "$P" /usr/bin/time -f 'rss_kib %M' "$bin" "${run[@]}" --stages "$P" --transport mpi \
     > "$work/pp$r.txt" 2>&1
@@ -51,11 +55,11 @@ for r in $(seq "$rounds"); do
   grep -o 'rss_kib [0-9]*' "$work/pp$r.txt" | awk '{print $2 / 1024}' >> "$work/pp.rss"
   if [ $have_torch = 1 ]; then
     # gloo's start-up now and then aborts a rank ("terminate called without an active
-    # exception"): one more try, then the script stops with torch's own message.
-    for try in 1 2; do
+    # exception"): three more tries, then the script stops with torch's own message.
+    for try in 1 2 3 4; do
       $py bench/torch_pipe.py --preset "$preset" --stages "$P" --schedule "$sched" --batch "$B" --seq "$T" \
         --microbatches "$M" --steps $steps > "$work/torch$r.json" 2> "$work/torch$r.err" && break
-      [ $try = 2 ] && { tail -n 5 "$work/torch$r.err" >&2; exit 1; }
+      [ $try = 4 ] && { tail -n 5 "$work/torch$r.err" >&2; exit 1; }
       echo "torch round $r: a rank failed, trying again" >&2
     done
     $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["tokens_per_s"]); [print(x, file=open(sys.argv[2], "a")) for x in d["peak_rss_mib"]]' \

@@ -77,7 +77,7 @@ static void add_field(Field *f, int *n, ThemeRole role, int priority, const char
     va_end(ap);
 }
 
-// The run's identity, and the CPU oversubscription whenever it holds.
+// The run's identity, and the CPU oversubscription and unused AVX-512 whenever they hold.
 static int identity_fields(const TuiView *v, Field *f) {
     int n = 0;
     char params[16];
@@ -90,6 +90,8 @@ static int identity_fields(const TuiView *v, Field *f) {
     add_field(f, &n, THEME_HEADER, 7, "lr %g", v->lr_peak);
     add_field(f, &n, THEME_HEADER, 5, "%s %s", v->transport, v->device);
     if (oversubscribed(v)) add_field(f, &n, THEME_WARNING, 0, "%d ranks on %d cores", v->host_ranks, v->host_cores);
+    // Last to go in, first to make way: the run's identity matters more on a narrow terminal.
+    if (v->blas_warning[0]) add_field(f, &n, THEME_WARNING, 8, "%s", v->blas_warning);
     return n;
 }
 

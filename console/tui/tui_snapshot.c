@@ -11,6 +11,7 @@
 
 #include "console/cli.h"
 #include "engine/clock.h"
+#include "kernels/cpu/blas_core.h"
 #include "engine/schedule/schedule.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -46,6 +47,9 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     snprintf(v->model, sizeof v->model, "%s", rc->model.name);
     snprintf(v->transport, sizeof v->transport, "%s", transport_kind_name(po->transport));
     cli_device_text(po->device, po->gpu_fp32, v->device, sizeof v->device);
+    v->blas_warning[0] = '\0';
+    if (po->device == DEVICE_CPU && blas_core_leaves_avx512())
+        snprintf(v->blas_warning, sizeof v->blas_warning, "OpenBLAS %.16s: AVX-512 unused", blas_core_name());
     v->host_cores = telemetry_host_cores();
     v->host_ranks = telemetry_host_ranks(po->transport == TRANSPORT_KIND_LOCAL, po->ranks * (po->dp > 0 ? po->dp : 1));
     v->P = po->ranks;

@@ -28,6 +28,10 @@ bool blas_core_cpu_avx512(void) {
 #endif
 }
 
+const char *blas_core_name(void) { return openblas_get_corename(); }
+
+bool blas_core_leaves_avx512(void) { return blas_core_below_cpu(openblas_get_corename(), blas_core_cpu_avx512()); }
+
 const char *blas_core_describe(char *buf, size_t size) {
     const char *forced = getenv("OPENBLAS_CORETYPE");
     if (forced && forced[0]) snprintf(buf, size, "%s (OPENBLAS_CORETYPE=%s)", openblas_get_corename(), forced);
@@ -37,7 +41,7 @@ const char *blas_core_describe(char *buf, size_t size) {
 
 const char *blas_core_note(char *buf, size_t size) {
     const char *core = openblas_get_corename(), *forced = getenv("OPENBLAS_CORETYPE");
-    if (!blas_core_below_cpu(core, blas_core_cpu_avx512())) {
+    if (!blas_core_leaves_avx512()) {
         if (size) buf[0] = '\0';
     } else if (forced && forced[0]) {
         snprintf(buf, size, "OPENBLAS_CORETYPE=%s runs OpenBLAS's %s kernels on this AVX-512 CPU; unset, OpenBLAS "

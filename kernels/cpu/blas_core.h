@@ -23,11 +23,16 @@ bool blas_core_below_cpu(const char *core, bool avx512);
 // Whether this CPU and OS run AVX-512 F, CD, BW, DQ and VL (false off x86-64).
 bool blas_core_cpu_avx512(void);
 
+// This process's core, as OpenBLAS names it ("Cooperlake"), and whether it leaves this CPU's
+// AVX-512 unused (blas_core_below_cpu of the two).
+const char *blas_core_name(void);
+bool blas_core_leaves_avx512(void);
+
 // The core and how it was chosen, for --version: "Cooperlake (OpenBLAS's choice)",
 // "Haswell (OPENBLAS_CORETYPE=Haswell)". Returns buf.
 const char *blas_core_describe(char *buf, size_t size);
 
-// A run banner's note when this process's core leaves AVX-512 unused (blas_core_below_cpu),
+// A run banner's note when this process's core leaves AVX-512 unused,
 // with what to do about it; "" otherwise. Returns buf.
 const char *blas_core_note(char *buf, size_t size);
 #endif

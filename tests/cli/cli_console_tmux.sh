@@ -5,7 +5,8 @@
 # to zb-h1 and starts a second run; the history screen lists both and compares them; the
 # key bar answers a mouse click; help, a bad theme file, a terminal too small and back, and a
 # quit that asks first while a run is live (it stops with a checkpoint). Both runs land in
-# the run store. The captures are kept in $PPTRAIN_CAPTURE_DIR when that is set.
+# the run store. Last, a run on OpenBLAS's AVX2 kernels: the header says when that leaves an
+# AVX-512 CPU's AVX-512 unused. The captures are kept in $PPTRAIN_CAPTURE_DIR when that is set.
 # usage: cli_console_tmux.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
 if ! command -v tmux >/dev/null; then
@@ -159,5 +160,22 @@ resumed=$(sqlite3 "$work/runs.db" "SELECT resumed_from || ':' || steps_planned F
 if [ "$resumed" = "1:40" ]; then pass; else fail "run 3 resumed run 1 to step 40: '$resumed'"; fi
 ck=$(sqlite3 "$work/runs.db" "SELECT count(*) FROM checkpoints WHERE run_id = 4 AND status = 'complete'" 2>&1)
 if [ "$ck" = 1 ]; then pass; else fail "the stopped run's checkpoint: '$ck'"; fi
+
+# OpenBLAS held to its AVX2 kernels: on an AVX-512 CPU the header says AVX-512 is unused (the
+# variable is honoured), and on any other CPU it says nothing.
+flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+avx512=1
+for f in avx512f avx512cd avx512bw avx512dq avx512vl; do [[ "$flags" == *" $f "* ]] || avx512=0; done
+tm new-session -d -x 160 -y 40 "cd '$work' && OPENBLAS_CORETYPE=Haswell '$bin' console --start --db '$work/blas.db' \
+  --steps 20 --seq 64 --batch 16 --microbatches 8 --stages 4 2>/dev/null; echo \$? > '$work/blas_exit.txt'"
+wait_for 30 '^pptrain finished +run 1 ' "a run on the Haswell kernels finishes"
+if [ $avx512 = 1 ]; then
+  if head -1 "$work/screen.txt" | grep -q 'OpenBLAS Haswell: AVX-512 unused'; then pass
+  else fail "AVX-512 CPU on Haswell kernels, not in the header: $(head -1 "$work/screen.txt")"; fi
+elif head -1 "$work/screen.txt" | grep -q 'AVX-512'; then fail "no AVX-512 here, yet: $(head -1 "$work/screen.txt")"
+else pass; fi
+tm send-keys q
+for _ in $(seq 50); do [ -s "$work/blas_exit.txt" ] && break; sleep 0.2; done
+if [ "$(cat "$work/blas_exit.txt" 2>/dev/null)" = 0 ]; then pass; else fail "console exit code: '$(cat "$work/blas_exit.txt" 2>/dev/null)'"; fi
 
 cli_finish

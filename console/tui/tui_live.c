@@ -90,8 +90,9 @@ static int identity_fields(const TuiView *v, Field *f) {
     add_field(f, &n, THEME_HEADER, 7, "lr %g", v->lr_peak);
     add_field(f, &n, THEME_HEADER, 5, "%s %s", v->transport, v->device);
     if (oversubscribed(v)) add_field(f, &n, THEME_WARNING, 0, "%d ranks on %d cores", v->host_ranks, v->host_cores);
-    // Last to go in, first to make way: the run's identity matters more on a narrow terminal.
-    if (v->blas_warning[0]) add_field(f, &n, THEME_WARNING, 8, "%s", v->blas_warning);
+    // Products at about half their speed outrank the batch shape and the learning rate (the
+    // setup screen shows those): at 120 columns it makes them give way, not the device.
+    if (v->blas_warning[0]) add_field(f, &n, THEME_WARNING, 5, "%s", v->blas_warning);
     return n;
 }
 

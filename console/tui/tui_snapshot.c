@@ -49,7 +49,7 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     cli_device_text(po->device, po->gpu_fp32, v->device, sizeof v->device);
     v->blas_warning[0] = '\0';
     if (po->device == DEVICE_CPU && blas_core_leaves_avx512())
-        snprintf(v->blas_warning, sizeof v->blas_warning, "OpenBLAS %.16s: AVX-512 unused", blas_core_name());
+        snprintf(v->blas_warning, sizeof v->blas_warning, "OpenBLAS %.16s: no AVX-512", blas_core_name());
     v->host_cores = telemetry_host_cores();
     v->host_ranks = telemetry_host_ranks(po->transport == TRANSPORT_KIND_LOCAL, po->ranks * (po->dp > 0 ? po->dp : 1));
     v->P = po->ranks;

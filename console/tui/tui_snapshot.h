@@ -61,7 +61,7 @@ typedef struct {
     int64_t run_id;             // in the run store; 0: not recorded
     char schedule[256], model[128], transport[8];
     char device[40];            // "cpu fp32", "cuda bf16", "cuda bf16 (emulated)"
-    char blas_warning[48];      // CPU runs: "OpenBLAS Haswell: AVX-512 unused" when the products
+    char blas_warning[48];      // CPU runs: "OpenBLAS Haswell: no AVX-512" when the products
                                 // leave the CPU's AVX-512 unused (kernels/cpu/blas_core.h); or ""
     int P, V, D, M, B, T, steps_planned;
     double params, lr_peak;

@@ -11,8 +11,8 @@
 #include "console/cli.h"
 #include "console/cmd/cmd_console.h"
 #include "console/run_session.h"
-#include "kernels/cpu/blas_core.h"
 #include "engine/train_loop.h"
+#include "kernels/cpu/blas_core.h"
 #include "storage/trace.h"
 
 typedef struct {

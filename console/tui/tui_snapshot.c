@@ -11,8 +11,8 @@
 
 #include "console/cli.h"
 #include "engine/clock.h"
-#include "kernels/cpu/blas_core.h"
 #include "engine/schedule/schedule.h"
+#include "kernels/cpu/blas_core.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
 

@@ -16,11 +16,11 @@
 #include <stddef.h>
 
 // Whether `core` (an OpenBLAS corename, such as "Haswell") leaves AVX-512 unused on a CPU
-// that runs it (`avx512`: AVX-512 F, CD, BW and VL, the subsets OpenBLAS's AVX-512 kernels
-// use, with the OS saving their state). Pure: the rule alone, for tests.
+// that runs it (`avx512`: blas_core_cpu_avx512()). Pure: the rule alone, for tests.
 bool blas_core_below_cpu(const char *core, bool avx512);
 
-// Whether this CPU and OS run AVX-512 F, CD, BW, DQ and VL (false off x86-64).
+// Whether this CPU runs AVX-512 F, CD, BW, DQ and VL, the subsets OpenBLAS's SkylakeX kernels
+// are built for, with the OS saving their state (false off x86-64).
 bool blas_core_cpu_avx512(void);
 
 // This process's core, as OpenBLAS names it ("Cooperlake"), and whether it leaves this CPU's

@@ -161,6 +161,7 @@ static int console_main(const ConsoleFlags *f, const RunOptions *ro, bool mpi, i
         return cli_fail(&err);
     }
     app->utf8 = term.utf8;
+    app->term = &term;
     app->no_color = term.no_color;
     tui_app_setup_themes(app, f->themes_dir, f->theme);
     if (f->start) {

@@ -86,6 +86,7 @@ int cmd_watch(int argc, char **argv) {
     TuiApp *app = xcalloc(1, sizeof *app);
     app->watch_mode = true;
     app->utf8 = term.utf8;
+    app->term = &term;
     app->no_color = term.no_color;
     app->ema = true;
     app->show_loss = true;

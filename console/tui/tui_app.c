@@ -387,7 +387,8 @@ void tui_app_loop(TuiApp *app) {
         timeout(wait > 0.001 ? (int)(wait * 1000) : 1);
         wint_t wch;
         const int rc = get_wch(&wch);
-        if (tui_term_interrupted()) {
+        if (app->term && tui_term_poll_size(app->term)) input_dirty = true;
+        if (tui_term_interrupted() || tui_term_is_ctrl_c(rc, wch)) {
             if (app->confirm_quit) app->quit = true;   // a second Ctrl-C: no more questions
             else tui_key_quit(app);
             input_dirty = true;

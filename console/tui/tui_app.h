@@ -19,6 +19,7 @@
 #include "console/tui/pure/tui_plan.h"
 #include "console/tui/tui_runner.h"
 #include "console/tui/tui_snapshot.h"
+#include "console/tui/tui_term.h"
 #include "storage/db.h"
 
 // Tab cycles through the first three; WATCH is `pptrain watch`'s only screen.
@@ -126,6 +127,7 @@ struct TuiApp {
     char theme_names[16][64];
     int n_themes, theme_index;
     bool utf8, no_color;
+    const TuiTerm *term;                  // the terminal it draws on (NULL in tests)
 
     TuiScreen screen;
     bool help, confirm_quit, quitting, quit;

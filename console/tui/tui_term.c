@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -67,10 +69,40 @@ static void take_foreground(TuiTerm *t) {
     }
 }
 
+// Whether this process's parent is a foreground mpirun that forwards the controlling terminal
+// to this process's stdin: stdin is a pipe, the parent's stdin is this process's controlling
+// terminal (tcgetpgrp fails with ENOTTY on any other terminal), and the parent's process
+// group is that terminal's foreground, so the parent reads every key typed. Under Open MPI the
+// ranks on mpirun's own node are its children.
+static bool keys_come_through_parent(void) {
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) || !S_ISFIFO(st.st_mode)) return false;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/0", (int)getppid());
+    const int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return false;
+    const pid_t fg = isatty(fd) ? tcgetpgrp(fd) : -1;
+    close(fd);
+    return fg > 0 && fg == getpgid(getppid());
+}
+
+bool tui_term_is_ctrl_c(int rc, wint_t key) { return rc == OK && key == 3; }
+
+bool tui_term_poll_size(const TuiTerm *t) {
+    struct winsize ws;
+    if (!t->keys_from_stdin || ioctl(fileno(t->out), TIOCGWINSZ, &ws) || ws.ws_row == 0 || ws.ws_col == 0)
+        return false;
+    if (ws.ws_row == LINES && ws.ws_col == COLS) return false;
+    resize_term(ws.ws_row, ws.ws_col);
+    clearok(curscr, TRUE);   // the terminal reflowed what it showed: repaint all of it
+    return true;
+}
+
 // Keys one at a time, no echo, function keys and clicks decoded, no cursor, Esc at once.
-static void curses_modes(void) {
+static void curses_modes(bool raw_keys) {
     typeahead(-1);   // a frame goes out in one write, not flushed to look for typeahead
-    cbreak();
+    if (raw_keys) raw();   // Ctrl-C as a key: see tui_term.h
+    else cbreak();
     noecho();
     nonl();
     keypad(stdscr, TRUE);
@@ -84,14 +116,15 @@ static void curses_modes(void) {
     refresh();
 }
 
-int tui_term_open(TuiTerm *t, bool ascii, bool want_foreground, Error *err) {
+int tui_term_open(TuiTerm *t, bool ascii, bool under_mpirun, Error *err) {
     memset(t, 0, sizeof *t);
     t->saved_stderr = -1;
     setlocale(LC_ALL, "");
     setlocale(LC_NUMERIC, "C");   // numbers print and parse the same everywhere
     t->utf8 = !ascii && strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
     t->no_color = theme_no_color_requested(getenv("NO_COLOR"));
-    t->in = fopen("/dev/tty", "r");
+    t->keys_from_stdin = under_mpirun && keys_come_through_parent();
+    t->in = t->keys_from_stdin ? fdopen(dup(STDIN_FILENO), "r") : fopen("/dev/tty", "r");
     t->out = fopen("/dev/tty", "w");
     if (!t->in || !t->out) {
         error_set(err, "the console needs a terminal: cannot open /dev/tty");
@@ -99,7 +132,8 @@ int tui_term_open(TuiTerm *t, bool ascii, bool want_foreground, Error *err) {
         if (t->out) fclose(t->out);
         return -1;
     }
-    if (want_foreground) take_foreground(t);
+    if (t->keys_from_stdin) signal(SIGTTOU, SIG_IGN);   // set the modes of a terminal in the background
+    else if (under_mpirun) take_foreground(t);
     SCREEN *s = newterm(NULL, t->out, t->in);
     if (!s) {
         const char *term = getenv("TERM");
@@ -111,7 +145,7 @@ int tui_term_open(TuiTerm *t, bool ascii, bool want_foreground, Error *err) {
     }
     t->screen = s;
     set_term(s);
-    curses_modes();
+    curses_modes(t->keys_from_stdin);
     struct sigaction sa = {.sa_handler = on_sigint};
     sigaction(SIGINT, &sa, NULL);
     tui_stderr_capture(t);

@@ -163,7 +163,7 @@ static int set_ckpt_dir(RunOptions *ro, const char *flag, const char *v, Error *
     return set_path(ro->ckpt_dir, sizeof ro->ckpt_dir, flag, v, err);
 }
 
-INT_SETTER(set_ckpt_every, ckpt_every, 0, 100000000)
+INT_SETTER(set_ckpt_every, rc.ckpt_every, 0, 100000000)
 
 static int set_resume(RunOptions *ro, const char *flag, const char *v, Error *err) {
     return set_path(ro->resume, sizeof ro->resume, flag, v, err);

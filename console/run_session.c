@@ -24,6 +24,23 @@ static const char *const KEPT_ON_RESUME[] = {"--model", "--batching", "--batch",
                                              "--lr", "--min-lr", "--warmup", "--beta1", "--beta2",
                                              "--eps", "--weight-decay", "--grad-clip", "--init-from"};
 
+// A resumed run writes its checkpoints where the run it continues wrote them (the folder that
+// holds that run's run-N/step-S folders), at its interval, unless --ckpt-dir or --ckpt-every
+// say otherwise: a resume without them must not run unprotected.
+static void inherit_checkpoints(RunOptions *ro, const char *source_dir) {
+    if (run_options_given(ro, "--ckpt-dir")) return;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", source_dir);
+    for (int up = 0; up < 2; up++) {   // .../run-N/step-S -> ...; .../step-S -> ...
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir) return;   // no parent folder to name
+        *slash = '\0';
+        const char *last = strrchr(dir, '/');
+        if (strncmp(last ? last + 1 : dir, "run-", 4)) break;
+    }
+    snprintf(ro->ckpt_dir, sizeof ro->ckpt_dir, "%s", dir);
+}
+
 // The checkpoint's run, laid out as the user now asks: layout flags, --steps and --data win.
 static int merge_resumed(RunOptions *ro, const CkptState *st, Error *err) {
     for (size_t i = 0; i < sizeof KEPT_ON_RESUME / sizeof KEPT_ON_RESUME[0]; i++)
@@ -36,6 +53,7 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, Error *err) {
     PipelineOptions po = st->po;
     if (run_options_given(ro, "--data")) snprintf(rc.data_path, sizeof rc.data_path, "%s", ro->rc.data_path);
     if (run_options_given(ro, "--steps")) rc.steps = rc.optim.total_steps = ro->rc.steps;
+    if (run_options_given(ro, "--ckpt-every")) rc.ckpt_every = ro->rc.ckpt_every;
     if (run_options_given(ro, "--microbatches")) rc.microbatches = ro->rc.microbatches;
     const bool stages = run_options_given(ro, "--stages"), schedule = run_options_given(ro, "--schedule");
     if (stages) po.ranks = ro->pipe.ranks;
@@ -89,6 +107,7 @@ int run_session_prepare(RunSession *s, Error *err) {
         const CkptState *st = ckpt_state(s->source);
         s->start_step = st->step;
         if (!s->resumed_from) s->resumed_from = st->run_id;
+        inherit_checkpoints(ro, s->source_dir);
         return merge_resumed(ro, st, err);
     }
     if (ro->init_from[0]) {
@@ -290,7 +309,9 @@ static int check_output_folder(const char *flag, const char *dir, Error *err) {
 }
 
 // A file the run will write: an existing one must be a file this process can open for
-// writing (left as it is); a new one needs an existing folder it can write in.
+// writing (left as it is), and in every case its folder must take a new file: the trace is
+// written to a temporary name there and renamed over the file, and SQLite keeps its -wal and
+// -shm files beside the store.
 static int check_output_file(const char *flag, const char *path, const char *example, Error *err) {
     struct stat st;
     if (stat(path, &st) == 0) {
@@ -304,7 +325,6 @@ static int check_output_file(const char *flag, const char *path, const char *exa
             return -1;
         }
         close(fd);
-        return 0;
     }
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
@@ -321,6 +341,25 @@ static int check_output_file(const char *flag, const char *path, const char *exa
         return -1;
     }
     return probe_folder(flag, path, dir, err);
+}
+
+// --ckpt-dir made absolute: the store records each checkpoint's folder, and --resume, export
+// and history must find it from any working directory.
+static int absolute_ckpt_dir(RunOptions *ro, Error *err) {
+    const char *rel = ro->ckpt_dir;
+    if (!rel[0] || rel[0] == '/') return 0;
+    while (rel[0] == '.' && rel[1] == '/') rel += 2;
+    char cwd[PATH_MAX], abs[sizeof ro->ckpt_dir];
+    if (!getcwd(cwd, sizeof cwd)) {
+        error_set(err, "--ckpt-dir %s: cannot name the working directory (%s)", ro->ckpt_dir, strerror(errno));
+        return -1;
+    }
+    if (snprintf(abs, sizeof abs, "%s/%s", cwd, rel) >= (int)sizeof abs) {
+        error_set(err, "--ckpt-dir: '%.40s...' is too long", ro->ckpt_dir);
+        return -1;
+    }
+    memcpy(ro->ckpt_dir, abs, sizeof abs);
+    return 0;
 }
 
 // Every path the run writes, checked before anything is allocated or recorded, so that a
@@ -439,7 +478,7 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
     RunSummary local;
     RunSummary *sum = summary ? summary : &local;
     memset(sum, 0, sizeof *sum);
-    if (run_session_prepare(s, err) || check_output_paths(&s->ro, err) ||
+    if (run_session_prepare(s, err) || check_output_paths(&s->ro, err) || absolute_ckpt_dir(&s->ro, err) ||
         check_memory(&s->ro.rc, &s->ro.pipe, err))
         return -1;
     snprintf(s->recorder.path, sizeof s->recorder.path, "%s", s->ro.db_path);
@@ -447,7 +486,7 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
                               .on_eval = session_on_eval, .should_stop = session_should_stop,
                               .on_end = session_on_end};
     const CheckpointHooks ckpt = {.ctx = s, .restore = s->source ? session_restore : NULL,
-                                  .save = s->ro.ckpt_dir[0] ? session_save : NULL, .every = s->ro.ckpt_every};
+                                  .save = s->ro.ckpt_dir[0] ? session_save : NULL, .every = s->ro.rc.ckpt_every};
     int result = train_run(&s->ro.rc, &s->ro.pipe, &hooks, &ckpt, sum, err);
     if (result == 0 && s->recorder.write_failed) {   // stopped because the store failed
         result = -1;

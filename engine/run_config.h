@@ -19,6 +19,7 @@ typedef struct {
     int seq_len;            // T
     int microbatches;       // M (divides B): gradient accumulation over B/M-row slices
     int steps;
+    int ckpt_every;         // also a checkpoint every N steps (0: only at the end and on a stop)
     uint64_t seed;          // parameter init and data order
     // Validation (pipeline_eval): the same val_batches batches of val_data_path (or, when that
     // is empty, the _val_ shards a training folder set aside) every val_every steps and after

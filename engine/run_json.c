@@ -41,6 +41,7 @@ char *run_json(const RunConfig *rc, const PipelineOptions *po) {
     cJSON_AddNumberToObject(root, "seq_len", rc->seq_len);
     cJSON_AddNumberToObject(root, "microbatches", rc->microbatches);
     cJSON_AddNumberToObject(root, "steps", rc->steps);
+    cJSON_AddNumberToObject(root, "checkpoint_every", rc->ckpt_every);
     char seed[32];   // a uint64 does not fit a JSON number exactly
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)rc->seed);
     cJSON_AddStringToObject(root, "seed", seed);
@@ -150,6 +151,9 @@ int run_json_parse(const char *text, const char *where, RunConfig *rc, PipelineO
     read_int(&r, root, "seq_len", &rc->seq_len);
     read_int(&r, root, "microbatches", &rc->microbatches);
     read_int(&r, root, "steps", &rc->steps);
+    // Absent in checkpoints written before a resumed run kept its interval: at the end only.
+    rc->ckpt_every = 0;
+    if (cJSON_GetObjectItemCaseSensitive(root, "checkpoint_every")) read_int(&r, root, "checkpoint_every", &rc->ckpt_every);
     read_string(&r, root, "seed", seed, sizeof seed);
     if (p) {
         read_string(&r, p, "schedule", po->schedule, sizeof po->schedule);

@@ -85,6 +85,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -746,6 +747,24 @@ int db_flush(Db *db, Error *err) {
 
 // ---- checkpoints ------------------------------------------------------------------------------
 
+// base/path, or path itself when it is absolute (malloc'd).
+static char *path_against(const char *base, const char *path) {
+    const size_t n = strlen(base) + strlen(path) + 2;
+    char *out = xmalloc(n);
+    if (path[0] == '/') snprintf(out, n, "%s", path);
+    else snprintf(out, n, "%s/%s", base, path);
+    return out;
+}
+
+char *db_checkpoint_dir(const Db *db, const char *dir) {
+    if (!dir) return NULL;
+    char store[PATH_MAX], *base = store;
+    if (dir[0] == '/' || !realpath(db->path, store)) return path_against(".", dir);
+    *strrchr(store, '/') = '\0';   // realpath's answer is absolute: it has a '/'
+    if (!store[0]) base = "/";
+    return path_against(base, dir);
+}
+
 int64_t db_checkpoint_begin(Db *db, int64_t run, int step, const char *dir, Error *err) {
     assert(db->writer);
     if (db_flush(db, err)) return -1;
@@ -755,8 +774,11 @@ int64_t db_checkpoint_begin(Db *db, int64_t run, int step, const char *dir, Erro
     if (!stmt) return -1;
     char now[32];
     now_iso(now);
-    int b = sqlite3_bind_int64(stmt, 1, run) | sqlite3_bind_int(stmt, 2, step) | bind_text(stmt, 3, dir) |
+    char cwd[PATH_MAX];
+    char *absolute = path_against(dir[0] == '/' || !getcwd(cwd, sizeof cwd) ? "." : cwd, dir);
+    int b = sqlite3_bind_int64(stmt, 1, run) | sqlite3_bind_int(stmt, 2, step) | bind_text(stmt, 3, absolute) |
             bind_text(stmt, 4, now);
+    free(absolute);
     if (db_step_done(db, stmt, b, "recording a checkpoint", err)) return -1;
     return sqlite3_last_insert_rowid(db->sql);
 }

@@ -110,7 +110,14 @@ int db_mark_stale_runs(Db *db, int *n_marked, Error *err);
 // db_checkpoint_begin flushes the steps first, so a complete checkpoint never lies ahead of the
 // recorded losses. complete only flips the status (and sums the bytes): the caller has already
 // made every file durable.
+// A relative dir is stored made absolute against the working directory, so --resume and
+// export find the checkpoint from any folder.
 int64_t db_checkpoint_begin(Db *db, int64_t run, int step, const char *dir, Error *err);
+// A checkpoint row's dir as a path that opens from anywhere (malloc'd; NULL stays NULL). Rows
+// of stores written before dirs were stored absolute hold them relative to the run's working
+// directory, which was the store's folder when the store was the default ./pptrain.db: they
+// are resolved against the store's folder.
+char *db_checkpoint_dir(const Db *db, const char *dir);
 // path relative to the checkpoint dir; sha256 as 64 lowercase hex digits; stage < 0: not a
 // stage's shard (index, config, trainer state).
 int db_checkpoint_file_add(Db *db, int64_t checkpoint, const char *path, int64_t bytes, const char *sha256,

@@ -26,11 +26,13 @@ int db_checkpoints_abandoned(Db *db, DbCheckpointInfo **out, int *n, Error *err)
             *out =
                 check_alloc(realloc(*out, (size_t)cap * sizeof **out), (size_t)cap * sizeof **out, __FILE__, __LINE__);
         }
+        char *dir = column_text(stmt, 2);
         (*out)[(*n)++] = (DbCheckpointInfo){.id = sqlite3_column_int64(stmt, 0),
                                             .step = sqlite3_column_int(stmt, 1),
-                                            .dir = column_text(stmt, 2),
+                                            .dir = db_checkpoint_dir(db, dir),
                                             .created_at = column_text(stmt, 3),
                                             .status = column_text(stmt, 4)};
+        free(dir);
     }
     if (rc != SQLITE_DONE) db_fail(db, err, "reading unfinished checkpoints");
     sqlite3_reset(stmt);

@@ -360,10 +360,12 @@ int db_checkpoints_read(Db *db, int64_t run, DbCheckpointInfo **out, int *n, Err
     int rc, cap = 0;
     while ((rc = step_if(stmt, bound)) == SQLITE_ROW) {
         *out = grow(*out, *n, &cap, sizeof **out);
+        char *dir = col_text(stmt, 2);
         (*out)[(*n)++] = (DbCheckpointInfo){
-            .id = sqlite3_column_int64(stmt, 0), .step = sqlite3_column_int(stmt, 1), .dir = col_text(stmt, 2),
+            .id = sqlite3_column_int64(stmt, 0), .step = sqlite3_column_int(stmt, 1), .dir = db_checkpoint_dir(db, dir),
             .created_at = col_text(stmt, 3), .status = col_text(stmt, 4), .error = col_text(stmt, 5),
             .bytes = sqlite3_column_int64(stmt, 6), .files = sqlite3_column_int(stmt, 7)};
+        free(dir);
     }
     if (rc != SQLITE_DONE) db_fail(db, err, "reading checkpoints");
     sqlite3_reset(stmt);

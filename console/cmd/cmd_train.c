@@ -79,7 +79,8 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     else if (ss->ro.init_from[0])
         printf("  weights from %s\n", ss->source_dir);
     if (ss->ro.ckpt_dir[0]) {
-        if (ss->ro.ckpt_every > 0) printf("  checkpoints under %s every %d steps and at the end\n", ss->ro.ckpt_dir, ss->ro.ckpt_every);
+        if (ss->ro.rc.ckpt_every > 0)
+            printf("  checkpoints under %s every %d steps and at the end\n", ss->ro.ckpt_dir, ss->ro.rc.ckpt_every);
         else printf("  a checkpoint under %s at the end\n", ss->ro.ckpt_dir);
     }
     size_t most = 0;

@@ -14,7 +14,6 @@ typedef struct {
     char db_path[4096];     // the run store ("" = do not record)
     char trace_path[4096];  // a Chrome trace of every step ("" = none)
     char ckpt_dir[4096];    // checkpoints go under DIR/run-<id>/step-<n>/ ("" = none)
-    int ckpt_every;         // also every N steps (0 = only at the end and on a stop)
     char resume[4096];      // --resume RUN|latest|CKPT_DIR ("" = a fresh run)
     char init_from[4096];   // --init-from HF_FOLDER: weights to start from ("" = (seed, name))
     uint64_t given;         // which options the command line set (run_options_given)

@@ -133,7 +133,8 @@ expect_text "unicode sparkline" "^  █▇.*▁+   2\.404 \.\. 5\.395$"
 expect_text "stage 2" "^ +2 +1 +72\.00 +20\.00 +8\.00 +72\.0% +2\.0 +1\.00 +25\.00$"
 expect_text "the bubble's parts add up" "^  bubble 20\.0% = 10\.0 ideal \+ 5\.0 imbalance \+ 2\.0 transfer \+ 3\.0 oversubscription$"
 expect_text "the host's load" "^  4 rank threads on 2 cores: CPU oversubscription$"
-expect_text "complete checkpoint" "^ +1 +100  complete +2 +3\.0 .* ckpt/run1/step-100$"
+# Stored relative (as before dirs were stored absolute): shown resolved against the store's folder.
+expect_text "complete checkpoint" "^ +1 +100  complete +2 +3\.0 .* /.*/ckpt/run1/step-100$"
 expect_text "writing checkpoint" "^ +2 +200  writing "
 check_ok "show ascii" env LC_ALL=C "$bin" history show 1 --db runs.db
 expect_text "ascii sparkline without UTF-8" "^  #\*.*_+   2\.404"

@@ -60,7 +60,7 @@ code=$?
 check "a full store: exit 2 (got $code)" [ "$code" -eq 2 ]
 check "a full store: one line on stderr" [ "$(wc -l <err2.txt)" -eq 1 ]
 check "a full store: the line says the store is full and where the run stopped" \
-  grep -q "full.*the run stopped at step [0-9]*, its last checkpoint is ck2/run-2/step-" err2.txt
+  grep -q "full.*the run stopped at step [0-9]*, its last checkpoint is /.*/ck2/run-2/step-" err2.txt
 stopped=$(sed -n 's/.*the run stopped at step \([0-9]*\).*/\1/p' err2.txt)
 check "a full store: it stopped early (step ${stopped:-?})" [ "${stopped:-600}" -lt 600 ]
 check "a full store: a final checkpoint on disk at that step" \

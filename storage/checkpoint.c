@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +322,38 @@ static const cJSON *need(const cJSON *obj, const char *key, int type_string, con
     return ok ? v : NULL;
 }
 
+// A whole number in [0, max], or -1 with err naming the key and the range.
+static int whole_in_range(const cJSON *v, const char *key, double max, const char *path, Error *err) {
+    const double x = v->valuedouble;
+    if (x >= 0 && x <= max && x == floor(x)) return (int)x;
+    error_set(err, "%s: \"%s\" is %.17g, not a whole number from 0 to %.17g", path, key, x, max);
+    return -1;
+}
+
+// The position fields against the run they belong to, so a hand-edited or corrupted state is
+// refused with its field named instead of training from a nonsense position (a negative step
+// sends the learning-rate schedule below zero; a far cursor trains other batches). Every step
+// takes B items, so after `step` steps neither the epoch nor the index within it can exceed
+// step x B; AdamW has taken one step per training step.
+static int check_position(const CkptState *st, const char *path, Error *err) {
+    const double taken = (double)st->step * (double)st->rc.batch;
+    if (st->step > st->rc.steps) {
+        error_set(err, "%s: \"step\" %d lies past the run's %d steps", path, st->step, st->rc.steps);
+        return -1;
+    }
+    if (st->adam_step > st->step) {
+        error_set(err, "%s: \"adam_step\" %d exceeds \"step\" %d", path, st->adam_step, st->step);
+        return -1;
+    }
+    if ((double)st->cursor.epoch > taken || (double)st->cursor.index > taken) {
+        error_set(err, "%s: data_cursor (epoch %llu, index %llu) lies beyond the %.0f items %d steps of %d take", path,
+                  (unsigned long long)st->cursor.epoch, (unsigned long long)st->cursor.index, taken, st->step,
+                  st->rc.batch);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_u64(const cJSON *v, uint64_t *out) {
     if (!v) return -1;
     char *end = NULL;
@@ -380,8 +413,9 @@ int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *
     const cJSON *files = run ? need(root, "files", 2, path, err) : NULL;
     const cJSON *run_id = files ? need(root, "run_id", 0, path, err) : NULL;
     if (!run_id) goto out;
-    out->step = step->valueint;
-    out->adam_step = adam->valueint;
+    if ((out->step = whole_in_range(step, "step", 1e8, path, err)) < 0 ||
+        (out->adam_step = whole_in_range(adam, "adam_step", 1e8, path, err)) < 0)
+        goto out;
     if (!(run_id->valuedouble >= 0 && run_id->valuedouble < 9e15)) {
         error_set(err, "%s: bad run_id", path);
         goto out;
@@ -397,7 +431,7 @@ int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *
     char *run_text = cJSON_PrintUnformatted(run);
     const int prc = run_json_parse(check_alloc(run_text, 1, __FILE__, __LINE__), path, &out->rc, &out->po, err);
     free(run_text);
-    if (prc == 0 && parse_files(files, out, path, err) == 0) rc = 0;
+    if (prc == 0 && check_position(out, path, err) == 0 && parse_files(files, out, path, err) == 0) rc = 0;
 out:
     cJSON_Delete(root);
     if (rc) ckpt_state_clear(out);

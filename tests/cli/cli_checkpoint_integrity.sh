@@ -3,6 +3,9 @@
 #  - checksums.sha256 (sha256sum's format) covers every file, trainer_state.json included: a
 #    one-digit edit of the state's step, adam_step or data index, or of the seal itself, makes
 #    --resume DIR refuse with one line naming the file, exit 2; the untouched folder resumes;
+#  - a state edited and sealed again (as sha256sum would) is range-checked field by field: a
+#    negative or fractional step, a step past the run's end, adam_step past step, a data
+#    cursor beyond the items its steps took: one line naming the field, exit 2;
 #  - a folder written before the seal (no checksums.sha256) resumes with one warning line;
 #  - a checkpoint that fails on a full disk after one shard was renamed leaves no file at all;
 #  - on start, temporary files of gone writers in incomplete folders are removed (a live
@@ -18,6 +21,29 @@ check "reference run exits 0" [ $? -eq 0 ]
 ck2=ck/run-1/step-000002
 check "the checkpoint is sealed: sha256sum -c passes" bash -c "cd $ck2 && sha256sum --quiet -c checksums.sha256"
 check "the seal lists trainer_state.json" grep -q '  trainer_state.json$' "$ck2/checksums.sha256"
+
+# resealed NAME SED-EXPR WANT: a copy of the step-2 folder with one edit to its state and its
+# seal made again, resumed by folder: refused with one line matching WANT.
+resealed() {
+  local name=$1 expr=$2 want=$3
+  rm -rf "$name" && cp -r "$ck2" "$name"
+  sed -i "$expr" "$name/trainer_state.json"
+  (cd "$name" && sha256sum $(awk '{print $2}' checksums.sha256) > seal.new && mv seal.new checksums.sha256)
+  "$bin" train --resume "$name" --steps 6 --db t.db > "$name.out" 2> "$name.err"
+  local rc=$?
+  check "$name: exit 2 (got $rc)" [ $rc -eq 2 ]
+  check "$name: one line naming the field" grep -qE "^pptrain: .*$want" "$name.err"
+  check "$name: nothing else on stderr" [ "$(wc -l < "$name.err")" -eq 1 ]
+}
+resealed step-negative 's/"step":\t2,/"step":\t-1,/' '"step" is -1, not a whole number'
+resealed step-fraction 's/"step":\t2,/"step":\t1.5,/' '"step" is 1.5, not a whole number'
+resealed step-past-end 's/"step":\t2,/"step":\t400,/' '"step" 400 lies past the run.s 4 steps'
+resealed adam-past-step 's/"adam_step":\t2,/"adam_step":\t3,/' '"adam_step" 3 exceeds "step" 2'
+resealed cursor-far 's/"index":\t"16"/"index":\t"99999999999"/' 'data_cursor \(epoch 0, index 99999999999\) lies beyond'
+rm -rf resealed-same && cp -r "$ck2" resealed-same
+(cd resealed-same && sha256sum $(awk '{print $2}' checksums.sha256) > seal.new && mv seal.new checksums.sha256)
+"$bin" train --resume resealed-same --steps 6 --db t.db > resealed-same.out 2>&1
+check "a state sealed again unchanged resumes" [ $? -eq 0 ]
 
 # tampered NAME SED-EXPR: a copy of the step-2 folder with one edit, resumed by folder.
 tampered() {

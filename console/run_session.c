@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/schedule/schedule.h"
@@ -213,6 +215,29 @@ static int spread_copies(Pipeline *p, const char *dir, const char *root_records,
     return rc;
 }
 
+// The run's checkpoint folder under --ckpt-dir: run-<id>-<tag>/step-<step> (run-<tag>/...
+// without a store). Every store numbers its runs from 1, so the id alone let the run 1 of two
+// stores write into one folder; the tag, 32 random bits the root drew at the run's start
+// (agreed by every process), tells them apart. Returns the length snprintf wanted.
+static int checkpoint_folder(const RunSession *s, Pipeline *p, int step, char *dir, size_t cap) {
+    const bool root = pipeline_is_root(p);
+    const int64_t run = (int64_t)pipeline_world_max(p, root ? (double)s->recorder.run : 0.0);
+    const unsigned tag = (unsigned)pipeline_world_max(p, root ? (double)s->run_tag : 0.0);
+    return run > 0 ? snprintf(dir, cap, "%s/run-%lld-%08x/step-%06d", s->ro.ckpt_dir, (long long)run, tag, step)
+                   : snprintf(dir, cap, "%s/run-%08x/step-%06d", s->ro.ckpt_dir, tag, step);
+}
+
+// A folder that already holds a checkpoint's manifest belongs to another run (this run never
+// writes one step twice, and its folder's name is its own): nothing is written over it.
+static int refuse_taken_folder(const char *dir, Error *err) {
+    char state[4200];
+    struct stat st;
+    snprintf(state, sizeof state, "%s/%s", dir, CKPT_STATE_FILE);
+    if (stat(state, &st) != 0) return 0;
+    error_set(err, "checkpoint %s: the folder already holds another run's checkpoint; nothing was written over it", dir);
+    return -1;
+}
+
 // Every process: its shards, hashed as they are written; their records to the root, which
 // writes the manifest from them and records it; then the small files where every process can
 // read them. A failure anywhere discards the checkpoint everywhere.
@@ -221,9 +246,7 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     const bool root = pipeline_is_root(p);
     const int64_t run = (int64_t)pipeline_world_max(p, root ? (double)s->recorder.run : 0.0);
     char dir[4096];
-    const int n = run > 0 ? snprintf(dir, sizeof dir, "%s/run-%lld/step-%06d", s->ro.ckpt_dir, (long long)run, pos->step)
-                          : snprintf(dir, sizeof dir, "%s/step-%06d", s->ro.ckpt_dir, pos->step);
-    if (n >= (int)sizeof dir) {
+    if (checkpoint_folder(s, p, pos->step, dir, sizeof dir) >= (int)sizeof dir) {
         error_set(err, "--ckpt-dir: '%.40s...' is too long", s->ro.ckpt_dir);
         return -1;
     }
@@ -232,6 +255,11 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     pipeline_sync_to_host(p, false);   // GPU stages: their weights and moments into the host arrays
     char *records = NULL, *all = NULL;
     size_t all_len = 0;
+    // Before anything is written: a failure from here on discards the folder's files.
+    if (agree(p, refuse_taken_folder(dir, err), dir, "another rank's look at its folder", err)) {
+        recorder_checkpoint_fail(&s->recorder, id, err->msg);
+        return -1;
+    }
     int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, &records, err) ? -1 : 0;
     rc = agree(p, rc, dir, "another rank's writing of its shards", err);
     if (rc == 0) rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, err);
@@ -482,6 +510,13 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
         check_memory(&s->ro.rc, &s->ro.pipe, err))
         return -1;
     snprintf(s->recorder.path, sizeof s->recorder.path, "%s", s->ro.db_path);
+    // The tag of the run's checkpoint folder: only the root's counts (checkpoint_folder).
+    // Test hook: PPTRAIN_TEST_RUN_TAG=HEX names it, for a test that must know a folder before
+    // the run writes it.
+    const char *tag = getenv("PPTRAIN_TEST_RUN_TAG");
+    if (tag && tag[0]) s->run_tag = (uint32_t)strtoul(tag, NULL, 16);
+    else if (getrandom(&s->run_tag, sizeof s->run_tag, 0) != (ssize_t)sizeof s->run_tag)
+        s->run_tag = (uint32_t)getpid() ^ (uint32_t)time(NULL);
     const TrainHooks hooks = {.ctx = s, .on_start = session_on_start, .on_step = session_on_step,
                               .on_eval = session_on_eval, .should_stop = session_should_stop,
                               .on_end = session_on_end};

@@ -21,6 +21,7 @@ typedef struct {
     int64_t last_ckpt_id;   // the newest checkpoint this run wrote in the store, 0 when none
     char last_ckpt_dir[4096];
     char source_dir[4096];  // the checkpoint resumed, or the folder --init-from read ("" = none)
+    uint32_t run_tag;       // random, drawn at the run's start: its checkpoint folder's name
     // Called on the root after each checkpoint is complete (view.ctx as ctx); may be NULL.
     void (*on_checkpoint)(void *ctx, const char *dir, int step, int64_t bytes, int files);
     struct Checkpoint *source;   // private: the open --resume / --init-from folder

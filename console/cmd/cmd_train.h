@@ -13,7 +13,7 @@ typedef struct {
     PipelineOptions pipe;
     char db_path[4096];     // the run store ("" = do not record)
     char trace_path[4096];  // a Chrome trace of every step ("" = none)
-    char ckpt_dir[4096];    // checkpoints go under DIR/run-<id>/step-<n>/ ("" = none)
+    char ckpt_dir[4096];    // checkpoints go under DIR/run-<id>-<tag>/step-<n>/ ("" = none)
     char resume[4096];      // --resume RUN|latest|CKPT_DIR ("" = a fresh run)
     char init_from[4096];   // --init-from HF_FOLDER: weights to start from ("" = (seed, name))
     uint64_t given;         // which options the command line set (run_options_given)

@@ -78,7 +78,7 @@ check "killed before any checkpoint: says no run has one" grep -q 'no run in ear
 # trains, because tensors are keyed by name and every layout computes what one device computes
 # (DESIGN.md "Parity"). Data parallelism adds the replicas' gradients in replica order, so D = 2
 # layouts are held to the D = 2 single-stage run instead.
-ck10=ref-ckpt/run-1/step-000010
+ck10=$(ckpt_of ref-ckpt 1 10)
 resume_as() {   # resume_as N LAYOUT...: the step-10 checkpoint under LAYOUT as run N of ref.db
   local n=$1; shift
   "$bin" train --resume "$ck10" --db ref.db "$@" > "reshard$n.txt" 2>&1
@@ -108,7 +108,7 @@ if command -v mpirun > /dev/null; then
   check "resume under mpirun -np 2 exits 0" [ $? -eq 0 ]
   losses mpi.db 1 > mpi.losses
   check "resume under MPI: losses bitwise equal to the unchanged run" same_losses ref.losses mpi.losses
-  check "MPI run wrote its final checkpoint" [ -f mpi-ckpt/run-1/step-000040/trainer_state.json ]
+  check "MPI run wrote its final checkpoint" [ -f "$(ckpt_of mpi-ckpt 1 40)/trainer_state.json" ]
 fi
 
 # A damaged checkpoint: flip one byte of the newest shard of the reference run.

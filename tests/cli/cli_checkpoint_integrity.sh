@@ -18,7 +18,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 args=(train --data "$src/tests/fixtures/text" --model tiny --steps 4 --batch 8 --seq 64 --microbatches 2 --warmup 1)
 "$bin" "${args[@]}" --ckpt-every 2 --ckpt-dir ck --db t.db > ref.txt 2>&1
 check "reference run exits 0" [ $? -eq 0 ]
-ck2=ck/run-1/step-000002
+ck2=$(ckpt_of ck 1 2)
 check "the checkpoint is sealed: sha256sum -c passes" bash -c "cd $ck2 && sha256sum --quiet -c checksums.sha256"
 check "the seal lists trainer_state.json" grep -q '  trainer_state.json$' "$ck2/checksums.sha256"
 

@@ -32,10 +32,10 @@ each() {
 }
 losses() { sqlite3 "$1" "SELECT step, printf('%.17g', loss) FROM steps WHERE run_id = $2 ORDER BY step"; }
 same_losses() { [ -s "$2" ] && [ -z "$(comm -13 <(sort "$1") <(sort "$2"))" ]; }
-ck=run-1/step-000004
 
 each 2 train "${args[@]}" --ckpt-every 4 --db ref.db --ckpt-dir node@R > ref.txt 2>&1 < /dev/null
 check "P=2, node-local folders: exits 0" [ $? -eq 0 ]
+ck=$(basename "$(dirname "$(ckpt_of node0 1 4)")")/step-000004   # run-1-<tag>/step-000004, in both
 losses ref.db 1 > ref.losses
 check "P=2: 8 losses recorded" [ "$(wc -l < ref.losses)" -eq 8 ]
 check "rank 0's folder: stage 0's shards, not stage 1's" \
@@ -71,7 +71,7 @@ losses ref.db 2 > resume.losses
 check "resume: 4 losses" [ "$(wc -l < resume.losses)" -eq 4 ]
 check "resume: losses bitwise equal to the uninterrupted run" same_losses ref.losses resume.losses
 check "resume: its final checkpoint in both folders" \
-  bash -c "[ -f node0/run-2/step-000008/trainer_state.json ] && [ -f node1/run-2/step-000008/trainer_state.json ]"
+  bash -c "[ -f $(ckpt_of node0 2 8)/trainer_state.json ] && [ -f $(ckpt_of node1 2 8)/trainer_state.json ]"
 
 # Another layout needs the other rank's shards: one line per rank, exit 2.
 each 2 train --resume node@R/$ck --transport mpi --db '' --stages 1 --dp 2 --microbatches 1 \
@@ -83,11 +83,11 @@ check "another layout: each rank says which shard it lacks, on one line" \
 
 # Rank 1 cannot put its shard in place (a folder already has the name, so the rename fails):
 # the run fails with rank 1's line, and neither folder keeps a file of the checkpoint.
-mkdir -p full1/run-1/step-000004/model-00002-of-00002.safetensors
-each 2 train "${args[@]}" --ckpt-every 4 --db full.db --ckpt-dir full@R > full.out 2> full.err < /dev/null
+mkdir -p full1/run-1-0000abcd/step-000004/model-00002-of-00002.safetensors
+PPTRAIN_TEST_RUN_TAG=abcd each 2 train "${args[@]}" --ckpt-every 4 --db full.db --ckpt-dir full@R > full.out 2> full.err < /dev/null
 check "rank 1 cannot write: exit 2" [ $? -eq 2 ]
 check "rank 1 cannot write: its line names its shard and the cause" \
-  grep -q '^pptrain: .*full1/run-1/step-000004/model-00002-of-00002.safetensors: rename failed: Is a directory' full.err
+  grep -q '^pptrain: .*full1/run-1-0000abcd/step-000004/model-00002-of-00002.safetensors: rename failed: Is a directory' full.err
 check "rank 1 cannot write: no checkpoint file in either folder" [ -z "$(find full0 full1 -type f)" ]
 check "rank 1 cannot write: the checkpoint is marked failed" \
   [ "$(sqlite3 full.db 'SELECT status FROM checkpoints')" = failed ]
@@ -103,6 +103,7 @@ check "a damaged shard: rank 1 names it" \
 # P = 2 x D = 2, four node-local folders: the replicas write their own copies and resume.
 each 4 train "${args[@]}" --dp 2 --ckpt-every 4 --db dp.db --ckpt-dir dp@R > dp.txt 2>&1 < /dev/null
 check "P=2 D=2, node-local folders: exits 0" [ $? -eq 0 ]
+ck=$(basename "$(dirname "$(ckpt_of dp0 1 4)")")/step-000004   # this run's folder, in all four
 check "P=2 D=2: replica 1's folders hold their stages' shards" \
   bash -c "[ -f dp2/$ck/model-00001-of-00002.safetensors ] && [ -f dp3/$ck/optimizer-00002-of-00002.safetensors ] &&
            [ ! -e dp3/$ck/model-00001-of-00002.safetensors ]"
@@ -118,6 +119,7 @@ check "P=2 D=2: resumed losses bitwise equal to the uninterrupted run" same_loss
 # One shared folder (the default case): one complete folder, written once, that resumes.
 "${mpi[@]}" -np 2 "$bin" train "${args[@]}" --ckpt-every 4 --db shared.db --ckpt-dir shared > shared.txt 2>&1
 check "shared folder: exits 0" [ $? -eq 0 ]
+ck=$(basename "$(dirname "$(ckpt_of shared 1 4)")")/step-000004
 check "shared folder: all 8 files, sealed" \
   bash -c "[ \$(ls shared/$ck | wc -l) -eq 8 ] && (cd shared/$ck && sha256sum --quiet -c checksums.sha256)"
 check "shared folder: no temporary file" [ -z "$(find shared -name '*.tmp')" ]
@@ -126,10 +128,11 @@ check "shared folder: the same losses as node-local ones" cmp -s ref.losses <(lo
 # without reading them) and write nothing: every shard is older than trainer_state.json.
 "${mpi[@]}" -np 4 "$bin" train "${args[@]}" --dp 2 --ckpt-every 4 --db '' --ckpt-dir shared-dp > shared-dp.txt 2>&1
 check "shared folder, P=2 D=2: exits 0" [ $? -eq 0 ]
+sdp=$(ckpt_of shared-dp '' 4)
 check "shared folder, P=2 D=2: all 8 files, sealed" \
-  bash -c "[ \$(ls shared-dp/step-000004 | wc -l) -eq 8 ] && (cd shared-dp/step-000004 && sha256sum --quiet -c checksums.sha256)"
+  bash -c "[ \$(ls $sdp | wc -l) -eq 8 ] && (cd $sdp && sha256sum --quiet -c checksums.sha256)"
 check "shared folder, P=2 D=2: no shard rewritten after the state" \
-  [ -z "$(find shared-dp/step-000004 -name '*.safetensors' -newer shared-dp/step-000004/trainer_state.json)" ]
+  [ -z "$(find "$sdp" -name '*.safetensors' -newer "$sdp/trainer_state.json")" ]
 "$bin" train --resume "shared/$ck" --db shared.db > shared-resume.txt 2>&1
 check "shared folder: resumes in one process (exit 0)" [ $? -eq 0 ]
 losses shared.db 2 > shared-resume.losses

@@ -60,11 +60,11 @@ code=$?
 check "a full store: exit 2 (got $code)" [ "$code" -eq 2 ]
 check "a full store: one line on stderr" [ "$(wc -l <err2.txt)" -eq 1 ]
 check "a full store: the line says the store is full and where the run stopped" \
-  grep -q "full.*the run stopped at step [0-9]*, its last checkpoint is /.*/ck2/run-2/step-" err2.txt
+  grep -q "full.*the run stopped at step [0-9]*, its last checkpoint is /.*/ck2/run-2-[0-9a-f]\{8\}/step-" err2.txt
 stopped=$(sed -n 's/.*the run stopped at step \([0-9]*\).*/\1/p' err2.txt)
 check "a full store: it stopped early (step ${stopped:-?})" [ "${stopped:-600}" -lt 600 ]
 check "a full store: a final checkpoint on disk at that step" \
-  [ -f "ck2/run-2/step-$(printf %06d "${stopped:-0}")/trainer_state.json" ]
+  [ -f "$(ckpt_of ck2 2 "${stopped:-0}")/trainer_state.json" ]
 check "a full store: the run is marked failed, with the line" \
   [ "$(q full.db "SELECT count(*) FROM runs WHERE id = 2 AND status = 'failed' AND error LIKE '%full%'")" -eq 1 ]
 recorded=$(q full.db 'SELECT count(*) FROM steps WHERE run_id = 2')
@@ -92,8 +92,8 @@ check "a damaged store: left unchanged" [ "$(cksum <bad.db)" = "$sum_before" ]
 # ---- 4. non-finite values: stop at the step, save no NaN weights, the run failed -------------
 "$bin" train "${small[@]}" --steps 2 --ckpt-dir ck4 --db nan.db >/dev/null 2>&1
 mkdir poisoned   # a Hugging Face folder whose last 1,024 floats are NaN (0xffffffff)
-cp ck4/run-1/step-000002/config.json poisoned/
-cp ck4/run-1/step-000002/model-00001-of-00001.safetensors poisoned/model.safetensors
+cp "$(ckpt_of ck4 1 2)/config.json" poisoned/
+cp "$(ckpt_of ck4 1 2)/model-00001-of-00001.safetensors" poisoned/model.safetensors
 size=$(stat -c %s poisoned/model.safetensors)
 head -c 4096 /dev/zero | tr '\0' '\377' | dd of=poisoned/model.safetensors bs=1 seek=$((size - 4096)) conv=notrunc status=none
 "$bin" train "${small[@]}" --steps 3 --init-from poisoned --ckpt-dir ck4 --ckpt-every 1 --db nan.db >out4.txt 2>err4.txt
@@ -102,7 +102,7 @@ check "NaN weights: exit 2 (got $code)" [ "$code" -eq 2 ]
 check "NaN weights: one line naming the step" [ "$(wc -l <err4.txt)" -eq 1 ]
 check "NaN weights: the line names step 1 and the loss" grep -q "step 1: non-finite loss" err4.txt
 check "NaN weights: no checkpoint of them" [ ! -e ck4/run-2 ]
-check "NaN weights: the earlier checkpoint stays" [ -f ck4/run-1/step-000002/trainer_state.json ]
+check "NaN weights: the earlier checkpoint stays" [ -f "$(ckpt_of ck4 1 2)/trainer_state.json" ]
 check "NaN weights: the run is failed with that line" \
   [ "$(q nan.db "SELECT count(*) FROM runs WHERE id = 2 AND status = 'failed' AND error LIKE 'step 1: non-finite%'")" -eq 1 ]
 check "NaN weights: no checkpoint row" [ "$(q nan.db 'SELECT count(*) FROM checkpoints WHERE run_id = 2')" -eq 0 ]

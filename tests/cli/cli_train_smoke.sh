@@ -59,11 +59,11 @@ steps_of() { grep '^step' "$1" | sed 's/| *[0-9]* tok.*//'; }
 "$bin" train --init-from "$fx/tied" "${tied[@]}" --steps 6 --stages 2 --schedule zb-h1 --ckpt-every 3 \
   --ckpt-dir "$work/tied-ckpt" > "$work/tied2.txt"
 check "tied embeddings: P=2 zb-h1 trains the bits of P=1" cmp -s <(steps_of "$work/tied1.txt") <(steps_of "$work/tied2.txt")
-"$bin" train --resume "$work/tied-ckpt/step-000003" --data "$src/tests/fixtures/text" --db '' --stages 1 \
+"$bin" train --resume "$(ckpt_of "$work/tied-ckpt" '' 3)" --data "$src/tests/fixtures/text" --db '' --stages 1 \
   > "$work/tied-resumed.txt"
 check "tied embeddings: a P=2 checkpoint resumes at P=1 to the same bits" \
   cmp -s <(steps_of "$work/tied1.txt" | tail -3) <(steps_of "$work/tied-resumed.txt")
-"$bin" export "$work/tied-ckpt/step-000006" "$work/tied-hf" > /dev/null
+"$bin" export "$(ckpt_of "$work/tied-ckpt" '' 6)" "$work/tied-hf" > /dev/null
 check "tied embeddings: the export holds the matrix once, no lm_head" \
   bash -c "grep -aq 'model.embed_tokens.weight' '$work/tied-hf/model.safetensors' && ! grep -aq 'lm_head' '$work/tied-hf/model.safetensors'"
 # A torch schedule CSV brings its own P and M (2 ranks, 4 microbatches), as plan takes them.

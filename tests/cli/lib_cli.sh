@@ -27,6 +27,13 @@ check() {   # check "what" command...: counts a pass when the command succeeds
   shift
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
 }
+# ckpt_of DIR RUN STEP: the folder run RUN (of some store) wrote for STEP under --ckpt-dir DIR,
+# DIR/run-RUN-<tag>/step-STEP; RUN '' for a run without a store (DIR/run-<tag>/step-STEP).
+ckpt_of() {
+  local found
+  found=$(ls -d "$1"/run-"${2:+$2-}"[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]/step-"$(printf %06d "$3")" 2>/dev/null | head -1)
+  echo "${found:-$1/run-${2:+$2-}NONE/step-$(printf %06d "$3")}"
+}
 cli_finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

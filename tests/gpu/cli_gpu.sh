@@ -74,7 +74,7 @@ check "check --device cuda --precision bf16 (bf16 tolerances)" [ $? -eq 0 ] || c
 # Checkpoint at step 5 on the GPU, resume: the same losses as the run never stopped.
 check "GPU run with checkpoints" run ck --device cuda --stages 2 --ckpt-dir ck --ckpt-every 5
 # Only layout flags with --resume: the device and precision come from the checkpoint.
-"$bin" train --data "$data" --steps 10 --stages 2 --db ck.db --resume ck/run-1/step-000005 > resume.txt 2>&1
+"$bin" train --data "$data" --steps 10 --stages 2 --db ck.db --resume "$(ckpt_of ck 1 5)" > resume.txt 2>&1
 check "GPU resume from step 5 exits 0" [ $? -eq 0 ] || tail -3 resume.txt
 sqlite3 ck.db "SELECT step, printf('%.17g', loss) FROM steps WHERE run_id = 2 ORDER BY step" > resume.losses
 tail -5 ck.losses > ck-tail.losses

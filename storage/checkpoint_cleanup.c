@@ -68,11 +68,23 @@ static int each_folder(const char *dir, const char *prefix, int (*visit)(const c
     return total;
 }
 
+// An incomplete step folder loses its gone writers' temporary files, and then itself when
+// that left it empty. A folder that was empty already stays: a live writer may have just
+// made it and not yet opened its first file.
 static int clean_step_folder(const char *folder) {
-    return folder_has(folder, CKPT_STATE_FILE) ? 0 : atomic_file_clean_stale(folder);
+    if (folder_has(folder, CKPT_STATE_FILE)) return 0;
+    const int removed = atomic_file_clean_stale(folder);
+    if (removed > 0) rmdir(folder);   // only when nothing else is there
+    return removed;
 }
 
-static int clean_run_folder(const char *folder) { return each_folder(folder, "step-", clean_step_folder); }
+// A run folder whose step folders are all gone goes too (rmdir: only when empty), so a
+// killed run leaves no empty run-*/step-* behind.
+static int clean_run_folder(const char *folder) {
+    const int removed = each_folder(folder, "step-", clean_step_folder);
+    rmdir(folder);
+    return removed;
+}
 
 int ckpt_clean_incomplete(const char *ckpt_dir) {
     return each_folder(ckpt_dir, "step-", clean_step_folder) + each_folder(ckpt_dir, "run-", clean_run_folder);

@@ -16,6 +16,7 @@
 #include "console/cmd/cmd_train.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_term.h"
+#include "engine/transport/mpi_process.h"
 
 // The demo text: the `fortunes` package's quotes (setup.sh installs it).
 #define CONSOLE_DATA "/usr/share/games/fortunes"
@@ -95,6 +96,10 @@ static int parse(int argc, char **argv, int first, ConsoleFlags *f, RunOptions *
 static int mpi_start(int *rank, int *world, Error *err) {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
+    if (!inited && !mpi_process_launched()) {
+        error_set(err, MPI_PROCESS_NOT_LAUNCHED);
+        return -1;
+    }
     if (!inited && (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS ||
                     provided < MPI_THREAD_SERIALIZED)) {
         error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");

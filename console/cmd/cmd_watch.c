@@ -51,18 +51,24 @@ static int parse(int argc, char **argv, WatchFlags *f, Error *err) {
     return 0;
 }
 
-// The run asked for must exist now; the newest run may come later.
+// The store must open now (a store this build cannot read, say a newer schema, is refused
+// as history refuses it, not waited on); the run asked for must exist now; the newest run
+// may come later.
 static int check_run(const WatchFlags *f, int64_t *want, Error *err) {
     *want = 0;
     if (access(f->db, F_OK) != 0) {
         error_set(err, "%s: no run store here (start a run, or pass --db FILE)", f->db);
         return -1;
     }
-    if (!f->run || !strcmp(f->run, "latest")) return 0;
-    long id;
-    if (cli_parse_int("RUN", f->run, 1, 1L << 62, &id, err)) return -1;
+    long id = 0;
+    const bool latest = !f->run || !strcmp(f->run, "latest");
+    if (!latest && cli_parse_int("RUN", f->run, 1, 1L << 62, &id, err)) return -1;
     Db *db = db_open(f->db, false, err);
     if (!db) return -1;
+    if (latest) {
+        db_close(db);
+        return 0;
+    }
     DbRunInfo r;
     const int rc = db_run_get(db, id, &r, err);
     if (rc == 0) db_run_info_clear(&r);

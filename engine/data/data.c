@@ -78,7 +78,12 @@ static int split_files(const char *path, FileList *files, DataSplit split, size_
     if (files->lone || split == DATA_ALL) return 0;
     size_t val = 0;
     for (size_t i = 0; i < files->n; i++) val += is_val_shard(files->path[i]);
-    if (split == DATA_TRAIN && (val == 0 || val == files->n)) return 0;   // nothing to set aside
+    if (split == DATA_TRAIN && val == 0) return 0;   // nothing to set aside
+    if (split == DATA_TRAIN && val == files->n) {   // training on them would leave nothing to validate on
+        error_set(err, "%s: only llm.c validation shards (names with _val_) in this folder; train on a folder "
+                       "with training shards (--data) and name this one with --val-data", path);
+        return -1;
+    }
     if (split == DATA_VAL && val == 0) {
         error_set(err, "%s: no llm.c validation shards (names with _val_) in this folder", path);
         return -1;

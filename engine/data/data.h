@@ -35,8 +35,8 @@ typedef struct Dataset Dataset;
 // mode, fewer tokens than one window, ...).
 Dataset *dataset_open(const char *path, Batching mode, int seq_len, uint64_t seed, Error *err);
 // Which files of a folder of llm.c shards: DATA_TRAIN (what dataset_open reads) leaves out
-// the validation shards ("_val_" in the name) when the folder has others too; DATA_VAL reads
-// those alone (none: an error); DATA_ALL every file. A file path, or text, is read whole.
+// the validation shards ("_val_" in the name), and refuses a folder of nothing else;
+// DATA_VAL reads those alone (none: an error); DATA_ALL every file. A file path, or text, is read whole.
 typedef enum { DATA_TRAIN = 0, DATA_VAL, DATA_ALL } DataSplit;
 Dataset *dataset_open_split(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
                             Error *err);

@@ -37,10 +37,21 @@ static void mpi_process_finalize(void) {
     mpi_finalized = true;
 }
 
+bool mpi_process_launched(void) {
+    static const char *const RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof RANK_VARS / sizeof RANK_VARS[0]; i++)
+        if (getenv(RANK_VARS[i])) return true;
+    return false;
+}
+
 int mpi_process_init(Error *err) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (inited) return 0;
+    if (!mpi_process_launched()) {
+        error_set(err, MPI_PROCESS_NOT_LAUNCHED);
+        return -1;
+    }
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
         error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");

@@ -22,9 +22,17 @@
 #include "engine/error.h"
 #include "engine/transport/transport.h"
 
+// Whether a launcher (mpirun, or any PMI/PMIx one) started this process: it then sets the
+// rank in the environment. Without one, MPI_Init would start a singleton world of 1, which
+// only fails later on a confusing size (and, under ASan, leaks inside Open MPI).
+bool mpi_process_launched(void);
 // Initializes MPI at MPI_THREAD_SERIALIZED unless someone has (then it is theirs to finalize).
-// -1 with one line in err when MPI cannot start (not under mpirun).
+// -1 with one line in err when MPI cannot start: not under mpirun (said before MPI starts).
 int mpi_process_init(Error *err);
+// The line for a process that --transport mpi needs mpirun for and that mpirun did not start.
+#define MPI_PROCESS_NOT_LAUNCHED \
+    "--transport mpi needs mpirun: start every rank with it (mpirun -np N pptrain ... --transport mpi)"
+
 // A step failed: no finalization at exit, no last words on a signal.
 void mpi_process_failed(void);
 

@@ -97,6 +97,9 @@ touch "ck/run-1/step-000099/optimizer-00001-of-00001.safetensors.$dead.tmp"
 touch "ck/step-000050/model-00001-of-00001.safetensors.$dead.tmp" ck/step-000050/config.json.tmp \
       "ck/step-000050/optimizer-00001-of-00001.safetensors.$$.tmp"
 touch "$ck2/stray.$dead.tmp"   # a complete folder is not touched
+mkdir -p ck/run-5-0badf00d/step-000003   # killed in its first checkpoint: only a temporary file
+touch "ck/run-5-0badf00d/step-000003/model-00001-of-00001.safetensors.$dead.tmp"
+mkdir -p ck/run-6-0badf00d/step-000004   # a live writer's fresh folder, not yet with a file
 mkdir -p elsewhere/step-000007   # abandoned too, but outside this run's --ckpt-dir
 cp "$ck2/model-00001-of-00001.safetensors" elsewhere/step-000007/
 touch "elsewhere/step-000007/optimizer-00001-of-00001.safetensors.$dead.tmp"
@@ -116,6 +119,9 @@ check "a gone writer's temporary file is removed" [ ! -e "ck/step-000050/model-0
 check "a plain .tmp file is removed" [ ! -e ck/step-000050/config.json.tmp ]
 check "a live writer's temporary file stays" [ -e "ck/step-000050/optimizer-00001-of-00001.safetensors.$$.tmp" ]
 check "a complete folder is left as it is" [ -e "$ck2/stray.$dead.tmp" ]
+check "a killed run's folder with only a gone writer's file: removed, step and run folders" [ ! -e ck/run-5-0badf00d ]
+check "the abandoned checkpoint's emptied run folder: removed" [ ! -e ck/run-1 ]
+check "an empty step folder (a live writer's, just made): stays" [ -d ck/run-6-0badf00d/step-000004 ]
 check "the store passes integrity_check" [ "$(sqlite3 t.db 'PRAGMA integrity_check')" = ok ]
 
 cli_finish

@@ -104,11 +104,27 @@ expect_error "--db .: a folder, not a file" --data data --db .
 expect_error "this run needs at least .* GiB .* available" --data data --batch 1000000
 expect_error "this run needs at least .* GiB .* available" --data data --model hidden_1e9.json
 
+# --transport mpi without mpirun: said before MPI starts (no singleton world, no leak in it).
+expect_error "--transport mpi needs mpirun: start every rank with it" --data data --transport mpi
+"$bin" console --transport mpi --steps 30 --db '' < /dev/null > stdout.txt 2> stderr.txt
+code=$?
+if [ $code -eq 2 ] && [ "$(wc -l < stderr.txt)" -eq 1 ] && grep -q "needs mpirun" stderr.txt; then pass
+else fail "console --transport mpi without mpirun -> exit $code: $(cat stderr.txt)"; fi
+rm -f stdout.txt stderr.txt
+
 after=$(ls -A | sort | tr '\n' ' ')
 if [ "$before" = "$after" ]; then pass; else fail "files appeared: before [$before] after [$after]"; fi
 
 "$bin" frobnicate >/dev/null 2>stderr.txt; code=$?
 if [ $code -eq 2 ] && grep -q "unknown command 'frobnicate'" stderr.txt; then pass; else fail "unknown command -> exit $code"; fi
 rm -f stderr.txt
+
+# watch on a store of a newer schema: refused at once, as history refuses it, not waited on.
+"$bin" train --data data --steps 2 --warmup 1 --db newer.db > /dev/null 2>&1
+sqlite3 newer.db 'PRAGMA user_version = 999'
+timeout 20 "$bin" watch --db newer.db < /dev/null > /dev/null 2> stderr.txt; code=$?
+if [ $code -eq 2 ] && grep -q "schema version 999 is newer than this pptrain" stderr.txt; then pass
+else fail "watch on a newer store -> exit $code: $(cat stderr.txt)"; fi
+rm -f stderr.txt newer.db*
 
 cli_finish

@@ -368,13 +368,17 @@ static void test_val_shards(void) {
     dataset_close(train);
     dataset_close(val);
     dataset_close(all);
-    // A folder with no val shard has no validation split; one of val shards only trains on them.
+    // A folder with no val shard has no validation split; one of val shards only is no training
+    // set (it would train on what it should validate on), but is a validation set.
     write_shard("noval/a.bin", 20240520, 1, 4, t, 4, 2, 0);
     CHECK(!dataset_open_split(tmp_path("noval"), BATCHING_PACK, 1, 3, DATA_VAL, &err) && strstr(err.msg, "_val_"),
           "no val shards: one line naming _val_: %s", err.msg);
     write_shard("onlyval/x_val_1.bin", 20240520, 1, 4, t, 4, 2, 0);
-    Dataset *only = open_ok(tmp_path("onlyval"), BATCHING_PACK, 1, 3);
-    CHECK(only && dataset_tokens(only) == 4 && dataset_held_out(only) == 0, "a folder of val shards trains on them");
+    CHECK(!dataset_open(tmp_path("onlyval"), BATCHING_PACK, 1, 3, &err) && strstr(err.msg, "only llm.c validation") &&
+              strstr(err.msg, "--val-data"),
+          "a folder of val shards only: refused for training, naming --val-data: %s", err.msg);
+    Dataset *only = dataset_open_split(tmp_path("onlyval"), BATCHING_PACK, 1, 3, DATA_VAL, &err);
+    CHECK(only && dataset_tokens(only) == 4, "a folder of val shards only: its validation split");
     dataset_close(only);
 }
 

@@ -393,10 +393,16 @@ static Db *db_connect(const char *path, int flags, Error *err) {
 
 // PRAGMA quick_check: a store with a damaged page is refused whole, before anything reads it
 // or writes into it (writing would spread the damage; reading would show an untrue history).
+// Returns -2, err untouched, when SQLite cannot open the file at all (SQLITE_CANTOPEN): an
+// intact store it may not create its -shm file beside (db_open_reader) is not damaged.
 static int db_check_intact(Db *db, Error *err) {
     sqlite3_stmt *stmt = NULL;
     int rc = sqlite3_prepare_v2(db->sql, "PRAGMA quick_check(1)", -1, &stmt, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+    if ((sqlite3_extended_errcode(db->sql) & 0xff) == SQLITE_CANTOPEN) {
+        sqlite3_finalize(stmt);
+        return -2;
+    }
     const char *verdict = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(stmt, 0) : sqlite3_errmsg(db->sql);
     const bool intact = rc == SQLITE_ROW && verdict && strcmp(verdict, "ok") == 0;
     if (!intact)
@@ -459,7 +465,11 @@ static Db *db_open_writer(const char *path, int flags, Error *err) {
     Db *db = db_connect(path, flags, err);
     if (!db) return NULL;
     int version;
-    if (db_check_intact(db, err) || db_check_store(db, true, &version, err) || db_set_wal(db, err) ||
+    const int intact = db_check_intact(db, err);
+    if (intact == -2)
+        error_set(err, "%s: cannot write the run store: its folder takes no new file (a read-only mount, or a "
+                       "folder this user cannot write); the store itself is intact", path);
+    if (intact || db_check_store(db, true, &version, err) || db_set_wal(db, err) ||
         db_apply_test_cap(db, err) ||
         db_exec(db, "PRAGMA synchronous = NORMAL", "setting synchronous", err) ||
         db_exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys", err) ||
@@ -470,12 +480,56 @@ static Db *db_open_writer(const char *path, int flags, Error *err) {
     return db;
 }
 
+// path as a URI that opens it immutable (read-only media: nothing can change it, so SQLite
+// needs no -shm file); the characters a URI gives meaning to are escaped.
+static void immutable_uri(const char *path, char *uri, size_t cap) {
+    size_t n = (size_t)snprintf(uri, cap, "file:");
+    for (const char *c = path; *c && n + 4 < cap; c++)
+        n += *c == '%' || *c == '?' || *c == '#' ? (size_t)snprintf(uri + n, cap - n, "%%%02X", (unsigned char)*c)
+                                                 : (size_t)snprintf(uri + n, cap - n, "%c", *c);
+    snprintf(uri + n, cap - n, "?immutable=1");
+}
+
+// A reader of a WAL store needs its -shm file, which SQLite creates beside the store when no
+// writer has. On a read-only mount, or in a folder this user cannot write, it cannot: that is
+// "cannot write", not damage. With no -wal file (no writer has left changes outside the main
+// file) the store is read as an immutable snapshot; with one, it cannot be read in full.
+static Db *db_open_reader(const char *path, Error *err) {
+    Db *db = db_connect(path, SQLITE_OPEN_READONLY, err);
+    if (!db) return NULL;
+    const int intact = db_check_intact(db, err);
+    if (intact != -2) return intact == 0 ? db : (db_close(db), NULL);
+    db_close(db);
+    char wal[PATH_MAX + 8], uri[3 * PATH_MAX + 32];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat st;
+    if (stat(wal, &st) == 0 && st.st_size > 0) {
+        error_set(err, "%s: cannot read the run store here: its folder takes no new file (a read-only mount, or "
+                       "a folder this user cannot write) and SQLite needs one beside a store a writer has open",
+                  path);
+        return NULL;
+    }
+    immutable_uri(path, uri, sizeof uri);
+    db = db_connect(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, err);
+    if (db) {
+        free(db->path);   // messages name the file, not the URI
+        db->path = strdup(path);
+        check_alloc(db->path, strlen(path) + 1, __FILE__, __LINE__);
+    }
+    if (db && db_check_intact(db, err)) {
+        if (!err->msg[0]) error_set(err, "%s: cannot open the run store", path);
+        db_close(db);
+        return NULL;
+    }
+    return db;
+}
+
 Db *db_open(const char *path, bool create, Error *err) {
     if (db_sniff(path, create, err)) return NULL;
     if (create) return db_open_writer(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, err);
-    Db *db = db_connect(path, SQLITE_OPEN_READONLY, err);
+    Db *db = db_open_reader(path, err);
     int version;
-    if (!db || db_check_intact(db, err) || db_check_store(db, false, &version, err)) goto fail;
+    if (!db || db_check_store(db, false, &version, err)) goto fail;
     if (version < DB_SCHEMA_VERSION) {
         // Written by an older pptrain: upgrade in place once, then read.
         db_close(db);

@@ -108,4 +108,24 @@ check "NaN weights: the run is failed with that line" \
 check "NaN weights: no checkpoint row" [ "$(q nan.db 'SELECT count(*) FROM checkpoints WHERE run_id = 2')" -eq 0 ]
 check "NaN weights: integrity_check passes" intact nan.db
 
+# An intact store on a read-only mount (root ignores permission bits; a bind mount made
+# read-only stands for a CD or a snapshot): the readers read it, and nothing calls it damaged.
+mkdir -p rodir
+"$bin" train "${small[@]}" --steps 2 --warmup 1 --db rodir/ro.db --ckpt-dir rock > ro-train.txt 2>&1
+if mount --bind rodir rodir 2>/dev/null && mount -o remount,bind,ro rodir 2>/dev/null; then
+  "$bin" history list --db rodir/ro.db > ro-list.txt 2> ro-list.err
+  check "read-only store: history list exits 0" [ $? -eq 0 ]
+  check "read-only store: history lists run 1" grep -q '^ *1 .*finished' ro-list.txt
+  "$bin" export 1 ro-out --db rodir/ro.db > ro-export.txt 2> ro-export.err
+  check "read-only store: export exits 0" [ $? -eq 0 ]
+  "$bin" train "${small[@]}" --steps 2 --warmup 1 --db rodir/ro.db > ro-w.txt 2> ro-w.err
+  check "read-only store: a run that must write it exits 2" [ $? -eq 2 ]
+  check "read-only store: nobody calls it damaged" \
+    bash -c "! grep -q 'damaged\|recover' ro-list.err ro-export.err ro-w.err"
+  check "read-only store: the writer's line says it cannot write" grep -q 'cannot write' ro-w.err
+  umount rodir
+else
+  echo "read-only store cases skipped: cannot bind-mount here"
+fi
+
 cli_finish

@@ -202,6 +202,9 @@ struct Db {
     double retry_pause_ms;           // the pause after the last busy commit (doubles, up to DB_RETRY_MAX_MS)
     int busy_timeout_ms;             // the lock wait of an ordinary write
     int last_failure;                // SQLite's primary result code at the last db_fail; 0: none
+    int held_fd;                     // the writer's own descriptor of its file (-1: none): a
+    dev_t dev;                       // deleted or replaced store is noticed at the next commit,
+    ino_t ino;                       // and while it is held no new file can take its inode
 };
 
 #define xrealloc(p, bytes) check_alloc(realloc((p), (bytes)), (bytes), __FILE__, __LINE__)
@@ -375,6 +378,7 @@ static int db_busy_timeout_default(void) {
 
 static Db *db_connect(const char *path, int flags, Error *err) {
     Db *db = xcalloc(1, sizeof *db);
+    db->held_fd = -1;
     db->path = strdup(path);
     check_alloc(db->path, strlen(path) + 1, __FILE__, __LINE__);
     db->writer = (flags & SQLITE_OPEN_READWRITE) != 0;
@@ -477,6 +481,9 @@ static Db *db_open_writer(const char *path, int flags, Error *err) {
         db_close(db);
         return NULL;
     }
+    struct stat st;
+    db->held_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (db->held_fd >= 0 && fstat(db->held_fd, &st) == 0) db->dev = st.st_dev, db->ino = st.st_ino;
     return db;
 }
 
@@ -552,6 +559,7 @@ void db_close(Db *db) {
     for (int i = 0; i < db->n_cached; i++) sqlite3_finalize(db->cache[i].stmt);
     if (db->sql && sqlite3_close(db->sql) != SQLITE_OK)
         fprintf(stderr, "pptrain: %s: closing: %s\n", db->path, sqlite3_errmsg(db->sql));
+    if (db->held_fd >= 0) close(db->held_fd);
     free(db->pending);
     free(db->pending_stages);
     free(db->pending_evals);
@@ -789,8 +797,25 @@ static int db_flush_failed(Db *db) {
     return -1;
 }
 
+// SQLite writes on through an open descriptor after the file is unlinked, so a store deleted
+// (or replaced by another file) mid-run would take every later row into a file nobody can
+// open, and the run would end in silence with its history gone. The path must still name the
+// file the writer opened.
+static int db_check_still_there(Db *db, Error *err) {
+    struct stat held, now;
+    if (db->held_fd < 0) return 0;
+    const bool unlinked = fstat(db->held_fd, &held) == 0 && held.st_nlink == 0;
+    const bool same = stat(db->path, &now) == 0 && now.st_dev == db->dev && now.st_ino == db->ino;
+    if (!unlinked && same) return 0;
+    error_set(err, "%s: the run store was %s while this run wrote it; its rows from here on cannot be recorded",
+              db->path, unlinked && stat(db->path, &now) != 0 ? "deleted" : "replaced by another file");
+    db->last_failure = SQLITE_NOTFOUND;   // not busy: recording ends, and the run stops
+    return -1;
+}
+
 int db_flush(Db *db, Error *err) {
     if (db->n_pending == 0 && db->n_pending_evals == 0) return 0;
+    if (db_check_still_there(db, err)) return -1;
     if (db_exec(db, "BEGIN IMMEDIATE", "recording steps", err)) return db_flush_failed(db);
     if (db_insert_pending(db, err) || db_exec(db, "COMMIT", "committing steps", err)) return db_flush_failed(db);
     db->n_pending = db->n_pending_stages = db->n_pending_evals = 0;

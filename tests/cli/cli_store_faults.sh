@@ -108,6 +108,23 @@ check "NaN weights: the run is failed with that line" \
 check "NaN weights: no checkpoint row" [ "$(q nan.db 'SELECT count(*) FROM checkpoints WHERE run_id = 2')" -eq 0 ]
 check "NaN weights: integrity_check passes" intact nan.db
 
+# The store deleted, then replaced, while a run writes it: the run stops with exit 2 after a
+# final checkpoint, and its one line says what happened (SQLite would write on into the
+# unlinked file, and the run end in silence with its history gone).
+for how in deleted replaced; do
+  "$bin" train "${small[@]}" --steps 100000 --warmup 1 --db gone.db --ckpt-dir gone-ck > gone.out 2> gone.err &
+  pid=$!
+  for _ in $(seq 300); do grep -q '^step *3/' gone.out 2>/dev/null && break; sleep 0.05; done
+  rm -f gone.db gone.db-wal gone.db-shm
+  [ "$how" = replaced ] && sqlite3 gone.db 'CREATE TABLE t(x)'
+  wait "$pid"
+  check "store $how mid-run: exit 2" [ $? -eq 2 ]
+  check "store $how mid-run: one line saying so" grep -q "gone.db: the run store was $how.* while this run wrote it" gone.err
+  check "store $how mid-run: a final checkpoint" \
+    grep -q "the run stopped at step [0-9]*, its last checkpoint is .*gone-ck/run-1-" gone.err
+  rm -rf gone.db* gone-ck
+done
+
 # An intact store on a read-only mount (root ignores permission bits; a bind mount made
 # read-only stands for a CD or a snapshot): the readers read it, and nothing calls it damaged.
 mkdir -p rodir

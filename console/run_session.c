@@ -98,6 +98,7 @@ int run_session_prepare(RunSession *s, Error *err) {
             error_set(err, "--init-from: %s", why.msg);
             return -1;
         }
+        if (ckpt_note(s->source)[0]) fprintf(stderr, "pptrain: warning: %s\n", ckpt_note(s->source));
         const ModelConfig *m = ckpt_model(s->source);
         if (run_options_given(ro, "--model") && !same_model(&ro->rc.model, m)) {
             error_set(err, "--model %s differs from %s/config.json (leave --model out with --init-from)",
@@ -221,7 +222,7 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     const bool gathered = rc == 0;   // on every process alike
     if (gathered && root)
         rc = ckpt_write_manifest(dir, all, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run,
-                                 &st, err);
+                                 s->source_dir, &st, err);
     if (gathered) rc = agree(p, rc, dir, "rank 0's manifest", err);
     if (rc == 0) rc = spread_copies(p, dir, all, err);
     free(all);

@@ -56,6 +56,31 @@ code=$?
 check "a changed tokenizer.json in a checkpoint is refused" \
   bash -c "[ $code -eq 2 ] && [ \$(wc -l < tampered.txt) -eq 1 ] && grep -q tokenizer.json tampered.txt"
 
+# Under mpirun, each rank with its own folder (a node-local disk): the root's identity files
+# reach the other rank's folder too, and each rank resumes from its own folder with them.
+if command -v mpirun > /dev/null; then
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # Open MPI's own leaks
+  mpi=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
+  each() {   # each NP ARGS...: every rank runs pptrain with @R in its arguments replaced by its rank
+    local np=$1; shift
+    # shellcheck disable=SC2016
+    "${mpi[@]}" -np "$np" sh -c 'bin=$1; shift
+      for a do set -- "$@" "$(printf %s "$a" | sed "s/@R/$OMPI_COMM_WORLD_RANK/g")"; shift; done
+      exec "$bin" "$@"' sh "$bin" "$@"
+  }
+  each 2 train --init-from src "${small[@]}" --steps 2 --stages 2 --transport mpi --timeout 60 \
+    --ckpt-dir node@R > mpi.txt 2>&1 < /dev/null
+  check "mpirun P=2, node-local folders: both hold the ids and the identity files" \
+    bash -c "$(declare -f same_files ids_kept); files=(${files[*]}); for n in node0 node1; do
+               ids_kept \$n/step-000002/config.json && same_files \$n/step-000002 || exit 1; done"
+  each 2 train --resume node@R/step-000002 --data "$data" --db '' --steps 3 --transport mpi --timeout 60 \
+    --ckpt-dir node@R > mpi-resume.txt 2>&1 < /dev/null
+  check "mpirun: each rank resumes from its own folder and carries the files on" \
+    bash -c "$(declare -f same_files); files=(${files[*]}); same_files node0/step-000003 && same_files node1/step-000003"
+else
+  echo "mpirun cases skipped: no mpirun"
+fi
+
 expect_refusal() {   # expect_refusal "what" "it must mention" command args...: exit 2, one line
   local what=$1 want=$2
   shift 2

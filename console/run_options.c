@@ -244,12 +244,20 @@ static bool unused_by_check(const char *flag) {
     return false;
 }
 
+// Where check reads a flag otherwise than a run does, its help says so.
+static const char *const CHECK_HELP[][2] = {
+    {"--resume", "check the weights of a run's newest complete checkpoint (or a checkpoint folder)"},
+    {"--init-from", "check the weights of a Hugging Face Llama folder (safetensors)"},
+    {"--db", "the run store where --resume finds RUN or latest (pptrain.db)"}};
+
 static void usage_lines(FILE *out, bool check) {
     for (int i = 0; i < N_RUN_OPTIONS; i++) {
         if (check && unused_by_check(RUN_OPTIONS[i].flag)) continue;
         char left[64], help[512];
         snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
         option_help(&RUN_OPTIONS[i], help, sizeof help);
+        for (size_t k = 0; check && k < sizeof CHECK_HELP / sizeof CHECK_HELP[0]; k++)
+            if (strcmp(CHECK_HELP[k][0], RUN_OPTIONS[i].flag) == 0) snprintf(help, sizeof help, "%s", CHECK_HELP[k][1]);
         fprintf(out, "  %-36s %s\n", left, help);
     }
 }

@@ -5,7 +5,9 @@
 //  - bos/eos/pad ids round-trip through config.json and the run config, an int eos stays an
 //    int, a list stays a list, absent stays absent; presets keep the byte tokenizer's ids;
 //  - a duplicate key, at any depth, in a config, a trainer state or an index is refused by
-//    name and file, where cJSON alone would read the first and Python the last.
+//    name and file, where cJSON alone would read the first and Python the last;
+//  - a tied config beside an lm_head.weight equal to the embedding stays tied; beside a
+//    different one it is untied (as transformers does), said in ckpt_note, and the head read.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,7 +183,49 @@ static void duplicate_in_index(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+// dir/model.safetensors of an untied model whose lm_head is the embedding, plus `delta` at
+// its element 5, beside a config.json that ties them.
+static void write_tied_folder(const char *dir, float delta) {
+    ModelConfig cfg;
+    Error err = {{0}};
+    char path[256];
+    const char tied[] = "{" DIMS ", \"tie_word_embeddings\": true}";
+    model_config_from_json_text(&cfg, "{" DIMS "}", "untied", &err);
+    StageModel *sm = stage_create(&cfg, 0, cfg.layers, true, true, 7, &err);
+    memcpy(sm->w.lm_head, sm->w.wte, (size_t)cfg.vocab * cfg.hidden * sizeof(float));
+    sm->w.lm_head[5] += delta;
+    const CkptParamSet weights = {sm->weights, ""};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(ckpt_write_params(path, sm, &weights, 1, false, NULL, NULL, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    atomic_write_file(path, tied, strlen(tied), &err);
+    stage_free(sm);
+}
+
+static void tied_with_own_head(void) {
+    char dir[] = "/tmp/pptrain_hf_tied_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    Error err = {{0}};
+    write_tied_folder(dir, 0.0f);
+    Checkpoint *c = ckpt_open(dir, false, CKPT_OPEN_VERIFY, &err);
+    CHECK(c && ckpt_model(c)->tie_word_embeddings && !ckpt_note(c)[0], "an equal lm_head stays tied: %s", err.msg);
+    ckpt_close(c);
+    write_tied_folder(dir, 0.25f);
+    c = ckpt_open(dir, false, CKPT_OPEN_VERIFY, &err);
+    CHECK(c && !ckpt_model(c)->tie_word_embeddings && strstr(ckpt_note(c), "untied"),
+          "a different lm_head unties: %s", c ? ckpt_note(c) : err.msg);
+    StageModel *sm = c ? ckpt_load_model(c, &err) : NULL;
+    CHECK(sm && stage_find_param(sm, "lm_head.weight") && sm->w.lm_head != sm->w.wte &&
+              sm->w.lm_head[5] == sm->w.wte[5] + 0.25f, "the untied head is the folder's lm_head: %s", err.msg);
+    stage_free(sm);
+    ckpt_close(c);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(void) {
+    tied_with_own_head();
     configs_as_published();
     token_ids();
     json_door();

@@ -77,6 +77,11 @@ if command -v mpirun > /dev/null; then
     --ckpt-dir node@R > mpi-resume.txt 2>&1 < /dev/null
   check "mpirun: each rank resumes from its own folder and carries the files on" \
     bash -c "$(declare -f same_files); files=(${files[*]}); same_files node0/step-000003 && same_files node1/step-000003"
+  "${mpi[@]}" -np 2 "$bin" check --init-from src --data "$data" --batch 4 --seq 32 --stages 2 --transport mpi \
+    --timeout 60 > mpi-check.txt 2>&1 < /dev/null
+  "$bin" check --init-from src --data "$data" --batch 4 --seq 32 > src-check.txt 2>&1
+  check "mpirun: check --init-from reads the folder's weights on every rank (the loss of one process)" \
+    bash -c "grep -q '^  weights    src$' mpi-check.txt && grep -q bitwise mpi-check.txt && cmp -s <(grep '^  loss' mpi-check.txt) <(grep '^  loss' src-check.txt)"
 else
   echo "mpirun cases skipped: no mpirun"
 fi

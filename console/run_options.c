@@ -230,13 +230,51 @@ static void option_help(const RunOption *o, char *buf, size_t size) {
     else snprintf(buf, size, "%s", o->help);
 }
 
-void run_options_usage(FILE *out) {
+// The options `check` has no use for: it runs one batch forward and backward from the run's
+// weights, with no optimizer step, no checkpoint, no validation and no trace (--db stays: it
+// finds the run --resume names). Accepting them silently would let a user believe they shaped
+// the check.
+static const char *const CHECK_UNUSED[] = {
+    "--steps", "--val-data", "--val-every", "--val-batches", "--lr", "--min-lr", "--warmup", "--beta1", "--beta2",
+    "--eps", "--weight-decay", "--grad-clip", "--trace", "--ckpt-dir", "--ckpt-every", NULL};
+
+static bool unused_by_check(const char *flag) {
+    for (const char *const *u = CHECK_UNUSED; *u; u++)
+        if (strcmp(*u, flag) == 0) return true;
+    return false;
+}
+
+// Where check reads a flag otherwise than a run does, its help says so.
+static const char *const CHECK_HELP[][2] = {
+    {"--resume", "check the weights of a run's newest complete checkpoint (or a checkpoint folder)"},
+    {"--init-from", "check the weights of a Hugging Face Llama folder (safetensors)"},
+    {"--db", "the run store where --resume finds RUN or latest (pptrain.db)"}};
+
+static void usage_lines(FILE *out, bool check) {
     for (int i = 0; i < N_RUN_OPTIONS; i++) {
+        if (check && unused_by_check(RUN_OPTIONS[i].flag)) continue;
         char left[64], help[512];
         snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
         option_help(&RUN_OPTIONS[i], help, sizeof help);
+        for (size_t k = 0; check && k < sizeof CHECK_HELP / sizeof CHECK_HELP[0]; k++)
+            if (strcmp(CHECK_HELP[k][0], RUN_OPTIONS[i].flag) == 0) snprintf(help, sizeof help, "%s", CHECK_HELP[k][1]);
         fprintf(out, "  %-36s %s\n", left, help);
     }
+}
+
+void run_options_usage(FILE *out) { usage_lines(out, false); }
+void run_options_usage_check(FILE *out) { usage_lines(out, true); }
+
+int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Error *err) {
+    for (int i = first; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+        if (unused_by_check(argv[i])) {
+            error_set(err, "check does not use %s (it runs one batch, with no optimizer step, checkpoint, validation "
+                           "or trace; see pptrain check --help)", argv[i]);
+            return -1;
+        }
+    }
+    return run_options_parse(argc, argv, first, ro, err);
 }
 
 bool run_options_given(const RunOptions *ro, const char *flag) {

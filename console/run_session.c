@@ -44,7 +44,7 @@ static void inherit_checkpoints(RunOptions *ro, const char *source_dir) {
 }
 
 // The checkpoint's run, laid out as the user now asks: layout flags, --steps and --data win.
-static int merge_resumed(RunOptions *ro, const CkptState *st, Error *err) {
+static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only, Error *err) {
     for (size_t i = 0; i < sizeof KEPT_ON_RESUME / sizeof KEPT_ON_RESUME[0]; i++)
         if (run_options_given(ro, KEPT_ON_RESUME[i])) {
             error_set(err, "%s cannot be changed on --resume: a resumed run keeps its checkpoint's model, data "
@@ -70,7 +70,7 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, Error *err) {
     if (run_options_given(ro, "--precision")) po.gpu_fp32 = ro->pipe.gpu_fp32;
     po.transport = ro->pipe.transport;   // how this process was launched decides, not the checkpoint
     po.mpi_comm = ro->pipe.mpi_comm;
-    if (st->step >= rc.steps) {
+    if (st->step >= rc.steps && !weights_only) {
         error_set(err, "the checkpoint is at step %d, the end of its %d-step run (give --steps N to go on)", st->step,
                   rc.steps);
         return -1;
@@ -110,7 +110,7 @@ int run_session_prepare(RunSession *s, Error *err) {
         s->start_step = st->step;
         if (!s->resumed_from) s->resumed_from = st->run_id;
         inherit_checkpoints(ro, s->source_dir);
-        return merge_resumed(ro, st, err);
+        return merge_resumed(ro, st, s->weights_only, err);
     }
     if (ro->init_from[0]) {
         snprintf(s->source_dir, sizeof s->source_dir, "%s", ro->init_from);
@@ -119,6 +119,7 @@ int run_session_prepare(RunSession *s, Error *err) {
             error_set(err, "--init-from: %s", why.msg);
             return -1;
         }
+        if (ckpt_note(s->source)[0]) fprintf(stderr, "pptrain: warning: %s\n", ckpt_note(s->source));
         const ModelConfig *m = ckpt_model(s->source);
         if (run_options_given(ro, "--model") && !same_model(&ro->rc.model, m)) {
             error_set(err, "--model %s differs from %s/config.json (leave --model out with --init-from)",
@@ -268,7 +269,7 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     const bool gathered = rc == 0;   // on every process alike
     if (gathered && root)
         rc = ckpt_write_manifest(dir, all, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run,
-                                 &st, err);
+                                 s->source_dir, &st, err);
     if (gathered) rc = agree(p, rc, dir, "rank 0's manifest", err);
     if (rc == 0) rc = spread_copies(p, dir, all, err);
     free(all);
@@ -502,6 +503,11 @@ static void store_failure_line(const RunSession *s, const RunSummary *sum, Error
     else error_set(err, "%s; the run stopped at step %d", s->recorder.failure.msg, step);
 }
 
+void run_session_release(RunSession *s) {
+    ckpt_close(s->source);
+    s->source = NULL;
+}
+
 int run_session(RunSession *s, RunSummary *summary, Error *err) {
     RunSummary local;
     RunSummary *sum = summary ? summary : &local;
@@ -533,7 +539,6 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
         result = -1;   // trained, but the store holds neither its last steps nor its end
         *err = end_err;
     }
-    ckpt_close(s->source);
-    s->source = NULL;
+    run_session_release(s);
     return result;
 }

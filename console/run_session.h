@@ -24,7 +24,10 @@ typedef struct {
     uint32_t run_tag;       // random, drawn at the run's start: its checkpoint folder's name
     // Called on the root after each checkpoint is complete (view.ctx as ctx); may be NULL.
     void (*on_checkpoint)(void *ctx, const char *dir, int step, int64_t bytes, int files);
-    struct Checkpoint *source;   // private: the open --resume / --init-from folder
+    struct Checkpoint *source;   // the open --resume / --init-from folder (NULL: none)
+    // `check`: a --resume checkpoint gives its weights and run, not a position to go on from
+    // (so a finished run's last checkpoint can be checked).
+    bool weights_only;
 } RunSession;
 
 // Resolves --resume (the newest intact checkpoint, its run config merged with the options the
@@ -32,6 +35,8 @@ typedef struct {
 // run_session calls it; a face may call it first to show what will run. Idempotent.
 // Returns 0, or -1 with a one-line user error (exit 2).
 int run_session_prepare(RunSession *s, Error *err);
+// Closes the source folder run_session_prepare opened (run_session does it at its end).
+void run_session_release(RunSession *s);
 // Runs s->ro to the end (or until the view's should_stop says stop: a final checkpoint is
 // written when --ckpt-dir is set). The run's row ends finished, stopped or failed.
 // Returns 0, or -1 with a one-line err.

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/json_read.h"
+
 // The model as its Hugging Face config.json (model_config_to_hf_json: every field that shapes
 // the math, RoPE included), plus the preset's name.
 static void add_model(cJSON *root, const ModelConfig *m) {
@@ -124,13 +126,9 @@ static int read_model(Reader *r, const cJSON *m, ModelConfig *out) {
 }
 
 int run_json_parse(const char *text, const char *where, RunConfig *rc, PipelineOptions *po, Error *err) {
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = json_parse_object(text, strlen(text), where, err);
     Reader r = {.where = where, .err = err};
-    if (!cJSON_IsObject(root)) {
-        error_set(err, "%s: run config is not a JSON object", where);
-        cJSON_Delete(root);
-        return -1;
-    }
+    if (!root) return -1;
     const cJSON *m = object(&r, root, "model"), *o = object(&r, root, "optimizer"), *p = object(&r, root, "pipeline");
     if (m && read_model(&r, m, &rc->model)) r.failed = 1;
     if (o) {

@@ -277,6 +277,11 @@ void buffer_sha256(const void *data, size_t n, char hex[65]) {
 }
 
 char *file_read_text(const char *path, size_t max_bytes, Error *err) {
+    size_t n;
+    return file_read_bytes(path, max_bytes, &n, err);
+}
+
+char *file_read_bytes(const char *path, size_t max_bytes, size_t *n_out, Error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         error_set(err, "%s: cannot open: %s", path, strerror(errno));
@@ -295,5 +300,6 @@ char *file_read_text(const char *path, size_t max_bytes, Error *err) {
     }
     fclose(f);
     if (!buf) error_set(err, "%s: cannot read it (or larger than %zu bytes)", path, max_bytes);
+    *n_out = buf ? (size_t)n : 0;
     return buf;
 }

@@ -67,4 +67,6 @@ int file_sha256(const char *path, char hex[65], int64_t *bytes, Error *err);
 void buffer_sha256(const void *data, size_t n, char hex[65]);
 // The whole file as a NUL-terminated malloc'd string (at most max_bytes), or NULL with err.
 char *file_read_text(const char *path, size_t max_bytes, Error *err);
+// The same for a file that may hold NUL bytes (tokenizer.model): *n gets its size.
+char *file_read_bytes(const char *path, size_t max_bytes, size_t *n, Error *err);
 #endif

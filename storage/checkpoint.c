@@ -11,9 +11,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/json_read.h"
 #include "engine/run_json.h"
 #include "storage/atomic_file.h"
 #include "storage/checkpoint_seal.h"
+#include "storage/model_identity.h"
 #include "storage/safetensors.h"
 
 #define MAX_JSON_BYTES (64u << 20)
@@ -286,10 +288,11 @@ static int write_sealed_state(const char *dir, const CkptState *st, double lr_ne
 }
 
 int ckpt_write_manifest(const char *dir, const char *records, const RunConfig *rc, const PipelineOptions *po,
-                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out,
-                        Error *err) {
+                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id,
+                        const char *identity_src, CkptState *out, Error *err) {
     CkptState st = {.step = pos->step, .adam_step = adam_step, .cursor = pos->cursor, .rc = *rc, .po = *po,
-                    .run_id = run_id, .files = xcalloc((size_t)(2 * n_stages + 2), sizeof(CkptFile))};
+                    .run_id = run_id,
+                    .files = xcalloc((size_t)(2 * n_stages + 2 + IDENTITY_N_FILES), sizeof(CkptFile))};
     ShardRecords r = {0};
     int rc_w = parse_records(records, n_stages, &r, err);
     if (rc_w == 0) {
@@ -297,7 +300,8 @@ int ckpt_write_manifest(const char *dir, const char *records, const RunConfig *r
         st.n_files = 2 * n_stages;
         rc_w = write_index(dir, &r, &st.files[st.n_files++], err) ||
                write_text_hashed(dir, CKPT_CONFIG_FILE, model_config_to_hf_json(&rc->model, "float32"),
-                                 &st.files[st.n_files++], err);
+                                 &st.files[st.n_files++], err) ||
+               identity_copy(identity_src, dir, st.files, &st.n_files, err);
     }
     free(r.files);
     free(r.weight_map.buf);
@@ -400,8 +404,9 @@ int ckpt_read_state(const char *dir, CkptState *out, Error *err) {
 
 int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *err) {
     memset(out, 0, sizeof *out);
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = json_parse_object(text, strlen(text), path, err);
     int rc = -1;
+    if (!root) return -1;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pptrain-checkpoint") != 0) {
         error_set(err, "%s: not a pptrain trainer state", path);
@@ -479,6 +484,7 @@ struct Checkpoint {
     SafetensorsFile **model_files, **optim_files;   // NULL: absent from this folder (CHECK_ON_READ)
     char **model_names, **optim_names;
     bool *model_checked, *optim_checked;            // sha256 checked against the manifest
+    char note[512];                                 // a warning for the user ("" = none)
 };
 
 static int open_shards(Checkpoint *c, const char *const *names, int n, SafetensorsFile ***out, char ***out_names,
@@ -505,8 +511,9 @@ static int index_files(const char *dir, char ***names, int *n, Error *err) {
     join(path, sizeof path, dir, CKPT_INDEX_FILE);
     char *text = file_read_text(path, MAX_JSON_BYTES, err);
     if (!text) return -1;
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = json_parse_object(text, strlen(text), path, err);
     free(text);
+    if (!root) return -1;
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(map)) {
         error_set(err, "%s: no \"weight_map\" object", path);
@@ -559,6 +566,39 @@ static int open_model_files(Checkpoint *c, Error *err) {
     return open_shards(c, single, c->n_model = 1, &c->model_files, &c->model_names, &c->model_checked, err);
 }
 
+// The folder's tensor with this name, or NULL.
+static const SafetensorsTensor *find_weight(const Checkpoint *c, const char *name) {
+    for (int i = 0; i < c->n_model; i++) {
+        const SafetensorsTensor *t = c->model_files[i] ? safetensors_find(c->model_files[i], name) : NULL;
+        if (t) return t;
+    }
+    return NULL;
+}
+
+// A config that ties the embeddings, in a folder whose lm_head.weight is not the embedding:
+// transformers 5 then warns and unties them (it ties only equal tensors), so the model it
+// loads uses that lm_head. pptrain does the same, so both compute one model, and says so; the
+// checkpoints and exports then carry tie_word_embeddings false, which transformers loads
+// without a warning. An lm_head equal to the embedding (torch .bin-era folders store both)
+// stays tied.
+static int untie_if_different(Checkpoint *c, Error *err) {
+    if (!c->model.tie_word_embeddings) return 0;
+    const SafetensorsTensor *head = find_weight(c, "lm_head.weight"), *emb = find_weight(c, "model.embed_tokens.weight");
+    if (!head || !emb) return 0;
+    bool same = head->numel == emb->numel;
+    float *a = same ? xmalloc(head->numel * sizeof(float)) : NULL, *b = same ? xmalloc(emb->numel * sizeof(float)) : NULL;
+    int rc = same && (safetensors_to_f32(head, a, head->numel, err) || safetensors_to_f32(emb, b, emb->numel, err)) ? -1 : 0;
+    if (rc == 0 && same) same = memcmp(a, b, head->numel * sizeof(float)) == 0;
+    free(a);
+    free(b);
+    if (rc || same) return rc;
+    c->model.tie_word_embeddings = false;
+    snprintf(c->note, sizeof c->note, "%.200s: config.json ties the embeddings, but lm_head.weight differs from "
+             "model.embed_tokens.weight: untied, as transformers does (set tie_word_embeddings to false to silence this)",
+             c->dir);
+    return 0;
+}
+
 Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Error *err) {
     Checkpoint *c = xcalloc(1, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -582,7 +622,7 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Err
     join(path, sizeof path, dir, CKPT_CONFIG_FILE);
     if (model_config_from_json(&c->model, path, err)) goto fail;
     if (c->has_state) snprintf(c->model.name, sizeof c->model.name, "%s", c->state.rc.model.name);
-    if (open_model_files(c, err)) goto fail;
+    if (open_model_files(c, err) || untie_if_different(c, err) || identity_check(dir, err)) goto fail;
     if (c->has_state) {
         const char *names[8192];
         int n = 0;
@@ -616,6 +656,7 @@ void ckpt_close(Checkpoint *c) {
 const char *ckpt_dir(const Checkpoint *c) { return c->dir; }
 const CkptState *ckpt_state(const Checkpoint *c) { return c->has_state ? &c->state : NULL; }
 const ModelConfig *ckpt_model(const Checkpoint *c) { return &c->model; }
+const char *ckpt_note(const Checkpoint *c) { return c->note; }
 
 // CHECK_ON_READ: the shard's sha256 against the manifest, the first time a tensor is read from it.
 static int check_shard_once(Checkpoint *c, const char *name, bool *checked, Error *err) {
@@ -637,7 +678,7 @@ static bool absent_holder(const Checkpoint *c, const char *name, TensorRole role
     join(path, sizeof path, c->dir, CKPT_INDEX_FILE);
     Error ignored;
     char *text = file_read_text(path, MAX_JSON_BYTES, &ignored);
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    cJSON *root = text ? json_parse_object(text, strlen(text), path, &ignored) : NULL;
     free(text);
     const cJSON *file = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "weight_map"), name);
     bool found = false;
@@ -651,6 +692,18 @@ static bool absent_holder(const Checkpoint *c, const char *name, TensorRole role
     }
     cJSON_Delete(root);
     return found;
+}
+
+// A NaN or Inf in a tensor read is refused here, by name, rather than found at step 1 as a
+// NaN loss that the hint blames on the learning rate.
+static int check_finite(const Checkpoint *c, const char *file, const char *key, const float *x, size_t n, Error *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            error_set(err, "%s: %s: tensor %s holds %s at element %zu; refusing to start from it", c->dir, file, key,
+                      isnan(x[i]) ? "NaN" : "Inf", i);
+            return -1;
+        }
+    return 0;
 }
 
 int ckpt_tensor_source(void *ctx, const char *name, TensorRole role, const ParamInfo *info, float *dst, Error *err) {
@@ -669,7 +722,8 @@ int ckpt_tensor_source(void *ctx, const char *name, TensorRole role, const Param
         int ndim;
         shape_of(info, shape, &ndim);
         if (!safetensors_expect(files[i], key, ndim, shape, err)) return -1;
-        return safetensors_to_f32(t, dst, info->numel, err);
+        if (safetensors_to_f32(t, dst, info->numel, err)) return -1;
+        return check_finite(c, names[i], key, dst, info->numel, err);
     }
     char shard[300];
     if (absent_holder(c, name, role, shard, sizeof shard))

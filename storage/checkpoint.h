@@ -77,12 +77,13 @@ int ckpt_write_stage_file(const char *dir, const Pipeline *p, int s, bool optimi
 // opens another process's file).
 int ckpt_write_shards(const char *dir, const Pipeline *p, char **records, Error *err);
 // The root, once every process's shards are durable, from their records: the index and
-// config.json, then the seal over every file's hash, then trainer_state.json. *out (free with
-// ckpt_state_clear) lists the files for the run store. Returns 0, or -1 with err (and no
-// trainer_state.json), also when the records miss a shard.
+// config.json, the identity files of identity_src (the run's source folder, or NULL:
+// storage/model_identity.h), then the seal over every file's hash, then trainer_state.json.
+// *out (free with ckpt_state_clear) lists the files for the run store. Returns 0, or -1 with
+// err (and no trainer_state.json), also when the records miss a shard.
 int ckpt_write_manifest(const char *dir, const char *records, const RunConfig *rc, const PipelineOptions *po,
-                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id, CkptState *out,
-                        Error *err);
+                        int n_stages, const TrainPosition *pos, int adam_step, int64_t run_id,
+                        const char *identity_src, CkptState *out, Error *err);
 void ckpt_state_clear(CkptState *st);
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -106,8 +107,11 @@ void ckpt_close(Checkpoint *c);
 const char *ckpt_dir(const Checkpoint *c);
 // The trainer state, NULL for a plain HF folder.
 const CkptState *ckpt_state(const Checkpoint *c);
-// The model of config.json.
+// The model of config.json (untied when the folder's lm_head.weight is not its tied
+// embedding, as transformers unties it: ckpt_note then says so).
 const ModelConfig *ckpt_model(const Checkpoint *c);
+// A warning the user should see about how the folder was read, or "".
+const char *ckpt_note(const Checkpoint *c);
 // A TensorSource (engine/pipeline.h) over the folder: ctx is the Checkpoint. Moments exist only
 // in checkpoint folders.
 int ckpt_tensor_source(void *ctx, const char *name, TensorRole role, const ParamInfo *info, float *dst, Error *err);

@@ -1,5 +1,6 @@
 #include "storage/checkpoint_spread.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,30 +9,40 @@
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_seal.h"
+#include "storage/model_identity.h"
 
-#define SMALL_MAX_BYTES (64u << 20)   // an index of a few thousand tensors is ~0.5 MB
+#define SMALL_MAX_BYTES (512u << 20)   // an index of a few thousand tensors is ~0.5 MB; a tokenizer.json tens of MB
 
-// In the order a copy is completed: trainer_state.json last.
-static const char *const SMALL_FILES[] = {CKPT_INDEX_FILE, CKPT_CONFIG_FILE, CKPT_SEAL_FILE, CKPT_STATE_FILE};
-#define N_SMALL (sizeof SMALL_FILES / sizeof SMALL_FILES[0])
+// In the order a copy is completed: trainer_state.json last. Between the config and the seal,
+// the identity files (storage/model_identity.h) the root's folder has: each is optional.
+#define N_SMALL (4 + IDENTITY_N_FILES)
+static const char *small_file(size_t i) {
+    static const char *const head[] = {CKPT_INDEX_FILE, CKPT_CONFIG_FILE}, *const tail[] = {CKPT_SEAL_FILE, CKPT_STATE_FILE};
+    return i < 2 ? head[i] : i < 2 + IDENTITY_N_FILES ? IDENTITY_FILES[i - 2] : tail[i - 2 - IDENTITY_N_FILES];
+}
+static bool small_optional(size_t i) { return i >= 2 && i < 2 + IDENTITY_N_FILES; }
 
 char *ckpt_spread_pack(const char *dir, size_t *n, Error *err) {
     char *pack = NULL;
     size_t len = 0;
     for (size_t i = 0; i < N_SMALL; i++) {
         char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, SMALL_FILES[i]);
-        char *text = file_read_text(path, SMALL_MAX_BYTES, err);
-        if (!text) {
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, small_file(i));
+        if (small_optional(i) && stat(path, &sb) != 0 && errno == ENOENT) continue;
+        size_t bytes = 0;
+        char *data = file_read_bytes(path, SMALL_MAX_BYTES, &bytes, err);   // tokenizer.model is binary
+        if (!data) {
             free(pack);
             return NULL;
         }
-        const size_t bytes = strlen(text), head = strlen(SMALL_FILES[i]) + 32;
+        const size_t head = strlen(small_file(i)) + 32;
         pack = check_alloc(realloc(pack, len + head + bytes + 1), len + head + bytes + 1, __FILE__, __LINE__);
-        len += (size_t)snprintf(pack + len, head, "%s\n%zu\n", SMALL_FILES[i], bytes);
-        memcpy(pack + len, text, bytes + 1);
+        len += (size_t)snprintf(pack + len, head, "%s\n%zu\n", small_file(i), bytes);
+        memcpy(pack + len, data, bytes);
         len += bytes;
-        free(text);
+        pack[len] = '\0';
+        free(data);
     }
     *n = len;
     return pack;
@@ -40,23 +51,27 @@ char *ckpt_spread_pack(const char *dir, size_t *n, Error *err) {
 // Whether path holds exactly data[0..n).
 static bool holds(const char *path, const char *data, size_t n) {
     Error ignored;
-    char *have = file_read_text(path, SMALL_MAX_BYTES, &ignored);
-    const bool same = have && strlen(have) == n && memcmp(have, data, n) == 0;
+    size_t have_n = 0;
+    char *have = file_read_bytes(path, SMALL_MAX_BYTES, &have_n, &ignored);
+    const bool same = have && have_n == n && memcmp(have, data, n) == 0;
     free(have);
     return same;
 }
 
-// The i-th packed file (SMALL_FILES[i]) at *at: its bytes at *data, *bytes long; *at moves past
-// it. -1 with err when the pack is malformed there.
+// The i-th packed file (small_file(i)) at *at: its bytes at *data, *bytes long; *at moves past
+// it. An optional file the pack does not hold there: *data NULL, *at unmoved. -1 with err when
+// the pack is malformed there.
 static int unpack(const char *dir, const char *pack, size_t n, size_t *at, size_t i, const char **data, size_t *bytes,
                   Error *err) {
-    const size_t name_len = strlen(SMALL_FILES[i]);
+    const char *name = small_file(i);
+    const size_t name_len = strlen(name);
     char *end = NULL;
-    const bool named = *at + name_len + 1 < n && memcmp(pack + *at, SMALL_FILES[i], name_len) == 0 &&
-                       pack[*at + name_len] == '\n';
+    const bool named = *at + name_len + 1 < n && memcmp(pack + *at, name, name_len) == 0 && pack[*at + name_len] == '\n';
+    *data = NULL;
+    if (!named && small_optional(i)) return 0;
     const unsigned long long len = named ? strtoull(pack + *at + name_len + 1, &end, 10) : 0;
     if (!named || !end || end >= pack + n || *end != '\n' || len > n - (size_t)(end + 1 - pack)) {
-        error_set(err, "%s: the root's checkpoint files arrived malformed (at %s)", dir, SMALL_FILES[i]);
+        error_set(err, "%s: the root's checkpoint files arrived malformed (at %s)", dir, name);
         return -1;
     }
     *data = end + 1;
@@ -71,11 +86,16 @@ int ckpt_spread_place(const char *dir, const char *pack, size_t n, Error *err) {
     size_t bytes;
     for (size_t i = 0; i < N_SMALL; i++)   // the whole pack is checked before a file is written
         if (unpack(dir, pack, n, &at, i, &data, &bytes, err)) return -1;
+    if (at != n) {
+        error_set(err, "%s: the root's checkpoint files arrived malformed (bytes after %s)", dir, CKPT_STATE_FILE);
+        return -1;
+    }
     at = 0;
     for (size_t i = 0; i < N_SMALL; i++) {
         unpack(dir, pack, n, &at, i, &data, &bytes, err);
+        if (!data) continue;
         char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, SMALL_FILES[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, small_file(i));
         if (!holds(path, data, bytes) && atomic_write_file(path, data, bytes, err)) return -1;
     }
     return 0;

@@ -7,6 +7,7 @@
 
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
+#include "storage/model_identity.h"
 
 int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err) {
     HfExportInfo local;
@@ -25,6 +26,7 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
     }
     Checkpoint *c = ckpt_open(src, false, CKPT_OPEN_VERIFY, err);
     if (!c) return -1;
+    snprintf(info->note, sizeof info->note, "%.500s", ckpt_note(c));
     StageModel *sm = ckpt_load_model(c, err);
     int rc = sm ? 0 : -1;
     if (rc == 0) rc = file_make_dirs(out_dir, err);
@@ -40,6 +42,8 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
         rc = atomic_write_file(config_path, config, strlen(config), err);
         free(config);
     }
+    CkptFile copied[IDENTITY_N_FILES];
+    if (rc == 0) rc = identity_copy(src, out_dir, copied, &info->identity_files, err);
     if (rc == 0 && stat(model_path, &sb) == 0) info->bytes = (int64_t)sb.st_size;
     stage_free(sm);
     ckpt_close(c);

@@ -1,6 +1,7 @@
 // storage/hf_export: a checkpoint (or any HF Llama folder) as a plain Hugging Face folder:
-// one model.safetensors with every weight in HF order and config.json, nothing else. This is
-// what `pptrain export` writes, for transformers, llama.cpp's converters, vLLM and the like.
+// one model.safetensors with every weight in HF order, config.json with the model's own token
+// ids, and the generation and tokenizer files the source had (storage/model_identity.h). This
+// is what `pptrain export` writes, for transformers, llama.cpp's converters, vLLM and the like.
 #ifndef PPTRAIN_HF_EXPORT_H
 #define PPTRAIN_HF_EXPORT_H
 #include <stdbool.h>
@@ -12,11 +13,13 @@ typedef struct {
     int64_t params;      // weights written
     int64_t bytes;       // size of model.safetensors
     int tensors;
+    int identity_files;  // generation_config.json and tokenizer files copied
+    char note[512];      // how the source was read, for the user (ckpt_note), or ""
 } HfExportInfo;
 
 // Reads src (a checkpoint folder, verified against its manifest, or a plain HF folder) and
 // writes out_dir/model.safetensors (F32, or BF16 rounded to nearest even) and
-// out_dir/config.json, each atomically. out_dir is created; a model.safetensors already there
+// out_dir/config.json, each atomically, then copies src's identity files. out_dir is created; a model.safetensors already there
 // is refused. Returns 0, or -1 with a one-line err.
 int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err);
 #endif

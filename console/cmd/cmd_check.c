@@ -2,7 +2,8 @@
 // weights; prints the relative difference of the loss and the largest relative difference
 // over every parameter gradient, and exits 1 above tolerance (DESIGN.md, "Parity").
 // Each process compares the stages it hosts against a single-device model it builds itself
-// (weights depend only on (seed, name)), so the check works unchanged under MPI.
+// (weights depend only on (seed, name), or are read from the --init-from folder or the
+// --resume checkpoint), so the check works unchanged under MPI.
 // On GPUs (--device cuda) the pipelined run is on the GPUs and the single device is this CPU.
 #include "console/cmd/cmd_check.h"
 
@@ -15,7 +16,9 @@
 #include "console/cli.h"
 #include "kernels/cpu/kernels.h"
 #include "console/cmd/cmd_train.h"
+#include "console/run_session.h"
 #include "engine/reference_step.h"
+#include "storage/checkpoint.h"
 
 typedef struct {
     double loss_pipe, loss_ref, loss_rel_diff;
@@ -58,12 +61,19 @@ static int first_batch(const RunConfig *rc, int32_t *inputs, int32_t *targets, E
     return 0;
 }
 
-static int run_check(const RunOptions *ro, Pipeline *p, const int32_t *inputs, const int32_t *targets,
-                     CheckResult *res, Error *err) {
+// The single device's whole model: the source folder's weights, or (seed, name)'s.
+static StageModel *reference_model(const RunConfig *rc, Checkpoint *source, Error *err) {
+    if (source) return ckpt_load_model(source, err);
+    return stage_create(&rc->model, 0, rc->model.layers, true, true, rc->seed, err);
+}
+
+static int run_check(const RunOptions *ro, Pipeline *p, Checkpoint *source, const int32_t *inputs,
+                     const int32_t *targets, CheckResult *res, Error *err) {
     const RunConfig *rc = &ro->rc;
+    if (source && pipeline_load(p, ckpt_tensor_source, source, false, 0, err)) return -1;
     if (pipeline_compute_grads(p, inputs, targets, &res->loss_pipe, err)) return -1;
     pipeline_sync_to_host(p, true);   // GPU stages: their gradients into the host arrays compared below
-    StageModel *ref = stage_create(&rc->model, 0, rc->model.layers, true, true, rc->seed, err);
+    StageModel *ref = reference_model(rc, source, err);
     if (!ref) return -1;
     // The single device splits the batch as the D replicas do (reference_forward_backward).
     StageActs *acts = stage_acts_create(ref, rc->batch / (ro->pipe.dp * rc->microbatches), rc->seq_len);
@@ -78,12 +88,13 @@ static int run_check(const RunOptions *ro, Pipeline *p, const int32_t *inputs, c
     return 0;
 }
 
-static void print_text(const RunOptions *ro, const Pipeline *p, const CheckResult *res, double tol_loss,
-                       double tol_grad, bool ok) {
+static void print_text(const RunOptions *ro, const Pipeline *p, const Checkpoint *source, const CheckResult *res,
+                       double tol_loss, double tol_grad, bool ok) {
     printf("pptrain check: %s, %d stages on %d ranks x %d replicas, %d microbatches, batch %d x %d%s\n",
            ro->pipe.schedule, pipeline_n_stages(p), ro->pipe.ranks, ro->pipe.dp, ro->rc.microbatches,
            ro->rc.batch, ro->rc.seq_len,
            ro->pipe.device != DEVICE_CUDA ? "" : ro->pipe.gpu_fp32 ? ", on GPUs in fp32" : ", on GPUs in bf16");
+    printf("  weights    %s\n", source ? ckpt_dir(source) : "initialized from --seed");
     printf("  loss       pipelined %.9f  single device %.9f  rel diff %.2e\n", res->loss_pipe, res->loss_ref,
            res->loss_rel_diff);
     printf("  gradients  max rel diff %.2e over every parameter (worst here: %s)\n", res->max_grad_rel_diff,
@@ -126,40 +137,60 @@ static int parse_check_flags(int *argc, char **argv, bool *json, double *tol_los
     return 0;
 }
 
-int cmd_check(int argc, char **argv) {
-    RunOptions ro = run_options_defaults();
-    Error err = {{0}};
-    bool json = false;
-    double tol_loss = -1, tol_grad = -1;   // -1: the defaults below
-    if (parse_check_flags(&argc, argv, &json, &tol_loss, &tol_grad, &err)) return cli_fail(&err);
-    const int parsed = run_options_parse(argc, argv, 2, &ro, &err);
-    if (parsed == 1) {
-        printf("usage: pptrain check [run options] [--json] [--tol-loss X] [--tol-grad X]\n\n");
-        run_options_usage(stdout);
-        return 0;
-    }
-    if (parsed) return cli_fail(&err);
+// The check itself, once the options and the source folder are resolved.
+static int check_body(RunOptions *ro, Checkpoint *source, bool json, double tol_loss, double tol_grad, Error *err) {
     // On GPUs the check holds the pipeline to the CPU's single device in fp32 unless bf16 is
     // asked for; bf16 GEMMs and messages then get bf16-sized tolerances.
-    const bool gpu = ro.pipe.device == DEVICE_CUDA;
-    if (gpu && !run_options_given(&ro, "--precision")) ro.pipe.gpu_fp32 = true;
-    const bool bf16 = gpu && !ro.pipe.gpu_fp32;
+    const bool gpu = ro->pipe.device == DEVICE_CUDA;
+    if (gpu && !run_options_given(ro, "--precision")) ro->pipe.gpu_fp32 = true;
+    const bool bf16 = gpu && !ro->pipe.gpu_fp32;
     if (tol_loss < 0) tol_loss = bf16 ? 1e-2 : gpu ? 1e-5 : 1e-6;   // CPU: the test suite's parity tolerances
     if (tol_grad < 0) tol_grad = bf16 ? 5e-2 : gpu ? 1e-4 : 1e-5;
-    const size_t n = (size_t)ro.rc.batch * ro.rc.seq_len;
+    const size_t n = (size_t)ro->rc.batch * ro->rc.seq_len;
     int32_t *inputs = xmalloc(n * sizeof(int32_t)), *targets = xmalloc(n * sizeof(int32_t));
-    int result = first_batch(&ro.rc, inputs, targets, &err);
-    Pipeline *p = result ? NULL : pipeline_create(&ro.rc, &ro.pipe, &err);
+    int result = first_batch(&ro->rc, inputs, targets, err);
+    Pipeline *p = result ? NULL : pipeline_create(&ro->rc, &ro->pipe, err);
     CheckResult res = {0};
-    if (!p || run_check(&ro, p, inputs, targets, &res, &err)) result = -1;
+    if (!p || run_check(ro, p, source, inputs, targets, &res, err)) result = -1;
     const bool ok = result == 0 && res.loss_rel_diff <= tol_loss && res.max_grad_rel_diff <= tol_grad;
     if (result == 0 && pipeline_is_root(p)) {
         if (json) print_json(&res, ok);
-        else print_text(&ro, p, &res, tol_loss, tol_grad, ok);
+        else print_text(ro, p, source, &res, tol_loss, tol_grad, ok);
     }
     pipeline_free(p);
     free(inputs);
     free(targets);
-    if (result) return cli_fail(&err);
+    if (result) return cli_fail(err);
     return ok ? 0 : 1;
+}
+
+// --init-from and --resume, resolved as a run resolves them (console/run_session.h): the
+// model, and for --resume the run's data, batch and seed, come from the folder; its weights
+// are loaded into both sides of the check. A finished run's checkpoint can be checked.
+static int prepare_source(RunSession *s, Error *err) {
+    s->weights_only = true;
+    return run_session_prepare(s, err);
+}
+
+int cmd_check(int argc, char **argv) {
+    static RunSession session;   // large (paths); one per process
+    RunOptions *ro = &session.ro;
+    *ro = run_options_defaults();
+    Error err = {{0}};
+    bool json = false;
+    double tol_loss = -1, tol_grad = -1;   // -1: the defaults below
+    if (parse_check_flags(&argc, argv, &json, &tol_loss, &tol_grad, &err)) return cli_fail(&err);
+    const int parsed = run_options_parse_check(argc, argv, 2, ro, &err);
+    if (parsed == 1) {
+        printf("usage: pptrain check [run options] [--json] [--tol-loss X] [--tol-grad X]\n\n");
+        run_options_usage_check(stdout);
+        return 0;
+    }
+    if (parsed || prepare_source(&session, &err)) {
+        run_session_release(&session);
+        return cli_fail(&err);
+    }
+    int rc = check_body(ro, session.source, json, tol_loss, tol_grad, &err);
+    run_session_release(&session);
+    return rc;
 }

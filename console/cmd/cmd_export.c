@@ -13,7 +13,8 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain export RUN|latest|CKPT_DIR FOLDER [--bf16] [--db FILE]\n\n"
                  "  Writes FOLDER/model.safetensors and FOLDER/config.json: a Hugging Face LlamaForCausalLM\n"
-                 "  folder (transformers: LlamaForCausalLM.from_pretrained(FOLDER)).\n"
+                 "  folder (transformers: LlamaForCausalLM.from_pretrained(FOLDER)), with the checkpoint's\n"
+                 "  generation_config.json and tokenizer files where it has them.\n"
                  "  RUN is a run id in the store (its newest intact checkpoint), latest the newest run\n"
                  "  with one, CKPT_DIR a checkpoint folder.\n\n"
                  "  --bf16       weights as bfloat16 (rounded to nearest even); default float32\n"
@@ -54,8 +55,12 @@ int cmd_export(int argc, char **argv) {
     if (ckpt_find_resume(what, db_file, true, dir, sizeof dir, &run, &warning, &err)) return cli_fail(&err);
     if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
     HfExportInfo info;
-    if (hf_export(dir, folder, bf16, &info, &err)) return cli_fail(&err);
-    printf("exported %s: %d tensors, %.3f M parameters, %s, %.2f MiB -> %s/model.safetensors + config.json\n", dir,
+    const int rc = hf_export(dir, folder, bf16, &info, &err);
+    if (info.note[0]) fprintf(stderr, "pptrain: warning: %s\n", info.note);
+    if (rc) return cli_fail(&err);
+    printf("exported %s: %d tensors, %.3f M parameters, %s, %.2f MiB -> %s/model.safetensors + config.json", dir,
            info.tensors, info.params / 1e6, bf16 ? "bf16" : "f32", info.bytes / 1048576.0, folder);
+    if (info.identity_files) printf(" + %d generation/tokenizer files", info.identity_files);
+    printf("\n");
     return 0;
 }

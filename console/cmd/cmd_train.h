@@ -27,6 +27,10 @@ int cmd_train(int argc, char **argv);
 // asked for, or -1 with err set.
 int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *err);
 void run_options_usage(FILE *out);
+// The same for `check`, which takes only the options it uses: one that only a training run
+// uses (--steps, --ckpt-dir, --val-*, the optimizer's, ...) is an error, and --help lists none.
+int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Error *err);
+void run_options_usage_check(FILE *out);
 // Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
 // values except where the user gave new ones.
 bool run_options_given(const RunOptions *ro, const char *flag);

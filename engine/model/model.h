@@ -18,6 +18,7 @@
 
 typedef enum { ROPE_DEFAULT = 0, ROPE_LLAMA3 = 1 } RopeType;
 #define ROPE_MAX_HEAD_DIM 1024  // the GPU's rotary tables take inv_freq by value
+#define MODEL_MAX_EOS 16        // eos_token_id lists (Llama 3.1 has 3)
 
 typedef struct {
     char name[128];         // "tiny", "small", or the config.json path it came from
@@ -37,6 +38,14 @@ typedef struct {
     bool attention_bias;    // q, k, v and o projections add a bias (HF attention_bias)
     bool mlp_bias;          // gate, up and down projections add a bias (HF mlp_bias)
     float init_std;         // HF initializer_range
+    // The model's special token ids as its config.json has them (bos_token_id, eos_token_id,
+    // pad_token_id), so checkpoints and exports keep the model's identity: has_* false where
+    // the source had none (or null), eos a list where the source wrote a list. They do not
+    // enter the math. Presets: the byte tokenizer's BOS 256 and EOS 257, no pad.
+    bool has_bos, has_pad, eos_is_list;
+    int bos_id, pad_id;
+    int n_eos;              // 0: no eos_token_id
+    int eos_ids[MODEL_MAX_EOS];
 } ModelConfig;
 
 // Presets: "tiny" (8 layers, ~0.33 M parameters, for tests), "small" (8 layers,

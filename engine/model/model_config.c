@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/json_read.h"
 #include "engine/model/model.h"
 #include "engine/data/tokenizer.h"
 
@@ -18,6 +19,10 @@ static void preset_common(ModelConfig *cfg, const char *name) {
     cfg->rms_eps = 1e-5f;
     cfg->tie_word_embeddings = false;
     cfg->init_std = 0.02f;
+    cfg->has_bos = true;                // the byte tokenizer's ids (engine/data/tokenizer.h)
+    cfg->bos_id = TOKEN_BOS;
+    cfg->n_eos = 1;
+    cfg->eos_ids[0] = TOKEN_EOS;
 }
 
 int model_config_preset(ModelConfig *cfg, const char *name, Error *err) {
@@ -136,18 +141,30 @@ static char *read_small_file(const char *path, Error *err) {
     return buf;
 }
 
-// Every key of a Hugging Face Llama config.json falls in one of three sets (README.md lists
-// them): keys read and honoured, keys that must hold the one value pptrain implements, and
-// metadata with no effect on the math. Any other key is refused with its name: a model that
-// silently trains as a different model is the worst outcome there is.
+// Every key of a Hugging Face Llama config.json falls in one of three sets (docs/config-keys.md
+// lists them all): keys read and honoured, keys that must hold the one value pptrain
+// implements, and metadata with no effect on the math. Any other key is refused with its
+// name: a model that silently trains as a different model is the worst outcome there is.
 static const char *const CONFIG_HONOURED[] = {
     "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "head_dim", "vocab_size", "max_position_embeddings", "rope_theta", "rope_parameters", "rope_scaling",
-    "rms_norm_eps", "initializer_range", "tie_word_embeddings", "attention_bias", "mlp_bias", NULL};
+    "rms_norm_eps", "initializer_range", "tie_word_embeddings", "attention_bias", "mlp_bias",
+    "bos_token_id", "eos_token_id", "pad_token_id", NULL};
+// What transformers 4.x and 5.x write beside the math (PretrainedConfig's own attributes, the
+// generation defaults 4.x kept in config.json) and what published Llama configs add
+// (SmolLM's "is_llama_config", "_model_name_or_path"). None of them changes a logit.
 static const char *const CONFIG_METADATA[] = {
-    "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype",
-    "transformers_version", "use_cache", "_name_or_path", "output_attentions", "output_hidden_states",
-    "return_dict", "tokenizer_class", NULL};
+    "architectures", "torch_dtype", "dtype", "transformers_version", "use_cache", "_name_or_path",
+    "_model_name_or_path", "_commit_hash", "_attn_implementation", "_attn_implementation_autoset",
+    "output_attentions", "output_hidden_states", "return_dict", "tokenizer_class", "is_llama_config",
+    "unk_token_id", "sep_token_id", "decoder_start_token_id", "id2label", "label2id", "problem_type",
+    "finetuning_task", "task_specific_params", "prefix", "torchscript", "use_bfloat16", "tf_legacy_loss",
+    "chunk_size_feed_forward", "is_decoder", "return_dict_in_generate", "output_scores", "max_length",
+    "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
+    "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences",
+    "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
+    "forced_bos_token_id", "forced_eos_token_id", NULL};
 
 static bool in_list(const char *const *list, const char *key) {
     for (; *list; list++)
@@ -155,25 +172,63 @@ static bool in_list(const char *const *list, const char *key) {
     return false;
 }
 
+// Keys accepted only with the value pptrain implements (null counts as absent where
+// transformers reads null as the default, for the false and empty ones).
+typedef enum { FIX_STRING, FIX_NUMBER, FIX_FALSE, FIX_EMPTY, FIX_NULL } FixedKind;
+static const struct {
+    const char *key;
+    FixedKind kind;
+    const char *text;     // FIX_STRING's value
+    double number;        // FIX_NUMBER's value
+} CONFIG_FIXED[] = {
+    {"model_type", FIX_STRING, "llama", 0}, {"hidden_act", FIX_STRING, "silu", 0},
+    {"attention_dropout", FIX_NUMBER, NULL, 0.0}, {"pretraining_tp", FIX_NUMBER, NULL, 1.0},
+    {"partial_rotary_factor", FIX_NUMBER, NULL, 1.0}, {"rope_interleaved", FIX_FALSE, NULL, 0},
+    {"is_encoder_decoder", FIX_FALSE, NULL, 0}, {"add_cross_attention", FIX_FALSE, NULL, 0},
+    {"tie_encoder_decoder", FIX_FALSE, NULL, 0}, {"pruned_heads", FIX_EMPTY, NULL, 0},
+    {"cross_attention_hidden_size", FIX_NULL, NULL, 0},
+};
+#define N_CONFIG_FIXED (sizeof CONFIG_FIXED / sizeof CONFIG_FIXED[0])
+
+static bool is_fixed_key(const char *key) {
+    for (size_t i = 0; i < N_CONFIG_FIXED; i++)
+        if (strcmp(CONFIG_FIXED[i].key, key) == 0) return true;
+    return false;
+}
+
+// One fixed key's value against the implemented one; the message says which value works.
+static int check_fixed(const cJSON *v, size_t i, const char *path, Error *err) {
+    const char *key = CONFIG_FIXED[i].key;
+    switch (CONFIG_FIXED[i].kind) {
+    case FIX_STRING:
+        if (cJSON_IsString(v) && strcmp(v->valuestring, CONFIG_FIXED[i].text) == 0) return 0;
+        error_set(err, "%s: %s must be \"%s\"", path, key, CONFIG_FIXED[i].text);
+        return -1;
+    case FIX_NUMBER:
+        if (cJSON_IsNumber(v) && v->valuedouble == CONFIG_FIXED[i].number) return 0;
+        error_set(err, "%s: %s must be %g (pptrain trains without it)", path, key, CONFIG_FIXED[i].number);
+        return -1;
+    case FIX_FALSE:
+        if (cJSON_IsFalse(v) || cJSON_IsNull(v)) return 0;
+        error_set(err, "%s: %s must be false (pptrain implements only that)", path, key);
+        return -1;
+    case FIX_EMPTY:
+        if (cJSON_IsNull(v) || ((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child)) return 0;
+        error_set(err, "%s: %s must be empty (pptrain implements only that)", path, key);
+        return -1;
+    case FIX_NULL:
+        if (cJSON_IsNull(v)) return 0;
+        error_set(err, "%s: %s must be null (pptrain implements only that)", path, key);
+        return -1;
+    }
+    return -1;
+}
+
 // The keys whose value must be the one pptrain implements, checked one by one.
 static int check_fixed_values(const cJSON *root, const char *path, Error *err) {
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama") != 0)) {
-        error_set(err, "%s: model_type must be \"llama\"", path);
-        return -1;
-    }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0)) {
-        error_set(err, "%s: hidden_act must be \"silu\"", path);
-        return -1;
-    }
-    const struct { const char *key; double value; } numbers[] = {{"attention_dropout", 0.0}, {"pretraining_tp", 1.0}};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, numbers[i].key);
-        if (v && (!cJSON_IsNumber(v) || v->valuedouble != numbers[i].value)) {
-            error_set(err, "%s: %s must be %g (pptrain trains without it)", path, numbers[i].key, numbers[i].value);
-            return -1;
-        }
+    for (size_t i = 0; i < N_CONFIG_FIXED; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, CONFIG_FIXED[i].key);
+        if (v && check_fixed(v, i, path, err)) return -1;
     }
     return 0;
 }
@@ -191,15 +246,55 @@ static int json_bool(const cJSON *root, const char *key, bool *out, const char *
 }
 
 static int check_keys(const cJSON *root, const char *path, Error *err) {
-    const char *fixed[] = {"model_type", "hidden_act", "attention_dropout", "pretraining_tp", NULL};
     for (const cJSON *item = root->child; item; item = item->next)
         if (!in_list(CONFIG_HONOURED, item->string) && !in_list(CONFIG_METADATA, item->string) &&
-            !in_list(fixed, item->string)) {
+            !is_fixed_key(item->string)) {
             error_set(err, "%s: key \"%s\" is not one pptrain implements (it could change the model); refusing "
                            "rather than training another model", path, item->string);
             return -1;
         }
     return check_fixed_values(root, path, err);
+}
+
+// An optional token id: an integer, or null (absent, as transformers reads it).
+static int json_token_id(const cJSON *root, const char *key, bool *has, int *id, const char *path, Error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    *has = false;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (json_int(root, key, id, path, err)) return -1;
+    *has = true;
+    return 0;
+}
+
+// bos_token_id, eos_token_id (an integer or a list of them, as Llama 3 writes) and
+// pad_token_id, kept as the file has them; a file without them has none (model.h).
+static int read_token_ids(const cJSON *root, ModelConfig *cfg, const char *path, Error *err) {
+    if (json_token_id(root, "bos_token_id", &cfg->has_bos, &cfg->bos_id, path, err) ||
+        json_token_id(root, "pad_token_id", &cfg->has_pad, &cfg->pad_id, path, err))
+        return -1;
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+    bool has = false;
+    cfg->n_eos = 0;
+    cfg->eos_is_list = cJSON_IsArray(eos);
+    if (!cfg->eos_is_list) {
+        if (json_token_id(root, "eos_token_id", &has, &cfg->eos_ids[0], path, err)) return -1;
+        cfg->n_eos = has;
+        return 0;
+    }
+    if (cJSON_GetArraySize(eos) > MODEL_MAX_EOS) {
+        error_set(err, "%s: eos_token_id lists %d ids; pptrain keeps at most %d", path, cJSON_GetArraySize(eos),
+                  MODEL_MAX_EOS);
+        return -1;
+    }
+    for (const cJSON *e = eos->child; e; e = e->next) {
+        const double v = cJSON_IsNumber(e) ? e->valuedouble : 0.5;
+        if (!(v >= INT_MIN && v <= INT_MAX) || v != floor(v)) {
+            error_set(err, "%s: \"eos_token_id\" must be an integer or a list of integers", path);
+            return -1;
+        }
+        cfg->eos_ids[cfg->n_eos++] = (int)v;
+    }
+    return 0;
 }
 
 // RoPE: transformers 5 writes "rope_parameters": {"rope_theta", "rope_type", ...}; older
@@ -278,12 +373,8 @@ int model_config_from_json(ModelConfig *cfg, const char *path, Error *err) {
 }
 
 int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *path, Error *err) {
-    cJSON *root = cJSON_Parse(text);
-    if (!root || !cJSON_IsObject(root)) {
-        error_set(err, "%s: not a JSON object", path);
-        cJSON_Delete(root);
-        return -1;
-    }
+    cJSON *root = json_parse_object(text, strlen(text), path, err);
+    if (!root) return -1;
     preset_common(cfg, path);
     cfg->max_positions = 2048;
     cfg->rms_eps = 1e-6f;               // HF LlamaConfig defaults for absent keys
@@ -317,7 +408,8 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
             rc = -1;
         }
     }
-    if (rc == 0) rc = read_rope(root, cfg, path, err);   // after max_position_embeddings (llama3's default)
+    if (rc == 0) rc = read_rope(root, cfg, path, err);
+    if (rc == 0) rc = read_token_ids(root, cfg, path, err);   // after max_position_embeddings (llama3's default)
     if (rc == 0) rc = json_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, path, err) ||
                       json_bool(root, "attention_bias", &cfg->attention_bias, path, err) ||
                       json_bool(root, "mlp_bias", &cfg->mlp_bias, path, err);
@@ -398,6 +490,19 @@ static void add_rope(cJSON *o, const ModelConfig *c) {
     }
 }
 
+// The special token ids as the model's source had them (model.h): transformers' generate
+// stops on eos_token_id, so a rewritten id would stop it on the wrong token.
+static void add_token_ids(cJSON *o, const ModelConfig *c) {
+    if (c->has_bos) cJSON_AddNumberToObject(o, "bos_token_id", c->bos_id);
+    if (c->eos_is_list) {
+        cJSON *list = cJSON_AddArrayToObject(o, "eos_token_id");
+        for (int i = 0; i < c->n_eos; i++) cJSON_AddItemToArray(list, cJSON_CreateNumber(c->eos_ids[i]));
+    } else if (c->n_eos > 0) {
+        cJSON_AddNumberToObject(o, "eos_token_id", c->eos_ids[0]);
+    }
+    if (c->has_pad) cJSON_AddNumberToObject(o, "pad_token_id", c->pad_id);
+}
+
 char *model_config_to_hf_json(const ModelConfig *c, const char *torch_dtype) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
@@ -420,8 +525,7 @@ char *model_config_to_hf_json(const ModelConfig *c, const char *torch_dtype) {
     cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
     cJSON_AddNumberToObject(o, "attention_dropout", 0);
     cJSON_AddNumberToObject(o, "pretraining_tp", 1);
-    cJSON_AddNumberToObject(o, "bos_token_id", TOKEN_BOS);
-    cJSON_AddNumberToObject(o, "eos_token_id", TOKEN_EOS);
+    add_token_ids(o, c);
     cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
     cJSON_AddBoolToObject(o, "use_cache", true);
     char *text = cJSON_Print(o);

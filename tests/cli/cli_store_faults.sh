@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The run store under faults (issue 17): a lock held by another process, a store that cannot
-# grow (a full disk), a damaged page, weights that turn the loss NaN. Every case checks the exit code, the stderr lines, and a
+# grow (a full disk), a damaged page, NaN weights (refused at load) and weights that overflow
+# the loss to NaN. Every case checks the exit code, the stderr lines, and a
 # store that passes PRAGMA integrity_check and whose rows tell what happened.
 # PPTRAIN_TEST_DB_BUSY_MS shortens the store's lock wait (5 s) so that a lock held for two
 # seconds outlasts it; PPTRAIN_TEST_DB_MAX_PAGES caps the store's size (SQLITE_FULL past it).
@@ -91,22 +92,36 @@ check "a damaged store: left unchanged" [ "$(cksum <bad.db)" = "$sum_before" ]
 
 # ---- 4. non-finite values: stop at the step, save no NaN weights, the run failed -------------
 "$bin" train "${small[@]}" --steps 2 --ckpt-dir ck4 --db nan.db >/dev/null 2>&1
-mkdir poisoned   # a Hugging Face folder whose last 1,024 floats are NaN (0xffffffff)
-cp "$(ckpt_of ck4 1 2)/config.json" poisoned/
-cp "$(ckpt_of ck4 1 2)/model-00001-of-00001.safetensors" poisoned/model.safetensors
-size=$(stat -c %s poisoned/model.safetensors)
+# Hugging Face folders whose last 1,024 floats are NaN (0xffffffff), or finite but huge
+# (3.4e38, 0x7f7fffff): NaN is refused when the folder is loaded, naming the tensor, before any
+# run is recorded; huge weights load and overflow at step 1.
+mkdir poisoned huge
+ck42=$(ckpt_of ck4 1 2)
+size=$(stat -c %s "$ck42/model-00001-of-00001.safetensors")
+for d in poisoned huge; do
+  cp "$ck42/config.json" $d/
+  cp "$ck42/model-00001-of-00001.safetensors" $d/model.safetensors
+done
 head -c 4096 /dev/zero | tr '\0' '\377' | dd of=poisoned/model.safetensors bs=1 seek=$((size - 4096)) conv=notrunc status=none
+for _ in $(seq 1024); do printf '\377\377\177\177'; done |
+  dd of=huge/model.safetensors bs=1 seek=$((size - 4096)) conv=notrunc status=none
 "$bin" train "${small[@]}" --steps 3 --init-from poisoned --ckpt-dir ck4 --ckpt-every 1 --db nan.db >out4.txt 2>err4.txt
 code=$?
-check "NaN weights: exit 2 (got $code)" [ "$code" -eq 2 ]
-check "NaN weights: one line naming the step" [ "$(wc -l <err4.txt)" -eq 1 ]
-check "NaN weights: the line names step 1 and the loss" grep -q "step 1: non-finite loss" err4.txt
-check "NaN weights: no checkpoint of them" [ ! -e ck4/run-2 ]
-check "NaN weights: the earlier checkpoint stays" [ -f "$(ckpt_of ck4 1 2)/trainer_state.json" ]
-check "NaN weights: the run is failed with that line" \
+check "NaN weights: refused at load, exit 2 (got $code)" [ "$code" -eq 2 ]
+check "NaN weights: one line naming the tensor" \
+  bash -c "[ \$(wc -l <err4.txt) -eq 1 ] && grep -q 'tensor lm_head.weight holds NaN' err4.txt"
+check "NaN weights: no run recorded" [ "$(q nan.db 'SELECT count(*) FROM runs')" -eq 1 ]
+"$bin" train "${small[@]}" --steps 3 --init-from huge --ckpt-dir ck4 --ckpt-every 1 --db nan.db >out4.txt 2>err4.txt
+code=$?
+check "overflowing weights: exit 2 (got $code)" [ "$code" -eq 2 ]
+check "overflowing weights: one line naming the step" [ "$(wc -l <err4.txt)" -eq 1 ]
+check "overflowing weights: the line names step 1 and the loss" grep -q "step 1: non-finite loss" err4.txt
+check "overflowing weights: no checkpoint of them" [ -z "$(ls -d ck4/run-2-* 2>/dev/null)" ]
+check "overflowing weights: the earlier checkpoint stays" [ -f "$ck42/trainer_state.json" ]
+check "overflowing weights: the run is failed with that line" \
   [ "$(q nan.db "SELECT count(*) FROM runs WHERE id = 2 AND status = 'failed' AND error LIKE 'step 1: non-finite%'")" -eq 1 ]
-check "NaN weights: no checkpoint row" [ "$(q nan.db 'SELECT count(*) FROM checkpoints WHERE run_id = 2')" -eq 0 ]
-check "NaN weights: integrity_check passes" intact nan.db
+check "overflowing weights: no checkpoint row" [ "$(q nan.db 'SELECT count(*) FROM checkpoints WHERE run_id = 2')" -eq 0 ]
+check "overflowing weights: integrity_check passes" intact nan.db
 
 # The store deleted, then replaced, while a run writes it: the run stops with exit 2 after a
 # final checkpoint, and its one line says what happened (SQLite would write on into the

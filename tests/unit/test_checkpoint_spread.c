@@ -2,7 +2,9 @@
 // placed into an empty folder they are byte for byte the root's; placed where the folder
 // already holds them nothing is rewritten (the same inode: on a shared filesystem no rank
 // renames onto the root's files); a stale copy is replaced; a pack cut anywhere, a misnamed
-// file or a length past its end is refused with one line, and nothing of it is written.
+// file or a length past its end is refused with one line, and nothing of it is written. The
+// model's identity files (storage/model_identity.h) travel too where the root has them, a
+// binary tokenizer.model byte for byte.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_seal.h"
 #include "storage/checkpoint_spread.h"
+#include "storage/model_identity.h"
 #include "test_util.h"
 
 static char g_root[64], g_copy[80];
@@ -33,6 +36,42 @@ static bool same_file(const char *name) {
     free(x);
     free(y);
     return same;
+}
+
+// Two identity files placed beside the others: a JSON one and a binary tokenizer.model (its
+// NUL bytes must survive the pack), then the pack refused when cut inside them.
+static void identity_files_travel(void) {
+    static const char model[] = "sp\0model\1\0end";
+    char root[100], copy[120], path[200];
+    Error err = {{0}};
+    snprintf(root, sizeof root, "%s/ident", g_root);
+    snprintf(copy, sizeof copy, "%s/ident/copy", g_root);
+    CHECK(file_make_dirs(copy, &err) == 0, "%s", err.msg);
+    put(root, CKPT_INDEX_FILE, "{}");
+    put(root, CKPT_CONFIG_FILE, "{}");
+    put(root, "generation_config.json", "{\"eos_token_id\": [2, 7]}");
+    snprintf(path, sizeof path, "%s/tokenizer.model", root);
+    CHECK(atomic_write_file(path, model, sizeof model, &err) == 0, "%s", err.msg);
+    put(root, CKPT_SEAL_FILE, "0000  x\n");
+    put(root, CKPT_STATE_FILE, "{\"step\": 4}");
+    size_t n = 0;
+    char *pack = ckpt_spread_pack(root, &n, &err);
+    CHECK(pack && ckpt_spread_place(copy, pack, n, &err) == 0, "pack and place: %s", err.msg);
+    size_t got = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.model", copy);
+    char *bytes = file_read_bytes(path, 1 << 20, &got, &err);
+    CHECK(bytes && got == sizeof model && memcmp(bytes, model, got) == 0, "tokenizer.model: %zu bytes arrived", got);
+    free(bytes);
+    snprintf(path, sizeof path, "%s/generation_config.json", copy);
+    char *gen = file_read_text(path, 1 << 20, &err);
+    CHECK(gen && strcmp(gen, "{\"eos_token_id\": [2, 7]}") == 0, "generation_config.json arrived");
+    free(gen);
+    snprintf(path, sizeof path, "%s/tokenizer.json", copy);
+    CHECK(access(path, F_OK) != 0, "a file the root lacks is not made up");
+    const char *at = pack ? strstr(pack, "tokenizer.model\n") : NULL;
+    CHECK(at && ckpt_spread_place(copy, pack, (size_t)(at - pack) + 20, &err) == -1 &&
+              strstr(err.msg, "arrived malformed"), "cut inside tokenizer.model: %s", err.msg);
+    free(pack);
 }
 
 static ino_t inode(const char *dir, const char *name) {
@@ -96,6 +135,7 @@ int main(void) {
     CHECK(folder_is_empty(empty), "a refused pack writes nothing");
     free(bad);
     free(pack);
+    identity_files_travel();
 
     char cmd[120];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);

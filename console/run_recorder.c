@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "engine/run_json.h"
+#include "storage/db_journal.h"
 
 // The writes that must land wait RECORDER_PATIENCE_WAITS ordinary busy waits for the lock.
 static void recorder_patient(RunRecorder *r, bool patient) {
@@ -31,6 +32,11 @@ int recorder_begin(RunRecorder *r, const RunConfig *rc, const PipelineOptions *p
     r->db = db_open(r->path, true, err);
     if (!r->db) return -1;
     recorder_patient(r, true);
+    // What earlier runs could not write (their store stayed locked) goes in first.
+    int replayed = 0;
+    Error journal_err;
+    const int replay_rc = db_journal_replay(r->db, &replayed, &journal_err);
+    db_journal_report(r->path, replay_rc, replayed, &journal_err);
     int marked = 0;
     if (db_mark_stale_runs(r->db, &marked, err)) return -1;
     char *config = run_json(rc, po);
@@ -91,6 +97,7 @@ int recorder_end(RunRecorder *r, const char *status, const char *error, Error *e
         // A store that failed cannot take the buffered steps; the row can still say 'failed'.
         if (r->write_failed) db_discard_pending(r->db);
         rc = db_run_end(r->db, r->run, status, error, err);
+        if (rc && db_busy(r->db)) r->locked_out = true;
         if (rc) db_discard_pending(r->db);   // nothing to flush on close: the failure is err
     }
     db_close(r->db);
@@ -111,6 +118,7 @@ static int checkpoint_written(RunRecorder *r, int rc, const Error *err) {
     if (rc && !r->write_failed) {
         r->write_failed = true;
         r->failure = *err;
+        r->locked_out = db_busy(r->db);
     }
     return rc ? -1 : 0;
 }

@@ -18,6 +18,8 @@ typedef struct {
     bool busy;              // the latest write found the store locked
     bool write_failed;
     Error failure;          // why write_failed
+    bool locked_out;        // write_failed, or the run's end unrecorded, because the store stayed
+                            // locked past the patience: the session keeps it in a journal
     const size_t *slot_bytes;   // (stages) activation bytes of one microbatch, from RunInfo
     int64_t resumed_from;       // the run this one continues (0: a fresh run)
 } RunRecorder;

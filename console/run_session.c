@@ -18,6 +18,7 @@
 #include "storage/checkpoint_cleanup.h"
 #include "storage/checkpoint_find.h"
 #include "storage/checkpoint_spread.h"
+#include "storage/db_journal.h"
 
 // ---- where the run starts: --resume and --init-from ---------------------------------------------
 
@@ -95,6 +96,15 @@ int run_session_prepare(RunSession *s, Error *err) {
         return -1;
     }
     if (ro->resume[0]) {
+        // What a run kept aside while the store was locked is recorded first, so that "latest"
+        // and "RUN" find the checkpoints it wrote then (storage/db_journal.h). Every process of
+        // an mpirun job does this before it looks: one replays, the others find it done.
+        int replayed = 0;
+        Error jerr;
+        if (ro->db_path[0]) {
+            const int rc = db_journal_replay_path(ro->db_path, &replayed, &jerr);
+            db_journal_report(ro->db_path, rc, replayed, &jerr);
+        }
         // One process reads every shard: it checks them all now, and a damaged one is named with
         // the newest good checkpoint. A process of an mpirun job may see only its node's shards
         // (--ckpt-dir on a node-local disk): it checks the rest now and each shard as it reads it.
@@ -239,6 +249,16 @@ static int refuse_taken_folder(const char *dir, Error *err) {
     return -1;
 }
 
+// A checkpoint on disk whose row the store did not take: the newest 8 are kept for the journal.
+static void keep_unrecorded(RunSession *s, const char *dir) {
+    const int cap = (int)(sizeof s->unrecorded / sizeof s->unrecorded[0]);
+    if (s->n_unrecorded == cap) {
+        memmove(s->unrecorded[0], s->unrecorded[1], sizeof s->unrecorded[0] * (size_t)(cap - 1));
+        s->n_unrecorded--;
+    }
+    snprintf(s->unrecorded[s->n_unrecorded++], sizeof s->unrecorded[0], "%s", dir);
+}
+
 // Every process: its shards, hashed as they are written; their records to the root, which
 // writes the manifest from them and records it; then the small files where every process can
 // read them. A failure anywhere discards the checkpoint everywhere.
@@ -277,6 +297,7 @@ static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error 
     if (rc == 0 && root) {
         int64_t bytes = 0;
         rc = record_manifest(s, id, dir, &st, &bytes, err);
+        if (rc == 0 && s->recorder.run > 0 && (id <= 0 || s->recorder.write_failed)) keep_unrecorded(s, dir);
         if (rc == 0) {
             s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
             snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
@@ -503,6 +524,18 @@ static void store_failure_line(const RunSession *s, const RunSummary *sum, Error
     else error_set(err, "%s; the run stopped at step %d", s->recorder.failure.msg, step);
 }
 
+// The store stayed locked past the patience: the run's end and the checkpoints it has no row
+// for go into a journal beside it, which the next writer records (storage/db_journal.h), so
+// the row says what happened and --resume latest finds the checkpoint the exit line named.
+static void keep_in_journal(RunSession *s, const char *status, const char *line) {
+    const char *dirs[8];
+    for (int i = 0; i < s->n_unrecorded; i++) dirs[i] = s->unrecorded[i];
+    Error jerr;
+    if (db_journal_write(s->recorder.path, s->recorder.run, status, line, dirs, s->n_unrecorded, &jerr))
+        fprintf(stderr, "pptrain: warning: %s; the store's row of run %lld stays as it is\n", jerr.msg,
+                (long long)s->recorder.run);
+}
+
 void run_session_release(RunSession *s) {
     ckpt_close(s->source);
     s->source = NULL;
@@ -539,6 +572,7 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
         result = -1;   // trained, but the store holds neither its last steps nor its end
         *err = end_err;
     }
+    if (s->recorder.locked_out && s->recorder.run > 0) keep_in_journal(s, status, result ? err->msg : NULL);
     run_session_release(s);
     return result;
 }

@@ -22,6 +22,10 @@ typedef struct {
     char last_ckpt_dir[4096];
     char source_dir[4096];  // the checkpoint resumed, or the folder --init-from read ("" = none)
     uint32_t run_tag;       // random, drawn at the run's start: its checkpoint folder's name
+    // Checkpoints written whole that the store holds no complete row for (it stayed locked):
+    // kept in the store's journal at the end (storage/db_journal.h). The newest 8.
+    char unrecorded[8][4096];
+    int n_unrecorded;
     // Called on the root after each checkpoint is complete (view.ctx as ctx); may be NULL.
     void (*on_checkpoint)(void *ctx, const char *dir, int step, int64_t bytes, int files);
     struct Checkpoint *source;   // the open --resume / --init-from folder (NULL: none)

@@ -614,6 +614,11 @@ int64_t db_run_begin(Db *db, const DbRun *run, Error *err) {
 }
 
 int db_run_end(Db *db, int64_t run, const char *status, const char *error_or_null, Error *err) {
+    return db_run_end_at(db, run, status, error_or_null, NULL, err);
+}
+
+int db_run_end_at(Db *db, int64_t run, const char *status, const char *error_or_null, const char *ended_at,
+                  Error *err) {
     assert(db->writer);
     if (strcmp(status, "finished") != 0 && strcmp(status, "failed") != 0 && strcmp(status, "stopped") != 0) {
         error_set(err, "%s: ending run %lld: status '%s' is not finished, failed or stopped", db->path,
@@ -628,7 +633,7 @@ int db_run_end(Db *db, int64_t run, const char *status, const char *error_or_nul
     if (!stmt) return -1;
     char now[32];
     now_iso(now);
-    int b = bind_text(stmt, 1, status) | bind_text(stmt, 2, error_or_null) | bind_text(stmt, 3, now) |
+    int b = bind_text(stmt, 1, status) | bind_text(stmt, 2, error_or_null) | bind_text(stmt, 3, ended_at ? ended_at : now) |
             sqlite3_bind_int64(stmt, 4, run);
     if (db_step_done(db, stmt, b, "ending a run", err)) return -1;
     if (sqlite3_changes(db->sql) != 1) {
@@ -860,6 +865,37 @@ int64_t db_checkpoint_begin(Db *db, int64_t run, int step, const char *dir, Erro
     free(absolute);
     if (db_step_done(db, stmt, b, "recording a checkpoint", err)) return -1;
     return sqlite3_last_insert_rowid(db->sql);
+}
+
+int db_write_begin(Db *db, Error *err) { return db_exec(db, "BEGIN IMMEDIATE", "starting a write", err); }
+int db_write_commit(Db *db, Error *err) { return db_exec(db, "COMMIT", "committing a write", err); }
+void db_write_rollback(Db *db) { db_rollback(db); }
+
+int64_t db_checkpoint_find(Db *db, int64_t run, const char *dir, bool *complete, Error *err) {
+    static const char SQL[] = "SELECT id, status FROM checkpoints WHERE run_id = ? AND dir = ? ORDER BY id DESC LIMIT 1";
+    *complete = false;
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int64_t id = 0;
+    const int b = sqlite3_bind_int64(stmt, 1, run) | bind_text(stmt, 2, dir);
+    const int rc = b == SQLITE_OK ? sqlite3_step(stmt) : b;
+    if (rc == SQLITE_ROW) {
+        id = sqlite3_column_int64(stmt, 0);
+        const char *status = (const char *)sqlite3_column_text(stmt, 1);
+        *complete = status && strcmp(status, "complete") == 0;
+    }
+    sqlite3_reset(stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        db_fail(db, err, "finding a checkpoint");
+        return -1;
+    }
+    return id;
+}
+
+int db_checkpoint_files_clear(Db *db, int64_t checkpoint, Error *err) {
+    sqlite3_stmt *stmt = db_stmt(db, "DELETE FROM checkpoint_files WHERE checkpoint_id = ?", err);
+    if (!stmt) return -1;
+    return db_step_done(db, stmt, sqlite3_bind_int64(stmt, 1, checkpoint), "clearing a checkpoint's files", err);
 }
 
 static bool is_sha256_hex(const char *s) {

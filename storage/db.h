@@ -100,6 +100,9 @@ int db_busy_timeout_ms(const Db *db);
 int db_discard_pending(Db *db);
 // Flushes, then sets status ('finished', 'failed' or 'stopped'), ended_at and error.
 int db_run_end(Db *db, int64_t run, const char *status, const char *error_or_null, Error *err);
+// The same, with the end's time given (ISO-8601 UTC; NULL: now): a journal's replay.
+int db_run_end_at(Db *db, int64_t run, const char *status, const char *error_or_null, const char *ended_at,
+                  Error *err);
 // A run whose process died (SIGKILL, power loss) stays 'running'. This marks every 'running'
 // run recorded by a process on this host that no longer exists as 'failed' ("process N on
 // HOST ended without finishing the run"), ended at its last commit. The writer calls it after
@@ -123,6 +126,15 @@ char *db_checkpoint_dir(const Db *db, const char *dir);
 int db_checkpoint_file_add(Db *db, int64_t checkpoint, const char *path, int64_t bytes, const char *sha256,
                            int stage, Error *err);
 int db_checkpoint_complete(Db *db, int64_t checkpoint, Error *err);
+// The newest checkpoint row of run with exactly this dir (0: none; -1 on error), and whether
+// it is complete; and the removal of a row's file list, for db_journal's replay.
+int64_t db_checkpoint_find(Db *db, int64_t run, const char *dir, bool *complete, Error *err);
+// One write transaction around several of the calls above (BEGIN IMMEDIATE: the lock is taken
+// first, so two processes never interleave them).
+int db_write_begin(Db *db, Error *err);
+int db_write_commit(Db *db, Error *err);
+void db_write_rollback(Db *db);
+int db_checkpoint_files_clear(Db *db, int64_t checkpoint, Error *err);
 int db_checkpoint_fail(Db *db, int64_t checkpoint, const char *error, Error *err);
 
 // ---- reading (storage/db_query.c) --------------------------------------------------------

@@ -50,6 +50,40 @@ check "a store locked at the start: exit 0 (got $code)" [ "$code" -eq 0 ]
 check "a store locked at the start: nothing on stderr" [ ! -s err1b.txt ]
 check "a store locked at the start: the run is recorded, finished" \
   [ "$(q busy.db "SELECT count(*) FROM runs WHERE status = 'finished'")" -eq 2 ]
+# A lock held past the patience (12 waits: 2.4 s here) at a checkpoint: the run stops with
+# exit 2 after a final checkpoint whose folder its line names. The store cannot take the
+# run's end nor that checkpoint, so both go into a journal beside it; the next writer
+# records them: the row says failed with that very line, and --resume latest starts at the
+# step the line named.
+"$bin" train "${tiny[@]}" --steps 3000 --ckpt-every 20 --ckpt-dir ckl --db locked.db >outl.txt 2>errl.txt &
+run=$!
+for _ in $(seq 400); do
+  n=$(q locked.db "SELECT count(*) FROM checkpoints WHERE status = 'complete'" 2>/dev/null)
+  [ "${n:-0}" -gt 0 ] && break
+  sleep 0.05
+done
+sqlite3 locked.db ".timeout 10000" "BEGIN IMMEDIATE;" \
+  ".shell for i in \$(seq 400); do kill -0 $run 2>/dev/null || break; sleep 0.05; done" "COMMIT;"
+wait $run
+code=$?
+check "a lock past the patience: exit 2 (got $code)" [ "$code" -eq 2 ]
+named=$(sed -n 's/.*its last checkpoint is \(.*\)$/\1/p' errl.txt | tail -1)
+named_step=$((10#${named##*step-}))
+check "a lock past the patience: the line names the last checkpoint ($named)" [ -f "$named/trainer_state.json" ]
+check "a lock past the patience: a journal beside the store" [ -f locked.db.journal-1.json ]
+check "a lock past the patience: the row still says running until a writer comes" \
+  [ "$(q locked.db 'SELECT status FROM runs WHERE id = 1')" = running ]
+"$bin" train --resume latest --db locked.db --steps $((named_step + 2)) >outr.txt 2>errr.txt
+check "resume latest after the lock: exit 0" [ $? -eq 0 ] || cat errr.txt
+check "resume latest after the lock: the journal was recorded, and removed" \
+  bash -c "grep -q 'note: locked.db: recorded 1 earlier run' errr.txt && [ ! -e locked.db.journal-1.json ]"
+check "the locked run's row: failed, with the line it printed" \
+  [ "$(q locked.db 'SELECT status || '"'"'|'"'"' || error FROM runs WHERE id = 1')" = "failed|$(sed 's/^pptrain: //' errl.txt | tail -1)" ]
+check "the named checkpoint: a complete row" \
+  [ "$(q locked.db "SELECT status FROM checkpoints WHERE dir = '$named'")" = complete ]
+check "resume latest started at the step the line named ($named_step)" \
+  [ "$(q locked.db 'SELECT min(step) FROM steps WHERE run_id = 2')" -eq $((named_step + 1)) ]
+check "the store after the lock and the journal: integrity_check passes" intact locked.db
 unset PPTRAIN_TEST_DB_BUSY_MS
 
 # ---- 2. a store that cannot grow (a full disk): exit 2, one line, the run failed -------------

@@ -13,6 +13,7 @@
 #include "console/cmd/cmd_train.h"
 #include "console/cmd/cmd_watch.h"
 #include "console/version.h"
+#include "kernels/cpu/blas_core.h"
 
 // pptrain_emu's main.c is compiled with PPTRAIN_GPU_EMULATED=1 (CMakeLists.txt).
 #ifndef PPTRAIN_GPU_EMULATED
@@ -57,6 +58,13 @@ int main(int argc, char **argv) {
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
         version_print(stdout);
         return 0;
+    }
+    // A cap on the CPU kernels that this CPU cannot run is the user's to fix (blas_core.h);
+    // one it can run is noted in the run's banner and the console's header.
+    char blas[512];
+    if (blas_core_check(blas, sizeof blas) == 2) {
+        fprintf(stderr, "pptrain: %s\n", blas);
+        return 2;
     }
     // No command, or options only: the console.
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")))

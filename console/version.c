@@ -1,7 +1,6 @@
 // console/version: `pptrain --version` (see version.h).
 #include "console/version.h"
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <curses.h>
 #include <mpi.h>
@@ -39,8 +38,8 @@ void version_print(FILE *out) {
     MPI_Get_library_version(mpi, &len);   // callable before MPI_Init
     char *nl = strchr(mpi, ',');
     if (nl) *nl = '\0';
-    fprintf(out, "  %s\n  %s, SQLite %s, %s, cJSON %s, %s\n", openblas_get_config(), mpi, sqlite3_libversion(),
+    fprintf(out, "  %s, SQLite %s, %s, cJSON %s, %s\n", mpi, sqlite3_libversion(),
             curses_version(), cJSON_Version(), OpenSSL_version(OPENSSL_VERSION));
-    char core[128];
-    fprintf(out, "  OpenBLAS core: %s\n", blas_core_describe(core, sizeof core));
+    char core[512];
+    fprintf(out, "  CPU products: %s\n", blas_core_describe(core, sizeof core));
 }

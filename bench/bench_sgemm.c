@@ -2,9 +2,13 @@
 // library pptrain runs (oneDNN, through kernels/cpu/gemm.c's gemm_serial) or, for comparison,
 // on OpenBLAS or BLIS loaded at run time.
 //   bench_sgemm [--lib onednn|openblas|blis] M N K [iters]   one C(M, N) = A(M, K) @ B(K, N)
-//   bench_sgemm [--lib ...]   the forward / backward-input / backward-weight GEMMs of the
-//                             "tiny" and "small" presets, as kernels/cpu/linear.c calls them,
-//                             and each preset's mean
+//   bench_sgemm [--lib ...] [--model PRESET|CONFIG.json --rows R]
+//                             the forward / backward-input / backward-weight GEMMs of every
+//                             linear layer, as kernels/cpu/linear.c calls them, over R rows
+//                             (a microbatch's B*T tokens); without --model, those of the
+//                             "tiny" (8 x 64 rows) and "small" (8 x 256) presets. Then the
+//                             mean of the shapes and the model's rate: its step's products
+//                             counted as often as it runs them (the FLOPs over the time).
 // One thread: every product runs on the calling thread. Each library picks its own kernels:
 // OPENBLAS_CORETYPE forces OpenBLAS's (Haswell, Zen, SkylakeX ...), ONEDNN_MAX_CPU_ISA caps
 // oneDNN's; the kernels that ran are printed.
@@ -15,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/model/model.h"
 #include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/kernels.h"
 
@@ -74,10 +79,18 @@ typedef struct {
     bool ta, tb;
 } GemmShape;
 
+// A model's linear layers over `rows` tokens: the shapes of one step's products.
 typedef struct {
     const char *name;
-    int rows, C, inter, q, kv, V;   // rows = B*T; inter = the MLP's width; q = NH*HD, kv = NKV*HD
+    int rows, C, inter, q, kv, V, L;   // rows = B*T; inter = the MLP's width; q = NH*HD, kv = NKV*HD
 } Preset;
+
+// One model's tally: the plain sum of the shapes' rates, and FLOPs and seconds with each shape
+// counted as often as a step runs it.
+typedef struct {
+    double rate_sum, flops, seconds;
+    int shapes;
+} Tally;
 
 static double now_s(void) {
     struct timespec ts;
@@ -125,18 +138,21 @@ static double bench_one(const GemmShape *s, int iters, int *iters_used) {
     return median;
 }
 
-// Prints one shape's row; returns its GFLOP/s.
-static double print_row(const char *preset, const GemmShape *s, int iters) {
+// Prints one shape's row and adds it to the tally, `count` times for the weighted rate.
+static void print_row(const char *preset, const GemmShape *s, int iters, int count, Tally *tally) {
     int used;
-    double sec = bench_one(s, iters, &used), gflops = 2.0 * s->M * s->N * s->K / sec * 1e-9;
+    const double sec = bench_one(s, iters, &used), flops = 2.0 * s->M * s->N * s->K;
     printf("%-6s %-28s %6d %6d %6d  %c%c %5d %10.3f %9.2f\n", preset, s->name, s->M, s->N, s->K, s->ta ? 'T' : 'N',
-           s->tb ? 'T' : 'N', used, sec * 1e3, gflops);
-    return gflops;
+           s->tb ? 'T' : 'N', used, sec * 1e3, flops / sec * 1e-9);
+    tally->rate_sum += flops / sec * 1e-9;
+    tally->shapes++;
+    tally->flops += count * flops;
+    tally->seconds += count * sec;
 }
 
-// The three GEMMs of one linear layer (OC, IC) over `rows` tokens, as linear.c issues them;
-// returns the sum of their GFLOP/s.
-static double bench_linear(const char *preset, const char *layer, int rows, int IC, int OC) {
+// The three GEMMs of a linear layer (OC, IC) over `rows` tokens, as linear.c issues them; a
+// step runs each `count` times.
+static void bench_linear(const char *preset, const char *layer, int rows, int IC, int OC, int count, Tally *t) {
     char name[3][48];
     snprintf(name[0], sizeof name[0], "%s fwd", layer);
     snprintf(name[1], sizeof name[1], "%s bwd-input", layer);
@@ -146,20 +162,34 @@ static double bench_linear(const char *preset, const char *layer, int rows, int 
         {name[1], rows, IC, OC, false, false},   // dinp = dout @ W
         {name[2], OC, IC, rows, true, false},    // dW = dout^T @ inp
     };
-    double sum = 0;
-    for (int i = 0; i < 3; i++) sum += print_row(preset, &g[i], 0);
-    return sum;
+    for (int i = 0; i < 3; i++) print_row(preset, &g[i], 0, count, t);
 }
 
-// Every linear layer's three GEMMs, then their mean GFLOP/s (18 shapes, unweighted).
+// Every linear layer's three GEMMs, then their mean GFLOP/s (18 shapes, unweighted) and the
+// model's rate (k and v, gate and up: two of each per layer; the LM head once).
 static void bench_preset(const Preset *p) {
-    double sum = bench_linear(p->name, "q_proj", p->rows, p->C, p->q);
-    sum += bench_linear(p->name, "k_proj/v_proj", p->rows, p->C, p->kv);
-    sum += bench_linear(p->name, "o_proj", p->rows, p->q, p->C);
-    sum += bench_linear(p->name, "gate_proj/up_proj", p->rows, p->C, p->inter);
-    sum += bench_linear(p->name, "down_proj", p->rows, p->inter, p->C);
-    sum += bench_linear(p->name, "lm_head", p->rows, p->C, p->V);
-    printf("%-6s %-28s %60.2f\n", p->name, "mean of the 18 shapes", sum / 18);
+    Tally t = {0};
+    bench_linear(p->name, "q_proj", p->rows, p->C, p->q, p->L, &t);
+    bench_linear(p->name, "k_proj/v_proj", p->rows, p->C, p->kv, 2 * p->L, &t);
+    bench_linear(p->name, "o_proj", p->rows, p->q, p->C, p->L, &t);
+    bench_linear(p->name, "gate_proj/up_proj", p->rows, p->C, p->inter, 2 * p->L, &t);
+    bench_linear(p->name, "down_proj", p->rows, p->inter, p->C, p->L, &t);
+    bench_linear(p->name, "lm_head", p->rows, p->C, p->V, 1, &t);
+    printf("%-6s %-28s %60.2f\n", p->name, "mean of the shapes", t.rate_sum / t.shapes);
+    printf("%-6s %-28s %60.2f\n", p->name, "model rate (FLOPs / time)", t.flops / t.seconds * 1e-9);
+}
+
+// --model NAME --rows R: a preset or config.json, as pptrain reads it.
+static Preset model_preset(const char *model, int rows) {
+    ModelConfig c;
+    Error err;
+    const bool json = strlen(model) > 5 && strcmp(model + strlen(model) - 5, ".json") == 0;
+    if ((json ? model_config_from_json(&c, model, &err) : model_config_preset(&c, model, &err)) != 0) {
+        fprintf(stderr, "bench_sgemm: %s\n", err.msg);
+        exit(2);
+    }
+    return (Preset){"model", rows, c.hidden, c.intermediate, c.heads * c.head_dim, c.kv_heads * c.head_dim, c.vocab,
+                    c.layers};
 }
 
 static int parse_positive(const char *s, const char *what) {
@@ -172,20 +202,25 @@ static int parse_positive(const char *s, const char *what) {
     return (int)v;
 }
 
-static const char USAGE[] = "usage: bench_sgemm [--lib onednn|openblas|blis] [M N K [iters]]\n";
+static const char USAGE[] =
+    "usage: bench_sgemm [--lib onednn|openblas|blis] [M N K [iters] | --model PRESET|CONFIG.json --rows R]\n";
 
 int main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         printf("%s", USAGE);
         return 0;
     }
-    const char *lib = "onednn";
-    if (argc >= 3 && strcmp(argv[1], "--lib") == 0) {
-        lib = argv[2];
+    const char *lib = "onednn", *model = NULL;
+    int rows = 0;
+    while (argc >= 3 && argv[1][0] == '-') {
+        if (strcmp(argv[1], "--lib") == 0) lib = argv[2];
+        else if (strcmp(argv[1], "--model") == 0) model = argv[2];
+        else if (strcmp(argv[1], "--rows") == 0) rows = parse_positive(argv[2], "--rows");
+        else break;
         argc -= 2;
         argv += 2;
     }
-    if (argc != 1 && argc != 4 && argc != 5) {
+    if ((argc != 1 && argc != 4 && argc != 5) || (argc > 1 && model) || (!model != !rows)) {
         fprintf(stderr, "%s", USAGE);
         return 2;
     }
@@ -197,16 +232,22 @@ int main(int argc, char **argv) {
         one.K = parse_positive(argv[3], "K");
         iters = argc == 5 ? parse_positive(argv[4], "iters") : 0;
     }
+    const Preset chosen = model ? model_preset(model, rows) : (Preset){0};
     load_library(lib);
     printf("%-6s %-28s %6s %6s %6s  %-2s %5s %10s %9s\n", "preset", "gemm", "M", "N", "K", "op", "iters",
            "median_ms", "GFLOP/s");
     if (argc > 1) {
-        print_row("-", &one, iters);
+        Tally t = {0};
+        print_row("-", &one, iters, 1, &t);
+        return 0;
+    }
+    if (model) {
+        bench_preset(&chosen);
         return 0;
     }
     const Preset presets[] = {
-        {"tiny", 512, 64, 128, 64, 32, 259},
-        {"small", 8 * 256, 512, 1536, 512, 256, 259},
+        {"tiny", 8 * 64, 64, 128, 64, 32, 259, 8},
+        {"small", 8 * 256, 512, 1536, 512, 256, 259, 8},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) bench_preset(&presets[i]);
     return 0;

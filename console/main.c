@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "console/cli.h"
 #include "console/cmd/cmd_check.h"
@@ -44,7 +45,23 @@ static void usage(FILE *out) {
         fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
 }
 
+// OpenMP threads that wait for work spin for about 3 ms before they sleep: libgomp's default,
+// read from OMP_WAIT_POLICY and GOMP_SPINCOUNT when it loads, before main can set either. On
+// cores that other processes keep busy, those spins take the time slices the working threads
+// need (README, "Threads on a shared machine": beside a busy loop on a 2-core machine the
+// README's one-stage example took 5.0-6.8x its one-thread time with two spinning threads,
+// 0.28-0.54x with two that sleep when they wait). So unless
+// the user chose a policy, pptrain runs itself again with OMP_WAIT_POLICY=PASSIVE, before
+// anything else has happened; every mpirun rank does the same. Where /proc/self/exe cannot be
+// run, it carries on as it is.
+static void sleep_when_waiting(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+    sleep_when_waiting(argv);
     // A file over the size limit (ulimit -f) fails its write with EFBIG and one error line,
     // instead of killing the process mid-checkpoint.
     signal(SIGXFSZ, SIG_IGN);

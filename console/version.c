@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <openssl/crypto.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "console/cli.h"
@@ -42,4 +43,10 @@ void version_print(FILE *out) {
             curses_version(), cJSON_Version(), OpenSSL_version(OPENSSL_VERSION));
     char core[512];
     fprintf(out, "  CPU products: %s\n", blas_core_describe(core, sizeof core));
+    // main sets OMP_WAIT_POLICY=PASSIVE unless the user chose (console/main.c).
+    const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    if (spin) fprintf(out, "  OpenMP waiting threads: GOMP_SPINCOUNT=%s%s%s\n", spin, wait ? ", OMP_WAIT_POLICY=" : "",
+                      wait ? wait : "");
+    else if (wait) fprintf(out, "  OpenMP waiting threads: OMP_WAIT_POLICY=%s\n", wait);
+    else fprintf(out, "  OpenMP waiting threads: libgomp's default (they spin about 3 ms, then sleep)\n");
 }

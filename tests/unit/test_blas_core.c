@@ -1,6 +1,7 @@
 // tests/unit/test_blas_core: the products run the widest kernels this CPU runs, chosen by its
 // features, and pptrain says which and why (--version, the run banner) and refuses a cap the
-// CPU cannot run (kernels/cpu/blas_core.h). Holds on any CPU: what it asserts of the binary
+// CPU cannot run (kernels/cpu/blas_core.h); and pptrain's OpenMP threads sleep when they wait
+// unless the user chose (console/main.c). Holds on any CPU: what it asserts of the binary
 // follows from this CPU's features, which it reads.
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,9 @@ static void test_choice_is_widest(void) {
 // exit status; its output, stdout and stderr, goes to out.
 static int run_pptrain(const char *env, const char *args, char *out, size_t size) {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "env -u OPENBLAS_CORETYPE -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA %s '%s' %s 2>&1",
+    snprintf(cmd, sizeof cmd,
+             "env -u OPENBLAS_CORETYPE -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "
+             "%s '%s' %s 2>&1",
              env, PPTRAIN_BINARY, args);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
@@ -106,6 +109,17 @@ static void test_binary_caps(BlasWidth best) {
     CHECK(count(out, "\n  note: OPENBLAS_CORETYPE=Prescott does nothing") == 1, "noted once: %s", out);
 }
 
+// Unset, pptrain runs itself again with OMP_WAIT_POLICY=PASSIVE; a policy the user set stays.
+static void test_wait_policy(void) {
+    char out[8192];
+    CHECK(run_pptrain("", "--version", out, sizeof out) == 0, "--version: %s", out);
+    CHECK(strstr(out, "\n  OpenMP waiting threads: OMP_WAIT_POLICY=PASSIVE\n") != NULL, "passive by default: %s", out);
+    CHECK(run_pptrain("OMP_WAIT_POLICY=active", "--version", out, sizeof out) == 0, "--version: %s", out);
+    CHECK(strstr(out, "\n  OpenMP waiting threads: OMP_WAIT_POLICY=active\n") != NULL, "the user's policy: %s", out);
+    CHECK(run_pptrain("GOMP_SPINCOUNT=1000", "--version", out, sizeof out) == 0, "--version: %s", out);
+    CHECK(strstr(out, "\n  OpenMP waiting threads: GOMP_SPINCOUNT=1000\n") != NULL, "the user's spin count: %s", out);
+}
+
 int main(void) {
     test_width_rule();
     test_cap_names();
@@ -114,5 +128,6 @@ int main(void) {
     blas_cpu_read(&cpu);
     test_binary_default(blas_cpu_width(&cpu));
     test_binary_caps(blas_cpu_width(&cpu));
+    test_wait_policy();
     return test_finish();
 }

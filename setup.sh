@@ -6,7 +6,8 @@ cd "$(dirname "$0")"
 
 packages=(
   build-essential cmake pkg-config
-  libopenblas-openmp-dev        # CPU GEMM (cblas), OpenMP build so it shares our threads
+  libdnnl-dev                   # CPU GEMM (oneDNN's sgemm, kernels by CPU features; OpenMP build)
+  libopenblas0-openmp libblis4-openmp   # the GEMM libraries bench/bench_sgemm compares it with
   libopenmpi-dev openmpi-bin    # ranks and CPU messages
   libncurses-dev                # the console
   libsqlite3-dev sqlite3        # the run store

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "console/cli.h"
 #include "console/cmd/cmd_check.h"
@@ -13,6 +14,7 @@
 #include "console/cmd/cmd_train.h"
 #include "console/cmd/cmd_watch.h"
 #include "console/version.h"
+#include "kernels/cpu/blas_core.h"
 
 // pptrain_emu's main.c is compiled with PPTRAIN_GPU_EMULATED=1 (CMakeLists.txt).
 #ifndef PPTRAIN_GPU_EMULATED
@@ -43,7 +45,22 @@ static void usage(FILE *out) {
         fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
 }
 
+// OpenMP threads that wait for work spin for about 3 ms before they sleep: libgomp's default,
+// read from OMP_WAIT_POLICY and GOMP_SPINCOUNT when it loads, before main can set either. On
+// cores that other processes keep busy, those spins take the time slices the working threads
+// need (README, "Threads on a shared machine": beside a busy loop on a 2-core machine the
+// README's one-stage example took 5.0-6.8x its one-thread time with two spinning threads,
+// 0.28-0.54x with two that sleep when they wait). So unless the user chose a policy, pptrain
+// runs itself again with OMP_WAIT_POLICY=PASSIVE, before anything else has happened; every
+// mpirun rank does the same. Where /proc/self/exe cannot be run, it carries on as it is.
+static void sleep_when_waiting(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+    sleep_when_waiting(argv);
     // A file over the size limit (ulimit -f) fails its write with EFBIG and one error line,
     // instead of killing the process mid-checkpoint.
     signal(SIGXFSZ, SIG_IGN);
@@ -57,6 +74,13 @@ int main(int argc, char **argv) {
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
         version_print(stdout);
         return 0;
+    }
+    // A cap on the CPU kernels that this CPU cannot run is the user's to fix (blas_core.h);
+    // one it can run is noted in the run's banner and the console's header.
+    char blas[512];
+    if (blas_core_check(blas, sizeof blas) == 2) {
+        fprintf(stderr, "pptrain: %s\n", blas);
+        return 2;
     }
     // No command, or options only: the console.
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")))

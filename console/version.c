@@ -1,12 +1,12 @@
 // console/version: `pptrain --version` (see version.h).
 #include "console/version.h"
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <curses.h>
 #include <mpi.h>
 #include <openssl/crypto.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "console/cli.h"
@@ -39,8 +39,14 @@ void version_print(FILE *out) {
     MPI_Get_library_version(mpi, &len);   // callable before MPI_Init
     char *nl = strchr(mpi, ',');
     if (nl) *nl = '\0';
-    fprintf(out, "  %s\n  %s, SQLite %s, %s, cJSON %s, %s\n", openblas_get_config(), mpi, sqlite3_libversion(),
+    fprintf(out, "  %s, SQLite %s, %s, cJSON %s, %s\n", mpi, sqlite3_libversion(),
             curses_version(), cJSON_Version(), OpenSSL_version(OPENSSL_VERSION));
-    char core[128];
-    fprintf(out, "  OpenBLAS core: %s\n", blas_core_describe(core, sizeof core));
+    char core[512];
+    fprintf(out, "  CPU products: %s\n", blas_core_describe(core, sizeof core));
+    // main sets OMP_WAIT_POLICY=PASSIVE unless the user chose (console/main.c).
+    const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    if (spin) fprintf(out, "  OpenMP waiting threads: GOMP_SPINCOUNT=%s%s%s\n", spin, wait ? ", OMP_WAIT_POLICY=" : "",
+                      wait ? wait : "");
+    else if (wait) fprintf(out, "  OpenMP waiting threads: OMP_WAIT_POLICY=%s\n", wait);
+    else fprintf(out, "  OpenMP waiting threads: libgomp's default (they spin about 3 ms, then sleep)\n");
 }

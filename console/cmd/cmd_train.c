@@ -65,8 +65,11 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
            po->recompute ? ", recompute all" : "");
     print_stage_layers(info);
     if (info->notice && info->notice[0]) printf("  note: %s\n", info->notice);
-    char core[256];
-    if (po->device == DEVICE_CPU && blas_core_note(core, sizeof core)[0]) printf("  note: %s\n", core);
+    if (po->device == DEVICE_CPU) {
+        char core[512];
+        printf("  products: %s\n", blas_core_describe(core, sizeof core));
+        if (blas_core_check(core, sizeof core) == 1) printf("  note: %s\n", core);
+    }
     if (info->val_held_out)
         printf("  %zu llm.c _val_ shard%s of %s held out of training%s\n", info->val_held_out,
                info->val_held_out == 1 ? "" : "s", rc->data_path, rc->val_data_path[0] ? "" : ": the validation set");

@@ -77,7 +77,8 @@ static void add_field(Field *f, int *n, ThemeRole role, int priority, const char
     va_end(ap);
 }
 
-// The run's identity, and the CPU oversubscription and unused AVX-512 whenever they hold.
+// The run's identity, and the CPU oversubscription and kernels held below the CPU whenever
+// they hold.
 static int identity_fields(const TuiView *v, Field *f) {
     int n = 0;
     char params[16];
@@ -90,8 +91,9 @@ static int identity_fields(const TuiView *v, Field *f) {
     add_field(f, &n, THEME_HEADER, 7, "lr %g", v->lr_peak);
     add_field(f, &n, THEME_HEADER, 5, "%s %s", v->transport, v->device);
     if (oversubscribed(v)) add_field(f, &n, THEME_WARNING, 0, "%d ranks on %d cores", v->host_ranks, v->host_cores);
-    // Products at about half their speed outrank the batch shape and the learning rate (the
-    // setup screen shows those): at 120 columns it makes them give way, not the device.
+    // Products held below the CPU's widest kernels, at about half their speed, outrank the batch
+    // shape and the learning rate (the setup screen shows those): at 120 columns it makes them
+    // give way, not the device.
     if (v->blas_warning[0]) add_field(f, &n, THEME_WARNING, 5, "%s", v->blas_warning);
     return n;
 }

@@ -48,8 +48,12 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     snprintf(v->transport, sizeof v->transport, "%s", transport_kind_name(po->transport));
     cli_device_text(po->device, po->gpu_fp32, v->device, sizeof v->device);
     v->blas_warning[0] = '\0';
-    if (po->device == DEVICE_CPU && blas_core_leaves_avx512())
-        snprintf(v->blas_warning, sizeof v->blas_warning, "OpenBLAS %.16s: no AVX-512", blas_core_name());
+    BlasCpu cpu;
+    blas_cpu_read(&cpu);
+    const BlasWidth runs = blas_core_width(), best = blas_cpu_width(&cpu);
+    if (po->device == DEVICE_CPU && runs < best)
+        snprintf(v->blas_warning, sizeof v->blas_warning, "kernels %s (CPU: %s)", blas_width_name(runs),
+                 blas_width_name(best));
     v->host_cores = telemetry_host_cores();
     v->host_ranks = telemetry_host_ranks(po->transport == TRANSPORT_KIND_LOCAL, po->ranks * (po->dp > 0 ? po->dp : 1));
     v->P = po->ranks;

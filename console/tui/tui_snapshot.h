@@ -61,8 +61,8 @@ typedef struct {
     int64_t run_id;             // in the run store; 0: not recorded
     char schedule[256], model[128], transport[8];
     char device[40];            // "cpu fp32", "cuda bf16", "cuda bf16 (emulated)"
-    char blas_warning[48];      // CPU runs: "OpenBLAS Haswell: no AVX-512" when the products
-                                // leave the CPU's AVX-512 unused (kernels/cpu/blas_core.h); or ""
+    char blas_warning[48];      // CPU runs: "kernels AVX (CPU: AVX2)" when ONEDNN_MAX_CPU_ISA holds
+                                // the products below the CPU (kernels/cpu/blas_core.h); or ""
     int P, V, D, M, B, T, steps_planned;
     double params, lr_peak;
     // The latest step.

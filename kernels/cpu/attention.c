@@ -1,4 +1,4 @@
-// Causal grouped-query attention on cblas_sgemm, one (sequence, head) pair per task.
+// Causal grouped-query attention on gemm_serial, one (sequence, head) pair per task.
 // q, out: (B, T, NH, HD) and k, v: (B, T, NKV, HD) are read in place through leading
 // dimensions (NH*HD, NKV*HD); att and scratch hold one (T, T) block per (b, h).
 #include <math.h>
@@ -6,7 +6,6 @@
 #include <string.h>
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/vecmath.h"
-#include <cblas.h>
 
 // Rows per sgemm: query rows [r0, r1) only see keys [0, r1), so the work above the diagonal
 // is skipped block by block (about 5/8 of the full T x T at T = 4 blocks). 32 rows, measured
@@ -90,11 +89,11 @@ void attention_forward(float *out, float *att, const float *q, const float *k, c
         for (int r0 = 0; r0 < T; r0 += ATTENTION_BLOCK) {
             int r1 = r0 + ATTENTION_BLOCK < T ? r0 + ATTENTION_BLOCK : T;
             // scores[r0:r1, 0:r1] = scale * q[r0:r1] @ k[0:r1]^T
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, HD, scale,
+            gemm_serial(false, true, r1 - r0, r1, HD, scale,
                         qb + (size_t)r0 * ldq, ldq, kb, ldk, 0.0f, p + (size_t)r0 * T, T);
             attention_softmax_rows(p, r0, r1, T);
             // out[r0:r1] = P[r0:r1, 0:r1] @ v[0:r1]
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, HD, r1, 1.0f,
+            gemm_serial(false, false, r1 - r0, HD, r1, 1.0f,
                         p + (size_t)r0 * T, T, vb, ldk, 0.0f, ob + (size_t)r0 * ldq, ldq);
         }
     }
@@ -143,19 +142,19 @@ static void attention_backward_head(float *dqb, float *dkb, float *dvb, float *d
     for (int r0 = 0; r0 < T; r0 += ATTENTION_BLOCK) {
         int r1 = r0 + ATTENTION_BLOCK < T ? r0 + ATTENTION_BLOCK : T;
         // dP[r0:r1, 0:r1] = dout[r0:r1] @ v[0:r1]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, HD, 1.0f,
+        gemm_serial(false, true, r1 - r0, r1, HD, 1.0f,
                     doutb + (size_t)r0 * ldq, ldq, vb, ldk, 0.0f, ds + (size_t)r0 * T, T);
         attention_dsoftmax_rows(ds, p, r0, r1, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, HD, r1, scale,
+        gemm_serial(false, false, r1 - r0, HD, r1, scale,
                     ds + (size_t)r0 * T, T, kb, ldk, 0.0f, dqb + (size_t)r0 * ldq, ldq);
     }
     // Key rows [c0, c1) are seen by query rows [c0, T) only.
     for (int c0 = 0; c0 < T; c0 += ATTENTION_BLOCK) {
         int c1 = c0 + ATTENTION_BLOCK < T ? c0 + ATTENTION_BLOCK : T;
         size_t corner = (size_t)c0 * T + c0;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, HD, T - c0, scale,
+        gemm_serial(true, false, c1 - c0, HD, T - c0, scale,
                     ds + corner, T, qb + (size_t)c0 * ldq, ldq, kv_beta, dkb + (size_t)c0 * ldk, ldk);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, HD, T - c0, 1.0f,
+        gemm_serial(true, false, c1 - c0, HD, T - c0, 1.0f,
                     p + corner, T, doutb + (size_t)c0 * ldq, ldq, kv_beta, dvb + (size_t)c0 * ldk, ldk);
     }
 }

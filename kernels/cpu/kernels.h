@@ -44,10 +44,14 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
                       const float *weight, const float *rstd, int N, int C);
 
 // ---- gemm.c ------------------------------------------------------------------------------
-// C(M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb: the
-// arguments of cblas_sgemm. The bits depend on the shape alone, never on the thread count:
-// C is cut into gemm_tile_count(M, N, K) tiles of whole rows or whole columns (a function of
-// the shape alone), each one single-threaded sgemm, spread over the OpenMP threads.
+// C(M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op = transpose when ta / tb, with
+// leading dimensions lda, ldb, ldc as BLAS takes them. gemm_serial: one product on the calling
+// thread (oneDNN's sgemm, kernels/cpu/blas_core.h), its bits a function of the shape alone.
+void gemm_serial(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc);
+// gemm_fixed: the same product on all the OpenMP threads, its bits still the shape's alone: C
+// is cut into gemm_tile_count(M, N, K) tiles of whole rows or whole columns (a function of the
+// shape alone), each one gemm_serial, spread over the OpenMP threads.
 void gemm_fixed(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                 int ldb, float beta, float *C, int ldc);
 int gemm_tile_count(int M, int N, int K);

@@ -12,15 +12,18 @@ if locale -a 2>/dev/null | grep -qix 'c.utf-\?8'; then export LC_ALL=C.UTF-8; fi
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$work/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$work/ubsan"
 
-# wait_for SECONDS PATTERN WHAT: polls the screen until the extended regex shows up.
+# wait_for SECONDS PATTERN WHAT: polls the screen until the extended regex shows up. SECONDS
+# is what an idle 2-core machine needs; the wait allows three times that (it ends as soon as
+# the pattern shows), since ctest -j runs these beside other tests that share the cores, and
+# a run that finishes in 20 s alone took over 60 s there at a load average of 7.
 wait_for() {
-  local deadline=$((SECONDS + $1))
+  local deadline=$((SECONDS + 3 * $1))
   while [ $SECONDS -le $deadline ]; do
     tm capture-pane -p > "$work/screen.txt" 2>/dev/null
     if grep -Eq -- "$2" "$work/screen.txt"; then pass; return 0; fi
     sleep 0.2
   done
-  fail "$3: no '$2' on the screen within $1 s:"
+  fail "$3: no '$2' on the screen within $((3 * $1)) s:"
   cat "$work/screen.txt"
   return 1
 }

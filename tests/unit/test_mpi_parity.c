@@ -52,8 +52,12 @@ static void check_weights(Pipeline *p, const StageModel *ref, const char *what) 
     }
 }
 
-// The root sees every rank's events; one host's ranks share CLOCK_MONOTONIC, so the measured
-// offsets are at most a round trip.
+// The root sees every rank's events; one host's ranks share CLOCK_MONOTONIC, so a measured
+// offset is the estimate's own error, at most half the best of its round trips. A round trip
+// between oversubscribed ranks (4 on 2 cores, beside other tests under ctest -j) can include
+// a scheduler time slice or two: 11.9 ms was seen at a load average of 7. The bound is 0.1 s:
+// well above that, and far below what a wrong clock (CLOCK_REALTIME against MONOTONIC,
+// seconds against milliseconds) would give.
 static void check_telemetry(const Pipeline *p, const PipelineReport *r, int W, const char *what) {
     CHECK(r->has_telemetry && r->telemetry.n_ranks == W && r->telemetry.step_ms > 0, "%s telemetry", what);
     const ActionEvent *const *events;
@@ -62,7 +66,7 @@ static void check_telemetry(const Pipeline *p, const PipelineReport *r, int W, c
     for (int w = 0; w < W; w++) {
         CHECK(n_events[w] > 0 && r->telemetry.ranks[w].events == n_events[w] && events[w][0].end >= events[w][0].start,
               "%s rank %d: %d events", what, w, n_events[w]);
-        CHECK(fabs(pipeline_clock_offsets(p)[w]) < 0.01, "%s rank %d clock offset %g s", what, w,
+        CHECK(fabs(pipeline_clock_offsets(p)[w]) < 0.1, "%s rank %d clock offset %g s", what, w,
               pipeline_clock_offsets(p)[w]);
     }
 }

@@ -1,11 +1,13 @@
 // console/tui_runner: the training thread and the MPI command broadcast (see tui_runner.h).
 #include "console/tui/tui_runner.h"
 
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "console/run_session.h"
 #include "console/tui/pure/tui_plan.h"
@@ -37,6 +39,15 @@ static double ideal_bubble(const RunOptions *ro) {
     return b;
 }
 
+// A checkpoint folder as the header shows it: relative to the working directory when it lies
+// below it (the store keeps it absolute; the header's width is better spent on the run).
+static const char *shown_folder(const char *dir) {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return dir;
+    const size_t n = strlen(cwd);
+    return strncmp(dir, cwd, n) == 0 && dir[n] == '/' ? dir + n + 1 : dir;
+}
+
 static int run_one(TuiRunner *r, const RunOptions *ro) {
     RunSession *s = xcalloc(1, sizeof *s);
     s->ro = *ro;
@@ -49,7 +60,7 @@ static int run_one(TuiRunner *r, const RunOptions *ro) {
     const int rc = run_session(s, &sum, &err);
     char note[512] = "";
     if (rc) snprintf(note, sizeof note, "%s", err.msg);
-    else if (s->last_ckpt_id > 0) snprintf(note, sizeof note, "checkpoint %.480s", s->last_ckpt_dir);
+    else if (s->last_ckpt_id > 0) snprintf(note, sizeof note, "checkpoint %.480s", shown_folder(s->last_ckpt_dir));
     tui_snapshot_end(r->snap, rc ? TUI_RUN_FAILED : sum.stopped ? TUI_RUN_STOPPED : TUI_RUN_FINISHED, note,
                  s->recorder.run);
     free(s);

@@ -14,6 +14,15 @@ small=(--data "$data" --batch 2 --seq 16)
 export OMP_NUM_THREADS=1
 q() { sqlite3 "$1" "$2"; }
 intact() { [ "$(q "$1" 'PRAGMA integrity_check')" = ok ]; }
+# until_rows DB SQL: waits (20 s at most) until the count SQL gives is above 0.
+until_rows() {
+  local n
+  for _ in $(seq 400); do
+    n=$(q "$1" "$2" 2>/dev/null)
+    [ "${n:-0}" -gt 0 ] && return 0
+    sleep 0.05
+  done
+}
 
 # ---- 1. a lock held while the run writes: nothing is lost ---------------------------------
 # The lock is taken once the run has committed steps, and held until the run has found it
@@ -22,11 +31,7 @@ export PPTRAIN_TEST_DB_BUSY_MS=200 OMP_NUM_THREADS=1
 tiny=(--data "$data" --batch 1 --seq 8)
 "$bin" train "${tiny[@]}" --steps 3000 --ckpt-every 500 --ckpt-dir ck1 --db busy.db >out1.txt 2>err1.txt &
 run=$!
-for _ in $(seq 400); do   # until the run has committed its first steps
-  n=$(q busy.db 'SELECT count(*) FROM steps' 2>/dev/null)
-  [ "${n:-0}" -gt 0 ] && break
-  sleep 0.05
-done
+until_rows busy.db 'SELECT count(*) FROM steps'   # the run has committed its first steps
 sqlite3 busy.db ".timeout 10000" "BEGIN IMMEDIATE;" \
   ".shell for i in \$(seq 100); do [ -s err1.txt ] && break; sleep 0.05; done; sleep 0.5" "COMMIT;"
 wait $run
@@ -57,11 +62,7 @@ check "a store locked at the start: the run is recorded, finished" \
 # step the line named.
 "$bin" train "${tiny[@]}" --steps 3000 --ckpt-every 20 --ckpt-dir ckl --db locked.db >outl.txt 2>errl.txt &
 run=$!
-for _ in $(seq 400); do
-  n=$(q locked.db "SELECT count(*) FROM checkpoints WHERE status = 'complete'" 2>/dev/null)
-  [ "${n:-0}" -gt 0 ] && break
-  sleep 0.05
-done
+until_rows locked.db "SELECT count(*) FROM checkpoints WHERE status = 'complete'"
 sqlite3 locked.db ".timeout 10000" "BEGIN IMMEDIATE;" \
   ".shell for i in \$(seq 400); do kill -0 $run 2>/dev/null || break; sleep 0.05; done" "COMMIT;"
 wait $run

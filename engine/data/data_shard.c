@@ -9,6 +9,7 @@
 // garbage), a token above INT32_MAX, and a folder mixing uint16 and uint32 shards (they come
 // from different tokenizers).
 #include "engine/data/data_source.h"
+#include "engine/data/tokenizer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -183,6 +184,7 @@ static int read_shard(const char *path, int width, unsigned char *dst, uint64_t 
 
 int data_load_shards(const FileList *files, TokenStream *out, Error *err) {
     *out = (TokenStream){0};
+    out->pad = TOKEN_PAD;   // unused: shards are refused in pad mode
     int width = 0;
     uint64_t total;
     if (check_all(files, &width, &total, err) != 0) return -1;

@@ -249,6 +249,7 @@ static int run(const Options *o, const char **inputs, int n_in, const HfTokenize
              flush_shard(&w, &w.train, err) || flush_shard(&w, &w.val, err) ||
              write_manifest(&w, t, sha, &st, err) ? -1 : 0;
     if (w.tty) fputc('\n', stderr);
+    if (rc) rmdir(o->out);   // a folder this run made and left empty; fails harmlessly otherwise
     double dt = now_s() - w.t0;
     if (rc == 0)
         printf("tokenized %llu files, %.1f MB, %llu documents in %.2f s (%.1f MB/s, %.2f M tokens/s, %d threads): "

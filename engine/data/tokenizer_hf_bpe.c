@@ -158,8 +158,9 @@ static Cand heap_pop(HfEncoder *e) {
 }
 
 static void push_pair(HfEncoder *e, int32_t left) {
+    if (left < 0) return;
     int32_t right = e->sym[left].next;
-    if (left < 0 || right < 0) return;
+    if (right < 0) return;
     uint32_t rank;
     int32_t merged;
     if (pair_get(&e->t->merges, e->sym[left].id, e->sym[right].id, &rank, &merged))
@@ -232,6 +233,11 @@ int hf_bpe_word(HfEncoder *e, const char *w, size_t n, HfIds *out, Error *err) {
     }
     uint64_t h = 0;
     int cacheable = n <= HF_CACHE_WORD;
+    if (cacheable && !e->cache) {
+        e->cache = xcalloc(HF_CACHE_SLOTS, sizeof *e->cache);
+        e->cache_text = xmalloc(HF_CACHE_TEXT);
+        e->cache_ids = xmalloc(HF_CACHE_IDS * sizeof *e->cache_ids);
+    }
     if (cacheable) {
         h = hf_hash(w, n);
         if (cache_get(e, w, n, h, out)) return 0;

@@ -15,6 +15,7 @@ typedef struct {
 } Toks;
 
 static void put(Toks *t, const char *s, size_t n) {
+    if (!n) return;   // buf may still be NULL
     if (t->n + n > t->cap) {
         t->cap = 2 * (t->n + n) + 64;
         t->buf = check_alloc(realloc(t->buf, t->cap), t->cap, __FILE__, __LINE__);
@@ -24,6 +25,10 @@ static void put(Toks *t, const char *s, size_t n) {
 }
 
 static void open_tok(Toks *t) {
+    if (!t->buf) {   // never NULL: callers index into it
+        t->cap = 64;
+        t->buf = xmalloc(t->cap);
+    }
     if (t->n_tok == t->cap_tok) {
         t->cap_tok = 2 * t->cap_tok + 16;
         t->off = check_alloc(realloc(t->off, t->cap_tok * sizeof *t->off), t->cap_tok * sizeof *t->off, __FILE__, __LINE__);

@@ -26,10 +26,7 @@ HfEncoder *hf_encoder_new(const HfTokenizer *t) {
     HfEncoder *e = xcalloc(1, sizeof *e);
     e->t = t;
     e->md = pcre2_match_data_create(1, NULL);
-    e->cache = xcalloc(HF_CACHE_SLOTS, sizeof *e->cache);
-    e->cache_text = xmalloc(HF_CACHE_TEXT);
-    e->cache_ids = xmalloc(HF_CACHE_IDS * sizeof *e->cache_ids);
-    return e;
+    return e;   // the pre-token cache comes with the first word (hf_bpe_word)
 }
 
 static void pieces_free(Pieces *p) {
@@ -48,12 +45,14 @@ void hf_encoder_free(HfEncoder *e) {
     free(e->cache_text);
     free(e->cache_ids);
     free(e->text);
+    free(e->seg);
     pieces_free(&e->a);
     pieces_free(&e->b);
     free(e);
 }
 
 static void put_bytes(Pieces *p, const char *s, size_t n) {
+    if (!n) return;   // buf may still be NULL
     if (p->n + n > p->cap) {
         p->cap = (p->n + n) * 2 + 256;
         p->buf = check_alloc(realloc(p->buf, p->cap), p->cap, __FILE__, __LINE__);
@@ -64,6 +63,10 @@ static void put_bytes(Pieces *p, const char *s, size_t n) {
 
 // Opens a piece at the end of p->buf; bytes put from now on belong to it.
 static void piece_open(Pieces *p, int first) {
+    if (!p->buf) {   // never NULL: callers index into it
+        p->cap = 256;
+        p->buf = xmalloc(p->cap);
+    }
     if (p->n_piece == p->cap_piece) {
         p->cap_piece = p->cap_piece ? 2 * p->cap_piece : 256;
         p->off = check_alloc(realloc(p->off, p->cap_piece * sizeof *p->off), p->cap_piece * sizeof *p->off, __FILE__, __LINE__);

@@ -57,6 +57,11 @@ FAMILIES = {
                    bos="<|begin_of_text|>"),
     "llama2": dict(specials=["<unk>", "<s>", "</s>"], bos="<s>"),
     "mistral": dict(specials=["<unk>", "<s>", "</s>"], bos="<s>"),
+    # Variants: SmolLM's single digits before GPT-2's ByteLevel; ByteLevel adding a prefix
+    # space; Metaspace always prepending and splitting at each space.
+    "smollm": dict(specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None),
+    "gpt2_prefix": dict(specials=["<|endoftext|>"], bos=None),
+    "metaspace_split": dict(specials=["<unk>", "<s>", "</s>"], bos="<s>"),
 }
 
 
@@ -79,8 +84,12 @@ def corpus():
 
 def byte_level(family, texts):
     tok = Tokenizer(models.BPE(ignore_merges=(family == "llama3")))
-    if family == "gpt2":
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if family in ("gpt2", "gpt2_prefix"):
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=family == "gpt2_prefix", use_regex=True)
+    elif family == "smollm":
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     else:
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
@@ -105,8 +114,10 @@ def sentencepiece(family, texts):
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     if family == "llama2":
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-    else:
+    elif family == "mistral":
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     specials = FAMILIES[family]["specials"]
     trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials, show_progress=False)
     tok.train_from_iterator(texts, trainer)
@@ -126,7 +137,9 @@ def sentencepiece(family, texts):
         tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
                                          decoders.Fuse(), decoders.Strip(" ", 1, 0)])
     else:
-        tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="first", split=False)])
+        scheme = "first" if family == "mistral" else "always"
+        tok.decoder = decoders.Sequence([decoders.ByteFallback(),
+                                         decoders.Metaspace(replacement="▁", prepend_scheme=scheme, split=False)])
     bos = FAMILIES[family]["bos"]
     tok.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tok.token_to_id(bos))])
@@ -135,7 +148,7 @@ def sentencepiece(family, texts):
 
 def tokenizer_config(family):
     specials = FAMILIES[family]["specials"]
-    if family == "gpt2":
+    if family in ("gpt2", "gpt2_prefix", "smollm"):
         return {"bos_token": specials[0], "eos_token": specials[0], "pad_token": None,
                 "unk_token": specials[0], "model_max_length": 1024}
     if family == "llama3":
@@ -169,7 +182,7 @@ def main():
     texts = corpus()
     all_cases = []
     for family in FAMILIES:
-        sp = family in ("llama2", "mistral")
+        sp = family in ("llama2", "mistral", "metaspace_split")
         tok = sentencepiece(family, texts) if sp else byte_level(family, texts)
         d = os.path.join(OUT, family)
         os.makedirs(d, exist_ok=True)

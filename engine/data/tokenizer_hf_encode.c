@@ -132,13 +132,20 @@ static void seg_push(HfEncoder *e, size_t start, size_t end, int match) {
 
 // `tokenizers`' find_matches: the matches of re in s[0..n) and the stretches between them,
 // covering s. An empty match is kept (as `tokenizers` keeps it) and the search moves one
-// character on.
-static void find_matches(HfEncoder *e, const pcre2_code *re, const char *s, size_t n) {
+// character on. A regex that gives up (match or JIT stack limit) is an error, never a
+// silently unsplit rest.
+static int find_matches(HfEncoder *e, const pcre2_code *re, const char *s, size_t n, Error *err) {
     e->n_seg = 0;
     size_t prev = 0, at = 0;
     while (at <= n) {
         int rc = pcre2_match(re, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK, e->md, NULL);
-        if (rc < 0) break;   // no match (PCRE2_ERROR_NOMATCH), or a match limit: the rest is one gap
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            error_set(err, "%s: a pre-tokenizer regex failed on a %zu-byte piece: %s", e->t->name, n, (char *)msg);
+            return -1;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
         if (ov[0] > prev) seg_push(e, prev, ov[0], 0);
         seg_push(e, ov[0], ov[1], 1);
@@ -146,6 +153,7 @@ static void find_matches(HfEncoder *e, const pcre2_code *re, const char *s, size
         at = ov[1] > ov[0] ? ov[1] : ov[1] + hf_utf8_len((unsigned char)s[ov[1] < n ? ov[1] : 0]);
     }
     if (prev < n) seg_push(e, prev, n, 0);
+    return 0;
 }
 
 // Applies a Split behavior to e->seg in place (`tokenizers`' SplitDelimiterBehavior).
@@ -184,23 +192,24 @@ static void swap_pieces(HfEncoder *e) {
     e->b = tmp;
 }
 
-static void pre_split(HfEncoder *e, const PreOp *op) {
+static int pre_split(HfEncoder *e, const PreOp *op, Error *err) {
     Pieces *a = &e->a, *b = &e->b;
     pieces_reset(b);
     for (size_t i = 0; i < a->n_piece; i++) {
         const char *s = a->buf + a->off[i];
-        find_matches(e, op->re, s, a->len[i]);
+        if (find_matches(e, op->re, s, a->len[i], err)) return -1;
         apply_behavior(e, op->behavior, op->invert);
         for (size_t k = 0; k < e->n_seg; k++)
             piece_add(b, s + e->seg[k].start, e->seg[k].end - e->seg[k].start,
                       a->first[i] && e->seg[k].start == 0);
     }
     swap_pieces(e);
+    return 0;
 }
 
 // ByteLevel: optional leading space, GPT-2's regex (Isolated), then every byte as its
 // printable stand-in character.
-static void pre_bytelevel(HfEncoder *e, const PreOp *op) {
+static int pre_bytelevel(HfEncoder *e, const PreOp *op, Error *err) {
     Pieces *a = &e->a, *b = &e->b;
     if (op->add_prefix_space) {
         pieces_reset(b);
@@ -212,7 +221,7 @@ static void pre_bytelevel(HfEncoder *e, const PreOp *op) {
         }
         swap_pieces(e);
     }
-    if (op->re) pre_split(e, &(PreOp){.re = op->re, .behavior = SPLIT_ISOLATED});
+    if (op->re && pre_split(e, &(PreOp){.re = op->re, .behavior = SPLIT_ISOLATED}, err)) return -1;
     pieces_reset(b);
     for (size_t i = 0; i < a->n_piece; i++) {
         piece_open(b, a->first[i]);
@@ -225,6 +234,7 @@ static void pre_bytelevel(HfEncoder *e, const PreOp *op) {
         piece_close(b);
     }
     swap_pieces(e);
+    return 0;
 }
 
 // Metaspace: spaces become the replacement, which is prepended per the scheme ("first":
@@ -267,9 +277,9 @@ static int encode_segment(HfEncoder *e, const char *s, size_t n, int first, HfId
     normalize(e, s, n, first);
     for (size_t k = 0; k < t->n_pre; k++) {
         const PreOp *op = &t->pre[k];
-        if (op->kind == PRE_SPLIT) pre_split(e, op);
-        else if (op->kind == PRE_BYTELEVEL) pre_bytelevel(e, op);
-        else pre_metaspace(e, op);
+        if (op->kind == PRE_SPLIT ? pre_split(e, op, err)
+            : op->kind == PRE_BYTELEVEL ? pre_bytelevel(e, op, err) : (pre_metaspace(e, op), 0))
+            return -1;
     }
     for (size_t i = 0; i < e->a.n_piece; i++)
         if (hf_bpe_word(e, e->a.buf + e->a.off[i], e->a.len[i], out, err) != 0) return -1;

@@ -36,7 +36,8 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, Error *err) {
     RunConfig rc = st->rc;
     PipelineOptions po = st->po;
     if (run_options_given(ro, "--data")) snprintf(rc.data_path, sizeof rc.data_path, "%s", ro->rc.data_path);
-    snprintf(rc.tokenizer_path, sizeof rc.tokenizer_path, "%s", ro->rc.tokenizer_path);
+    if (run_options_given(ro, "--tokenizer"))   // else the checkpoint's: its text is read the same way
+        snprintf(rc.tokenizer_path, sizeof rc.tokenizer_path, "%s", ro->rc.tokenizer_path);
     if (run_options_given(ro, "--steps")) rc.steps = rc.optim.total_steps = ro->rc.steps;
     if (run_options_given(ro, "--microbatches")) rc.microbatches = ro->rc.microbatches;
     const bool stages = run_options_given(ro, "--stages"), schedule = run_options_given(ro, "--schedule");

@@ -48,6 +48,11 @@ check "3 steps at P=2 on the shards" grep -q "^done: 3 steps" train.txt
 "$bin" train --model model.json --data text --tokenizer "$fx/llama2" --seq 16 --batch 4 --steps 2 --db '' >text.txt 2>&1
 check "text with --tokenizer trains" grep -q "^done: 2 steps" text.txt
 check "the banner names the tokenizer and its ids" grep -q "tokenizer $fx/llama2/tokenizer.json: vocab 856, bos 1, eos 2, pad 2" text.txt
+"$bin" train --model model.json --data text --tokenizer "$fx/llama2" --seq 16 --batch 4 --steps 2 --db run.db \
+  --ckpt-dir ck >/dev/null 2>&1
+"$bin" train --resume latest --steps 3 --db run.db --ckpt-dir ck >resume.txt 2>&1
+check "a resumed run reads its text with the checkpoint's tokenizer" grep -q "tokenizer $fx/llama2/tokenizer.json" resume.txt
+check "and finishes" grep -q "^done: 1 steps" resume.txt
 
 expect_refusal() {   # expect_refusal "what stderr must say" command args...: exit 2, one line, nothing new
   local want=$1

@@ -9,7 +9,6 @@
 // garbage), a token above INT32_MAX, and a folder mixing uint16 and uint32 shards (they come
 // from different tokenizers).
 #include "engine/data/data_source.h"
-#include "engine/data/tokenizer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "engine/data/tokenizer.h"
 
 enum {
     SHARD_HEADER_BYTES = 1024,

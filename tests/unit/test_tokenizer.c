@@ -9,7 +9,9 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "engine/data/data.h"
 #include "engine/data/tokenizer_hf.h"
 #include "test_util.h"
 
@@ -188,10 +190,53 @@ static void test_invalid_utf8(void) {
     hf_ids_free(&ids);
 }
 
+// Text through dataset_open_text under the Llama 2-style tokenizer: a pad row is the
+// template's BOS, the document's ids, its EOS, then the pad filler (EOS: it has no pad),
+// whose targets are ignored; the same on 1 and 3 encoding threads.
+static void test_dataset_text(void) {
+    HfTokenizer *t = family("llama2");
+    if (!t) return;
+    char path[] = "/tmp/pptrain_test_tokenizer_XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "The first document.\n\nA second, longer document about bubbles.\n";
+    CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "temp file");
+    close(fd);
+    HfEncoder *e = hf_encoder_new(t);
+    HfIds want = {0};
+    Error err = {0};
+    hf_encode(e, "The first document.", 19, 1, &want, &err);
+    hf_ids_push(&want, 2);
+    enum { T = 16 };
+    int32_t in[2][2 * T], tg[2][2 * T];
+    for (int threads = 1, k = 0; threads <= 3; threads += 2, k++) {
+        TextEncoding te;
+        text_encoding_init(&te, t, threads);
+        CHECK(te.eos == 2 && te.pad == 2, "eos %d pad %d", te.eos, te.pad);
+        Dataset *ds = dataset_open_text(path, BATCHING_PAD, T, 7, DATA_TRAIN, &te, &err);
+        CHECK(ds != NULL, "open: %s", err.msg);
+        if (!ds) return;
+        CHECK(dataset_items(ds) == 2, "2 documents, got %llu", (unsigned long long)dataset_items(ds));
+        for (int d = 0; d < 2; d++) dataset_next_batch(ds, 1, in[k] + d * T, tg[k] + d * T);
+        int32_t *row = in[k][0] == 1 && tg[k][0] == want.id[1] ? in[k] : in[k] + T;
+        int32_t *trow = row == in[k] ? tg[k] : tg[k] + T;
+        int same = 1;
+        for (size_t i = 0; i < want.n && i < T; i++) same &= row[i] == want.id[i];
+        CHECK(same && row[want.n] == 2 && trow[want.n - 1] == -1 && trow[want.n - 2] == 2,
+              "row: BOS, ids, EOS, pad; EOS the last target");
+        dataset_close(ds);
+        text_encoding_free(&te);
+    }
+    CHECK(memcmp(in[0], in[1], sizeof in[0]) == 0, "1 and 3 threads give the same batches");
+    hf_ids_free(&want);
+    hf_encoder_free(e);
+    unlink(path);
+}
+
 int main(void) {
     test_fixtures();
     test_identity();
     test_refusals();
     test_invalid_utf8();
+    test_dataset_text();
     return test_finish();
 }

@@ -54,6 +54,19 @@ check "the banner names the tokenizer and its ids" grep -q "tokenizer $fx/llama2
 check "a resumed run reads its text with the checkpoint's tokenizer" grep -q "tokenizer $fx/llama2/tokenizer.json" resume.txt
 check "and finishes" grep -q "^done: 1 steps" resume.txt
 
+# Past 65,536 ids: the GPT-2-style fixture with 70,000 filler tokens (ids 700..70699) gets
+# uint32 shards, magic 20240801 version 7, and a model of that vocabulary trains on them.
+awk 'BEGIN { for (i = 700; i < 70700; i++) f = f sprintf("\"filler%d\": %d, ", i, i) }
+     { if (!done && sub(/"vocab": [{]/, "\"vocab\": {" f)) done = 1; print }' "$fx/gpt2/tokenizer.json" > big.json
+"$bin" tokenize --tokenizer big.json --out big text >/dev/null 2>&1
+read -r magic version count <<<"$(u16 big/tokens_train_000000.bin)"
+check "70,700 ids: uint32 header, magic 20240801 version 7" [ "$magic" = 20240801 -a "$version" = 7 ]
+check "4 bytes a token" [ $(( $(stat -c %s big/tokens_train_000000.bin) - 1024 )) -eq $((count * 4)) ]
+sed 's/"vocab_size": 856/"vocab_size": 70700/' model.json > big_model.json
+"$bin" train --model big_model.json --data big --tokenizer big.json --batching pack --seq 16 --batch 2 --steps 1 \
+  --db '' >big.txt 2>&1
+check "a 70,700-id model trains on uint32 shards" grep -q "^done: 1 steps" big.txt
+
 expect_refusal() {   # expect_refusal "what stderr must say" command args...: exit 2, one line, nothing new
   local want=$1
   shift

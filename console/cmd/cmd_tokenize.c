@@ -79,9 +79,10 @@ static int parse(int argc, char **argv, Options *o, const char ***inputs, int *n
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
         long l;
-        if (strcmp(a, "--tokenizer") == 0 || strcmp(a, "--out") == 0 || strcmp(a, "--name") == 0) {
-            if (!(v = cli_value(argc, argv, &i, err))) return -1;
-            *(a[2] == 't' ? &o->tokenizer : a[2] == 'o' ? &o->out : &o->name) = v;
+        const char **text = strcmp(a, "--tokenizer") == 0 ? &o->tokenizer : strcmp(a, "--out") == 0 ? &o->out
+                           : strcmp(a, "--name") == 0 ? &o->name : NULL;
+        if (text) {
+            if (!(*text = cli_value(argc, argv, &i, err))) return -1;
         } else if (strcmp(a, "--val-fraction") == 0) {
             if (!(v = cli_value(argc, argv, &i, err)) || cli_parse_float(a, v, 0, 1, &o->val_fraction, err)) return -1;
             have_frac = 1;

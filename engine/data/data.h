@@ -27,8 +27,8 @@
 typedef enum { BATCHING_PAD = 0, BATCHING_PACK = 1 } Batching;
 
 // How text becomes ids under a Hugging Face tokenizer: each document is encoded with the
-// template's special tokens (BOS), then eos is appended unless the template already ended it
-// with eos. pad is pad batching's filler input (never a target). n_enc encoders, one per
+// template's special tokens (BOS), then eos is appended unless the template itself ends
+// sequences with eos. pad is pad batching's filler input (never a target). n_enc encoders, one per
 // thread (text_encoding_init makes them).
 typedef struct {
     const HfTokenizer *tok;

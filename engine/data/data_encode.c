@@ -22,9 +22,10 @@ void text_encoding_free(TextEncoding *te) {
 
 int text_encoding_doc(const TextEncoding *te, HfEncoder *enc, const char *text, size_t n, HfIds *out,
                       Error *err) {
-    size_t first = out->n;
     if (hf_encode(enc, text, n, 1, out, err) != 0) return -1;
-    if (te->eos >= 0 && (out->n == first || out->id[out->n - 1] != te->eos)) hf_ids_push(out, te->eos);
+    // By the template, not by the last id: a document whose text ends in the EOS string
+    // still gets its own EOS.
+    if (te->eos >= 0 && hf_tokenizer_last_special(te->tok) != te->eos) hf_ids_push(out, te->eos);
     return 0;
 }
 

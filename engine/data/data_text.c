@@ -1,7 +1,7 @@
 // Text files -> documents -> one token stream (per document: BOS + doc + EOS with the byte
 // tokenizer; with a Hugging Face tokenizer, its encoding of the document, special tokens
-// included (BOS from its template), then its EOS when it has one and the template did not
-// already end the document with it).
+// included (BOS from its template), then its EOS when it has one and the template does not
+// end sequences with it itself).
 //
 // A file holding a line that is exactly "%" is in fortune(6) format: documents are the text
 // between "%" lines, so a fortune keeps the blank lines inside it. Any other file is split at

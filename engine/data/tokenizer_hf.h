@@ -40,6 +40,8 @@ HfTokenizer *hf_tokenizer_parse(const char *json, size_t len, const char *name, 
 void hf_tokenizer_free(HfTokenizer *t);
 
 int32_t hf_tokenizer_vocab(const HfTokenizer *t);   // 1 + the largest id
+// The last id the template puts after a sequence (an EOS it adds), or -1 when none.
+int32_t hf_tokenizer_last_special(const HfTokenizer *t);
 int32_t hf_tokenizer_bos(const HfTokenizer *t);     // -1 when it has none
 int32_t hf_tokenizer_eos(const HfTokenizer *t);
 int32_t hf_tokenizer_pad(const HfTokenizer *t);

@@ -222,7 +222,8 @@ static int add_token(HfTokenizer *t, const cJSON *a, size_t i, Error *err) {
     const cJSON *idj = cJSON_GetObjectItemCaseSensitive(a, "id");
     const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "content"));
     int single, lstrip, rstrip, normalized, special;
-    if (!cJSON_IsNumber(idj) || idj->valuedouble < 0 || idj->valuedouble >= t->vocab || !s || !*s) {
+    if (!cJSON_IsNumber(idj) || idj->valuedouble < 0 || idj->valuedouble >= t->vocab ||
+        idj->valuedouble != (int32_t)idj->valuedouble || !s || !*s) {
         error_set(err, "%s: needs an id in 0..%d and a non-empty content", where, t->vocab - 1);
         return -1;
     }
@@ -369,6 +370,7 @@ int32_t hf_tokenizer_token_id(const HfTokenizer *t, const char *s) {
 }
 
 int32_t hf_tokenizer_vocab(const HfTokenizer *t) { return t->vocab; }
+int32_t hf_tokenizer_last_special(const HfTokenizer *t) { return t->n_suffix ? t->suffix[t->n_suffix - 1] : -1; }
 int32_t hf_tokenizer_bos(const HfTokenizer *t) { return t->bos; }
 int32_t hf_tokenizer_eos(const HfTokenizer *t) { return t->eos; }
 int32_t hf_tokenizer_pad(const HfTokenizer *t) { return t->pad; }

@@ -54,6 +54,17 @@ check "the banner names the tokenizer and its ids" grep -q "tokenizer $fx/llama2
 check "a resumed run reads its text with the checkpoint's tokenizer" grep -q "tokenizer $fx/llama2/tokenizer.json" resume.txt
 check "and finishes" grep -q "^done: 1 steps" resume.txt
 
+# --tokenizer auto: a Hugging Face folder (this run's export) holding the tokenizer files
+# starts a P=2 run on the shards (their tokenize.json matches the copied tokenizer.json) and
+# one on the text, whose banner names the folder's tokenizer.
+"$bin" export latest hf --db run.db >/dev/null 2>&1
+cp "$fx/llama2/tokenizer.json" "$fx/llama2/tokenizer_config.json" hf/
+"$bin" train --init-from hf --tokenizer auto --data shards --batching pack --seq 16 --batch 4 --microbatches 2 \
+  --stages 2 --steps 2 --db '' >auto.txt 2>&1
+check "--init-from with --tokenizer auto trains on the shards at P=2" grep -q "^done: 2 steps" auto.txt
+"$bin" train --init-from hf --tokenizer auto --data text --seq 16 --batch 4 --steps 1 --db '' >auto_text.txt 2>&1
+check "and on text, the banner naming the folder's tokenizer" grep -q "tokenizer hf/tokenizer.json: vocab 856, bos 1, eos 2" auto_text.txt
+
 # Past 65,536 ids: the GPT-2-style fixture with 70,000 filler tokens (ids 700..70699) gets
 # uint32 shards, magic 20240801 version 7, and a model of that vocabulary trains on them.
 awk 'BEGIN { for (i = 700; i < 70700; i++) f = f sprintf("\"filler%d\": %d, ", i, i) }

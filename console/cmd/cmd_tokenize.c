@@ -3,14 +3,17 @@
 // and OUT/<name>_val_NNNNNN.bin plus OUT/tokenize.json (the tokenizer's sha256, which
 // `pptrain train --tokenizer` checks, and the shards' counts).
 //
-// Nothing half-written: every shard goes through the atomic writer (storage/atomic_file), and
-// tokenize.json is removed first and written last, so a folder with a tokenize.json holds
-// exactly the shards it lists. A rerun removes the shards an earlier run of the same --name
-// left (complete or not) before writing, so interrupting and rerunning is always safe.
+// Nothing half-written: every shard goes through the atomic writer (storage/atomic_file) into
+// the hidden OUT/.tokenize-partial/ (training never reads hidden entries), and is renamed into
+// OUT only once all are written, tokenize.json last. So an interrupted run leaves OUT without
+// a partial set of shards that training would read as the whole corpus, and a folder with a
+// tokenize.json holds exactly the shards it lists. A rerun removes what an earlier run of the
+// same --name left (finished or not) before writing, so interrupting and rerunning is safe.
 #include "console/cmd/cmd_tokenize.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 #include "storage/atomic_file.h"
 
 enum { SHARD_HEADER_INTS = 256, MAGIC_U16 = 20240520, MAGIC_U32 = 20240801 };
+#define STAGING ".tokenize-partial"
 
 typedef struct {
     const char *out, *name, *tokenizer;
@@ -125,7 +129,7 @@ static int flush_shard(Writer *w, Split *s, Error *err) {
     if (!s->n) return 0;
     char name[512], path[4096];
     snprintf(name, sizeof name, "%s_%s_%06d.bin", w->o->name, s->split, s->shards);
-    snprintf(path, sizeof path, "%s/%s", w->o->out, name);
+    snprintf(path, sizeof path, "%s/" STAGING "/%s", w->o->out, name);
     int32_t header[SHARD_HEADER_INTS] = {0};
     header[0] = w->width == 2 ? MAGIC_U16 : MAGIC_U32;
     header[1] = w->width == 2 ? 1 : 7;
@@ -193,26 +197,51 @@ static int ours(const char *file, const char *name) {
     return strcmp(rest + 6, ".bin") == 0;
 }
 
-// Before writing: the manifest goes first (the folder is "incomplete" from here until the new
-// one is written), then every shard an earlier run of this --name left, and stale temporaries.
-static int clear_previous(const Options *o, Error *err) {
-    if (file_make_dirs(o->out, err)) return -1;
+// Removes dir's shards of this --name and stale temporaries.
+static void clear_dir(const char *dir, const char *name) {
+    DIR *d = opendir(dir);
+    if (!d) return;
     char path[4096];
-    snprintf(path, sizeof path, "%s/tokenize.json", o->out);
-    if (unlink(path) == 0 && fsync_parent_dir(path, err)) return -1;
-    DIR *d = opendir(o->out);
-    if (!d) {
-        error_set(err, "%s: cannot list the folder", o->out);
-        return -1;
-    }
     for (struct dirent *e; (e = readdir(d));)
-        if (ours(e->d_name, o->name)) {
-            snprintf(path, sizeof path, "%s/%s", o->out, e->d_name);
+        if (ours(e->d_name, name)) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);
         }
     closedir(d);
-    atomic_file_clean_stale(o->out);
+    atomic_file_clean_stale(dir);
+}
+
+// Before writing: the manifest goes first (the folder is "incomplete" from here until the new
+// one is written), then every shard an earlier run of this --name left, staged or published.
+static int clear_previous(const Options *o, Error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" STAGING, o->out);
+    if (file_make_dirs(path, err)) return -1;
+    snprintf(path, sizeof path, "%s/tokenize.json", o->out);
+    if (unlink(path) == 0 && fsync_parent_dir(path, err)) return -1;
+    clear_dir(o->out, o->name);
+    snprintf(path, sizeof path, "%s/" STAGING, o->out);
+    clear_dir(path, o->name);
     return 0;
+}
+
+// Every staged shard renamed into OUT, the folder synced, the staging folder removed.
+static int publish(const Writer *w, Error *err) {
+    char from[4096], to[4096];
+    snprintf(to, sizeof to, "%s/tokenize.json", w->o->out);   // any name in OUT, for the fsync
+    const cJSON *f;
+    cJSON_ArrayForEach(f, w->files) {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "file"));
+        snprintf(from, sizeof from, "%s/" STAGING "/%s", w->o->out, name);
+        snprintf(to, sizeof to, "%s/%s", w->o->out, name);
+        if (rename(from, to) != 0) {
+            error_set(err, "%s: rename into %s failed: %s", from, w->o->out, strerror(errno));
+            return -1;
+        }
+    }
+    snprintf(from, sizeof from, "%s/" STAGING, w->o->out);
+    rmdir(from);
+    return fsync_parent_dir(to, err);
 }
 
 static int write_manifest(Writer *w, const HfTokenizer *t, const char *sha, const TokenizeStats *st,
@@ -247,10 +276,16 @@ static int run(const Options *o, const char **inputs, int n_in, const HfTokenize
     TokenizeSink sink = {&w, emit, progress};
     TokenizeStats st;
     int rc = clear_previous(o, err) || data_tokenize_paths(inputs, n_in, &te, &sink, &st, err) ||
-             flush_shard(&w, &w.train, err) || flush_shard(&w, &w.val, err) ||
+             flush_shard(&w, &w.train, err) || flush_shard(&w, &w.val, err) || publish(&w, err) ||
              write_manifest(&w, t, sha, &st, err) ? -1 : 0;
     if (w.tty) fputc('\n', stderr);
-    if (rc) rmdir(o->out);   // a folder this run made and left empty; fails harmlessly otherwise
+    if (rc) {   // what this run staged goes; folders it made and left empty too
+        char staging[4096];
+        snprintf(staging, sizeof staging, "%s/" STAGING, o->out);
+        clear_dir(staging, o->name);
+        rmdir(staging);
+        rmdir(o->out);   // fails harmlessly when it holds anything else
+    }
     double dt = now_s() - w.t0;
     if (rc == 0)
         printf("tokenized %llu files, %.1f MB, %llu documents in %.2f s (%.1f MB/s, %.2f M tokens/s, %d threads): "

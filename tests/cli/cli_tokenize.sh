@@ -42,6 +42,16 @@ code=$?
 check "a write that fails exits 2 with one line" [ $code -eq 2 -a "$(wc -l <err.txt)" -eq 1 ]
 check "and leaves no shard, temporary or manifest" [ -z "$(ls -A full 2>/dev/null)" ]
 
+# A run that fails after writing some shards (the second file is not UTF-8 and GPT-2 has no
+# byte fallback) leaves no shard where training would read it: they were only staged.
+mkdir mixed
+cp text/a.txt mixed/a.txt
+printf 'caf\xe9\n' > mixed/b.txt
+"$bin" tokenize --tokenizer "$fx/gpt2" --out mixed_out --shard-tokens 20 mixed >/dev/null 2>err.txt
+code=$?
+check "a failure after some shards exits 2 with one line" [ $code -eq 2 -a "$(wc -l <err.txt)" -eq 1 ]
+check "and leaves no shard, staged or published" [ -z "$(ls -A mixed_out 2>/dev/null)" ]
+
 "$bin" train --model model.json --data shards --tokenizer "$fx/llama2" --batching pack --seq 16 --batch 4 \
   --microbatches 2 --stages 2 --steps 3 --db '' >train.txt 2>&1
 check "3 steps at P=2 on the shards" grep -q "^done: 3 steps" train.txt

@@ -188,7 +188,7 @@ static int set_split(RunOptions *ro, const char *flag, const char *v, Error *err
 static const RunOption RUN_OPTIONS[] = {
     {"--model", "tiny|small|125m|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model},
     {"--data", "PATH", "text file, folder of text, llm.c .bin shard or folder of shards (required)", set_data},
-    {"--tokenizer", "FILE|auto", "encode text with a Hugging Face tokenizer.json; auto: the --init-from folder's", set_tokenizer},
+    {"--tokenizer", "FILE|DIR|auto", "encode text with a Hugging Face tokenizer.json (or a folder's); auto: the --init-from folder's", set_tokenizer},
     {"--batching", "pad|pack", "one document per row, or a packed token stream (pad)", set_batching},
     {"--val-data", "PATH", "validation text or shards, forward only on the pipeline (a shard folder's _val_ files)", set_val_data},
     {"--val-every", "N", "steps between validations, and after the last (steps / 10)", set_val_every},

@@ -24,7 +24,9 @@ const char *hf_gpt2_pattern(void) {
 pcre2_code *hf_regex(const char *pattern, int literal, const char *where, Error *err) {
     int code;
     PCRE2_SIZE at;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    // A {"String": ...} pattern is literal text; PCRE2 refuses UCP beside LITERAL (it has no
+    // classes for UCP to change).
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &code, &at, NULL);
     if (!re) {
         PCRE2_UCHAR msg[160];

@@ -62,6 +62,11 @@ FAMILIES = {
     "smollm": dict(specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None),
     "gpt2_prefix": dict(specials=["<|endoftext|>"], bos=None),
     "metaspace_split": dict(specials=["<unk>", "<s>", "</s>"], bos="<s>"),
+    # Split's other behaviors (and invert), each before a regex-less ByteLevel.
+    "split_removed": dict(specials=["<|endoftext|>"], bos=None, split=(" ", "removed", False)),
+    "split_next": dict(specials=["<|endoftext|>"], bos=None, split=(r"\s+", "merged_with_next", False)),
+    "split_prev_invert": dict(specials=["<|endoftext|>"], bos=None, split=(r"\p{L}+", "merged_with_previous", True)),
+    "split_contiguous": dict(specials=["<|endoftext|>"], bos=None, split=(r"\p{P}", "contiguous", False)),
 }
 
 
@@ -86,6 +91,11 @@ def byte_level(family, texts):
     tok = Tokenizer(models.BPE(ignore_merges=(family == "llama3")))
     if family in ("gpt2", "gpt2_prefix"):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=family == "gpt2_prefix", use_regex=True)
+    elif "split" in FAMILIES[family]:
+        pattern, behavior, invert = FAMILIES[family]["split"]
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(pattern if pattern == " " else Regex(pattern), behavior=behavior, invert=invert),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     elif family == "smollm":
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Digits(individual_digits=True),
@@ -148,7 +158,7 @@ def sentencepiece(family, texts):
 
 def tokenizer_config(family):
     specials = FAMILIES[family]["specials"]
-    if family in ("gpt2", "gpt2_prefix", "smollm"):
+    if family in ("gpt2", "gpt2_prefix", "smollm") or family.startswith("split_"):
         return {"bos_token": specials[0], "eos_token": specials[0], "pad_token": None,
                 "unk_token": specials[0], "model_max_length": 1024}
     if family == "llama3":

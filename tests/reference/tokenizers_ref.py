@@ -67,6 +67,9 @@ FAMILIES = {
     "split_next": dict(specials=["<|endoftext|>"], bos=None, split=(r"\s+", "merged_with_next", False)),
     "split_prev_invert": dict(specials=["<|endoftext|>"], bos=None, split=(r"\p{L}+", "merged_with_previous", True)),
     "split_contiguous": dict(specials=["<|endoftext|>"], bos=None, split=(r"\p{P}", "contiguous", False)),
+    # Llama 3's pre-tokenizer with added tokens that are not special (kept by decode).
+    "llama3_added": dict(specials=["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
+                         bos="<|begin_of_text|>", added=["<tool>", " hello world", "Café"]),
 }
 
 
@@ -88,7 +91,7 @@ def corpus():
 
 
 def byte_level(family, texts):
-    tok = Tokenizer(models.BPE(ignore_merges=(family == "llama3")))
+    tok = Tokenizer(models.BPE(ignore_merges=family.startswith("llama3")))
     if family in ("gpt2", "gpt2_prefix"):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=family == "gpt2_prefix", use_regex=True)
     elif "split" in FAMILIES[family]:
@@ -109,6 +112,7 @@ def byte_level(family, texts):
     trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=specials, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer)
+    tok.add_tokens(FAMILIES[family].get("added", []))
     bos = FAMILIES[family]["bos"]
     if bos:
         tok.post_processor = processors.TemplateProcessing(
@@ -161,7 +165,7 @@ def tokenizer_config(family):
     if family in ("gpt2", "gpt2_prefix", "smollm") or family.startswith("split_"):
         return {"bos_token": specials[0], "eos_token": specials[0], "pad_token": None,
                 "unk_token": specials[0], "model_max_length": 1024}
-    if family == "llama3":
+    if family.startswith("llama3"):
         return {"bos_token": specials[0], "eos_token": specials[1], "pad_token": specials[1],
                 "model_max_length": 131072}
     return {"bos_token": "<s>", "eos_token": "</s>", "pad_token": None, "unk_token": "<unk>",
@@ -170,7 +174,8 @@ def tokenizer_config(family):
 
 def cases(family, tok, byte_fallback):
     specials = FAMILIES[family]["specials"]
-    texts = list(TEXTS) + [("special_inside", f"before{specials[-1]}after {specials[0]} end")]
+    texts = list(TEXTS) + [("special_inside", f"before{specials[-1]}after {specials[0]} end"),
+                           ("added_inside", "say hello world<tool>to the Café hello worlds")]
     out = []
     for name, text in texts:
         ids = tok.encode(text).ids

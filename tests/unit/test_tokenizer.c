@@ -42,22 +42,26 @@ static size_t unhex(const char *h, char *out) {
     return n;
 }
 
+enum { MAX_FAMILIES = 32 };
+static HfTokenizer *cache[MAX_FAMILIES];   // each fixture tokenizer, loaded once
+
 static HfTokenizer *family(const char *name) {
-    static HfTokenizer *cache[8];
-    static char names[8][32];
-    for (int i = 0; i < 8; i++)
+    static char names[MAX_FAMILIES][32];
+    for (int i = 0; i < MAX_FAMILIES; i++)
         if (cache[i] && strcmp(names[i], name) == 0) return cache[i];
     char path[512];
     snprintf(path, sizeof path, "%s/%s", FIXTURES, name);
     Error err = {0};
     HfTokenizer *t = hf_tokenizer_load(path, &err);
     CHECK(t != NULL, "load %s: %s", name, err.msg);
-    for (int i = 0; i < 8; i++)
+    int kept = 0;
+    for (int i = 0; i < MAX_FAMILIES && !kept; i++)
         if (!cache[i]) {
             cache[i] = t;
             snprintf(names[i], sizeof names[i], "%s", name);
-            break;
+            kept = 1;
         }
+    CHECK(kept, "more than %d fixture families: raise MAX_FAMILIES", MAX_FAMILIES);
     return t;
 }
 
@@ -239,5 +243,6 @@ int main(void) {
     test_refusals();
     test_invalid_utf8();
     test_dataset_text();
+    for (int i = 0; i < MAX_FAMILIES; i++) hf_tokenizer_free(cache[i]);
     return test_finish();
 }

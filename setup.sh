@@ -13,6 +13,7 @@ packages=(
   libsqlite3-dev sqlite3        # the run store
   libcjson-dev                  # config.json, safetensors headers, --json output
   libssl-dev                    # sha256 of checkpoint files
+  libpcre2-dev                  # the Hugging Face tokenizers' regexes (Unicode properties, JIT)
   tmux                          # the console's end-to-end tests
   clang                         # libFuzzer targets of the test suite (tests/fuzz)
   fortunes                      # real English text for the demo run (/usr/share/games/fortunes)

@@ -43,6 +43,10 @@ static int set_data(RunOptions *ro, const char *flag, const char *v, Error *err)
     return 0;
 }
 
+static int set_tokenizer(RunOptions *ro, const char *flag, const char *v, Error *err) {
+    return set_path(ro->rc.tokenizer_path, sizeof ro->rc.tokenizer_path, flag, v, err);
+}
+
 static int set_val_data(RunOptions *ro, const char *flag, const char *v, Error *err) {
     return set_path(ro->rc.val_data_path, sizeof ro->rc.val_data_path, flag, v, err);
 }
@@ -184,6 +188,7 @@ static int set_split(RunOptions *ro, const char *flag, const char *v, Error *err
 static const RunOption RUN_OPTIONS[] = {
     {"--model", "tiny|small|125m|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model},
     {"--data", "PATH", "text file, folder of text, llm.c .bin shard or folder of shards (required)", set_data},
+    {"--tokenizer", "FILE|DIR|auto", "encode text with a Hugging Face tokenizer.json (or a folder's); auto: the --init-from folder's", set_tokenizer},
     {"--batching", "pad|pack", "one document per row, or a packed token stream (pad)", set_batching},
     {"--val-data", "PATH", "validation text or shards, forward only on the pipeline (a shard folder's _val_ files)", set_val_data},
     {"--val-every", "N", "steps between validations, and after the last (steps / 10)", set_val_every},

@@ -19,6 +19,7 @@
 #include "storage/checkpoint_find.h"
 #include "storage/checkpoint_spread.h"
 #include "storage/db_journal.h"
+#include "storage/token_manifest.h"
 
 // ---- where the run starts: --resume and --init-from ---------------------------------------------
 
@@ -55,6 +56,8 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only,
     RunConfig rc = st->rc;
     PipelineOptions po = st->po;
     if (run_options_given(ro, "--data")) snprintf(rc.data_path, sizeof rc.data_path, "%s", ro->rc.data_path);
+    if (run_options_given(ro, "--tokenizer"))   // else the checkpoint's: its text is read the same way
+        snprintf(rc.tokenizer_path, sizeof rc.tokenizer_path, "%s", ro->rc.tokenizer_path);
     if (run_options_given(ro, "--steps")) rc.steps = rc.optim.total_steps = ro->rc.steps;
     if (run_options_given(ro, "--ckpt-every")) rc.ckpt_every = ro->rc.ckpt_every;
     if (run_options_given(ro, "--microbatches")) rc.microbatches = ro->rc.microbatches;
@@ -88,9 +91,8 @@ static bool same_model(const ModelConfig *a, const ModelConfig *b) {
            a->tie_word_embeddings == b->tie_word_embeddings;
 }
 
-int run_session_prepare(RunSession *s, Error *err) {
+static int prepare_source(RunSession *s, Error *err) {
     RunOptions *ro = &s->ro;
-    if (s->source) return 0;
     if (ro->resume[0] && ro->init_from[0]) {
         error_set(err, "--resume and --init-from exclude each other (a resumed run has its own weights)");
         return -1;
@@ -140,6 +142,35 @@ int run_session_prepare(RunSession *s, Error *err) {
         return run_config_validate(&ro->rc, err);
     }
     return 0;
+}
+
+// --tokenizer auto: the --init-from folder's tokenizer.json. Then, when --data is a folder
+// that `pptrain tokenize` wrote, its shards must come from this very tokenizer.json.
+static int resolve_tokenizer(RunOptions *ro, Error *err) {
+    char *tp = ro->rc.tokenizer_path;
+    if (strcmp(tp, "auto") == 0) {
+        if (!ro->init_from[0]) {
+            error_set(err, "--tokenizer auto takes the --init-from folder's tokenizer.json; there is no --init-from");
+            return -1;
+        }
+        char path[4200];
+        snprintf(path, sizeof path, "%s/tokenizer.json", ro->init_from);
+        if (access(path, R_OK) != 0) {
+            error_set(err, "--tokenizer auto: %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (strlen(path) >= sizeof ro->rc.tokenizer_path) {
+            error_set(err, "--tokenizer auto: the path %s is too long", path);
+            return -1;
+        }
+        memcpy(tp, path, strlen(path) + 1);
+    }
+    return tp[0] ? token_manifest_check(ro->rc.data_path, tp, err) : 0;
+}
+
+int run_session_prepare(RunSession *s, Error *err) {
+    if (s->source) return 0;
+    return prepare_source(s, err) || resolve_tokenizer(&s->ro, err) ? -1 : 0;
 }
 
 // Every process: the pipeline's tensors from the source folder.

@@ -14,6 +14,7 @@ typedef struct {
     ModelConfig model;
     OptimConfig optim;
     char data_path[4096];
+    char tokenizer_path[4096];  // a tokenizer.json for text data ("": the byte tokenizer)
     Batching batching;
     int batch;              // B sequences per step
     int seq_len;            // T

@@ -38,6 +38,7 @@ char *run_json(const RunConfig *rc, const PipelineOptions *po) {
     add_model(root, &rc->model);
     add_optim(root, &rc->optim);
     cJSON_AddStringToObject(root, "data", rc->data_path);
+    if (rc->tokenizer_path[0]) cJSON_AddStringToObject(root, "tokenizer", rc->tokenizer_path);
     cJSON_AddStringToObject(root, "batching", rc->batching == BATCHING_PAD ? "pad" : "pack");
     cJSON_AddNumberToObject(root, "batch", rc->batch);
     cJSON_AddNumberToObject(root, "seq_len", rc->seq_len);
@@ -144,6 +145,9 @@ int run_json_parse(const char *text, const char *where, RunConfig *rc, PipelineO
     }
     char batching[16] = "", seed[32] = "";
     read_string(&r, root, "data", rc->data_path, sizeof rc->data_path);
+    // Optional: runs before --tokenizer, and runs on the byte tokenizer, have none.
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    if (cJSON_IsString(tok)) snprintf(rc->tokenizer_path, sizeof rc->tokenizer_path, "%s", tok->valuestring);
     read_string(&r, root, "batching", batching, sizeof batching);
     read_int(&r, root, "batch", &rc->batch);
     read_int(&r, root, "seq_len", &rc->seq_len);

@@ -2,8 +2,12 @@
 #include "engine/clock.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include "engine/data/tokenizer.h"
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -26,23 +30,62 @@ static Dataset *checked_vocab(Dataset *ds, const RunConfig *rc, const char *path
     return ds;
 }
 
-static Dataset *open_data(const RunConfig *rc, Error *err) {
-    return checked_vocab(dataset_open(rc->data_path, rc->batching, rc->seq_len, rc->seed, err), rc, rc->data_path,
-                         err);
+// Text under the byte tokenizer only trains a model whose vocabulary is the byte tokenizer's:
+// with any other, the ids would silently mean bytes to a model that reads them as its own.
+static Dataset *open_data(const RunConfig *rc, const TextEncoding *te, Error *err) {
+    Dataset *ds = checked_vocab(dataset_open_text(rc->data_path, rc->batching, rc->seq_len, rc->seed, DATA_TRAIN, te,
+                                                  err), rc, rc->data_path, err);
+    if (ds && !te && strcmp(dataset_kind(ds), "text") == 0 && rc->model.vocab != BYTE_VOCAB_SIZE) {
+        error_set(err, "%s is text and the model's vocabulary is %d, not the byte tokenizer's %d: pass --tokenizer "
+                  "tokenizer.json (or --tokenizer auto with --init-from)", rc->data_path, rc->model.vocab,
+                  BYTE_VOCAB_SIZE);
+        dataset_close(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+// --tokenizer: loaded, held to the model's vocabulary, and an encoder per OpenMP thread.
+static HfTokenizer *open_tokenizer(const RunConfig *rc, TextEncoding *te, Error *err) {
+    *te = (TextEncoding){0};
+    if (!rc->tokenizer_path[0]) return NULL;
+    Error why;
+    HfTokenizer *t = hf_tokenizer_load(rc->tokenizer_path, &why);
+    if (!t) {
+        error_set(err, "--tokenizer: %s", why.msg);
+        return NULL;
+    }
+    if (hf_tokenizer_vocab(t) > rc->model.vocab) {
+        error_set(err, "--tokenizer %s has %d ids, more than the model's vocabulary (%d)", rc->tokenizer_path,
+                  hf_tokenizer_vocab(t), rc->model.vocab);
+        hf_tokenizer_free(t);
+        return NULL;
+    }
+    text_encoding_init(te, t, omp_get_max_threads());
+    return t;
+}
+
+static void describe_tokenizer(const HfTokenizer *t, const TextEncoding *te, RunInfo *info) {
+    info->tokenizer = t ? hf_tokenizer_name(t) : NULL;
+    info->tok_vocab = t ? hf_tokenizer_vocab(t) : BYTE_VOCAB_SIZE;
+    info->tok_bos = t ? hf_tokenizer_bos(t) : TOKEN_BOS;
+    info->tok_eos = t ? te->eos : TOKEN_EOS;
+    info->tok_pad = t ? te->pad : TOKEN_PAD;
 }
 
 // The validation set: --val-data (a folder of llm.c shards: its _val_ shards, when it has
 // some; anything else whole), else the _val_ shards the training folder set aside, else none
 // (*ok stays true). *source: the path it reads.
-static Dataset *open_val(const RunConfig *rc, const Dataset *train, const char **source, bool *ok, Error *err) {
+static Dataset *open_val(const RunConfig *rc, const TextEncoding *te, const Dataset *train, const char **source,
+                         bool *ok, Error *err) {
     *ok = true;
     *source = NULL;
     const bool own = rc->val_data_path[0] != 0;
     if (!own && dataset_held_out(train) == 0) return NULL;
     const char *path = own ? rc->val_data_path : rc->data_path;
     Error why;
-    Dataset *ds = own ? dataset_open_split(path, rc->batching, rc->seq_len, rc->seed, DATA_VAL, &why) : NULL;
-    if (!ds) ds = dataset_open_split(path, rc->batching, rc->seq_len, rc->seed, own ? DATA_ALL : DATA_VAL, err);
+    Dataset *ds = own ? dataset_open_text(path, rc->batching, rc->seq_len, rc->seed, DATA_VAL, te, &why) : NULL;
+    if (!ds) ds = dataset_open_text(path, rc->batching, rc->seq_len, rc->seed, own ? DATA_ALL : DATA_VAL, te, err);
     ds = checked_vocab(ds, rc, path, err);
     *ok = ds != NULL;
     *source = ds ? path : NULL;
@@ -222,19 +265,19 @@ static int restore(const CheckpointHooks *ckpt, Pipeline *p, Dataset *ds, TrainP
 int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, const CheckpointHooks *ckpt,
               RunSummary *summary, Error *err) {
     if (run_config_validate(rc, err)) return -1;
-    Dataset *ds = open_data(rc, err);
-    if (!ds) return -1;
-    Pipeline *p = pipeline_create(rc, po, err);
-    if (!p) {
-        dataset_close(ds);
-        return -1;
-    }
+    TextEncoding te;
+    HfTokenizer *tok = open_tokenizer(rc, &te, err);
+    if (rc->tokenizer_path[0] && !tok) return -1;
+    Dataset *ds = open_data(rc, tok ? &te : NULL, err);
+    Pipeline *p = ds ? pipeline_create(rc, po, err) : NULL;
     const char *val_source;
-    bool val_ok;
-    Dataset *val = open_val(rc, ds, &val_source, &val_ok, err);
+    bool val_ok = false;
+    Dataset *val = p ? open_val(rc, tok ? &te : NULL, ds, &val_source, &val_ok, err) : NULL;
     if (!val_ok) {
         pipeline_free(p);
         dataset_close(ds);
+        text_encoding_free(&te);
+        hf_tokenizer_free(tok);
         return -1;
     }
     TrainPosition pos;
@@ -245,6 +288,7 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     size_t *bytes = xmalloc(S * sizeof(size_t));
     RunInfo info;
     describe_run(rc, po, p, ds, layers, bytes, &info);
+    describe_tokenizer(tok, &te, &info);
     info.start_step = pos.step;
     info.val_source = val_source;
     info.val_batches = rc->val_batches > 0 ? rc->val_batches : 1;
@@ -269,5 +313,7 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     pipeline_free(p);
     dataset_close(ds);
     dataset_close(val);
+    text_encoding_free(&te);
+    hf_tokenizer_free(tok);
     return result;
 }

@@ -11,6 +11,10 @@
 typedef struct {
     const char *data_kind;
     uint64_t data_items, data_tokens;
+    // The tokenizer text was encoded with: its tokenizer.json (NULL: the byte tokenizer), its
+    // vocabulary and bos/eos/pad ids (-1: none; pad: the filler pad batching uses).
+    const char *tokenizer;
+    int32_t tok_vocab, tok_bos, tok_eos, tok_pad;
     size_t params;
     int n_stages;
     const int *stage_layers;      // (n_stages) decoder layers of each stage; -1 when the stage

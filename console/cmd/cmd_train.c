@@ -54,6 +54,9 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     printf("  data %s: %s, %llu %s, %llu tokens, %s batching\n", rc->data_path, info->data_kind,
            (unsigned long long)info->data_items, rc->batching == BATCHING_PAD ? "documents" : "windows",
            (unsigned long long)info->data_tokens, rc->batching == BATCHING_PAD ? "pad" : "pack");
+    if (strcmp(info->data_kind, "text") == 0)   // shards are ids already: no tokenizer read them
+        printf("  tokenizer %s: vocab %d, bos %d, eos %d, pad %d\n", info->tokenizer ? info->tokenizer : "bytes",
+               info->tok_vocab, info->tok_bos, info->tok_eos, info->tok_pad);
     printf("  batch %d x seq %d, %d microbatch%s, %d steps, lr %g (warmup %d, min %g), seed %llu\n",
            rc->batch, rc->seq_len, rc->microbatches, rc->microbatches == 1 ? "" : "es", rc->steps,
            rc->optim.lr, rc->optim.warmup_steps, rc->optim.min_lr, (unsigned long long)rc->seed);

@@ -98,9 +98,23 @@ static int split_files(const char *path, FileList *files, DataSplit split, size_
     return 0;
 }
 
-static int load(const char *path, Batching mode, DataSplit split, TokenStream *s, size_t *held_out, Error *err) {
+// `pptrain tokenize` leaves tokenize.json (its manifest: the tokenizer's sha256) beside its
+// shards; it is not one of them.
+static void drop_manifest(FileList *files) {
+    size_t kept = 0;
+    for (size_t i = 0; i < files->n; i++) {
+        const char *name = strrchr(files->path[i], '/');
+        if (!files->lone && strcmp(name ? name + 1 : files->path[i], "tokenize.json") == 0) free(files->path[i]);
+        else files->path[kept++] = files->path[i];
+    }
+    files->n = kept;
+}
+
+static int load(const char *path, Batching mode, DataSplit split, const TextEncoding *te, TokenStream *s,
+                size_t *held_out, Error *err) {
     FileList files;
     if (data_list_files(path, &files, err) != 0) return -1;
+    drop_manifest(&files);
     if (split_files(path, &files, split, held_out, err)) {
         data_free_files(&files);
         return -1;
@@ -120,7 +134,7 @@ static int load(const char *path, Batching mode, DataSplit split, TokenStream *s
     else if (shards)
         rc = data_load_shards(&files, s, err);
     else
-        rc = data_load_text(path, &files, s, err);
+        rc = data_load_text(path, &files, te, s, err);
     data_free_files(&files);
     return rc;
 }
@@ -128,7 +142,8 @@ static int load(const char *path, Batching mode, DataSplit split, TokenStream *s
 // pad mode: PAD shows in the inputs when some row holds fewer than T tokens of its document.
 static int32_t pad_max_token(const TokenStream *s, int T) {
     for (uint64_t d = 0; d < s->n_docs; d++)
-        if (s->doc_start[d + 1] - s->doc_start[d] < (uint64_t)T) return TOKEN_PAD;
+        if (s->doc_start[d + 1] - s->doc_start[d] < (uint64_t)T)
+            return s->pad > s->max_token ? s->pad : s->max_token;
     return s->max_token;
 }
 
@@ -138,13 +153,18 @@ Dataset *dataset_open(const char *path, Batching mode, int seq_len, uint64_t see
 
 Dataset *dataset_open_split(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
                             Error *err) {
+    return dataset_open_text(path, mode, seq_len, seed, split, NULL, err);
+}
+
+Dataset *dataset_open_text(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
+                           const TextEncoding *te, Error *err) {
     if (seq_len < 1) {
         error_set(err, "%s: sequence length %d must be at least 1", path, seq_len);
         return NULL;
     }
     TokenStream s;
     size_t held_out = 0;
-    if (load(path, mode, split, &s, &held_out, err) != 0) return NULL;
+    if (load(path, mode, split, te, &s, &held_out, err) != 0) return NULL;
     uint64_t items = mode == BATCHING_PAD ? s.n_docs : (s.n - 1) / (uint64_t)seq_len;
     if (items == 0) {
         error_set(err, "%s: %llu tokens, fewer than one window of %d (seq_len + 1)", path,
@@ -190,7 +210,7 @@ static void fill_row(const TokenStream *s, uint64_t start, uint64_t len, int T,
                      int32_t *inputs, int32_t *targets) {
     for (int j = 0; j < T; j++) {
         uint64_t k = (uint64_t)j;
-        inputs[j] = k < len ? token_at(s, start + k) : TOKEN_PAD;
+        inputs[j] = k < len ? token_at(s, start + k) : s->pad;
         targets[j] = k + 1 < len ? token_at(s, start + k + 1) : -1;
     }
 }

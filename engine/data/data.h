@@ -1,8 +1,10 @@
 // engine/data: training text -> batches of token ids.
 //
 // Sources: a plain text file, a folder of text files (read recursively, in sorted path
-// order), an llm.c token shard (.bin), or a folder of .bin shards. Text is tokenized with the
-// byte tokenizer (engine/data/tokenizer.h).
+// order), an llm.c token shard (.bin), or a folder of .bin shards (its tokenize.json, written by
+// `pptrain tokenize`, is not a shard). Text is tokenized with the byte tokenizer
+// (engine/data/tokenizer.h) or a Hugging Face tokenizer (TextEncoding: its BOS, EOS and pad
+// take the places of the byte tokenizer's below).
 //
 // Batching (one batch = B rows of T inputs and T targets):
 //   pad:  one document per row: BOS + document + EOS, clipped to T+1 tokens or padded with
@@ -19,9 +21,28 @@
 #define PPTRAIN_DATA_H
 #include <stdint.h>
 
+#include "engine/data/tokenizer_hf.h"
 #include "engine/error.h"
 
 typedef enum { BATCHING_PAD = 0, BATCHING_PACK = 1 } Batching;
+
+// How text becomes ids under a Hugging Face tokenizer: each document is encoded with the
+// template's special tokens (BOS), then eos is appended unless the template itself ends
+// sequences with eos. pad is pad batching's filler input (never a target). n_enc encoders, one per
+// thread (text_encoding_init makes them).
+typedef struct {
+    const HfTokenizer *tok;
+    int32_t eos, pad;     // -1: none
+    HfEncoder **enc;      // (n_enc)
+    int n_enc;
+} TextEncoding;
+// eos and pad from the tokenizer (pad: its pad, else its eos, else 0 — a pad input is
+// never a target, so its value only has to be a valid id).
+void text_encoding_init(TextEncoding *te, const HfTokenizer *tok, int threads);
+void text_encoding_free(TextEncoding *te);
+// One document's ids, appended to out.
+int text_encoding_doc(const TextEncoding *te, HfEncoder *enc, const char *text, size_t n, HfIds *out,
+                      Error *err);
 
 typedef struct {
     uint64_t epoch;     // completed passes over the data
@@ -40,6 +61,9 @@ Dataset *dataset_open(const char *path, Batching mode, int seq_len, uint64_t see
 typedef enum { DATA_TRAIN = 0, DATA_VAL, DATA_ALL } DataSplit;
 Dataset *dataset_open_split(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
                             Error *err);
+// The same with text encoded by te (NULL: the byte tokenizer). Shards are read as they are.
+Dataset *dataset_open_text(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
+                           const TextEncoding *te, Error *err);
 // The validation shards a DATA_TRAIN open set aside (0 for anything else).
 size_t dataset_held_out(const Dataset *ds);
 void dataset_close(Dataset *ds);
@@ -51,6 +75,20 @@ uint64_t dataset_items(const Dataset *ds);
 uint64_t dataset_tokens(const Dataset *ds);
 // "text" or "llm.c shard (uint16)" / "llm.c shard (uint32)": for the run banner.
 const char *dataset_kind(const Dataset *ds);
+
+// `pptrain tokenize`: every text document under paths (files or folders, the rules of
+// engine/data/data_text.c), encoded by te, handed in order to sink->emit with its index.
+typedef struct {
+    uint64_t bytes_total, bytes_done;   // of the input files
+    uint64_t files, skipped, docs, tokens;
+} TokenizeStats;
+typedef struct {
+    void *ctx;
+    int (*emit)(void *ctx, uint64_t doc, const int32_t *ids, size_t n, Error *err);
+    void (*progress)(void *ctx, const TokenizeStats *st);   // may be NULL
+} TokenizeSink;
+int data_tokenize_paths(const char *const *paths, int n_paths, const TextEncoding *te, TokenizeSink *sink,
+                        TokenizeStats *st, Error *err);
 
 // Fills inputs(B, T) and targets(B, T) with the next B items and advances the cursor,
 // wrapping into the next epoch (a new permutation) when one is exhausted.

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/data/tokenizer.h"
+
 enum {
     SHARD_HEADER_BYTES = 1024,
     SHARD_MAGIC_U16 = 20240520,
@@ -183,6 +185,7 @@ static int read_shard(const char *path, int width, unsigned char *dst, uint64_t 
 
 int data_load_shards(const FileList *files, TokenStream *out, Error *err) {
     *out = (TokenStream){0};
+    out->pad = TOKEN_PAD;   // unused: shards are refused in pad mode
     int width = 0;
     uint64_t total;
     if (check_all(files, &width, &total, err) != 0) return -1;

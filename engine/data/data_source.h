@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/data/data.h"
 #include "engine/error.h"
 
 // Every token of a source, back to back (text: BOS + doc + EOS per document).
@@ -16,6 +17,7 @@ typedef struct {
     uint64_t *doc_start;  // (n_docs + 1) text only: index of each document's BOS; [n_docs] == n
     uint64_t n_docs;      // 0 for shards (they carry no document marks)
     int32_t max_token;
+    int32_t pad;          // text: the filler input of pad batching
     const char *kind;     // static: "text", "llm.c shard (uint16)", "llm.c shard (uint32)"
 } TokenStream;
 
@@ -33,8 +35,24 @@ int data_has_suffix(const char *s, const char *suffix);
 // Reads a whole file into a fresh buffer (*buf is NULL when the file is empty).
 int data_read_file(const char *path, unsigned char **buf, size_t *len, Error *err);
 
-// root is the path the user gave, for messages about the source as a whole.
-int data_load_text(const char *root, const FileList *files, TokenStream *out, Error *err);
+// Documents of text, as bytes without BOS/EOS: doc d is bytes[start[d] .. start[d+1]).
+typedef struct {
+    char *bytes;
+    uint64_t n, cap;
+    uint64_t *start;      // (n_docs + 1)
+    uint64_t n_docs, cap_docs;
+} TextDocs;
+// Appends the documents of one file's bytes (the rules at the top of data_text.c).
+void data_text_split(const unsigned char *p, size_t n, TextDocs *out);
+void data_free_docs(TextDocs *d);
+
+// root is the path the user gave, for messages about the source as a whole; te NULL: the
+// byte tokenizer.
+int data_load_text(const char *root, const FileList *files, const TextEncoding *te, TokenStream *out,
+                   Error *err);
 int data_load_shards(const FileList *files, TokenStream *out, Error *err);
 void data_free_stream(TokenStream *s);
+// Encodes every document of d under te on te->n_enc threads: ids[k] gets document k's ids.
+// -1 with err ("<path>: document N: ...", the first that failed) when one cannot be encoded.
+int data_encode_docs(const TextEncoding *te, const TextDocs *d, HfIds *ids, const char *path, Error *err);
 #endif

@@ -1,4 +1,7 @@
-// Text files -> documents -> one token stream (BOS + doc bytes + EOS per document).
+// Text files -> documents -> one token stream (per document: BOS + doc + EOS with the byte
+// tokenizer; with a Hugging Face tokenizer, its encoding of the document, special tokens
+// included (BOS from its template), then its EOS when it has one and the template does not
+// end sequences with it itself).
 //
 // A file holding a line that is exactly "%" is in fortune(6) format: documents are the text
 // between "%" lines, so a fortune keeps the blank lines inside it. Any other file is split at
@@ -13,43 +16,41 @@
 #include <string.h>
 
 #include "engine/data/tokenizer.h"
+#include "engine/data/tokenizer_hf.h"
 
 typedef struct {
-    uint16_t *tok;
-    uint64_t n, cap;
-    uint64_t *doc;        // document starts
-    uint64_t n_doc, cap_doc;
+    TextDocs *d;
     int in_doc;
     uint64_t blank_run;   // blank lines seen inside the current document, not yet written
 } Builder;
 
-static void push(Builder *b, uint16_t t) {
-    if (b->n == b->cap) {
-        b->cap = b->cap ? 2 * b->cap : 1 << 16;
-        b->tok = check_alloc(realloc(b->tok, b->cap * sizeof *b->tok), b->cap * sizeof *b->tok,
-                             __FILE__, __LINE__);
+static void push(Builder *b, unsigned char c) {
+    TextDocs *d = b->d;
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 1 << 16;
+        d->bytes = check_alloc(realloc(d->bytes, d->cap), d->cap, __FILE__, __LINE__);
     }
-    b->tok[b->n++] = t;
+    d->bytes[d->n++] = (char)c;
 }
 
-static void mark_doc_start(Builder *b) {
-    if (b->n_doc == b->cap_doc) {
-        b->cap_doc = b->cap_doc ? 2 * b->cap_doc : 1024;
-        b->doc = check_alloc(realloc(b->doc, b->cap_doc * sizeof *b->doc),
-                             b->cap_doc * sizeof *b->doc, __FILE__, __LINE__);
+static void mark_doc_start(TextDocs *d) {
+    if (d->n_docs + 1 >= d->cap_docs) {
+        d->cap_docs = d->cap_docs ? 2 * d->cap_docs : 1024;
+        d->start = check_alloc(realloc(d->start, d->cap_docs * sizeof *d->start),
+                               d->cap_docs * sizeof *d->start, __FILE__, __LINE__);
     }
-    b->doc[b->n_doc++] = b->n;
+    d->start[d->n_docs++] = d->n;
 }
 
 static void begin_doc(Builder *b) {
-    mark_doc_start(b);
-    push(b, TOKEN_BOS);
+    mark_doc_start(b->d);
     b->in_doc = 1;
     b->blank_run = 0;
 }
 
+// Closes the open document: start[n_docs] is where the next would start (its end).
 static void end_doc(Builder *b) {
-    if (b->in_doc) push(b, TOKEN_EOS);
+    if (b->in_doc) b->d->start[b->d->n_docs] = b->d->n;
     b->in_doc = 0;
     b->blank_run = 0;
 }
@@ -86,7 +87,10 @@ static Line next_line(const unsigned char *p, size_t n, size_t *at) {
 
 static int is_percent(Line l) { return l.len == 1 && l.s[0] == '%'; }
 
-static void split_docs(Builder *b, const unsigned char *p, size_t n) {
+void data_text_split(const unsigned char *p, size_t n, TextDocs *out) {
+    Builder bb = {out, 0, 0}, *b = &bb;
+    if (!out->start) mark_doc_start(out), out->n_docs = 0;   // room for start[0]
+    if (n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3, n -= 3;
     int fortune = 0;
     for (size_t at = 0; at < n && !fortune;) fortune = is_percent(next_line(p, n, &at));
     for (size_t at = 0; at < n;) {
@@ -99,34 +103,97 @@ static void split_docs(Builder *b, const unsigned char *p, size_t n) {
     end_doc(b);
 }
 
-int data_load_text(const char *root, const FileList *files, TokenStream *out, Error *err) {
+void data_free_docs(TextDocs *d) {
+    free(d->bytes);
+    free(d->start);
+    *d = (TextDocs){0};
+}
+
+// The stream being built: tokens of width 2 or 4 and each document's first index.
+typedef struct {
+    TokenStream *s;
+    uint64_t cap, cap_docs;
+} Stream;
+
+static void stream_push(Stream *st, int32_t id) {
+    TokenStream *s = st->s;
+    if (s->n == st->cap) {
+        st->cap = st->cap ? 2 * st->cap : 1 << 16;
+        s->tok = check_alloc(realloc(s->tok, st->cap * (size_t)s->width), st->cap * (size_t)s->width,
+                             __FILE__, __LINE__);
+    }
+    if (s->width == 2) ((uint16_t *)s->tok)[s->n++] = (uint16_t)id;
+    else ((uint32_t *)s->tok)[s->n++] = (uint32_t)id;
+    if (id > s->max_token) s->max_token = id;
+}
+
+static void stream_doc(Stream *st) {
+    TokenStream *s = st->s;
+    if (s->n_docs + 1 >= st->cap_docs) {
+        st->cap_docs = st->cap_docs ? 2 * st->cap_docs : 1024;
+        s->doc_start = check_alloc(realloc(s->doc_start, st->cap_docs * sizeof *s->doc_start),
+                                   st->cap_docs * sizeof *s->doc_start, __FILE__, __LINE__);
+    }
+    s->doc_start[s->n_docs++] = s->n;
+}
+
+// One file's documents into the stream.
+static int add_docs(Stream *st, const TextDocs *d, const char *path, const TextEncoding *te,
+                    Error *err) {
+    if (!te) {
+        for (uint64_t k = 0; k < d->n_docs; k++) {
+            stream_doc(st);
+            stream_push(st, TOKEN_BOS);
+            for (uint64_t i = d->start[k]; i < d->start[k + 1]; i++) stream_push(st, (unsigned char)d->bytes[i]);
+            stream_push(st, TOKEN_EOS);
+        }
+        return 0;
+    }
+    HfIds *ids = xcalloc(d->n_docs + 1, sizeof *ids);
+    int rc = data_encode_docs(te, d, ids, path, err);
+    for (uint64_t k = 0; k < d->n_docs && rc == 0; k++) {
+        stream_doc(st);
+        for (size_t i = 0; i < ids[k].n; i++) stream_push(st, ids[k].id[i]);
+    }
+    for (uint64_t k = 0; k < d->n_docs; k++) hf_ids_free(&ids[k]);
+    free(ids);
+    return rc;
+}
+
+// A file's bytes as documents, or 1 when it is binary (NUL byte), -1 on an error.
+static int read_docs(const FileList *files, size_t i, TextDocs *d, Error *err) {
+    unsigned char *p;
+    size_t n;
+    if (data_read_file(files->path[i], &p, &n, err) != 0) return -1;
+    if (files->lone && n == 0) {
+        error_set(err, "%s: empty file", files->path[i]);
+        return -1;
+    }
+    const unsigned char *nul = n ? memchr(p, '\0', n) : NULL;
+    if (nul && files->lone)
+        error_set(err, "%s: not a text file (NUL byte at offset %zu); llm.c token "
+                  "shards must be named *.bin", files->path[i], (size_t)(nul - p));
+    if (!nul) data_text_split(p, n, d);
+    free(p);
+    return nul ? (files->lone ? -1 : 1) : 0;
+}
+
+int data_load_text(const char *root, const FileList *files, const TextEncoding *te, TokenStream *out,
+                   Error *err) {
     *out = (TokenStream){0};
-    Builder b = {0};
+    out->width = te && hf_tokenizer_vocab(te->tok) > 65536 ? 4 : 2;
+    out->pad = te ? te->pad : TOKEN_PAD;
+    Stream st = {out, 0, 0};
     size_t binary = 0;
     for (size_t i = 0; i < files->n; i++) {
-        unsigned char *p;
-        size_t n;
-        if (data_read_file(files->path[i], &p, &n, err) != 0) goto fail;
-        if (files->lone && n == 0) {
-            error_set(err, "%s: empty file", files->path[i]);
-            goto fail;
-        }
-        const unsigned char *nul = n ? memchr(p, '\0', n) : NULL;
-        if (nul) {
-            binary++;
-            if (files->lone) {
-                error_set(err, "%s: not a text file (NUL byte at offset %zu); llm.c token "
-                          "shards must be named *.bin", files->path[i], (size_t)(nul - p));
-                free(p);
-                goto fail;
-            }
-        } else {
-            size_t skip = n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
-            split_docs(&b, p + skip, n - skip);
-        }
-        free(p);
+        TextDocs d = {0};
+        int rc = read_docs(files, i, &d, err);
+        if (rc == 0) rc = add_docs(&st, &d, files->path[i], te, err);
+        data_free_docs(&d);
+        if (rc < 0) goto fail;
+        binary += (size_t)rc;
     }
-    if (b.n_doc == 0) {
+    if (out->n_docs == 0) {
         if (files->lone)
             error_set(err, "%s: no documents (only blank lines)", root);
         else
@@ -134,18 +201,12 @@ int data_load_text(const char *root, const FileList *files, TokenStream *out, Er
                       files->n, binary);
         goto fail;
     }
-    mark_doc_start(&b);       // doc[n_doc] = end of the stream
-    out->tok = b.tok;
-    out->width = 2;
-    out->n = b.n;
-    out->doc_start = b.doc;
-    out->n_docs = b.n_doc - 1;
-    out->max_token = TOKEN_EOS;   // every document ends in EOS; bytes and BOS are below it
+    stream_doc(&st);       // doc_start[n_docs] = end of the stream
+    out->n_docs--;
     out->kind = "text";
     return 0;
 fail:
-    free(b.tok);
-    free(b.doc);
+    data_free_stream(out);
     return -1;
 }
 

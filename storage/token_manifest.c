@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/json_read.h"
 #include "storage/atomic_file.h"
 
 int token_manifest_check(const char *data_path, const char *tokenizer_path, Error *err) {
@@ -18,8 +19,9 @@ int token_manifest_check(const char *data_path, const char *tokenizer_path, Erro
     snprintf(tok, sizeof tok, dir ? "%s/tokenizer.json" : "%s", tokenizer_path);
     char *text = file_read_text(manifest, 1 << 20, err);
     if (!text) return -1;
-    cJSON *m = cJSON_Parse(text);
+    cJSON *m = json_parse_object(text, strlen(text), manifest, err);
     free(text);
+    if (!m) return -1;
     const char *want = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "tokenizer_sha256"));
     char have[65];
     int rc = 0;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "engine/data/tokenizer_hf_internal.h"
+#include "engine/json_read.h"
 
 static char *read_all(const char *path, size_t *len, Error *err) {
     FILE *f = fopen(path, "rb");
@@ -76,6 +77,7 @@ static int read_config(HfTokenizer *t, const char *path, Error *err) {
     free(json);
     int32_t unk = -1;
     int rc = !cJSON_IsObject(cfg) ? (error_set(err, "%s: malformed JSON (not an object)", path), -1)
+           : json_check_unique_keys(cfg, path, err) ? -1
            : config_token(t, cfg, "bos_token", &t->bos, path, err) ||
              config_token(t, cfg, "eos_token", &t->eos, path, err) ||
              config_token(t, cfg, "pad_token", &t->pad, path, err) ||

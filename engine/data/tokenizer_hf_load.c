@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "engine/data/tokenizer_hf_encoder.h"
+#include "engine/json_read.h"
 
 int hf_check_keys(const cJSON *o, const char *where, const char *const *known, Error *err) {
     if (!cJSON_IsObject(o)) {
@@ -330,7 +331,9 @@ HfTokenizer *hf_tokenizer_parse(const char *json, size_t len, const char *name, 
         const char *at = cJSON_GetErrorPtr();
         error_set(err, "%s: malformed JSON near byte %zu", name,
                   at && at >= json && at <= json + len ? (size_t)(at - json) : len);
-    } else rc = load_sections(t, root, err);
+    } else if (json_check_unique_keys(root, name, err) == 0) {   // as transformers reads it, or refused
+        rc = load_sections(t, root, err);
+    }
     cJSON_Delete(root);
     free(t->has_text);
     t->has_text = NULL;

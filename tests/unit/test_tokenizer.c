@@ -178,6 +178,8 @@ static void test_refusals(void) {
     refused("\"lstrip\": false", "\"lstrip\": true", "lstrip true is not supported");
     refused("\"decoder\": {", "\"decoder\": {\"type\": \"WordPiece\"}, \"x\": {", "unsupported key \"x\"");
     refused("\"type\": \"TemplateProcessing\"", "\"type\": \"BertProcessing\"", "post_processor type \"BertProcessing\"");
+    // Python's json (so the tokenizers package) keeps the last of two equal keys, cJSON the first.
+    refused("\"type\": \"BPE\"", "\"type\": \"BPE\", \"dropout\": 0.5", "duplicate key");
 }
 
 // Non-UTF-8 text: refused under a tokenizer without byte fallback, repaired under one with.

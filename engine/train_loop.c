@@ -65,6 +65,25 @@ static HfTokenizer *open_tokenizer(const RunConfig *rc, TextEncoding *te, Error 
     return t;
 }
 
+int train_data_open(const RunConfig *rc, TrainData *d, Error *err) {
+    *d = (TrainData){0};
+    d->tok = open_tokenizer(rc, &d->te, err);
+    if (rc->tokenizer_path[0] && !d->tok) return -1;
+    d->ds = open_data(rc, d->tok ? &d->te : NULL, err);
+    if (!d->ds) {
+        train_data_close(d);
+        return -1;
+    }
+    return 0;
+}
+
+void train_data_close(TrainData *d) {
+    dataset_close(d->ds);
+    if (d->tok) text_encoding_free(&d->te);
+    hf_tokenizer_free(d->tok);
+    *d = (TrainData){0};
+}
+
 static void describe_tokenizer(const HfTokenizer *t, const TextEncoding *te, RunInfo *info) {
     info->tokenizer = t ? hf_tokenizer_name(t) : NULL;
     info->tok_vocab = t ? hf_tokenizer_vocab(t) : BYTE_VOCAB_SIZE;

@@ -84,4 +84,15 @@ typedef struct {
 // A restored run runs steps [pos.step, rc->steps). ckpt may be NULL.
 int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *hooks, const CheckpointHooks *ckpt,
               RunSummary *summary, Error *err);
+// The run's training data as train_run opens it: --tokenizer loaded and held to the model's
+// vocabulary, text encoded with it (refused without it when the vocabulary is not the byte
+// tokenizer's), every id held to the vocabulary. `pptrain check` reads its batch through here,
+// so it checks what a run would train on. Returns 0, or -1 with a one-line err.
+typedef struct {
+    Dataset *ds;
+    HfTokenizer *tok;       // NULL: the byte tokenizer
+    TextEncoding te;
+} TrainData;
+int train_data_open(const RunConfig *rc, TrainData *d, Error *err);
+void train_data_close(TrainData *d);
 #endif

@@ -47,12 +47,13 @@ static void compare_grads(const Pipeline *p, const StageModel *ref, CheckResult 
     }
 }
 
+// The run's first batch, read as train reads it (--tokenizer and all: engine/train_loop.h).
 static int first_batch(const RunConfig *rc, int32_t *inputs, int32_t *targets, Error *err) {
-    Dataset *ds = dataset_open(rc->data_path, rc->batching, rc->seq_len, rc->seed, err);
-    if (!ds) return -1;
-    dataset_next_batch(ds, rc->batch, inputs, targets);
-    const int32_t max_token = dataset_max_token(ds);
-    dataset_close(ds);
+    TrainData d;
+    if (train_data_open(rc, &d, err)) return -1;
+    dataset_next_batch(d.ds, rc->batch, inputs, targets);
+    const int32_t max_token = dataset_max_token(d.ds);
+    train_data_close(&d);
     if (max_token >= rc->model.vocab) {
         error_set(err, "%s: token id %d is outside the model's vocabulary (%d)", rc->data_path, (int)max_token,
                   rc->model.vocab);

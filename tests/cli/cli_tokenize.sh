@@ -74,6 +74,14 @@ cp "$fx/llama2/tokenizer.json" "$fx/llama2/tokenizer_config.json" hf/
 check "--init-from with --tokenizer auto trains on the shards at P=2" grep -q "^done: 2 steps" auto.txt
 "$bin" train --init-from hf --tokenizer auto --data text --seq 16 --batch 4 --steps 1 --db '' >auto_text.txt 2>&1
 check "and on text, the banner naming the folder's tokenizer" grep -q "tokenizer hf/tokenizer.json: vocab 856, bos 1, eos 2" auto_text.txt
+# check reads its batch as train does: the folder's tokenizer on the text, not bytes. Without
+# --tokenizer, text under this 856-id model is refused (it would check byte ids).
+"$bin" check --init-from hf --tokenizer auto --data text --seq 16 --batch 4 --microbatches 2 --stages 2 --db '' \
+  >check.txt 2>&1
+check "check --init-from --tokenizer auto: bitwise on the folder's tokenizer" grep -q "^  bitwise" check.txt
+"$bin" check --init-from hf --data text --seq 16 --batch 4 --stages 2 --db '' >check_bytes.txt 2>&1
+check "check on text without --tokenizer under a non-byte vocabulary: exit 2, naming --tokenizer" \
+  bash -c "[ $? -eq 2 ] && grep -q 'pass --tokenizer' check_bytes.txt"
 
 # Past 65,536 ids: the GPT-2-style fixture with 70,000 filler tokens (ids 700..70699) gets
 # uint32 shards, magic 20240801 version 7, and a model of that vocabulary trains on them.

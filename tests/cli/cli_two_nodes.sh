@@ -158,7 +158,10 @@ in_node "$node_b" ip link set veth1 down
 for ((i = 0; i < 10 * (timeout_s + 15); i++)); do grep -q '^pptrain: ' cut.txt && break; sleep 0.1; done
 reported_s=$(awk -v a="$(now)" -v b="$t1" 'BEGIN { print a - b }')
 check "link cut: reported ${reported_s} s after the cut (limit $((timeout_s + 5)) s)" within "$reported_s" $((timeout_s + 5))
-check "link cut: rank 0's line names rank 1" grep -q '^pptrain: .*rank 1 (stage 1)' cut.txt
+check "link cut: rank 0's line leads with rank 1, across the link" \
+  grep -q '^pptrain: rank 1 (stage 1), on another node, went silent in step [0-9]* (the link' cut.txt
+check "link cut: rank 1's line says it waits on rank 0" \
+  grep -q '^pptrain: rank 1 (stage 1): timed out .*; waits on rank 0 (stage 0), on another node' cut.txt
 in_node "$node_b" ip link set veth1 up
 for ((i = 0; i < 100; i++)); do kill -0 "$cut_mpirun" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$cut_mpirun" 2>/dev/null && kill -9 "$cut_mpirun"

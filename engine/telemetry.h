@@ -77,9 +77,10 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank,
                          const double *offsets, StepTelemetry *out);
 
 // The transfer / wait split of every rank and the bubble's parts, for a StepTelemetry whose
-// busy, comm, idle, step_ms and bubble are filled (telemetry_summarize calls it).
+// busy, comm, idle, step_ms and bubble are filled (telemetry_summarize calls it); offsets as
+// there, for the messages' wire time.
 void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const ActionEvent *const *events,
-                         const int *n_events, StepTelemetry *out);
+                         const int *n_events, const double *offsets, StepTelemetry *out);
 
 // CPU oversubscription, the bubble's likeliest contention: more rank threads or processes on
 // this host than cores to run them. host_cores: the cores this process may run on

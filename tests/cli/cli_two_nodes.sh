@@ -12,8 +12,9 @@
 #    resumes, each rank from its own node's disk, bitwise as the uninterrupted run;
 #  - a link cut (`ip link set down` on node B) during a run is reported within --timeout + a
 #    few seconds by rank 0 on node A, with a line that names rank 1, the rank across the link;
-#  - netem latency (1 ms, 10 ms) on the link: see the case at the end for what is asserted,
-#    and where it is skipped (kernels without sch_netem).
+#  - a slower link (netem delay 1 ms and 10 ms on both ends; tbf rate limits of about the
+#    same wire time per message where the kernel lacks netem) grows the bubble's transfer part
+#    by at least the added wire time of the messages on the step's critical path.
 # Skipped with one line where namespaces, veth pairs or mounts are not permitted.
 # usage: cli_two_nodes.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -145,8 +146,8 @@ check "resume: steps 4..6 bitwise as the uninterrupted run" \
 
 # ---- 3. a link cut -------------------------------------------------------------------------
 # A long run; once it has trained a step, node B's end of the link goes down. Rank 0 (node A)
-# waits on rank 1 (node B) and must say so within --timeout; the ranks cannot reach each
-# other, nor mpirun node B's orted, so the line is the promise and mpirun is killed after it.
+# waits on rank 1 (node B) and must say so within --timeout + 5 s; rank 1, cut off too, waits
+# on rank 0 and says so.
 timeout_s=5
 "${mpi[@]}" -np 2 "$bin" "${args[@]}" --steps 100000 --timeout "$timeout_s" --transport mpi --db '' \
   > cut.txt 2>&1 < /dev/null &
@@ -158,14 +159,63 @@ in_node "$node_b" ip link set veth1 down
 for ((i = 0; i < 10 * (timeout_s + 15); i++)); do grep -q '^pptrain: ' cut.txt && break; sleep 0.1; done
 reported_s=$(awk -v a="$(now)" -v b="$t1" 'BEGIN { print a - b }')
 check "link cut: reported ${reported_s} s after the cut (limit $((timeout_s + 5)) s)" within "$reported_s" $((timeout_s + 5))
+echo "link cut: rank 0's line came ${reported_s} s after the cut (--timeout $timeout_s)"
 check "link cut: rank 0's line leads with rank 1, across the link" \
   grep -q '^pptrain: rank 1 (stage 1), on another node, went silent in step [0-9]* (the link' cut.txt
-check "link cut: rank 1's line says it waits on rank 0" \
-  grep -q '^pptrain: rank 1 (stage 1): timed out .*; waits on rank 0 (stage 0), on another node' cut.txt
+# Rank 1's line goes to mpirun through node B's orted, over the link: it arrives once the
+# link is back up, and mpirun, which lost nothing but time, then ends.
 in_node "$node_b" ip link set veth1 up
-for ((i = 0; i < 100; i++)); do kill -0 "$cut_mpirun" 2>/dev/null || break; sleep 0.1; done
+for ((i = 0; i < 200; i++)); do kill -0 "$cut_mpirun" 2>/dev/null || break; sleep 0.1; done
+check "link cut: mpirun ends once the link is back" bash -c "! kill -0 $cut_mpirun 2> /dev/null"
 kill -0 "$cut_mpirun" 2>/dev/null && kill -9 "$cut_mpirun"
 wait "$cut_mpirun" 2> /dev/null
+check "link cut: rank 1's line says it waits on rank 0, across the link" \
+  grep -q '^pptrain: rank 1 (stage 1): timed out .*; waits on rank 0 (stage 0), on another node' cut.txt
+
+# ---- 4. a slower link: the transfer part of the bubble ---------------------------------------
+# The same qdisc on both ends of the link, so every message waits the same added time d on the
+# wire whichever way it goes. The bubble's transfer part is a replay of the step that adds the
+# messages' copies and each link's wire time (docs/console.md); its cost in ms of step time is
+# step_ms (1 - bubble) (1 / (1 - ideal - imbalance - transfer) - 1 / (1 - ideal - imbalance)).
+# At P = 2, 1f1b, M = 2 a step sends 4 messages, 2 each way; the first activation and the last
+# gradient are on every schedule's critical path, so the transfer part must grow by at least
+# 2 d, asserted with half of it to spare: d between cases. netem delays each packet by d; a
+# kernel without netem gets tbf rate limits that keep a 16 KiB message about as long on the
+# wire (100 and 10 Mbit/s: about 1.2 and 12 ms).
+link_ms() {   # link_ms DB: the median over steps 3.. of the transfer part's ms
+  sqlite3 "$1" "SELECT step_ms * (1 - bubble) * (1 / (1 - bubble_ideal - bubble_imbalance - bubble_transfer)
+                       - 1 / (1 - bubble_ideal - bubble_imbalance)) AS ms FROM steps WHERE step >= 3
+                ORDER BY ms LIMIT 1 OFFSET (SELECT (count(*) - 1) / 2 FROM steps WHERE step >= 3)"
+}
+# link_run NAME QDISC...: a P = 2 run of 10 steps with QDISC on both ends ('' for none).
+link_run() {
+  local name=$1
+  shift
+  if [ $# -gt 0 ]; then
+    in_node "$node_a" tc qdisc add dev veth0 root "$@" && in_node "$node_b" tc qdisc add dev veth1 root "$@" || return 1
+  fi
+  "${mpi[@]}" -np 2 "$bin" "${args[@]}" --steps 10 --transport mpi --db "$work/$name.db" > "$name.txt" 2>&1 < /dev/null
+  local rc=$?
+  if [ $# -gt 0 ]; then
+    in_node "$node_a" tc qdisc del dev veth0 root; in_node "$node_b" tc qdisc del dev veth1 root
+  fi
+  return $rc
+}
+if in_node "$node_a" tc qdisc add dev veth0 root netem delay 1ms 2> /dev/null; then
+  in_node "$node_a" tc qdisc del dev veth0 root
+  slow=(netem delay 1ms) slower=(netem delay 10ms) d1=1 d2=10 how=netem
+else
+  echo "note: no netem qdisc in this kernel: the link is slowed with tbf rate limits instead"
+  slow=(tbf rate 100mbit burst 1600 latency 1s) slower=(tbf rate 10mbit burst 1600 latency 1s) d1=1.2 d2=12 how=tbf
+fi
+link_run link-none && link_run link-1 "${slow[@]}" && link_run link-2 "${slower[@]}"
+check "slower links ($how): three runs exit 0" [ $? -eq 0 ]
+m0=$(link_ms link-none.db) m1=$(link_ms link-1.db) m2=$(link_ms link-2.db)
+echo "transfer part of the step ($how): ${m0:-?} ms, ${m1:-?} ms at d = $d1 ms, ${m2:-?} ms at d = $d2 ms"
+check "transfer grows by at least d = $d1 ms on the slow link" \
+  awk -v a="${m0:-0}" -v b="${m1:-0}" -v d="$d1" 'BEGIN { exit !(b - a >= d) }'
+check "transfer grows by at least $d2 - $d1 ms more on the slower link" \
+  awk -v a="${m1:-0}" -v b="${m2:-0}" -v d="$(awk -v x="$d2" -v y="$d1" 'BEGIN { print x - y }')" 'BEGIN { exit !(b - a >= d) }'
 
 if [ "$failed" -ne 0 ]; then
   for f in "$work"/*.txt; do echo "== $f"; grep -v '^step' "$f"; done

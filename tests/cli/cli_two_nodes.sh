@@ -14,7 +14,7 @@
 #    few seconds by rank 0 on node A, with a line that names rank 1, the rank across the link;
 #  - a slower link (netem delay 1 ms and 10 ms on both ends; tbf rate limits of about the
 #    same wire time per message where the kernel lacks netem) grows the bubble's transfer part
-#    by at least the added wire time of the messages on the step's critical path.
+#    by at least half the wire time it adds to one message (see the case for why not more).
 # Skipped with one line where namespaces, veth pairs or mounts are not permitted.
 # usage: cli_two_nodes.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -28,9 +28,11 @@ done
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # as cli_mpi.sh: Open MPI's own
 
 # ---- the two nodes -------------------------------------------------------------------------
-# A node is the namespaces of one `sleep` started by unshare; they die with it (and with the
-# processes started inside). Nothing is named in the host's namespaces, so concurrent runs of
-# this test cannot collide: the veth is created inside node A and its peer moved to node B.
+# A node is the namespaces of one holder process started by unshare; they die with it (and
+# with the processes started inside). The holder ends by itself once this script is gone, so a
+# script killed where no trap runs (SIGKILL) leaves no node behind for long. Nothing is named
+# in the host's namespaces, so concurrent runs of this test cannot collide: the veth is
+# created inside node A and its peer moved to node B.
 node_a='' node_b=''
 ip_a=10.77.0.1 ip_b=10.77.0.2 subnet=10.77.0.0/24
 in_node() { local pid=$1; shift; nsenter -t "$pid" -n -m -u -- "$@"; }
@@ -54,13 +56,15 @@ nodes_down() {
 trap nodes_down EXIT
 # new_node: starts a holder and waits until it is inside its own namespaces; prints its pid.
 new_node() {
-  unshare --net --mount --uts --propagation private sleep 100000 > /dev/null 2>&1 &
-  local pid=$! i
+  unshare --net --mount --uts --propagation private \
+    sh -c "while kill -0 $$ 2> /dev/null; do sleep 1; done" > /dev/null &
+  local pid=$! i ns
   for ((i = 0; i < 100; i++)); do
-    [ "$(readlink /proc/$pid/ns/net 2>/dev/null)" != "$(readlink /proc/$$/ns/net)" ] && { echo "$pid"; return 0; }
-    kill -0 "$pid" 2>/dev/null || return 1
+    ns=$(readlink "/proc/$pid/ns/net" 2> /dev/null) || return 1   # unshare failed and exited
+    [ "$ns" != "$(readlink /proc/$$/ns/net)" ] && { echo "$pid"; return 0; }
     sleep 0.05
   done
+  kill -9 "$pid" 2>/dev/null
   return 1
 }
 # nodes_up: both nodes, the link, each node's tmpfs; fails (quietly) where not permitted.
@@ -76,7 +80,8 @@ nodes_up() {
     in_node "$node_b" mount -t tmpfs -o size=64m pptrain-disk-b "$work/disk"
 }
 if ! nodes_up > nodes.txt 2>&1; then
-  echo "skipped: network or mount namespaces, veth or tmpfs not permitted here ($(head -1 nodes.txt))"
+  why=$(head -1 nodes.txt)
+  echo "skipped: network or mount namespaces, veth or tmpfs not permitted here${why:+ ($why)}"
   exit 0
 fi
 
@@ -111,11 +116,9 @@ within() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }   # within SECO
 # ---- 1. over TCP, the bits of one process --------------------------------------------------
 "$bin" "${args[@]}" --db local.db > local.txt 2>&1
 check "one process, P=2: exits 0" [ $? -eq 0 ]
-t0=$(now)
 "${mpi[@]}" -np 2 "$bin" "${args[@]}" --transport mpi --db "$work/two.db" --ckpt-dir "$work/disk/ck" \
   --ckpt-every 3 > two.txt 2>&1 < /dev/null
 check "two nodes, P=2: exits 0" [ $? -eq 0 ]
-healthy_s=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { print a - b }')
 losses local.db 1 > local.losses
 check "one process, P=2: 6 losses" [ "$(wc -l < local.losses)" -eq 6 ]
 check "two nodes, P=2: the losses of one process, bitwise" cmp -s local.losses <(losses two.db 1)
@@ -178,16 +181,20 @@ check "link cut: rank 1's line says it waits on rank 0, across the link" \
 # messages' copies and each link's wire time (docs/console.md); its cost in ms of step time is
 # step_ms (1 - bubble) (1 / (1 - ideal - imbalance - transfer) - 1 / (1 - ideal - imbalance)).
 # At P = 2, 1f1b, M = 2 a step sends 4 messages, 2 each way; the first activation and the last
-# gradient are on every schedule's critical path, so the transfer part must grow by at least
-# 2 d, asserted with half of it to spare: d between cases. netem delays each packet by d; a
-# kernel without netem gets tbf rate limits that keep a 16 KiB message about as long on the
-# wire (100 and 10 Mbit/s: about 1.2 and 12 ms).
-link_ms() {   # link_ms DB: the median over steps 3.. of the transfer part's ms
-  sqlite3 "$1" "SELECT step_ms * (1 - bubble) * (1 / (1 - bubble_ideal - bubble_imbalance - bubble_transfer)
-                       - 1 / (1 - bubble_ideal - bubble_imbalance)) AS ms FROM steps WHERE step >= 3
-                ORDER BY ms LIMIT 1 OFFSET (SELECT (count(*) - 1) / 2 FROM steps WHERE step >= 3)"
+# gradient are on the path through both ranks, so that path grows by 2 d. It is the critical
+# one only when no other path was longer by more than that (measured here: growths of 1.4 to
+# 2.9 ms for d = 1.2 ms), so a quarter of it is asserted, d / 2 between cases; a transfer part
+# blind to the wire fails that (before it saw the wire, 20 Mbit/s grew it by about 0.1 ms).
+# netem delays each packet by d; a kernel without netem gets tbf rate limits that keep a
+# 16 KiB message about as long on the wire (100 and 10 Mbit/s: about 1.2 and 12 ms).
+# A link's wire time is measured as the least delay its messages saw, and a busy core only
+# adds to it: the least over steps 2.. is the steadiest figure (a median moved by 1.5 ms on the
+# unslowed link from one run to the next on two shared cores).
+link_ms() {   # link_ms DB: the least over steps 2.. of the transfer part's ms
+  sqlite3 "$1" "SELECT min(step_ms * (1 - bubble) * (1 / (1 - bubble_ideal - bubble_imbalance - bubble_transfer)
+                           - 1 / (1 - bubble_ideal - bubble_imbalance))) FROM steps WHERE step >= 2"
 }
-# link_run NAME QDISC...: a P = 2 run of 10 steps with QDISC on both ends ('' for none).
+# link_run NAME [QDISC...]: a P = 2 run of 10 steps, with QDISC on both ends of the link if given.
 link_run() {
   local name=$1
   shift
@@ -212,10 +219,12 @@ link_run link-none && link_run link-1 "${slow[@]}" && link_run link-2 "${slower[
 check "slower links ($how): three runs exit 0" [ $? -eq 0 ]
 m0=$(link_ms link-none.db) m1=$(link_ms link-1.db) m2=$(link_ms link-2.db)
 echo "transfer part of the step ($how): ${m0:-?} ms, ${m1:-?} ms at d = $d1 ms, ${m2:-?} ms at d = $d2 ms"
-check "transfer grows by at least d = $d1 ms on the slow link" \
-  awk -v a="${m0:-0}" -v b="${m1:-0}" -v d="$d1" 'BEGIN { exit !(b - a >= d) }'
-check "transfer grows by at least $d2 - $d1 ms more on the slower link" \
-  awk -v a="${m1:-0}" -v b="${m2:-0}" -v d="$(awk -v x="$d2" -v y="$d1" 'BEGIN { print x - y }')" 'BEGIN { exit !(b - a >= d) }'
+grows() {   # grows FROM TO D: TO - FROM >= D / 2
+  awk -v a="${1:-0}" -v b="${2:-0}" -v d="$3" 'BEGIN { exit !(b - a >= d / 2) }'
+}
+check "transfer grows by at least $d1 / 2 ms on the slow link" grows "$m0" "$m1" "$d1"
+check "transfer grows by at least ($d2 - $d1) / 2 ms more on the slower link" \
+  grows "$m1" "$m2" "$(awk -v x="$d2" -v y="$d1" 'BEGIN { print x - y }')"
 
 if [ "$failed" -ne 0 ]; then
   for f in "$work"/*.txt; do echo "== $f"; grep -v '^step' "$f"; done

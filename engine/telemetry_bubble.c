@@ -87,32 +87,33 @@ static double transfer_ms(const Step *st, int i) {
     return is_send(e->type) || is_recv(e->type) ? fmin(ms(e), st->copy_ms) : 0.0;
 }
 
-// Each message's wire time: between ranks of two hosts a message is on the wire after its SEND
-// ends (the SEND only queues it), and a RECV that waited for it ends one copy after it lands.
+// Each message's wire time: between processes a message is on the wire after its SEND ends
+// (the SEND only queues it), and a RECV that waited for it ends one copy after it lands.
 // Per link (sender rank -> receiver rank), the least of (RECV end - SEND end - copy) over the
 // step's messages is the wire time: a receiver that came late makes that difference longer,
-// never shorter, and in a pipeline some receiver waits on every link. Ends are put on rank
-// 0's clock with offsets (NULL: one clock); an offset's error moves time between a link and
-// its reverse, so each is clamped at 0. Between threads of one process it is the wake-up.
+// never shorter, and on each link some receiver usually waits. Ends are put on rank
+// 0's clock with offsets; an offset's error moves time between a link and its reverse, so
+// each is clamped at 0. Without offsets (threads of one process) there is no wire: all 0.
 static void link_wire(Step *st, const double *offsets) {
+    st->wire_ms = xcalloc((size_t)(st->n_msgs ? st->n_msgs : 1), sizeof(double));
+    if (!offsets) return;
     double *send_end = xmalloc(sizeof(double) * (size_t)(st->n_msgs ? st->n_msgs : 1));
     int *sender = xmalloc(sizeof(int) * (size_t)(st->n_msgs ? st->n_msgs : 1));
-    double *least = xmalloc(sizeof(double) * (size_t)st->W * (size_t)st->W);
+    double *least = xmalloc(sizeof(double) * (size_t)st->W * (size_t)st->W);   // (W, W) sender, receiver
     for (int k = 0; k < st->n_msgs; k++) sender[k] = -1;
     for (int i = 0; i < st->W * st->W; i++) least[i] = INFINITY;
     for (int r = 0; r < st->W; r++)
         for (int i = st->rank_first[r]; i < st->rank_first[r + 1]; i++)
             if (is_send(st->ev[i]->type) && st->msg[i] >= 0)
-                sender[st->msg[i]] = r, send_end[st->msg[i]] = st->ev[i]->end + (offsets ? offsets[r] : 0.0);
+                sender[st->msg[i]] = r, send_end[st->msg[i]] = st->ev[i]->end + offsets[r];
     for (int r = 0; r < st->W; r++)
         for (int i = st->rank_first[r]; i < st->rank_first[r + 1]; i++) {
             const int k = st->msg[i];
             if (!is_recv(st->ev[i]->type) || k < 0 || sender[k] < 0) continue;
-            const double lat = (st->ev[i]->end + (offsets ? offsets[r] : 0.0) - send_end[k]) * 1e3 - transfer_ms(st, i);
+            const double lat = (st->ev[i]->end + offsets[r] - send_end[k]) * 1e3 - transfer_ms(st, i);
             double *l = &least[sender[k] * st->W + r];
             *l = fmin(*l, lat);
         }
-    st->wire_ms = xcalloc((size_t)(st->n_msgs ? st->n_msgs : 1), sizeof(double));
     for (int r = 0; r < st->W; r++)
         for (int i = st->rank_first[r]; i < st->rank_first[r + 1]; i++) {
             const int k = st->msg[i];

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/cli_two_nodes.sh: mpirun across two "nodes" (issue 27 item 14). Each node is a
-# network + mount + UTS namespace held by a sleeping process; a veth pair joins them
+# network + mount + UTS namespace held by one idle process; a veth pair joins them
 # (10.77.0.1 and 10.77.0.2), and each mounts its own tmpfs on the same path ($work/disk), so a
 # checkpoint written there is node-local: the other node and the host see an empty folder.
 # mpirun runs on node A with a host file of both addresses; an rsh agent script enters node B's
@@ -136,10 +136,11 @@ check "two nodes, P=2 D=2: the losses of one process, bitwise" cmp -s local-dp.l
 ck=$(in_node "$node_a" sh -c "cd '$work/disk/ck' && ls -d run-1-*/step-000003" 2>/dev/null | head -1)
 check "node A's disk has the step-3 checkpoint" [ -n "$ck" ]
 ck=${ck:-run-1-NONE/step-000003}
+shard() { echo "'$work/disk/ck/$ck/model-0000$1-of-00002.safetensors'"; }
 check "node A's disk: stage 0's shard, not stage 1's" in_node "$node_a" \
-  sh -c "[ -f '$work/disk/ck/$ck/model-00001-of-00002.safetensors' ] && [ ! -e '$work/disk/ck/$ck/model-00002-of-00002.safetensors' ]"
+  sh -c "[ -f $(shard 1) ] && [ ! -e $(shard 2) ]"
 check "node B's disk: stage 1's shard, not stage 0's" in_node "$node_b" \
-  sh -c "[ -f '$work/disk/ck/$ck/model-00002-of-00002.safetensors' ] && [ ! -e '$work/disk/ck/$ck/model-00001-of-00002.safetensors' ]"
+  sh -c "[ -f $(shard 2) ] && [ ! -e $(shard 1) ]"
 check "the host sees neither disk" [ -z "$(ls -A disk)" ]
 "${mpi[@]}" -np 2 "$bin" train --resume "$work/disk/ck/$ck" --transport mpi --db "$work/two.db" \
   > resume.txt 2>&1 < /dev/null
@@ -166,7 +167,7 @@ echo "link cut: rank 0's line came ${reported_s} s after the cut (--timeout $tim
 check "link cut: rank 0's line leads with rank 1, across the link" \
   grep -q '^pptrain: rank 1 (stage 1), on another node, went silent in step [0-9]* (the link' cut.txt
 # Rank 1's line goes to mpirun through node B's orted, over the link: it arrives once the
-# link is back up, and mpirun, which lost nothing but time, then ends.
+# link is back up, and then mpirun ends.
 in_node "$node_b" ip link set veth1 up
 for ((i = 0; i < 200; i++)); do kill -0 "$cut_mpirun" 2>/dev/null || break; sleep 0.1; done
 check "link cut: mpirun ends once the link is back" bash -c "! kill -0 $cut_mpirun 2> /dev/null"

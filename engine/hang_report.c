@@ -29,7 +29,13 @@ void hang_report(const Schedule *s, int P, int self, const ProgressCulprit *c, E
     int stage = 0;
     describe_point(s, P, c, point, sizeof point, &stage);
     const Error own = *err;
-    if (root && c->dead)
+    if (c->remote && root)   // its slot is on its own node: where it stopped is unknown here
+        error_set(err, "rank %d (stage %d), on another node, went silent in step %d (the link or that node is "
+                  "down, or the rank stopped); %s", c->rank, stage, c->step + 1, own.msg);
+    else if (c->remote)
+        error_set(err, "%s; waits on rank %d (stage %d), on another node, silent in step %d", own.msg, c->rank,
+                  stage, c->step + 1);
+    else if (root && c->dead)
         error_set(err, "rank %d (stage %d) died%s of step %d (its process is gone, silent for %.1f s); %s", c->rank,
                   stage, point, c->step + 1, c->stuck_s, own.msg);
     else if (root)

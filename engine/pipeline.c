@@ -723,8 +723,10 @@ static int collect_events(Pipeline *p, Error *err) {
 // copies on every replica, and its rank is the pipeline rank that holds it.
 static void fill_telemetry(Pipeline *p, PipelineReport *out) {
     out->telemetry = (StepTelemetry){.ranks = p->tele_ranks, .stages = p->tele_stages};
+    // Threads of one process share a clock, and their messages never leave memory: no offsets,
+    // so no wire time (telemetry.h).
     telemetry_summarize(p->W, p->S, p->sched->stage_rank, (const ActionEvent *const *)p->events, p->n_events,
-                        p->offsets, &out->telemetry);
+                        p->multiprocess ? p->offsets : NULL, &out->telemetry);
     out->has_telemetry = true;
 }
 

@@ -56,7 +56,7 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank, const
     }
     // A step with no measured time has no bubble to speak of.
     out->bubble = out->step_ms > 0.0 && n_ranks > 0 ? 1.0 - busy_total / (n_ranks * out->step_ms) : 0.0;
-    telemetry_attribute(n_ranks, n_stages, stage_rank, events, n_events, out);
+    telemetry_attribute(n_ranks, n_stages, stage_rank, events, n_events, offsets, out);
 }
 
 int telemetry_host_cores(void) {

@@ -68,8 +68,9 @@ typedef struct {
 } StepTelemetry;
 
 // events[r][0..n_events[r]) are rank r's events of one step in the order it ran them;
-// offsets[r] is added to rank r's times to put them on rank 0's clock (0 for threads of one
-// process). stage_rank[s] is the pipeline rank of stage s; world rank r belongs to replica
+// offsets[r] is added to rank r's times to put them on rank 0's clock; NULL for threads of one
+// process (one clock, and messages that never leave memory: the transfer part then has no
+// wire time, and a receiver's late wake-up stays contention). stage_rank[s] is the pipeline rank of stage s; world rank r belongs to replica
 // r / P (P = the largest stage_rank + 1), and messages stay inside a replica. Fills
 // out->ranks / out->stages (which the caller sized), the totals and the bubble's parts.
 void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank,
@@ -77,9 +78,10 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank,
                          const double *offsets, StepTelemetry *out);
 
 // The transfer / wait split of every rank and the bubble's parts, for a StepTelemetry whose
-// busy, comm, idle, step_ms and bubble are filled (telemetry_summarize calls it).
+// busy, comm, idle, step_ms and bubble are filled (telemetry_summarize calls it); offsets as
+// there, for the messages' wire time.
 void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const ActionEvent *const *events,
-                         const int *n_events, StepTelemetry *out);
+                         const int *n_events, const double *offsets, StepTelemetry *out);
 
 // CPU oversubscription, the bubble's likeliest contention: more rank threads or processes on
 // this host than cores to run them. host_cores: the cores this process may run on

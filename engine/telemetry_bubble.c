@@ -1,7 +1,8 @@
 // engine/telemetry_bubble: where a step's non-busy time went (engine/telemetry.h). Each rank's
 // non-busy time splits into transfer (its messages' copies) and wait; the step is replayed
-// three times at its own measured costs, every RECV after the SEND of its message, to split
-// the bubble into ideal, imbalance, transfer and contention.
+// three times at its own measured costs, every RECV after the SEND of its message (and, in
+// the transfer replay, after its link's wire time), to split the bubble into ideal,
+// imbalance, transfer and contention.
 #include <math.h>
 #include <stdlib.h>
 
@@ -20,6 +21,7 @@ typedef struct {
     int *msg;                 // (N) the message's index in [0, 2 * D * S * M), or -1
     int n_msgs;
     double copy_ms;           // one message's copy: the step's fastest SEND (0 without any)
+    double *wire_ms;          // (n_msgs) its link's wire time (link_wire), 0 for a message not sent
 } Step;
 
 static bool is_compute(int type) { return type < N_COMPUTE; }
@@ -69,6 +71,7 @@ static void step_init(Step *st, int W, int S, const int *stage_rank, const Actio
 }
 
 static void step_free(Step *st) {
+    free(st->wire_ms);
     free(st->rank_first);
     free(st->ev);
     free(st->msg);
@@ -84,10 +87,49 @@ static double transfer_ms(const Step *st, int i) {
     return is_send(e->type) || is_recv(e->type) ? fmin(ms(e), st->copy_ms) : 0.0;
 }
 
+// Each message's wire time: between processes a message is on the wire after its SEND ends
+// (the SEND only queues it), and a RECV that waited for it ends one copy after it lands.
+// Per link (sender rank -> receiver rank), the least of (RECV end - SEND end - copy) over the
+// step's messages is the wire time: a receiver that came late makes that difference longer,
+// never shorter, and on each link some receiver usually waits. Ends are put on rank
+// 0's clock with offsets; an offset's error moves time between a link and its reverse, so
+// each is clamped at 0. Without offsets (threads of one process) there is no wire: all 0.
+static void link_wire(Step *st, const double *offsets) {
+    st->wire_ms = xcalloc((size_t)(st->n_msgs ? st->n_msgs : 1), sizeof(double));
+    if (!offsets) return;
+    double *send_end = xmalloc(sizeof(double) * (size_t)(st->n_msgs ? st->n_msgs : 1));
+    int *sender = xmalloc(sizeof(int) * (size_t)(st->n_msgs ? st->n_msgs : 1));
+    double *least = xmalloc(sizeof(double) * (size_t)st->W * (size_t)st->W);   // (W, W) sender, receiver
+    for (int k = 0; k < st->n_msgs; k++) sender[k] = -1;
+    for (int i = 0; i < st->W * st->W; i++) least[i] = INFINITY;
+    for (int r = 0; r < st->W; r++)
+        for (int i = st->rank_first[r]; i < st->rank_first[r + 1]; i++)
+            if (is_send(st->ev[i]->type) && st->msg[i] >= 0)
+                sender[st->msg[i]] = r, send_end[st->msg[i]] = st->ev[i]->end + offsets[r];
+    for (int r = 0; r < st->W; r++)
+        for (int i = st->rank_first[r]; i < st->rank_first[r + 1]; i++) {
+            const int k = st->msg[i];
+            if (!is_recv(st->ev[i]->type) || k < 0 || sender[k] < 0) continue;
+            const double lat = (st->ev[i]->end + offsets[r] - send_end[k]) * 1e3 - transfer_ms(st, i);
+            double *l = &least[sender[k] * st->W + r];
+            *l = fmin(*l, lat);
+        }
+    for (int r = 0; r < st->W; r++)
+        for (int i = st->rank_first[r]; i < st->rank_first[r + 1]; i++) {
+            const int k = st->msg[i];
+            if (is_recv(st->ev[i]->type) && k >= 0 && sender[k] >= 0 && isfinite(least[sender[k] * st->W + r]))
+                st->wire_ms[k] = fmax(0.0, least[sender[k] * st->W + r]);
+        }
+    free(send_end);
+    free(sender);
+    free(least);
+}
+
 // Every rank's events in order, each as early as its rank is free and, for a RECV, its SEND
-// has ended (dur[i]: event i's duration, ms). Returns the makespan, or NaN when a receive
-// never gets its send. ready (n_msgs), next (W) and clock (W) are scratch.
-static double replay(const Step *st, const double *dur, double *ready, int *next, double *clock) {
+// has ended and its wire time passed (dur[i]: event i's duration, ms; wire: NULL, messages
+// land as they are sent). Returns the makespan, or NaN when a receive never gets its send.
+// ready (n_msgs), next (W) and clock (W) are scratch.
+static double replay(const Step *st, const double *dur, const double *wire, double *ready, int *next, double *clock) {
     for (int k = 0; k < st->n_msgs; k++) ready[k] = NAN;
     for (int r = 0; r < st->W; r++) next[r] = st->rank_first[r], clock[r] = 0.0;
     int done = 0;
@@ -99,7 +141,7 @@ static double replay(const Step *st, const double *dur, double *ready, int *next
                 if (is_recv(type) && k >= 0 && isnan(ready[k])) break;
                 const double start = is_recv(type) && k >= 0 ? fmax(clock[r], ready[k]) : clock[r];
                 clock[r] = start + dur[i];
-                if (is_send(type) && k >= 0) ready[k] = clock[r];
+                if (is_send(type) && k >= 0) ready[k] = clock[r] + (wire ? wire[k] : 0.0);
             }
     }
     double makespan = 0.0;
@@ -145,7 +187,7 @@ static void replay_parts(const Step *st, const double *xfer, double busy, Bubble
         const bool by_stage = pass > 0;
         mean_costs(st, by_stage, mean);
         fill_durations(st, mean, by_stage, pass == 2 ? xfer : NULL, dur);
-        const double span = replay(st, dur, ready, next, clock);
+        const double span = replay(st, dur, pass == 2 ? st->wire_ms : NULL, ready, next, clock);
         bubble[pass] = span > 0 ? 1.0 - busy / (st->W * span) : NAN;
     }
     parts->valid = isfinite(bubble[0]) && isfinite(bubble[1]) && isfinite(bubble[2]);
@@ -160,7 +202,7 @@ static void replay_parts(const Step *st, const double *xfer, double busy, Bubble
 }
 
 void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const ActionEvent *const *events,
-                         const int *n_events, StepTelemetry *out) {
+                         const int *n_events, const double *offsets, StepTelemetry *out) {
     out->parts = (BubbleParts){.valid = false};
     if (n_ranks <= 0 || n_stages <= 0) return;
     Step st;
@@ -179,6 +221,7 @@ void telemetry_attribute(int n_ranks, int n_stages, const int *stage_rank, const
         busy += rt->busy_ms;
     }
     if (st.N > 0 && out->step_ms > 0) {
+        link_wire(&st, offsets);
         replay_parts(&st, xfer, busy, &out->parts);
         out->parts.contention = out->bubble - out->parts.ideal - out->parts.imbalance - out->parts.transfer;
     }

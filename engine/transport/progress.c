@@ -47,6 +47,7 @@ void progress_slot_init(ProgressSlot *s) {
     atomic_store(&s->step, 0);
     atomic_store(&s->action, PROGRESS_IDLE);
     atomic_store(&s->waiting_on, PROGRESS_NOBODY);
+    atomic_store(&s->last_peer, PROGRESS_NOBODY);
     atomic_store(&s->pid, (int32_t)getpid());
     atomic_store(&s->gave_up, 0);
 }
@@ -113,6 +114,7 @@ void progress_wait_begin(ProgressBoard *b, int rank, int peer) {
     if (!s) return;
     atomic_store(&s->beat_ns, now_ns());
     atomic_store(&s->waiting_on, peer);
+    atomic_store(&s->last_peer, peer);
 }
 
 void progress_beat(ProgressBoard *b, int rank) {
@@ -150,6 +152,22 @@ static ProgressCulprit describe(const ProgressSlot *s, int rank, bool dead, int6
                              .waiting_on = atomic_load(&s->waiting_on)};
 }
 
+// The rank of another node that alive rank c waited on last (progress.h), or -1: its peer
+// when that slot is unreadable; for a collective, the one unreadable rank if there is one.
+static int remote_peer(const ProgressBoard *b, const ProgressCulprit *c) {
+    if (c->dead || c->stuck_s * 1e9 >= PROGRESS_STALE_NS) return -1;
+    const int peer = atomic_load(&b->slots[c->rank]->last_peer);
+    if (peer >= 0) return peer < b->n && !b->slots[peer] ? peer : -1;
+    if (peer != PROGRESS_GROUP) return -1;
+    int unread = -1;
+    for (int r = 0; r < b->n; r++)
+        if (!b->slots[r]) {
+            if (unread >= 0) return -1;   // several: which one stopped cannot be told from here
+            unread = r;
+        }
+    return unread;
+}
+
 ProgressCulprit progress_culprit(const ProgressBoard *b) {
     const int saved_errno = errno;
     const int64_t now = now_ns();
@@ -169,6 +187,9 @@ ProgressCulprit progress_culprit(const ProgressBoard *b) {
     if (c.rank < 0 && (silent >= 0 || idle >= 0)) {
         const int r = silent >= 0 ? silent : idle;
         c = describe(b->slots[r], r, false, now);
+        const int peer = remote_peer(b, &c);
+        if (peer >= 0) c = (ProgressCulprit){.rank = peer, .remote = true, .step = c.step, .action = PROGRESS_IDLE,
+                                             .waiting_on = PROGRESS_NOBODY};
     }
     errno = saved_errno;
     return c;

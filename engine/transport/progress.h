@@ -16,6 +16,10 @@
 // waiting: a deadlock) the one whose action has not changed for the longest. A rank that gave
 // up (aborted after a failure) was beating until then, so it is silent the longest only if it
 // had stopped before; it is never called dead when its process is gone (it exited).
+// Across nodes: when that rank was alive (a fresh beat) and its latest wait was on a rank of
+// another node (an unreadable slot), or on a collective with one rank on another node, that
+// rank is the culprit, `remote`: a link cut leaves every readable rank alive and waiting, and
+// naming one of them would blame a rank that only waited.
 // Reading it is async-signal-safe.
 //
 // Test hook: PPTRAIN_TEST_STALL=RANK:STEP:POINT (STEP 1-based, POINT an action index, `grads` or
@@ -44,6 +48,7 @@ typedef struct {
     _Atomic int32_t step;         // 0-based
     _Atomic int32_t action;       // index in the rank's action list, or PROGRESS_*
     _Atomic int32_t waiting_on;   // world rank, PROGRESS_GROUP or PROGRESS_NOBODY
+    _Atomic int32_t last_peer;    // whom the latest wait was on (kept after it ends), as waiting_on
     _Atomic int32_t pid;          // the process holding the rank
     _Atomic int32_t gave_up;      // 1 once the rank aborted after a failure
 } ProgressSlot;
@@ -59,6 +64,7 @@ typedef struct {
 typedef struct {
     int rank;         // -1: no slot readable
     bool dead;        // its process is gone
+    bool remote;      // on another node: its slot is unreadable, so only rank is known
     double stuck_s;   // seconds since its last sign of life
     int step, action, waiting_on;
 } ProgressCulprit;

@@ -123,6 +123,32 @@ static void test_bubble_parts(void) {
     CHECK(!t.parts.valid, "a receive without its send");
 }
 
+// A message on a wire (between hosts): rank 0 runs F [0,1] and sends at 1; rank 1's receive
+// ends at 1 + w, when the bytes land. Busy 1 + 1 in 2 x (2 + w). Messages free, the replay
+// takes 2 s (ideal 0.5, no imbalance); with the link's wire time w it takes the measured
+// 2 + w, so the transfer part holds all of the rest and contention none. Rank 1's clock may
+// run 10 s behind rank 0's: its offset puts it back.
+static void test_bubble_wire(void) {
+    const double w = 0.5;
+    for (int skew = 0; skew <= 10; skew += 10) {
+        const ActionEvent r0[] = {EV(0, 1, 0, 0, ACT_F), EV(1, 1, 0, 0, ACT_SEND_F)};
+        const ActionEvent r1[] = {EV(0 - skew, 1 + w - skew, 0, 1, ACT_RECV_F),
+                                  EV(1 + w - skew, 2 + w - skew, 0, 1, ACT_F)};
+        const ActionEvent *events[2] = {r0, r1};
+        const int n[2] = {2, 2}, stage_rank[2] = {0, 1};
+        const double offsets[2] = {0, skew};
+        RankTelemetry ranks[2];
+        StageTelemetry stages[2];
+        StepTelemetry t = {.ranks = ranks, .stages = stages};
+        telemetry_summarize(2, 2, stage_rank, events, n, offsets, &t);
+        const BubbleParts *b = &t.parts;
+        CHECK_NEAR(t.bubble, 1.0 - 2.0 / (2 * (2 + w)), 1e-12, "wire: bubble");
+        CHECK_NEAR(b->ideal, 0.5, 1e-12, "wire: ideal");
+        CHECK_NEAR(b->transfer, 1.0 - 2.0 / (2 * (2 + w)) - 0.5, 1e-12, "wire: the wire time is transfer");
+        CHECK_NEAR(b->contention, 0.0, 1e-12, "wire: no contention");
+    }
+}
+
 // ---- trace ---------------------------------------------------------------------------------
 
 static int count_named(const cJSON *list, const char *ph, const char *name) {
@@ -308,6 +334,7 @@ static void run_gpipe(bool recompute) {
 int main(void) {
     test_summarize_exact();
     test_bubble_parts();
+    test_bubble_wire();
     test_trace_roundtrip();
     run_gpipe(false);
     run_gpipe(true);

@@ -15,6 +15,7 @@ packages=(
   libssl-dev                    # sha256 of checkpoint files
   libpcre2-dev                  # the Hugging Face tokenizers' regexes (Unicode properties, JIT)
   tmux                          # the console's end-to-end tests
+  iproute2                      # ip and tc: tests/cli/cli_two_nodes.sh's two namespace nodes
   clang                         # libFuzzer targets of the test suite (tests/fuzz)
   fortunes                      # real English text for the demo run (/usr/share/games/fortunes)
 )

@@ -183,9 +183,11 @@ check "link cut: rank 1's line says it waits on rank 0, across the link" \
 # step_ms (1 - bubble) (1 / (1 - ideal - imbalance - transfer) - 1 / (1 - ideal - imbalance)).
 # At P = 2, 1f1b, M = 2 a step sends 4 messages, 2 each way; the first activation and the last
 # gradient are on the path through both ranks, so that path grows by 2 d. It is the critical
-# one only when no other path was longer by more than that (measured here: growths of 1.4 to
-# 2.9 ms for d = 1.2 ms), so a quarter of it is asserted, d / 2 between cases; a transfer part
-# blind to the wire fails that (before it saw the wire, 20 Mbit/s grew it by about 0.1 ms).
+# one only when no other path was longer by more than that: measured here, growths of 1.4 to
+# 2.9 ms for d = 1.2 ms alone, but 0.56 ms once under ctest -j2 beside another test, so the
+# slow link's growth is printed, not asserted. Asserted: the slower link (d = 10 or 12 ms)
+# grows it by at least half its extra d over each of the others; a transfer part blind to the
+# wire fails that (before it saw the wire, 20 Mbit/s grew it by about 0.1 ms).
 # netem delays each packet by d; a kernel without netem gets tbf rate limits that keep a
 # 16 KiB message about as long on the wire (100 and 10 Mbit/s: about 1.2 and 12 ms).
 # A link's wire time is measured as the least delay its messages saw, and a busy core only
@@ -223,8 +225,8 @@ echo "transfer part of the step ($how): ${m0:-?} ms, ${m1:-?} ms at d = $d1 ms, 
 grows() {   # grows FROM TO D: TO - FROM >= D / 2
   awk -v a="${1:-0}" -v b="${2:-0}" -v d="$3" 'BEGIN { exit !(b - a >= d / 2) }'
 }
-check "transfer grows by at least $d1 / 2 ms on the slow link" grows "$m0" "$m1" "$d1"
-check "transfer grows by at least ($d2 - $d1) / 2 ms more on the slower link" \
+check "transfer grows by at least $d2 / 2 ms on the slower link" grows "$m0" "$m2" "$d2"
+check "transfer grows by at least ($d2 - $d1) / 2 ms more on the slower link than on the slow one" \
   grows "$m1" "$m2" "$(awk -v x="$d2" -v y="$d1" 'BEGIN { print x - y }')"
 
 if [ "$failed" -ne 0 ]; then

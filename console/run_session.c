@@ -144,9 +144,12 @@ static int prepare_source(RunSession *s, Error *err) {
     return 0;
 }
 
-// --tokenizer auto: the --init-from folder's tokenizer.json. Then, when --data is a folder
-// that `pptrain tokenize` wrote, its shards must come from this very tokenizer.json.
-static int resolve_tokenizer(RunOptions *ro, Error *err) {
+// --tokenizer auto: the --init-from folder's tokenizer.json. Then, when --data or --val-data
+// is a folder that `pptrain tokenize` wrote, its shards must come from the tokenizer that reads
+// or judges them: --tokenizer's, else the model's own (the tokenizer.json of the --init-from
+// folder or of the resumed checkpoint, which keeps its source's), when it has one.
+static int resolve_tokenizer(RunSession *s, Error *err) {
+    RunOptions *ro = &s->ro;
     char *tp = ro->rc.tokenizer_path;
     if (strcmp(tp, "auto") == 0) {
         if (!ro->init_from[0]) {
@@ -165,12 +168,19 @@ static int resolve_tokenizer(RunOptions *ro, Error *err) {
         }
         memcpy(tp, path, strlen(path) + 1);
     }
-    return tp[0] ? token_manifest_check(ro->rc.data_path, tp, err) : 0;
+    char model_tokenizer[sizeof s->source_dir + 16];
+    snprintf(model_tokenizer, sizeof model_tokenizer, "%s/tokenizer.json", s->source_dir);
+    const char *judge = tp[0] ? tp : s->source_dir[0] && access(model_tokenizer, R_OK) == 0 ? model_tokenizer : NULL;
+    if (!judge) return 0;
+    return token_manifest_check(ro->rc.data_path, judge, err) ||
+                   (ro->rc.val_data_path[0] && token_manifest_check(ro->rc.val_data_path, judge, err))
+               ? -1
+               : 0;
 }
 
 int run_session_prepare(RunSession *s, Error *err) {
     if (s->source) return 0;
-    return prepare_source(s, err) || resolve_tokenizer(&s->ro, err) ? -1 : 0;
+    return prepare_source(s, err) || resolve_tokenizer(s, err) ? -1 : 0;
 }
 
 // Every process: the pipeline's tensors from the source folder.

@@ -13,6 +13,7 @@
 #include "console/run_session.h"
 #include "engine/train_loop.h"
 #include "kernels/cpu/blas_core.h"
+#include "storage/token_manifest.h"
 #include "storage/trace.h"
 
 typedef struct {
@@ -57,6 +58,11 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     if (strcmp(info->data_kind, "text") == 0)   // shards are ids already: no tokenizer read them
         printf("  tokenizer %s: vocab %d, bos %d, eos %d, pad %d\n", info->tokenizer ? info->tokenizer : "bytes",
                info->tok_vocab, info->tok_bos, info->tok_eos, info->tok_pad);
+    TokenManifest tm;
+    Error unread;   // only for the banner: a manifest the run checked was read fine already
+    if (strcmp(info->data_kind, "text") != 0 && token_manifest_read(rc->data_path, &tm, &unread) == 1)
+        printf("  tokens from pptrain tokenize with %s: vocab %d, sha256 %.12s...\n", tm.tokenizer,
+               tm.vocab, tm.sha256);
     printf("  batch %d x seq %d, %d microbatch%s, %d steps, lr %g (warmup %d, min %g), seed %llu\n",
            rc->batch, rc->seq_len, rc->microbatches, rc->microbatches == 1 ? "" : "es", rc->steps,
            rc->optim.lr, rc->optim.warmup_steps, rc->optim.min_lr, (unsigned long long)rc->seed);

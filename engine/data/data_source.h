@@ -1,4 +1,4 @@
-// Private to engine/data*.c: the source readers behind dataset_open. data_files.c finds the
+// Private to engine/data/data*.c: the source readers behind dataset_open. data_files.c finds the
 // files a --data path names, data_text.c turns text into documents, data_shard.c reads llm.c
 // token shards; data.c batches and shuffles the resulting token stream.
 #ifndef PPTRAIN_DATA_SOURCE_H

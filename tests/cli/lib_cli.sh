@@ -1,4 +1,4 @@
-# Shared by the tests/cli_*.sh scripts (sourced, not a test itself): the arguments every
+# Shared by the tests/cli/cli_*.sh scripts (sourced, not a test itself): the arguments every
 # script gets from ctest, a private working directory that is removed at exit, and the
 # check/finish pair that counts and reports like test_util.h does.
 #   source "$(dirname "$0")/lib_cli.sh" "$@"

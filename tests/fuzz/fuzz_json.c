@@ -1,5 +1,5 @@
 // libFuzzer target: the JSON readers of the checkpoint path on arbitrary text: a Hugging Face
-// config.json (engine/model_config), a run config (engine/run_json) and a checkpoint's
+// config.json (engine/model/model_config), a run config (engine/run_json) and a checkpoint's
 // trainer_state.json (storage/checkpoint), and the door they share (engine/json_read: the
 // duplicate-key walk, on the raw bytes without a terminating NUL). Each must refuse or accept
 // without crashing, reading out of bounds or leaking (ASan + UBSan + LeakSanitizer).

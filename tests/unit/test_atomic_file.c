@@ -1,3 +1,4 @@
+// tests/unit/test_atomic_file.c: the tests of storage/atomic_file.
 // storage/atomic_file: "nothing lost" under injected failures. Through the test-only syscall
 // hooks: short writes and EINTR (must still produce the whole file), ENOSPC at every kind of
 // offset, a failing fsync, a failing rename, and a process killed before the rename. After each

@@ -1,3 +1,4 @@
+// tests/unit/test_checkpoint_seal.c: the tests of storage/checkpoint_seal.
 // storage/checkpoint_seal: checksums.sha256 covers every file it lists, trainer_state.json
 // included; any edit, a missing file, a malformed line or a seal without the state is refused
 // with one line naming the file; a folder without a seal is reported as such (1), not accepted

@@ -1,3 +1,4 @@
+// tests/unit/test_checkpoint_spread.c: the tests of storage/checkpoint_spread.
 // storage/checkpoint_spread: the root's small files reach a rank's own folder. Packed and
 // placed into an empty folder they are byte for byte the root's; placed where the folder
 // already holds them nothing is rewritten (the same inode: on a shared filesystem no rank

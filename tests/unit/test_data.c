@@ -1,4 +1,5 @@
-// engine/data and engine/tokenizer: document splitting, pad and pack rows, llm.c shards
+// tests/unit/test_data.c: the tests of engine/data.
+// engine/data (the byte tokenizer included): document splitting, pad and pack rows, llm.c shards
 // (good and malformed), folder walks, epoch order and cursor save/restore. Inputs are written
 // into a fresh temporary folder; the committed corpus in tests/fixtures/text is opened last.
 #define _XOPEN_SOURCE 700

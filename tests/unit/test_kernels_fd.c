@@ -1,3 +1,4 @@
+// tests/unit/test_kernels_fd.c: the tests of kernels/cpu.
 // kernels/cpu against double precision: every fp32 forward against a plain double reference
 // written here (independent of the kernel code), every fp32 backward against central finite
 // differences of <G, reference_forward(x)> in double for a random upstream gradient G.

@@ -1,3 +1,4 @@
+// tests/unit/test_layout.c: the tests of console/tui/pure/layout.
 // console/tui/pure/layout: every screen at every terminal size from 20x8 to 400x120 and every stage
 // count the console meets either reports "too small" with a centered notice, or tiles the
 // terminal exactly with the panels it means to show, and shows every rank unless even its

@@ -1,3 +1,4 @@
+// tests/unit/test_node_threads.c: the tests of engine/transport/node_threads.
 // engine/transport/node_threads: the rule that gives each rank of an mpirun job its share of
 // the node's cores, and the line that says when ranks outnumber cores.
 #include <string.h>

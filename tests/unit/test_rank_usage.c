@@ -1,3 +1,4 @@
+// tests/unit/test_rank_usage.c: the tests of engine/rank_usage.
 // engine/rank_usage: the CPU a rank's team used and the process's resident memory, against
 // what the test itself spent and allocated.
 #include "engine/rank_usage.h"

@@ -1,3 +1,4 @@
+// tests/unit/test_safetensors.c: the tests of storage/safetensors.
 // storage/safetensors: writer -> reader round trip, the committed PyTorch fixture (written by
 // Python's safetensors), every malformed header the reader must refuse, and dtype conversions.
 #include "storage/safetensors.h"

@@ -1,3 +1,4 @@
+// tests/unit/test_theme.c: the tests of console/tui/pure/theme.
 // console/tui/pure/theme: the shipped themes load and set every role, the built-in default is
 // dark.theme, each kind of malformed line is reported with file and line, --theme lookup,
 // NO_COLOR, and random mutations of a valid file either load or fail cleanly.

@@ -1,4 +1,4 @@
-// Tiny test harness shared by tests/test_*.c: CHECK macros that count and report failures,
+// Tiny test harness shared by tests/unit/test_*.c: CHECK macros that count and report failures,
 // and the closing line "N passed, N failed" that CI reads.
 #ifndef PPTRAIN_TEST_UTIL_H
 #define PPTRAIN_TEST_UTIL_H

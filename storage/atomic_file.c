@@ -33,6 +33,17 @@ struct AtomicFile {
     int64_t bytes;        // appended so far
 };
 
+int atomic_file_move_into(const char *from, const char *to_dir, Error *err) {
+    char copy[4096], to[8192];
+    snprintf(copy, sizeof copy, "%s", from);
+    snprintf(to, sizeof to, "%s/%s", to_dir, basename(copy));
+    if (sys.rename(from, to) != 0) {
+        error_set(err, "%s: rename into %s failed: %s", from, to_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int fsync_parent_dir(const char *path, Error *err) {
     char copy[4096];
     snprintf(copy, sizeof copy, "%s", path);

@@ -59,6 +59,10 @@ void atomic_file_set_syscalls(const AtomicFileSyscalls *calls);
 
 // fsyncs the folder that holds path, so a rename into it is durable.
 int fsync_parent_dir(const char *path, Error *err);
+// Moves the durable file from/NAME to to_dir/NAME (a rename: both on one filesystem). It is
+// durable once to_dir is fsynced (fsync_parent_dir of a path in it), which the caller does
+// after the last of a set: `pptrain tokenize` publishes its staged shards so.
+int atomic_file_move_into(const char *from, const char *to_dir, Error *err);
 // mkdir -p (mode 0755). Returns 0 when the folder exists afterwards.
 int file_make_dirs(const char *path, Error *err);
 // The SHA-256 (64 lowercase hex digits) and size of a file, via OpenSSL's EVP interface.

@@ -233,11 +233,7 @@ static int publish(const Writer *w, Error *err) {
     cJSON_ArrayForEach(f, w->files) {
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "file"));
         snprintf(from, sizeof from, "%s/" STAGING "/%s", w->o->out, name);
-        snprintf(to, sizeof to, "%s/%s", w->o->out, name);
-        if (rename(from, to) != 0) {
-            error_set(err, "%s: rename into %s failed: %s", from, w->o->out, strerror(errno));
-            return -1;
-        }
+        if (atomic_file_move_into(from, w->o->out, err)) return -1;
     }
     snprintf(from, sizeof from, "%s/" STAGING, w->o->out);
     rmdir(from);

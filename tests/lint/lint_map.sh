@@ -8,6 +8,7 @@
 #      a folder that holds it.
 #   3. References. Every path of the tree that a comment, a script or a document names exists
 #      (with or without its extension; a trailing * or a {a,b} list is a pattern).
+#   4. The one writer: rename(2) and fsync(2) are called in storage/atomic_file.c alone.
 # Prints one line per breach and exits 1 when there is one.
 # usage: lint_map.sh SOURCE_DIR
 set -u
@@ -78,6 +79,15 @@ while IFS=: read -r f ref; do
 done < <(git ls-files | grep -vE '^tests/fixtures/|\.(safetensors|bin|png)$' |
            xargs grep -oE "(^|[^A-Za-z0-9_./{}*-])($tops)/[A-Za-z0-9_./{},*-]*[A-Za-z0-9_}*]" 2>/dev/null |
            sed -E "s/:[^a-z]?($tops)\//:\1\//" | sort -u)
+
+# 4. The one writer.
+for f in $sources; do
+  [ "$f" = storage/atomic_file.c ] && continue
+  grep -nE '(^|[^A-Za-z0-9_.>])(rename|fsync|fdatasync)[[:space:]]*\(' "$f" | grep -vE '^[0-9]+:[[:space:]]*//' |
+    while IFS=: read -r line _; do echo "$f:$line calls rename or fsync: durable writes go through storage/atomic_file.c"; done
+done > /tmp/lint_map_writer.$$
+while read -r l; do breach "$l"; done < /tmp/lint_map_writer.$$
+rm -f /tmp/lint_map_writer.$$
 
 echo "lint_map: $breaches breaches"
 [ "$breaches" -eq 0 ]

@@ -34,14 +34,22 @@ void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
     app->status_until = clock_now_s() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
 }
 
+static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
+    [TUI_SCREEN_LIVE] = &TUI_LIVE_SCREEN,
+    [TUI_SCREEN_SETUP] = &TUI_SETUP_SCREEN,
+    [TUI_SCREEN_HISTORY] = &TUI_HISTORY_SCREEN,
+    [TUI_SCREEN_WATCH] = &TUI_WATCH_SCREEN,
+};
+
 const char *tui_app_note(const TuiApp *app, ThemeRole *role) {
     if (app->status[0] && clock_now_s() < app->status_until) {
         *role = app->status_role;
         return app->status;
     }
-    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
-    *role = app->view && app->view->state == TUI_RUN_FAILED ? THEME_ERROR : THEME_DIM;
-    return live && app->view ? app->view->message : "";
+    *role = THEME_DIM;
+    const char *(*note)(const TuiApp *, ThemeRole *) = SCREENS[app->screen]->note;
+    const char *said = note ? note(app, role) : NULL;
+    return said ? said : "";
 }
 
 int tui_app_header_note(TuiApp *app, int y, int x, int w) {
@@ -53,12 +61,6 @@ int tui_app_header_note(TuiApp *app, int y, int x, int w) {
     return cells + 2;
 }
 
-static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
-    [TUI_SCREEN_LIVE] = &TUI_LIVE_SCREEN,
-    [TUI_SCREEN_SETUP] = &TUI_SETUP_SCREEN,
-    [TUI_SCREEN_HISTORY] = &TUI_HISTORY_SCREEN,
-    [TUI_SCREEN_WATCH] = &TUI_WATCH_SCREEN,
-};
 
 static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
 
@@ -250,14 +252,12 @@ static void help_text(const TuiApp *app, int cols, HelpText *t) {
     t->line[t->n++] = "mouse     click a key, a rank, a form line or a run";
     t->line[t->n++] = "          (double-click a run marks it)";
     t->line[t->n++] = "";
-    // The bubble and all its parts, which a narrow stages title shortens; the note whole.
-    const TuiView *v = app->view;
-    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
-    if (live && v && v->has_parts) {
-        char text[256];
-        tui_bubble_text(&v->parts, (int)sizeof text - 1, text, sizeof text);
-        help_add_wrapped(t, text, cols - 6, t->bubble, 2);
-    }
+    // What the screen adds (the live screen: the bubble and all its parts, which a narrow
+    // stages title shortens); then the note, whole.
+    const TuiScreenOps *ops = screen_ops(app);
+    char text[256];
+    const char *extra = ops->help ? ops->help(app, text, sizeof text) : NULL;
+    if (extra && extra[0]) help_add_wrapped(t, extra, cols - 6, t->bubble, 2);
     ThemeRole role;
     const char *note = tui_app_note(app, &role);
     if (note[0]) help_add_wrapped(t, note, cols - 6, t->note, 8);
@@ -302,14 +302,8 @@ static int place_note(TuiApp *app, int cols, int rows, TuiLine *lines) {
     // A terminal with no rows to spare keeps the note in its header, cut after a whole word
     // (F1's help has it whole): below the minimum size, or where the live screen would hide
     // a rank to make room for it.
-    bool room = rows - k >= LAYOUT_LIVE_MIN_H;
-    if (room && (app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH)) {
-        const int P = app->view->n_ranks < 1 ? 1 : app->view->n_ranks > TUI_MAX_RANKS ? TUI_MAX_RANKS : app->view->n_ranks;
-        LiveLayout with, without;
-        layout_live(cols, rows - k, P, app->show_loss, &with);
-        layout_live(cols, rows, P, app->show_loss, &without);
-        room = !with.stages_scroll || without.stages_scroll;
-    }
+    const TuiScreenOps *ops = screen_ops(app);
+    const bool room = rows - k >= LAYOUT_LIVE_MIN_H && (!ops->room_for_note || ops->room_for_note(app, cols, rows, k));
     if (!room) {
         app->note_in_header = true;
         return 0;

@@ -194,6 +194,15 @@ typedef struct {
     void (*click)(TuiApp *app, int cols, int rows, int x, int y, bool twice);
     const TuiBinding *keys;
     int n_keys;
+    // What the screen has to say when no status message is showing (the run's own message),
+    // with its theme role; NULL or "": nothing.
+    const char *(*note)(const TuiApp *app, ThemeRole *role);
+    // Text the help window adds below the keys (the bubble and all its parts), wrapped by the
+    // app; NULL or "": none.
+    const char *(*help)(const TuiApp *app, char *buf, size_t size);
+    // Whether giving `lines` rows above the key bar to the note leaves the screen whole (no
+    // rank scrolled out of sight). NULL: any terminal at least LAYOUT_LIVE_MIN_H rows tall does.
+    bool (*room_for_note)(const TuiApp *app, int cols, int rows, int lines);
 } TuiScreenOps;
 
 extern const TuiScreenOps TUI_LIVE_SCREEN;     // tui_live.c

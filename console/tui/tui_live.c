@@ -588,10 +588,37 @@ static bool live_poll(TuiApp *app) { return tui_snapshot_take(app->snap, app->vi
 
 static void live_enter(TuiApp *app) { live_poll(app); }
 
+// The run's own message: an error role once it failed.
+static const char *live_note(const TuiApp *app, ThemeRole *role) {
+    if (!app->view) return NULL;
+    *role = app->view->state == TUI_RUN_FAILED ? THEME_ERROR : THEME_DIM;
+    return app->view->message;
+}
+
+// The help window's line about the bubble: all its parts, which a narrow stages title shortens.
+static const char *live_help(const TuiApp *app, char *buf, size_t size) {
+    const TuiView *v = app->view;
+    if (!v || !v->has_parts || size < 2) return NULL;
+    tui_bubble_text(&v->parts, (int)size - 1, buf, size);
+    return buf;
+}
+
+// The note may take `lines` rows only where no rank then scrolls out of sight that did not already.
+static bool live_room_for_note(const TuiApp *app, int cols, int rows, int lines) {
+    const int n = app->view ? app->view->n_ranks : 1;
+    const int P = n < 1 ? 1 : n > TUI_MAX_RANKS ? TUI_MAX_RANKS : n;
+    LiveLayout with, without;
+    layout_live(cols, rows - lines, P, app->show_loss, &with);
+    layout_live(cols, rows, P, app->show_loss, &without);
+    return !with.stages_scroll || without.stages_scroll;
+}
+
 #define N_KEYS(table) ((int)(sizeof table / sizeof table[0]))
 
 const TuiScreenOps TUI_LIVE_SCREEN = {.enter = live_enter, .poll = live_poll, .draw = live_draw,
-                                      .click = live_click, .keys = LIVE_KEYS, .n_keys = N_KEYS(LIVE_KEYS)};
+                                      .click = live_click, .keys = LIVE_KEYS, .n_keys = N_KEYS(LIVE_KEYS),
+                                      .note = live_note, .help = live_help, .room_for_note = live_room_for_note};
 
 const TuiScreenOps TUI_WATCH_SCREEN = {.poll = tui_watch_poll, .draw = live_draw, .click = live_click,
-                                       .keys = WATCH_KEYS, .n_keys = N_KEYS(WATCH_KEYS)};
+                                       .keys = WATCH_KEYS, .n_keys = N_KEYS(WATCH_KEYS),
+                                       .note = live_note, .help = live_help, .room_for_note = live_room_for_note};

@@ -98,6 +98,7 @@ tm resize-window -x 120 -y 40
 # Help opens and closes.
 tm send-keys F1
 wait_for 5 'pptrain console: keys' "F1 opens help"
+wait_for 5 '[│x] bubble [0-9.]+% = [-0-9.]+ ideal \+ ' "the live screen's help gives the bubble and all its parts"
 tm send-keys Escape
 sleep 0.3
 

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/file_read.h"
+
 #define APPEND_BUFFER (1u << 16)   // small appends (trace events, headers) gather here
 #define MAX_WRITE (1u << 30)       // one write(2) at most; Linux caps a call near 2 GiB
 
@@ -293,24 +295,5 @@ char *file_read_text(const char *path, size_t max_bytes, Error *err) {
 }
 
 char *file_read_bytes(const char *path, size_t max_bytes, size_t *n_out, Error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        error_set(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && (size_t)n <= max_bytes && fseek(f, 0, SEEK_SET) == 0) {
-        buf = xmalloc((size_t)n + 1);
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-        }
-    }
-    fclose(f);
-    if (!buf) error_set(err, "%s: cannot read it (or larger than %zu bytes)", path, max_bytes);
-    *n_out = buf ? (size_t)n : 0;
-    return buf;
+    return file_read_all(path, max_bytes, NULL, n_out, err);
 }

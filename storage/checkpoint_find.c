@@ -1,17 +1,31 @@
 #include "storage/checkpoint_find.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_seal.h"
 #include "storage/db.h"
 
+// Whether dir is a folder; if not, err says so in words a user acts on: a folder deleted or
+// moved since the store recorded it is gone, not damaged, and a file is not a checkpoint.
+static bool folder_present(const char *dir, Error *err) {
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return true;
+    if (stat(dir, &st) == 0) error_set(err, "%s is a file, not a checkpoint folder", dir);
+    else if (errno == ENOENT) error_set(err, "%s does not exist (deleted or moved?)", dir);
+    else error_set(err, "%s: %s", dir, strerror(errno));
+    return false;
+}
+
 // A folder's seal and its own manifest, and that trainer_state.json is there at all.
 // *unsealed: it has no checksums.sha256 (written before pptrain sealed checkpoints).
 static int verify_folder(const char *dir, bool shards, int *step, bool *unsealed, Error *err) {
+    if (!folder_present(dir, err)) return -1;
     const int seal = shards ? ckpt_seal_verify(dir, err) : ckpt_seal_verify_small(dir, err);
     if (seal < 0) return -1;
     if (unsealed) *unsealed = seal == 1;
@@ -25,6 +39,7 @@ static int verify_folder(const char *dir, bool shards, int *step, bool *unsealed
 
 // The store's manifest of one checkpoint (trainer_state.json included).
 static int verify_recorded(Db *db, const DbCheckpointInfo *ck, bool shards, Error *err) {
+    if (!folder_present(ck->dir, err)) return -1;
     DbCheckpointFile *files;
     int n;
     if (db_checkpoint_files_read(db, ck->id, &files, &n, err)) return -1;
@@ -60,13 +75,18 @@ static int from_run(Db *db, int64_t run, bool shards, char *dir, size_t cap, Err
     else if (good == newest) {
         snprintf(dir, cap, "%s", cks[good].dir);
         rc = 0;
-    } else if (good >= 0)
-        error_set(err, "checkpoint %s (run %lld, step %d) is damaged: %s; the newest good one is %s (step %d): "
-                       "resume it with --resume %s",
-                  cks[newest].dir, (long long)run, cks[newest].step, why.msg, cks[good].dir, cks[good].step, cks[good].dir);
-    else
-        error_set(err, "checkpoint %s (run %lld, step %d) is damaged: %s; the run has no good checkpoint",
-                  cks[newest].dir, (long long)run, cks[newest].step, why.msg);
+    } else {
+        Error ignored;
+        const char *state = folder_present(cks[newest].dir, &ignored) ? "is damaged" : "is gone";
+        if (good >= 0)
+            error_set(err, "checkpoint %s (run %lld, step %d) %s: %s; the newest good one is %s (step %d): "
+                           "resume it with --resume %s",
+                      cks[newest].dir, (long long)run, cks[newest].step, state, why.msg, cks[good].dir,
+                      cks[good].step, cks[good].dir);
+        else
+            error_set(err, "checkpoint %s (run %lld, step %d) %s: %s; the run has no good checkpoint", cks[newest].dir,
+                      (long long)run, cks[newest].step, state, why.msg);
+    }
     db_checkpoints_free(cks, n);
     return rc;
 }
@@ -128,6 +148,10 @@ static int from_folder(const char *arg, bool shards, char *dir, size_t cap, int6
                        Error *err) {
     Error why;
     bool unsealed = false;
+    if (!folder_present(arg, &why)) {   // a typo is not a damaged checkpoint
+        error_set(err, "%s; give a run id, latest, or a checkpoint folder", why.msg);
+        return -1;
+    }
     if (verify_folder(arg, shards, NULL, &unsealed, &why) == 0) {
         if (unsealed)
             error_set(warning, "%s has no %s (an older pptrain wrote it): its %s is trusted unchecked", arg,
@@ -144,7 +168,7 @@ static int from_folder(const char *arg, bool shards, char *dir, size_t cap, int6
     if (newest_good_sibling(arg, shards, good, sizeof good, &step))
         error_set(err, "checkpoint %s is damaged: %s; the newest good one is %s (step %d): resume it with --resume %s",
                   arg, why.msg, good, step, good);
-    else error_set(err, "checkpoint %s cannot be resumed: %s", arg, why.msg);
+    else error_set(err, "%s is not a complete checkpoint: %s", arg, why.msg);
     return -1;
 }
 

@@ -12,30 +12,14 @@
 #include <sys/stat.h>
 
 #include "engine/data/tokenizer_hf_internal.h"
+#include "engine/file_read.h"
 #include "engine/json_read.h"
 
+// The largest published tokenizer.json files are tens of MB (Gemma's 250k vocabulary: ~33 MB).
+#define TOKENIZER_FILE_MAX ((size_t)1 << 30)
+
 static char *read_all(const char *path, size_t *len, Error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        error_set(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;)
-        if ((n += got) == cap) {
-            cap *= 2;
-            buf = check_alloc(realloc(buf, cap), cap, __FILE__, __LINE__);
-        }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        error_set(err, "%s: read error", path);
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+    return file_read_all(path, TOKENIZER_FILE_MAX, "a tokenizer file", len, err);
 }
 
 // A token name in tokenizer_config.json: "text", {"content": "text", ...} or null (-1).

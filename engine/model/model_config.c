@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/file_read.h"
 #include "engine/json_read.h"
 #include "engine/model/model.h"
 #include "engine/data/tokenizer.h"
@@ -98,8 +99,12 @@ static int json_int(const cJSON *root, const char *key, int *out, const char *pa
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!item || cJSON_IsNull(item)) return 0;
     const double v = cJSON_IsNumber(item) ? item->valuedouble : 0.5;
-    if (!(v >= INT_MIN && v <= INT_MAX) || v != floor(v)) {   // range first: the cast of a
-        error_set(err, "%s: \"%s\" must be an integer", path, key);   // huge double is undefined
+    if (!cJSON_IsNumber(item) || v != floor(v)) {
+        error_set(err, "%s: \"%s\" must be an integer", path, key);
+        return -1;
+    }
+    if (!(v >= INT_MIN && v <= INT_MAX)) {   // before the cast: a huge double's is undefined
+        error_set(err, "%s: \"%s\" %.17g is out of range (at most %d)", path, key, v, INT_MAX);
         return -1;
     }
     *out = (int)item->valuedouble;
@@ -117,28 +122,12 @@ static int json_float(const cJSON *root, const char *key, float *out, const char
     return 0;
 }
 
+// A config.json is a few kilobytes; 16 MB is a generous ceiling that still refuses a wrong file.
 static char *read_small_file(const char *path, Error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        error_set(err, "--model: cannot open '%s'", path);
-        return NULL;
-    }
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (1L << 24) && fseek(f, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)n + 1);
-        if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(f);
-    if (!buf) {
-        error_set(err, "--model: cannot read '%s'", path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
+    Error why;
+    char *text = file_read_all(path, (size_t)1 << 24, "a config.json", NULL, &why);
+    if (!text) error_set(err, "--model: %s", why.msg);
+    return text;
 }
 
 // Every key of a Hugging Face Llama config.json falls in one of three sets (docs/config-keys.md

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/file_read.h"
 #include "engine/schedule/schedule.h"
 
 // Indices past these are refused so the validator's (types x S x M) table stays small.
@@ -418,28 +419,17 @@ Schedule *schedule_parse_csv(const char *text, const char *origin, Error *err) {
     return s;
 }
 
+// A schedule of 64 ranks x 1024 microbatches is about 2 MB of CSV; 256 MB refuses a wrong file.
 Schedule *schedule_load_csv(const char *path, Error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        error_set(err, "%s: cannot open schedule: %s", path, strerror(errno));
+    size_t n;
+    Error why;
+    char *buf = file_read_all(path, (size_t)1 << 28, "a schedule CSV", &n, &why);
+    if (!buf) {
+        error_set(err, "--schedule: %s", why.msg);
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap) {
-            cap *= 2;
-            buf = check_alloc(realloc(buf, cap), cap, __FILE__, __LINE__);
-        }
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    buf[n] = '\0';
     Schedule *s = NULL;
-    if (read_error)
-        error_set(err, "%s: read error", path);
-    else if (strlen(buf) != n)
+    if (strlen(buf) != n)
         error_set(err, "%s: not a text file (NUL byte at offset %zu)", path, strlen(buf));
     else
         s = schedule_parse_csv(buf, path, err);

@@ -26,14 +26,32 @@ extern "C" int cuda_device_count(void) {
     return n;
 }
 
+// What cudaGetDeviceCount's failure means to someone at a shell, in plain words; the
+// runtime's own name follows in parentheses for a search.
+static const char *plain_reason(cudaError_t err) {
+    switch (err) {
+    case cudaErrorInsufficientDriver: return "no NVIDIA driver is loaded, or it is older than this CUDA runtime needs";
+    case cudaErrorNoDevice: return "no NVIDIA GPU found";
+    case cudaErrorDevicesUnavailable: return "every NVIDIA GPU is busy (exclusive mode) or unavailable";
+    case cudaErrorInitializationError: return "the NVIDIA driver failed to initialize";
+    case cudaErrorSystemDriverMismatch: return "the NVIDIA driver's user and kernel parts differ in version (reboot or reinstall it)";
+    case cudaErrorCompatNotSupportedOnDevice: return "this GPU does not support the CUDA forward-compatibility package installed";
+    default: return NULL;
+    }
+}
+
 extern "C" const char *cuda_unavailable_reason(void) {
-    static char reason[256];
+    static char reason[320];
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
-        snprintf(reason, sizeof reason, "no CUDA device usable: %s (%s)",
-                 cudaGetErrorString(err), cudaGetErrorName(err));
+        const char *plain = plain_reason(err);
+        if (plain)
+            snprintf(reason, sizeof reason, "%s (%s)", plain, cudaGetErrorName(err));
+        else
+            snprintf(reason, sizeof reason, "no CUDA device usable: %s (%s)", cudaGetErrorString(err),
+                     cudaGetErrorName(err));
         return reason;
     }
     if (n == 0) {

@@ -44,8 +44,8 @@ typedef uint16_t cuda_bf16;          // bfloat16 bits: 1 sign, 8 exponent, 7 man
 // ---- context.cu ------------------------------------------------------------------------
 // Visible CUDA devices; 0 when there is no driver or no device (never aborts, never prints).
 int cuda_device_count(void);
-// NULL when at least one device is usable, otherwise one line (no newline) saying why not,
-// e.g. "no CUDA device usable: CUDA driver version is insufficient for CUDA runtime version
+// NULL when at least one device is usable, otherwise one line (no newline) saying why not in
+// plain words, e.g. "no NVIDIA driver is loaded, or it is older than this CUDA runtime needs
 // (cudaErrorInsufficientDriver)", for `--device cuda` to print and exit 2. Static storage.
 const char *cuda_unavailable_reason(void);
 

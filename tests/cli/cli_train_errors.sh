@@ -74,12 +74,18 @@ expect_error "--device: 'tpu' is not cpu or cuda" --data data --device tpu
 # One line and exit 2 on every machine: without a GPU it says why none is usable (no driver,
 # no device, a build without the toolkit); with one, that recompute is CPU-only.
 expect_error "--device cuda: " --data data --device cuda --recompute all
+"$bin" train --data data --device cuda --db '' > /dev/null 2> stderr.txt
+if grep -q "(cudaError" stderr.txt; then   # a build with the toolkit on a machine without a GPU
+  check "no GPU: the reason in plain words ($(cat stderr.txt))" \
+    bash -c "grep -qE 'NVIDIA (driver|GPU)' stderr.txt && ! grep -q 'driver version is insufficient' stderr.txt"
+fi
+rm -f stderr.txt
 expect_error "--precision bf16 is for GPU stages" --data data --precision bf16
 expect_error "--precision: 'fp16' is not bf16 or fp32" --data data --precision fp16
 expect_error "--transport nccl moves GPU memory: it needs --device cuda" --data data --transport nccl
 expect_error "--resume and --init-from exclude each other" --resume 1 --init-from x --db ''
 expect_error "--resume 1 needs the run store" --resume 1 --db ''
-expect_error "checkpoint nowhere cannot be resumed" --resume nowhere --db ''
+expect_error "nowhere does not exist (deleted or moved?); give a run id, latest, or a checkpoint folder" --resume nowhere --db ''
 expect_error "--init-from: " --data data --init-from nowhere --db ''
 # impossible optimizer values (AdamW divides by sqrt(v) + eps: eps 0 is NaN from step 2)
 expect_error "--eps 0: AdamW needs a positive number" --data data --eps 0
@@ -111,6 +117,32 @@ code=$?
 if [ $code -eq 2 ] && [ "$(wc -l < stderr.txt)" -eq 1 ] && grep -q "needs mpirun" stderr.txt; then pass
 else fail "console --transport mpi without mpirun -> exit $code: $(cat stderr.txt)"; fi
 rm -f stdout.txt stderr.txt
+
+# Errors name their cause (issue 29): a folder or a missing file where a file is wanted, a
+# file too large for what it should be, an integer out of range, a warmup the user never set.
+mkdir folder.csv
+expect_error "--schedule: folder.csv is a folder, not a file" --data data --schedule folder.csv
+expect_error "--schedule: none.csv: no such file" --data data --schedule none.csv
+truncate -s 17M huge.json
+expect_error "--model: huge.json: 17.0 MiB, more than a config.json may hold (16 MiB)" --data data --model huge.json
+sed 's/"vocab_size": *[0-9]*/"vocab_size": 2147483648/' "$src/tests/fixtures/hf_workflow/model/config.json" > vocab31.json
+expect_error '"vocab_size" 2147483648 is out of range' --data data --model vocab31.json
+rm -rf folder.csv huge.json vocab31.json
+setsid "$bin" console --steps 5 --db '' < /dev/null > /dev/null 2> stderr.txt   # no terminal: it stops there
+check "console --steps 5: the console's default warmup (20) shrinks; what stops it is the missing terminal" \
+  bash -c "grep -q 'needs a terminal' stderr.txt && ! grep -q warmup stderr.txt"
+# export: a typo is not a damaged checkpoint; a deleted checkpoint folder is gone, not damaged.
+"$bin" export NO-SUCH-FOLDER out > /dev/null 2> stderr.txt
+check "export of a missing folder says so" grep -q "NO-SUCH-FOLDER does not exist (deleted or moved?); give a run id, latest, or a checkpoint folder" stderr.txt
+"$bin" train --data data --steps 2 --warmup 1 --db gone.db --ckpt-dir gone-ck > /dev/null 2>&1
+rm -rf gone-ck/*/step-000002
+"$bin" export latest out --db gone.db > /dev/null 2> stderr.txt
+check "export of a run whose checkpoint folder was deleted: gone, not damaged" \
+  grep -q "step-000002 (run 1, step 2) is gone: .*step-000002 does not exist (deleted or moved?)" stderr.txt
+rm -rf gone.db* gone-ck out
+"$bin" train --data data --steps 5 --warmup 6 --db '' > /dev/null 2> stderr.txt
+check "a warmup the user gave is still held to --steps" grep -q -- "--warmup 6 exceeds --steps 5" stderr.txt
+rm -f stderr.txt
 
 after=$(ls -A | sort | tr '\n' ' ')
 if [ "$before" = "$after" ]; then pass; else fail "files appeared: before [$before] after [$after]"; fi

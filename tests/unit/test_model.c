@@ -284,7 +284,7 @@ static void check_config_json(void) {
           "run config round trip: %s", err.msg);
     free(stored);
     CHECK(model_config_from_json(&cfg, "/nonexistent/config.json", &err) == -1 &&
-          strstr(err.msg, "cannot open"), "missing file: %s", err.msg);
+          strstr(err.msg, "no such file"), "missing file: %s", err.msg);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");

@@ -467,7 +467,7 @@ static void test_csv_accepts(void) {
         free(text);
     }
     schedule_free(v);
-    CHECK(schedule_load_csv("/nonexistent/s.csv", &err) == NULL && strstr(err.msg, "/nonexistent/s.csv: cannot open"),
+    CHECK(schedule_load_csv("/nonexistent/s.csv", &err) == NULL && strstr(err.msg, "--schedule: /nonexistent/s.csv: no such file"),
           "%s", err.msg);
 }
 

@@ -1,13 +1,13 @@
-// The run options of DESIGN.md's command line, as one table: each flag, its help line, and
-// how it sets the RunConfig. `--help` prints the table; parsing walks it.
+// console/run_options: the run options of DESIGN.md's command line, as one table: each flag,
+// its help line, and how it sets the RunConfig. `--help` prints the table; parsing walks it.
+#include "console/run_options.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "console/cli.h"
 #include "engine/model/stage_ops.h"
-#include "engine/schedule/schedule.h"
-#include "console/cmd/cmd_train.h"
 #include "engine/schedule/schedule.h"
 #include "storage/db.h"
 

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "console/cli.h"
-#include "console/cmd/cmd_train.h"
+#include "console/run_options.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_term.h"
 #include "engine/transport/mpi_process.h"

@@ -1,7 +1,7 @@
 // `pptrain plan`: simulate a schedule without a model. Builds the schedule by name (or loads
 // a torch-format CSV), checks it against the layer count, times it under a cost model and
 // prints a per-rank timeline with the bubble, makespan, peak activations and messages. With
-// --from-run, ranks every layout at a stored run's measured costs instead (plan_from_run.c).
+// --from-run, ranks every layout at a stored run's measured costs instead (console/plan_from_run.c).
 #include "console/cmd/cmd_plan.h"
 
 #include <cjson/cJSON.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
-#include "console/cmd/plan_from_run.h"
+#include "console/cmd/plan_from_run_print.h"
 #include "engine/partition.h"
 #include "engine/schedule/schedule.h"
 #include "engine/schedule/simulate.h"
@@ -347,7 +347,7 @@ static int report(const PlanOptions *o, const Schedule *s, const int *split, Err
     return 0;
 }
 
-// --from-run: the layouts ranked at the run's measured costs (console/cmd/plan_from_run.h).
+// --from-run: the layouts ranked at the run's measured costs (console/plan_from_run.h).
 static int plan_measured(const PlanOptions *o) {
     RunPlan plan;
     Error err;

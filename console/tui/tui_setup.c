@@ -15,7 +15,7 @@
 
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_draw.h"
-#include "console/cmd/plan_from_run.h"
+#include "console/plan_from_run.h"
 #include "engine/schedule/schedule.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }

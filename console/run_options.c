@@ -228,10 +228,8 @@ _Static_assert(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0] <= 64, "RunOptions.giv
 
 // The help lines that name schedules read the registry (engine/schedule/schedule.h).
 static void option_help(const RunOption *o, char *buf, size_t size) {
-    char names[256];
-    schedule_names_text(names, sizeof names, o->set == set_virtual);
-    if (o->set == set_schedule) snprintf(buf, size, "%s, or a CSV (1f1b)", names);
-    else if (o->set == set_virtual) snprintf(buf, size, "stages per rank for %s (2)", names);
+    if (o->set == set_schedule) schedule_option_help(buf, size);
+    else if (o->set == set_virtual) schedule_virtual_help(buf, size);
     else snprintf(buf, size, "%s", o->help);
 }
 
@@ -298,11 +296,9 @@ RunOptions run_options_defaults(void) {
 // A CSV schedule brings its own P (rows) and M, as plan takes them: they fill --stages and
 // --microbatches when those were not given (when they were, the pipeline checks they agree).
 static int shape_from_csv(RunOptions *ro, Error *err) {
-    const char *name = ro->pipe.schedule;
-    size_t len = strlen(name);
-    if (schedule_is_builtin(name) || len < 4 || strcmp(name + len - 4, ".csv") != 0) return 0;
+    if (!schedule_is_file(ro->pipe.schedule)) return 0;
     if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches")) return 0;
-    Schedule *s = schedule_load_csv(name, err);
+    Schedule *s = schedule_resolve(ro->pipe.schedule, 0, 0, 0, err);
     if (!s) return -1;
     if (!run_options_given(ro, "--stages")) ro->pipe.ranks = s->n_ranks;
     if (!run_options_given(ro, "--microbatches")) ro->rc.microbatches = s->n_microbatches;

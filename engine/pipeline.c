@@ -98,16 +98,12 @@ struct Pipeline {
 
 // ---- set-up ------------------------------------------------------------------------------
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-// The schedule file must fit the run: its ranks and microbatches are the run's.
-static Schedule *load_schedule_file(const PipelineOptions *o, int M, Error *err) {
-    Schedule *s = schedule_load_csv(o->schedule, err);
+// The schedule the registry resolves; a file must fit the run: its ranks and microbatches are
+// the run's.
+static Schedule *resolve_schedule(const PipelineOptions *o, int M, Error *err) {
+    Schedule *s = schedule_resolve(o->schedule, o->ranks, M, o->virtual_stages, err);
     if (!s) return NULL;
-    if (s->n_ranks != o->ranks || s->n_microbatches != M) {
+    if (schedule_is_file(o->schedule) && (s->n_ranks != o->ranks || s->n_microbatches != M)) {
         error_set(err, "%s: the schedule has %d ranks and %d microbatches, the run %d ranks (--stages) and %d "
                        "microbatches", o->schedule, s->n_ranks, s->n_microbatches, o->ranks, M);
         schedule_free(s);
@@ -118,9 +114,7 @@ static Schedule *load_schedule_file(const PipelineOptions *o, int M, Error *err)
 
 // Built or loaded, then lowered and validated.
 static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) {
-    Schedule *s = !schedule_is_builtin(o->schedule) && ends_with(o->schedule, ".csv")
-                      ? load_schedule_file(o, M, err)
-                      : schedule_build(o->schedule, o->ranks, M, o->virtual_stages, err);
+    Schedule *s = resolve_schedule(o, M, err);
     if (!s) return NULL;
     // Validated as written (errors name the user's actions), then run with weight gradients in
     // microbatch order (engine/schedule/schedule_order.c) and lowered.

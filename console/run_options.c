@@ -114,7 +114,9 @@ INT_SETTER(set_dp, pipe.dp, 1, 4096)
 
 static int set_transport(RunOptions *ro, const char *flag, const char *v, Error *err) {
     if (transport_kind_parse(v, &ro->pipe.transport) == 0) return 0;
-    error_set(err, "%s: '%s' is not local, mpi or nccl", flag, v);
+    char names[128];
+    transport_names_text(names, sizeof names, NULL);
+    error_set(err, "%s: '%s' is not %s", flag, v, names);
     return -1;
 }
 
@@ -212,7 +214,7 @@ static const RunOption RUN_OPTIONS[] = {
     {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2, or 4,4,0 for a head-only last stage (default: balanced by cost)", set_split},
     {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
     {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp},
-    {"--transport", "local|mpi|nccl", "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport},
+    {"--transport", NULL, "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport},
     {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute},
     {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace},
     {"--device", "cpu|cuda", "where stages run; cuda: rank r on GPU r mod GPUs (cpu)", set_device},
@@ -231,6 +233,13 @@ static void option_help(const RunOption *o, char *buf, size_t size) {
     if (o->set == set_schedule) schedule_option_help(buf, size);
     else if (o->set == set_virtual) schedule_virtual_help(buf, size);
     else snprintf(buf, size, "%s", o->help);
+}
+
+// "--flag ARG"; the transports' names read their registry (engine/transport/transport_registry.h).
+static void option_arg(const RunOption *o, char *buf, size_t size) {
+    char names[128] = "";
+    if (o->set == set_transport) transport_names_text(names, sizeof names, "|");
+    snprintf(buf, size, "%s %s", o->flag, o->arg ? o->arg : names);
 }
 
 // The options `check` has no use for: it runs one batch forward and backward from the run's
@@ -257,7 +266,7 @@ static void usage_lines(FILE *out, bool check) {
     for (int i = 0; i < N_RUN_OPTIONS; i++) {
         if (check && unused_by_check(RUN_OPTIONS[i].flag)) continue;
         char left[64], help[512];
-        snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
+        option_arg(&RUN_OPTIONS[i], left, sizeof left);
         option_help(&RUN_OPTIONS[i], help, sizeof help);
         for (size_t k = 0; check && k < sizeof CHECK_HELP / sizeof CHECK_HELP[0]; k++)
             if (strcmp(CHECK_HELP[k][0], RUN_OPTIONS[i].flag) == 0) snprintf(help, sizeof help, "%s", CHECK_HELP[k][1]);

@@ -109,7 +109,7 @@ static int prepare_source(RunSession *s, Error *err) {
         // One process reads every shard: it checks them all now, and a damaged one is named with
         // the newest good checkpoint. A process of an mpirun job may see only its node's shards
         // (--ckpt-dir on a node-local disk): it checks the rest now and each shard as it reads it.
-        const bool one_process = ro->pipe.transport == TRANSPORT_KIND_LOCAL;
+        const bool one_process = !transport_multi_process(ro->pipe.transport);
         Error warning;
         if (ckpt_find_resume(ro->resume, ro->db_path, one_process, s->source_dir, sizeof s->source_dir,
                              &s->resumed_from, &warning, err))
@@ -468,7 +468,7 @@ static double host_memory_available(void) {
 // stages keep their state on the device: not checked here.
 static int check_memory(const RunConfig *rc, const PipelineOptions *po, Error *err) {
     if (po->device == DEVICE_CUDA) return 0;
-    const bool local = po->transport == TRANSPORT_KIND_LOCAL;
+    const bool local = !transport_multi_process(po->transport);
     const int ranks = po->ranks > 0 ? po->ranks : 1, dp = po->dp > 0 ? po->dp : 1;
     const double in_flight =
         schedule_peak_in_flight(po->schedule, ranks, rc->microbatches, po->virtual_stages, local);

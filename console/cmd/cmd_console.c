@@ -198,7 +198,7 @@ int cmd_console(int argc, char **argv) {
         free(ro);
         return 0;
     }
-    const bool mpi = ro->pipe.transport != TRANSPORT_KIND_LOCAL;
+    const bool mpi = transport_multi_process(ro->pipe.transport);
     int rank = 0, world = 1, code;
     if (mpi && mpi_start(&rank, &world, &err)) {
         free(ro);

@@ -1,13 +1,13 @@
-// The run options of DESIGN.md's command line, as one table: each flag, its help line, and
-// how it sets the RunConfig. `--help` prints the table; parsing walks it.
+// console/run_options: the run options of DESIGN.md's command line, as one table: each flag,
+// its help line, and how it sets the RunConfig. `--help` prints the table; parsing walks it.
+#include "console/run_options.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "console/cli.h"
 #include "engine/model/stage_ops.h"
-#include "engine/schedule/schedule.h"
-#include "console/cmd/cmd_train.h"
 #include "engine/schedule/schedule.h"
 #include "storage/db.h"
 
@@ -114,7 +114,9 @@ INT_SETTER(set_dp, pipe.dp, 1, 4096)
 
 static int set_transport(RunOptions *ro, const char *flag, const char *v, Error *err) {
     if (transport_kind_parse(v, &ro->pipe.transport) == 0) return 0;
-    error_set(err, "%s: '%s' is not local, mpi or nccl", flag, v);
+    char names[128];
+    transport_names_text(names, sizeof names, NULL);
+    error_set(err, "%s: '%s' is not %s", flag, v, names);
     return -1;
 }
 
@@ -212,7 +214,7 @@ static const RunOption RUN_OPTIONS[] = {
     {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2, or 4,4,0 for a head-only last stage (default: balanced by cost)", set_split},
     {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
     {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp},
-    {"--transport", "local|mpi|nccl", "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport},
+    {"--transport", NULL, "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport},
     {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute},
     {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace},
     {"--device", "cpu|cuda", "where stages run; cuda: rank r on GPU r mod GPUs (cpu)", set_device},
@@ -228,11 +230,16 @@ _Static_assert(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0] <= 64, "RunOptions.giv
 
 // The help lines that name schedules read the registry (engine/schedule/schedule.h).
 static void option_help(const RunOption *o, char *buf, size_t size) {
-    char names[256];
-    schedule_names_text(names, sizeof names, o->set == set_virtual);
-    if (o->set == set_schedule) snprintf(buf, size, "%s, or a CSV (1f1b)", names);
-    else if (o->set == set_virtual) snprintf(buf, size, "stages per rank for %s (2)", names);
+    if (o->set == set_schedule) schedule_option_help(buf, size);
+    else if (o->set == set_virtual) schedule_virtual_help(buf, size);
     else snprintf(buf, size, "%s", o->help);
+}
+
+// "--flag ARG"; the transports' names read their registry (engine/transport/transport_registry.h).
+static void option_arg(const RunOption *o, char *buf, size_t size) {
+    char names[128] = "";
+    if (o->set == set_transport) transport_names_text(names, sizeof names, "|");
+    snprintf(buf, size, "%s %s", o->flag, o->arg ? o->arg : names);
 }
 
 // The options `check` has no use for: it runs one batch forward and backward from the run's
@@ -259,7 +266,7 @@ static void usage_lines(FILE *out, bool check) {
     for (int i = 0; i < N_RUN_OPTIONS; i++) {
         if (check && unused_by_check(RUN_OPTIONS[i].flag)) continue;
         char left[64], help[512];
-        snprintf(left, sizeof left, "%s %s", RUN_OPTIONS[i].flag, RUN_OPTIONS[i].arg);
+        option_arg(&RUN_OPTIONS[i], left, sizeof left);
         option_help(&RUN_OPTIONS[i], help, sizeof help);
         for (size_t k = 0; check && k < sizeof CHECK_HELP / sizeof CHECK_HELP[0]; k++)
             if (strcmp(CHECK_HELP[k][0], RUN_OPTIONS[i].flag) == 0) snprintf(help, sizeof help, "%s", CHECK_HELP[k][1]);
@@ -298,11 +305,9 @@ RunOptions run_options_defaults(void) {
 // A CSV schedule brings its own P (rows) and M, as plan takes them: they fill --stages and
 // --microbatches when those were not given (when they were, the pipeline checks they agree).
 static int shape_from_csv(RunOptions *ro, Error *err) {
-    const char *name = ro->pipe.schedule;
-    size_t len = strlen(name);
-    if (schedule_is_builtin(name) || len < 4 || strcmp(name + len - 4, ".csv") != 0) return 0;
+    if (!schedule_is_file(ro->pipe.schedule)) return 0;
     if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches")) return 0;
-    Schedule *s = schedule_load_csv(name, err);
+    Schedule *s = schedule_resolve(ro->pipe.schedule, 0, 0, 0, err);
     if (!s) return -1;
     if (!run_options_given(ro, "--stages")) ro->pipe.ranks = s->n_ranks;
     if (!run_options_given(ro, "--microbatches")) ro->rc.microbatches = s->n_microbatches;

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "engine/schedule/schedule.h"
-#include "engine/schedule/simulate.h"
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_cleanup.h"
@@ -110,7 +109,7 @@ static int prepare_source(RunSession *s, Error *err) {
         // One process reads every shard: it checks them all now, and a damaged one is named with
         // the newest good checkpoint. A process of an mpirun job may see only its node's shards
         // (--ckpt-dir on a node-local disk): it checks the rest now and each shard as it reads it.
-        const bool one_process = ro->pipe.transport == TRANSPORT_KIND_LOCAL;
+        const bool one_process = !transport_multi_process(ro->pipe.transport);
         Error warning;
         if (ckpt_find_resume(ro->resume, ro->db_path, one_process, s->source_dir, sizeof s->source_dir,
                              &s->resumed_from, &warning, err))
@@ -474,44 +473,15 @@ static double host_memory_available(void) {
     return (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
-// Microbatches of activations held at the schedule's peak, in whole-model units (stages
-// split the layers evenly): the mean over stages of each stage's most in flight (its order,
-// simulated at unit costs; the order alone decides it) when one process holds every stage;
-// under MPI, the same mean over the stages of the rank that holds the most. M, the most there
-// can be, when the schedule cannot be built here (the pipeline then says why).
-static double peak_in_flight(const PipelineOptions *po, int ranks, int microbatches, bool one_process) {
-    Error why;
-    Schedule *s = schedule_is_builtin(po->schedule)
-                      ? schedule_build(po->schedule, ranks, microbatches, po->virtual_stages, &why)
-                      : schedule_load_csv(po->schedule, &why);
-    SimResult r;
-    double peak = microbatches;
-    if (s && sim_run(s, (SimCosts){.f = 1.0, .b = 2.0, .w = 1.0}, &r, &why) == 0) {
-        const Schedule *o = r.schedule;
-        const int S = o->n_stages, V = S / o->n_ranks > 0 ? S / o->n_ranks : 1;
-        double all = 0.0, rank_max = 0.0;
-        for (int rank = 0; rank < o->n_ranks; rank++) {
-            double mine = 0.0;
-            for (int st = 0; st < S; st++)
-                if (o->stage_rank[st] == rank) mine += r.peak_act[st];
-            all += mine;
-            if (mine / V > rank_max) rank_max = mine / V;
-        }
-        peak = one_process ? all / S : rank_max;
-        sim_free(&r);
-    }
-    schedule_free(s);
-    return peak > 0.0 ? peak : microbatches;
-}
-
 // Refuses, before the multi-gigabyte allocation that would fail (or swap the host to a halt),
 // a run whose rough lower bound of host memory exceeds what the host has available. GPU
 // stages keep their state on the device: not checked here.
 static int check_memory(const RunConfig *rc, const PipelineOptions *po, Error *err) {
     if (po->device == DEVICE_CUDA) return 0;
-    const bool local = po->transport == TRANSPORT_KIND_LOCAL;
+    const bool local = !transport_multi_process(po->transport);
     const int ranks = po->ranks > 0 ? po->ranks : 1, dp = po->dp > 0 ? po->dp : 1;
-    const double in_flight = peak_in_flight(po, ranks, rc->microbatches, local);
+    const double in_flight =
+        schedule_peak_in_flight(po->schedule, ranks, rc->microbatches, po->virtual_stages, local);
     const double need = run_config_memory_bytes(rc, local ? 1.0 : 1.0 / ranks, local ? dp : 1, in_flight,
                                                 po->recompute);
     const double have = host_memory_available();

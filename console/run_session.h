@@ -7,7 +7,7 @@
 #define PPTRAIN_RUN_SESSION_H
 #include <stdint.h>
 
-#include "console/cmd/cmd_train.h"
+#include "console/run_options.h"
 #include "console/run_recorder.h"
 #include "engine/train_loop.h"
 

@@ -26,7 +26,6 @@
 #include "engine/rank_usage.h"
 #include "engine/transport/node_threads.h"
 #ifdef PPTRAIN_HAVE_NCCL
-#include "engine/transport/transport_nccl.h"
 #endif
 #include "engine/schedule/schedule.h"
 #include "kernels/cpu/kernels.h"
@@ -98,16 +97,12 @@ struct Pipeline {
 
 // ---- set-up ------------------------------------------------------------------------------
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-// The schedule file must fit the run: its ranks and microbatches are the run's.
-static Schedule *load_schedule_file(const PipelineOptions *o, int M, Error *err) {
-    Schedule *s = schedule_load_csv(o->schedule, err);
+// The schedule the registry resolves; a file must fit the run: its ranks and microbatches are
+// the run's.
+static Schedule *resolve_schedule(const PipelineOptions *o, int M, Error *err) {
+    Schedule *s = schedule_resolve(o->schedule, o->ranks, M, o->virtual_stages, err);
     if (!s) return NULL;
-    if (s->n_ranks != o->ranks || s->n_microbatches != M) {
+    if (schedule_is_file(o->schedule) && (s->n_ranks != o->ranks || s->n_microbatches != M)) {
         error_set(err, "%s: the schedule has %d ranks and %d microbatches, the run %d ranks (--stages) and %d "
                        "microbatches", o->schedule, s->n_ranks, s->n_microbatches, o->ranks, M);
         schedule_free(s);
@@ -118,9 +113,7 @@ static Schedule *load_schedule_file(const PipelineOptions *o, int M, Error *err)
 
 // Built or loaded, then lowered and validated.
 static Schedule *pipeline_schedule(const PipelineOptions *o, int M, Error *err) {
-    Schedule *s = !schedule_is_builtin(o->schedule) && ends_with(o->schedule, ".csv")
-                      ? load_schedule_file(o, M, err)
-                      : schedule_build(o->schedule, o->ranks, M, o->virtual_stages, err);
+    Schedule *s = resolve_schedule(o, M, err);
     if (!s) return NULL;
     // Validated as written (errors name the user's actions), then run with weight gradients in
     // microbatch order (engine/schedule/schedule_order.c) and lowered.
@@ -194,61 +187,20 @@ static int longest_list(const Schedule *s) {
     return most;
 }
 
-#ifdef PPTRAIN_HAVE_NCCL
-// Every rank's verdict on its own set-up (failed: 1), agreed over the world through ctl's
-// collective (which has a timeout) before NCCL's collective initialization (which has none):
-// a rank that failed would leave the others waiting there.
-static int agree(Transport *ctl, int self, int failed, Error *err) {
-    double any = failed;
-    Error why;
-    if (transport_allreduce_f64(ctl, self, GROUP_WORLD, &any, 1, &why) != TRANSPORT_OK) {
-        if (!failed) error_set(err, "--transport nccl: the ranks could not agree on their set-up: %s", why.msg);
-        return -1;
-    }
-    if (any > 0 && !failed) error_set(err, "--transport nccl: another rank could not use its GPU (see its error line)");
-    return any > 0 ? -1 : 0;
-}
-
-// The nccl transport carries its host collectives on an MPI transport, made first: it says
-// which rank this process is and carries the agreement before NCCL exists.
-static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
-    const int max_tag = 2 * p->M * p->S;
-    Transport *ctl = transport_mpi_create(o->mpi_comm, p->P, p->D, 64, 1, max_tag, o->timeout_s, err);   // no messages
-    if (!ctl) return -1;
-    p->self = transport_mpi_rank(ctl);
-    const int failed = schedule_check_fifo(p->sched, err) || transport_nccl_pick_device(o->mpi_comm, &p->gpu, err) ||
-                       p->dev->set_device(p->gpu, err);
-    if (agree(ctl, p->self, failed, err)) {
-        transport_free(ctl);
-        return -1;
-    }
-    p->tp = transport_nccl_create(ctl, o->mpi_comm, p->P, p->D, p->S, p->sched->stage_rank, msg_bytes, capacity,
-                                  max_tag, o->timeout_s, p->gpu, err);
-    return p->tp ? 0 : -1;
-}
-#else
-static int create_nccl(Pipeline *p, const PipelineOptions *o, size_t msg_bytes, int capacity, Error *err) {
-    (void)p, (void)o, (void)msg_bytes, (void)capacity;
-    error_set(err, "--transport nccl: this pptrain was built without NCCL");
-    return -1;
-}
-#endif
-
 static int create_transport(Pipeline *p, const PipelineOptions *o, Error *err) {
     // One message (stage_msg_bytes, before the stages exist): fp32 on the CPU; on a device,
     // the backend's low-precision format unless fp32.
     const size_t elem = p->dev ? p->dev->msg_elem_bytes(!o->gpu_fp32) : sizeof(float);
-    const size_t msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * elem;
-    const int capacity = max_messages(p->sched);
-    if (p->kind == TRANSPORT_KIND_LOCAL) {
-        p->tp = transport_local_create_mem(p->P, p->D, msg_bytes, capacity, o->timeout_s,
-                                           p->dev ? p->dev->mailboxes : NULL);
-        return 0;
-    }
-    if (p->kind == TRANSPORT_KIND_NCCL) return create_nccl(p, o, msg_bytes, capacity, err);
-    p->tp = transport_mpi_create(o->mpi_comm, p->P, p->D, msg_bytes, capacity, 2 * p->M * p->S, o->timeout_s, err);
-    if (!p->tp) return -1;
-    p->self = transport_mpi_rank(p->tp);
+    const TransportSetup setup = {.mpi_comm = o->mpi_comm, .P = p->P, .D = p->D, .sched = p->sched,
+                                  .msg_bytes = (size_t)p->rows * p->T * p->rc.model.hidden * elem,
+                                  .capacity = max_messages(p->sched), .timeout_s = o->timeout_s,
+                                  .mem = p->dev ? p->dev->mailboxes : NULL,
+                                  .set_device = p->dev ? p->dev->set_device : NULL};
+    TransportOpened opened;
+    if (transport_open(p->kind, &setup, &opened, err)) return -1;
+    p->tp = opened.tp;
+    p->self = opened.self;
+    if (opened.gpu >= 0) p->gpu = opened.gpu;
     return 0;
 }
 
@@ -379,17 +331,17 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
     if (pipeline_check_options(rc, o, err)) return NULL;
     const StageDevice *dev = o->device == DEVICE_CPU ? NULL : stage_device_find(o->device, err);
     if (o->device != DEVICE_CPU && !dev) return NULL;
-    if (o->transport != TRANSPORT_KIND_LOCAL && mpi_process_init(err)) return NULL;
+    const bool multiprocess = transport_multi_process(o->transport);
+    if (multiprocess && mpi_process_init(err)) return NULL;
     // Each rank of an mpirun job takes its share of its node's cores (engine/transport/node_threads.h).
-    const NodeThreads threads = o->transport != TRANSPORT_KIND_LOCAL ? node_threads_apply(o->mpi_comm) : (NodeThreads){0};
+    const NodeThreads threads = multiprocess ? node_threads_apply(o->mpi_comm) : (NodeThreads){0};
     Schedule *sched = pipeline_schedule(o, rc->microbatches, err);
     if (!sched) return NULL;
     Pipeline *p = xcalloc(1, sizeof *p);
     const int P = sched->n_ranks, D = o->dp;
     *p = (Pipeline){.rc = *rc, .P = P, .D = D, .W = P * D, .S = sched->n_stages, .M = sched->n_microbatches,
                     .rows = rc->batch / (D * rc->microbatches), .T = rc->seq_len, .kind = o->transport,
-                    .multiprocess = o->transport != TRANSPORT_KIND_LOCAL, .dev = dev,
-                    .n_copies = o->transport == TRANSPORT_KIND_LOCAL ? D : 1, .sched = sched,
+                    .multiprocess = multiprocess, .dev = dev, .n_copies = multiprocess ? 1 : D, .sched = sched,
                     .rt_opts = {.recompute = o->recompute}};
     if (p->multiprocess) node_threads_describe(&threads, p->notice, sizeof p->notice);
     else describe_local_threads(p);
@@ -465,7 +417,7 @@ static int rank_run_actions(PipelineRank *pr) {
 static int rank_reduce_grads(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     if (p->D == 1) return 0;
-    const bool device = p->kind == TRANSPORT_KIND_NCCL;
+    const bool device = transport_device_collectives(p->kind);
     transport_mark(pr->view, pr->pipe, PROGRESS_GRADS);
     for (int s = 0; s < p->S; s++) {
         if (!rank_has(pr, s)) continue;
@@ -686,7 +638,7 @@ static int run_step(Pipeline *p, const int32_t *inputs, const int32_t *targets, 
     p->targets = targets;
     p->loss_scale = n_targets ? 1.0f / (float)n_targets : 0.0f;
     p->update = update;
-    if (p->kind == TRANSPORT_KIND_LOCAL) {
+    if (!p->multiprocess) {
         pthread_barrier_wait(&p->start);
         pthread_barrier_wait(&p->finished);
     } else {

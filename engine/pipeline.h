@@ -39,7 +39,7 @@
 #include "engine/model/model.h"
 #include "engine/telemetry.h"
 #include "engine/reference_step.h"
-#include "engine/transport/transport.h"
+#include "engine/transport/transport_registry.h"
 
 typedef struct {
     int ranks;               // P (a CSV schedule must have this many rows)
@@ -48,7 +48,7 @@ typedef struct {
     char split[256];         // manual layers per stage, "3,3,2"; "" = partition_balance
     double timeout_s;        // longest wait for one message or collective (default 300)
     int dp;                  // D data-parallel replicas (default 1)
-    TransportKind transport; // TRANSPORT_KIND_LOCAL (default) or TRANSPORT_KIND_MPI
+    TransportKind transport; // a row of engine/transport/transport_registry.h (TRANSPORT_KIND_LOCAL)
     const void *mpi_comm;    // MPI: points at the MPI_Comm of the run's ranks; NULL = MPI_COMM_WORLD
     bool recompute;          // --recompute all: activations re-materialized in the backward (CPU)
     // --device cpu|cuda (engine/model/model.h). DEVICE_CUDA: every stage on a GPU. Under the

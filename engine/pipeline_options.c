@@ -34,16 +34,16 @@ static int check_cuda_options(const RunConfig *rc, const PipelineOptions *o, Err
                   rc->model.attention_bias ? "attention_bias" : "mlp_bias");
         return -1;
     }
-    if (o->transport == TRANSPORT_KIND_MPI) {
-        error_set(err, "--device cuda: under mpirun use --transport nccl (mpi moves host memory)");
+    const TransportInfo *t = transport_info(o->transport);
+    if (t->multi_process && !t->device_collectives) {
+        error_set(err, "--device cuda: under mpirun use --transport %s (%s moves host memory)",
+                  transport_kind_name(TRANSPORT_KIND_NCCL), t->name);
         return -1;
     }
-#ifndef PPTRAIN_HAVE_NCCL
-    if (o->transport == TRANSPORT_KIND_NCCL) {
-        error_set(err, "--device cuda: --transport nccl: this pptrain was built without NCCL");
+    if (!t->open) {
+        error_set(err, "--device cuda: --transport %s: %s", t->name, t->missing);
         return -1;
     }
-#endif
     return 0;
 }
 
@@ -54,8 +54,8 @@ int pipeline_check_options(const RunConfig *rc, const PipelineOptions *o, Error 
         return -1;
     }
     if (o->device == DEVICE_CUDA && check_cuda_options(rc, o, err)) return -1;
-    if (o->device != DEVICE_CUDA && o->transport == TRANSPORT_KIND_NCCL) {
-        error_set(err, "--transport nccl moves GPU memory: it needs --device cuda");
+    if (o->device != DEVICE_CUDA && transport_device_collectives(o->transport)) {
+        error_set(err, "--transport %s moves GPU memory: it needs --device cuda", transport_kind_name(o->transport));
         return -1;
     }
     if (o->dp > 1 && rc->microbatches > 0 && rc->batch % (o->dp * rc->microbatches) != 0) {

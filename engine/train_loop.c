@@ -323,7 +323,7 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
         result = -1;
     }
     const Loop loop = {.rc = rc, .p = p, .ds = ds, .val = val, .hooks = root_hooks, .ckpt = ckpt,
-                       .mpi = po->transport != TRANSPORT_KIND_LOCAL};
+                       .mpi = transport_multi_process(po->transport)};
     if (result == 0) result = run_steps(&loop, &pos, &sum, err);
     if (result == 0 && root_hooks && root_hooks->on_end) root_hooks->on_end(hooks->ctx, &sum);
     if (summary) *summary = sum;

@@ -15,7 +15,7 @@
 
 #include "console/cli.h"
 #include "kernels/cpu/kernels.h"
-#include "console/cmd/cmd_train.h"
+#include "console/run_options.h"
 #include "console/run_session.h"
 #include "engine/reference_step.h"
 #include "storage/checkpoint.h"

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "console/cli.h"
-#include "console/cmd/cmd_train.h"
+#include "console/run_options.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_term.h"
 #include "engine/transport/mpi_process.h"
@@ -198,7 +198,7 @@ int cmd_console(int argc, char **argv) {
         free(ro);
         return 0;
     }
-    const bool mpi = ro->pipe.transport != TRANSPORT_KIND_LOCAL;
+    const bool mpi = transport_multi_process(ro->pipe.transport);
     int rank = 0, world = 1, code;
     if (mpi && mpi_start(&rank, &world, &err)) {
         free(ro);

@@ -18,6 +18,7 @@
 
 #include "console/cli.h"
 #include "console/cmd/history_format.h"
+#include "console/run_ref.h"
 #include "console/tui/pure/tui_bubble.h"
 #include "storage/atomic_file.h"
 #include "storage/db.h"
@@ -525,7 +526,7 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
     DbStageSummary *st = NULL;
     DbCheckpointInfo *ck = NULL;
     int n_steps = 0, n_ev = 0, n_st = 0, n_ck = 0, rc = -1;
-    if (history_load_run(db, o->runs[0], &r, err)) return -1;
+    if (run_ref_load(db, o->runs[0], &r, err)) return -1;
     if (db_steps_read(db, r.id, 0, &steps, &n_steps, err) || db_evals_read(db, r.id, &ev, &n_ev, err) ||
         db_stage_summary(db, r.id, &st, &n_st, err) || db_checkpoints_read(db, r.id, &ck, &n_ck, err))
         goto done;
@@ -629,7 +630,7 @@ static int export_atomic(const char *path, const ExportRows *x, bool csv, Error 
 static int history_export(Db *db, const HistoryOptions *o, Error *err) {
     int64_t id;
     DbRunInfo r;
-    if (history_run_id(db, o->runs[0], &id, err) || db_run_get(db, id, &r, err)) return -1;
+    if (run_ref_id(db, o->runs[0], &id, err) || db_run_get(db, id, &r, err)) return -1;
     db_run_info_clear(&r);
     DbStep *steps;
     DbEval *ev;

@@ -1,7 +1,7 @@
 // `pptrain plan`: simulate a schedule without a model. Builds the schedule by name (or loads
 // a torch-format CSV), checks it against the layer count, times it under a cost model and
 // prints a per-rank timeline with the bubble, makespan, peak activations and messages. With
-// --from-run, ranks every layout at a stored run's measured costs instead (plan_from_run.c).
+// --from-run, ranks every layout at a stored run's measured costs instead (console/plan_from_run.c).
 #include "console/cmd/cmd_plan.h"
 
 #include <cjson/cJSON.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
-#include "console/cmd/plan_from_run.h"
+#include "console/cmd/plan_from_run_print.h"
 #include "engine/partition.h"
 #include "engine/schedule/schedule.h"
 #include "engine/schedule/simulate.h"
@@ -159,10 +159,8 @@ static const PlanOption OPTIONS[] = {
 
 // The help lines that name schedules read the registry (engine/schedule/schedule.h).
 static void option_help(const PlanOption *o, char *buf, size_t size) {
-    char names[256];
-    schedule_names_text(names, sizeof names, o->set == set_virtual);
-    if (o->set == set_schedule) snprintf(buf, size, "%s, or a torch-format CSV (default 1f1b)", names);
-    else if (o->set == set_virtual) snprintf(buf, size, "stages per rank (default 2 for %s; 1 otherwise)", names);
+    if (o->set == set_schedule) schedule_option_help(buf, size);
+    else if (o->set == set_virtual) schedule_virtual_help(buf, size);
     else snprintf(buf, size, "%s", o->help);
 }
 
@@ -246,9 +244,8 @@ static int check_csv_shape(const PlanOptions *o, const Schedule *s, Error *err) 
 }
 
 static Schedule *make_schedule(const PlanOptions *o, Error *err) {
-    size_t len = strlen(o->schedule);
-    if (!schedule_is_builtin(o->schedule) && len > 4 && strcmp(o->schedule + len - 4, ".csv") == 0) {
-        Schedule *s = schedule_load_csv(o->schedule, err);
+    if (schedule_is_file(o->schedule)) {
+        Schedule *s = schedule_resolve(o->schedule, 0, 0, 0, err);
         if (s && check_csv_shape(o, s, err)) {
             schedule_free(s);
             return NULL;
@@ -259,7 +256,7 @@ static Schedule *make_schedule(const PlanOptions *o, Error *err) {
         error_set(err, "plan: --stages and --microbatches are required with --schedule %s", o->schedule);
         return NULL;
     }
-    return schedule_build(o->schedule, o->stages, o->microbatches, o->virt, err);
+    return schedule_resolve(o->schedule, o->stages, o->microbatches, o->virt, err);
 }
 
 // The layer split the stages would get; refuses more stages than layers.
@@ -347,7 +344,7 @@ static int report(const PlanOptions *o, const Schedule *s, const int *split, Err
     return 0;
 }
 
-// --from-run: the layouts ranked at the run's measured costs (console/cmd/plan_from_run.h).
+// --from-run: the layouts ranked at the run's measured costs (console/plan_from_run.h).
 static int plan_measured(const PlanOptions *o) {
     RunPlan plan;
     Error err;

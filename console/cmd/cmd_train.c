@@ -10,6 +10,7 @@
 
 #include "console/cli.h"
 #include "console/cmd/cmd_console.h"
+#include "console/run_options.h"
 #include "console/run_session.h"
 #include "engine/train_loop.h"
 #include "kernels/cpu/blas_core.h"

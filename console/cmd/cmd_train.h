@@ -1,37 +1,7 @@
+// console/cmd/cmd_train: `pptrain train [run options]` (console/run_options.h).
 #ifndef PPTRAIN_CMD_TRAIN_H
 #define PPTRAIN_CMD_TRAIN_H
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-
-#include "engine/pipeline.h"
-#include "engine/run_config.h"
-
-// Everything a run option sets: the run itself and how it is laid out across ranks.
-typedef struct {
-    RunConfig rc;
-    PipelineOptions pipe;
-    char db_path[4096];     // the run store ("" = do not record)
-    char trace_path[4096];  // a Chrome trace of every step ("" = none)
-    char ckpt_dir[4096];    // checkpoints go under DIR/run-<id>-<tag>/step-<n>/ ("" = none)
-    char resume[4096];      // --resume RUN|latest|CKPT_DIR ("" = a fresh run)
-    char init_from[4096];   // --init-from HF_FOLDER: weights to start from ("" = (seed, name))
-    uint64_t given;         // which options the command line set (run_options_given)
-} RunOptions;
-
-RunOptions run_options_defaults(void);
 
 // `pptrain train [run options]`: a headless run. Returns the process exit code.
 int cmd_train(int argc, char **argv);
-// Parses run options (shared by train, check and the console). Returns 0, 1 when --help was
-// asked for, or -1 with err set.
-int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *err);
-void run_options_usage(FILE *out);
-// The same for `check`, which takes only the options it uses: one that only a training run
-// uses (--steps, --ckpt-dir, --val-*, the optimizer's, ...) is an error, and --help lists none.
-int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Error *err);
-void run_options_usage_check(FILE *out);
-// Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
-// values except where the user gave new ones.
-bool run_options_given(const RunOptions *ro, const char *flag);
 #endif

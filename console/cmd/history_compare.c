@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "console/cmd/history_format.h"
+#include "console/run_ref.h"
 
 // ---- compare --------------------------------------------------------------------------------------
 // One row per field: the run's shape and results always, and every other configuration field
@@ -225,7 +226,7 @@ int history_compare(Db *db, const char *const *ids, int n_ids, bool json, Error 
     int64_t peak[HISTORY_MAX_RUNS];
     int n = 0, rc = 0;
     while (n < n_ids && n < HISTORY_MAX_RUNS && rc == 0)
-        if ((rc = history_load_run(db, ids[n], &runs[n], err)) == 0) n++;
+        if ((rc = run_ref_load(db, ids[n], &runs[n], err)) == 0) n++;
     for (int j = 0; j < n && rc == 0; j++) rc = run_peak(db, runs[j].id, &peak[j], err);
     if (rc == 0) {
         CompareTable *t = xcalloc(1, sizeof *t);

@@ -1,5 +1,5 @@
 // console/cmd/history_format: what `pptrain history`'s verbs print alike: times, statuses,
-// numbers that may be missing, a run as JSON, runs named by id or 'latest', the host's load
+// numbers that may be missing, a run as JSON, the host's load
 // and the bubble's parts of a run (cmd_history.c, history_compare.c).
 #include "console/cmd/history_format.h"
 
@@ -134,31 +134,6 @@ void history_json_print(cJSON *root) {
     puts(text);
     free(text);
     cJSON_Delete(root);
-}
-
-// ---- runs by id ------------------------------------------------------------------------------
-
-int history_run_id(Db *db, const char *text, int64_t *id, Error *err) {
-    if (strcmp(text, "latest") == 0) {
-        *id = db_run_latest(db, err);
-        if (*id == 0) error_set(err, "%s: no runs yet, so no latest run", db_path(db));
-        return *id > 0 ? 0 : -1;
-    }
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v <= 0) {
-        error_set(err, "history: '%s' is not a run id (a positive number or 'latest')", text);
-        return -1;
-    }
-    *id = v;
-    return 0;
-}
-
-int history_load_run(Db *db, const char *text, DbRunInfo *r, Error *err) {
-    int64_t id;
-    if (history_run_id(db, text, &id, err)) return -1;
-    return db_run_get(db, id, r, err);
 }
 
 // "4 rank threads on 2 cores: CPU oversubscription", or "" when the store does not say.

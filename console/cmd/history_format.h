@@ -31,10 +31,6 @@ cJSON *history_run_json(const DbRunInfo *r, bool with_config);
 // Prints root unformatted on one line and frees it.
 void history_json_print(cJSON *root);
 
-// RUN as the user wrote it: an id, or 'latest'. -1 with err ("'abc' is not a run id").
-int history_run_id(Db *db, const char *text, int64_t *id, Error *err);
-int history_load_run(Db *db, const char *text, DbRunInfo *r, Error *err);
-
 // "4 rank threads on 2 cores: CPU oversubscription", or "" when the store does not say.
 void history_host_load(const DbRunInfo *r, char *buf, size_t size);
 // The run's mean bubble and its parts, named oversubscription when its ranks outnumbered cores.

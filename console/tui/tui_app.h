@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "console/cmd/cmd_train.h"
+#include "console/run_options.h"
 #include "console/tui/pure/layout.h"
 #include "console/tui/pure/theme.h"
 #include "console/tui/pure/tui_plan.h"

@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "console/cmd/cmd_train.h"
+#include "console/run_options.h"
 #include "console/tui/tui_snapshot.h"
 
 typedef struct {

@@ -15,7 +15,7 @@
 
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_draw.h"
-#include "console/cmd/plan_from_run.h"
+#include "console/plan_from_run.h"
 #include "engine/schedule/schedule.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -29,7 +29,7 @@ static int form_lines(const TuiSetup *s) { return s->n_names + TUI_FIELD_COUNT; 
 static bool on_schedule(const TuiSetup *s) { return s->cursor < s->n_names; }
 static TuiField cursor_field(const TuiSetup *s) { return (TuiField)(s->cursor - s->n_names); }
 static const char *chosen_name(const TuiSetup *s) { return s->names[s->chosen]; }
-static bool chosen_csv(const TuiSetup *s) { return tui_plan_is_csv(chosen_name(s)); }
+static bool chosen_csv(const TuiSetup *s) { return schedule_is_file(chosen_name(s)); }
 
 static int cmp_names(const void *a, const void *b) { return strcmp(a, b); }
 
@@ -312,7 +312,7 @@ static void draw_form(TuiApp *app, const SetupLayout *L) {
         if (cur) tui_fill((Rect){in.x, y, in.w, 1}, THEME_SELECTED);
         if (line < s->n_names) {
             tui_textf(y, in.x, in.w, role, " %s %s%s", line == s->chosen ? "(*)" : "( )", s->names[line],
-                      tui_plan_is_csv(s->names[line]) ? "  csv" : "");
+                      schedule_is_file(s->names[line]) ? "  csv" : "");
             continue;
         }
         const TuiField f = (TuiField)(line - s->n_names);

@@ -55,7 +55,7 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
         snprintf(v->blas_warning, sizeof v->blas_warning, "kernels %s (CPU: %s)", blas_width_name(runs),
                  blas_width_name(best));
     v->host_cores = telemetry_host_cores();
-    v->host_ranks = telemetry_host_ranks(po->transport == TRANSPORT_KIND_LOCAL, po->ranks * (po->dp > 0 ? po->dp : 1));
+    v->host_ranks = telemetry_host_ranks(!transport_multi_process(po->transport), po->ranks * (po->dp > 0 ? po->dp : 1));
     v->P = po->ranks;
     v->V = po->virtual_stages ? po->virtual_stages
            : schedule_is_builtin(po->schedule) ? schedule_default_virtual(po->schedule) : 0;

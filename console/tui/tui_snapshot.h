@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "console/cmd/cmd_train.h"
+#include "console/run_options.h"
 #include "console/tui/pure/tui_bubble.h"
 #include "console/tui/pure/tui_chart.h"
 #include "engine/train_loop.h"

@@ -90,6 +90,26 @@ int schedule_min_microbatches(const char *name, int n_ranks, int n_virtual);
 // "gpipe, 1f1b, ..." in table order into buf; multi_stage_only: only rows whose default V > 1.
 void schedule_names_text(char *buf, size_t size, bool multi_stage_only);
 
+// The help lines of --schedule and --virtual, the same for every command: "gpipe, 1f1b, ...,
+// or a CSV file in torch's format (default 1f1b)" and "stages per rank for interleaved-1f1b,
+// ... (default 2; 1 for the others)".
+void schedule_option_help(char *buf, size_t size);
+void schedule_virtual_help(char *buf, size_t size);
+
+// --schedule NAME|FILE.csv: true when name is no row of the table and ends in ".csv", so it
+// is read as a file (engine/schedule/schedule_csv.c) rather than built.
+bool schedule_is_file(const char *name);
+// The one place a --schedule value becomes a schedule: a CSV file loaded (it brings its own
+// ranks, microbatches and stages; P, M and V are not read, and each caller checks its own
+// flags against the file's shape), or a row built as schedule_build does. NULL with err.
+Schedule *schedule_resolve(const char *name, int n_ranks, int n_microbatches, int n_virtual, Error *err);
+// Microbatches of activations held at the schedule's peak, in whole-model units (stages split
+// the layers evenly), for the run's memory estimate (engine/schedule/schedule_peak.c): the mean
+// over stages of each stage's most in flight when one process holds every stage (one_process),
+// else the same mean over the stages of the rank that holds the most. M, the most there can be,
+// when the schedule cannot be resolved (the pipeline then says why).
+double schedule_peak_in_flight(const char *name, int n_ranks, int n_microbatches, int n_virtual, bool one_process);
+
 // Builds the compute-only schedule (name, P ranks, M microbatches, V stages per rank;
 // V = 0 means the row's default). Returns NULL and fills err for an unknown name (the message
 // lists the table's names) or arguments the generator refuses (V other than the row's fixed V,

@@ -1,6 +1,7 @@
-// The schedule registry: the one table that names the built-in schedules (schedule.h). Adding
-// a schedule is a generator in schedule_gen.c and a row here; --help, errors, `plan`, the
-// console's setup list, the README's table and the tests all read the table.
+// engine/schedule/schedule_registry: the one table that names the built-in schedules
+// (schedule.h), and the one place a --schedule value (a row's name or a CSV path) becomes a
+// schedule. Adding a schedule is a generator in schedule_gen.c and a row here; --help, errors,
+// `plan`, the console's setup list, the README's table and the tests all read the table.
 #include <stdio.h>
 #include <string.h>
 
@@ -128,4 +129,26 @@ Schedule *schedule_build(const char *name, int P, int M, int V, Error *err) {
     }
     if (check_virtual(info, V, err) || check_microbatches(info, P, M, V, err)) return NULL;
     return info->build(P, M, V, err);
+}
+
+void schedule_option_help(char *buf, size_t size) {
+    char names[256];
+    schedule_names_text(names, sizeof names, false);
+    snprintf(buf, size, "%s, or a CSV file in torch's format (default 1f1b)", names);
+}
+
+void schedule_virtual_help(char *buf, size_t size) {
+    char names[256];
+    schedule_names_text(names, sizeof names, true);
+    snprintf(buf, size, "stages per rank for %s (default 2; 1 for the others)", names);
+}
+
+bool schedule_is_file(const char *name) {
+    const size_t len = strlen(name);
+    return !schedule_is_builtin(name) && len > 4 && strcmp(name + len - 4, ".csv") == 0;
+}
+
+Schedule *schedule_resolve(const char *name, int P, int M, int V, Error *err) {
+    if (schedule_is_file(name)) return schedule_load_csv(name, err);
+    return schedule_build(name, P, M, V, err);
 }

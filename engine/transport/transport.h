@@ -1,6 +1,6 @@
-// engine/transport: messages between the ranks of a run, behind one small table of functions
-// so `local` (ranks as threads of one process), `mpi` (one rank per process) and `nccl` are
-// interchangeable.
+// engine/transport/transport: messages between the ranks of a run, behind one small table of
+// functions so `local` (ranks as threads of one process), `mpi` (one rank per process) and
+// `nccl` are interchangeable; which transports exist is engine/transport/transport_registry.h.
 //
 // Ranks. A transport connects the W = P x D ranks of a run: world rank r is pipeline rank
 // r % P of data-parallel replica r / P (engine/pipeline.h, "World layout"). Every `self`,
@@ -37,16 +37,6 @@ typedef enum {
 } TransportStatus;
 
 typedef enum { MSG_ACT = 0, MSG_GRAD = 1 } MsgKind;  // activations forward, gradients back
-
-typedef enum {
-    TRANSPORT_KIND_LOCAL = 0,  // ranks as threads of this process
-    TRANSPORT_KIND_MPI = 1,    // this process is one rank of an mpirun job
-    TRANSPORT_KIND_NCCL = 2,   // one rank of an mpirun job, one GPU each, NCCL between them
-} TransportKind;
-
-// "local", "mpi", "nccl"; and back (-1 for another word).
-const char *transport_kind_name(TransportKind kind);
-int transport_kind_parse(const char *name, TransportKind *kind);
 
 // The groups a collective runs over, fixed by the world layout.
 typedef enum {

@@ -54,20 +54,6 @@ typedef struct {
     Rendezvous world;       // all ranks
 } LocalTransport;
 
-const char *transport_kind_name(TransportKind kind) {
-    return kind == TRANSPORT_KIND_MPI ? "mpi" : kind == TRANSPORT_KIND_NCCL ? "nccl" : "local";
-}
-
-int transport_kind_parse(const char *name, TransportKind *kind) {
-    static const TransportKind kinds[] = {TRANSPORT_KIND_LOCAL, TRANSPORT_KIND_MPI, TRANSPORT_KIND_NCCL};
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(name, transport_kind_name(kinds[i])) == 0) {
-            *kind = kinds[i];
-            return 0;
-        }
-    return -1;
-}
-
 int transport_tag(MsgKind kind, int stage, int mb, int n_stages) {
     return (mb * n_stages + stage) * 2 + (int)kind;
 }

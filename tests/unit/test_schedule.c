@@ -1,8 +1,11 @@
 // Schedules: every generator valid and CSV round-trippable over a grid of (P, M, V); the
 // simulator reproducing the paper formulas exactly; the validator and CSV loader refusing
 // broken schedules with messages that say where.
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/schedule/schedule.h"
 #include "engine/schedule/simulate.h"
@@ -158,6 +161,45 @@ static void test_registry(void) {
     }
     CHECK(!schedule_find("x.csv") && !schedule_virtual_free("x.csv") && schedule_default_virtual("x.csv") == 1,
           "a CSV is not a row");
+}
+
+// The one place a --schedule value becomes a schedule: a row built, or a file (named so, not a
+// row) loaded with its own shape; the peak estimate and the help lines read the same table.
+static void test_resolve(void) {
+    CHECK(schedule_is_file("x.csv") && schedule_is_file("dir/1f1b.csv"), "a .csv path is a file");
+    CHECK(!schedule_is_file("1f1b") && !schedule_is_file(".csv") && !schedule_is_file("x.csv.txt"),
+          "a row's name, a bare suffix or another extension is no file");
+    Error err;
+    Schedule *built = schedule_build("1f1b", 4, 8, 0, &err), *named = schedule_resolve("1f1b", 4, 8, 0, &err);
+    CHECK(built && named && schedule_equal(built, named), "a name resolves as schedule_build builds");
+    char path[] = "/tmp/pptrain-resolve-XXXXXX.csv";
+    const int fd = mkstemps(path, 4);
+    FILE *f = fdopen(fd, "w");
+    schedule_write_csv(built, f, false);
+    fclose(f);
+    Schedule *file = schedule_resolve(path, 99, 99, 7, &err);
+    CHECK(file && file->n_ranks == 4 && file->n_microbatches == 8 && file->n_stages == 4,
+          "a CSV brings its own shape: %s", file ? "" : err.msg);
+    CHECK(fabs(schedule_peak_in_flight(path, 99, 99, 7, true) - 2.5) < 1e-12, "a file's peak, from the file");
+    unlink(path);
+    CHECK(!schedule_resolve("nope.csv", 4, 8, 0, &err) && strstr(err.msg, "nope.csv"), "a missing file: %s", err.msg);
+    CHECK(!schedule_resolve("nope", 4, 8, 0, &err) && strstr(err.msg, "unknown schedule"), "a typo: %s", err.msg);
+    // 1f1b at P=4: stage s holds P-s microbatches, so 2.5 on average and 4 on the first rank.
+    CHECK(fabs(schedule_peak_in_flight("1f1b", 4, 8, 0, true) - 2.5) < 1e-12, "1f1b, one process");
+    CHECK(fabs(schedule_peak_in_flight("1f1b", 4, 8, 0, false) - 4.0) < 1e-12, "1f1b, the busiest rank");
+    CHECK(fabs(schedule_peak_in_flight("gpipe", 4, 8, 0, true) - 8.0) < 1e-12, "gpipe holds every microbatch");
+    CHECK(schedule_peak_in_flight("nope", 4, 8, 0, true) == 8.0, "unresolvable: M, the most there can be");
+    schedule_free(built);
+    schedule_free(named);
+    schedule_free(file);
+    // The help lines name every row (--virtual: those with stages per rank), in table order.
+    char help[512], vhelp[512], all[256], multi[256];
+    schedule_option_help(help, sizeof help);
+    schedule_virtual_help(vhelp, sizeof vhelp);
+    schedule_names_text(all, sizeof all, false);
+    schedule_names_text(multi, sizeof multi, true);
+    CHECK(strncmp(help, all, strlen(all)) == 0 && strstr(help, "CSV"), "--schedule's help: %s", help);
+    CHECK(strstr(vhelp, multi) && !strstr(vhelp, "gpipe"), "--virtual's help: %s", vhelp);
 }
 
 static void test_stage_maps(void) {
@@ -623,6 +665,7 @@ int main(void) {
     test_stage_maps();
     test_build_errors();
     test_registry();
+    test_resolve();
     test_every_generator_valid();
     test_registry_ideal_bubble();
     test_bubble_plain();

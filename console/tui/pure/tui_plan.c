@@ -9,11 +9,6 @@
 #include "engine/schedule/schedule.h"
 #include "engine/schedule/simulate.h"
 
-bool tui_plan_is_csv(const char *schedule) {
-    const size_t len = strlen(schedule);
-    return !schedule_is_builtin(schedule) && len > 4 && strcmp(schedule + len - 4, ".csv") == 0;
-}
-
 void tui_plan_free(TuiPlan *p) {
     free(p->peak_act);
     free(p->layers);
@@ -44,16 +39,11 @@ static void plan_events(TuiPlan *p, const SimResult *r) {
     p->ev_off[s->n_ranks] = n;
 }
 
-static Schedule *plan_schedule(const char *schedule, int P, int M, int V, Error *err) {
-    if (tui_plan_is_csv(schedule)) return schedule_load_csv(schedule, err);
-    return schedule_build(schedule, P, M, V, err);
-}
-
 int tui_plan_build(const char *schedule, int P, int M, int V, const ModelConfig *model, int T, TuiPlan *out,
                    Error *err) {
     const int n_layers = model->layers;
     memset(out, 0, sizeof *out);
-    Schedule *s = plan_schedule(schedule, P, M, V, err);
+    Schedule *s = schedule_resolve(schedule, P, M, V, err);
     if (!s) return -1;
     if (s->n_stages > n_layers) {
         error_set(err, "%d stages (%d ranks x %d) need at least %d layers; the model has %d", s->n_stages,

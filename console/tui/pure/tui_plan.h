@@ -23,7 +23,7 @@ typedef struct {
     TuiEvent *ev;           // compute actions only, times in units
 } TuiPlan;
 
-// schedule: a built-in name or a .csv path; P, M, V as the run would pass them (V = 0: the
+// schedule: a built-in name or a .csv path, as the registry resolves it (schedule_resolve); P, M, V as the run would pass them (V = 0: the
 // schedule's default; ignored with a CSV). model, T: the run's model (every stage needs one of
 // its decoder layers) and sequence length, which give the layer split the way train makes it
 // (partition_balance_model). Returns 0, or -1 with a one-line err; out is then empty
@@ -31,7 +31,4 @@ typedef struct {
 int tui_plan_build(const char *schedule, int P, int M, int V, const ModelConfig *model, int T, TuiPlan *out,
                    Error *err);
 void tui_plan_free(TuiPlan *p);
-
-// True for a name ending in .csv that is not a built-in schedule.
-bool tui_plan_is_csv(const char *schedule);
 #endif

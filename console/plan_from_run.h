@@ -1,5 +1,5 @@
-// console/cmd/plan_from_run: `pptrain plan --from-run RUN`, the next run's layout from this
-// one's measured stage times (engine/schedule/plan_search.h).
+// console/plan_from_run: the next run's layout from a stored run's measured stage times
+// (engine/schedule/plan_search.h), for `pptrain plan --from-run RUN` and the setup screen.
 #ifndef PPTRAIN_PLAN_FROM_RUN_H
 #define PPTRAIN_PLAN_FROM_RUN_H
 #include <stdbool.h>
@@ -27,6 +27,4 @@ typedef struct {
 // or -1 with one line (no such run, no measurements, a store that cannot be read).
 int plan_from_run_build(const char *db_path, const char *run_text, RunPlan *out, Error *err);
 void plan_from_run_free(RunPlan *p);
-// Prints the measured run, its layout predicted, and the top layouts (text or one JSON line).
-void plan_from_run_print(const RunPlan *p, int top, bool json);
 #endif

@@ -12,11 +12,10 @@
 #include <unistd.h>
 
 #include "engine/schedule/schedule.h"
-#include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_cleanup.h"
 #include "storage/checkpoint_find.h"
-#include "storage/checkpoint_spread.h"
+#include "storage/checkpoint_ranks.h"
 #include "storage/db_journal.h"
 #include "storage/token_manifest.h"
 
@@ -197,20 +196,14 @@ static int session_restore(void *ctx, Pipeline *p, TrainPosition *pos, Error *er
 
 // ---- checkpoints --------------------------------------------------------------------------------
 
-// The root hashes trainer_state.json and sums the checkpoint's bytes; then records the
-// manifest: every file, trainer_state.json last, then 'complete'. Only the hashing can fail
+// The root records the manifest (storage/checkpoint_ranks.h wrote it): every file,
+// trainer_state.json last, then 'complete'. Only the hashing of trainer_state.json can fail
 // the checkpoint: a store that cannot take the manifest fails the recorder instead (the
 // checkpoint on disk stands, and the session stops the run).
 static int record_manifest(RunSession *s, int64_t id, const char *dir, const CkptState *st, int64_t *bytes, Error *err) {
     RunRecorder *r = &s->recorder;
     CkptFile state;
-    char path[4600];
-    snprintf(path, sizeof path, "%s/%s", dir, CKPT_STATE_FILE);
-    snprintf(state.path, sizeof state.path, "%s", CKPT_STATE_FILE);
-    state.stage = -1;
-    if (file_sha256(path, state.sha256, &state.bytes, err)) return -1;
-    *bytes = state.bytes;
-    for (int i = 0; i < st->n_files; i++) *bytes += st->files[i].bytes;
+    if (ckpt_ranks_state_record(dir, st, &state, bytes, err)) return -1;
     if (id <= 0) return 0;
     for (int i = 0; i < st->n_files; i++) {
         const CkptFile *f = &st->files[i];
@@ -219,74 +212,6 @@ static int record_manifest(RunSession *s, int64_t id, const char *dir, const Ckp
     if (recorder_checkpoint_file(r, id, state.path, state.bytes, state.sha256, -1) == 0)
         recorder_checkpoint_complete(r, id);
     return 0;
-}
-
-static int adam_step_of(const Pipeline *p) {
-    for (int k = 0; k < pipeline_n_stages(p); k++)
-        if (pipeline_stage_optimizer(p, k)) return pipeline_stage_optimizer(p, k)->t;
-    return 0;
-}
-
-// Every process's verdict on a part of the checkpoint; the failing process keeps its own line.
-static int agree(Pipeline *p, int rc, const char *dir, const char *who, Error *err) {
-    if (pipeline_world_max(p, rc ? 1.0 : 0.0) == 0.0) return 0;
-    if (rc == 0) error_set(err, "checkpoint %s: %s failed (see its error line)", dir, who);
-    return -1;
-}
-
-// After the root's manifest: the replicas' shards where replica 0's are not seen, one replica
-// at a time (two replicas of a stage may share a node's folder; different stages never write
-// one path), then the root's small files into every other process's folder, one process at a
-// time (checkpoint_spread.h). Only the root's copies are read: the records tell a replica
-// whether it sees replica 0's very file.
-static int spread_copies(Pipeline *p, const char *dir, const char *root_records, Error *err) {
-    const int me = pipeline_world_rank(p), ranks = (int)pipeline_world_max(p, (double)me) + 1;
-    if (ranks == 1) return 0;   // one process (local): its folder is the only one
-    const bool root = pipeline_is_root(p);
-    const int replica = pipeline_replica(p), replicas = (int)pipeline_world_max(p, (double)replica) + 1;
-    char *pack = NULL, *records = root ? (char *)root_records : NULL;
-    size_t n = 0, records_len = root ? strlen(root_records) : 0;
-    int rc = root && !(pack = ckpt_spread_pack(dir, &n, err)) ? -1 : 0;
-    rc = agree(p, rc, dir, "rank 0 reading back its files", err);
-    if (rc == 0 && (pipeline_bcast_bytes(p, &pack, &n, err) || pipeline_bcast_bytes(p, &records, &records_len, err)))
-        rc = -1;
-    char who[64];
-    for (int d = 1; d < replicas && rc == 0; d++) {
-        if (replica == d) rc = ckpt_spread_replica_shards(dir, p, pack, n, records, err);
-        snprintf(who, sizeof who, "replica %d's copy of its shards", d);
-        rc = agree(p, rc, dir, who, err);
-    }
-    for (int turn = 1; turn < ranks && rc == 0; turn++) {
-        if (turn == me) rc = ckpt_spread_place(dir, pack, n, err);
-        snprintf(who, sizeof who, "rank %d's copy of the small files", turn);
-        rc = agree(p, rc, dir, who, err);
-    }
-    free(pack);
-    if (!root) free(records);
-    return rc;
-}
-
-// The run's checkpoint folder under --ckpt-dir: run-<id>-<tag>/step-<step> (run-<tag>/...
-// without a store). Every store numbers its runs from 1, so the id alone let the run 1 of two
-// stores write into one folder; the tag, 32 random bits the root drew at the run's start
-// (agreed by every process), tells them apart. Returns the length snprintf wanted.
-static int checkpoint_folder(const RunSession *s, Pipeline *p, int step, char *dir, size_t cap) {
-    const bool root = pipeline_is_root(p);
-    const int64_t run = (int64_t)pipeline_world_max(p, root ? (double)s->recorder.run : 0.0);
-    const unsigned tag = (unsigned)pipeline_world_max(p, root ? (double)s->run_tag : 0.0);
-    return run > 0 ? snprintf(dir, cap, "%s/run-%lld-%08x/step-%06d", s->ro.ckpt_dir, (long long)run, tag, step)
-                   : snprintf(dir, cap, "%s/run-%08x/step-%06d", s->ro.ckpt_dir, tag, step);
-}
-
-// A folder that already holds a checkpoint's manifest belongs to another run (this run never
-// writes one step twice, and its folder's name is its own): nothing is written over it.
-static int refuse_taken_folder(const char *dir, Error *err) {
-    char state[4200];
-    struct stat st;
-    snprintf(state, sizeof state, "%s/%s", dir, CKPT_STATE_FILE);
-    if (stat(state, &st) != 0) return 0;
-    error_set(err, "checkpoint %s: the folder already holds another run's checkpoint; nothing was written over it", dir);
-    return -1;
 }
 
 // A checkpoint on disk whose row the store did not take: the newest 8 are kept for the journal.
@@ -299,51 +224,36 @@ static void keep_unrecorded(RunSession *s, const char *dir) {
     snprintf(s->unrecorded[s->n_unrecorded++], sizeof s->unrecorded[0], "%s", dir);
 }
 
-// Every process: its shards, hashed as they are written; their records to the root, which
-// writes the manifest from them and records it; then the small files where every process can
-// read them. A failure anywhere discards the checkpoint everywhere.
+// The root, once the checkpoint is whole on disk: its rows, and the view's note.
+static int root_after_save(RunSession *s, int64_t id, const char *dir, const CkptState *st, int step, Error *err) {
+    int64_t bytes = 0;
+    if (record_manifest(s, id, dir, st, &bytes, err)) return -1;
+    if (s->recorder.run > 0 && (id <= 0 || s->recorder.write_failed)) keep_unrecorded(s, dir);
+    s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
+    snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
+    if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, step, bytes, st->n_files + 1);
+    return 0;
+}
+
+// Every process: the checkpoint across ranks (storage/checkpoint_ranks.h), in the folder the
+// run's row and tag name; the root records it. The store's row comes first ('writing'): a
+// checkpoint the store cannot record is still written, and a failed one is marked so.
 static int session_save(void *ctx, Pipeline *p, const TrainPosition *pos, Error *err) {
     RunSession *s = ctx;
-    const bool root = pipeline_is_root(p);
-    const int64_t run = (int64_t)pipeline_world_max(p, root ? (double)s->recorder.run : 0.0);
     char dir[4096];
-    if (checkpoint_folder(s, p, pos->step, dir, sizeof dir) >= (int)sizeof dir) {
+    int64_t run = 0;
+    if (ckpt_ranks_folder(p, s->ro.ckpt_dir, s->recorder.run, s->run_tag, pos->step, dir, sizeof dir, &run) >=
+        (int)sizeof dir) {
         error_set(err, "--ckpt-dir: '%.40s...' is too long", s->ro.ckpt_dir);
         return -1;
     }
-    // The store's row first ('writing'): a checkpoint the store cannot record is still written.
+    const bool root = pipeline_is_root(p);
     const int64_t id = root ? recorder_checkpoint_begin(&s->recorder, pos->step, dir) : -1;
-    pipeline_sync_to_host(p, false);   // GPU stages: their weights and moments into the host arrays
-    char *records = NULL, *all = NULL;
-    size_t all_len = 0;
-    // Before anything is written: a failure from here on discards the folder's files.
-    if (agree(p, refuse_taken_folder(dir, err), dir, "another rank's look at its folder", err)) {
-        recorder_checkpoint_fail(&s->recorder, id, err->msg);
-        return -1;
-    }
-    int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, &records, err) ? -1 : 0;
-    rc = agree(p, rc, dir, "another rank's writing of its shards", err);
-    if (rc == 0) rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, err);
-    free(records);
-    CkptState st = {0};
-    const bool gathered = rc == 0;   // on every process alike
-    if (gathered && root)
-        rc = ckpt_write_manifest(dir, all, &s->ro.rc, &s->ro.pipe, pipeline_n_stages(p), pos, adam_step_of(p), run,
-                                 s->source_dir, &st, err);
-    if (gathered) rc = agree(p, rc, dir, "rank 0's manifest", err);
-    if (rc == 0) rc = spread_copies(p, dir, all, err);
-    free(all);
-    if (rc) ckpt_discard(dir);   // every rank has stopped writing: nothing of it stays
-    if (rc == 0 && root) {
-        int64_t bytes = 0;
-        rc = record_manifest(s, id, dir, &st, &bytes, err);
-        if (rc == 0 && s->recorder.run > 0 && (id <= 0 || s->recorder.write_failed)) keep_unrecorded(s, dir);
-        if (rc == 0) {
-            s->last_ckpt_id = id > 0 && !s->recorder.write_failed ? id : 0;
-            snprintf(s->last_ckpt_dir, sizeof s->last_ckpt_dir, "%s", dir);
-            if (s->on_checkpoint) s->on_checkpoint(s->view.ctx, dir, pos->step, bytes, st.n_files + 1);
-        }
-    }
+    const CkptRanksSave req = {.dir = dir, .rc = &s->ro.rc, .po = &s->ro.pipe, .pos = pos, .run_id = run,
+                               .identity_src = s->source_dir};
+    CkptState st;
+    int rc = ckpt_ranks_save(p, &req, &st, err);
+    if (rc == 0 && root) rc = root_after_save(s, id, dir, &st, pos->step, err);
     ckpt_state_clear(&st);
     if (rc) recorder_checkpoint_fail(&s->recorder, id, err->msg);
     return rc ? -1 : 0;

@@ -1,5 +1,5 @@
 // console/run_session: one training run as every face runs it. The session wires the engine's
-// hooks to the run store (console/run_recorder), to checkpoints (storage/checkpoint) and to
+// hooks to the run store (console/run_recorder), to checkpoints (storage/checkpoint_ranks) and to
 // --resume / --init-from, then calls the face's own hooks (the headless printer of
 // `pptrain train`, the live console) after its own. Every face that starts a run goes through
 // here, so a run started from the console lands in the store exactly like a headless one.

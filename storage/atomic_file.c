@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <openssl/evp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/file_read.h"
+#include "storage/process_gone.h"
 
 #define APPEND_BUFFER (1u << 16)   // small appends (trace events, headers) gather here
 #define MAX_WRITE (1u << 30)       // one write(2) at most; Linux caps a call near 2 GiB
@@ -205,8 +205,6 @@ static long temp_owner(const char *name) {
 }
 
 bool atomic_file_is_temp(const char *name) { return temp_owner(name) >= 0; }
-
-static bool process_gone(long pid) { return pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH); }
 
 int atomic_file_clean_stale(const char *dir) {
     DIR *d = opendir(dir);

@@ -1,15 +1,14 @@
 // storage/db_query: the reads behind `pptrain history` and `pptrain watch`. Each public call
 // reads one consistent snapshot (a read transaction), so a run being written never shows a
 // step without its stage rows.
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "storage/db.h"
+#include "storage/process_gone.h"
 
 #define xrealloc(p, bytes) check_alloc(realloc((p), (bytes)), (bytes), __FILE__, __LINE__)
 
@@ -34,8 +33,8 @@ static int step_if(sqlite3_stmt *stmt, int bound) {
 static bool db_process_gone(const char *host, int64_t pid) {
     char here[256] = "";
     gethostname(here, sizeof here - 1);
-    if (!host || strcmp(host, here) != 0 || pid <= 0 || pid == (int64_t)getpid()) return false;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (!host || strcmp(host, here) != 0 || pid <= 0) return false;
+    return process_gone((long)pid);   // a zombie too: a killed mpirun's rank 0 can stay one
 }
 
 // ---- runs -------------------------------------------------------------------------------------

@@ -400,6 +400,44 @@ static Schedule *build_from_cells(Parsed *p, const char *origin, Error *err) {
     return s;
 }
 
+// The file's compute actions alone, messages dropped.
+static Schedule *compute_only(const Schedule *s) {
+    Schedule *c = schedule_copy(s);
+    for (int r = 0; r < c->n_ranks; r++) {
+        ScheduleList *l = &c->ranks[r];
+        int kept = 0;
+        for (int i = 0; i < l->n; i++)
+            if (!schedule_is_comm(l->actions[i].type)) l->actions[kept++] = l->actions[i];
+        l->n = kept;
+    }
+    return c;
+}
+
+// What runs: weight gradients put in microbatch order (schedule_order.c) before the messages
+// are placed, as for a built-in. Ordering can keep a timeline whole (looped BFS's reversed
+// backward takes the microbatches in forward order, same bubble, same peak) only while no
+// message has to move with it, so a file whose messages sit where pptrain's (and torch's)
+// lowering puts them is ordered as its compute actions and lowered again; a file that places
+// its messages its own way keeps them, and its order is fixed when it runs.
+static Schedule *ordered_and_lowered(Schedule *s) {
+    Schedule *bare = compute_only(s);
+    bool standard = !schedule_has_comm(s);
+    if (!standard) {
+        Schedule *relowered = schedule_copy(bare);
+        schedule_lower(relowered);
+        standard = schedule_equal(relowered, s);
+        schedule_free(relowered);
+    }
+    if (!standard) {
+        schedule_free(bare);
+        return s;
+    }
+    schedule_free(s);
+    schedule_order_weight_grads(bare);
+    schedule_lower(bare);
+    return bare;
+}
+
 Schedule *schedule_parse_csv(const char *text, const char *origin, Error *err) {
     char *copy = strdup(text);
     check_alloc(copy, strlen(text) + 1, __FILE__, __LINE__);
@@ -415,8 +453,7 @@ Schedule *schedule_parse_csv(const char *text, const char *origin, Error *err) {
         schedule_free(s);
         return NULL;
     }
-    schedule_lower(s);  // no-op when the file already lists its messages
-    return s;
+    return ordered_and_lowered(s);
 }
 
 // A schedule of 64 ranks x 1024 microbatches is about 2 MB of CSV; 256 MB refuses a wrong file.

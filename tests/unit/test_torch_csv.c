@@ -165,6 +165,7 @@ static void check_fixture(const Fixture *fx) {
         Schedule *b = schedule_build(fx->name, fx->P, fx->M, fx->V, &err);
         CHECK(b != NULL, "%s: built-in: %s", fx->file, err.msg);
         if (b) {
+            schedule_order_weight_grads(b);   // what runs, as a loaded file is (schedule_csv.c)
             schedule_lower(b);
             char diff[256];
             CHECK(schedule_equal(s, b), "%s: not the built-in %s's actions: %s", fx->file, fx->name,
@@ -176,13 +177,14 @@ static void check_fixture(const Fixture *fx) {
 
     // What pptrain writes with --with-comm is the file torch's lowering writes for the same
     // order, and reads back as the same schedule. DualPipeV is not compared textually:
-    // pptrain writes an OVERLAP_F_B's sub-actions one by one.
+    // pptrain writes an OVERLAP_F_B's sub-actions one by one; nor looped BFS: pptrain runs its
+    // reversed backward in forward microbatch order (same timeline) and writes what it runs.
     char *mine = dump_with_comm(s);
     Schedule *back = schedule_parse_csv(mine, "with-comm.csv", &err);
     CHECK(back && schedule_equal(back, s), "%s: --with-comm output reads back differently: %s", fx->file,
           back ? "different actions" : err.msg);
     schedule_free(back);
-    if (fx->comms && strcmp(fx->name, "dualpipe-v") != 0) {
+    if (fx->comms && strcmp(fx->name, "dualpipe-v") != 0 && strcmp(fx->name, "looped-bfs") != 0) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", FIXTURES, fx->file);
         char *theirs = read_text(path);

@@ -83,7 +83,16 @@ static int plan_run(Db *db, const char *run_text, RunPlan *out, Error *err) {
     out->costs.w_share = w_share;
     out->costs.batch = rc.batch;
     out->costs.max_microbatches = PLAN_MAX_MICROBATCHES;
-    return plan_search(&out->costs, &out->layouts, &out->n_layouts, err);
+    if (plan_search(&out->costs, &out->layouts, &out->n_layouts, err)) return -1;
+    // The schedule's span follows from the measured bubble, 1 - sum(busy) / (P x span): what
+    // the step took beyond it, the plan cannot see and adds as measured.
+    double busy = 0.0;
+    for (int s = 0; s < out->S; s++) busy += out->busy_ms[s];
+    const double span = out->bubble < 1.0 ? busy / (out->P * (1.0 - out->bubble)) : out->step_ms;
+    out->outside_ms = out->step_ms > span ? out->step_ms - span : 0.0;
+    out->same.step_ms += out->outside_ms;
+    for (int k = 0; k < out->n_layouts; k++) out->layouts[k].step_ms += out->outside_ms;
+    return 0;
 }
 
 int plan_from_run_build(const char *db_path, const char *run_text, RunPlan *out, Error *err) {

@@ -14,7 +14,10 @@ typedef struct {
     int *split;               // (S) the run's layers per stage
     int steps;                // steps averaged (the first left out)
     double step_ms, bubble;   // measured means
-    double *busy_ms;          // (S) measured busy time per step of each stage
+    double *busy_ms;          // (S) measured busy time per step of each stage (one replica's)
+    double outside_ms;        // of step_ms, the time outside the schedule's actions: the optimizer,
+                              // the gradient reduction across replicas, the data; every
+                              // prediction (same, layouts) includes it as measured
     bool same_ok;             // same: the run's own layout at its measured stage times
     PlanLayout same;
     PlanCosts costs;   // the fitted costs

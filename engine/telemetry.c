@@ -57,6 +57,17 @@ void telemetry_summarize(int n_ranks, int n_stages, const int *stage_rank, const
     // A step with no measured time has no bubble to speak of.
     out->bubble = out->step_ms > 0.0 && n_ranks > 0 ? 1.0 - busy_total / (n_ranks * out->step_ms) : 0.0;
     telemetry_attribute(n_ranks, n_stages, stage_rank, events, n_events, offsets, out);
+    // A stage's figures are one replica's: under data parallelism every replica runs each
+    // stage, and their sum would read as a stage D times as slow (plan --from-run predicted a
+    // dp run's step at twice its measurement).
+    int P = 0;
+    for (int s = 0; s < n_stages; s++) P = stage_rank[s] + 1 > P ? stage_rank[s] + 1 : P;
+    const int D = P > 0 && n_ranks % P == 0 ? n_ranks / P : 1;
+    for (int s = 0; s < n_stages && D > 1; s++) {
+        out->stages[s].busy_ms /= D;
+        out->stages[s].comm_ms /= D;
+        out->stages[s].transfer_ms /= D;
+    }
 }
 
 int telemetry_host_cores(void) {

@@ -34,6 +34,7 @@ typedef struct {
     int events;
 } RankTelemetry;
 
+// One replica's view of a stage: under data parallelism, the mean over the D replicas that run it.
 typedef struct {
     double busy_ms;         // this stage's compute (F, B, I, W)
     double comm_ms;         // this stage's SEND/RECV time

@@ -23,8 +23,9 @@ static void print_text(const RunPlan *p, int top) {
     for (int k = 0; k < p->S; k++) printf("%s%.3f", k ? "," : " ", p->busy_ms[k]);
     printf(" ms\n");
     if (p->same_ok)
-        printf("predicted: step %.3f ms, bubble %.1f %% (this layout at the measured stage times, messages free)\n",
-               p->same.step_ms, 100.0 * p->same.bubble);
+        printf("predicted: step %.3f ms, bubble %.1f %% (this layout at the measured stage times, messages free,\n"
+               "           plus the %.3f ms the step spent outside its actions: optimizer, gradient reduction)\n",
+               p->same.step_ms, 100.0 * p->same.bubble, p->outside_ms);
     if (p->host_ranks > p->host_cores && p->host_cores > 0)
         printf("note: %d ranks shared %d cores, so the measured bubble holds contention the plan leaves out\n",
                p->host_ranks, p->host_cores);
@@ -64,6 +65,7 @@ static void print_json(const RunPlan *p, int top) {
     cJSON_AddNumberToObject(m, "steps", p->steps);
     history_json_num(m, "step_ms", p->step_ms);
     history_json_num(m, "bubble", p->bubble);
+    history_json_num(m, "outside_ms", p->outside_ms);
     cJSON_AddItemToObject(m, "stage_busy_ms", cJSON_CreateDoubleArray(p->busy_ms, p->S));
     if (p->same_ok) cJSON_AddItemToObject(o, "predicted", layout_json(&p->same));
     else cJSON_AddNullToObject(o, "predicted");

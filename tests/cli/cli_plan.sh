@@ -163,6 +163,16 @@ expect_ok "from-run json" --from-run 1 --db "$work/runs.db" --json --top 1
 for key in '"run":1' '"measured":{"schedule":"1f1b","stages":2' '"predicted":{"schedule":"1f1b"' '"layouts":[{'; do
     expect_contains "from-run json" "$key"
 done
+# A data-parallel run: a stage's busy time is one replica's, so the plan predicts the step it
+# measured (summed over the replicas it predicted about twice the step). 25 %: the machine may
+# be shared with other tests; the error this catches is 100 %.
+"$bin" train --data "$src/tests/fixtures/text" --stages 1 --dp 2 --microbatches 4 --batch 16 --seq 64 \
+    --steps 8 --db "$work/dp.db" >"$work/train-dp" 2>&1 || fail "dp train for --from-run: $(tail -1 "$work/train-dp")"
+"$bin" plan --from-run 1 --db "$work/dp.db" --json --top 1 > "$work/dp.json"
+measured=$(grep -o '"measured":{[^}]*' "$work/dp.json" | grep -o '"step_ms":[0-9.e+-]*' | cut -d: -f2)
+predicted=$(grep -o '"predicted":{[^}]*' "$work/dp.json" | grep -o '"step_ms":[0-9.e+-]*' | cut -d: -f2)
+check "P1 D2: predicted step $predicted ms within 25 % of the measured $measured ms" \
+  awk -v p="$predicted" -v m="$measured" 'BEGIN { r = p / m; exit !(m > 0 && r > 0.75 && r < 1.25) }'
 expect_fail "from-run unknown run" "no run 9" --from-run 9 --db "$work/runs.db"
 expect_fail "from-run bad id" "'x1'" --from-run x1 --db "$work/runs.db"
 expect_fail "from-run no store" "none.db" --from-run 1 --db "$work/none.db"

@@ -63,6 +63,23 @@ static void test_summarize_exact(void) {
               b->contention == 0.0,
           "parts: ideal %.17g imbalance %.17g transfer %.17g contention %.17g", b->ideal, b->imbalance, b->transfer,
           b->contention);
+    // Two replicas of the same two stages (world ranks 2 and 3 are replica 1, the same events):
+    // a stage's figures are one replica's, the mean, not the sum (plan --from-run read a
+    // summed stage as D times slower).
+    {
+        const ActionEvent *ev4[4] = {RANK0, RANK1, RANK0, RANK1};
+        const int n4[4] = {4, 4, 4, 4};
+        const double off4[4] = {0.0, -10.0, 0.0, -10.0};
+        RankTelemetry ranks4[4];
+        StageTelemetry stages4[2];
+        StepTelemetry t4 = {.ranks = ranks4, .stages = stages4};
+        telemetry_summarize(4, 2, stage_rank, ev4, n4, off4, &t4);
+        CHECK(stages4[0].busy_ms == 2000.0 && stages4[0].comm_ms == 2500.0 && stages4[0].transfer_ms == 500.0 &&
+                  stages4[1].busy_ms == 1500.0 && stages4[1].comm_ms == 1750.0 && stages4[1].transfer_ms == 500.0,
+              "D=2: stage 0 busy %g comm %g transfer %g, stage 1 busy %g", stages4[0].busy_ms, stages4[0].comm_ms,
+              stages4[0].transfer_ms, stages4[1].busy_ms);
+        CHECK(t4.bubble == t.bubble && ranks4[2].busy_ms == 2000.0, "D=2: bubble %.17g", t4.bubble);
+    }
     // Without the offset rank 1 seems to end 9 s after rank 0: the wall time says so.
     telemetry_summarize(2, 2, stage_rank, events, n, NULL, &t);
     CHECK(t.step_ms == 13250.0 && ranks[1].idle_ms == 10000.0, "no offsets: step %g ms", t.step_ms);

@@ -104,8 +104,8 @@ static void suggest_layout(TuiApp *app) {
     char layers[256];
     list_ints(best->split, best->S, layers, sizeof layers);
     snprintf(s->suggestion, sizeof s->suggestion,
-             " by run %lld's stage times, next: %s P%d V%d M%d layers %s: %.1f ms, bubble %.1f%% "
-             "(run %lld: %.1f ms, %.1f%%) ",
+             " by run %lld's stage times, next: %s P%d V%d M%d layers %s: %.1fms, bubble %.1f%% "
+             "(run %lld: %.1fms, %.1f%%) ",   // "281.2ms": a cut after a word never strands a figure
              rp.run, best->schedule, rp.P, best->V, best->M, layers, best->step_ms, 100 * best->bubble, rp.run,
              rp.step_ms, 100 * rp.bubble);
     plan_from_run_free(&rp);
@@ -369,7 +369,7 @@ static void draw_plan(TuiApp *app, const SetupLayout *L) {
     if (s->problem[0]) tui_text(y, in.x, in.w, THEME_ERROR, s->problem);
     else tui_textf(y, in.x, in.w, THEME_TEXT, "peak activations (microbatches) per stage %s; layers %s", peak, layers);
     if (s->suggestion[0])  // on the panel's bottom border: the next run's layout from measured costs
-        tui_text(L->plan.y + L->plan.h - 1, L->plan.x + 2, L->plan.w - 4, THEME_TITLE, s->suggestion);
+        tui_text_words(L->plan.y + L->plan.h - 1, L->plan.x + 2, L->plan.w - 4, THEME_TITLE, s->suggestion);
 }
 
 static void setup_draw(TuiApp *app, int cols, int rows) {

@@ -3,7 +3,7 @@
 // can be changed on the setup screen between runs.
 //
 // Under MPI every rank runs this command: rank 0 opens the console on /dev/tty, the others
-// wait for its commands (console/tui_runner) and run what it starts.
+// wait for its commands (console/tui/tui_runner) and run what it starts.
 #include "console/cmd/cmd_console.h"
 
 #include <mpi.h>

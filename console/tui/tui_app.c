@@ -1,4 +1,4 @@
-// console/tui_app: the UI loop, key dispatch, mouse, help, quit, themes (see tui_app.h).
+// console/tui/tui_app: the UI loop, key dispatch, mouse, help, quit, themes (see tui_app.h).
 #define NCURSES_WIDECHAR 1
 #include "console/tui/tui_app.h"
 

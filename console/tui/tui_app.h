@@ -1,7 +1,7 @@
-// console/tui_app: the console's state and its UI loop. One thread (the caller's) owns
+// console/tui/tui_app: the console's state and its UI loop. One thread (the caller's) owns
 // curses: it reads keys and mouse with a timeout and redraws at most 10 times a second from
-// the latest snapshot of the run (console/tui_snapshot), which the training thread
-// (console/tui_runner) publishes without ever waiting for it.
+// the latest snapshot of the run (console/tui/tui_snapshot), which the training thread
+// (console/tui/tui_runner) publishes without ever waiting for it.
 //
 // Screens: live (tui_live.c), setup (tui_setup.c), history (tui_history.c); `pptrain watch`
 // is the watch screen alone: the live screen's drawing, read-only, fed from the run store

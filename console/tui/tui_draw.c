@@ -1,4 +1,4 @@
-// console/tui_draw: painting primitives (see tui_draw.h). UI thread only.
+// console/tui/tui_draw: painting primitives (see tui_draw.h). UI thread only.
 #define NCURSES_WIDECHAR 1
 #include "console/tui/tui_draw.h"
 

@@ -1,7 +1,7 @@
-// console/tui_draw: painting primitives shared by the console's screens: theme roles as
+// console/tui/tui_draw: painting primitives shared by the console's screens: theme roles as
 // curses attributes, clipped text, panels, the key bar, the "too small" notice, and the
 // widgets (utilization bar, progress bar, Gantt lanes, braille / block plots). They paint
-// the rectangles console/layout computes and nothing else. UI thread only (curses is not
+// the rectangles console/tui/pure/layout computes and nothing else. UI thread only (curses is not
 // thread-safe; the console has exactly one thread that calls it).
 //
 // Every widget stays readable without color: bars use one character per part (busy,

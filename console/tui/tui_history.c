@@ -1,4 +1,4 @@
-// console/tui_history: the history screen. The run store's runs as a sortable, filterable
+// console/tui/tui_history: the history screen. The run store's runs as a sortable, filterable
 // table; beside it the selected run (configuration, results, checkpoints, loss curve), or,
 // with two or more runs marked, their loss curves overlaid and their measured bubble,
 // tokens/s and peak activation memory side by side. A run resumes from its newest checkpoint

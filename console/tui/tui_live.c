@@ -1,4 +1,4 @@
-// console/tui_live: the live screen. Header (identity, progress), one row per pipeline rank
+// console/tui/tui_live: the live screen. Header (identity, progress), one row per pipeline rank
 // (layers, a utilization bar, busy / transfer / wait ms, peak activation memory) under the
 // measured bubble and its parts, a step's timeline as a Gantt chart (zoomable, the run's
 // earlier steps a key away), and the loss curve. Draws only from app->view, the UI's copy of

@@ -1,4 +1,4 @@
-// console/tui_runner: the training thread and the MPI command broadcast (see tui_runner.h).
+// console/tui/tui_runner: the training thread and the MPI command broadcast (see tui_runner.h).
 #include "console/tui/tui_runner.h"
 
 #include <limits.h>

@@ -1,4 +1,4 @@
-// console/tui_runner: the console's training thread. The UI thread submits a run; this
+// console/tui/tui_runner: the console's training thread. The UI thread submits a run; this
 // thread runs it through run_session (so it lands in the run store like a headless run)
 // with the live view's hooks, and is the only thread of the process that calls MPI.
 //

@@ -1,4 +1,4 @@
-// console/tui_setup: the run setup screen. A form (every built-in schedule plus the CSV
+// console/tui/tui_setup: the run setup screen. A form (every built-in schedule plus the CSV
 // schedules in the working directory, then stages / virtual / dp / microbatches / batch /
 // seq / model / steps / lr / warmup / data) beside the plan the choice predicts: the
 // simulated timeline, its bubble, and the peak activations per stage (`pptrain plan`); on

@@ -1,4 +1,4 @@
-// console/tui_snapshot: the live view and the run hooks that fill it (see tui_snapshot.h).
+// console/tui/tui_snapshot: the live view and the run hooks that fill it (see tui_snapshot.h).
 #include "console/tui/tui_snapshot.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-// console/tui_snapshot: what the live screen shows (TuiView), and how a training run fills it
+// console/tui/tui_snapshot: what the live screen shows (TuiView), and how a training run fills it
 // without ever waiting for the screen (TuiSnapshot).
 //
 // Two threads, one rule: the engine's thread never waits for drawing. The run's hooks

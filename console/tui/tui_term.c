@@ -1,4 +1,4 @@
-// console/tui_term: curses on /dev/tty, stderr kept aside (see tui_term.h).
+// console/tui/tui_term: curses on /dev/tty, stderr kept aside (see tui_term.h).
 #define NCURSES_WIDECHAR 1
 #include "console/tui/tui_term.h"
 

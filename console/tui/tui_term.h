@@ -1,4 +1,4 @@
-// console/tui_term: the console's terminal. curses runs on /dev/tty (not stdin/stdout: under
+// console/tui/tui_term: the console's terminal. curses runs on /dev/tty (not stdin/stdout: under
 // mpirun those are pipes to mpirun), through newterm(), in the locale's character set;
 // whatever the process writes to stderr meanwhile is kept in a temporary file and replayed
 // after the screen is restored, so a warning never scribbles over the console.

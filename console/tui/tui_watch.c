@@ -1,4 +1,4 @@
-// console/tui_watch: the live view of a run another process is writing, read from the run
+// console/tui/tui_watch: the live view of a run another process is writing, read from the run
 // store once a second (`pptrain watch`). The store keeps steps and per-stage means but no
 // action events, so the timeline panel shows the schedule's planned timeline (the simulator's)
 // with the run's measured mean bubble beside the ideal one.

@@ -1,4 +1,4 @@
-// engine/simulate: times a schedule under a cost model (what `pptrain plan` shows).
+// engine/schedule/simulate: times a schedule under a cost model (what `pptrain plan` shows).
 //
 // Every rank runs its list in order; an action starts when its rank is free and what it
 // needs has ended (plus the message latency across ranks). Per stage and microbatch a

@@ -1,4 +1,4 @@
-// engine/mpi_notices: what the two transports built on MPI (engine/transport/transport_mpi.c,
+// engine/transport/mpi_notices: what the two transports built on MPI (engine/transport/transport_mpi.c,
 // engine/transport/transport_nccl.c) share: abort notices, their waits' clock and backoff, and the one
 // line of a failed MPI call.
 //

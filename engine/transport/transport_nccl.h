@@ -1,4 +1,4 @@
-// engine/transport_nccl: the `nccl` transport. This process is one rank of an mpirun job of
+// engine/transport/transport_nccl: the `nccl` transport. This process is one rank of an mpirun job of
 // P x D ranks and drives ONE GPU: messages and the float all-reduce move device memory with
 // NCCL; the host-memory operations (allreduce_f64, clock_offsets, gather_bytes) go through
 // an inner MPI transport (transport_mpi_create, made by the caller), as do abort notices.

@@ -1,3 +1,4 @@
+// tests/unit/test_transport_registry.c: the tests of engine/transport/transport_registry.
 // engine/transport/transport_registry: the one table of transports. Every row is complete and
 // found by its name; the help, the parser's error words and the pipeline's choices read it; a
 // row opens its transport (local here: the MPI ones need mpirun, tests/cli/cli_mpi.sh).

@@ -1,4 +1,4 @@
-// console/layout: pure rectangle math for the console screens (see layout.h for the
+// console/tui/pure/layout: pure rectangle math for the console screens (see layout.h for the
 // pictures and the rules). Every function here is a function of its arguments only.
 #include "console/tui/pure/layout.h"
 

@@ -1,4 +1,4 @@
-// console/layout: where every panel of every console screen goes, as pure functions of the
+// console/tui/pure/layout: where every panel of every console screen goes, as pure functions of the
 // terminal size and the pipeline's shape. No curses here: the draw_*.c files only paint the
 // rectangles these functions return, and tests/unit/test_layout.c checks them across every
 // terminal size from 20x8 to 400x120 (the nvtop lesson: resize and many-device layouts are

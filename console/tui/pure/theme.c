@@ -1,4 +1,4 @@
-// console/theme: the theme file parser, the built-in default, --theme lookup and NO_COLOR.
+// console/tui/pure/theme: the theme file parser, the built-in default, --theme lookup and NO_COLOR.
 // The format and the error contract are in theme.h.
 #include "console/tui/pure/theme.h"
 

@@ -1,4 +1,4 @@
-// console/theme: console color themes, read from text files at run time (--theme NAME).
+// console/tui/pure/theme: console color themes, read from text files at run time (--theme NAME).
 // No curses here: a style is a portable (fg, bg, attributes) triple that the drawing code
 // turns into curses color pairs and attributes.
 //

@@ -1,4 +1,4 @@
-// console/tui_bubble: the bubble's parts as text (see tui_bubble.h).
+// console/tui/pure/tui_bubble: the bubble's parts as text (see tui_bubble.h).
 #include "console/tui/pure/tui_bubble.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-// console/tui_bubble: the measured bubble and its parts (engine/telemetry.h BubbleParts) as
+// console/tui/pure/tui_bubble: the measured bubble and its parts (engine/telemetry.h BubbleParts) as
 // text, for the live screen, `pptrain watch` and `pptrain history`. Pure: no curses.
 //
 // The parts are printed in points with one decimal, rounded so that they add up exactly to

@@ -1,4 +1,4 @@
-// console/tui_chart: pure chart math (see tui_chart.h). No curses here.
+// console/tui/pure/tui_chart: pure chart math (see tui_chart.h). No curses here.
 #include "console/tui/pure/tui_chart.h"
 
 #include <ctype.h>

@@ -1,4 +1,4 @@
-// console/tui_chart: the console's charts as pure functions of their data and a cell grid,
+// console/tui/pure/tui_chart: the console's charts as pure functions of their data and a cell grid,
 // so tests reach them without a terminal (tests/unit/test_tui_chart.c). Drawing code only maps
 // the cells these functions fill to glyphs and colors.
 //

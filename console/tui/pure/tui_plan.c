@@ -1,4 +1,4 @@
-// console/tui_plan: simulate a schedule for the console (see tui_plan.h).
+// console/tui/pure/tui_plan: simulate a schedule for the console (see tui_plan.h).
 #include "console/tui/pure/tui_plan.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
-// console/tui_plan: a schedule's predicted timeline and bubble, as `pptrain plan` computes
-// them (engine/simulate, costs F=1 B=2 and W=1 for split backwards, per rank's share of the
+// console/tui/pure/tui_plan: a schedule's predicted timeline and bubble, as `pptrain plan` computes
+// them (engine/schedule/simulate, costs F=1 B=2 and W=1 for split backwards, per rank's share of the
 // layers), in the form the console draws: TuiEvents per rank. The setup screen previews it,
 // the live screen shows its bubble as the ideal beside the measured one, and `pptrain watch`
 // draws it where the run store has no measured timeline. Pure: no curses.

@@ -1,4 +1,4 @@
-// console/tui_text: text fitted to a width without cutting a word (see tui_text.h).
+// console/tui/pure/tui_text: text fitted to a width without cutting a word (see tui_text.h).
 #include "console/tui/pure/tui_text.h"
 
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-// console/tui_text: text fitted to a width without cutting a word: wrapping for the message
+// console/tui/pure/tui_text: text fitted to a width without cutting a word: wrapping for the message
 // line and the "too small" notice, whole fields for headers and titles. Pure: no curses.
 // Widths are in terminal columns; a UTF-8 code point counts as one column (the console's own
 // texts are ASCII; paths and messages from outside may not be).

@@ -34,14 +34,23 @@ void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
     app->status_until = clock_now_s() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
 }
 
+static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
+    [TUI_SCREEN_LIVE] = &TUI_LIVE_SCREEN,
+    [TUI_SCREEN_SETUP] = &TUI_SETUP_SCREEN,
+    [TUI_SCREEN_HISTORY] = &TUI_HISTORY_SCREEN,
+    [TUI_SCREEN_WATCH] = &TUI_WATCH_SCREEN,
+};
+
+static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
+
 const char *tui_app_note(const TuiApp *app, ThemeRole *role) {
     if (app->status[0] && clock_now_s() < app->status_until) {
         *role = app->status_role;
         return app->status;
     }
-    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
-    *role = app->view && app->view->state == TUI_RUN_FAILED ? THEME_ERROR : THEME_DIM;
-    return live && app->view ? app->view->message : "";
+    *role = THEME_DIM;
+    const TuiScreenOps *ops = screen_ops(app);
+    return ops->note ? ops->note(app, role) : "";
 }
 
 int tui_app_header_note(TuiApp *app, int y, int x, int w) {
@@ -52,15 +61,6 @@ int tui_app_header_note(TuiApp *app, int y, int x, int w) {
     tui_text_words(y, x + w - cells, cells, role, note);
     return cells + 2;
 }
-
-static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
-    [TUI_SCREEN_LIVE] = &TUI_LIVE_SCREEN,
-    [TUI_SCREEN_SETUP] = &TUI_SETUP_SCREEN,
-    [TUI_SCREEN_HISTORY] = &TUI_HISTORY_SCREEN,
-    [TUI_SCREEN_WATCH] = &TUI_WATCH_SCREEN,
-};
-
-static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
 
 static void tui_app_show(TuiApp *app, TuiScreen screen) {
     if (app->watch_mode) return;
@@ -250,14 +250,11 @@ static void help_text(const TuiApp *app, int cols, HelpText *t) {
     t->line[t->n++] = "mouse     click a key, a rank, a form line or a run";
     t->line[t->n++] = "          (double-click a run marks it)";
     t->line[t->n++] = "";
-    // The bubble and all its parts, which a narrow stages title shortens; the note whole.
-    const TuiView *v = app->view;
-    const bool live = app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH;
-    if (live && v && v->has_parts) {
-        char text[256];
-        tui_bubble_text(&v->parts, (int)sizeof text - 1, text, sizeof text);
-        help_add_wrapped(t, text, cols - 6, t->bubble, 2);
-    }
+    // The screen's own lines (the live screen: the bubble and all its parts, which a narrow
+    // stages title shortens); the note whole.
+    char text[256] = "";
+    if (screen_ops(app)->help) screen_ops(app)->help(app, text, sizeof text);
+    if (text[0]) help_add_wrapped(t, text, cols - 6, t->bubble, 2);
     ThemeRole role;
     const char *note = tui_app_note(app, &role);
     if (note[0]) help_add_wrapped(t, note, cols - 6, t->note, 8);
@@ -303,13 +300,7 @@ static int place_note(TuiApp *app, int cols, int rows, TuiLine *lines) {
     // (F1's help has it whole): below the minimum size, or where the live screen would hide
     // a rank to make room for it.
     bool room = rows - k >= LAYOUT_LIVE_MIN_H;
-    if (room && (app->screen == TUI_SCREEN_LIVE || app->screen == TUI_SCREEN_WATCH)) {
-        const int P = app->view->n_ranks < 1 ? 1 : app->view->n_ranks > TUI_MAX_RANKS ? TUI_MAX_RANKS : app->view->n_ranks;
-        LiveLayout with, without;
-        layout_live(cols, rows - k, P, app->show_loss, &with);
-        layout_live(cols, rows, P, app->show_loss, &without);
-        room = !with.stages_scroll || without.stages_scroll;
-    }
+    if (room && screen_ops(app)->note_room) room = screen_ops(app)->note_room(app, cols, rows, k);
     if (!room) {
         app->note_in_header = true;
         return 0;

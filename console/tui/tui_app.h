@@ -194,6 +194,15 @@ typedef struct {
     void (*click)(TuiApp *app, int cols, int rows, int x, int y, bool twice);
     const TuiBinding *keys;
     int n_keys;
+    // The screen's own note, shown while no status line is up (the live run's message), with
+    // its role; NULL: none.
+    const char *(*note)(const TuiApp *app, ThemeRole *role);
+    // Help of its own after the keys (the bubble and all its parts) into buf, "" for none;
+    // NULL: none.
+    void (*help)(const TuiApp *app, char *buf, size_t size);
+    // Whether k lines of note above the key bar leave the screen the room it needs at cols x
+    // rows (the live screen: no rank hidden for them); NULL: always.
+    bool (*note_room)(const TuiApp *app, int cols, int rows, int k);
 } TuiScreenOps;
 
 extern const TuiScreenOps TUI_LIVE_SCREEN;     // tui_live.c

@@ -7,18 +7,10 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "engine/model/stage_ops.h"
 #include "engine/schedule/schedule.h"
 #include "storage/db.h"
-
-typedef int (*OptionSetter)(RunOptions *ro, const char *flag, const char *value, Error *err);
-
-typedef struct {
-    const char *flag;
-    const char *arg;
-    const char *help;
-    OptionSetter set;
-} RunOption;
 
 static int set_path(char *dst, size_t cap, const char *flag, const char *v, Error *err) {
     if (strlen(v) >= cap) {
@@ -31,27 +23,32 @@ static int set_path(char *dst, size_t cap, const char *flag, const char *v, Erro
 
 // A value that names no file and does not look like a path is taken as a preset name, so a
 // typo says "unknown preset" rather than "cannot open".
-static int set_model(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_model(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     (void)flag;
     const bool looks_like_path = strchr(v, '/') || strstr(v, ".json") || access(v, F_OK) == 0;
     if (!looks_like_path) return model_config_preset(&ro->rc.model, v, err);
     return model_config_from_json(&ro->rc.model, v, err);
 }
 
-static int set_data(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_data(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->rc.data_path, sizeof ro->rc.data_path, flag, v, err);
     return 0;
 }
 
-static int set_tokenizer(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_tokenizer(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->rc.tokenizer_path, sizeof ro->rc.tokenizer_path, flag, v, err);
 }
 
-static int set_val_data(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_val_data(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->rc.val_data_path, sizeof ro->rc.val_data_path, flag, v, err);
 }
 
-static int set_batching(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_batching(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     if (strcmp(v, "pad") == 0) ro->rc.batching = BATCHING_PAD;
     else if (strcmp(v, "pack") == 0) ro->rc.batching = BATCHING_PACK;
     else {
@@ -76,12 +73,12 @@ static int set_double_field(double *field, const char *flag, const char *v, doub
 }
 
 #define INT_SETTER(fn, field, min, max) \
-    static int fn(RunOptions *ro, const char *flag, const char *v, Error *err) { \
-        return set_int_field(&ro->field, flag, v, min, max, err); \
+    static int fn(void *opts, const char *flag, const char *v, Error *err) { \
+        return set_int_field(&((RunOptions *)opts)->field, flag, v, min, max, err); \
     }
 #define DOUBLE_SETTER(fn, field, min, max) \
-    static int fn(RunOptions *ro, const char *flag, const char *v, Error *err) { \
-        return set_double_field(&ro->field, flag, v, min, max, err); \
+    static int fn(void *opts, const char *flag, const char *v, Error *err) { \
+        return set_double_field(&((RunOptions *)opts)->field, flag, v, min, max, err); \
     }
 INT_SETTER(set_steps, rc.steps, 1, 100000000)
 INT_SETTER(set_val_every, rc.val_every, 1, 100000000)
@@ -98,7 +95,8 @@ DOUBLE_SETTER(set_eps, rc.optim.eps, 0.0, 1.0)
 DOUBLE_SETTER(set_wd, rc.optim.weight_decay, 0.0, 10.0)
 DOUBLE_SETTER(set_clip, rc.optim.grad_clip, 0.0, 1e9)
 
-static int set_seed(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_seed(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return cli_parse_u64(flag, v, &ro->rc.seed, err);
 }
 
@@ -106,13 +104,15 @@ INT_SETTER(set_stages, pipe.ranks, 1, 4096)
 INT_SETTER(set_virtual, pipe.virtual_stages, 1, 64)
 DOUBLE_SETTER(set_timeout, pipe.timeout_s, 0.001, 1e7)
 
-static int set_db(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_db(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->db_path, sizeof ro->db_path, flag, v, err);
 }
 
 INT_SETTER(set_dp, pipe.dp, 1, 4096)
 
-static int set_transport(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_transport(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     if (transport_kind_parse(v, &ro->pipe.transport) == 0) return 0;
     char names[128];
     transport_names_text(names, sizeof names, NULL);
@@ -120,7 +120,8 @@ static int set_transport(RunOptions *ro, const char *flag, const char *v, Error 
     return -1;
 }
 
-static int set_recompute(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_recompute(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     if (strcmp(v, "none") == 0) ro->pipe.recompute = false;
     else if (strcmp(v, "all") == 0) ro->pipe.recompute = true;
     else {
@@ -130,14 +131,16 @@ static int set_recompute(RunOptions *ro, const char *flag, const char *v, Error 
     return 0;
 }
 
-static int set_trace(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_trace(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->trace_path, sizeof ro->trace_path, flag, v, err);
 }
 
 // `--device cuda` says at once, in one line, why no GPU can be used (no driver, no device, a
 // build without the toolkit); what GPU stages cannot do is checked with the other options
 // (engine/pipeline.c).
-static int set_device(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_device(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     if (strcmp(v, "cpu") == 0) {
         ro->pipe.device = DEVICE_CPU;
         return 0;
@@ -155,7 +158,8 @@ static int set_device(RunOptions *ro, const char *flag, const char *v, Error *er
     return 0;
 }
 
-static int set_precision(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_precision(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     if (strcmp(v, "bf16") == 0) ro->pipe.gpu_fp32 = false;
     else if (strcmp(v, "fp32") == 0) ro->pipe.gpu_fp32 = true;
     else {
@@ -165,81 +169,80 @@ static int set_precision(RunOptions *ro, const char *flag, const char *v, Error 
     return 0;
 }
 
-static int set_ckpt_dir(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_ckpt_dir(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->ckpt_dir, sizeof ro->ckpt_dir, flag, v, err);
 }
 
 INT_SETTER(set_ckpt_every, rc.ckpt_every, 0, 100000000)
 
-static int set_resume(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_resume(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->resume, sizeof ro->resume, flag, v, err);
 }
 
-static int set_init_from(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_init_from(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->init_from, sizeof ro->init_from, flag, v, err);
 }
 
-static int set_schedule(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_schedule(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->pipe.schedule, sizeof ro->pipe.schedule, flag, v, err);
 }
 
-static int set_split(RunOptions *ro, const char *flag, const char *v, Error *err) {
+static int set_split(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
     return set_path(ro->pipe.split, sizeof ro->pipe.split, flag, v, err);
 }
 
-static const RunOption RUN_OPTIONS[] = {
-    {"--model", "tiny|small|125m|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model},
-    {"--data", "PATH", "text file, folder of text, llm.c .bin shard or folder of shards (required)", set_data},
-    {"--tokenizer", "FILE|DIR|auto", "encode text with a Hugging Face tokenizer.json (or a folder's); auto: the --init-from folder's", set_tokenizer},
-    {"--batching", "pad|pack", "one document per row, or a packed token stream (pad)", set_batching},
-    {"--val-data", "PATH", "validation text or shards, forward only on the pipeline (a shard folder's _val_ files)", set_val_data},
-    {"--val-every", "N", "steps between validations, and after the last (steps / 10)", set_val_every},
-    {"--val-batches", "K", "batches per validation, the same K each time (4)", set_val_batches},
-    {"--steps", "N", "optimizer steps (20)", set_steps},
-    {"--batch", "B", "sequences per step (8)", set_batch},
-    {"--seq", "T", "tokens per sequence (64)", set_seq},
-    {"--microbatches", "M", "microbatches per step; divides B (1)", set_microbatches},
-    {"--seed", "S", "parameter init and data order (1337)", set_seed},
-    {"--lr", "X", "peak learning rate (1e-3)", set_lr},
-    {"--min-lr", "X", "learning rate at the end of the cosine (0)", set_min_lr},
-    {"--warmup", "N", "linear warmup steps from 0.1 x lr (0)", set_warmup},
-    {"--beta1", "X", "AdamW beta1 (0.9)", set_beta1},
-    {"--beta2", "X", "AdamW beta2 (0.99)", set_beta2},
-    {"--eps", "X", "AdamW epsilon (1e-8)", set_eps},
-    {"--weight-decay", "X", "AdamW decoupled weight decay (0.1)", set_wd},
-    {"--grad-clip", "X", "clip the global gradient norm to X; 0 = off (1.0)", set_clip},
-    {"--stages", "P", "pipeline ranks: the layers are cut into P stages (1)", set_stages},
-    {"--schedule", "NAME|FILE.csv", NULL, set_schedule},  // help: option_help, from the registry
-    {"--virtual", "V", NULL, set_virtual},
-    {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2, or 4,4,0 for a head-only last stage (default: balanced by cost)", set_split},
-    {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout},
-    {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp},
-    {"--transport", NULL, "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport},
-    {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute},
-    {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace},
-    {"--device", "cpu|cuda", "where stages run; cuda: rank r on GPU r mod GPUs (cpu)", set_device},
-    {"--precision", "bf16|fp32", "GPU stages: bf16 GEMMs and messages, fp32 master weights; or fp32 throughout (bf16)", set_precision},
-    {"--ckpt-dir", "DIR", "write checkpoints (HF safetensors + optimizer + trainer state) under DIR", set_ckpt_dir},
-    {"--ckpt-every", "N", "checkpoint every N steps as well as at the end and on a stop (0)", set_ckpt_every},
-    {"--resume", "RUN|latest|DIR", "continue a run from its newest complete checkpoint (or a checkpoint folder)", set_resume},
-    {"--init-from", "FOLDER", "start from the weights of a Hugging Face Llama folder (safetensors)", set_init_from},
-    {"--db", "FILE", "the run store this run is recorded in; '' = none (pptrain.db)", set_db},
+static const CliOption RUN_OPTIONS[] = {
+    {"--model", "tiny|small|125m|CONFIG.json", "model preset or a Hugging Face Llama config.json (tiny)", set_model, 0},
+    {"--data", "PATH", "text file, folder of text, llm.c .bin shard or folder of shards (required)", set_data, 0},
+    {"--tokenizer", "FILE|DIR|auto", "encode text with a Hugging Face tokenizer.json (or a folder's); auto: the --init-from folder's", set_tokenizer, 0},
+    {"--batching", "pad|pack", "one document per row, or a packed token stream (pad)", set_batching, 0},
+    {"--val-data", "PATH", "validation text or shards, forward only on the pipeline (a shard folder's _val_ files)", set_val_data, 0},
+    {"--val-every", "N", "steps between validations, and after the last (steps / 10)", set_val_every, 0},
+    {"--val-batches", "K", "batches per validation, the same K each time (4)", set_val_batches, 0},
+    {"--steps", "N", "optimizer steps (20)", set_steps, 0},
+    {"--batch", "B", "sequences per step (8)", set_batch, 0},
+    {"--seq", "T", "tokens per sequence (64)", set_seq, 0},
+    {"--microbatches", "M", "microbatches per step; divides B (1)", set_microbatches, 0},
+    {"--seed", "S", "parameter init and data order (1337)", set_seed, 0},
+    {"--lr", "X", "peak learning rate (1e-3)", set_lr, 0},
+    {"--min-lr", "X", "learning rate at the end of the cosine (0)", set_min_lr, 0},
+    {"--warmup", "N", "linear warmup steps from 0.1 x lr (0)", set_warmup, 0},
+    {"--beta1", "X", "AdamW beta1 (0.9)", set_beta1, 0},
+    {"--beta2", "X", "AdamW beta2 (0.99)", set_beta2, 0},
+    {"--eps", "X", "AdamW epsilon (1e-8)", set_eps, 0},
+    {"--weight-decay", "X", "AdamW decoupled weight decay (0.1)", set_wd, 0},
+    {"--grad-clip", "X", "clip the global gradient norm to X; 0 = off (1.0)", set_clip, 0},
+    {"--stages", "P", "pipeline ranks: the layers are cut into P stages (1)", set_stages, 0},
+    {"--schedule", "NAME|FILE.csv", NULL, set_schedule, 0},  // help: option_help, from the registry
+    {"--virtual", "V", NULL, set_virtual, 0},
+    {"--split", "N,N,...", "layers per stage by hand, e.g. 3,3,2, or 4,4,0 for a head-only last stage (default: balanced by cost)", set_split, 0},
+    {"--timeout", "SECONDS", "longest wait for one message before every rank stops (300)", set_timeout, 0},
+    {"--dp", "D", "data-parallel replicas: world = stages x D ranks (1)", set_dp, 0},
+    {"--transport", "NAME", "ranks as threads of this process, or one rank each under mpirun: MPI, or NCCL between GPUs (local)", set_transport, 0},
+    {"--recompute", "none|all", "all: keep only each stage's input and recompute activations in the backward (none)", set_recompute, 0},
+    {"--trace", "FILE.json", "write every action of every step as a Chrome trace (Perfetto)", set_trace, 0},
+    {"--device", "cpu|cuda", "where stages run; cuda: rank r on GPU r mod GPUs (cpu)", set_device, 0},
+    {"--precision", "bf16|fp32", "GPU stages: bf16 GEMMs and messages, fp32 master weights; or fp32 throughout (bf16)", set_precision, 0},
+    {"--ckpt-dir", "DIR", "write checkpoints (HF safetensors + optimizer + trainer state) under DIR", set_ckpt_dir, 0},
+    {"--ckpt-every", "N", "checkpoint every N steps as well as at the end and on a stop (0)", set_ckpt_every, 0},
+    {"--resume", "RUN|latest|DIR", "continue a run from its newest complete checkpoint (or a checkpoint folder)", set_resume, 0},
+    {"--init-from", "FOLDER", "start from the weights of a Hugging Face Llama folder (safetensors)", set_init_from, 0},
+    {"--db", "FILE", "the run store this run is recorded in; '' = none (pptrain.db)", set_db, 0},
 };
 #define N_RUN_OPTIONS (int)(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0])
 _Static_assert(sizeof RUN_OPTIONS / sizeof RUN_OPTIONS[0] <= 64, "RunOptions.given has one bit per option");
 
-// The help lines that name schedules read the registry (engine/schedule/schedule.h).
-static void option_help(const RunOption *o, char *buf, size_t size) {
-    if (o->set == set_schedule) schedule_option_help(buf, size);
-    else if (o->set == set_virtual) schedule_virtual_help(buf, size);
-    else snprintf(buf, size, "%s", o->help);
-}
-
-// "--flag ARG"; the transports' names read their registry (engine/transport/transport_registry.h).
-static void option_arg(const RunOption *o, char *buf, size_t size) {
-    char names[128] = "";
-    if (o->set == set_transport) transport_names_text(names, sizeof names, "|");
-    snprintf(buf, size, "%s %s", o->flag, o->arg ? o->arg : names);
+// The lines that name schedules or transports read their registries (engine/schedule/schedule.h,
+// engine/transport/transport_registry.h).
+static void run_text(const CliOption *o, char *arg, size_t arg_size, char *help, size_t help_size) {
+    if (o->set == set_transport) transport_names_text(arg, arg_size, "|");
+    if (o->set == set_schedule) schedule_option_help(help, help_size);
+    else if (o->set == set_virtual) schedule_virtual_help(help, help_size);
 }
 
 // The options `check` has no use for: it runs one batch forward and backward from the run's
@@ -262,20 +265,18 @@ static const char *const CHECK_HELP[][2] = {
     {"--init-from", "check the weights of a Hugging Face Llama folder (safetensors)"},
     {"--db", "the run store where --resume finds RUN or latest (pptrain.db)"}};
 
-static void usage_lines(FILE *out, bool check) {
-    for (int i = 0; i < N_RUN_OPTIONS; i++) {
-        if (check && unused_by_check(RUN_OPTIONS[i].flag)) continue;
-        char left[64], help[512];
-        option_arg(&RUN_OPTIONS[i], left, sizeof left);
-        option_help(&RUN_OPTIONS[i], help, sizeof help);
-        for (size_t k = 0; check && k < sizeof CHECK_HELP / sizeof CHECK_HELP[0]; k++)
-            if (strcmp(CHECK_HELP[k][0], RUN_OPTIONS[i].flag) == 0) snprintf(help, sizeof help, "%s", CHECK_HELP[k][1]);
-        fprintf(out, "  %-36s %s\n", left, help);
-    }
+static void check_text(const CliOption *o, char *arg, size_t arg_size, char *help, size_t help_size) {
+    run_text(o, arg, arg_size, help, help_size);
+    for (size_t k = 0; k < sizeof CHECK_HELP / sizeof CHECK_HELP[0]; k++)
+        if (strcmp(CHECK_HELP[k][0], o->flag) == 0) snprintf(help, help_size, "%s", CHECK_HELP[k][1]);
 }
 
-void run_options_usage(FILE *out) { usage_lines(out, false); }
-void run_options_usage_check(FILE *out) { usage_lines(out, true); }
+static bool used_by_check(const CliOption *o) { return !unused_by_check(o->flag); }
+
+void run_options_usage(FILE *out) { cli_options_usage(out, RUN_OPTIONS, N_RUN_OPTIONS, 36, NULL, run_text); }
+void run_options_usage_check(FILE *out) {
+    cli_options_usage(out, RUN_OPTIONS, N_RUN_OPTIONS, 36, used_by_check, check_text);
+}
 
 int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Error *err) {
     for (int i = first; i < argc; i++) {
@@ -319,15 +320,13 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
     bool have_data = false;
     for (int i = first; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
-        const RunOption *opt = NULL;
-        for (int k = 0; k < N_RUN_OPTIONS; k++)
-            if (strcmp(argv[i], RUN_OPTIONS[k].flag) == 0) opt = &RUN_OPTIONS[k], ro->given |= 1ull << k;
+        const CliOption *opt = cli_option_find(RUN_OPTIONS, N_RUN_OPTIONS, argv[i]);
         if (!opt) {
             error_set(err, "unknown option '%s' (see --help)", argv[i]);
             return -1;
         }
-        const char *value = cli_value(argc, argv, &i, err);
-        if (!value || opt->set(ro, opt->flag, value, err)) return -1;
+        ro->given |= 1ull << (opt - RUN_OPTIONS);
+        if (cli_option_take(opt, argc, argv, &i, ro, err)) return -1;
         have_data |= opt->set == set_data;
     }
     if (run_options_given(ro, "--precision") && !ro->pipe.gpu_fp32 && ro->pipe.device != DEVICE_CUDA &&

@@ -3,13 +3,13 @@
 
 #include <cjson/cJSON.h>
 #include <curses.h>
-#include <mpi.h>
 #include <openssl/crypto.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "console/cli.h"
+#include "engine/transport/mpi_process.h"
 #include "kernels/cpu/blas_core.h"
 
 #ifndef PPTRAIN_VERSION
@@ -34,11 +34,8 @@ static void print_gpu(FILE *out) {
 void version_print(FILE *out) {
     fprintf(out, "pptrain %s\n", PPTRAIN_VERSION);
     print_gpu(out);
-    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int len = 0;
-    MPI_Get_library_version(mpi, &len);   // callable before MPI_Init
-    char *nl = strchr(mpi, ',');
-    if (nl) *nl = '\0';
+    char mpi[256];
+    mpi_process_library_version(mpi, sizeof mpi);
     fprintf(out, "  %s, SQLite %s, %s, cJSON %s, %s\n", mpi, sqlite3_libversion(),
             curses_version(), cJSON_Version(), OpenSSL_version(OPENSSL_VERSION));
     char core[512];

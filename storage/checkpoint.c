@@ -20,10 +20,6 @@
 
 #define MAX_JSON_BYTES (64u << 20)
 
-void ckpt_shard_name(char *out, size_t cap, const char *kind, int stage, int n_stages) {
-    snprintf(out, cap, "%s-%05d-of-%05d.safetensors", kind, stage + 1, n_stages);
-}
-
 static void join(char *out, size_t cap, const char *dir, const char *name) { snprintf(out, cap, "%s/%s", dir, name); }
 
 // ---- writing ----------------------------------------------------------------------------------
@@ -441,12 +437,6 @@ out:
     cJSON_Delete(root);
     if (rc) ckpt_state_clear(out);
     return rc;
-}
-
-bool ckpt_is_shard(const char *name) {
-    const size_t n = strlen(name), k = strlen(".safetensors");
-    return (strncmp(name, "model-", 6) == 0 || strncmp(name, "optimizer-", 10) == 0) && n > k &&
-           strcmp(name + n - k, ".safetensors") == 0;
 }
 
 int ckpt_verify_files(const char *dir, const CkptFile *files, int n, bool shards, Error *err) {

@@ -27,17 +27,7 @@
 
 #include "engine/pipeline.h"
 #include "engine/train_loop.h"
-
-#define CKPT_STATE_FILE "trainer_state.json"
-#define CKPT_INDEX_FILE "model.safetensors.index.json"
-#define CKPT_CONFIG_FILE "config.json"
-
-typedef struct {
-    char path[256];         // relative to the checkpoint folder
-    int64_t bytes;
-    char sha256[65];        // 64 lowercase hex digits
-    int stage;              // the stage a shard holds; -1 for the index and config
-} CkptFile;
+#include "storage/checkpoint_file.h"
 
 typedef struct {
     int step;               // optimizer steps done
@@ -50,8 +40,6 @@ typedef struct {
     CkptFile *files;        // every file but trainer_state.json
 } CkptState;
 
-// "model-00002-of-00004.safetensors" for stage 1 of 4 (kind "model" or "optimizer").
-void ckpt_shard_name(char *out, size_t cap, const char *kind, int stage, int n_stages);
 
 // ---- writing (DIR must exist) -----------------------------------------------------------------
 // One safetensors file of a stage's parameters in HF order: for each parameter, one tensor per
@@ -126,6 +114,4 @@ int ckpt_state_parse(const char *text, const char *path, CkptState *out, Error *
 // Every file of a manifest exists under dir with its size and sha256; without `shards`, every
 // file but the shards (checked as they are read: CKPT_OPEN_CHECK_ON_READ).
 int ckpt_verify_files(const char *dir, const CkptFile *files, int n, bool shards, Error *err);
-// "model-….safetensors" or "optimizer-….safetensors": a stage's shard.
-bool ckpt_is_shard(const char *name);
 #endif

@@ -12,7 +12,8 @@
 // (returns 1) and the caller decides (--resume DIR accepts them with a warning line).
 #ifndef PPTRAIN_CHECKPOINT_SEAL_H
 #define PPTRAIN_CHECKPOINT_SEAL_H
-#include "storage/checkpoint.h"
+#include "engine/error.h"
+#include "storage/checkpoint_file.h"
 
 #define CKPT_SEAL_FILE "checksums.sha256"
 

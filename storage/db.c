@@ -253,14 +253,14 @@ sqlite3_stmt *db_stmt(Db *db, const char *sql, Error *err) {
     return stmt;
 }
 
-static int db_exec(Db *db, const char *sql, const char *what, Error *err) {
+int db_exec(Db *db, const char *sql, const char *what, Error *err) {
     if (sqlite3_exec(db->sql, sql, NULL, NULL, NULL) != SQLITE_OK) return db_fail(db, err, what);
     return 0;
 }
 
 // Runs a statement that returns no rows and resets it. bound: its sqlite3_bind_* results
 // OR-ed together (SQLITE_OK is 0), so that a failed bind fails the statement.
-static int db_step_done(Db *db, sqlite3_stmt *stmt, int bound, const char *what, Error *err) {
+int db_step_done(Db *db, sqlite3_stmt *stmt, int bound, const char *what, Error *err) {
     int rc = bound == SQLITE_OK ? sqlite3_step(stmt) : bound;
     if (rc != SQLITE_DONE) db_fail(db, err, what);
     sqlite3_reset(stmt);
@@ -275,9 +275,11 @@ static int bind_text(sqlite3_stmt *stmt, int i, const char *s) {
     return s ? sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(stmt, i);
 }
 
-static int db_rollback(Db *db) {
+int db_rollback(Db *db) {
     return sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
 }
+
+bool db_is_writer(const Db *db) { return db->writer; }
 
 int db_read_begin(Db *db, Error *err) {
     if (db->read_depth++ > 0 || !sqlite3_get_autocommit(db->sql)) return 0;
@@ -641,35 +643,6 @@ int db_run_end_at(Db *db, int64_t run, const char *status, const char *error_or_
         return -1;
     }
     return 0;
-}
-
-static int db_mark_failed(Db *db, int64_t id, const char *host, int64_t pid, Error *err) {
-    static const char SQL[] =
-        "UPDATE runs SET status = 'failed', ended_at = coalesce(heartbeat_at, started_at), error = ?1 "
-        "WHERE id = ?2 AND status = 'running'";
-    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
-    if (!stmt) return -1;
-    char why[512];
-    snprintf(why, sizeof why, "process %lld on %s ended without finishing the run (killed or crashed)",
-             (long long)pid, host);
-    int b = bind_text(stmt, 1, why) | sqlite3_bind_int64(stmt, 2, id);
-    return db_step_done(db, stmt, b, "marking a crashed run", err);
-}
-
-int db_mark_stale_runs(Db *db, int *n_marked, Error *err) {
-    assert(db->writer);
-    *n_marked = 0;
-    DbRunInfo *runs = NULL;
-    int n = 0;
-    if (db_runs_list(db, &(DbRunFilter){.status = "crashed"}, &runs, &n, err)) return -1;
-    int rc = 0;
-    if (n > 0 && db_exec(db, "BEGIN IMMEDIATE", "marking crashed runs", err)) rc = -1;
-    for (int i = 0; i < n && rc == 0; i++) rc = db_mark_failed(db, runs[i].id, runs[i].host, runs[i].pid, err);
-    if (n > 0 && rc == 0 && db_exec(db, "COMMIT", "marking crashed runs", err)) rc = -1;
-    if (n > 0 && rc) db_rollback(db);
-    if (rc == 0) *n_marked = n;
-    db_runs_free(runs, n);
-    return rc;
 }
 
 // ---- steps ----------------------------------------------------------------------------------

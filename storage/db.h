@@ -217,4 +217,12 @@ int db_fail(Db *db, Error *err, const char *what);
 // A read transaction (one consistent snapshot) around several queries; nests.
 int db_read_begin(Db *db, Error *err);
 void db_read_end(Db *db);
+// The writer's statements (db.c) for its files beside it (db_stale_runs.c).
+bool db_is_writer(const Db *db);
+// sql run at once; -1 with err ("FILE: what: sqlite's message").
+int db_exec(Db *db, const char *sql, const char *what, Error *err);
+// Runs a statement that returns no rows and resets it. bound: its sqlite3_bind_* results
+// OR-ed together (SQLITE_OK is 0), so that a failed bind fails the statement.
+int db_step_done(Db *db, struct sqlite3_stmt *stmt, int bound, const char *what, Error *err);
+int db_rollback(Db *db);
 #endif

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 
 #include "engine/error.h"
-#include "storage/checkpoint.h"
+#include "storage/checkpoint_file.h"
 
 #define IDENTITY_N_FILES 7
 // In the order they are copied (and packed for other processes: storage/checkpoint_spread.h).

@@ -6,7 +6,6 @@
 // wait for its commands (console/tui/tui_runner) and run what it starts.
 #include "console/cmd/cmd_console.h"
 
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,20 +92,11 @@ static int parse(int argc, char **argv, int first, ConsoleFlags *f, RunOptions *
     return rc;
 }
 
+// MPI is engine/transport/mpi_process's: it initializes it here and finalizes it at exit.
 static int mpi_start(int *rank, int *world, Error *err) {
-    int inited = 0, provided = 0;
-    MPI_Initialized(&inited);
-    if (!inited && !mpi_process_launched()) {
-        error_set(err, MPI_PROCESS_NOT_LAUNCHED);
-        return -1;
-    }
-    if (!inited && (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS ||
-                    provided < MPI_THREAD_SERIALIZED)) {
-        error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");
-        return -1;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, rank);
-    MPI_Comm_size(MPI_COMM_WORLD, world);
+    if (mpi_process_init(err)) return -1;
+    *rank = mpi_process_rank();
+    *world = mpi_process_size();
     return 0;
 }
 
@@ -216,6 +206,6 @@ int cmd_console(int argc, char **argv) {
     }
     free(ro);
     // After a failed MPI run requests are left that can never complete: exit without finalizing.
-    if (mpi && code == 0) MPI_Finalize();
+    if (mpi && code != 0) mpi_process_failed();
     return code;
 }

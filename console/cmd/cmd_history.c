@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "console/cmd/history_format.h"
 #include "console/run_ref.h"
 #include "console/tui/pure/tui_bubble.h"
@@ -38,29 +39,24 @@ typedef struct {
     int n_runs;
 } HistoryOptions;
 
-typedef struct {
-    const char *flag;
-    const char *arg;                 // NULL for a switch
-    unsigned verbs;                  // where it applies
-    const char *help;
-    int (*set)(HistoryOptions *o, const char *flag, const char *value, Error *err);
-} HistoryOption;
-
 // ---- options ------------------------------------------------------------------------------
 
-static int set_db(HistoryOptions *o, const char *f, const char *v, Error *e) {
+static int set_db(void *opts, const char *f, const char *v, Error *e) {
+    HistoryOptions *o = opts;
     (void)f, (void)e;
     o->db_path = v;
     return 0;
 }
 
-static int set_schedule(HistoryOptions *o, const char *f, const char *v, Error *e) {
+static int set_schedule(void *opts, const char *f, const char *v, Error *e) {
+    HistoryOptions *o = opts;
     (void)f, (void)e;
     o->schedule = v;
     return 0;
 }
 
-static int set_status(HistoryOptions *o, const char *flag, const char *v, Error *err) {
+static int set_status(void *opts, const char *flag, const char *v, Error *err) {
+    HistoryOptions *o = opts;
     static const char *const STATUSES[] = {"running", "finished", "failed", "stopped", "crashed"};
     for (size_t i = 0; i < sizeof STATUSES / sizeof STATUSES[0]; i++) {
         if (strcmp(v, STATUSES[i]) == 0) {
@@ -73,7 +69,8 @@ static int set_status(HistoryOptions *o, const char *flag, const char *v, Error 
 }
 
 // YYYY-MM-DD[(T| )HH:MM[:SS]] in local time, or with a trailing Z in UTC.
-static int set_since(HistoryOptions *o, const char *flag, const char *v, Error *err) {
+static int set_since(void *opts, const char *flag, const char *v, Error *err) {
+    HistoryOptions *o = opts;
     struct tm tm = {0}, want;
     int len = 0, n = sscanf(v, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &len);
     const char *rest = v + len;
@@ -103,23 +100,25 @@ bad:
     return -1;
 }
 
-static int set_limit(HistoryOptions *o, const char *flag, const char *v, Error *err) {
+static int set_limit(void *opts, const char *flag, const char *v, Error *err) {
+    HistoryOptions *o = opts;
     long x;
     if (cli_parse_int(flag, v, 1, 1000000, &x, err)) return -1;
     o->limit = (int)x;
     return 0;
 }
 
-static int set_out(HistoryOptions *o, const char *f, const char *v, Error *e) {
+static int set_out(void *opts, const char *f, const char *v, Error *e) {
+    HistoryOptions *o = opts;
     (void)f, (void)e;
     o->out = v;
     return 0;
 }
 
 #define SWITCH(fn, field) \
-    static int fn(HistoryOptions *o, const char *f, const char *v, Error *e) { \
+    static int fn(void *o, const char *f, const char *v, Error *e) { \
         (void)f, (void)v, (void)e; \
-        o->field = true; \
+        ((HistoryOptions *)o)->field = true; \
         return 0; \
     }
 SWITCH(set_json, json)
@@ -127,18 +126,18 @@ SWITCH(set_csv, csv)
 SWITCH(set_ascii, ascii)
 SWITCH(set_help, help)
 
-static const HistoryOption OPTIONS[] = {
-    {"--db", "FILE", VERB_READS, "the run store (default " DB_DEFAULT_PATH ")", set_db},
-    {"--schedule", "NAME", VERB_LIST, "list: only runs of this schedule", set_schedule},
-    {"--status", "S", VERB_LIST, "list: only running, finished, failed, stopped or crashed runs", set_status},
-    {"--since", "DATE", VERB_LIST, "list: only runs started at or after DATE (YYYY-MM-DD[THH:MM[:SS]], local)",
-     set_since},
-    {"--limit", "N", VERB_LIST, "list: the newest N runs", set_limit},
-    {"--json", NULL, VERB_READS, "print JSON instead of a table", set_json},
-    {"--csv", NULL, VERB_EXPORT, "export: steps as CSV", set_csv},
-    {"--out", "FILE", VERB_EXPORT, "export: write FILE (atomically) instead of stdout", set_out},
-    {"--ascii", NULL, VERB_SHOW, "show: draw the sparkline in ASCII (automatic without a UTF-8 locale)", set_ascii},
-    {"--help", NULL, VERB_READS | VERB_SCHEMA, "this help", set_help},
+static const CliOption OPTIONS[] = {
+    {"--db", "FILE", "the run store (default " DB_DEFAULT_PATH ")", set_db, VERB_READS},
+    {"--schedule", "NAME", "list: only runs of this schedule", set_schedule, VERB_LIST},
+    {"--status", "S", "list: only running, finished, failed, stopped or crashed runs", set_status, VERB_LIST},
+    {"--since", "DATE", "list: only runs started at or after DATE (YYYY-MM-DD[THH:MM[:SS]], local)", set_since,
+     VERB_LIST},
+    {"--limit", "N", "list: the newest N runs", set_limit, VERB_LIST},
+    {"--json", NULL, "print JSON instead of a table", set_json, VERB_READS},
+    {"--csv", NULL, "export: steps as CSV", set_csv, VERB_EXPORT},
+    {"--out", "FILE", "export: write FILE (atomically) instead of stdout", set_out, VERB_EXPORT},
+    {"--ascii", NULL, "show: draw the sparkline in ASCII (automatic without a UTF-8 locale)", set_ascii, VERB_SHOW},
+    {"--help", NULL, "this help", set_help, VERB_READS | VERB_SCHEMA},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -165,12 +164,7 @@ static void history_usage(FILE *out) {
                  "shows as crashed.\n\n");
     for (size_t k = 0; k < N_VERBS; k++) fprintf(out, "  %s\n", VERBS[k].usage);
     fprintf(out, "\n");
-    for (size_t k = 0; k < N_OPTIONS; k++) {
-        char head[64];
-        snprintf(head, sizeof head, "%s%s%s", OPTIONS[k].flag, OPTIONS[k].arg ? " " : "",
-                 OPTIONS[k].arg ? OPTIONS[k].arg : "");
-        fprintf(out, "  %-20s %s\n", head, OPTIONS[k].help);
-    }
+    cli_options_usage(out, OPTIONS, (int)N_OPTIONS, 20, NULL, NULL);
 }
 
 static const HistoryVerbInfo *history_verb(HistoryVerb v) {
@@ -180,21 +174,17 @@ static const HistoryVerbInfo *history_verb(HistoryVerb v) {
 }
 
 static int history_option(HistoryOptions *o, int argc, char **argv, int *i, Error *err) {
-    const HistoryOption *opt = NULL;
-    for (size_t k = 0; k < N_OPTIONS && !opt; k++)
-        if (strcmp(argv[*i], OPTIONS[k].flag) == 0) opt = &OPTIONS[k];
+    const CliOption *opt = cli_option_find(OPTIONS, (int)N_OPTIONS, argv[*i]);
     if (!opt) {
         error_set(err, "history: unknown option '%s' (see pptrain history --help)", argv[*i]);
         return -1;
     }
-    if (!(opt->verbs & o->verb)) {
+    if (!(opt->scope & o->verb)) {
         error_set(err, "history %s: %s does not apply here (see pptrain history --help)", history_verb(o->verb)->name,
                   opt->flag);
         return -1;
     }
-    const char *value = NULL;
-    if (opt->arg && !(value = cli_value(argc, argv, i, err))) return -1;
-    return opt->set(o, opt->flag, value, err);
+    return cli_option_take(opt, argc, argv, i, o, err);
 }
 
 static int history_check(const HistoryOptions *o, Error *err) {
@@ -220,8 +210,8 @@ static int history_find_verb(int argc, char **argv, HistoryOptions *o, Error *er
     for (int i = 2; i < argc; i++) {
         if (is_flag(argv[i])) {
             const char *flag = argv[i];
-            for (size_t k = 0; k < N_OPTIONS; k++)
-                if (strcmp(flag, OPTIONS[k].flag) == 0 && OPTIONS[k].arg) i++;
+            const CliOption *opt = cli_option_find(OPTIONS, (int)N_OPTIONS, flag);
+            if (opt && opt->arg) i++;
             continue;
         }
         size_t k = 0;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "console/cmd/plan_from_run_print.h"
 #include "engine/partition.h"
 #include "engine/schedule/schedule.h"
@@ -37,15 +38,6 @@ typedef struct {
     bool json, dump_csv, with_comm, list, help;
 } PlanOptions;
 
-typedef int (*PlanSetter)(PlanOptions *o, const char *flag, const char *value, Error *err);
-
-typedef struct {
-    const char *flag;
-    const char *arg;  // NULL for a switch
-    const char *help;
-    PlanSetter set;
-} PlanOption;
-
 static int set_int(int *field, const char *flag, const char *v, long max, Error *err) {
     long x;
     if (cli_parse_int(flag, v, 1, max, &x, err)) return -1;
@@ -54,7 +46,9 @@ static int set_int(int *field, const char *flag, const char *v, long max, Error 
 }
 
 #define INT_OPTION(fn, field, max) \
-    static int fn(PlanOptions *o, const char *f, const char *v, Error *e) { return set_int(&o->field, f, v, max, e); }
+    static int fn(void *o, const char *f, const char *v, Error *e) { \
+        return set_int(&((PlanOptions *)o)->field, f, v, max, e); \
+    }
 INT_OPTION(set_stages, stages, 1024)
 INT_OPTION(set_mbs, microbatches, 100000)
 INT_OPTION(set_virtual, virt, 64)
@@ -62,33 +56,38 @@ INT_OPTION(set_layers, layers, 1024)
 INT_OPTION(set_seq, seq, 1 << 20)
 INT_OPTION(set_top, top, 100000)
 
-static int set_from_run(PlanOptions *o, const char *flag, const char *v, Error *err) {
+static int set_from_run(void *opts, const char *flag, const char *v, Error *err) {
+    PlanOptions *o = opts;
     (void)flag, (void)err;
     o->from_run = v;
     return 0;
 }
 
-static int set_db(PlanOptions *o, const char *flag, const char *v, Error *err) {
+static int set_db(void *opts, const char *flag, const char *v, Error *err) {
+    PlanOptions *o = opts;
     (void)flag, (void)err;
     o->db = v;
     return 0;
 }
 
 // As train reads --model: a value that does not look like a path is a preset name.
-static int set_model(PlanOptions *o, const char *flag, const char *v, Error *err) {
+static int set_model(void *opts, const char *flag, const char *v, Error *err) {
+    PlanOptions *o = opts;
     (void)flag;
     const bool looks_like_path = strchr(v, '/') || strstr(v, ".json") || access(v, F_OK) == 0;
     return looks_like_path ? model_config_from_json(&o->model, v, err) : model_config_preset(&o->model, v, err);
 }
 
-static int set_schedule(PlanOptions *o, const char *flag, const char *v, Error *err) {
+static int set_schedule(void *opts, const char *flag, const char *v, Error *err) {
+    PlanOptions *o = opts;
     (void)flag;
     (void)err;
     o->schedule = v;
     return 0;
 }
 
-static int set_cost(PlanOptions *o, const char *flag, const char *v, Error *err) {
+static int set_cost(void *opts, const char *flag, const char *v, Error *err) {
+    PlanOptions *o = opts;
     o->cost_model = strcmp(v, "model") == 0;
     if (o->cost_model) return 0;   // set once --model and --seq are known (plan_check)
     if (!isdigit((unsigned char)v[0]) && v[0] != '.') {
@@ -114,14 +113,15 @@ static int set_cost(PlanOptions *o, const char *flag, const char *v, Error *err)
     return 0;
 }
 
-static int set_latency(PlanOptions *o, const char *flag, const char *v, Error *err) {
+static int set_latency(void *opts, const char *flag, const char *v, Error *err) {
+    PlanOptions *o = opts;
     return cli_parse_float(flag, v, 0.0, 1e12, &o->latency, err);
 }
 
 #define SWITCH(fn, field) \
-    static int fn(PlanOptions *o, const char *f, const char *v, Error *e) { \
+    static int fn(void *o, const char *f, const char *v, Error *e) { \
         (void)f, (void)v, (void)e; \
-        o->field = true; \
+        ((PlanOptions *)o)->field = true; \
         return 0; \
     }
 SWITCH(set_json, json)
@@ -130,49 +130,43 @@ SWITCH(set_with_comm, with_comm)
 SWITCH(set_list, list)
 SWITCH(set_help, help)
 
-static const PlanOption OPTIONS[] = {
-    {"--stages", "P", "pipeline ranks (with a schedule name; a CSV has its own)", set_stages},
-    {"--microbatches", "M", "microbatches per step (with a schedule name; a CSV has its own)", set_mbs},
-    {"--schedule", "NAME|FILE.csv", NULL, set_schedule},  // help: option_help, from the registry
-    {"--virtual", "V", NULL, set_virtual},
+static const CliOption OPTIONS[] = {
+    {"--stages", "P", "pipeline ranks (with a schedule name; a CSV has its own)", set_stages, 0},
+    {"--microbatches", "M", "microbatches per step (with a schedule name; a CSV has its own)", set_mbs, 0},
+    {"--schedule", "NAME|FILE.csv", NULL, set_schedule, 0},  // help: option_help, from the registry
+    {"--virtual", "V", NULL, set_virtual, 0},
     {"--cost", "F,B[,W]|model",
      "time of one microbatch's forward, backward, and the weight-gradient part of the backward, through one "
      "rank's layers (default 1,2; W defaults to B/2); each of a rank's V stages takes 1/V of it. model: 1,2 and "
      "W the weight-gradient share of the backward in --model's FLOPs at --seq",
-     set_cost},
-    {"--latency", "T", "time added to every message between ranks (default 0)", set_latency},
+     set_cost, 0},
+    {"--latency", "T", "time added to every message between ranks (default 0)", set_latency, 0},
     {"--model", "NAME|CONFIG.json", "the model whose layers the stages split, as train takes it (default tiny)",
-     set_model},
-    {"--seq", "T", "tokens per sequence, for the layer costs that balance the split (default 64)", set_seq},
-    {"--layers", "L", "decoder layers the stages split (default: the model's; every stage needs one)", set_layers},
-    {"--json", NULL, "print the numbers as one JSON object", set_json},
-    {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump},
-    {"--with-comm", NULL, "with --dump-csv: torch's compute_comms form (SEND/RECV, WAIT_SEND, ...)", set_with_comm},
+     set_model, 0},
+    {"--seq", "T", "tokens per sequence, for the layer costs that balance the split (default 64)", set_seq, 0},
+    {"--layers", "L", "decoder layers the stages split (default: the model's; every stage needs one)", set_layers, 0},
+    {"--json", NULL, "print the numbers as one JSON object", set_json, 0},
+    {"--dump-csv", NULL, "print the schedule as CSV (torch.distributed.pipelining format)", set_dump, 0},
+    {"--with-comm", NULL, "with --dump-csv: torch's compute_comms form (SEND/RECV, WAIT_SEND, ...)", set_with_comm, 0},
     {"--from-run", "RUN|latest",
-     "rank every schedule, split, M and V by step time predicted from the run's measured stage times", set_from_run},
-    {"--db", "FILE", "with --from-run: the run store (default pptrain.db)", set_db},
-    {"--top", "N", "with --from-run: the layouts listed (default 10)", set_top},
-    {"--list", NULL, "print the built-in schedules as a Markdown table (README.md holds it)", set_list},
-    {"--help", NULL, "this help", set_help},
+     "rank every schedule, split, M and V by step time predicted from the run's measured stage times", set_from_run, 0},
+    {"--db", "FILE", "with --from-run: the run store (default pptrain.db)", set_db, 0},
+    {"--top", "N", "with --from-run: the layouts listed (default 10)", set_top, 0},
+    {"--list", NULL, "print the built-in schedules as a Markdown table (README.md holds it)", set_list, 0},
+    {"--help", NULL, "this help", set_help, 0},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
 // The help lines that name schedules read the registry (engine/schedule/schedule.h).
-static void option_help(const PlanOption *o, char *buf, size_t size) {
-    if (o->set == set_schedule) schedule_option_help(buf, size);
-    else if (o->set == set_virtual) schedule_virtual_help(buf, size);
-    else snprintf(buf, size, "%s", o->help);
+static void plan_text(const CliOption *o, char *arg, size_t arg_size, char *help, size_t help_size) {
+    (void)arg, (void)arg_size;
+    if (o->set == set_schedule) schedule_option_help(help, help_size);
+    else if (o->set == set_virtual) schedule_virtual_help(help, help_size);
 }
 
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain plan --stages P --microbatches M [--schedule NAME|FILE.csv] [options]\n\n");
-    for (size_t k = 0; k < N_OPTIONS; k++) {
-        char head[64], help[512];
-        snprintf(head, sizeof head, "%s%s%s", OPTIONS[k].flag, OPTIONS[k].arg ? " " : "",
-                 OPTIONS[k].arg ? OPTIONS[k].arg : "");
-        option_help(&OPTIONS[k], help, sizeof help);
-        fprintf(out, "  %-28s %s\n", head, help);
-    }
+    cli_options_usage(out, OPTIONS, (int)N_OPTIONS, 28, NULL, plan_text);
 }
 
 // The registry as README.md's table (tests/cli/cli_plan.sh checks that the README holds it).
@@ -187,16 +181,12 @@ static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
     *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}, };
     model_config_preset(&o->model, "tiny", err);
     for (int i = 2; i < argc; i++) {
-        const PlanOption *opt = NULL;
-        for (size_t k = 0; k < N_OPTIONS && !opt; k++)
-            if (strcmp(argv[i], OPTIONS[k].flag) == 0) opt = &OPTIONS[k];
+        const CliOption *opt = cli_option_find(OPTIONS, (int)N_OPTIONS, argv[i]);
         if (!opt) {
             error_set(err, "plan: unknown option '%s' (see pptrain plan --help)", argv[i]);
             return -1;
         }
-        const char *value = NULL;
-        if (opt->arg && !(value = cli_value(argc, argv, &i, err))) return -1;
-        if (opt->set(o, opt->flag, value, err)) return -1;
+        if (cli_option_take(opt, argc, argv, &i, o, err)) return -1;
     }
     if (o->with_comm && !o->dump_csv) {
         error_set(err, "--with-comm only applies to --dump-csv");

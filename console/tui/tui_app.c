@@ -41,15 +41,16 @@ static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
     [TUI_SCREEN_WATCH] = &TUI_WATCH_SCREEN,
 };
 
+static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
+
 const char *tui_app_note(const TuiApp *app, ThemeRole *role) {
     if (app->status[0] && clock_now_s() < app->status_until) {
         *role = app->status_role;
         return app->status;
     }
     *role = THEME_DIM;
-    const char *(*note)(const TuiApp *, ThemeRole *) = SCREENS[app->screen]->note;
-    const char *said = note ? note(app, role) : NULL;
-    return said ? said : "";
+    const TuiScreenOps *ops = screen_ops(app);
+    return ops->note ? ops->note(app, role) : "";
 }
 
 int tui_app_header_note(TuiApp *app, int y, int x, int w) {
@@ -60,9 +61,6 @@ int tui_app_header_note(TuiApp *app, int y, int x, int w) {
     tui_text_words(y, x + w - cells, cells, role, note);
     return cells + 2;
 }
-
-
-static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
 
 static void tui_app_show(TuiApp *app, TuiScreen screen) {
     if (app->watch_mode) return;
@@ -252,12 +250,11 @@ static void help_text(const TuiApp *app, int cols, HelpText *t) {
     t->line[t->n++] = "mouse     click a key, a rank, a form line or a run";
     t->line[t->n++] = "          (double-click a run marks it)";
     t->line[t->n++] = "";
-    // What the screen adds (the live screen: the bubble and all its parts, which a narrow
-    // stages title shortens); then the note, whole.
-    const TuiScreenOps *ops = screen_ops(app);
-    char text[256];
-    const char *extra = ops->help ? ops->help(app, text, sizeof text) : NULL;
-    if (extra && extra[0]) help_add_wrapped(t, extra, cols - 6, t->bubble, 2);
+    // The screen's own lines (the live screen: the bubble and all its parts, which a narrow
+    // stages title shortens); the note whole.
+    char text[256] = "";
+    if (screen_ops(app)->help) screen_ops(app)->help(app, text, sizeof text);
+    if (text[0]) help_add_wrapped(t, text, cols - 6, t->bubble, 2);
     ThemeRole role;
     const char *note = tui_app_note(app, &role);
     if (note[0]) help_add_wrapped(t, note, cols - 6, t->note, 8);
@@ -302,8 +299,8 @@ static int place_note(TuiApp *app, int cols, int rows, TuiLine *lines) {
     // A terminal with no rows to spare keeps the note in its header, cut after a whole word
     // (F1's help has it whole): below the minimum size, or where the live screen would hide
     // a rank to make room for it.
-    const TuiScreenOps *ops = screen_ops(app);
-    const bool room = rows - k >= LAYOUT_LIVE_MIN_H && (!ops->room_for_note || ops->room_for_note(app, cols, rows, k));
+    bool room = rows - k >= LAYOUT_LIVE_MIN_H;
+    if (room && screen_ops(app)->note_room) room = screen_ops(app)->note_room(app, cols, rows, k);
     if (!room) {
         app->note_in_header = true;
         return 0;

@@ -194,15 +194,15 @@ typedef struct {
     void (*click)(TuiApp *app, int cols, int rows, int x, int y, bool twice);
     const TuiBinding *keys;
     int n_keys;
-    // What the screen has to say when no status message is showing (the run's own message),
-    // with its theme role; NULL or "": nothing.
+    // The screen's own note, shown while no status line is up (the live run's message), with
+    // its role; NULL: none.
     const char *(*note)(const TuiApp *app, ThemeRole *role);
-    // Text the help window adds below the keys (the bubble and all its parts), wrapped by the
-    // app; NULL or "": none.
-    const char *(*help)(const TuiApp *app, char *buf, size_t size);
-    // Whether giving `lines` rows above the key bar to the note leaves the screen whole (no
-    // rank scrolled out of sight). NULL: any terminal at least LAYOUT_LIVE_MIN_H rows tall does.
-    bool (*room_for_note)(const TuiApp *app, int cols, int rows, int lines);
+    // Help of its own after the keys (the bubble and all its parts) into buf, "" for none;
+    // NULL: none.
+    void (*help)(const TuiApp *app, char *buf, size_t size);
+    // Whether k lines of note above the key bar leave the screen the room it needs at cols x
+    // rows (the live screen: no rank hidden for them); NULL: always.
+    bool (*note_room)(const TuiApp *app, int cols, int rows, int k);
 } TuiScreenOps;
 
 extern const TuiScreenOps TUI_LIVE_SCREEN;     // tui_live.c

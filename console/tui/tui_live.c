@@ -586,39 +586,36 @@ static void live_click(TuiApp *app, int cols, int rows, int x, int y, bool twice
 
 static bool live_poll(TuiApp *app) { return tui_snapshot_take(app->snap, app->view); }
 
-static void live_enter(TuiApp *app) { live_poll(app); }
-
-// The run's own message: an error role once it failed.
+// The run's own message (a failed run's in the error role) is the live screen's note.
 static const char *live_note(const TuiApp *app, ThemeRole *role) {
-    if (!app->view) return NULL;
-    *role = app->view->state == TUI_RUN_FAILED ? THEME_ERROR : THEME_DIM;
-    return app->view->message;
+    *role = app->view && app->view->state == TUI_RUN_FAILED ? THEME_ERROR : THEME_DIM;
+    return app->view ? app->view->message : "";
 }
 
-// The help window's line about the bubble: all its parts, which a narrow stages title shortens.
-static const char *live_help(const TuiApp *app, char *buf, size_t size) {
+// F1 gives the bubble and all its parts, which a narrow stages title shortens.
+static void live_help(const TuiApp *app, char *buf, size_t size) {
     const TuiView *v = app->view;
-    if (!v || !v->has_parts || size < 2) return NULL;
-    tui_bubble_text(&v->parts, (int)size - 1, buf, size);
-    return buf;
+    buf[0] = '\0';
+    if (v && v->has_parts) tui_bubble_text(&v->parts, (int)size - 1, buf, size);
 }
 
-// The note may take `lines` rows only where no rank then scrolls out of sight that did not already.
-static bool live_room_for_note(const TuiApp *app, int cols, int rows, int lines) {
-    const int n = app->view ? app->view->n_ranks : 1;
-    const int P = n < 1 ? 1 : n > TUI_MAX_RANKS ? TUI_MAX_RANKS : n;
+// A note may take rows above the key bar only where the ranks still fit without scrolling
+// (or scrolled already without it): the note never hides a rank.
+static bool live_note_room(const TuiApp *app, int cols, int rows, int k) {
     LiveLayout with, without;
-    layout_live(cols, rows - lines, P, app->show_loss, &with);
-    layout_live(cols, rows, P, app->show_loss, &without);
+    layout_live(cols, rows - k, live_ranks(app), app->show_loss, &with);
+    layout_live(cols, rows, live_ranks(app), app->show_loss, &without);
     return !with.stages_scroll || without.stages_scroll;
 }
+
+static void live_enter(TuiApp *app) { live_poll(app); }
 
 #define N_KEYS(table) ((int)(sizeof table / sizeof table[0]))
 
 const TuiScreenOps TUI_LIVE_SCREEN = {.enter = live_enter, .poll = live_poll, .draw = live_draw,
                                       .click = live_click, .keys = LIVE_KEYS, .n_keys = N_KEYS(LIVE_KEYS),
-                                      .note = live_note, .help = live_help, .room_for_note = live_room_for_note};
+                                      .note = live_note, .help = live_help, .note_room = live_note_room};
 
 const TuiScreenOps TUI_WATCH_SCREEN = {.poll = tui_watch_poll, .draw = live_draw, .click = live_click,
                                        .keys = WATCH_KEYS, .n_keys = N_KEYS(WATCH_KEYS),
-                                       .note = live_note, .help = live_help, .room_for_note = live_room_for_note};
+                                       .note = live_note, .help = live_help, .note_room = live_note_room};

@@ -3,7 +3,6 @@
 
 #include <limits.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 
 #include "console/run_session.h"
 #include "console/tui/pure/tui_plan.h"
+#include "engine/transport/mpi_process.h"
 
 typedef enum { TUI_CMD_RUN = 1, TUI_CMD_QUIT = 2 } TuiCmdKind;
 
@@ -21,11 +21,9 @@ typedef struct {
     RunOptions ro;
 } TuiCommand;
 
-static MPI_Comm command_comm = MPI_COMM_NULL;
+static MpiChannel *commands;   // the command broadcast's channel, open from start to shutdown
 
-static int broadcast(TuiCommand *cmd) {
-    return MPI_Bcast(cmd, (int)sizeof *cmd, MPI_BYTE, 0, command_comm) == MPI_SUCCESS ? 0 : -1;
-}
+static int broadcast(TuiCommand *cmd) { return mpi_process_broadcast(commands, cmd, sizeof *cmd); }
 
 // The schedule's ideal bubble (NaN when it cannot be simulated: the run will say why).
 static double ideal_bubble(const RunOptions *ro) {
@@ -94,10 +92,7 @@ int tui_runner_start(TuiRunner *r, TuiSnapshot *snap, bool mpi, Error *err) {
     memset(r, 0, sizeof *r);
     r->snap = snap;
     r->mpi = mpi;
-    if (mpi && MPI_Comm_dup(MPI_COMM_WORLD, &command_comm) != MPI_SUCCESS) {
-        error_set(err, "MPI_Comm_dup failed");
-        return -1;
-    }
+    if (mpi && !(commands = mpi_process_channel_open(err))) return -1;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     if (pthread_create(&r->thread, NULL, runner_main, r) != 0) {
@@ -143,12 +138,14 @@ void tui_runner_shutdown(TuiRunner *r) {
     pthread_join(r->thread, NULL);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
-    if (command_comm != MPI_COMM_NULL) MPI_Comm_free(&command_comm);
+    mpi_process_channel_close(commands);
+    commands = NULL;
     r->started = false;
 }
 
 int tui_runner_follow(void) {
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &command_comm) != MPI_SUCCESS) return 1;
+    Error open_err;
+    if (!(commands = mpi_process_channel_open(&open_err))) return 1;
     TuiCommand *cmd = xmalloc(sizeof *cmd);
     RunSession *s = xmalloc(sizeof *s);
     int code = 0;
@@ -159,14 +156,13 @@ int tui_runner_follow(void) {
         Error err = {{0}};
         RunSummary sum;
         if (run_session(s, &sum, &err)) {
-            int rank = 0;
-            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            fprintf(stderr, "pptrain: rank %d: %s\n", rank, err.msg);
+            fprintf(stderr, "pptrain: rank %d: %s\n", mpi_process_rank(), err.msg);
             code = 1;
         }
     }
     free(s);
     free(cmd);
-    MPI_Comm_free(&command_comm);
+    mpi_process_channel_close(commands);
+    commands = NULL;
     return code;
 }

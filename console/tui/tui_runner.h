@@ -1,13 +1,14 @@
 // console/tui/tui_runner: the console's training thread. The UI thread submits a run; this
 // thread runs it through run_session (so it lands in the run store like a headless run)
-// with the live view's hooks, and is the only thread of the process that calls MPI.
+// with the live view's hooks, and is the only thread of the process that talks to the other
+// ranks (through engine/transport/mpi_process).
 //
 // Under MPI (`mpirun -np N pptrain console --transport mpi`) the UI lives on rank 0. Before
 // each run rank 0's runner broadcasts a fixed-size command (the run's options, or quit) over
-// a communicator of its own; every other rank waits for it in tui_runner_follow and runs
+// a channel of its own (mpi_process_channel_open); every other rank waits for it in tui_runner_follow and runs
 // the same options (the pipeline's collectives then pair the ranks up; only rank 0's hooks
 // fire). Commands go out only between runs, so the pipeline's MPI traffic and the commands
-// never overlap (MPI_THREAD_SERIALIZED).
+// never overlap (MPI runs serialized: one thread at a time calls it).
 #ifndef PPTRAIN_TUI_RUNNER_H
 #define PPTRAIN_TUI_RUNNER_H
 #include <pthread.h>
@@ -19,7 +20,6 @@
 typedef struct {
     TuiSnapshot *snap;
     bool mpi;
-    void *comm;                 // MPI: the commands' communicator (MPI_Comm *)
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
@@ -30,7 +30,7 @@ typedef struct {
     bool mpi_broken;            // an MPI run failed: the processes cannot run another
 } TuiRunner;
 
-// Starts the thread. mpi: broadcast commands over a duplicate of MPI_COMM_WORLD (MPI must be
+// Starts the thread. mpi: broadcast commands over a channel of their own (MPI must be
 // initialized). Returns 0, or -1 with err.
 int tui_runner_start(TuiRunner *r, TuiSnapshot *snap, bool mpi, Error *err);
 // Queues a run; refused (-1 with err) while one is live or after a failed MPI run.

@@ -32,7 +32,7 @@
 #include "engine/error.h"
 #include "engine/model/model.h"
 #include "engine/optim.h"
-#include "engine/transport/transport.h"
+#include "engine/transport/transport_memory.h"
 
 struct StageOps {
     // A full StageActs for B x T on the stage's device (a light one is CPU-only: model.h), and

@@ -1,13 +1,16 @@
-// MPI's life in this process and a rank's last words on a signal (engine/transport/mpi_process.h).
+// engine/transport/mpi_process: MPI's life in this process, its rank and world, the console's
+// byte broadcast, and a rank's last words on a signal (mpi_process.h).
 #include "engine/transport/mpi_process.h"
 
 #include "engine/transport/progress.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,7 +56,8 @@ int mpi_process_init(Error *err) {
         return -1;
     }
     int provided = 0;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS ||
+        provided < MPI_THREAD_SERIALIZED) {
         error_set(err, "MPI_Init_thread failed (is this run under mpirun?)");
         return -1;
     }
@@ -63,6 +67,55 @@ int mpi_process_init(Error *err) {
 }
 
 void mpi_process_failed(void) { mpi_failed = 1; }
+
+int mpi_process_rank(void) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+int mpi_process_size(void) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    return size;
+}
+
+void mpi_process_library_version(char *buf, size_t size) {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    MPI_Get_library_version(text, &len);   // callable before MPI_Init
+    char *comma = strchr(text, ',');
+    if (comma) *comma = '\0';
+    snprintf(buf, size, "%s", text);
+}
+
+// ---- the console's channel -------------------------------------------------------------------
+
+struct MpiChannel {
+    MPI_Comm comm;
+};
+
+MpiChannel *mpi_process_channel_open(Error *err) {
+    MpiChannel *ch = xmalloc(sizeof *ch);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &ch->comm) != MPI_SUCCESS) {
+        error_set(err, "MPI_Comm_dup failed");
+        free(ch);
+        return NULL;
+    }
+    return ch;
+}
+
+// MPI counts in int: a larger message would need splitting, and no command is that large.
+int mpi_process_broadcast(MpiChannel *ch, void *buf, size_t bytes) {
+    if (bytes > (size_t)INT_MAX) return -1;
+    return MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, ch->comm) == MPI_SUCCESS ? 0 : -1;
+}
+
+void mpi_process_channel_close(MpiChannel *ch) {
+    if (!ch) return;
+    MPI_Comm_free(&ch->comm);
+    free(ch);
+}
 
 // ---- last words ----------------------------------------------------------------------------
 

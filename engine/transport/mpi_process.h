@@ -1,7 +1,8 @@
 // engine/transport/mpi_process: this process as one rank of an mpirun job, beyond any one
-// transport: MPI's initialization and finalization, and the one line a rank prints when mpirun
-// stops it. The pipeline calls it; the transports built on MPI (transport_mpi.c,
-// transport_nccl.c) assume MPI is initialized.
+// transport: MPI's initialization and finalization, the rank and world size, a byte broadcast
+// from rank 0 for the console's commands, and the one line a rank prints when mpirun stops it.
+// It is MPI's one owner outside the transports: the pipeline and the console call it; the
+// transports built on MPI (transport_mpi.c, transport_nccl.c) assume MPI is initialized.
 //
 // Finalization. MPI initialized here is finalized at exit (atexit), unless a step failed: a
 // failed run leaves requests that can never complete, so the process just exits non-zero with
@@ -19,6 +20,9 @@
 // error line is the only one.
 #ifndef PPTRAIN_MPI_PROCESS_H
 #define PPTRAIN_MPI_PROCESS_H
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "engine/error.h"
 #include "engine/transport/transport.h"
 
@@ -35,6 +39,21 @@ int mpi_process_init(Error *err);
 
 // A step failed: no finalization at exit, no last words on a signal.
 void mpi_process_failed(void);
+
+// This process's rank in the world and the world's size (MPI initialized).
+int mpi_process_rank(void);
+int mpi_process_size(void);
+// "Open MPI v4.1.4" (the library's first line, up to its first comma); callable before init.
+void mpi_process_library_version(char *buf, size_t size);
+
+// A channel of byte broadcasts from rank 0 over a communicator of its own (a duplicate of the
+// world), so its messages never meet a transport's. Every rank opens it, broadcasts the same
+// sizes in the same order, and closes it. Open: NULL with one line in err.
+typedef struct MpiChannel MpiChannel;
+MpiChannel *mpi_process_channel_open(Error *err);
+// Rank 0's bytes into every rank's buf; -1 when MPI fails.
+int mpi_process_broadcast(MpiChannel *ch, void *buf, size_t bytes);
+void mpi_process_channel_close(MpiChannel *ch);
 
 // What the last words say about this rank. at and stage are malloc'd; the handlers own them
 // from mpi_process_watch until mpi_process_unwatch.

@@ -29,6 +29,7 @@
 
 #include "engine/error.h"
 #include "engine/transport/progress.h"
+#include "engine/transport/transport_memory.h"
 
 typedef enum {
     TRANSPORT_OK = 0,
@@ -86,15 +87,6 @@ struct Transport {
 
 #define TRANSPORT_DEFAULT_TIMEOUT_S 300.0
 
-// Where the local transport's mailboxes live and how message bytes move in and out of them:
-// host memory and memcpy by default; device memory and a CUDA copy when the stages run on
-// GPUs (stage_cuda_transport_memory, engine/model/model_cuda.h), so one GPU, or several, carry a
-// multi-stage pipeline of threads. Collectives always work on host memory.
-typedef struct {
-    void *(*alloc)(size_t bytes, int owner);   // owner: the world rank whose mailbox it is
-    void (*free)(void *p);
-    void (*copy)(void *dst, const void *src, size_t bytes);  // complete when it returns
-} TransportMemory;
 
 // Ranks as threads of one process: a world of P x D ranks. Each rank's mailbox preallocates
 // `capacity` messages of at most max_bytes each (no allocation per message); capacity must

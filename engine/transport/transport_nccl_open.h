@@ -2,7 +2,7 @@
 // for a run (its row's open function; built only with NCCL).
 #ifndef PPTRAIN_TRANSPORT_NCCL_OPEN_H
 #define PPTRAIN_TRANSPORT_NCCL_OPEN_H
-#include "engine/transport/transport_registry.h"
+#include "engine/transport/transport_setup.h"
 
 // An MPI transport first (it says which rank this process is and carries the ranks'
 // agreement), then this rank's GPU picked and made current, then NCCL over both (the nccl

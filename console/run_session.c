@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/schedule/schedule.h"
+#include "engine/transport/mpi_process.h"
 #include "storage/checkpoint.h"
 #include "storage/checkpoint_cleanup.h"
 #include "storage/checkpoint_find.h"
@@ -113,7 +114,7 @@ static int prepare_source(RunSession *s, Error *err) {
         if (ckpt_find_resume(ro->resume, ro->db_path, one_process, s->source_dir, sizeof s->source_dir,
                              &s->resumed_from, &warning, err))
             return -1;
-        if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
+        if (warning.msg[0] && mpi_process_launch_rank() == 0) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
         s->source = ckpt_open(s->source_dir, true, one_process ? CKPT_OPEN_TRUSTED : CKPT_OPEN_CHECK_ON_READ, err);
         if (!s->source) return -1;
         const CkptState *st = ckpt_state(s->source);
@@ -129,7 +130,9 @@ static int prepare_source(RunSession *s, Error *err) {
             error_set(err, "--init-from: %s", why.msg);
             return -1;
         }
-        if (ckpt_note(s->source)[0]) fprintf(stderr, "pptrain: warning: %s\n", ckpt_note(s->source));
+        // Every rank reads the same folder and would say the same: rank 0 says it.
+        if (ckpt_note(s->source)[0] && mpi_process_launch_rank() == 0)
+            fprintf(stderr, "pptrain: warning: %s\n", ckpt_note(s->source));
         const ModelConfig *m = ckpt_model(s->source);
         if (run_options_given(ro, "--model") && !same_model(&ro->rc.model, m)) {
             error_set(err, "--model %s differs from %s/config.json (leave --model out with --init-from)",

@@ -40,11 +40,20 @@ static void mpi_process_finalize(void) {
     mpi_finalized = true;
 }
 
+static const char *const RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+
 bool mpi_process_launched(void) {
-    static const char *const RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
     for (size_t i = 0; i < sizeof RANK_VARS / sizeof RANK_VARS[0]; i++)
         if (getenv(RANK_VARS[i])) return true;
     return false;
+}
+
+int mpi_process_launch_rank(void) {
+    for (size_t i = 0; i < sizeof RANK_VARS / sizeof RANK_VARS[0]; i++) {
+        const char *v = getenv(RANK_VARS[i]);
+        if (v) return atoi(v);
+    }
+    return 0;
 }
 
 int mpi_process_init(Error *err) {

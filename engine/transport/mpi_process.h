@@ -40,6 +40,9 @@ int mpi_process_init(Error *err);
 // A step failed: no finalization at exit, no last words on a signal.
 void mpi_process_failed(void);
 
+// The rank the launcher gave this process (from its environment), 0 when no launcher started
+// it; callable before MPI starts. For lines every rank would print alike: rank 0's only.
+int mpi_process_launch_rank(void);
 // This process's rank in the world and the world's size (MPI initialized).
 int mpi_process_rank(void);
 int mpi_process_size(void);

@@ -144,6 +144,12 @@ cp -r base tied && sed -i 's/"tie_word_embeddings":.*false/"tie_word_embeddings"
 check "tied config + different lm_head: untied with one warning" \
   bash -c "[ \$(wc -l < tied-err.txt) -eq 1 ] && grep -q 'lm_head.weight differs from model.embed_tokens.weight: untied' tied-err.txt"
 check "the untied run trains the untied model (its 0.33 M parameters)" grep -q '0.33 M params' tied.txt
+if command -v mpirun > /dev/null; then   # every rank reads the folder; one says so
+  "${mpi[@]}" -np 2 "$bin" train --init-from tied "${small[@]}" --steps 1 --stages 2 --transport mpi --timeout 60 \
+    > tied-mpi.txt 2> tied-mpi-err.txt < /dev/null
+  check "mpirun P=2: the untie warning once, not once per rank ($(grep -c untied tied-mpi-err.txt))" \
+    [ "$(grep -c 'differs from model.embed_tokens.weight: untied' tied-mpi-err.txt)" -eq 1 ]
+fi
 check "its checkpoint says tie_word_embeddings false" grep -q '"tie_word_embeddings":.false' "$(ckpt_of tied-ckpt '' 1)/config.json"
 "$bin" check --init-from tied --data "$data" --batch 4 --seq 32 > tied-check.txt 2>/dev/null
 "$bin" check --init-from base --data "$data" --batch 4 --seq 32 > base-check.txt 2>/dev/null

@@ -1,5 +1,6 @@
 // pptrain: the command-line entry point. Dispatches to one subcommand per file (cmd_*.c).
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,44 @@ static void sleep_when_waiting(char **argv) {
     execv("/proc/self/exe", argv);
 }
 
+// The flags of any command that take no value. A command's name right after one of these is the
+// command; right after any other flag it is that flag's value: `pptrain --db runs.db history
+// list` and `pptrain --json history list` run history, `pptrain --data train` opens the console
+// on a folder named train.
+static const char *const SWITCHES[] = {"--ascii", "--bf16", "--csv", "--dump-csv", "--help", "-h",
+                                       "--json", "--list", "--start", "--with-comm"};
+
+static const Command *find_command(const char *name) {
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (strcmp(name, COMMANDS[i].name) == 0) return &COMMANDS[i];
+    return NULL;
+}
+
+static bool is_switch(const char *flag) {
+    for (size_t i = 0; i < sizeof SWITCHES / sizeof SWITCHES[0]; i++)
+        if (strcmp(flag, SWITCHES[i]) == 0) return true;
+    return false;
+}
+
+// Options before the command (`pptrain --db X history list`): the command's index, or 0 when
+// the first word that is not a flag's value names no command (the console's options alone).
+static int command_after_options(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-') continue;
+        if (argv[i - 1][0] == '-' && i > 1 && !is_switch(argv[i - 1])) continue;   // a flag's value
+        return find_command(argv[i]) ? i : 0;
+    }
+    return 0;
+}
+
+// argv with the command moved to the front: PROG COMMAND OPTIONS-BEFORE-IT REST.
+static void command_first(int argc, char **argv, int at) {
+    char *cmd = argv[at];
+    memmove(&argv[2], &argv[1], sizeof(char *) * (size_t)(at - 1));
+    argv[1] = cmd;
+    (void)argc;
+}
+
 int main(int argc, char **argv) {
     sleep_when_waiting(argv);
     // A file over the size limit (ulimit -f) fails its write with EFBIG and one error line,
@@ -84,15 +123,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pptrain: %s\n", blas);
         return 2;
     }
-    // No command, or options only: the console.
+    // Options before a command go after it; options only, or nothing: the console.
+    if (argc >= 2 && argv[1][0] == '-') {
+        const int at = command_after_options(argc, argv);
+        if (at > 1) command_first(argc, argv, at);
+    }
     if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")))
         return cmd_console(argc, argv);
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc, argv);
+    const Command *c = find_command(argv[1]);
+    if (c) return c->run(argc, argv);
     fprintf(stderr, "pptrain: unknown command '%s' (see pptrain --help)\n", argv[1]);
     return 2;
 }

@@ -66,5 +66,16 @@ check "a missing --val-data: no step ran" bash -c "! grep -q '^step' out.txt"
 code=$?
 check "--val-every 0: exit 2, one line" bash -c "[ $code -eq 2 ] && [ \$(wc -l < err.txt) -eq 1 ]"
 
+# Options before the command (issue 29): moved after it, where that is unambiguous.
+"$bin" train --data "$src/tests/fixtures/text" --steps 1 --batch 2 --seq 16 --db before.db > /dev/null 2>&1
+"$bin" --db before.db history list > before-list.txt 2> before-err.txt
+check "pptrain --db X history list runs history ($(head -c 120 before-err.txt))" grep -q '^ *1 ' before-list.txt
+"$bin" --json --db before.db history list > before-json.txt 2>&1
+check "pptrain --json --db X history list prints JSON" grep -q '^\[{"id":1,' before-json.txt
+setsid "$bin" --data train --db '' < /dev/null > /dev/null 2> before-console.txt
+check "pptrain --data train: 'train' is the folder, the console opens (and wants a terminal)" \
+  grep -q 'needs a terminal' before-console.txt
+rm -f before.db* before-*.txt
+
 if [ "$failed" -ne 0 ]; then for f in *.txt; do echo "== $f"; cat "$f"; done; fi
 cli_finish

@@ -68,12 +68,16 @@ static void usage(FILE *out) {
     run_options_usage(out);
 }
 
-// Console flags here; everything else is a run option, parsed over the console's defaults.
-static int parse(int argc, char **argv, int first, ConsoleFlags *f, RunOptions *ro, Error *err) {
+// Console flags here; everything else is a run option, parsed over the defaults in *ro (the
+// console's, with its fortune data unless default_data is false: train's, for train --tui).
+static int parse(int argc, char **argv, int first, bool default_data, ConsoleFlags *f, RunOptions *ro,
+                 Error *err) {
     char **rest = xmalloc(sizeof(char *) * (size_t)(argc + 2));
     int n = 0;
-    rest[n++] = "--data";
-    rest[n++] = CONSOLE_DATA;
+    if (default_data) {
+        rest[n++] = "--data";
+        rest[n++] = CONSOLE_DATA;
+    }
     int rc = 0;
     for (int i = first; i < argc && rc == 0; i++) {
         const char *a = argv[i];
@@ -173,13 +177,14 @@ static int console_main(const ConsoleFlags *f, const RunOptions *ro, bool mpi, i
     return broken ? 1 : 0;
 }
 
-int cmd_console(int argc, char **argv) {
-    ConsoleFlags f = {0};
+// The console on argv[first..], its first run's options over `defaults`.
+static int console_with_defaults(int argc, char **argv, int first, RunOptions defaults, bool default_data,
+                                 bool start) {
+    ConsoleFlags f = {.start = start};
     RunOptions *ro = xmalloc(sizeof *ro);
-    *ro = console_defaults();
+    *ro = defaults;
     Error err = {{0}};
-    const int first = argc >= 2 && !strcmp(argv[1], "console") ? 2 : 1;
-    if (parse(argc, argv, first, &f, ro, &err)) {
+    if (parse(argc, argv, first, default_data, &f, ro, &err)) {
         free(ro);
         return cli_fail(&err);
     }
@@ -208,4 +213,13 @@ int cmd_console(int argc, char **argv) {
     // After a failed MPI run requests are left that can never complete: exit without finalizing.
     if (mpi && code != 0) mpi_process_failed();
     return code;
+}
+
+int cmd_console(int argc, char **argv) {
+    const int first = argc >= 2 && !strcmp(argv[1], "console") ? 2 : 1;
+    return console_with_defaults(argc, argv, first, console_defaults(), true, false);
+}
+
+int cmd_console_train(int argc, char **argv, int first) {
+    return console_with_defaults(argc, argv, first, run_options_defaults(), false, true);
 }

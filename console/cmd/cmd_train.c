@@ -183,16 +183,15 @@ static void print_end(void *ctx, const RunSummary *s) {
     }
 }
 
-// `pptrain train --tui ...` is `pptrain console --start ...`: the same run, watched live.
+// `pptrain train --tui ...`: the same run, with train's flags and defaults, watched live.
 static int train_in_console(int argc, char **argv) {
-    char **args = xcalloc((size_t)argc + 2, sizeof(char *));
+    char **args = xcalloc((size_t)argc + 1, sizeof(char *));
     int n = 0;
     args[n++] = argv[0];
-    args[n++] = "console";
+    args[n++] = argv[1];
     for (int i = 2; i < argc; i++)
         if (strcmp(argv[i], "--tui") != 0) args[n++] = argv[i];
-    args[n++] = "--start";
-    const int rc = cmd_console(n, args);
+    const int rc = cmd_console_train(n, args, 2);
     free(args);
     return rc;
 }

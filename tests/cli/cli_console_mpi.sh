@@ -79,7 +79,7 @@ check "typed at a prompt: mpirun never stopped by the terminal" eval '! mpirun_s
 tm send-keys -t shell q
 shell_rc "console, q"
 
-typed "clear; $mpi '$bin' train --tui --transport mpi --steps 100000 $sargs 2>'$work/shell-stderr.txt'"
+typed "clear; $mpi '$bin' train --tui --data '$src/tests/fixtures/text' --transport mpi --steps 100000 $sargs 2>'$work/shell-stderr.txt'"
 wait_for 60 '^pptrain running +run 2 ' "typed at a prompt: train --tui runs"
 tm send-keys -t shell +
 sleep 1

@@ -184,4 +184,18 @@ tm send-keys y
 for _ in $(seq 150); do [ -s "$work/blas_exit.txt" ] && break; sleep 0.2; done
 if [ "$(cat "$work/blas_exit.txt" 2>/dev/null)" = 0 ]; then pass; else fail "console exit code: '$(cat "$work/blas_exit.txt" 2>/dev/null)'"; fi
 
+# train --tui is train's run (issue 29): its defaults (20 steps, 1 stage), its rules (--data
+# required), not the console's (500 steps, 4 stages, its fortune data).
+"$bin" train --tui --db '' < /dev/null > /dev/null 2> "$work/tui-err.txt"
+check "train --tui without --data: train's rule, one line" grep -q -- '--data PATH is required' "$work/tui-err.txt"
+tm kill-server 2>/dev/null
+tm new-session -d -x 120 -y 40 "cd '$work' && '$bin' train --tui --data '$src/tests/fixtures/text' --db '$work/tui.db' \
+  2>/dev/null; echo \$? > '$work/tui_exit.txt'"
+wait_for 60 '^pptrain finished +run 1 ' "train --tui's run finishes"
+wait_for 5 '^step 20/20 ' "train --tui runs train's 20 steps"
+wait_for 5 ' P1 V1 D1 M1 .* B8 T64 ' "train --tui runs train's one stage, batch 8 x 64"
+tm send-keys q
+for _ in $(seq 50); do [ -s "$work/tui_exit.txt" ] && break; sleep 0.2; done
+check "train --tui exits 0" [ "$(cat "$work/tui_exit.txt" 2>/dev/null)" = 0 ]
+
 cli_finish

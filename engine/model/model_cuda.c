@@ -246,7 +246,7 @@ static void *mailbox_alloc(size_t bytes, int owner) {
 
 static void mailbox_copy(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread));
-    CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+    REQUIRED_WAIT(5, CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread)));
 }
 
 static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = dev_free, .copy = mailbox_copy};
@@ -429,7 +429,7 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
         layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d, s->cfg.rms_eps);
     if (!s->has_head) {
         to_msg(c, ac->out_msg, a->output, NC);
-        cuda_ctx_synchronize(c->ctx);
+        REQUIRED_WAIT(3, cuda_ctx_synchronize(c->ctx));   // the message is complete when a send reads it
         return 0.0;
     }
     cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
@@ -499,7 +499,7 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
         layer_backward_input(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_dresid_at(a, l + 1),
                              acts_dresid_at(a, l), a, d);
     if (!s->has_embed) to_msg(c, ((ActsCuda *)a->dev)->din_msg, a->dinput, NC);
-    cuda_ctx_synchronize(c->ctx);
+    REQUIRED_WAIT(4, cuda_ctx_synchronize(c->ctx));   // as forward: the message is complete
 }
 
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,

@@ -221,7 +221,7 @@ static TransportStatus transport_nccl_send(Transport *t, int from, int to, int t
     if (st != TRANSPORT_OK) return st;
     // The copy stream holds only these copies, so waiting for it waits for this one alone.
     CUDA_CHECK(cudaMemcpyAsync(slot->data, data, bytes, cudaMemcpyDeviceToDevice, nt->copy));
-    CUDA_CHECK(cudaStreamSynchronize(nt->copy));
+    REQUIRED_WAIT(1, CUDA_CHECK(cudaStreamSynchronize(nt->copy)));   // the send reads the copy
     NCCL_CHECK(ncclSend(slot->data, bytes, ncclUint8, 1, l->comm, l->stream));
     CUDA_CHECK(cudaEventRecord(slot->done, l->stream));
     *slot = (SendSlot){.data = slot->data, .done = slot->done, .busy = true, .comm = l->comm, .to = to,
@@ -287,7 +287,7 @@ static TransportStatus transport_nccl_recv(Transport *t, int self, int from, int
     nt->base.wait.what = WAIT_NONE;
     if (st != TRANSPORT_OK) return st;
     CUDA_CHECK(cudaMemcpyAsync(data, slot->data, bytes, cudaMemcpyDeviceToDevice, nt->copy));
-    CUDA_CHECK(cudaStreamSynchronize(nt->copy));
+    REQUIRED_WAIT(2, CUDA_CHECK(cudaStreamSynchronize(nt->copy)));   // the caller reads data; the slot is reposted
     slot->posted = false;
     return TRANSPORT_OK;
 }

@@ -26,8 +26,9 @@
 // breach prints one line naming the call and aborts.
 // PPTRAIN_EMU_GPUS=N sets how many devices it pretends to have (default 1).
 // PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, one line on stderr
-//   pptrain (GPU emulation): N host syncs
-// counting every call that makes the host wait for the device (the sum over its threads).
+//   pptrain (GPU emulation): N host syncs            (" (rank R)" added under mpirun)
+// counting every call that made the host wait for device work not yet done (a stream or event
+// synchronize, a copy to pageable memory, a cudaFree), summed over the process's threads.
 // Not emulated: the kernels themselves (tests/gpu/test_cuda_kernels runs those on a GPU).
 #include <pthread.h>
 #include <stdio.h>
@@ -64,7 +65,12 @@ static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_state;
 static unsigned long host_syncs;
 
-static void print_syncs(void) { fprintf(stderr, "pptrain (GPU emulation): %lu host syncs\n", host_syncs); }
+// At exit: "pptrain (GPU emulation): N host syncs", with " (rank R)" under mpirun.
+static void print_syncs(void) {
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    fprintf(stderr, "pptrain (GPU emulation): %lu host syncs%s%s%s\n", host_syncs, rank ? " (rank " : "",
+            rank ? rank : "", rank ? ")" : "");
+}
 
 // Reads PPTRAIN_EMU_SEED and PPTRAIN_EMU_COUNT_SYNCS once, before main.
 __attribute__((constructor)) static void emu_start(void) {
@@ -357,10 +363,11 @@ static void progress(void) {
     }
 }
 
-// The host waits for s's first `upto` items (a host sync; counted when `counted`).
+// The host waits for s's first `upto` items: a host sync, counted when `counted` and the device
+// is not there yet (waiting for work already done costs a GPU nothing).
 static void host_wait(cudaStream_t s, uint64_t upto, bool counted) {
     pthread_mutex_lock(&gpu_lock);
-    if (counted) host_syncs++;
+    if (counted && s->done < upto) host_syncs++;
     for (;;) {
         progress();
         if (advance(s, upto, 0)) break;
@@ -383,18 +390,20 @@ static void drain_and_retire(cudaStream_t s) {
     pthread_mutex_unlock(&gpu_lock);
 }
 
-// Waits for all work queued so far on device's streams (a host sync).
+// Waits for all work queued so far on device's streams (a host sync, counted as host_wait's).
 static void device_wait(int device) {
     pthread_mutex_lock(&gpu_lock);
-    host_syncs++;
     size_t n = 0;
+    bool behind = false;
     cudaStream_t *mine = emu_malloc((n_live ? n_live : 1) * sizeof *mine);
     uint64_t *upto = emu_malloc((n_live ? n_live : 1) * sizeof *upto);
     for (size_t i = 0; i < n_live; i++)
         if (live[i]->device == device || live[i] == &legacy_stream) {
             mine[n] = live[i];
             upto[n++] = live[i]->queued;
+            behind = behind || live[i]->done < live[i]->queued;
         }
+    if (behind) host_syncs++;
     pthread_mutex_unlock(&gpu_lock);
     for (size_t i = 0; i < n; i++) host_wait(mine[i], upto[i], false);
     free(mine);

@@ -3,7 +3,8 @@
 # path's ordering matters: messages between stages. fp32, so a wrong byte cannot hide in bf16's
 # tolerance (1e-4 of the CPU's losses, as cli_gpu.sh holds fp32):
 #  - 4 stages on 4 emulated GPUs (threads, local transport, device mailboxes), 1f1b;
-#  - 2 processes over the nccl transport (mpirun), 1f1b and zb-v.
+#  - 2 processes over the nccl transport (mpirun), 1f1b and zb-v, and 2 stages x 2 replicas
+#    (the gradients' all-reduce on the device).
 # The normal pptrain_emu passes it at every PPTRAIN_EMU_SEED. A mutant build drops one required
 # wait (kernels/cuda/cuda_check.h: REQUIRED_WAIT); with a third argument, `mutant`, the script
 # passes only when the mutant is caught: the CPU reference ran, and at least one GPU check
@@ -32,11 +33,11 @@ run() {   # run NAME args...: a run recorded in NAME.db (a hang counts as a fail
   [ $code -eq 0 ] || { echo "  $name exited $code:"; tail -3 "$name.txt"; }
   return $code
 }
-nccl_run() {   # nccl_run NAME args...: 2 processes over nccl
-  local name=$1
-  shift
+nccl_run() {   # nccl_run NAME NP args...: NP processes over nccl
+  local name=$1 np=$2
+  shift 2
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" OMP_NUM_THREADS=1 timeout 120 \
-    mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --transport nccl --device cuda \
+    mpirun --allow-run-as-root --oversubscribe -np "$np" "$bin" "${base[@]}" --transport nccl --device cuda \
     --precision fp32 --db "$name.db" "$@" > "$name.txt" 2>&1
   local code=$?
   losses "$name.db" > "$name.losses"
@@ -50,10 +51,12 @@ check "GPU fp32, 4 stages (local): within 1e-4 of the CPU's" within cpu.losses l
 if "$bin" "${base[@]}" --transport nccl --device cuda --db '' 2>&1 | grep -q "built without NCCL"; then
   echo "  (this pptrain has no NCCL: the nccl checks are skipped)"
 else
-  check "nccl fp32, 2 processes, 1f1b, runs" nccl_run nccl --stages 2
+  check "nccl fp32, 2 processes, 1f1b, runs" nccl_run nccl 2 --stages 2
   check "nccl fp32 1f1b: within 1e-4 of the CPU's" within cpu.losses nccl.losses 1e-4
-  check "nccl fp32, 2 processes, zb-v, runs" nccl_run ncclv --stages 2 --schedule zb-v
+  check "nccl fp32, 2 processes, zb-v, runs" nccl_run ncclv 2 --stages 2 --schedule zb-v
   check "nccl fp32 zb-v: within 1e-4 of the CPU's" within cpu.losses ncclv.losses 1e-4
+  check "nccl fp32, 2 stages x 2 replicas, runs" nccl_run nccldp 4 --stages 2 --dp 2
+  check "nccl fp32 data parallel: within 1e-4 of the CPU's" within cpu.losses nccldp.losses 1e-4
 fi
 if [ "$mutant" = mutant ]; then
   echo "$passed passed, $failed failed"

@@ -35,6 +35,7 @@ struct CudaCtx {
     void *arena;           // device scratch (arena_bytes), NaN between uses
     size_t arena_bytes;
     bool reserved;         // cuda_ctx_reserve was called: the arena may no longer grow
+    double *fetched;       // pinned: where cuda_fetch_double's copy lands (as context.cu)
 };
 
 int cuda_device_count(void) { return emu_devices(); }
@@ -47,6 +48,7 @@ CudaCtx *cuda_ctx_create(int device) {
     if (!ctx) emu_breach("cuda_ctx_create", "out of host memory");
     ctx->device = device;
     cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
+    cudaMallocHost((void **)&ctx->fetched, sizeof *ctx->fetched);
     return ctx;
 }
 
@@ -54,6 +56,7 @@ void cuda_ctx_destroy(CudaCtx *ctx) {
     if (!ctx) return;
     cudaStreamSynchronize(ctx->stream);
     if (ctx->arena) cudaFree(ctx->arena);
+    cudaFreeHost(ctx->fetched);
     cudaStreamDestroy(ctx->stream);
     free(ctx);
 }
@@ -100,9 +103,9 @@ static void *arena_for(CudaCtx *ctx, const char *call, size_t bytes) {
 double cuda_fetch_double(CudaCtx *ctx, const double *dev_value) {
     launch(ctx, __func__);
     emu_need_device(__func__, dev_value, sizeof(double));
-    double v = 0.0;
-    cudaMemcpyAsync(&v, dev_value, sizeof v, cudaMemcpyDeviceToHost, ctx->stream);   // pageable: waits
-    return v;
+    cudaMemcpyAsync(ctx->fetched, dev_value, sizeof *ctx->fetched, cudaMemcpyDeviceToHost, ctx->stream);
+    cudaStreamSynchronize(ctx->stream);   // pinned: the copy lands when it runs
+    return *ctx->fetched;
 }
 
 void cuda_zero(CudaCtx *ctx, void *p, size_t bytes) {

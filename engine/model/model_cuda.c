@@ -41,8 +41,9 @@ struct StageCuda {
     float *w, *g, *m, *v;      // (numel) fp32: master weights, gradients, AdamW moments
     cuda_bf16 *w16;            // (numel) bf16 working copy of w (bf16 mode), else NULL
     ParamViews dw, dg;         // named views into w and g
-    double *sumsq;             // one device double: the gradient norm's accumulator
-    double *step_loss;         // one device double: the losses of the step's forwards so far (last stage)
+    double *totals;            // (2) device: the step's loss so far (last stage), the gradients' sum of squares
+    double *totals_host;       // (2) pinned: where the step's one wait reads them
+    bool norm_read;            // totals_host[1] is the sum of squares of g as it is now
     cuda_bf16 *scratch[N_SCRATCH];  // bf16 GEMM operands (bf16 mode)
     size_t scratch_elems[N_SCRATCH];  // each one's size
     int32_t *targets;          // (scratch_rows) the microbatch's targets, last stage
@@ -143,8 +144,8 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     c->m = dev_alloc(bytes);
     c->v = dev_alloc(bytes);
     if (bf16) c->w16 = dev_alloc(s->numel * sizeof(cuda_bf16));
-    c->sumsq = dev_alloc(sizeof(double));
-    c->step_loss = dev_alloc(sizeof(double));
+    c->totals = dev_alloc(2 * sizeof(double));
+    CUDA_CHECK(cudaMallocHost((void **)&c->totals_host, 2 * sizeof(double)));
     const int n_layers = s->layer_end - s->layer_begin;
     c->dw.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
     c->dg.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
@@ -161,7 +162,7 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     cuda_zero(c->ctx, c->g, bytes);
     cuda_zero(c->ctx, c->m, bytes);
     cuda_zero(c->ctx, c->v, bytes);
-    cuda_zero(c->ctx, c->step_loss, sizeof(double));
+    cuda_zero(c->ctx, c->totals, 2 * sizeof(double));
     gpu_upload(s, NULL);
     return 0;
 }
@@ -175,8 +176,8 @@ static void gpu_detach(StageModel *s) {
     dev_free(c->m);
     dev_free(c->v);
     dev_free(c->w16);
-    dev_free(c->sumsq);
-    dev_free(c->step_loss);
+    dev_free(c->totals);
+    CUDA_CHECK(cudaFreeHost(c->totals_host));
     dev_free(c->targets);
     for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
     free_staged_rows(c);
@@ -196,6 +197,17 @@ static void copy_sync(StageCuda *c, void *dst, const void *src, size_t bytes, en
     cuda_ctx_synchronize(c->ctx);
 }
 
+// totals[1] = the gradients' sum of squares (in double, fixed order), then both totals into
+// pinned memory: one wait.
+static void read_totals(StageCuda *c, size_t numel) {
+    cuda_zero(c->ctx, c->totals + 1, sizeof(double));
+    cuda_grad_sum_squares(c->ctx, c->totals + 1, c->g, numel);
+    CUDA_CHECK(cudaMemcpyAsync(c->totals_host, c->totals, 2 * sizeof(double), cudaMemcpyDeviceToHost,
+                               cuda_ctx_stream(c->ctx)));
+    cuda_ctx_synchronize(c->ctx);
+    c->norm_read = true;
+}
+
 static void gpu_download(StageModel *s, bool grads, AdamWState *opt) {
     StageCuda *c = cuda_of(s);
     const size_t bytes = s->numel * sizeof(float);
@@ -210,6 +222,7 @@ static void gpu_download(StageModel *s, bool grads, AdamWState *opt) {
 
 static void gpu_upload(StageModel *s, const AdamWState *opt) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     const size_t bytes = s->numel * sizeof(float);
     CUDA_CHECK(cudaSetDevice(c->device));
     copy_sync(c, c->w, s->weights, bytes, cudaMemcpyHostToDevice);
@@ -226,6 +239,7 @@ static void gpu_upload(StageModel *s, const AdamWState *opt) {
 // Under nccl the all-reduce's stream takes g over from the stage's stream (cuda_handoff.h).
 static float *gpu_reduce_begin(StageModel *s, bool device) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;   // the replicas' sum replaces g
     if (device) {
         cuda_handoff_release(c->g, cuda_ctx_stream(c->ctx));
         return c->g;
@@ -250,20 +264,23 @@ static void gpu_reduce_end(StageModel *s, bool device) {
 // Stream order: the backward passes that add into g come after it on the same stream.
 static void gpu_zero_grads(StageModel *s) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     cuda_zero(c->ctx, c->g, s->numel * sizeof(float));
 }
 
 // The whole stage's sum, in double in a fixed order, in out[0] (stage_ops.h allows it).
+// The sum of squares: already read by the step's wait for its loss (gpu_step_loss) when the
+// gradients have not changed since, else one wait of its own.
 static void gpu_grad_sum_squares(const StageModel *s, double *out) {
     StageCuda *c = cuda_of(s);
-    cuda_zero(c->ctx, c->sumsq, sizeof(double));
-    cuda_grad_sum_squares(c->ctx, c->sumsq, c->g, s->numel);
-    out[0] = cuda_fetch_double(c->ctx, c->sumsq);
+    if (!c->norm_read) read_totals(c, s->numel);
+    out[0] = c->totals_host[1];
     for (int i = 1; i < s->n_params; i++) out[i] = 0.0;
 }
 
 static void gpu_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     if (clip < 1.0f) cuda_grad_scale(c->ctx, c->g, s->numel, clip);
     opt->t++;
     cuda_adamw_update(c->ctx, c->w, c->w16, c->g, c->m, c->v, s->numel, opt->t, lr, o->beta1, o->beta2, o->eps,
@@ -522,16 +539,18 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
     }
     cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
     lin_fwd(c, a->logits, operand(c, S_A, a->lnf, NC), c->dw.lm_head, d.N, d.C, d.V);
-    cuda_crossentropy_forward_backward(c->ctx, a->dlogits, c->step_loss, a->logits, c->targets, d.N, d.V, loss_scale);
+    cuda_crossentropy_forward_backward(c->ctx, a->dlogits, c->totals, a->logits, c->targets, d.N, d.V, loss_scale);
     return 0.0;   // the loss stays on the device: gpu_step_loss
 }
 
-// The step's one wait for its loss, then the accumulator starts again at zero.
+// The step's one wait on the last stage's rank: its loss and, the gradients being complete by
+// then, their sum of squares (what gpu_grad_sum_squares gives unless a replica sum or an update
+// changes them first); the loss accumulator then starts again at zero.
 static double gpu_step_loss(StageModel *s) {
     StageCuda *c = cuda_of(s);
-    const double loss = cuda_fetch_double(c->ctx, c->step_loss);
-    cuda_zero(c->ctx, c->step_loss, sizeof(double));
-    return loss;
+    read_totals(c, s->numel);
+    cuda_zero(c->ctx, c->totals, sizeof(double));
+    return c->totals_host[0];
 }
 
 // ---- backward ----------------------------------------------------------------------------
@@ -619,6 +638,7 @@ static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParam
 
 static void gpu_backward_weight(StageModel *s, StageActs *a) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     if (s->has_head) {

@@ -23,9 +23,10 @@
 // stream. A message (and, under nccl, the gradients the replicas sum) passes between that
 // stream and a transport's, a mailbox copy's or another stage's by events
 // (engine/model/cuda_handoff.h); tokens and targets go up through pinned buffers. The host
-// waits for the device only where it reads a result: the step's loss (stage_step_loss, last
-// stage), the gradient norm, and the host mirror. So a step waits once on a rank (the norm),
-// twice on the last stage's (loss and norm); tests/gpu_emu/emu_syncs.sh holds those counts.
+// waits for the device only where it reads a result: once a step per stage for the gradient
+// norm, which on the last stage also brings the step's loss (stage_step_loss reads both, and
+// grad_sum_squares then takes the norm from there), and for the host mirror. So a rank with
+// one stage waits once a step; tests/gpu_emu/emu_syncs.sh holds those counts.
 // Several stages may share a GPU (threads of one process, each stage on its own stream).
 //
 // The gradient norm is summed on the device over the whole stage (grad_sum_squares gives it in

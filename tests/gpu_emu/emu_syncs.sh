@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# tests/gpu_emu/emu_syncs.sh: a GPU step makes the host wait for the device only where it reads
-# a result: the gradient norm on every rank, and the step's loss on the last stage's rank
+# tests/gpu_emu/emu_syncs.sh: a GPU step makes the host wait for the device once per stage, where
+# it reads the gradient norm, which on the last stage's rank brings the step's loss with it
 # (engine/model/model_cuda.c). Everything else (messages, copies, the transports' handovers, the
 # tokens through pinned memory) is ordered by events. The emulator counts the waits
 # (PPTRAIN_EMU_COUNT_SYNCS=1, tests/gpu_emu/cuda_emu.c); a step's share is the difference between
 # a 4-step and a 2-step run, so set-up does not count:
-#  - 1 stage: 2 a step (loss, norm);
-#  - 2 stages as threads of one process (local transport): 3 a step (norm, loss + norm);
-#  - 2 processes over nccl: rank 0 1 a step (norm), rank 1 2 (loss, norm).
+#  - 1 stage: 1 a step;
+#  - 2 stages as threads of one process (local transport): 2 a step, one each;
+#  - 2 processes over nccl: 1 a step on each rank.
 # usage: emu_syncs.sh PPTRAIN_EMU SOURCE_DIR
 source "$(dirname "$0")/../cli/lib_cli.sh" "$@"
 
@@ -38,13 +38,13 @@ per_step() {
   fi
 }
 
-check "1 stage: 2 host syncs a step (loss, norm)" per_step 2 0 0
-check "1 stage fp32: 2 host syncs a step" per_step 2 0 0 --precision fp32
-check "2 stages, one process: 3 host syncs a step" per_step 3 0 0 --stages 2
+check "1 stage: 1 host sync a step (loss and norm)" per_step 1 0 0
+check "1 stage fp32: 1 host sync a step" per_step 1 0 0 --precision fp32
+check "2 stages, one process: 2 host syncs a step (one a stage)" per_step 2 0 0 --stages 2
 if "$bin" "${base[@]}" --steps 2 --transport nccl 2>&1 | grep -q "built without NCCL"; then
   echo "  (this pptrain has no NCCL: the nccl checks are skipped)"
 else
   check "nccl, rank 0 (stage 0): 1 host sync a step (norm)" per_step 1 2 0 --transport nccl --stages 2
-  check "nccl, rank 1 (last stage): 2 host syncs a step (loss, norm)" per_step 2 2 1 --transport nccl --stages 2
+  check "nccl, rank 1 (last stage): 1 host sync a step (loss and norm)" per_step 1 2 1 --transport nccl --stages 2
 fi
 cli_finish

@@ -268,9 +268,9 @@ static void gpu_zero_grads(StageModel *s) {
     cuda_zero(c->ctx, c->g, s->numel * sizeof(float));
 }
 
-// The whole stage's sum, in double in a fixed order, in out[0] (stage_ops.h allows it).
-// The sum of squares: already read by the step's wait for its loss (gpu_step_loss) when the
-// gradients have not changed since, else one wait of its own.
+// The whole stage's sum, in double in a fixed order, in out[0] (stage_ops.h allows it): already
+// read by the step's wait for its loss (gpu_step_loss) when the gradients have not changed since,
+// else one wait of its own.
 static void gpu_grad_sum_squares(const StageModel *s, double *out) {
     StageCuda *c = cuda_of(s);
     if (!c->norm_read) read_totals(c, s->numel);

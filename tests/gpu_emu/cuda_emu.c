@@ -21,9 +21,10 @@
 // Memory is poisoned: cudaMalloc hands out NaN (0xff bytes), cudaFree fills the block with
 // NaN before it frees it (kernels_emu.c poisons the context's arena as it is recycled).
 // Strict where a GPU would fail: every buffer a kernel reads or writes must lie inside one
-// live device allocation, copies must go the way their kind says, and a context's kernels
-// must be launched from a thread whose current device is the context's (cudaSetDevice); a
-// breach prints one line naming the call and aborts.
+// live device allocation, copies must go the way their kind says, a context's kernels must be
+// launched from a thread whose current device is the context's (cudaSetDevice), and an event
+// records only on a stream of its own device; a breach prints one line naming the call and
+// aborts.
 // PPTRAIN_EMU_GPUS=N sets how many devices it pretends to have (default 1).
 // PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, one line on stderr
 //   pptrain (GPU emulation): N host syncs            (" (rank R)" added under mpirun)
@@ -205,6 +206,7 @@ struct CUstream_st {
 struct CUevent_st {
     cudaStream_t stream;    // NULL: never recorded (complete)
     uint64_t upto;          // complete once stream->done >= upto
+    int device;             // the current device at creation: it records only there
 };
 
 static cudaStream_t *live;          // every stream that may hold work
@@ -443,7 +445,9 @@ cudaError_t cudaDeviceSynchronize(void) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
     (void)flags;
     *event = calloc(1, sizeof **event);
-    return *event ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    if (!*event) return fail(cudaErrorMemoryAllocation);
+    (*event)->device = current_device;
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
@@ -453,8 +457,13 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 
+// An event records only on a stream of its own device (the per-thread stream: the current
+// device's), as on a machine with several GPUs.
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     pthread_mutex_lock(&gpu_lock);
+    const int on = stream == cudaStreamPerThread ? current_device : resolve(stream)->device;
+    if (stream != NULL && stream != cudaStreamLegacy && on != event->device)
+        emu_breach("cudaEventRecord", "the event and the stream are on different devices");
     event->stream = resolve(stream);
     event->upto = event->stream->queued;
     pthread_mutex_unlock(&gpu_lock);

@@ -399,7 +399,8 @@ RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *ta
         for (int j = 0; j < 2; j++)
             if (rt->release[i][j] >= 0) slot_give_back(rt, rt->release[i][j]);
     }
-    // Microbatch order, as the single-device trainer sums them.
+    // Microbatch order, as the single-device trainer sums them; then what a device kept.
     for (int mb = 0; mb < rt->M; mb++) stats->loss += rt->mb_loss[mb];
+    if (rt->local[rt->S - 1] >= 0) stats->loss += stage_step_loss(pool_of(rt, rt->S - 1)->model);
     return RUNTIME_OK;
 }

@@ -195,10 +195,14 @@ size_t stage_acts_bytes(const StageModel *s, int B, int T);
 //     (stage_msg_bytes): fp32 on the CPU; bf16 or fp32 device memory on a GPU.
 //   tokens and targets are host memory on every device.
 //   last stage: targets(B*T) (-1 = ignore) give the loss and its gradient right away;
-//               returns loss_scale * sum of per-token losses (see crossentropy_forward_backward).
+//               returns loss_scale * sum of per-token losses (see crossentropy_forward_backward);
+//               a GPU stage returns 0 and keeps it on the device for stage_step_loss.
 //   other stages: return 0 and the output is at stage_acts_output().
 double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
                      const int32_t *targets, float loss_scale);
+// The last stage's losses that stage_forward left on the device (it returned 0 for them) since
+// the last call, summed in forward order; 0 where stage_forward returns them (the CPU).
+double stage_step_loss(StageModel *s);
 // The output as a message of the stage's format, on the stage's device.
 const void *stage_acts_output(const StageActs *a);       // (B*T, C)
 // Bytes of one message (an activation or its gradient) of B*T rows: B*T*C*4 on the CPU,

@@ -1,9 +1,10 @@
-// A stage on a CUDA GPU: the equations of model_stage.c (read it first: same order, same
-// buffers, same accumulate-into contract) on the device twin of engine/model/model_cuda.h, with the
-// kernels of kernels/cuda. The activation arena is carved by model_acts.c's own layout
-// (stage_acts_layout) out of device memory, so every LayerActs pointer means what it means on
-// the CPU; a GPU slot adds its messages (bf16 copies of the output and the input gradient),
-// its device targets and its loss accumulator (ActsCuda).
+// engine/model/model_cuda: a stage on a CUDA GPU: the equations of model_stage.c (read it first:
+// same order, same buffers, same accumulate-into contract) on the device twin of
+// engine/model/model_cuda.h, with the kernels of kernels/cuda. The activation arena is carved by
+// model_acts.c's own layout (stage_acts_layout) out of device memory, so every LayerActs pointer
+// means what it means on the CPU; a GPU slot adds its messages (bf16 copies of the output and
+// the input gradient: ActsCuda). Nothing here waits for the device but the reads of the step's
+// loss and norm and of the host mirror (model_cuda.h "Synchrony").
 //
 // GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's four bf16
 // scratch buffers (S_A ... S_D, sized by ensure_scratch) right before the GEMM, once per
@@ -17,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "engine/model/cuda_handoff.h"
 #include "engine/model/model_acts.h"
 #include "kernels/cuda/kernels_cuda.h"
 
@@ -25,6 +27,13 @@ enum { S_A = 0, S_B, S_C, S_D, N_SCRATCH };
 typedef struct StageCuda StageCuda;
 typedef struct ActsCuda ActsCuda;
 
+// One forward's token and target rows on their way up: pinned, so the copies are queued, and
+// free again once `staged` (recorded after them) completed.
+typedef struct {
+    int32_t *tokens, *targets;   // (scratch_rows) pinned
+    cudaEvent_t staged;
+} StagedRows;
+
 struct StageCuda {
     CudaCtx *ctx;              // the stage's device, stream and cuBLAS handles
     int device;
@@ -32,11 +41,15 @@ struct StageCuda {
     float *w, *g, *m, *v;      // (numel) fp32: master weights, gradients, AdamW moments
     cuda_bf16 *w16;            // (numel) bf16 working copy of w (bf16 mode), else NULL
     ParamViews dw, dg;         // named views into w and g
-    double *sumsq;             // one device double: the gradient norm's accumulator
+    double *totals;            // (2) device: the step's loss so far (last stage), the gradients' sum of squares
+    double *totals_host;       // (2) pinned: where the step's one wait reads them
+    bool norm_read;            // totals_host[1] is the sum of squares of g as it is now
     cuda_bf16 *scratch[N_SCRATCH];  // bf16 GEMM operands (bf16 mode)
     size_t scratch_elems[N_SCRATCH];  // each one's size
     int32_t *targets;          // (scratch_rows) the microbatch's targets, last stage
     size_t scratch_rows;
+    StagedRows *staged;        // (n_staged) grown until one is always free (the host runs a step ahead at most)
+    int n_staged;
 };
 
 // A GPU slot's extras (StageActs.dev).
@@ -44,7 +57,6 @@ struct ActsCuda {
     int device;                // the stage's GPU
     void *out_msg;             // (N, C) where msg_out points: a bf16 copy of output, or output (fp32)
     void *din_msg;             // (N, C) where msg_din points: a bf16 copy of dinput, or dinput (fp32)
-    double *loss;              // one device double: this slot's last loss
 };
 
 static const StageOps CUDA_OPS;
@@ -62,6 +74,38 @@ static void *dev_alloc(size_t bytes) {
 
 static void dev_free(void *p) {
     if (p) CUDA_CHECK(cudaFree(p));
+}
+
+// ---- pinned rows for tokens and targets -------------------------------------------------
+
+static void free_staged_rows(StageCuda *c) {
+    for (int i = 0; i < c->n_staged; i++) {
+        CUDA_CHECK(cudaEventSynchronize(c->staged[i].staged));
+        CUDA_CHECK(cudaEventDestroy(c->staged[i].staged));
+        CUDA_CHECK(cudaFreeHost(c->staged[i].tokens));
+        CUDA_CHECK(cudaFreeHost(c->staged[i].targets));
+    }
+    free(c->staged);
+    c->staged = NULL;
+    c->n_staged = 0;
+}
+
+// Pinned rows whose last copies have run (an event query: the host never waits), or new ones:
+// the pool grows in the first step to what the host queues ahead of the GPU, at most a step.
+static StagedRows *free_rows(StageCuda *c) {
+    for (int i = 0; i < c->n_staged; i++) {
+        const cudaError_t e = cudaEventQuery(c->staged[i].staged);
+        if (e == cudaSuccess) return &c->staged[i];
+        if (e != cudaErrorNotReady) CUDA_CHECK(e);
+        (void)cudaGetLastError();   // not ready is no error
+    }
+    c->staged = check_alloc(realloc(c->staged, (size_t)(c->n_staged + 1) * sizeof *c->staged),
+                            (size_t)(c->n_staged + 1) * sizeof *c->staged, __FILE__, __LINE__);
+    StagedRows *r = &c->staged[c->n_staged++];
+    CUDA_CHECK(cudaMallocHost((void **)&r->tokens, c->scratch_rows * sizeof(int32_t)));
+    CUDA_CHECK(cudaMallocHost((void **)&r->targets, c->scratch_rows * sizeof(int32_t)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&r->staged, cudaEventDisableTiming));
+    return r;
 }
 
 // ---- devices, attach, detach ----------------------------------------------------------
@@ -100,7 +144,8 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     c->m = dev_alloc(bytes);
     c->v = dev_alloc(bytes);
     if (bf16) c->w16 = dev_alloc(s->numel * sizeof(cuda_bf16));
-    c->sumsq = dev_alloc(sizeof(double));
+    c->totals = dev_alloc(2 * sizeof(double));
+    CUDA_CHECK(cudaMallocHost((void **)&c->totals_host, 2 * sizeof(double)));
     const int n_layers = s->layer_end - s->layer_begin;
     c->dw.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
     c->dg.layer = xcalloc((size_t)(n_layers ? n_layers : 1), sizeof(LayerParams));
@@ -117,6 +162,7 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     cuda_zero(c->ctx, c->g, bytes);
     cuda_zero(c->ctx, c->m, bytes);
     cuda_zero(c->ctx, c->v, bytes);
+    cuda_zero(c->ctx, c->totals, 2 * sizeof(double));
     gpu_upload(s, NULL);
     return 0;
 }
@@ -130,9 +176,11 @@ static void gpu_detach(StageModel *s) {
     dev_free(c->m);
     dev_free(c->v);
     dev_free(c->w16);
-    dev_free(c->sumsq);
+    dev_free(c->totals);
+    CUDA_CHECK(cudaFreeHost(c->totals_host));
     dev_free(c->targets);
     for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
+    free_staged_rows(c);
     free(c->dw.layer);
     free(c->dg.layer);
     cuda_ctx_destroy(c->ctx);
@@ -149,6 +197,17 @@ static void copy_sync(StageCuda *c, void *dst, const void *src, size_t bytes, en
     cuda_ctx_synchronize(c->ctx);
 }
 
+// totals[1] = the gradients' sum of squares (in double, fixed order), then both totals into
+// pinned memory: one wait.
+static void read_totals(StageCuda *c, size_t numel) {
+    cuda_zero(c->ctx, c->totals + 1, sizeof(double));
+    cuda_grad_sum_squares(c->ctx, c->totals + 1, c->g, numel);
+    CUDA_CHECK(cudaMemcpyAsync(c->totals_host, c->totals, 2 * sizeof(double), cudaMemcpyDeviceToHost,
+                               cuda_ctx_stream(c->ctx)));
+    cuda_ctx_synchronize(c->ctx);
+    c->norm_read = true;
+}
+
 static void gpu_download(StageModel *s, bool grads, AdamWState *opt) {
     StageCuda *c = cuda_of(s);
     const size_t bytes = s->numel * sizeof(float);
@@ -163,6 +222,7 @@ static void gpu_download(StageModel *s, bool grads, AdamWState *opt) {
 
 static void gpu_upload(StageModel *s, const AdamWState *opt) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     const size_t bytes = s->numel * sizeof(float);
     CUDA_CHECK(cudaSetDevice(c->device));
     copy_sync(c, c->w, s->weights, bytes, cudaMemcpyHostToDevice);
@@ -176,9 +236,14 @@ static void gpu_upload(StageModel *s, const AdamWState *opt) {
 
 // The replicas' gradient sum: on the device under a transport of device memory (nccl), else
 // through the host mirror (the local transport adds host memory).
+// Under nccl the all-reduce's stream takes g over from the stage's stream (cuda_handoff.h).
 static float *gpu_reduce_begin(StageModel *s, bool device) {
     StageCuda *c = cuda_of(s);
-    if (device) return c->g;
+    c->norm_read = false;   // the replicas' sum replaces g
+    if (device) {
+        cuda_handoff_release(c->g, cuda_ctx_stream(c->ctx));
+        return c->g;
+    }
     CUDA_CHECK(cudaSetDevice(c->device));
     copy_sync(c, s->grads, c->g, s->numel * sizeof(float), cudaMemcpyDeviceToHost);
     return s->grads;
@@ -186,33 +251,40 @@ static float *gpu_reduce_begin(StageModel *s, bool device) {
 
 static void gpu_reduce_end(StageModel *s, bool device) {
     StageCuda *c = cuda_of(s);
-    if (device) return;
+    if (device) {
+        // The update reads the sum. (The transport's all-reduce has waited for it already: kept so
+        // the order does not rest on that.)
+        cuda_handoff_acquire(c->g, cuda_ctx_stream(c->ctx));
+        return;
+    }
     CUDA_CHECK(cudaSetDevice(c->device));
     copy_sync(c, c->g, s->grads, s->numel * sizeof(float), cudaMemcpyHostToDevice);
 }
 
+// Stream order: the backward passes that add into g come after it on the same stream.
 static void gpu_zero_grads(StageModel *s) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     cuda_zero(c->ctx, c->g, s->numel * sizeof(float));
-    cuda_ctx_synchronize(c->ctx);
 }
 
-// The whole stage's sum, in double in a fixed order, in out[0] (stage_ops.h allows it).
+// The whole stage's sum, in double in a fixed order, in out[0] (stage_ops.h allows it): already
+// read by the step's wait for its loss (gpu_step_loss) when the gradients have not changed since,
+// else one wait of its own.
 static void gpu_grad_sum_squares(const StageModel *s, double *out) {
     StageCuda *c = cuda_of(s);
-    cuda_zero(c->ctx, c->sumsq, sizeof(double));
-    cuda_grad_sum_squares(c->ctx, c->sumsq, c->g, s->numel);
-    out[0] = cuda_fetch_double(c->ctx, c->sumsq);
+    if (!c->norm_read) read_totals(c, s->numel);
+    out[0] = c->totals_host[1];
     for (int i = 1; i < s->n_params; i++) out[i] = 0.0;
 }
 
 static void gpu_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     if (clip < 1.0f) cuda_grad_scale(c->ctx, c->g, s->numel, clip);
     opt->t++;
     cuda_adamw_update(c->ctx, c->w, c->w16, c->g, c->m, c->v, s->numel, opt->t, lr, o->beta1, o->beta2, o->eps,
                       o->weight_decay);
-    cuda_ctx_synchronize(c->ctx);
 }
 
 // ---- messages and slots ------------------------------------------------------------------
@@ -230,6 +302,7 @@ static void *gpu_msg_alloc(const StageModel *s, size_t bytes) {
 
 static void gpu_msg_free(const StageModel *s, void *msg) {
     CUDA_CHECK(cudaSetDevice(cuda_of(s)->device));
+    cuda_handoff_forget(msg);
     dev_free(msg);
 }
 
@@ -244,12 +317,22 @@ static void *mailbox_alloc(size_t bytes, int owner) {
     return p;
 }
 
+// On the calling thread's own stream, ordered after the last access of either buffer and before
+// the next (cuda_handoff.h): the host does not wait.
 static void mailbox_copy(void *dst, const void *src, size_t bytes) {
+    REQUIRED_WAIT(4, cuda_handoff_acquire(src, cudaStreamPerThread));
+    REQUIRED_WAIT(5, cuda_handoff_acquire(dst, cudaStreamPerThread));
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread));
-    CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+    cuda_handoff_release(src, cudaStreamPerThread);
+    cuda_handoff_release(dst, cudaStreamPerThread);
 }
 
-static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = dev_free, .copy = mailbox_copy};
+static void mailbox_free(void *p) {
+    cuda_handoff_forget(p);
+    dev_free(p);
+}
+
+static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = mailbox_free, .copy = mailbox_copy};
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
@@ -264,9 +347,10 @@ static void ensure_scratch(const StageModel *s, size_t N) {
     const size_t wide = max3(C, Q, (size_t)m->intermediate);
     const size_t cols[N_SCRATCH] = {s->has_head && (size_t)m->vocab > wide ? (size_t)m->vocab : wide, wide, KV, KV};
     if (N > c->scratch_rows) {
-        dev_free(c->targets);
+        dev_free(c->targets);   // (cudaFree waits for the device: the staged rows' copies are done)
         c->targets = dev_alloc(N * sizeof(int32_t));
         c->scratch_rows = N;
+        free_staged_rows(c);    // too short now
     }
     for (int k = 0; c->bf16 && k < N_SCRATCH; k++) {
         if (N * cols[k] <= c->scratch_elems[k]) continue;
@@ -318,7 +402,6 @@ static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
     ac->din_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->dinput;
     a->msg_out = ac->out_msg;
     a->msg_din = ac->din_msg;
-    ac->loss = dev_alloc(sizeof(double));
     ensure_scratch(s, (size_t)a->N);
     cuda_ctx_reserve(c->ctx, arena_need(s, a));
     cuda_ctx_synchronize(c->ctx);
@@ -328,9 +411,11 @@ static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
 static void gpu_acts_free(StageActs *a) {
     ActsCuda *ac = a->dev;
     CUDA_CHECK(cudaSetDevice(ac->device));   // the slot's memory is on its stage's GPU
+    cuda_handoff_forget(ac->out_msg);
+    cuda_handoff_forget(ac->din_msg);
     if (ac->out_msg != (void *)a->output) dev_free(ac->out_msg);
     if (ac->din_msg != (void *)a->dinput) dev_free(ac->din_msg);
-    dev_free(ac->loss);
+
     dev_free(a->arena);
     free(ac);
     free(a->layer);
@@ -368,10 +453,14 @@ static void lin_bwd_w(StageCuda *c, float *dW, const void *dout, const void *in,
     else cuda_linear_backward_weight(c->ctx, dW, dout, in, N, IC, OC);
 }
 
-// A message (bf16 or fp32, device) into an fp32 buffer of n values.
+// A message (bf16 or fp32, device) into an fp32 buffer of n values, after whatever stream
+// wrote it (a transport's, a mailbox copy's, a stage's on this rank) and before it is rewritten.
 static void from_msg(StageCuda *c, float *dst, const void *msg, size_t n) {
+    const cudaStream_t st = cuda_ctx_stream(c->ctx);
+    REQUIRED_WAIT(3, cuda_handoff_acquire(msg, st));
     if (c->bf16) cuda_bf16_to_f32(c->ctx, dst, msg, n);
-    else CUDA_CHECK(cudaMemcpyAsync(dst, msg, n * sizeof(float), cudaMemcpyDeviceToDevice, cuda_ctx_stream(c->ctx)));
+    else CUDA_CHECK(cudaMemcpyAsync(dst, msg, n * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    cuda_handoff_release(msg, st);
 }
 
 // fp32 -> message (bf16 mode; in fp32 mode the message is the buffer itself).
@@ -412,6 +501,22 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
     cuda_residual_forward(c->ctx, out, out, la->xmid, NC);
 }
 
+// The microbatch's token rows (first stage) and target rows (last stage) go up through pinned
+// buffers, queued: from pageable memory each copy would be staged by the driver first.
+static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const int32_t *targets) {
+    if (!tokens && !targets) return;
+    const cudaStream_t st = cuda_ctx_stream(c->ctx);
+    const size_t bytes = (size_t)a->N * sizeof(int32_t);
+    StagedRows *r = free_rows(c);
+    if (tokens) memcpy(r->tokens, tokens, bytes);
+    if (targets) memcpy(r->targets, targets, bytes);
+    if (tokens) CUDA_CHECK(cudaMemcpyAsync(a->tokens, r->tokens, bytes, cudaMemcpyHostToDevice, st));
+    if (targets) CUDA_CHECK(cudaMemcpyAsync(c->targets, r->targets, bytes, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaEventRecord(r->staged, st));
+}
+
+// Queued, not waited for: the output message is handed to its readers by cuda_handoff; the last
+// stage adds its loss to the step's on the device (gpu_step_loss reads it).
 static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
                           const int32_t *targets, float loss_scale) {
     StageCuda *c = cuda_of(s);
@@ -419,25 +524,33 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
     const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     const cudaStream_t st = cuda_ctx_stream(c->ctx);
-    if (s->has_embed) {
-        CUDA_CHECK(cudaMemcpyAsync(a->tokens, tokens, (size_t)d.N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-        cuda_embedding_forward(c->ctx, acts_resid_at(a, 0), a->tokens, c->dw.wte, d.N, d.C);
-    } else {
-        from_msg(c, acts_resid_at(a, 0), input, NC);
-    }
+    stage_rows(c, a, s->has_embed ? tokens : NULL, s->has_head ? targets : NULL);
+    // The output message (in fp32 the output itself) is rewritten below: after its last reader.
+    // (In training the slot's backward already came after that read; not so in an eval round.)
+    if (!s->has_head) cuda_handoff_acquire(ac->out_msg, st);
+    if (s->has_embed) cuda_embedding_forward(c->ctx, acts_resid_at(a, 0), a->tokens, c->dw.wte, d.N, d.C);
+    else from_msg(c, acts_resid_at(a, 0), input, NC);
     for (int l = 0; l < a->n_layers; l++)
         layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d, s->cfg.rms_eps);
     if (!s->has_head) {
         to_msg(c, ac->out_msg, a->output, NC);
-        cuda_ctx_synchronize(c->ctx);
+        cuda_handoff_release(ac->out_msg, st);
         return 0.0;
     }
     cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
     lin_fwd(c, a->logits, operand(c, S_A, a->lnf, NC), c->dw.lm_head, d.N, d.C, d.V);
-    CUDA_CHECK(cudaMemcpyAsync(c->targets, targets, (size_t)d.N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-    cuda_zero(c->ctx, ac->loss, sizeof(double));
-    cuda_crossentropy_forward_backward(c->ctx, a->dlogits, ac->loss, a->logits, c->targets, d.N, d.V, loss_scale);
-    return cuda_fetch_double(c->ctx, ac->loss);   // waits for the stream
+    cuda_crossentropy_forward_backward(c->ctx, a->dlogits, c->totals, a->logits, c->targets, d.N, d.V, loss_scale);
+    return 0.0;   // the loss stays on the device: gpu_step_loss
+}
+
+// The step's one wait on the last stage's rank: its loss and, the gradients being complete by
+// then, their sum of squares (what gpu_grad_sum_squares gives unless a replica sum or an update
+// changes them first); the loss accumulator then starts again at zero.
+static double gpu_step_loss(StageModel *s) {
+    StageCuda *c = cuda_of(s);
+    read_totals(c, s->numel);
+    cuda_zero(c->ctx, c->totals, sizeof(double));
+    return c->totals_host[0];
 }
 
 // ---- backward ----------------------------------------------------------------------------
@@ -482,11 +595,14 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_rmsnorm_backward(c->ctx, dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
+// Queued, not waited for: the input-gradient message is handed over as forward's output is.
 static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     StageCuda *c = cuda_of(s);
+    ActsCuda *ac = a->dev;
     const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     float *dtop = acts_dresid_at(a, a->n_layers);
+    if (!s->has_embed) cuda_handoff_acquire(ac->din_msg, cuda_ctx_stream(c->ctx));   // after its last reader
     if (s->has_head) {
         cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
         lin_bwd_in(c, a->dlnf, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), c->dw.lm_head, d.N, d.C, d.V);
@@ -498,8 +614,9 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     for (int l = a->n_layers - 1; l >= 0; l--)
         layer_backward_input(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_dresid_at(a, l + 1),
                              acts_dresid_at(a, l), a, d);
-    if (!s->has_embed) to_msg(c, ((ActsCuda *)a->dev)->din_msg, a->dinput, NC);
-    cuda_ctx_synchronize(c->ctx);
+    if (s->has_embed) return;
+    to_msg(c, ac->din_msg, a->dinput, NC);
+    cuda_handoff_release(ac->din_msg, cuda_ctx_stream(c->ctx));
 }
 
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
@@ -521,6 +638,7 @@ static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParam
 
 static void gpu_backward_weight(StageModel *s, StageActs *a) {
     StageCuda *c = cuda_of(s);
+    c->norm_read = false;
     const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     if (s->has_head) {
@@ -533,7 +651,6 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
         layer_backward_weight(c, &c->dw.layer[l], &c->dg.layer[l], &a->layer[l], acts_resid_at(a, l),
                               acts_dresid_at(a, l + 1), d);
     if (s->has_embed) cuda_embedding_backward(c->ctx, c->dg.wte, acts_dresid_at(a, 0), a->tokens, d.N, d.C);
-    cuda_ctx_synchronize(c->ctx);
 }
 
 // ---- the tables ----------------------------------------------------------------------------
@@ -542,6 +659,7 @@ static const StageOps CUDA_OPS = {
     .acts_create = gpu_acts_create,
     .acts_free = gpu_acts_free,
     .forward = gpu_forward,
+    .step_loss = gpu_step_loss,
     .backward_input = gpu_backward_input,
     .backward_weight = gpu_backward_weight,
     .msg_bytes = gpu_msg_bytes,

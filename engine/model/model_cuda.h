@@ -19,16 +19,21 @@
 // messages bf16. fp32 (`pptrain check`, parity tests): the same kernels' fp32 versions and
 // fp32 messages, so a GPU pipeline can be held to the CPU's tolerances.
 //
-// Synchrony. Every entry point that runs compute returns when the GPU has finished it (one
-// cudaStreamSynchronize on the stage's own stream, never a device-wide one): the runtime's
-// action timings are then the GPU's, and a message buffer is complete when a send reads it.
+// Synchrony. An entry point that runs compute returns once the work is queued on the stage's own
+// stream. A message (and, under nccl, the gradients the replicas sum) passes between that
+// stream and a transport's, a mailbox copy's or another stage's by events
+// (engine/model/cuda_handoff.h); tokens and targets go up through pinned buffers. The host
+// waits for the device only where it reads a result: once a step per stage for the gradient
+// norm, which on the last stage also brings the step's loss (stage_step_loss reads both, and
+// grad_sum_squares then takes the norm from there), and for the host mirror. So a rank with
+// one stage waits once a step; tests/gpu_emu/emu_syncs.sh holds those counts.
 // Several stages may share a GPU (threads of one process, each stage on its own stream).
 //
 // The gradient norm is summed on the device over the whole stage (grad_sum_squares gives it in
 // out[0]). The local transport's mailboxes live in device memory (allocated on their owner's
 // GPU; every copy goes through unified addressing, so it also crosses GPUs) and a copy is
-// complete when it returns (the calling thread's own stream, cudaStreamPerThread, then
-// synchronized). Recompute (light StageActs) is CPU-only. Every CUDA/cuBLAS call is checked
+// queued on the calling thread's own stream (cudaStreamPerThread), ordered by the buffers'
+// events like any other access. Recompute (light StageActs) is CPU-only. Every CUDA/cuBLAS call is checked
 // (one line with file:line, exit 1: kernels/cuda/cuda_check.h).
 #ifndef PPTRAIN_MODEL_CUDA_H
 #define PPTRAIN_MODEL_CUDA_H

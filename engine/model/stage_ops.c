@@ -15,6 +15,8 @@ double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const v
     return s->ops->forward(s, a, tokens, input, targets, loss_scale);
 }
 
+double stage_step_loss(StageModel *s) { return s->ops->step_loss ? s->ops->step_loss(s) : 0.0; }
+
 void stage_backward_input(StageModel *s, StageActs *a, const void *dout) { s->ops->backward_input(s, a, dout); }
 
 void stage_backward_weight(StageModel *s, StageActs *a) { s->ops->backward_weight(s, a); }

@@ -15,9 +15,11 @@
 //     host mirror: the device holds the real ones, and download / upload move them. A message
 //     (an activation or its gradient crossing a stage boundary) lives where msg_alloc puts it,
 //     in the backend's format: fp32 on the CPU, bf16 or fp32 on a GPU; msg_bytes says how big.
-//   Synchrony. Every entry point returns when its work is finished (a GPU backend synchronizes
-//     the stage's own stream): action timings are the device's, and a message is complete
-//     when a send reads it.
+//   Synchrony. A CPU entry point returns when its work is finished. A GPU backend's returns
+//     once the work is queued on the stage's stream: a message passes between its stream and
+//     a transport's by events (engine/model/cuda_handoff.h), and the host waits for the device
+//     only for what it reads (the step's loss, the gradient norm, the host mirror), so a GPU
+//     action's timing is the time to queue it.
 //   Accumulation. backward_weight adds into the gradients; zero_grads clears them. Each stage
 //     adds in microbatch order (engine/schedule/schedule_order.c), so CPU runs are bitwise
 //     the single-device run (DESIGN.md "Parity").
@@ -43,6 +45,10 @@ struct StageOps {
     // stage_backward_weight document them.
     double (*forward)(StageModel *s, StageActs *a, const int32_t *tokens, const void *input, const int32_t *targets,
                       float loss_scale);
+    // NULL: forward returns each microbatch's loss. A backend that keeps the losses on its
+    // device (a GPU: no host wait per microbatch) returns 0 from forward and their sum, in
+    // forward order, here: once per step, after the step's last forward (stage_step_loss).
+    double (*step_loss)(StageModel *s);
     void (*backward_input)(StageModel *s, StageActs *a, const void *dout);
     void (*backward_weight)(StageModel *s, StageActs *a);
     // Messages: the bytes of one of B*T rows, and a buffer on the stage's device.

@@ -19,11 +19,13 @@
 // its own stream at each end, a posted receive only holds up later messages of its own edge,
 // which come after it anyway: the caller checks that every edge receives in the order it
 // sends (schedule_check_fifo).
-// Sends copy the caller's device buffer into a preallocated device buffer (copy stream,
-// synchronized), ncclSend from it on the pair's stream and record an event: the sender never
+// Sends copy the caller's device buffer into a preallocated device buffer (copy stream), and
+// ncclSend from it on the pair's stream once an event says the copy is done: the sender never
 // waits for the receiver unless every send buffer is still in flight. Receives are posted
 // ahead (post: ncclRecv into a preallocated device buffer, event recorded) and completed by
-// recv, which copies the bytes out. Every wait polls its event, the communicator's async
+// recv, which waits for the event and queues the copy out. The caller's buffers (messages, a
+// stage's gradients) pass between its stage's stream and this transport's streams by events
+// (engine/model/cuda_handoff.h): no host sync in a step. Every wait polls its event, the communicator's async
 // error, an abort notice and the deadline, sleeping 1 us doubling to 200 us in between:
 // nothing blocks inside NCCL during a step, so no rank can hang.
 #include <assert.h>
@@ -36,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/model/cuda_handoff.h"
 #include "engine/transport/mpi_notices.h"
 #include "engine/transport/transport_nccl.h"
 #include "kernels/cuda/cuda_check.h"
@@ -50,6 +53,7 @@ typedef struct {
 
 typedef struct {
     unsigned char *data;  // device (max_bytes)
+    cudaEvent_t copied;   // recorded after the copy into data (the send's stream waits for it)
     cudaEvent_t done;     // recorded after the ncclSend reading data
     bool busy;            // a send from data may still be in flight
     ncclComm_t comm;      // that send's communicator, for its async errors
@@ -59,6 +63,7 @@ typedef struct {
 
 typedef struct {
     unsigned char *data;  // device (max_bytes)
+    cudaEvent_t copied;   // recorded after the copy out of data (the next receive waits for it)
     cudaEvent_t done;     // recorded after the ncclRecv writing data
     bool posted;
     int from, tag;        // world rank of the sender, message tag
@@ -219,13 +224,17 @@ static TransportStatus transport_nccl_send(Transport *t, int from, int to, int t
     SendSlot *slot = NULL;
     if (st == TRANSPORT_OK) st = free_send_slot(nt, &slot, err);
     if (st != TRANSPORT_OK) return st;
-    // The copy stream holds only these copies, so waiting for it waits for this one alone.
+    // data is the caller's message: copied after whatever wrote it, before it is written again
+    // (cuda_handoff.h); the send after the copy, by an event: the host waits for neither.
+    REQUIRED_WAIT(1, cuda_handoff_acquire(data, nt->copy));
     CUDA_CHECK(cudaMemcpyAsync(slot->data, data, bytes, cudaMemcpyDeviceToDevice, nt->copy));
-    CUDA_CHECK(cudaStreamSynchronize(nt->copy));
+    cuda_handoff_release(data, nt->copy);
+    CUDA_CHECK(cudaEventRecord(slot->copied, nt->copy));
+    REQUIRED_WAIT(2, CUDA_CHECK(cudaStreamWaitEvent(l->stream, slot->copied, 0)));
     NCCL_CHECK(ncclSend(slot->data, bytes, ncclUint8, 1, l->comm, l->stream));
     CUDA_CHECK(cudaEventRecord(slot->done, l->stream));
-    *slot = (SendSlot){.data = slot->data, .done = slot->done, .busy = true, .comm = l->comm, .to = to,
-                       .order = nt->n_sent++};
+    *slot = (SendSlot){.data = slot->data, .copied = slot->copied, .done = slot->done, .busy = true,
+                       .comm = l->comm, .to = to, .order = nt->n_sent++};
     return TRANSPORT_OK;
 }
 
@@ -250,10 +259,12 @@ static TransportStatus transport_nccl_post(Transport *t, int self, int from, int
         error_set(err, "more than %d receives pending", nt->capacity);
         return TRANSPORT_FAILED;
     }
+    // The slot's last message may still be on its way out (recv's copy): received over after it.
+    CUDA_CHECK(cudaStreamWaitEvent(l->stream, slot->copied, 0));
     NCCL_CHECK(ncclRecv(slot->data, bytes, ncclUint8, 0, l->comm, l->stream));
     CUDA_CHECK(cudaEventRecord(slot->done, l->stream));
-    *slot = (RecvSlot){.data = slot->data, .done = slot->done, .posted = true, .from = from, .tag = tag,
-                       .bytes = bytes, .comm = l->comm, .order = nt->n_posted++};
+    *slot = (RecvSlot){.data = slot->data, .copied = slot->copied, .done = slot->done, .posted = true,
+                       .from = from, .tag = tag, .bytes = bytes, .comm = l->comm, .order = nt->n_posted++};
     return TRANSPORT_OK;
 }
 
@@ -286,8 +297,12 @@ static TransportStatus transport_nccl_recv(Transport *t, int self, int from, int
     TransportStatus st = wait_event(nt, slot->done, slot->comm, "waiting for", from, err);
     nt->base.wait.what = WAIT_NONE;
     if (st != TRANSPORT_OK) return st;
+    // Into the caller's message, after its last access; the caller's stream takes it over from
+    // here (cuda_handoff.h) and the slot's next receive waits for `copied` (post).
+    cuda_handoff_acquire(data, nt->copy);
     CUDA_CHECK(cudaMemcpyAsync(data, slot->data, bytes, cudaMemcpyDeviceToDevice, nt->copy));
-    CUDA_CHECK(cudaStreamSynchronize(nt->copy));
+    cuda_handoff_release(data, nt->copy);
+    CUDA_CHECK(cudaEventRecord(slot->copied, nt->copy));
     slot->posted = false;
     return TRANSPORT_OK;
 }
@@ -304,7 +319,9 @@ static TransportStatus transport_nccl_allreduce_f32(Transport *t, int self, Tran
     ncclComm_t comm = g == GROUP_WORLD ? nt->world : nt->replicas;
     TransportStatus st = refuse_if_aborted(nt, "in a collective", err);
     if (st != TRANSPORT_OK) return st;
+    REQUIRED_WAIT(6, cuda_handoff_acquire(buf, nt->coll));   // buf: a stage's gradients (reduce_begin)
     NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, nt->coll));
+    cuda_handoff_release(buf, nt->coll);
     CUDA_CHECK(cudaEventRecord(nt->coll_done, nt->coll));
     nt->base.wait.what = WAIT_COLLECTIVE;
     st = wait_event(nt, nt->coll_done, comm, "in a collective", -1, err);
@@ -394,7 +411,9 @@ static void transport_nccl_free(Transport *t) {
     }
     end_comms(nt, clean);
     for (int i = 0; i < nt->capacity; i++) {
+        CUDA_CHECK(cudaEventDestroy(nt->sends[i].copied));
         CUDA_CHECK(cudaEventDestroy(nt->sends[i].done));
+        CUDA_CHECK(cudaEventDestroy(nt->recvs[i].copied));
         CUDA_CHECK(cudaEventDestroy(nt->recvs[i].done));
     }
     CUDA_CHECK(cudaEventDestroy(nt->coll_done));
@@ -493,7 +512,9 @@ static void make_buffers(NcclTransport *nt) {
     for (int i = 0; i < nt->capacity; i++) {
         nt->sends[i].data = nt->buffers + (size_t)i * slot_bytes;
         nt->recvs[i].data = nt->buffers + (size_t)(nt->capacity + i) * slot_bytes;
+        CUDA_CHECK(cudaEventCreateWithFlags(&nt->sends[i].copied, cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&nt->sends[i].done, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&nt->recvs[i].copied, cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&nt->recvs[i].done, cudaEventDisableTiming));
     }
 }

@@ -21,6 +21,7 @@ struct CudaCtx {
     size_t lt_workspace_bytes;
     void *arena;                  // scratch of one call at a time (stream order), grown on demand
     size_t arena_bytes;
+    double *fetched;              // pinned: where cuda_fetch_double's copy lands
 };
 
 // The arena: at least `bytes` of device scratch, 256-byte aligned, valid for the work this

@@ -84,6 +84,7 @@ extern "C" CudaCtx *cuda_ctx_create(int device) {
     CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
     ctx->lt_workspace_bytes = CUDA_LT_WORKSPACE_BYTES;
     CUDA_CHECK(cudaMalloc(&ctx->lt_workspace, ctx->lt_workspace_bytes));
+    CUDA_CHECK(cudaMallocHost((void **)&ctx->fetched, sizeof *ctx->fetched));
     return ctx;
 }
 
@@ -92,6 +93,7 @@ extern "C" void cuda_ctx_destroy(CudaCtx *ctx) {
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     if (ctx->arena) CUDA_CHECK(cudaFree(ctx->arena));
     CUDA_CHECK(cudaFree(ctx->lt_workspace));
+    CUDA_CHECK(cudaFreeHost(ctx->fetched));
     CUBLAS_CHECK(cublasLtDestroy(ctx->lt));
     CUBLAS_CHECK(cublasDestroy(ctx->cublas));
     CUDA_CHECK(cudaStreamDestroy(ctx->stream));
@@ -105,11 +107,12 @@ extern "C" void cuda_ctx_synchronize(CudaCtx *ctx) {
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
 }
 
+// Into pinned memory, so the copy is queued like any other and the one wait is the sync.
 extern "C" double cuda_fetch_double(CudaCtx *ctx, const double *dev_value) {
-    double v = 0.0;
-    CUDA_CHECK(cudaMemcpyAsync(&v, dev_value, sizeof v, cudaMemcpyDeviceToHost, ctx->stream));
+    CUDA_CHECK(cudaMemcpyAsync(ctx->fetched, dev_value, sizeof *ctx->fetched, cudaMemcpyDeviceToHost,
+                               ctx->stream));
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-    return v;
+    return *ctx->fetched;
 }
 
 extern "C" void cuda_zero(CudaCtx *ctx, void *p, size_t bytes) {

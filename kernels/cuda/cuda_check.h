@@ -54,4 +54,17 @@ void cuda_check_fail(const char *library, const char *message, const char *name,
                             #call, __FILE__, __LINE__);                                   \
     } while (0)
 
+// Mutation testing of the GPU path's ordering. Every wait that correctness needs (a stream
+// synchronize, an event wait) is written REQUIRED_WAIT(k, call), k its number (1, 2, ...). A
+// test build with -DPPTRAIN_MUTATE_DROP_WAIT=k leaves out wait k, and the emulated parity tests
+// must then fail (tests/gpu_emu/CMakeLists.txt): proof that the emulator sees a missing wait.
+// Normal builds run every wait.
+#ifndef PPTRAIN_MUTATE_DROP_WAIT
+#define PPTRAIN_MUTATE_DROP_WAIT 0
+#endif
+#define REQUIRED_WAIT(k, call)                     \
+    do {                                           \
+        if ((k) != PPTRAIN_MUTATE_DROP_WAIT) call; \
+    } while (0)
+
 #endif

@@ -1,104 +1,593 @@
-// A CPU stand-in for the CUDA device, so the engine's GPU path (engine/model/model_cuda.c, the GPU
-// parts of engine/pipeline.c, the local transport's device mailboxes, `check`, checkpoints)
-// runs and is tested on a machine without a GPU. Linked instead of kernels/cuda and the CUDA
-// runtime into `pptrain_emu` (CMakeLists.txt): it defines every kernels/cuda/kernels_cuda.h
-// function and the few CUDA runtime calls the engine makes.
+// tests/gpu_emu/cuda_emu.c: a CPU stand-in for the CUDA runtime, so the engine's GPU path
+// (engine/model/model_cuda.c, the GPU parts of engine/pipeline.c, the local transport's device
+// mailboxes, the nccl transport, `check`, checkpoints) runs and is tested on a machine without a
+// GPU. Linked instead of the CUDA runtime, kernels/cuda and NCCL into `pptrain_emu`
+// (CMakeLists.txt), with kernels_emu.c (the kernels) and nccl_emu.c (NCCL over MPI).
 //
-// What it proves and what it cannot. Each kernel runs the CPU kernel of kernels/cpu on the
-// same buffers, and bf16 operands are rounded exactly as the GPU rounds them (nearest even),
-// so the engine's numbers are those of a GPU up to summation order. It is strict where a GPU
-// would fail: every buffer a kernel reads or writes must lie inside one live "device"
-// allocation (cudaMalloc), copies must go the way their kind says, and a context's kernels
-// must be launched from a thread whose current device is the context's (cudaSetDevice), as
-// on a machine with several GPUs; a breach prints one line naming the call and aborts. It
-// says nothing about the CUDA kernels themselves (tests/gpu/test_cuda_kernels does, on a
-// GPU) nor about asynchrony: every call here completes before it returns.
+// A lazy, adversarial GPU. Each stream is a queue: a kernel, a copy or a memset is queued with
+// its arguments captured and runs only when something waits on it, that is
+//   a stream or event synchronize, a device synchronize (cudaFree does one, as on a GPU),
+//   an event query or a cudaStreamWaitEvent that needs it, and a copy to pageable host memory
+//   (which returns only once the copy is done, so it waits for the stream);
+// and an NCCL operation (emu.h: EmuOp) starts as soon as what comes before it in its stream
+// can run, because the peer waits on it (a GPU would get there too). While the host waits,
+// now and then (seeded: PPTRAIN_EMU_SEED, default 1) the head of another stream runs first, so
+// streams that nothing orders interleave differently from run to run. So a missing wait or
+// event (a kernel reading a buffer another stream has not written yet, a host reading a copy
+// before it landed, a buffer reused while a send still reads it) shows as wrong numbers.
+// Copies follow the CUDA rules of pageable and pinned host memory (cudaMallocHost,
+// cudaHostAlloc): from pageable memory the bytes are taken when the call is made; to or from
+// pinned memory when the copy runs.
+// Memory is poisoned: cudaMalloc hands out NaN (0xff bytes), cudaFree fills the block with
+// NaN before it frees it (kernels_emu.c poisons the context's arena as it is recycled).
+// Strict where a GPU would fail: every buffer a kernel reads or writes must lie inside one
+// live device allocation, copies must go the way their kind says, a context's kernels must be
+// launched from a thread whose current device is the context's (cudaSetDevice), and an event
+// records only on a stream of its own device; a breach prints one line naming the call and
+// aborts.
 // PPTRAIN_EMU_GPUS=N sets how many devices it pretends to have (default 1).
-#include <math.h>
-#include <mpi.h>
+// PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, one line on stderr
+//   pptrain (GPU emulation): N host syncs            (" (rank R)" added under mpirun)
+// counting every call that made the host wait for device work not yet done (a stream or event
+// synchronize, a copy to pageable memory, a cudaFree), summed over the process's threads.
+// Not emulated: the kernels themselves (tests/gpu/test_cuda_kernels runs those on a GPU).
 #include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/cuda/kernels_cuda.h"
 #include "tests/gpu_emu/emu.h"
 
-// ---- device memory: a registry of live allocations ----------------------------------------
-
-typedef struct {
-    const char *base;
-    size_t bytes;
-    int device;
-} Block;
-
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static Block *blocks;
-static size_t n_blocks, cap_blocks;
-static _Thread_local int current_device;
-
-__attribute__((noreturn)) static void breach(const char *call, const char *what) {
+void emu_breach(const char *call, const char *what) {
     fprintf(stderr, "pptrain (GPU emulation): %s: %s\n", call, what);
     abort();
 }
 
-static int emu_devices(void) {
+static void *emu_malloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) emu_breach("malloc", "out of host memory");
+    return p;
+}
+
+int emu_devices(void) {
     const char *v = getenv("PPTRAIN_EMU_GPUS");
     const int n = v ? atoi(v) : 1;
     return n > 0 ? n : 1;
 }
 
-// The block holding [p, p + bytes), or NULL.
+void emu_poison(void *p, size_t bytes) { memset(p, 0xff, bytes); }
+
+// ---- the lock, the seed and the count ----------------------------------------------------
+// One lock guards every queue and the memory registry; queued work runs under it, so the
+// device runs one item at a time (kernels still use OpenMP inside).
+
+static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t rng_state;
+static unsigned long host_syncs;
+
+// At exit: "pptrain (GPU emulation): N host syncs", with " (rank R)" under mpirun.
+static void print_syncs(void) {
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    fprintf(stderr, "pptrain (GPU emulation): %lu host syncs%s%s%s\n", host_syncs, rank ? " (rank " : "",
+            rank ? rank : "", rank ? ")" : "");
+}
+
+// Reads PPTRAIN_EMU_SEED and PPTRAIN_EMU_COUNT_SYNCS once, before main.
+__attribute__((constructor)) static void emu_start(void) {
+    const char *seed = getenv("PPTRAIN_EMU_SEED");
+    rng_state = 0x9e3779b97f4a7c15ull ^ (seed ? strtoull(seed, NULL, 10) : 1);
+    if (!rng_state) rng_state = 1;
+    const char *count = getenv("PPTRAIN_EMU_COUNT_SYNCS");
+    if (count && atoi(count) == 1) atexit(print_syncs);
+}
+
+// xorshift64 (lock held).
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+// ---- memory: a registry of live allocations ----------------------------------------------
+
+typedef struct {
+    char *base;
+    size_t bytes;
+    int device;   // -1: pinned host memory
+} Block;
+
+static Block *blocks;
+static size_t n_blocks, cap_blocks;
+static _Thread_local int current_device;
+static _Thread_local cudaError_t last_error;
+
+int emu_current_device(void) { return current_device; }
+
+static cudaError_t fail(cudaError_t e) {
+    last_error = e;
+    return e;
+}
+
+// The block holding [p, p + bytes) (lock held), or NULL.
 static const Block *find_block(const void *p, size_t bytes) {
-    const Block *found = NULL;
-    pthread_mutex_lock(&registry_lock);
-    for (size_t i = 0; i < n_blocks && !found; i++) {
-        const char *c = p;
-        if (c >= blocks[i].base && c + bytes <= blocks[i].base + blocks[i].bytes) found = &blocks[i];
-    }
-    pthread_mutex_unlock(&registry_lock);
-    return found;
+    const char *c = p;
+    for (size_t i = 0; i < n_blocks; i++)
+        if (c >= blocks[i].base && c + bytes <= blocks[i].base + blocks[i].bytes) return &blocks[i];
+    return NULL;
 }
 
-static void need_device(const char *call, const void *p, size_t bytes) {
+static bool is_device(const void *p, size_t bytes) {
+    const Block *b = find_block(p, bytes ? bytes : 1);
+    return b && b->device >= 0;
+}
+
+static bool is_pinned(const void *p, size_t bytes) {
+    const Block *b = find_block(p, bytes ? bytes : 1);
+    return b && b->device < 0;
+}
+
+void emu_need_device(const char *call, const void *p, size_t bytes) {
     if (bytes == 0) return;
-    if (!p || !find_block(p, bytes)) breach(call, "a buffer is not (wholly) device memory");
+    pthread_mutex_lock(&gpu_lock);
+    const bool ok = p && is_device(p, bytes);
+    pthread_mutex_unlock(&gpu_lock);
+    if (!ok) emu_breach(call, "a buffer is not (wholly) device memory");
 }
 
-cudaError_t cudaMalloc(void **p, size_t bytes) {
-    *p = calloc(1, bytes ? bytes : 1);
-    if (!*p) return cudaErrorMemoryAllocation;
-    pthread_mutex_lock(&registry_lock);
+static void add_block(void *p, size_t bytes, int device) {
+    pthread_mutex_lock(&gpu_lock);
     if (n_blocks == cap_blocks) {
         cap_blocks = cap_blocks ? 2 * cap_blocks : 64;
         blocks = realloc(blocks, cap_blocks * sizeof *blocks);
-        if (!blocks) abort();
+        if (!blocks) emu_breach("cudaMalloc", "out of host memory");
     }
-    blocks[n_blocks++] = (Block){.base = *p, .bytes = bytes ? bytes : 1, .device = current_device};
-    pthread_mutex_unlock(&registry_lock);
+    blocks[n_blocks++] = (Block){.base = p, .bytes = bytes ? bytes : 1, .device = device};
+    pthread_mutex_unlock(&gpu_lock);
+}
+
+// Removes the block starting at p (pinned or not, as asked); its device in *device.
+static bool remove_block(void *p, bool pinned, int *device) {
+    pthread_mutex_lock(&gpu_lock);
+    size_t i = 0;
+    while (i < n_blocks && !(blocks[i].base == p && (blocks[i].device < 0) == pinned)) i++;
+    const bool found = i < n_blocks;
+    if (found) {
+        *device = blocks[i].device;
+        blocks[i] = blocks[--n_blocks];
+    }
+    pthread_mutex_unlock(&gpu_lock);
+    return found;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) return fail(cudaErrorMemoryAllocation);
+    emu_poison(*p, bytes);   // cudaMalloc's memory is not zeroed: what reads it first gets NaN
+    add_block(*p, bytes, current_device);
     return cudaSuccess;
 }
 
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) return fail(cudaErrorMemoryAllocation);
+    emu_poison(*p, bytes);
+    add_block(*p, bytes, -1);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
+    (void)flags;
+    return cudaMallocHost(p, bytes);
+}
+
+// ---- streams: queues of work ---------------------------------------------------------------
+
+typedef enum { ITEM_RUN, ITEM_OP, ITEM_WAIT } ItemKind;
+
+typedef struct Item {
+    struct Item *next;
+    ItemKind kind;
+    void (*run)(void *args);        // ITEM_RUN
+    EmuOp op;                       // ITEM_OP
+    cudaStream_t on;                // ITEM_WAIT: until on's first `upto` items are done
+    uint64_t upto;
+    void *args;
+} Item;
+
+struct CUstream_st {
+    Item *head, *tail;      // pending, in order
+    uint64_t queued, done;  // items ever queued; items done (the first `done` of them)
+    size_t ops;             // ITEM_OP items pending
+    int device;
+};
+
+struct CUevent_st {
+    cudaStream_t stream;    // NULL: never recorded (complete)
+    uint64_t upto;          // complete once stream->done >= upto
+    int device;             // the current device at creation: it records only there
+};
+
+static cudaStream_t *live;          // every stream that may hold work
+static size_t n_live, cap_live;
+static cudaStream_t *retired;       // destroyed, drained: kept so events and waits on them resolve
+static size_t n_retired, cap_retired;
+static struct CUstream_st legacy_stream;   // the NULL / legacy default stream
+static bool legacy_live;                   // it is in live[] (from its first use)
+static pthread_key_t per_thread_key;
+static pthread_once_t per_thread_once = PTHREAD_ONCE_INIT;
+
+static void push_stream(cudaStream_t **list, size_t *n, size_t *cap, cudaStream_t s) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *list = realloc(*list, *cap * sizeof **list);
+        if (!*list) emu_breach("cudaStreamCreate", "out of host memory");
+    }
+    (*list)[(*n)++] = s;
+}
+
+// (lock held)
+static cudaStream_t new_stream(void) {
+    cudaStream_t s = calloc(1, sizeof *s);
+    if (!s) emu_breach("cudaStreamCreate", "out of host memory");
+    s->device = current_device;
+    push_stream(&live, &n_live, &cap_live, s);
+    return s;
+}
+
+static void drain_and_retire(cudaStream_t s);
+
+static void per_thread_exit(void *s) { drain_and_retire(s); }
+
+static void per_thread_key_make(void) { pthread_key_create(&per_thread_key, per_thread_exit); }
+
+// The stream behind a handle: the legacy stream, the calling thread's own, or s itself.
+// (lock held)
+static cudaStream_t resolve(cudaStream_t s) {
+    if (s == NULL || s == cudaStreamLegacy) {
+        if (!legacy_live) push_stream(&live, &n_live, &cap_live, &legacy_stream);
+        legacy_live = true;
+        return &legacy_stream;
+    }
+    if (s != cudaStreamPerThread) return s;
+    pthread_once(&per_thread_once, per_thread_key_make);
+    cudaStream_t mine = pthread_getspecific(per_thread_key);
+    if (!mine) {
+        mine = new_stream();
+        pthread_setspecific(per_thread_key, mine);
+    }
+    return mine;
+}
+
+static void enqueue_item(cudaStream_t stream, Item it, const void *args, size_t bytes) {
+    Item *item = emu_malloc(sizeof *item);
+    *item = it;
+    item->args = NULL;
+    if (bytes) {
+        item->args = emu_malloc(bytes);
+        memcpy(item->args, args, bytes);
+    }
+    pthread_mutex_lock(&gpu_lock);
+    cudaStream_t s = resolve(stream);
+    bool known = false;
+    for (size_t i = 0; i < n_live && !known; i++) known = live[i] == s;
+    if (!known) emu_breach("a stream operation", "the stream was destroyed");
+    if (s->tail) s->tail->next = item;
+    else s->head = item;
+    s->tail = item;
+    s->queued++;
+    if (it.kind == ITEM_OP) s->ops++;
+    pthread_mutex_unlock(&gpu_lock);
+}
+
+void emu_enqueue(cudaStream_t stream, void (*run)(void *args), const void *args, size_t bytes) {
+    enqueue_item(stream, (Item){.kind = ITEM_RUN, .run = run}, args, bytes);
+}
+
+static void progress(void);
+
+// An operation starts at once if its stream allows (progress).
+void emu_enqueue_op(cudaStream_t stream, EmuOp op, const void *args, size_t bytes) {
+    enqueue_item(stream, (Item){.kind = ITEM_OP, .op = op}, args, bytes);
+    pthread_mutex_lock(&gpu_lock);
+    progress();
+    pthread_mutex_unlock(&gpu_lock);
+}
+
+static void pop(cudaStream_t s) {
+    Item *it = s->head;
+    s->head = it->next;
+    if (!s->head) s->tail = NULL;
+    s->done++;
+    if (it->kind == ITEM_OP) s->ops--;
+    free(it->args);
+    free(it);
+}
+
+static bool advance(cudaStream_t s, uint64_t upto, int depth);
+
+// Runs one item at the head of s if it can complete now (lock held).
+static bool step_head(cudaStream_t s, int depth) {
+    Item *it = s->head;
+    switch (it->kind) {
+    case ITEM_RUN: it->run(it->args); break;
+    case ITEM_WAIT:
+        if (!advance(it->on, it->upto, depth + 1)) return false;
+        break;
+    case ITEM_OP:
+        if (it->op.aborted && *it->op.aborted) it->op.step(it->args, true);
+        else if (!it->op.step(it->args, false)) return false;
+        break;
+    }
+    pop(s);
+    return true;
+}
+
+// Now and then the GPU runs the head of another stream first, if it is a kernel or a copy
+// (lock held): streams that nothing orders interleave by the seed.
+static void maybe_run_other(cudaStream_t s) {
+    if (n_live < 2 || rng_next() % 8) return;
+    cudaStream_t t = live[rng_next() % n_live];
+    if (t != s && t->head && t->head->kind == ITEM_RUN) step_head(t, 0);
+}
+
+// Runs s's items until its first `upto` are done, or one cannot complete yet (an NCCL
+// operation in flight, or a wait on one). True when reached (lock held).
+static bool advance(cudaStream_t s, uint64_t upto, int depth) {
+    if (depth > 64) emu_breach("a stream wait", "waits on events form a cycle");
+    while (s->done < upto) {
+        if (!s->head) emu_breach("a stream wait", "waits for work never queued");
+        if (s->head->kind == ITEM_RUN) maybe_run_other(s);
+        if (!step_head(s, depth)) return false;
+    }
+    return true;
+}
+
+// Every stream's NCCL operations start, or finish, as soon as what precedes them in their
+// stream allows: a peer waits on them, and a GPU would get there (lock held). Behind an
+// operation in flight, the operations that follow it (with only satisfiable event waits
+// between) start too: MPI keeps their order, and they complete in stream order. Streams are
+// visited from a seeded start.
+static void progress(void) {
+    if (!n_live) return;
+    const size_t first = (size_t)(rng_next() % n_live);
+    for (size_t k = 0; k < n_live; k++) {
+        cudaStream_t s = live[(first + k) % n_live];
+        if (!s->ops) continue;
+        uint64_t upto = s->done + 1;
+        for (const Item *it = s->head; it->kind != ITEM_OP; it = it->next) upto++;
+        advance(s, upto, 0);
+        for (Item *it = s->head; it; it = it->next) {
+            if (it->kind == ITEM_RUN || (it->kind == ITEM_WAIT && !advance(it->on, it->upto, 1))) break;
+            if (it->kind == ITEM_OP && !(it->op.aborted && *it->op.aborted)) it->op.step(it->args, false);
+        }
+    }
+}
+
+// The host waits for s's first `upto` items: a host sync, counted when `counted` and the device
+// is not there yet (waiting for work already done costs a GPU nothing).
+static void host_wait(cudaStream_t s, uint64_t upto, bool counted) {
+    pthread_mutex_lock(&gpu_lock);
+    if (counted && s->done < upto) host_syncs++;
+    for (;;) {
+        progress();
+        if (advance(s, upto, 0)) break;
+        pthread_mutex_unlock(&gpu_lock);
+        usleep(20);
+        pthread_mutex_lock(&gpu_lock);
+    }
+    pthread_mutex_unlock(&gpu_lock);
+}
+
+static void drain_and_retire(cudaStream_t s) {
+    pthread_mutex_lock(&gpu_lock);
+    const uint64_t upto = s->queued;
+    pthread_mutex_unlock(&gpu_lock);
+    host_wait(s, upto, false);
+    pthread_mutex_lock(&gpu_lock);
+    for (size_t i = 0; i < n_live; i++)
+        if (live[i] == s) live[i] = live[--n_live];
+    push_stream(&retired, &n_retired, &cap_retired, s);
+    pthread_mutex_unlock(&gpu_lock);
+}
+
+// Waits for all work queued so far on device's streams (a host sync, counted as host_wait's).
+static void device_wait(int device) {
+    pthread_mutex_lock(&gpu_lock);
+    size_t n = 0;
+    bool behind = false;
+    cudaStream_t *mine = emu_malloc((n_live ? n_live : 1) * sizeof *mine);
+    uint64_t *upto = emu_malloc((n_live ? n_live : 1) * sizeof *upto);
+    for (size_t i = 0; i < n_live; i++)
+        if (live[i]->device == device || live[i] == &legacy_stream) {
+            mine[n] = live[i];
+            upto[n++] = live[i]->queued;
+            behind = behind || live[i]->done < live[i]->queued;
+        }
+    if (behind) host_syncs++;
+    pthread_mutex_unlock(&gpu_lock);
+    for (size_t i = 0; i < n; i++) host_wait(mine[i], upto[i], false);
+    free(mine);
+    free(upto);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    (void)flags;
+    pthread_mutex_lock(&gpu_lock);
+    *stream = new_stream();
+    pthread_mutex_unlock(&gpu_lock);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (stream == NULL || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return cudaSuccess;
+    drain_and_retire(stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    pthread_mutex_lock(&gpu_lock);
+    cudaStream_t s = resolve(stream);
+    const uint64_t upto = s->queued;
+    pthread_mutex_unlock(&gpu_lock);
+    host_wait(s, upto, true);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    device_wait(current_device);
+    return cudaSuccess;
+}
+
+// ---- events ------------------------------------------------------------------------------
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    (void)flags;
+    *event = calloc(1, sizeof **event);
+    if (!*event) return fail(cudaErrorMemoryAllocation);
+    (*event)->device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    free(event);
+    return cudaSuccess;
+}
+
+// An event records only on a stream of its own device (the per-thread stream: the current
+// device's), as on a machine with several GPUs.
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    pthread_mutex_lock(&gpu_lock);
+    const int on = stream == cudaStreamPerThread ? current_device : resolve(stream)->device;
+    if (stream != NULL && stream != cudaStreamLegacy && on != event->device)
+        emu_breach("cudaEventRecord", "the event and the stream are on different devices");
+    event->stream = resolve(stream);
+    event->upto = event->stream->queued;
+    pthread_mutex_unlock(&gpu_lock);
+    return cudaSuccess;
+}
+
+// Not an error, and not sticky: the transports poll with it.
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    pthread_mutex_lock(&gpu_lock);
+    progress();
+    const bool done = !event->stream || advance(event->stream, event->upto, 0);
+    pthread_mutex_unlock(&gpu_lock);
+    return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (event->stream) host_wait(event->stream, event->upto, true);
+    return cudaSuccess;
+}
+
+// Later work on stream waits for the work the event's last record covers (none: no wait).
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    (void)flags;
+    if (!event->stream) return cudaSuccess;
+    enqueue_item(stream, (Item){.kind = ITEM_WAIT, .on = event->stream, .upto = event->upto}, NULL, 0);
+    return cudaSuccess;
+}
+
+// ---- freeing: a device sync, then NaN -------------------------------------------------------
+
 cudaError_t cudaFree(void *p) {
     if (!p) return cudaSuccess;
-    pthread_mutex_lock(&registry_lock);
-    size_t i = 0;
-    while (i < n_blocks && blocks[i].base != p) i++;
-    if (i == n_blocks) {
-        pthread_mutex_unlock(&registry_lock);
-        breach("cudaFree", "not a live device allocation");
-    }
-    blocks[i] = blocks[--n_blocks];
-    pthread_mutex_unlock(&registry_lock);
+    int device = 0;
+    pthread_mutex_lock(&gpu_lock);
+    const Block *b = find_block(p, 1);
+    const bool ok = b && b->base == p && b->device >= 0;
+    if (ok) device = b->device;
+    pthread_mutex_unlock(&gpu_lock);
+    if (!ok) emu_breach("cudaFree", "not a live device allocation");
+    device_wait(device);   // cudaFree synchronizes the device: queued work may still use p
+    size_t bytes = 0;
+    pthread_mutex_lock(&gpu_lock);
+    bytes = find_block(p, 1)->bytes;
+    pthread_mutex_unlock(&gpu_lock);
+    emu_poison(p, bytes);
+    remove_block(p, false, &device);
     free(p);
     return cudaSuccess;
 }
 
+cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    int device = -1;
+    if (!remove_block(p, true, &device)) emu_breach("cudaFreeHost", "not a live pinned allocation");
+    free(p);
+    return cudaSuccess;
+}
+
+// ---- copies and memset ---------------------------------------------------------------------
+
+typedef struct {
+    void *dst;
+    const void *src;   // NULL: the bytes follow this struct (taken from pageable memory)
+    size_t bytes;
+} CopyArgs;
+
+static void run_copy(void *p) {
+    CopyArgs *a = p;
+    memmove(a->dst, a->src ? a->src : (const void *)(a + 1), a->bytes);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!bytes) return cudaSuccess;
+    pthread_mutex_lock(&gpu_lock);
+    const bool dst_dev = is_device(dst, bytes), src_dev = is_device(src, bytes);
+    const bool dst_pageable = !dst_dev && !is_pinned(dst, bytes), src_pageable = !src_dev && !is_pinned(src, bytes);
+    cudaStream_t s = resolve(stream);
+    pthread_mutex_unlock(&gpu_lock);
+    const bool ok = (kind == cudaMemcpyDefault && (dst_dev || src_dev)) ||
+                    (kind == cudaMemcpyHostToDevice && dst_dev && !src_dev) ||
+                    (kind == cudaMemcpyDeviceToHost && !dst_dev && src_dev) ||
+                    (kind == cudaMemcpyDeviceToDevice && dst_dev && src_dev);
+    if (!ok) emu_breach("cudaMemcpyAsync", "the buffers are not where the copy's kind says");
+    if (src_pageable) {   // the bytes are staged now: the caller may reuse src at once
+        CopyArgs *a = emu_malloc(sizeof *a + bytes);
+        *a = (CopyArgs){.dst = dst, .src = NULL, .bytes = bytes};
+        memcpy(a + 1, src, bytes);
+        emu_enqueue(s, run_copy, a, sizeof *a + bytes);
+        free(a);
+        return cudaSuccess;
+    }
+    const CopyArgs a = {.dst = dst, .src = src, .bytes = bytes};
+    emu_enqueue(s, run_copy, &a, sizeof a);
+    if (dst_pageable) {   // returns once the copy is done: the host waits for the stream
+        pthread_mutex_lock(&gpu_lock);
+        const uint64_t upto = s->queued;
+        pthread_mutex_unlock(&gpu_lock);
+        host_wait(s, upto, true);
+    }
+    return cudaSuccess;
+}
+
+typedef struct {
+    void *p;
+    int value;
+    size_t bytes;
+} MemsetArgs;
+
+static void run_memset(void *p) {
+    MemsetArgs *a = p;
+    memset(a->p, a->value, a->bytes);
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
+    emu_need_device(__func__, p, bytes);
+    const MemsetArgs a = {p, value, bytes};
+    if (bytes) emu_enqueue(stream, run_memset, &a, sizeof a);
+    return cudaSuccess;
+}
+
+// ---- devices and errors ------------------------------------------------------------------
+
 cudaError_t cudaSetDevice(int device) {
-    if (device < 0 || device >= emu_devices()) return cudaErrorInvalidDevice;
+    if (device < 0 || device >= emu_devices()) return fail(cudaErrorInvalidDevice);
     current_device = device;
     return cudaSuccess;
 }
@@ -108,99 +597,6 @@ cudaError_t cudaGetDevice(int *device) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
-    (void)stream;
-    const bool dst_dev = !bytes || find_block(dst, bytes), src_dev = !bytes || find_block(src, bytes);
-    const bool ok = kind == cudaMemcpyDefault || (kind == cudaMemcpyHostToDevice && dst_dev && !src_dev) ||
-                    (kind == cudaMemcpyDeviceToHost && !dst_dev && src_dev) ||
-                    (kind == cudaMemcpyDeviceToDevice && dst_dev && src_dev);
-    if (!ok) breach("cudaMemcpyAsync", "the buffers are not where the copy's kind says");
-    if (bytes) memmove(dst, src, bytes);
-    return cudaSuccess;
-}
-
-// ---- streams and events ----------------------------------------------------------------------
-// Kernels and copies complete when they are called, so a stream only holds what does not:
-// the MPI requests that stand in for NCCL's operations (nccl_emu.c). An event marks how many
-// of its stream's requests came before it; it has completed when those have.
-
-struct CUstream_st {
-    MPI_Request *reqs;   // (n) in enqueue order; MPI_REQUEST_NULL once complete
-    size_t n, cap, done; // reqs[0, done) are complete
-};
-
-struct CUevent_st {
-    cudaStream_t stream;
-    size_t upto;         // completes with the stream's first upto requests
-};
-
-static bool special_stream(cudaStream_t s) { return s == NULL || s == cudaStreamPerThread || s == cudaStreamLegacy; }
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
-    (void)flags;
-    *stream = calloc(1, sizeof **stream);
-    return *stream ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-    if (special_stream(stream)) return cudaSuccess;
-    free(stream->reqs);
-    free(stream);
-    return cudaSuccess;
-}
-
-void emu_stream_push(cudaStream_t stream, MPI_Request req) {
-    if (special_stream(stream)) breach("emu_stream_push", "an NCCL operation on a default stream");
-    if (stream->n == stream->cap) {
-        stream->cap = stream->cap ? 2 * stream->cap : 64;
-        stream->reqs = realloc(stream->reqs, stream->cap * sizeof *stream->reqs);
-        if (!stream->reqs) abort();
-    }
-    stream->reqs[stream->n++] = req;
-}
-
-// Have the stream's first upto requests completed? Tests them without waiting (wait: waits).
-static bool stream_reached(cudaStream_t stream, size_t upto, bool wait) {
-    if (special_stream(stream)) return true;
-    while (stream->done < upto) {
-        int flag = 1;
-        MPI_Request *r = &stream->reqs[stream->done];
-        if (wait) MPI_Wait(r, MPI_STATUS_IGNORE);
-        else MPI_Test(r, &flag, MPI_STATUS_IGNORE);
-        if (!flag) return false;
-        stream->done++;
-    }
-    return true;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-    if (!special_stream(stream)) stream_reached(stream, stream->n, true);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
-    (void)flags;
-    *event = calloc(1, sizeof **event);
-    return *event ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-    free(event);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    event->stream = stream;
-    event->upto = special_stream(stream) ? 0 : stream->n;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-    return !event->stream || stream_reached(event->stream, event->upto, false) ? cudaSuccess : cudaErrorNotReady;
-}
-
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-
 cudaError_t cudaGetDeviceCount(int *count) {
     *count = emu_devices();
     return cudaSuccess;
@@ -209,23 +605,39 @@ cudaError_t cudaGetDeviceCount(int *count) {
 // The device's UUID is its index: processes on one machine that pick the same index share it,
 // as they would share a real GPU.
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
-    if (device < 0 || device >= emu_devices()) return cudaErrorInvalidDevice;
+    if (device < 0 || device >= emu_devices()) return fail(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "emulated GPU %d", device);
     prop->uuid.bytes[0] = (char)device;
     return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
-    (void)stream;
-    need_device(__func__, p, bytes);
-    memset(p, value, bytes);
-    return cudaSuccess;
+// The last error of this thread's calls, then cleared (as the runtime's).
+cudaError_t cudaGetLastError(void) {
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
 }
 
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated CUDA error"; }
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    default: return "emulated CUDA error";
+    }
+}
 
-const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    default: return "cudaErrorEmulated";
+    }
+}
 
 void cuda_check_fail(const char *library, const char *message, const char *name, const char *call, const char *file,
                      int line) {
@@ -233,359 +645,19 @@ void cuda_check_fail(const char *library, const char *message, const char *name,
     exit(1);
 }
 
-// ---- contexts ------------------------------------------------------------------------------
-
-struct CudaCtx {
-    int device;
-    cudaStream_t stream;
-};
-
-int cuda_device_count(void) { return emu_devices(); }
-
-const char *cuda_unavailable_reason(void) { return NULL; }
-
-CudaCtx *cuda_ctx_create(int device) {
-    if (cudaSetDevice(device) != cudaSuccess) breach("cuda_ctx_create", "no such device");
-    CudaCtx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) abort();
-    ctx->device = device;
-    cudaStreamCreateWithFlags(&ctx->stream, 0);
-    return ctx;
-}
-
-void cuda_ctx_destroy(CudaCtx *ctx) {
-    if (!ctx) return;
-    cudaStreamDestroy(ctx->stream);
-    free(ctx);
-}
-
-// A context's work is launched from a thread whose current device is the context's.
-static void launch(const CudaCtx *ctx, const char *call) {
-    if (ctx->device != current_device) breach(call, "launched from a thread whose current device is another");
-}
-
-cudaStream_t cuda_ctx_stream(const CudaCtx *ctx) { return ctx->stream; }
-
-int cuda_ctx_device(const CudaCtx *ctx) { return ctx->device; }
-
-void cuda_ctx_synchronize(CudaCtx *ctx) { (void)ctx; }
-
-void cuda_ctx_reserve(CudaCtx *ctx, size_t bytes) { (void)ctx, (void)bytes; }
-
-double cuda_fetch_double(CudaCtx *ctx, const double *dev_value) {
-    launch(ctx, __func__);
-    need_device(__func__, dev_value, sizeof(double));
-    return *dev_value;
-}
-
-void cuda_zero(CudaCtx *ctx, void *p, size_t bytes) {
-    launch(ctx, __func__);
-    need_device(__func__, p, bytes);
-    if (bytes) memset(p, 0, bytes);
-}
-
 // ---- bf16 ----------------------------------------------------------------------------------
 
-static cuda_bf16 to_bf16(float f) {
+uint16_t emu_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (cuda_bf16)((u >> 16) | 0x40);   // NaN stays NaN
-    u += 0x7fffu + ((u >> 16) & 1u);                                               // nearest even
-    return (cuda_bf16)(u >> 16);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   // NaN stays NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                                             // nearest even
+    return (uint16_t)(u >> 16);
 }
 
-static float from_bf16(cuda_bf16 b) {
+float emu_from_bf16(uint16_t b) {
     const uint32_t u = (uint32_t)b << 16;
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
-}
-
-void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n) {
-    launch(ctx, __func__);
-    need_device(__func__, dst, n * sizeof *dst);
-    need_device(__func__, src, n * sizeof *src);
-    for (size_t i = 0; i < n; i++) dst[i] = to_bf16(src[i]);
-}
-
-void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n) {
-    launch(ctx, __func__);
-    need_device(__func__, dst, n * sizeof *dst);
-    need_device(__func__, src, n * sizeof *src);
-    for (size_t i = 0; i < n; i++) dst[i] = from_bf16(src[i]);
-}
-
-// A host fp32 copy of a device bf16 operand (freed by the caller).
-static float *widen(const char *call, const cuda_bf16 *src, size_t n) {
-    need_device(call, src, n * sizeof *src);
-    float *f = malloc((n ? n : 1) * sizeof *f);
-    if (!f) abort();
-    for (size_t i = 0; i < n; i++) f[i] = from_bf16(src[i]);
-    return f;
-}
-
-// ---- the ops: the CPU kernels on device buffers --------------------------------------------
-
-#define F(n) ((size_t)(n) * sizeof(float))
-
-void cuda_embedding_forward(CudaCtx *ctx, float *out, const int32_t *tokens, const float *wte, int N, int C) {
-    launch(ctx, __func__);
-    need_device(__func__, out, F((size_t)N * C));
-    need_device(__func__, tokens, (size_t)N * sizeof *tokens);
-    need_device(__func__, wte, F(C));
-    embedding_forward(out, tokens, wte, N, C);
-}
-
-void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout, const int32_t *tokens, int N, int C) {
-    launch(ctx, __func__);
-    need_device(__func__, dwte, F(C));
-    need_device(__func__, dout, F((size_t)N * C));
-    need_device(__func__, tokens, (size_t)N * sizeof *tokens);
-    embedding_backward(dwte, dout, tokens, N, C);
-}
-
-void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp, const float *weight, int N, int C,
-                          float eps) {
-    launch(ctx, __func__);
-    need_device(__func__, out, F((size_t)N * C));
-    need_device(__func__, rstd, F(N));
-    need_device(__func__, inp, F((size_t)N * C));
-    need_device(__func__, weight, F(C));
-    rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
-}
-
-void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
-                           const float *weight, const float *rstd, int N, int C) {
-    launch(ctx, __func__);
-    if (dinp) need_device(__func__, dinp, F((size_t)N * C));
-    if (dweight) need_device(__func__, dweight, F(C));
-    need_device(__func__, dout, F((size_t)N * C));
-    need_device(__func__, inp, F((size_t)N * C));
-    need_device(__func__, weight, F(C));
-    need_device(__func__, rstd, F(N));
-    rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
-
-static void need_linear(const char *call, const void *a, size_t a_bytes, const void *b, size_t b_bytes,
-                        const void *c, size_t c_bytes) {
-    need_device(call, a, a_bytes);
-    need_device(call, b, b_bytes);
-    need_device(call, c, c_bytes);
-}
-
-// The CUDA kernels add into their gradients; the CPU kernels for rope, attention and
-// swiglu overwrite theirs. These run a CPU kernel into a temporary and add it in.
-static float *emu_temp(const char *call, size_t n) {
-    float *t = malloc(n * sizeof(float));
-    if (!t) {
-        fprintf(stderr, "cuda_emu: %s: out of memory\n", call);
-        abort();
-    }
-    return t;
-}
-
-static void emu_add_free(float *dst, float *t, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] += t[i];
-    free(t);
-}
-
-// attention_backward added into dq, dk, dv (see emu_temp).
-static void emu_attention_backward_add(const char *call, float *dq, float *dk, float *dv, float *scratch,
-                                       const float *dout, const float *q, const float *k, const float *v,
-                                       const float *att, int B, int T, int NH, int NKV, int HD) {
-    const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
-    float *tq = emu_temp(call, nq), *tk = emu_temp(call, nkv), *tv = emu_temp(call, nkv);
-    attention_backward(tq, tk, tv, scratch, dout, q, k, v, att, B, T, NH, NKV, HD);
-    emu_add_free(dq, tq, nq);
-    emu_add_free(dk, tk, nkv);
-    emu_add_free(dv, tv, nkv);
-}
-
-void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N, int IC, int OC) {
-    launch(ctx, __func__);
-    need_linear(__func__, out, F((size_t)N * OC), inp, F((size_t)N * IC), W, F((size_t)OC * IC));
-    linear_forward(out, inp, W, N, IC, OC);
-}
-
-void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W, int N, int IC, int OC) {
-    launch(ctx, __func__);
-    need_linear(__func__, dinp, F((size_t)N * IC), dout, F((size_t)N * OC), W, F((size_t)OC * IC));
-    linear_backward_input(dinp, dout, W, N, IC, OC, true);
-}
-
-void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, const float *inp, int N, int IC,
-                                 int OC) {
-    launch(ctx, __func__);
-    need_linear(__func__, dW, F((size_t)OC * IC), dout, F((size_t)N * OC), inp, F((size_t)N * IC));
-    linear_backward_weight(dW, dout, inp, N, IC, OC);
-}
-
-void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp, const cuda_bf16 *W, int N, int IC,
-                              int OC) {
-    launch(ctx, __func__);
-    need_device(__func__, out, F((size_t)N * OC));
-    float *x = widen(__func__, inp, (size_t)N * IC), *w = widen(__func__, W, (size_t)OC * IC);
-    linear_forward(out, x, w, N, IC, OC);
-    free(x);
-    free(w);
-}
-
-void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout, const cuda_bf16 *W, int N,
-                                     int IC, int OC) {
-    launch(ctx, __func__);
-    need_device(__func__, dinp, F((size_t)N * IC));
-    float *d = widen(__func__, dout, (size_t)N * OC), *w = widen(__func__, W, (size_t)OC * IC);
-    linear_backward_input(dinp, d, w, N, IC, OC, true);
-    free(d);
-    free(w);
-}
-
-void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout, const cuda_bf16 *inp, int N,
-                                      int IC, int OC) {
-    launch(ctx, __func__);
-    need_device(__func__, dW, F((size_t)OC * IC));
-    float *d = widen(__func__, dout, (size_t)N * OC), *x = widen(__func__, inp, (size_t)N * IC);
-    linear_backward_weight(dW, d, x, N, IC, OC);
-    free(d);
-    free(x);
-}
-
-void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD, const float *inv_freq) {
-    launch(ctx, __func__);
-    need_device(__func__, cos_tab, F((size_t)T * HD / 2));
-    need_device(__func__, sin_tab, F((size_t)T * HD / 2));
-    rope_tables(cos_tab, sin_tab, T, HD, inv_freq);
-}
-
-void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab, const float *sin_tab, int B,
-                       int T, int H, int HD) {
-    launch(ctx, __func__);
-    need_linear(__func__, out, F((size_t)B * T * H * HD), x, F((size_t)B * T * H * HD), cos_tab, F((size_t)T * HD / 2));
-    need_device(__func__, sin_tab, F((size_t)T * HD / 2));
-    rope_forward(out, x, cos_tab, sin_tab, B, T, H, HD);
-}
-
-void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab, const float *sin_tab, int B,
-                        int T, int H, int HD) {
-    launch(ctx, __func__);
-    need_linear(__func__, dx, F((size_t)B * T * H * HD), dout, F((size_t)B * T * H * HD), cos_tab,
-                F((size_t)T * HD / 2));
-    need_device(__func__, sin_tab, F((size_t)T * HD / 2));
-    const size_t n = (size_t)B * T * H * HD;
-    float *t = emu_temp(__func__, n);
-    rope_backward(t, dout, cos_tab, sin_tab, B, T, H, HD);
-    emu_add_free(dx, t, n);
-}
-
-void cuda_attention_forward(CudaCtx *ctx, float *out, float *att, const float *q, const float *k, const float *v,
-                            int B, int T, int NH, int NKV, int HD) {
-    launch(ctx, __func__);
-    need_linear(__func__, out, F((size_t)B * T * NH * HD), att, F((size_t)B * NH * T * T), q, F((size_t)B * T * NH * HD));
-    need_linear(__func__, k, F((size_t)B * T * NKV * HD), v, F((size_t)B * T * NKV * HD), out, 0);
-    attention_forward(out, att, q, k, v, B, T, NH, NKV, HD);
-}
-
-void cuda_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                             const float *q, const float *k, const float *v, const float *att, int B, int T, int NH,
-                             int NKV, int HD) {
-    launch(ctx, __func__);
-    const size_t nq = F((size_t)B * T * NH * HD), nkv = F((size_t)B * T * NKV * HD), na = F((size_t)B * NH * T * T);
-    need_linear(__func__, dq, nq, dk, nkv, dv, nkv);
-    need_linear(__func__, scratch, na, dout, nq, q, nq);
-    need_linear(__func__, k, nkv, v, nkv, att, na);
-    emu_attention_backward_add(__func__, dq, dk, dv, scratch, dout, q, k, v, att, B, T, NH, NKV, HD);
-}
-
-void cuda_attention_forward_bf16(CudaCtx *ctx, float *out, float *att, const cuda_bf16 *q, const cuda_bf16 *k,
-                                 const cuda_bf16 *v, int B, int T, int NH, int NKV, int HD) {
-    launch(ctx, __func__);
-    need_linear(__func__, out, F((size_t)B * T * NH * HD), att, F((size_t)B * NH * T * T), out, 0);
-    float *fq = widen(__func__, q, (size_t)B * T * NH * HD), *fk = widen(__func__, k, (size_t)B * T * NKV * HD),
-          *fv = widen(__func__, v, (size_t)B * T * NKV * HD);
-    attention_forward(out, att, fq, fk, fv, B, T, NH, NKV, HD);
-    free(fq);
-    free(fk);
-    free(fv);
-}
-
-void cuda_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch,
-                                  const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
-                                  const float *att, int B, int T, int NH, int NKV, int HD) {
-    launch(ctx, __func__);
-    const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, na = (size_t)B * NH * T * T;
-    need_linear(__func__, dq, F(nq), dk, F(nkv), dv, F(nkv));
-    need_linear(__func__, scratch, F(na), att, F(na), att, 0);
-    float *fd = widen(__func__, dout, nq), *fq = widen(__func__, q, nq), *fk = widen(__func__, k, nkv),
-          *fv = widen(__func__, v, nkv);
-    emu_attention_backward_add(__func__, dq, dk, dv, scratch, fd, fq, fk, fv, att, B, T, NH, NKV, HD);
-    free(fd);
-    free(fq);
-    free(fk);
-    free(fv);
-}
-
-void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up, int N, int FF) {
-    launch(ctx, __func__);
-    need_linear(__func__, out, F((size_t)N * FF), gate, F((size_t)N * FF), up, F((size_t)N * FF));
-    swiglu_forward(out, gate, up, N, FF);
-}
-
-void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout, const float *gate,
-                          const float *up, int N, int FF) {
-    launch(ctx, __func__);
-    const size_t n = F((size_t)N * FF);
-    need_linear(__func__, dgate, n, dup, n, dout, n);
-    need_linear(__func__, gate, n, up, n, up, 0);
-    float *tg = emu_temp(__func__, (size_t)N * FF), *tu = emu_temp(__func__, (size_t)N * FF);
-    swiglu_backward(tg, tu, dout, gate, up, N, FF);
-    emu_add_free(dgate, tg, (size_t)N * FF);
-    emu_add_free(dup, tu, (size_t)N * FF);
-}
-
-void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n) {
-    launch(ctx, __func__);
-    need_linear(__func__, out, F(n), a, F(n), b, F(n));
-    residual_forward(out, a, b, n);
-}
-
-void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *loss, const float *logits,
-                                        const int32_t *targets, int N, int V, float scale) {
-    launch(ctx, __func__);
-    need_device(__func__, logits, F((size_t)N * V));
-    need_device(__func__, targets, (size_t)N * sizeof *targets);
-    if (dlogits) need_device(__func__, dlogits, F((size_t)N * V));
-    if (loss) need_device(__func__, loss, sizeof *loss);
-    const double l = crossentropy_forward_backward(dlogits, logits, targets, N, V, scale);
-    if (loss) *loss += l;
-}
-
-void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, const float *grads, float *m, float *v,
-                       size_t n, int t, double lr, double beta1, double beta2, double eps, double weight_decay) {
-    launch(ctx, __func__);
-    need_linear(__func__, params, F(n), grads, F(n), m, F(n));
-    need_device(__func__, v, F(n));
-    adamw_update(params, grads, m, v, n, t, lr, beta1, beta2, eps, weight_decay);
-    if (!params_bf16) return;
-    need_device(__func__, params_bf16, n * sizeof *params_bf16);
-    for (size_t i = 0; i < n; i++) params_bf16[i] = to_bf16(params[i]);
-}
-
-void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n) {
-    launch(ctx, __func__);
-    need_device(__func__, sumsq, sizeof *sumsq);
-    need_device(__func__, g, F(n));
-    *sumsq += grad_sum_squares(g, n);
-}
-
-void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s) {
-    launch(ctx, __func__);
-    need_device(__func__, g, F(n));
-    grad_scale(g, n, s);
-}
-
-void cuda_grad_clip(CudaCtx *ctx, float *g, size_t n, const double *sumsq, float max_norm) {
-    launch(ctx, __func__);
-    need_device(__func__, g, F(n));
-    need_device(__func__, sumsq, sizeof *sumsq);
-    grad_scale(g, n, grad_clip_factor(sqrt(*sumsq), max_norm));
 }

@@ -1,21 +1,30 @@
-// NCCL emulated over MPI, for pptrain_emu (CMakeLists.txt): lets the nccl transport
-// (engine/transport/transport_nccl.c) run between the processes of an mpirun job on a machine without
-// GPUs. Each communicator is an MPI communicator (ncclCommInitRank: a duplicate of
-// MPI_COMM_WORLD; ncclCommSplit: MPI_Comm_split), and each operation a non-blocking MPI call
-// on the emulated device memory, enqueued on its stream (emu.h) so events complete when it
-// does. MPI delivers the messages of one pair on one communicator in order, as NCCL matches
-// its sends and receives. Not emulated: that an NCCL send waits for its receive on the GPU
-// (MPI may buffer it), so NCCL-only deadlocks are not caught here.
+// tests/gpu_emu/nccl_emu.c: NCCL emulated over MPI, for pptrain_emu (CMakeLists.txt): lets the
+// nccl transport (engine/transport/transport_nccl.c) run between the processes of an mpirun job
+// on a machine without GPUs. Each communicator is an MPI communicator (ncclCommInitRank: a
+// duplicate of MPI_COMM_WORLD; ncclCommSplit: MPI_Comm_split), and each operation an item of
+// its stream (emu.h: EmuOp) that becomes a non-blocking MPI call on the emulated device memory
+// when the stream gets there, and lets the stream go on once that call completed. MPI
+// delivers the messages of one pair on one communicator in order, as NCCL matches its sends
+// and receives. A send is MPI_Issend: like NCCL's, it never completes before its receive is
+// posted (no buffering), so a schedule that only works because sends are buffered deadlocks
+// here as it would on GPUs.
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <mpi.h>
+
 #include "tests/gpu_emu/emu.h"
 
 struct ncclComm {
     MPI_Comm mpi;
+    bool aborted;   // destroyed or aborted: operations still queued are dropped
 };
+
+// Communicators ended while operations may still refer to them: kept (reachable) to the exit.
+static ncclComm_t *ended;
+static size_t n_ended;
 
 static ncclComm_t wrap(MPI_Comm mpi) {
     if (mpi == MPI_COMM_NULL) return NULL;
@@ -23,6 +32,14 @@ static ncclComm_t wrap(MPI_Comm mpi) {
     if (!c) abort();
     c->mpi = mpi;
     return c;
+}
+
+static void end_comm(ncclComm_t comm) {
+    comm->aborted = true;
+    ncclComm_t *more = realloc(ended, (n_ended + 1) * sizeof *ended);
+    if (!more) abort();
+    ended = more;
+    ended[n_ended++] = comm;
 }
 
 const char *ncclGetErrorString(ncclResult_t result) {
@@ -60,15 +77,17 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     return ncclSuccess;
 }
 
+// Operations still queued on it are dropped (the transport destroys only when none is).
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
     MPI_Comm_free(&comm->mpi);
-    free(comm);
+    end_comm(comm);
     return ncclSuccess;
 }
 
+// Requests in flight on its MPI communicator are left to the exit.
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-    free(comm);   // requests may still be pending on its MPI communicator: left to the exit
+    if (comm) end_comm(comm);
     return ncclSuccess;
 }
 
@@ -87,27 +106,64 @@ static MPI_Datatype mpi_type(ncclDataType_t t) {
     }
 }
 
-ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                      cudaStream_t stream) {
+typedef enum { OP_SEND, OP_RECV, OP_ALLREDUCE } OpKind;
+
+typedef struct {
+    OpKind kind;
+    const void *sendbuf;
+    void *recvbuf;
+    int count, peer;
+    MPI_Datatype type;
+    MPI_Comm comm;
+    bool started;
     MPI_Request req;
-    MPI_Isend(buf, (int)count, mpi_type(type), peer, 0, comm->mpi, &req);
-    emu_stream_push(stream, req);
+} OpArgs;
+
+// Starts the MPI call on the first step, then tests it (EmuOp).
+static bool op_step(void *p, bool drop) {
+    OpArgs *a = p;
+    if (drop) return true;   // an ended communicator: a request in flight is left to the exit
+    if (!a->started) {
+        a->started = true;
+        switch (a->kind) {
+        case OP_SEND: MPI_Issend(a->sendbuf, a->count, a->type, a->peer, 0, a->comm, &a->req); break;
+        case OP_RECV: MPI_Irecv(a->recvbuf, a->count, a->type, a->peer, 0, a->comm, &a->req); break;
+        case OP_ALLREDUCE:
+            MPI_Iallreduce(a->sendbuf == a->recvbuf ? MPI_IN_PLACE : a->sendbuf, a->recvbuf, a->count, a->type, MPI_SUM,
+                           a->comm, &a->req);
+            break;
+        }
+    }
+    int done = 0;
+    MPI_Test(&a->req, &done, MPI_STATUS_IGNORE);
+    return done;
+}
+
+static ncclResult_t queue_op(OpArgs a, size_t bytes, const char *call, ncclComm_t comm, cudaStream_t stream) {
+    if (a.kind != OP_RECV) emu_need_device(call, a.sendbuf, bytes);
+    if (a.kind != OP_SEND) emu_need_device(call, a.recvbuf, bytes);
+    a.comm = comm->mpi;
+    emu_enqueue_op(stream, (EmuOp){.step = op_step, .aborted = &comm->aborted}, &a, sizeof a);
     return ncclSuccess;
 }
 
+static size_t type_bytes(ncclDataType_t t) { return t == ncclFloat64 ? 8 : t == ncclFloat32 ? 4 : 1; }
+
+ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    const OpArgs a = {.kind = OP_SEND, .sendbuf = buf, .count = (int)count, .peer = peer, .type = mpi_type(type)};
+    return queue_op(a, count * type_bytes(type), __func__, comm, stream);
+}
+
 ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
-    MPI_Request req;
-    MPI_Irecv(buf, (int)count, mpi_type(type), peer, 0, comm->mpi, &req);
-    emu_stream_push(stream, req);
-    return ncclSuccess;
+    const OpArgs a = {.kind = OP_RECV, .recvbuf = buf, .count = (int)count, .peer = peer, .type = mpi_type(type)};
+    return queue_op(a, count * type_bytes(type), __func__, comm, stream);
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuf, void *recvbuf, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
     if (op != ncclSum) return ncclInvalidArgument;
-    MPI_Request req;
-    MPI_Iallreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, mpi_type(type), MPI_SUM, comm->mpi,
-                   &req);
-    emu_stream_push(stream, req);
-    return ncclSuccess;
+    const OpArgs a = {.kind = OP_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = (int)count,
+                      .type = mpi_type(type)};
+    return queue_op(a, count * type_bytes(type), __func__, comm, stream);
 }

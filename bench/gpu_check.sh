@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# bench/gpu_check.sh: the one command for the day a GPU is lent (issue 30, item 8). Written on a
+# machine without a GPU: it has never run; shellcheck-clean, kept plain so the first run on a
+# GPU fixes what it must. Aims at under 10 minutes on one H100. Prints one table:
+#   ctest -L gpu                the GPU tests (test_cuda_kernels: one shape so far; cli_gpu)
+#   compute-sanitizer x4        memcheck, racecheck, initcheck, synccheck on 3 steps of 2 stages
+#   bf16 vs fp32                200 steps of the small preset, the largest loss gap and the last
+#   MFU                         125m at seq 1024: 1 stage; 4 stages on one GPU; 2 GPUs over nccl
+# usage: bench/gpu_check.sh [BUILD_DIR]          (default: build; run from the source tree)
+set -u
+build=${1:-build}
+bin="$build/pptrain"
+src=$(cd "$(dirname "$0")/.." && pwd)
+peak_tflops=989   # H100 SXM dense bf16, the MFU denominator of README.md
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+table="$work/table"
+row() { printf '%-44s %s\n' "$1" "$2" >> "$table"; }   # row WHAT RESULT
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$gpus" -ge 1 ] || { echo "gpu_check: no GPU visible (nvidia-smi -L lists none)"; exit 2; }
+[ -x "$bin" ] || { echo "gpu_check: $bin is not built (cmake --build $build)"; exit 2; }
+for _ in $(seq 200); do cat "$src"/tests/fixtures/text/*.txt; done > "$work/corpus.txt"
+tiny=(train --data "$src/tests/fixtures/text" --model tiny --batch 8 --seq 64 --microbatches 4 --device cuda --db '')
+
+# 1. The GPU tests.
+if (cd "$build" && ctest -L gpu --output-on-failure > "$work/ctest.txt" 2>&1); then
+  row "ctest -L gpu" "pass"
+else
+  row "ctest -L gpu" "FAIL (see below)"
+  tail -20 "$work/ctest.txt"
+fi
+
+# 2. compute-sanitizer on 3 steps of 2 stages as threads on GPU 0 (events between their streams).
+for tool in memcheck racecheck initcheck synccheck; do
+  if compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin" "${tiny[@]}" --steps 3 --warmup 1 --stages 2 \
+    > "$work/$tool.txt" 2>&1; then
+    row "compute-sanitizer --tool $tool" "clean"
+  else
+    row "compute-sanitizer --tool $tool" "FAIL: $(grep -m1 -E 'ERROR|Error' "$work/$tool.txt")"
+  fi
+done
+
+# 3. bf16 against fp32: 200 steps of the small preset, same seed and data.
+curve() {   # curve NAME PRECISION: losses by step in NAME.losses
+  "$bin" train --data "$work/corpus.txt" --batching pack --model small --seq 256 --batch 16 --microbatches 2 \
+    --steps 200 --warmup 20 --lr 1e-3 --device cuda --precision "$2" --db "$work/$1.db" > "$work/$1.txt" 2>&1 &&
+    sqlite3 "$work/$1.db" "SELECT step, loss FROM steps ORDER BY step" > "$work/$1.losses"
+}
+if curve fp32 fp32 && curve bf16 bf16; then
+  row "bf16 vs fp32, small, 200 steps" "$(paste -d'|' "$work/fp32.losses" "$work/bf16.losses" | awk -F'|' '
+    { d = $4 - $2; if (d < 0) d = -d; r = d / $2; if (r > m) { m = r; at = $1 } ; last = r }
+    END { printf "largest rel gap %.2e (step %d), last %.2e", m, at, last }')"
+else
+  row "bf16 vs fp32, small, 200 steps" "FAIL: a run stopped"
+fi
+
+# 4. MFU of 125m at seq 1024 (medians of pptrain's own "done:" line).
+mfu() {   # mfu WHAT args...: a row with tokens/s, TFLOP/s and MFU
+  local what=$1
+  shift
+  if "$@" --data "$work/corpus.txt" --batching pack --model 125m --seq 1024 --batch 32 --steps 20 --warmup 5 \
+    --lr 3e-4 --device cuda --db '' > "$work/mfu.txt" 2>&1; then
+    row "$what" "$(sed -n 's/.*median \([0-9.]*\) tok\/s, \([0-9.]*\) GFLOP\/s.*/\1 \2/p' "$work/mfu.txt" |
+      awk -v peak="$peak_tflops" '{ printf "%.0f tok/s, %.1f TFLOP/s, MFU %.1f%%", $1, $2 / 1e3, 100 * $2 / 1e3 / peak }')"
+  else
+    row "$what" "FAIL: $(tail -1 "$work/mfu.txt")"
+  fi
+}
+mfu "MFU 125m, 1 stage, M=2" "$bin" train --stages 1 --microbatches 2
+mfu "MFU 125m, 4 stages on 1 GPU, 1f1b, M=16" "$bin" train --stages 4 --schedule 1f1b --microbatches 16
+if [ "$gpus" -ge 2 ]; then
+  mfu "MFU 125m, 2 GPUs over nccl, 1f1b, M=8" mpirun --allow-run-as-root -np 2 "$bin" train --stages 2 \
+    --schedule 1f1b --microbatches 8 --transport nccl
+else
+  row "MFU 125m, 2 GPUs over nccl" "skipped: one GPU"
+fi
+
+echo "pptrain gpu_check, $(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus"
+cat "$table"

@@ -1,0 +1,750 @@
+// tests/gpu_emu/kernels_emu.c: every function of kernels/cuda/kernels_cuda.h on the emulated GPU
+// (cuda_emu.c). Each call checks its buffers now (device memory, the context's device current)
+// and queues the CPU kernel of kernels/cpu on its context's stream with its arguments captured:
+// it runs when something waits on the stream, and reads the buffers as they are then.
+//
+// Numbers. The CPU kernels are the reference, so the engine's numbers are a GPU's up to
+// summation order, and bf16 is rounded where kernels/cuda rounds (nearest even): GEMM operands
+// are bf16 as given, and bf16 attention rounds its probabilities P (out = bf16(P) v,
+// dv += bf16(P)^T dout) and its score gradient dS (dq, dk from bf16(dS)), as attention.cu does.
+//
+// The arena. A context keeps kernels/cuda's scratch arena (common.cuh): the kernels that use
+// it there (bf16 attention, the loss, the embedding's sort, the norms' partial sums) take the
+// same bytes here, 256-byte rounded, and the arena is NaN after each of them (the next call
+// recycles it). It grows as context.cu grows it (stream synchronized, the old block freed);
+// but once cuda_ctx_reserve has been called, a call that needs more than is reserved is a
+// breach: a caller reserves so that no step grows it (kernels_cuda.h). Not counted: cub's
+// temporary storage of the embedding's sort, which only the GPU knows.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "tests/gpu_emu/emu.h"
+
+#define F(n) ((size_t)(n) * sizeof(float))
+
+static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+// ---- contexts ------------------------------------------------------------------------------
+
+struct CudaCtx {
+    int device;
+    cudaStream_t stream;
+    void *arena;           // device scratch (arena_bytes), NaN between uses
+    size_t arena_bytes;
+    bool reserved;         // cuda_ctx_reserve was called: the arena may no longer grow
+    double *fetched;       // pinned: where cuda_fetch_double's copy lands (as context.cu)
+};
+
+int cuda_device_count(void) { return emu_devices(); }
+
+const char *cuda_unavailable_reason(void) { return NULL; }
+
+CudaCtx *cuda_ctx_create(int device) {
+    if (cudaSetDevice(device) != cudaSuccess) emu_breach("cuda_ctx_create", "no such device");
+    CudaCtx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) emu_breach("cuda_ctx_create", "out of host memory");
+    ctx->device = device;
+    cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
+    cudaMallocHost((void **)&ctx->fetched, sizeof *ctx->fetched);
+    return ctx;
+}
+
+void cuda_ctx_destroy(CudaCtx *ctx) {
+    if (!ctx) return;
+    cudaStreamSynchronize(ctx->stream);
+    if (ctx->arena) cudaFree(ctx->arena);
+    cudaFreeHost(ctx->fetched);
+    cudaStreamDestroy(ctx->stream);
+    free(ctx);
+}
+
+// A context's work is launched from a thread whose current device is the context's.
+static void launch(const CudaCtx *ctx, const char *call) {
+    if (ctx->device != emu_current_device()) emu_breach(call, "launched from a thread whose current device is another");
+}
+
+cudaStream_t cuda_ctx_stream(const CudaCtx *ctx) { return ctx->stream; }
+
+int cuda_ctx_device(const CudaCtx *ctx) { return ctx->device; }
+
+void cuda_ctx_synchronize(CudaCtx *ctx) { cudaStreamSynchronize(ctx->stream); }
+
+// context.cu's ctx_arena: grows by at least half again, 256-byte rounded.
+static void *arena_grow(CudaCtx *ctx, size_t bytes) {
+    if (bytes <= ctx->arena_bytes) return ctx->arena;
+    size_t want = ctx->arena_bytes + ctx->arena_bytes / 2;
+    if (want < bytes) want = bytes;
+    want = round256(want);
+    if (ctx->arena) {
+        cudaStreamSynchronize(ctx->stream);
+        cudaFree(ctx->arena);
+    }
+    cudaMalloc(&ctx->arena, want);
+    ctx->arena_bytes = want;
+    return ctx->arena;
+}
+
+void cuda_ctx_reserve(CudaCtx *ctx, size_t bytes) {
+    arena_grow(ctx, bytes);
+    ctx->reserved = true;
+}
+
+// The arena for one call of `call` that needs `bytes` (see the file's comment).
+static void *arena_for(CudaCtx *ctx, const char *call, size_t bytes) {
+    if (ctx->reserved && bytes > ctx->arena_bytes) emu_breach(call, "needs more of the context's arena than cuda_ctx_reserve reserved");
+    return arena_grow(ctx, bytes);
+}
+
+// ---- host reads and zeroing ------------------------------------------------------------------
+
+double cuda_fetch_double(CudaCtx *ctx, const double *dev_value) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, dev_value, sizeof(double));
+    cudaMemcpyAsync(ctx->fetched, dev_value, sizeof *ctx->fetched, cudaMemcpyDeviceToHost, ctx->stream);
+    cudaStreamSynchronize(ctx->stream);   // pinned: the copy lands when it runs
+    return *ctx->fetched;
+}
+
+void cuda_zero(CudaCtx *ctx, void *p, size_t bytes) {
+    launch(ctx, __func__);
+    if (bytes) cudaMemsetAsync(p, 0, bytes, ctx->stream);
+}
+
+// ---- conversions -----------------------------------------------------------------------------
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+} ConvertArgs;
+
+static void run_to_bf16(void *p) {
+    const ConvertArgs *a = p;
+    cuda_bf16 *dst = a->dst;
+    const float *src = a->src;
+    for (size_t i = 0; i < a->n; i++) dst[i] = emu_to_bf16(src[i]);
+}
+
+static void run_from_bf16(void *p) {
+    const ConvertArgs *a = p;
+    float *dst = a->dst;
+    const cuda_bf16 *src = a->src;
+    for (size_t i = 0; i < a->n; i++) dst[i] = emu_from_bf16(src[i]);
+}
+
+void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, dst, n * sizeof *dst);
+    emu_need_device(__func__, src, n * sizeof *src);
+    const ConvertArgs a = {dst, src, n};
+    emu_enqueue(ctx->stream, run_to_bf16, &a, sizeof a);
+}
+
+void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, dst, n * sizeof *dst);
+    emu_need_device(__func__, src, n * sizeof *src);
+    const ConvertArgs a = {dst, src, n};
+    emu_enqueue(ctx->stream, run_from_bf16, &a, sizeof a);
+}
+
+// A host fp32 copy of a device bf16 operand (freed by the caller), made when the work runs.
+static float *widen(const cuda_bf16 *src, size_t n) {
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f) emu_breach("widen", "out of host memory");
+    for (size_t i = 0; i < n; i++) f[i] = emu_from_bf16(src[i]);
+    return f;
+}
+
+// The CUDA kernels add into their gradients; the CPU kernels for rope, attention and
+// swiglu overwrite theirs. These run a CPU kernel into a temporary and add it in.
+static float *temp(size_t n) {
+    float *t = malloc((n ? n : 1) * sizeof(float));
+    if (!t) emu_breach("a kernel's temporary", "out of host memory");
+    return t;
+}
+
+static void add_free(float *dst, float *t, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += t[i];
+    free(t);
+}
+
+// ---- embedding, rmsnorm, residual, swiglu --------------------------------------------------
+
+typedef struct {
+    float *out, *dwte;
+    const float *dout, *wte;
+    const int32_t *tokens;
+    int N, C;
+    void *arena;
+    size_t arena_bytes;
+} EmbeddingArgs;
+
+static void run_embedding_forward(void *p) {
+    const EmbeddingArgs *a = p;
+    embedding_forward(a->out, a->tokens, a->wte, a->N, a->C);
+}
+
+static void run_embedding_backward(void *p) {
+    const EmbeddingArgs *a = p;
+    embedding_backward(a->dwte, a->dout, a->tokens, a->N, a->C);
+    emu_poison(a->arena, a->arena_bytes);
+}
+
+void cuda_embedding_forward(CudaCtx *ctx, float *out, const int32_t *tokens, const float *wte, int N, int C) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, out, F((size_t)N * C));
+    emu_need_device(__func__, tokens, (size_t)N * sizeof *tokens);
+    emu_need_device(__func__, wte, F(C));
+    const EmbeddingArgs a = {.out = out, .wte = wte, .tokens = tokens, .N = N, .C = C};
+    emu_enqueue(ctx->stream, run_embedding_forward, &a, sizeof a);
+}
+
+void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout, const int32_t *tokens, int N, int C) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, dwte, F(C));
+    emu_need_device(__func__, dout, F((size_t)N * C));
+    emu_need_device(__func__, tokens, (size_t)N * sizeof *tokens);
+    if (N <= 0 || C <= 0) return;
+    const size_t bytes = 3 * round256((size_t)N * sizeof(int32_t));   // rows_in, keys_out, rows_out
+    EmbeddingArgs a = {.dwte = dwte, .dout = dout, .tokens = tokens, .N = N, .C = C, .arena_bytes = bytes};
+    a.arena = arena_for(ctx, __func__, bytes);
+    emu_enqueue(ctx->stream, run_embedding_backward, &a, sizeof a);
+}
+
+typedef struct {
+    float *out, *rstd, *dinp, *dweight;
+    const float *inp, *weight, *dout, *rstd_in;
+    int N, C;
+    float eps;
+    void *arena;
+    size_t arena_bytes;
+} RmsnormArgs;
+
+static void run_rmsnorm_forward(void *p) {
+    const RmsnormArgs *a = p;
+    rmsnorm_forward(a->out, a->rstd, a->inp, a->weight, a->N, a->C, a->eps);
+}
+
+static void run_rmsnorm_backward(void *p) {
+    const RmsnormArgs *a = p;
+    rmsnorm_backward(a->dinp, a->dweight, a->dout, a->inp, a->weight, a->rstd_in, a->N, a->C);
+    if (a->arena) emu_poison(a->arena, a->arena_bytes);
+}
+
+void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp, const float *weight, int N, int C,
+                          float eps) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, out, F((size_t)N * C));
+    emu_need_device(__func__, rstd, F(N));
+    emu_need_device(__func__, inp, F((size_t)N * C));
+    emu_need_device(__func__, weight, F(C));
+    const RmsnormArgs a = {.out = out, .rstd = rstd, .inp = inp, .weight = weight, .N = N, .C = C, .eps = eps};
+    emu_enqueue(ctx->stream, run_rmsnorm_forward, &a, sizeof a);
+}
+
+// rmsnorm.cu's partial sums for dweight: (chunks, C) doubles, chunks of 128 rows doubled
+// until there are at most 65535.
+static size_t rmsnorm_arena_bytes(int N, int C) {
+    int chunk = 128;
+    while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
+    return (size_t)((N + chunk - 1) / chunk) * (size_t)C * sizeof(double);
+}
+
+void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
+                           const float *weight, const float *rstd, int N, int C) {
+    launch(ctx, __func__);
+    if (dinp) emu_need_device(__func__, dinp, F((size_t)N * C));
+    if (dweight) emu_need_device(__func__, dweight, F(C));
+    emu_need_device(__func__, dout, F((size_t)N * C));
+    emu_need_device(__func__, inp, F((size_t)N * C));
+    emu_need_device(__func__, weight, F(C));
+    emu_need_device(__func__, rstd, F(N));
+    if (N <= 0 || C <= 0) return;
+    RmsnormArgs a = {.dinp = dinp, .dweight = dweight, .dout = dout, .inp = inp, .weight = weight, .rstd_in = rstd,
+                     .N = N, .C = C};
+    if (dweight) {
+        a.arena_bytes = rmsnorm_arena_bytes(N, C);
+        a.arena = arena_for(ctx, __func__, a.arena_bytes);
+    }
+    emu_enqueue(ctx->stream, run_rmsnorm_backward, &a, sizeof a);
+}
+
+typedef struct {
+    float *out, *dgate, *dup;
+    const float *a, *b, *dout;
+    size_t n;
+    int N, FF;
+} EltwiseArgs;
+
+static void run_residual_forward(void *p) {
+    const EltwiseArgs *e = p;
+    residual_forward(e->out, e->a, e->b, e->n);
+}
+
+static void run_swiglu_forward(void *p) {
+    const EltwiseArgs *e = p;
+    swiglu_forward(e->out, e->a, e->b, e->N, e->FF);
+}
+
+static void run_swiglu_backward(void *p) {
+    const EltwiseArgs *e = p;
+    const size_t n = (size_t)e->N * e->FF;
+    float *tg = temp(n), *tu = temp(n);
+    swiglu_backward(tg, tu, e->dout, e->a, e->b, e->N, e->FF);
+    add_free(e->dgate, tg, n);
+    add_free(e->dup, tu, n);
+}
+
+void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, out, F(n));
+    emu_need_device(__func__, a, F(n));
+    emu_need_device(__func__, b, F(n));
+    const EltwiseArgs e = {.out = out, .a = a, .b = b, .n = n};
+    emu_enqueue(ctx->stream, run_residual_forward, &e, sizeof e);
+}
+
+void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up, int N, int FF) {
+    launch(ctx, __func__);
+    const size_t n = F((size_t)N * FF);
+    emu_need_device(__func__, out, n);
+    emu_need_device(__func__, gate, n);
+    emu_need_device(__func__, up, n);
+    const EltwiseArgs e = {.out = out, .a = gate, .b = up, .N = N, .FF = FF};
+    emu_enqueue(ctx->stream, run_swiglu_forward, &e, sizeof e);
+}
+
+void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout, const float *gate,
+                          const float *up, int N, int FF) {
+    launch(ctx, __func__);
+    const size_t n = F((size_t)N * FF);
+    emu_need_device(__func__, dgate, n);
+    emu_need_device(__func__, dup, n);
+    emu_need_device(__func__, dout, n);
+    emu_need_device(__func__, gate, n);
+    emu_need_device(__func__, up, n);
+    const EltwiseArgs e = {.dgate = dgate, .dup = dup, .dout = dout, .a = gate, .b = up, .N = N, .FF = FF};
+    emu_enqueue(ctx->stream, run_swiglu_backward, &e, sizeof e);
+}
+
+// ---- linear: fp32, or bf16 operands with fp32 accumulation -----------------------------------
+
+typedef enum { LIN_FORWARD, LIN_BACKWARD_INPUT, LIN_BACKWARD_WEIGHT } LinearKind;
+
+typedef struct {
+    LinearKind kind;
+    bool bf16;          // x and w are bf16 (widened when the work runs)
+    float *y;           // forward: out(N, OC); backward input: dinp(N, IC); backward weight: dW(OC, IC)
+    const void *x, *w;  // forward: inp, W; backward input: dout, W; backward weight: dout, inp
+    size_t nx, nw;      // their element counts
+    int N, IC, OC;
+} LinearArgs;
+
+static void run_linear(void *p) {
+    const LinearArgs *a = p;
+    float *x = a->bf16 ? widen(a->x, a->nx) : NULL, *w = a->bf16 ? widen(a->w, a->nw) : NULL;
+    const float *xs = a->bf16 ? x : a->x, *ws = a->bf16 ? w : a->w;
+    switch (a->kind) {
+    case LIN_FORWARD: linear_forward(a->y, xs, ws, a->N, a->IC, a->OC); break;
+    case LIN_BACKWARD_INPUT: linear_backward_input(a->y, xs, ws, a->N, a->IC, a->OC, true); break;
+    case LIN_BACKWARD_WEIGHT: linear_backward_weight(a->y, xs, ws, a->N, a->IC, a->OC); break;
+    }
+    free(x);
+    free(w);
+}
+
+static void linear(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, float *y, const void *x, const void *w,
+                   int N, int IC, int OC) {
+    launch(ctx, call);
+    const size_t NI = (size_t)N * IC, NO = (size_t)N * OC, OI = (size_t)OC * IC, esz = bf16 ? 2 : 4;
+    const size_t ny = kind == LIN_FORWARD ? NO : kind == LIN_BACKWARD_INPUT ? NI : OI;
+    const size_t nx = kind == LIN_FORWARD ? NI : NO, nw = kind == LIN_BACKWARD_WEIGHT ? NI : OI;
+    emu_need_device(call, y, F(ny));
+    emu_need_device(call, x, nx * esz);
+    emu_need_device(call, w, nw * esz);
+    const LinearArgs a = {kind, bf16, y, x, w, nx, nw, N, IC, OC};
+    emu_enqueue(ctx->stream, run_linear, &a, sizeof a);
+}
+
+void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N, int IC, int OC) {
+    linear(ctx, __func__, LIN_FORWARD, false, out, inp, W, N, IC, OC);
+}
+
+void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W, int N, int IC, int OC) {
+    linear(ctx, __func__, LIN_BACKWARD_INPUT, false, dinp, dout, W, N, IC, OC);
+}
+
+void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, const float *inp, int N, int IC,
+                                 int OC) {
+    linear(ctx, __func__, LIN_BACKWARD_WEIGHT, false, dW, dout, inp, N, IC, OC);
+}
+
+void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp, const cuda_bf16 *W, int N, int IC,
+                              int OC) {
+    linear(ctx, __func__, LIN_FORWARD, true, out, inp, W, N, IC, OC);
+}
+
+void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout, const cuda_bf16 *W, int N,
+                                     int IC, int OC) {
+    linear(ctx, __func__, LIN_BACKWARD_INPUT, true, dinp, dout, W, N, IC, OC);
+}
+
+void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout, const cuda_bf16 *inp, int N,
+                                      int IC, int OC) {
+    linear(ctx, __func__, LIN_BACKWARD_WEIGHT, true, dW, dout, inp, N, IC, OC);
+}
+
+// ---- rope ------------------------------------------------------------------------------------
+
+typedef struct {
+    float *out, *sin_out;   // rope_tables: cos_tab, sin_tab
+    const float *x, *cos_tab, *sin_tab;
+    int B, T, H, HD;
+    float inv_freq[512];   // rope_tables: the host's values, by value as rope.cu (HD <= 1024)
+} RopeArgs;
+
+static void run_rope_tables(void *p) {
+    RopeArgs *a = p;
+    rope_tables(a->out, a->sin_out, a->T, a->HD, a->inv_freq);
+}
+
+static void run_rope_forward(void *p) {
+    const RopeArgs *a = p;
+    rope_forward(a->out, a->x, a->cos_tab, a->sin_tab, a->B, a->T, a->H, a->HD);
+}
+
+static void run_rope_backward(void *p) {
+    const RopeArgs *a = p;
+    const size_t n = (size_t)a->B * a->T * a->H * a->HD;
+    float *t = temp(n);
+    rope_backward(t, a->x, a->cos_tab, a->sin_tab, a->B, a->T, a->H, a->HD);
+    add_free(a->out, t, n);
+}
+
+void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD, const float *inv_freq) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, cos_tab, F((size_t)T * HD / 2));
+    emu_need_device(__func__, sin_tab, F((size_t)T * HD / 2));
+    if (HD > 1024 || HD % 2) emu_breach(__func__, "head_dim odd or above 1024");
+    RopeArgs a = {.out = cos_tab, .sin_out = sin_tab, .T = T, .HD = HD};
+    memcpy(a.inv_freq, inv_freq, F(HD / 2));
+    emu_enqueue(ctx->stream, run_rope_tables, &a, sizeof a);
+}
+
+static void rope(CudaCtx *ctx, const char *call, void (*run)(void *), float *out, const float *x, const float *cos_tab,
+                 const float *sin_tab, int B, int T, int H, int HD) {
+    launch(ctx, call);
+    emu_need_device(call, out, F((size_t)B * T * H * HD));
+    emu_need_device(call, x, F((size_t)B * T * H * HD));
+    emu_need_device(call, cos_tab, F((size_t)T * HD / 2));
+    emu_need_device(call, sin_tab, F((size_t)T * HD / 2));
+    const RopeArgs a = {.out = out, .x = x, .cos_tab = cos_tab, .sin_tab = sin_tab, .B = B, .T = T, .H = H, .HD = HD};
+    emu_enqueue(ctx->stream, run, &a, sizeof a);
+}
+
+void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab, const float *sin_tab, int B,
+                       int T, int H, int HD) {
+    rope(ctx, __func__, run_rope_forward, out, x, cos_tab, sin_tab, B, T, H, HD);
+}
+
+void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab, const float *sin_tab, int B,
+                        int T, int H, int HD) {
+    rope(ctx, __func__, run_rope_backward, dx, dout, cos_tab, sin_tab, B, T, H, HD);
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+typedef struct {
+    float *out, *att;                 // forward
+    float *dq, *dk, *dv, *scratch;    // backward
+    const void *q, *k, *v, *dout;     // fp32, or bf16 (bf16: widened when the work runs)
+    const float *att_in;
+    bool bf16;
+    int B, T, NH, NKV, HD;
+    void *arena;                      // bf16: bf16(P), then (backward) bf16(dS), each 256-rounded
+    size_t arena_bytes;
+} AttentionArgs;
+
+static size_t att_elems(const AttentionArgs *a) { return (size_t)a->B * a->NH * a->T * a->T; }
+
+// q-like (B, T, NH, HD) and k-like (B, T, NKV, HD) offsets of (b, t, head).
+static size_t qat(const AttentionArgs *a, int b, int t, int h) { return (((size_t)b * a->T + t) * a->NH + h) * a->HD; }
+static size_t kat(const AttentionArgs *a, int b, int t, int h) { return (((size_t)b * a->T + t) * a->NKV + h) * a->HD; }
+static size_t pat(const AttentionArgs *a, int b, int h, int t) { return (((size_t)b * a->NH + h) * a->T + t) * a->T; }
+
+// out(b, t, h) = sum over s <= t of bf16(P)(b, h, t, s) v(b, s, h / g), in fp32.
+static void bf16_probs_times_v(const AttentionArgs *a, const cuda_bf16 *pb, const float *v) {
+    const int g = a->NH / a->NKV;
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++)
+            for (int t = 0; t < a->T; t++) {
+                float *o = a->out + qat(a, b, t, h);
+                for (int d = 0; d < a->HD; d++) o[d] = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    const float p = emu_from_bf16(pb[pat(a, b, h, t) + s]);
+                    const float *vs = v + kat(a, b, s, h / g);
+                    for (int d = 0; d < a->HD; d++) o[d] += p * vs[d];
+                }
+            }
+}
+
+static void run_attention_forward(void *p) {
+    const AttentionArgs *a = p;
+    const size_t nq = (size_t)a->B * a->T * a->NH * a->HD, nkv = (size_t)a->B * a->T * a->NKV * a->HD;
+    if (!a->bf16) {
+        attention_forward(a->out, a->att, a->q, a->k, a->v, a->B, a->T, a->NH, a->NKV, a->HD);
+        return;
+    }
+    float *q = widen(a->q, nq), *k = widen(a->k, nkv), *v = widen(a->v, nkv);
+    attention_forward(a->out, a->att, q, k, v, a->B, a->T, a->NH, a->NKV, a->HD);   // scores, softmax -> att
+    cuda_bf16 *pb = a->arena;
+    for (size_t i = 0; i < att_elems(a); i++) pb[i] = emu_to_bf16(a->att[i]);
+    bf16_probs_times_v(a, pb, v);   // out = bf16(P) v, as attention.cu
+    emu_poison(a->arena, a->arena_bytes);
+    free(q);
+    free(k);
+    free(v);
+}
+
+// attention.cu's bf16 backward: dP = dout v^T (fp32, into scratch), dS = P (dP - rowsum(P dP))
+// rounded to bf16, dq += scale dS k, dk += scale dS^T q, dv += bf16(P)^T dout.
+static void bf16_attention_backward(const AttentionArgs *a, const float *dout, const float *q, const float *k,
+                                    const float *v) {
+    const int g = a->NH / a->NKV, T = a->T, HD = a->HD;
+    const float scale = (float)(1.0 / sqrt((double)HD));
+    const size_t half = round256(att_elems(a) * sizeof(cuda_bf16));
+    cuda_bf16 *pb = a->arena, *dsb = (cuda_bf16 *)((char *)a->arena + half);
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *P = a->att_in + pat(a, b, h, t), *dot = dout + qat(a, b, t, h);
+                float *dP = a->scratch + pat(a, b, h, t), rowsum = 0.0f;
+                for (int s = 0; s < T; s++) {
+                    float acc = 0.0f;
+                    for (int d = 0; d < HD; d++) acc += dot[d] * v[kat(a, b, s, h / g) + d];
+                    dP[s] = acc;
+                    if (s <= t) rowsum += P[s] * acc;
+                }
+                for (int s = 0; s < T; s++) {
+                    dsb[pat(a, b, h, t) + s] = emu_to_bf16(s <= t ? P[s] * (dP[s] - rowsum) : 0.0f);
+                    pb[pat(a, b, h, t) + s] = emu_to_bf16(P[s]);
+                }
+            }
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++)
+            for (int t = 0; t < T; t++)
+                for (int s = 0; s <= t; s++) {
+                    const float ds = scale * emu_from_bf16(dsb[pat(a, b, h, t) + s]);
+                    const float pr = emu_from_bf16(pb[pat(a, b, h, t) + s]);
+                    const size_t qi = qat(a, b, t, h), ki = kat(a, b, s, h / g);
+                    for (int d = 0; d < HD; d++) {
+                        a->dq[qi + d] += ds * k[ki + d];
+                        a->dk[ki + d] += ds * q[qi + d];
+                        a->dv[ki + d] += pr * dout[qi + d];
+                    }
+                }
+}
+
+static void run_attention_backward(void *p) {
+    const AttentionArgs *a = p;
+    const size_t nq = (size_t)a->B * a->T * a->NH * a->HD, nkv = (size_t)a->B * a->T * a->NKV * a->HD;
+    if (!a->bf16) {
+        float *tq = temp(nq), *tk = temp(nkv), *tv = temp(nkv);
+        attention_backward(tq, tk, tv, a->scratch, a->dout, a->q, a->k, a->v, a->att_in, a->B, a->T, a->NH, a->NKV,
+                           a->HD);
+        add_free(a->dq, tq, nq);
+        add_free(a->dk, tk, nkv);
+        add_free(a->dv, tv, nkv);
+        return;
+    }
+    float *d = widen(a->dout, nq), *q = widen(a->q, nq), *k = widen(a->k, nkv), *v = widen(a->v, nkv);
+    bf16_attention_backward(a, d, q, k, v);
+    emu_poison(a->arena, a->arena_bytes);
+    free(d);
+    free(q);
+    free(k);
+    free(v);
+}
+
+static void attention_need(const char *call, const AttentionArgs *a) {
+    const size_t esz = a->bf16 ? 2 : 4, nq = (size_t)a->B * a->T * a->NH * a->HD;
+    const size_t nkv = (size_t)a->B * a->T * a->NKV * a->HD, na = F(att_elems(a));
+    emu_need_device(call, a->q, nq * esz);
+    emu_need_device(call, a->k, nkv * esz);
+    emu_need_device(call, a->v, nkv * esz);
+    if (a->out) {
+        emu_need_device(call, a->out, F(nq));
+        emu_need_device(call, a->att, na);
+        return;
+    }
+    emu_need_device(call, a->dout, nq * esz);
+    emu_need_device(call, a->att_in, na);
+    emu_need_device(call, a->scratch, na);
+    emu_need_device(call, a->dq, F(nq));
+    emu_need_device(call, a->dk, F(nkv));
+    emu_need_device(call, a->dv, F(nkv));
+}
+
+// Checks, takes the arena a bf16 call takes on the GPU (copies of P, and of dS backward), queues.
+static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*run)(void *)) {
+    launch(ctx, call);
+    attention_need(call, &a);
+    if (att_elems(&a) == 0) return;
+    if (a.bf16) {
+        const size_t half = round256(att_elems(&a) * sizeof(cuda_bf16));
+        a.arena_bytes = a.out ? att_elems(&a) * sizeof(cuda_bf16) : 2 * half;
+        a.arena = arena_for(ctx, call, a.arena_bytes);
+    }
+    emu_enqueue(ctx->stream, run, &a, sizeof a);
+}
+
+void cuda_attention_forward(CudaCtx *ctx, float *out, float *att, const float *q, const float *k, const float *v,
+                            int B, int T, int NH, int NKV, int HD) {
+    attention(ctx, __func__,
+              (AttentionArgs){.out = out, .att = att, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
+                              .HD = HD},
+              run_attention_forward);
+}
+
+void cuda_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                             const float *q, const float *k, const float *v, const float *att, int B, int T, int NH,
+                             int NKV, int HD) {
+    attention(ctx, __func__,
+              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .q = q, .k = k, .v = v,
+                              .att_in = att, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD},
+              run_attention_backward);
+}
+
+void cuda_attention_forward_bf16(CudaCtx *ctx, float *out, float *att, const cuda_bf16 *q, const cuda_bf16 *k,
+                                 const cuda_bf16 *v, int B, int T, int NH, int NKV, int HD) {
+    attention(ctx, __func__,
+              (AttentionArgs){.out = out, .att = att, .q = q, .k = k, .v = v, .bf16 = true, .B = B, .T = T, .NH = NH,
+                              .NKV = NKV, .HD = HD},
+              run_attention_forward);
+}
+
+void cuda_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch,
+                                  const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
+                                  const float *att, int B, int T, int NH, int NKV, int HD) {
+    attention(ctx, __func__,
+              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .q = q, .k = k, .v = v,
+                              .att_in = att, .bf16 = true, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD},
+              run_attention_backward);
+}
+
+// ---- the loss, the optimizer, the norm -------------------------------------------------------
+
+typedef struct {
+    float *dlogits;
+    double *loss;
+    const float *logits;
+    const int32_t *targets;
+    int N, V;
+    float scale;
+    void *arena;         // crossentropy.cu's per-row losses (N doubles)
+    size_t arena_bytes;
+} LossArgs;
+
+static void run_crossentropy(void *p) {
+    const LossArgs *a = p;
+    const double l = crossentropy_forward_backward(a->dlogits, a->logits, a->targets, a->N, a->V, a->scale);
+    if (a->loss) *a->loss += l;
+    emu_poison(a->arena, a->arena_bytes);
+}
+
+void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *loss, const float *logits,
+                                        const int32_t *targets, int N, int V, float scale) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, logits, F((size_t)N * V));
+    emu_need_device(__func__, targets, (size_t)N * sizeof *targets);
+    if (dlogits) emu_need_device(__func__, dlogits, F((size_t)N * V));
+    if (loss) emu_need_device(__func__, loss, sizeof *loss);
+    if (N <= 0) return;
+    LossArgs a = {dlogits, loss, logits, targets, N, V, scale, NULL, (size_t)N * sizeof(double)};
+    a.arena = arena_for(ctx, __func__, a.arena_bytes);
+    emu_enqueue(ctx->stream, run_crossentropy, &a, sizeof a);
+}
+
+typedef struct {
+    float *params, *m, *v;
+    cuda_bf16 *params_bf16;
+    const float *grads;
+    size_t n;
+    int t;
+    double lr, beta1, beta2, eps, weight_decay;
+} AdamwArgs;
+
+static void run_adamw(void *p) {
+    const AdamwArgs *a = p;
+    adamw_update(a->params, a->grads, a->m, a->v, a->n, a->t, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay);
+    if (a->params_bf16)
+        for (size_t i = 0; i < a->n; i++) a->params_bf16[i] = emu_to_bf16(a->params[i]);
+}
+
+void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, const float *grads, float *m, float *v,
+                       size_t n, int t, double lr, double beta1, double beta2, double eps, double weight_decay) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, params, F(n));
+    emu_need_device(__func__, grads, F(n));
+    emu_need_device(__func__, m, F(n));
+    emu_need_device(__func__, v, F(n));
+    if (params_bf16) emu_need_device(__func__, params_bf16, n * sizeof *params_bf16);
+    const AdamwArgs a = {params, m, v, params_bf16, grads, n, t, lr, beta1, beta2, eps, weight_decay};
+    emu_enqueue(ctx->stream, run_adamw, &a, sizeof a);
+}
+
+typedef struct {
+    float *g;
+    double *sumsq;          // sum_squares: += ; clip: read
+    const double *sumsq_in;
+    size_t n;
+    float s;                // scale: the factor; clip: max_norm
+    void *arena;            // gradnorm.cu's per-block partial sums
+    size_t arena_bytes;
+} GradArgs;
+
+static void run_grad_sum_squares(void *p) {
+    const GradArgs *a = p;
+    *a->sumsq += grad_sum_squares(a->g, a->n);
+    emu_poison(a->arena, a->arena_bytes);
+}
+
+static void run_grad_scale(void *p) {
+    const GradArgs *a = p;
+    grad_scale(a->g, a->n, a->s);
+}
+
+static void run_grad_clip(void *p) {
+    const GradArgs *a = p;
+    grad_scale(a->g, a->n, grad_clip_factor(sqrt(*a->sumsq_in), a->s));
+}
+
+void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, sumsq, sizeof *sumsq);
+    emu_need_device(__func__, g, F(n));
+    if (n == 0) return;
+    const size_t want = (n + 1023) / 1024, blocks = want < 1024 ? want : 1024;   // gradnorm.cu's blocks
+    GradArgs a = {.g = (float *)g, .sumsq = sumsq, .n = n, .arena_bytes = blocks * sizeof(double)};
+    a.arena = arena_for(ctx, __func__, a.arena_bytes);
+    emu_enqueue(ctx->stream, run_grad_sum_squares, &a, sizeof a);
+}
+
+void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, g, F(n));
+    const GradArgs a = {.g = g, .n = n, .s = s};
+    emu_enqueue(ctx->stream, run_grad_scale, &a, sizeof a);
+}
+
+void cuda_grad_clip(CudaCtx *ctx, float *g, size_t n, const double *sumsq, float max_norm) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, g, F(n));
+    emu_need_device(__func__, sumsq, sizeof *sumsq);
+    const GradArgs a = {.g = g, .sumsq_in = sumsq, .n = n, .s = max_norm};
+    emu_enqueue(ctx->stream, run_grad_clip, &a, sizeof a);
+}

@@ -30,8 +30,9 @@ import warnings
 
 import torch
 import transformers
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from pptrain_ref import save_byte_level_bpe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT = os.path.join(HERE, "..", "fixtures", "text")
@@ -47,15 +48,7 @@ def check(what, ok):
 
 
 def make_tokenizer(out):
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    files = [os.path.join(TEXT, f) for f in sorted(os.listdir(TEXT))]
-    tok.train(files, trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS,
-                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   pad_token="<pad>", unk_token="<unk>")
-    fast.save_pretrained(out)
+    save_byte_level_bpe(out, TEXT, VOCAB, SPECIALS, template_bos=False)
 
 
 def make_model(out):
@@ -102,10 +95,11 @@ def main():
     make_tokenizer(src)
     make_model(src)
     print("source folder:", " ".join(sorted(os.listdir(src))))
-    subprocess.run([pptrain, "train", "--init-from", src, "--data", TEXT, "--steps", "2", "--stages", "2",
+    subprocess.run([pptrain, "train", "--init-from", src, "--tokenizer", "auto", "--data", TEXT, "--steps", "2", "--stages", "2",
                     "--batch", "4", "--seq", "32", "--lr", "1e-4", "--db", "", "--ckpt-dir", ckpt],
                    check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([pptrain, "export", os.path.join(ckpt, "step-000002"), out], check=True)
+    step = [os.path.join(root, d) for root, dirs, _ in os.walk(ckpt) for d in dirs if d == "step-000002"][0]
+    subprocess.run([pptrain, "export", step, out], check=True)
     print("export folder:", " ".join(sorted(os.listdir(out))))
     tok, model, warned = load_quietly(out)
     check("AutoTokenizer and AutoModelForCausalLM load the export with no warning" +

@@ -35,8 +35,9 @@ import tempfile
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from pptrain_ref import save_byte_level_bpe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT = os.path.join(HERE, "..", "fixtures", "text")
@@ -63,17 +64,7 @@ def documents():
 
 
 def make_tokenizer(out):
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    files = [os.path.join(TEXT, f) for f in sorted(os.listdir(TEXT))]
-    tok.train(files, trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS,
-                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
-                                                       special_tokens=[("<s>", 1)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   pad_token="<pad>", unk_token="<unk>")
-    fast.save_pretrained(out)
+    save_byte_level_bpe(out, TEXT, VOCAB, SPECIALS, template_bos=True)
 
 
 def make_model(out):

@@ -227,3 +227,26 @@ def make_exact_float64(model):
 
     ml.eager_attention_forward = eager_exact
     return model
+
+
+def save_byte_level_bpe(out, text_dir, vocab, specials, template_bos=False):
+    """A byte-level BPE tokenizer (GPT-2 / Llama 3 style) trained with the `tokenizers` package
+    on the files of text_dir, saved by transformers into out with <s> </s> <pad> <unk> as its
+    bos/eos/pad/unk; template_bos: its TemplateProcessing puts <s> first, as Llama 3's does.
+    Used by hf_identity.py and hf_workflow.py."""
+    import os
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    files = [os.path.join(text_dir, f) for f in sorted(os.listdir(text_dir))]
+    tok.train(files, trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials,
+                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if template_bos:
+        bos = specials.index("<s>")
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                           special_tokens=[("<s>", bos)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>", unk_token="<unk>")
+    fast.save_pretrained(out)

@@ -370,9 +370,10 @@ int model_config_from_json_text(ModelConfig *cfg, const char *text, const char *
     int rc = check_keys(root, path, err);
     const char *required[] = {"hidden_size", "intermediate_size", "num_hidden_layers",
                               "num_attention_heads", "vocab_size"};
-    for (int i = 0; rc == 0 && i < 5; i++) {
-        if (!cJSON_GetObjectItemCaseSensitive(root, required[i])) {
-            error_set(err, "%s: missing \"%s\"", path, required[i]);
+    for (int i = 0; rc == 0 && i < 5; i++) {   // null too: json_int reads it as absent, the preset's value
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, required[i]);
+        if (!item || cJSON_IsNull(item)) {
+            error_set(err, "%s: missing \"%s\"%s", path, required[i], item ? " (it is null)" : "");
             rc = -1;
         }
     }

@@ -413,7 +413,7 @@ for i in "${!names[@]}"; do
   if [ -z "$why" ]; then clean=$((clean + 1))
   else
     echo "UNCLEAN: $name: $why"
-    head -c 600 "$work/out" | sed 's/^/    | /'
+    head -c 600 "$work/out" | sed "s/^/    | /"; echo
   fi
   cd "$work" && rm -rf "$d"
 done

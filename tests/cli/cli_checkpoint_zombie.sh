@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A run killed while no one reaps it leaves nothing behind after the resume. When an mpirun
-# job is SIGKILLed, its ranks are reparented to PID 1; where PID 1 does not reap orphans (a
-# container whose first process is not an init) they stay zombies, and kill(pid, 0) still
-# succeeds on them. The resume then took the killed run for a live one: its row stayed
-# 'running', its 'writing' checkpoint was never closed or discarded, and its temporary files
-# stayed (3 of 8 mpirun trials of tests/audit/kill_resume.sh). Here the killed run is a
+# job is SIGKILLed, its ranks are reparented to PID 1 and stay zombies until it reaps them
+# (1.5 to 2 s in the container the audit ran in; never under a PID 1 that does not reap),
+# and kill(pid, 0) succeeds on a zombie. A resume started in that time took the killed run
+# for a live one: its row stayed 'running', its 'writing' checkpoint was never closed or
+# discarded, and its temporary files stayed (3 of 8 mpirun trials of
+# tests/audit/kill_resume.sh). Here the killed run is a
 # child of a process that never waits, so it stays a zombie on any host:
 #  - its row is marked failed on the next start, its 'writing' checkpoint marked failed and
 #    its folder removed (step and run folder);

@@ -223,6 +223,8 @@ static void check_config_json(void) {
          "not divisible by num_key_value_heads"},
         {"{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10}",
          "missing \"intermediate_size\""},
+        {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": null}",
+         "missing \"vocab_size\" (it is null)"},
         {"{\"hidden_size\": \"64\", \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 10}",
          "\"hidden_size\" must be an integer"},
         {"{\"hidden_size\": 64, \"intermediate_size\": 8, \"num_hidden_layers\": 0, \"num_attention_heads\": 4, \"vocab_size\": 10}",

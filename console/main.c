@@ -113,6 +113,10 @@ int main(int argc, char **argv) {
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+        if (argc > 2) {
+            fprintf(stderr, "pptrain: %s takes nothing after it ('%s')\n", argv[1], argv[2]);
+            return 2;
+        }
         version_print(stdout);
         return 0;
     }

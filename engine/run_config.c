@@ -34,6 +34,10 @@ static int optim_validate(const OptimConfig *o, Error *err) {
         flag = "--weight-decay", value = o->weight_decay, want = "0 or more";
     else if (!(o->grad_clip >= 0.0) || !isfinite(o->grad_clip))
         flag = "--grad-clip", value = o->grad_clip, want = "0 (off) or more";
+    if (!flag && o->min_lr > o->lr) {   // the cosine would climb from --lr to --min-lr
+        error_set(err, "--min-lr %g exceeds --lr %g: the schedule decays from --lr down to --min-lr", o->min_lr, o->lr);
+        return -1;
+    }
     if (!flag) return 0;
     error_set(err, "%s %g: AdamW needs %s", flag, value, want);
     return -1;

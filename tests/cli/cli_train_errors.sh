@@ -121,6 +121,12 @@ rm -f stdout.txt stderr.txt
 # Errors name their cause (issue 29): a folder or a missing file where a file is wanted, a
 # file too large for what it should be, an integer out of range, a warmup the user never set.
 mkdir folder.csv
+expect_error "--min-lr 0.01 exceeds --lr 0.001" --data data --lr 1e-3 --min-lr 1e-2
+"$bin" --version extra > stdout.txt 2> stderr.txt
+code=$?
+check "--version with something after it: exit 2, one line" \
+  bash -c "[ $code -eq 2 ] && [ ! -s stdout.txt ] && [ \$(wc -l < stderr.txt) -eq 1 ] && grep -q 'takes nothing after it' stderr.txt"
+rm -f stdout.txt stderr.txt
 expect_error "--schedule: folder.csv is a folder, not a file" --data data --schedule folder.csv
 expect_error "--schedule: none.csv: no such file" --data data --schedule none.csv
 truncate -s 17M huge.json

@@ -689,7 +689,7 @@ static bool absent_holder(const Checkpoint *c, const char *name, TensorRole role
 static int check_finite(const Checkpoint *c, const char *file, const char *key, const float *x, size_t n, Error *err) {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i])) {
-            error_set(err, "%s: %s: tensor %s holds %s at element %zu; refusing to start from it", c->dir, file, key,
+            error_set(err, "%s: %s: tensor %s holds %s at element %zu: weights must be finite", c->dir, file, key,
                       isnan(x[i]) ? "NaN" : "Inf", i);
             return -1;
         }

@@ -123,11 +123,9 @@ static int json_float(const cJSON *root, const char *key, float *out, const char
 }
 
 // A config.json is a few kilobytes; 16 MB is a generous ceiling that still refuses a wrong file.
+// The error names the file, not a flag: --model and --init-from both read one.
 static char *read_small_file(const char *path, Error *err) {
-    Error why;
-    char *text = file_read_all(path, (size_t)1 << 24, "a config.json", NULL, &why);
-    if (!text) error_set(err, "--model: %s", why.msg);
-    return text;
+    return file_read_all(path, (size_t)1 << 24, "a config.json", NULL, err);
 }
 
 // Every key of a Hugging Face Llama config.json falls in one of three sets (docs/config-keys.md

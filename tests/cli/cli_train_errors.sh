@@ -130,7 +130,10 @@ rm -f stdout.txt stderr.txt
 expect_error "--schedule: folder.csv is a folder, not a file" --data data --schedule folder.csv
 expect_error "--schedule: none.csv: no such file" --data data --schedule none.csv
 truncate -s 17M huge.json
-expect_error "--model: huge.json: 17.0 MiB, more than a config.json may hold (16 MiB)" --data data --model huge.json
+expect_error "huge.json: 17.0 MiB, more than a config.json may hold (16 MiB)" --data data --model huge.json
+mkdir noconfig
+expect_error "--init-from: noconfig/config.json: no such file" --data data --init-from noconfig
+rmdir noconfig
 sed 's/"vocab_size": *[0-9]*/"vocab_size": 2147483648/' "$src/tests/fixtures/hf_workflow/model/config.json" > vocab31.json
 expect_error '"vocab_size" 2147483648 is out of range' --data data --model vocab31.json
 rm -rf folder.csv huge.json vocab31.json

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "kernels/cpu/kernels.h"
 #include "console/run_options.h"
 #include "console/run_session.h"
@@ -120,16 +121,39 @@ static void print_json(const CheckResult *res, bool ok) {
     cJSON_Delete(o);
 }
 
+// check's own flags; the rest of argv are run options.
+typedef struct {
+    bool json;
+    double tol_loss, tol_grad;   // -1: the defaults of check_body
+} CheckFlags;
+
+static int set_json(void *o, const char *f, const char *v, Error *e) {
+    (void)f, (void)v, (void)e;
+    ((CheckFlags *)o)->json = true;
+    return 0;
+}
+static int set_tol_loss(void *o, const char *f, const char *v, Error *e) {
+    return cli_parse_float(f, v, 0.0, 1.0, &((CheckFlags *)o)->tol_loss, e);
+}
+static int set_tol_grad(void *o, const char *f, const char *v, Error *e) {
+    return cli_parse_float(f, v, 0.0, 1.0, &((CheckFlags *)o)->tol_grad, e);
+}
+static const CliOption CHECK_FLAGS[] = {
+    {"--json", NULL, "print the result as one JSON object", set_json, 0},
+    {"--tol-loss", "X", "largest relative loss difference that passes (CPU 1e-6, GPU 1e-5, bf16 1e-2)", set_tol_loss,
+     0},
+    {"--tol-grad", "X", "largest relative gradient difference that passes (CPU 1e-5, GPU 1e-4, bf16 5e-2)",
+     set_tol_grad, 0},
+};
+#define N_CHECK_FLAGS ((int)(sizeof CHECK_FLAGS / sizeof CHECK_FLAGS[0]))
+
 // Pulls check's own flags out of argv (so the rest parse as run options).
-static int parse_check_flags(int *argc, char **argv, bool *json, double *tol_loss, double *tol_grad, Error *err) {
+static int parse_check_flags(int *argc, char **argv, CheckFlags *f, Error *err) {
     int out = 2;
     for (int i = 2; i < *argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            *json = true;
-        } else if (strcmp(argv[i], "--tol-loss") == 0 || strcmp(argv[i], "--tol-grad") == 0) {
-            const char *flag = argv[i], *v = cli_value(*argc, argv, &i, err);
-            if (!v || cli_parse_float(flag, v, 0.0, 1.0, strcmp(flag, "--tol-loss") == 0 ? tol_loss : tol_grad, err))
-                return -1;
+        const CliOption *opt = cli_option_find(CHECK_FLAGS, N_CHECK_FLAGS, argv[i]);
+        if (opt) {
+            if (cli_option_take(opt, *argc, argv, &i, f, err)) return -1;
         } else {
             argv[out++] = argv[i];
         }
@@ -178,20 +202,21 @@ int cmd_check(int argc, char **argv) {
     RunOptions *ro = &session.ro;
     *ro = run_options_defaults();
     Error err = {{0}};
-    bool json = false;
-    double tol_loss = -1, tol_grad = -1;   // -1: the defaults below
-    if (parse_check_flags(&argc, argv, &json, &tol_loss, &tol_grad, &err)) return cli_fail(&err);
+    CheckFlags f = {.json = false, .tol_loss = -1, .tol_grad = -1};
+    if (parse_check_flags(&argc, argv, &f, &err)) return cli_fail(&err);
     const int parsed = run_options_parse_check(argc, argv, 2, ro, &err);
     if (parsed == 1) {
         printf("usage: pptrain check [run options] [--json] [--tol-loss X] [--tol-grad X]\n\n");
         run_options_usage_check(stdout);
+        printf("\ncheck options:\n");
+        cli_options_usage(stdout, CHECK_FLAGS, N_CHECK_FLAGS, 36, NULL, NULL);
         return 0;
     }
     if (parsed || prepare_source(&session, &err)) {
         run_session_release(&session);
         return cli_fail(&err);
     }
-    int rc = check_body(ro, session.source, json, tol_loss, tol_grad, &err);
+    int rc = check_body(ro, session.source, f.json, f.tol_loss, f.tol_grad, &err);
     run_session_release(&session);
     return rc;
 }

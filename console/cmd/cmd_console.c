@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "console/run_options.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_term.h"
@@ -25,14 +26,35 @@ typedef struct {
     bool ascii, start, help, gave_stages;
 } ConsoleFlags;
 
-static const struct {
-    const char *flag, *arg, *help;
-} CONSOLE_FLAGS[] = {
-    {"--theme", "NAME|FILE", "dark, light, high-contrast, monochrome, or a .theme file (dark; t cycles)"},
-    {"--themes-dir", "DIR", "where theme names are found (./themes, $PPTRAIN_THEMES, or beside pptrain)"},
-    {"--ascii", NULL, "no braille, block or other UTF-8 characters, even in a UTF-8 locale"},
-    {"--start", NULL, "start the run at once instead of waiting for Enter"},
+#define TEXT_SETTER(fn, field)                                           \
+    static int fn(void *o, const char *f, const char *v, Error *e) {     \
+        (void)f, (void)e;                                                \
+        ((ConsoleFlags *)o)->field = v;                                  \
+        return 0;                                                        \
+    }
+#define SWITCH_SETTER(fn, field)                                         \
+    static int fn(void *o, const char *f, const char *v, Error *e) {     \
+        (void)f, (void)v, (void)e;                                       \
+        ((ConsoleFlags *)o)->field = true;                               \
+        return 0;                                                        \
+    }
+TEXT_SETTER(set_theme, theme)
+TEXT_SETTER(set_themes_dir, themes_dir)
+SWITCH_SETTER(set_ascii, ascii)
+SWITCH_SETTER(set_start, start)
+SWITCH_SETTER(set_help, help)
+
+// The console's own flags; every other flag is a run option (console/run_options.h).
+static const CliOption CONSOLE_FLAGS[] = {
+    {"--theme", "NAME|FILE", "dark, light, high-contrast, monochrome, or a .theme file (dark; t cycles)", set_theme,
+     0},
+    {"--themes-dir", "DIR", "where theme names are found (./themes, $PPTRAIN_THEMES, or beside pptrain)",
+     set_themes_dir, 0},
+    {"--ascii", NULL, "no braille, block or other UTF-8 characters, even in a UTF-8 locale", set_ascii, 0},
+    {"--start", NULL, "start the run at once instead of waiting for Enter", set_start, 0},
+    {"--help", NULL, "this help", set_help, 0},
 };
+#define N_CONSOLE_FLAGS ((int)(sizeof CONSOLE_FLAGS / sizeof CONSOLE_FLAGS[0]))
 
 // The default run: 4 stages under 1F1B on the tiny model; on 2 cores its loss falls from
 // 5.6 to 3.5 in about a second and to 2.3 in about 12 s (500 steps take ~30 s).
@@ -56,12 +78,7 @@ static void usage(FILE *out) {
                  "the plan's prediction; the run history. It opens on the setup screen with a run ready\n"
                  "to start (Enter). Under MPI: mpirun -np N pptrain console --transport mpi (rank 0 hosts\n"
                  "the console; stages x dp must be N).\n\nconsole options:\n");
-    for (size_t i = 0; i < sizeof CONSOLE_FLAGS / sizeof CONSOLE_FLAGS[0]; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s%s%s", CONSOLE_FLAGS[i].flag, CONSOLE_FLAGS[i].arg ? " " : "",
-                 CONSOLE_FLAGS[i].arg ? CONSOLE_FLAGS[i].arg : "");
-        fprintf(out, "  %-32s %s\n", left, CONSOLE_FLAGS[i].help);
-    }
+    cli_options_usage(out, CONSOLE_FLAGS, N_CONSOLE_FLAGS, 32, NULL, NULL);
     fprintf(out, "\nrun options (the first run's; defaults here: --data %s --stages 4 --schedule 1f1b\n"
                  "--microbatches 8 --batch 16 --seq 128 --steps 500 --lr 3e-3 --warmup 20 --ckpt-dir checkpoints):\n",
             CONSOLE_DATA);
@@ -81,11 +98,8 @@ static int parse(int argc, char **argv, int first, bool default_data, ConsoleFla
     int rc = 0;
     for (int i = first; i < argc && rc == 0; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) f->help = true;
-        else if (!strcmp(a, "--ascii")) f->ascii = true;
-        else if (!strcmp(a, "--start")) f->start = true;
-        else if (!strcmp(a, "--theme")) rc = (f->theme = cli_value(argc, argv, &i, err)) ? 0 : -1;
-        else if (!strcmp(a, "--themes-dir")) rc = (f->themes_dir = cli_value(argc, argv, &i, err)) ? 0 : -1;
+        const CliOption *opt = cli_option_find(CONSOLE_FLAGS, N_CONSOLE_FLAGS, strcmp(a, "-h") ? a : "--help");
+        if (opt) rc = cli_option_take(opt, argc, argv, &i, f, err);
         else {
             f->gave_stages |= !strcmp(a, "--stages");
             rest[n++] = argv[i];

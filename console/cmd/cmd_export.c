@@ -6,9 +6,37 @@
 #include <string.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "storage/checkpoint_find.h"
 #include "storage/db.h"
 #include "storage/hf_export.h"
+
+typedef struct {
+    const char *db_file;
+    bool bf16, help;
+} ExportOptions;
+
+static int set_bf16(void *o, const char *f, const char *v, Error *e) {
+    (void)f, (void)v, (void)e;
+    ((ExportOptions *)o)->bf16 = true;
+    return 0;
+}
+static int set_db(void *o, const char *f, const char *v, Error *e) {
+    (void)f, (void)e;
+    ((ExportOptions *)o)->db_file = v;
+    return 0;
+}
+static int set_help(void *o, const char *f, const char *v, Error *e) {
+    (void)f, (void)v, (void)e;
+    ((ExportOptions *)o)->help = true;
+    return 0;
+}
+static const CliOption OPTIONS[] = {
+    {"--bf16", NULL, "weights as bfloat16 (rounded to nearest even); default float32", set_bf16, 0},
+    {"--db", "FILE", "the run store (pptrain.db)", set_db, 0},
+    {"--help", NULL, "this help", set_help, 0},
+};
+#define N_OPTIONS ((int)(sizeof OPTIONS / sizeof OPTIONS[0]))
 
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain export RUN|latest|CKPT_DIR FOLDER [--bf16] [--db FILE]\n\n"
@@ -16,23 +44,22 @@ static void usage(FILE *out) {
                  "  folder (transformers: LlamaForCausalLM.from_pretrained(FOLDER)), with the checkpoint's\n"
                  "  generation_config.json and tokenizer files where it has them.\n"
                  "  RUN is a run id in the store (its newest intact checkpoint), latest the newest run\n"
-                 "  with one, CKPT_DIR a checkpoint folder.\n\n"
-                 "  --bf16       weights as bfloat16 (rounded to nearest even); default float32\n"
-                 "  --db FILE    the run store (pptrain.db)\n");
+                 "  with one, CKPT_DIR a checkpoint folder.\n\n");
+    cli_options_usage(out, OPTIONS, N_OPTIONS, 12, NULL, NULL);
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *what = NULL, *folder = NULL, *db_file = DB_DEFAULT_PATH;
-    bool bf16 = false;
+    const char *what = NULL, *folder = NULL;
+    ExportOptions o = {.db_file = DB_DEFAULT_PATH};
     Error err = {{0}};
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--bf16") == 0) {
-            bf16 = true;
-        } else if (strcmp(argv[i], "--db") == 0) {
-            if (!(db_file = cli_value(argc, argv, &i, &err))) return cli_fail(&err);
+        const CliOption *opt = cli_option_find(OPTIONS, N_OPTIONS, strcmp(argv[i], "-h") ? argv[i] : "--help");
+        if (opt) {
+            if (cli_option_take(opt, argc, argv, &i, &o, &err)) return cli_fail(&err);
+            if (o.help) {
+                usage(stdout);
+                return 0;
+            }
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             error_set(&err, "export: unknown option '%s' (see pptrain export --help)", argv[i]);
             return cli_fail(&err);
@@ -45,6 +72,8 @@ int cmd_export(int argc, char **argv) {
             return cli_fail(&err);
         }
     }
+    const char *db_file = o.db_file;
+    const bool bf16 = o.bf16;
     if (!folder) {
         error_set(&err, "export needs RUN|latest|CKPT_DIR and FOLDER (see pptrain export --help)");
         return cli_fail(&err);

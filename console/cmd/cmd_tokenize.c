@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "engine/data/data.h"
 #include "engine/data/tokenizer_hf.h"
 #include "storage/atomic_file.h"
@@ -35,6 +36,7 @@ typedef struct {
     uint64_t val_docs;        //   floor((k+1)f) > floor(kf)), or the first val_docs documents
     uint64_t shard_tokens;    // tokens per shard at most
     int threads;
+    bool have_frac, have_docs, help;
 } Options;
 
 typedef struct {
@@ -59,60 +61,89 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#define TEXT_SETTER(fn, field)                                           \
+    static int fn(void *o, const char *f, const char *v, Error *e) {     \
+        (void)f, (void)e;                                                \
+        ((Options *)o)->field = v;                                       \
+        return 0;                                                        \
+    }
+TEXT_SETTER(set_tokenizer, tokenizer)
+TEXT_SETTER(set_out, out)
+TEXT_SETTER(set_name, name)
+static int set_val_fraction(void *opts, const char *f, const char *v, Error *e) {
+    Options *o = opts;
+    o->have_frac = true;
+    return cli_parse_float(f, v, 0, 1, &o->val_fraction, e);
+}
+static int set_val_docs(void *opts, const char *f, const char *v, Error *e) {
+    Options *o = opts;
+    o->have_docs = true;
+    return cli_parse_u64(f, v, &o->val_docs, e);
+}
+static int set_shard_tokens(void *opts, const char *f, const char *v, Error *e) {
+    Options *o = opts;
+    if (cli_parse_u64(f, v, &o->shard_tokens, e)) return -1;
+    if (o->shard_tokens < 1 || o->shard_tokens > INT32_MAX) {
+        error_set(e, "--shard-tokens: %s is not in 1..%d (the header counts in int32)", v, INT32_MAX);
+        return -1;
+    }
+    return 0;
+}
+static int set_threads(void *opts, const char *f, const char *v, Error *e) {
+    long l;
+    if (cli_parse_int(f, v, 1, 1024, &l, e)) return -1;
+    ((Options *)opts)->threads = (int)l;
+    return 0;
+}
+static int set_help(void *o, const char *f, const char *v, Error *e) {
+    (void)f, (void)v, (void)e;
+    ((Options *)o)->help = true;
+    return 0;
+}
+
+static const CliOption OPTIONS[] = {
+    {"--tokenizer", "FILE|DIR", "tokenizer.json, or a model folder holding one", set_tokenizer, 0},
+    {"--out", "DIR", "the shard folder (created; a rerun replaces its shards)", set_out, 0},
+    {"--name", "NAME", "shard name prefix (tokens): NAME_train_000000.bin", set_name, 0},
+    {"--val-fraction", "F", "this share of documents (spread evenly) to NAME_val_*.bin", set_val_fraction, 0},
+    {"--val-docs", "N", "the first N documents to NAME_val_*.bin", set_val_docs, 0},
+    {"--shard-tokens", "N", "tokens per shard at most (33554432)", set_shard_tokens, 0},
+    {"--threads", "N", "encoding threads (all cores)", set_threads, 0},
+    {"--help", NULL, "this help", set_help, 0},
+};
+#define N_OPTIONS ((int)(sizeof OPTIONS / sizeof OPTIONS[0]))
+
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain tokenize --tokenizer FILE|DIR --out DIR [options] TEXT...\n\n"
                  "  Encodes every document of the TEXT files or folders (blank lines or fortune \"%%\" lines\n"
                  "  separate documents, as in training on text) with a Hugging Face tokenizer.json: its\n"
                  "  template's BOS, the document, its EOS. Writes llm.c shards: uint16 tokens (magic\n"
                  "  20240520 v1) when the vocabulary fits, else uint32 (magic 20240801 v7), and\n"
-                 "  DIR/tokenize.json with the tokenizer's sha256. Train on them with --data DIR.\n\n"
-                 "  --tokenizer FILE|DIR  tokenizer.json, or a model folder holding one\n"
-                 "  --out DIR             the shard folder (created; a rerun replaces its shards)\n"
-                 "  --name NAME           shard name prefix (tokens): NAME_train_000000.bin\n"
-                 "  --val-fraction F      this share of documents (spread evenly) to NAME_val_*.bin\n"
-                 "  --val-docs N          the first N documents to NAME_val_*.bin\n"
-                 "  --shard-tokens N      tokens per shard at most (33554432)\n"
-                 "  --threads N           encoding threads (all cores)\n");
+                 "  DIR/tokenize.json with the tokenizer's sha256. Train on them with --data DIR.\n\n");
+    cli_options_usage(out, OPTIONS, N_OPTIONS, 21, NULL, NULL);
 }
 
 static int parse(int argc, char **argv, Options *o, const char ***inputs, int *n_in, Error *err) {
-    *o = (Options){NULL, "tokens", NULL, 0, 0, 1u << 25, omp_get_num_procs()};
+    *o = (Options){.name = "tokens", .shard_tokens = 1u << 25, .threads = omp_get_num_procs()};
     *inputs = xcalloc((size_t)argc, sizeof **inputs);
     *n_in = 0;
-    int have_frac = 0, have_docs = 0;
     for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long l;
-        const char **text = strcmp(a, "--tokenizer") == 0 ? &o->tokenizer : strcmp(a, "--out") == 0 ? &o->out
-                           : strcmp(a, "--name") == 0 ? &o->name : NULL;
-        if (text) {
-            if (!(*text = cli_value(argc, argv, &i, err))) return -1;
-        } else if (strcmp(a, "--val-fraction") == 0) {
-            if (!(v = cli_value(argc, argv, &i, err)) || cli_parse_float(a, v, 0, 1, &o->val_fraction, err)) return -1;
-            have_frac = 1;
-        } else if (strcmp(a, "--val-docs") == 0) {
-            if (!(v = cli_value(argc, argv, &i, err)) || cli_parse_u64(a, v, &o->val_docs, err)) return -1;
-            have_docs = 1;
-        } else if (strcmp(a, "--shard-tokens") == 0) {
-            if (!(v = cli_value(argc, argv, &i, err)) || cli_parse_u64(a, v, &o->shard_tokens, err)) return -1;
-            if (o->shard_tokens < 1 || o->shard_tokens > INT32_MAX) {
-                error_set(err, "--shard-tokens: %s is not in 1..%d (the header counts in int32)", v, INT32_MAX);
-                return -1;
-            }
-        } else if (strcmp(a, "--threads") == 0) {
-            if (!(v = cli_value(argc, argv, &i, err)) || cli_parse_int(a, v, 1, 1024, &l, err)) return -1;
-            o->threads = (int)l;
+        const char *a = argv[i];
+        const CliOption *opt = cli_option_find(OPTIONS, N_OPTIONS, strcmp(a, "-h") ? a : "--help");
+        if (opt) {
+            if (cli_option_take(opt, argc, argv, &i, o, err)) return -1;
         } else if (a[0] == '-' && a[1] == '-') {
             error_set(err, "tokenize: unknown option '%s' (see pptrain tokenize --help)", a);
             return -1;
         } else (*inputs)[(*n_in)++] = a;
     }
+    if (o->help) return 0;
     if (!o->tokenizer || !o->out || !*n_in) {
         error_set(err, "tokenize needs --tokenizer, --out and at least one text file or folder "
                   "(see pptrain tokenize --help)");
         return -1;
     }
-    if (have_frac && have_docs) {
+    if (o->have_frac && o->have_docs) {
         error_set(err, "tokenize: --val-fraction and --val-docs are alternatives; give one");
         return -1;
     }
@@ -297,7 +328,7 @@ static int run(const Options *o, const char **inputs, int n_in, const HfTokenize
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    for (int i = 2; i < argc; i++)
+    for (int i = 2; i < argc; i++)   // help wins over any other word, as before the parse
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;

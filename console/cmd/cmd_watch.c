@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "console/cli.h"
+#include "console/cli_options.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_term.h"
 #include "storage/db.h"
@@ -18,29 +19,50 @@ typedef struct {
     bool ascii, help;
 } WatchFlags;
 
+#define TEXT_SETTER(fn, field)                                           \
+    static int fn(void *o, const char *f, const char *v, Error *e) {     \
+        (void)f, (void)e;                                                \
+        ((WatchFlags *)o)->field = v;                                    \
+        return 0;                                                        \
+    }
+#define SWITCH_SETTER(fn, field)                                         \
+    static int fn(void *o, const char *f, const char *v, Error *e) {     \
+        (void)f, (void)v, (void)e;                                       \
+        ((WatchFlags *)o)->field = true;                                 \
+        return 0;                                                        \
+    }
+TEXT_SETTER(set_db, db)
+TEXT_SETTER(set_theme, theme)
+TEXT_SETTER(set_themes_dir, themes_dir)
+SWITCH_SETTER(set_ascii, ascii)
+SWITCH_SETTER(set_help, help)
+
+static const CliOption OPTIONS[] = {
+    {"--db", "FILE", "the run store (pptrain.db)", set_db, 0},
+    {"--theme", "NAME|FILE", "dark, light, high-contrast, monochrome, or a .theme file", set_theme, 0},
+    {"--themes-dir", "DIR", "where theme names are found", set_themes_dir, 0},
+    {"--ascii", NULL, "no UTF-8 characters", set_ascii, 0},
+    {"--help", NULL, "this help", set_help, 0},
+};
+#define N_OPTIONS ((int)(sizeof OPTIONS / sizeof OPTIONS[0]))
+
 static void usage(FILE *out) {
     fprintf(out, "usage: pptrain watch [--db FILE] [--theme NAME|FILE] [--themes-dir DIR] [--ascii] [RUN]\n\n"
                  "The live console, read-only, for a run another process is writing: refreshed from the\n"
                  "run store once a second. RUN is a run id or 'latest' (default: the newest run, and the\n"
                  "next one when a newer run starts). The timeline shows the schedule's plan: the store\n"
-                 "keeps steps and per-stage times, not every action.\n\n"
-                 "  --db FILE                  the run store (pptrain.db)\n"
-                 "  --theme NAME|FILE          dark, light, high-contrast, monochrome, or a .theme file\n"
-                 "  --themes-dir DIR           where theme names are found\n"
-                 "  --ascii                    no UTF-8 characters\n");
+                 "keeps steps and per-stage times, not every action.\n\n");
+    cli_options_usage(out, OPTIONS, N_OPTIONS, 26, NULL, NULL);
 }
 
 static int parse(int argc, char **argv, WatchFlags *f, Error *err) {
     *f = (WatchFlags){.db = DB_DEFAULT_PATH};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        const char **value = !strcmp(a, "--db") ? &f->db : !strcmp(a, "--theme") ? &f->theme
-                             : !strcmp(a, "--themes-dir") ? &f->themes_dir : NULL;
-        if (value) {
-            if (!(*value = cli_value(argc, argv, &i, err))) return -1;
-        } else if (!strcmp(a, "--ascii")) f->ascii = true;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) f->help = true;
-        else if (a[0] == '-') {
+        const CliOption *opt = cli_option_find(OPTIONS, N_OPTIONS, strcmp(a, "-h") ? a : "--help");
+        if (opt) {
+            if (cli_option_take(opt, argc, argv, &i, f, err)) return -1;
+        } else if (a[0] == '-') {
             error_set(err, "watch: unknown option '%s' (see pptrain watch --help)", a);
             return -1;
         } else if (f->run) {

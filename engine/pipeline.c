@@ -7,6 +7,7 @@
 // backend (engine/model/stage_ops.h); the pipeline only calls the stage API, whichever it is.
 #include "engine/pipeline.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <math.h>
 #include <omp.h>
@@ -38,6 +39,7 @@ typedef struct {
     Transport *view;           // the replica's window on the world transport
     Runtime *rt;
     Runtime *eval_rt;          // pipeline_eval's, made on this rank's thread by the first one
+    Runtime *gen_rt;           // pipeline_logits', the same schedule with the logits tapped
     RuntimeStatus status;
     Error err;
     double loss, busy_s;       // this rank's share of the step
@@ -75,6 +77,10 @@ struct Pipeline {
     bool update;              // false: pipeline_compute_grads
     bool eval;                // this round is pipeline_eval's forward-only pass
     Schedule *eval_sched;     // its schedule (schedule_forward_only), made by the first one
+    bool gen;                 // this round is pipeline_logits' forward-only pass (on eval_sched)
+    int32_t *gen_pos;         // (B) its tapped position per row, -1: none
+    int32_t *gen_targets;     // (B*T) all -1: the last stage computes no loss that counts
+    float *gen_out;           // (B, V) the tapped logits, each row where its last stage runs
     int step;                 // 0-based, as published to the other ranks (progress.h)
     bool quit;
     bool broken;              // a step failed: the transport is aborted
@@ -555,8 +561,23 @@ static void rank_eval(PipelineRank *pr) {
     transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
 }
 
+// Generation: forward only; the last stage's tap writes this replica's rows of gen_out.
+static void rank_logits(PipelineRank *pr) {
+    Pipeline *p = pr->p;
+    pr->status = RUNTIME_OK;
+    const size_t first = (size_t)pr->replica * p->M * p->rows;   // this replica's first row
+    if (!pr->gen_rt) {
+        pr->gen_rt = runtime_create(p->eval_sched, pr->pipe, pr->stages, p->rows, p->T, pr->view);
+        runtime_tap_logits(pr->gen_rt, p->gen_pos + first, p->gen_out + first * (size_t)p->rc.model.vocab);
+    }
+    RuntimeStats st;
+    pr->status = runtime_step(pr->gen_rt, p->inputs + first * p->T, p->targets + first * p->T, 0.0f, &st, &pr->err);
+    if (pr->status == RUNTIME_OK) transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
+}
+
 static void rank_work(PipelineRank *pr) {
-    if (pr->p->eval) rank_eval(pr);
+    if (pr->p->gen) rank_logits(pr);
+    else if (pr->p->eval) rank_eval(pr);
     else rank_step(pr);
 }
 
@@ -611,7 +632,7 @@ static void pipeline_broke(Pipeline *p, Error *err) {
     if (p->multiprocess) mpi_process_failed();
     transport_abort(p->tp);
     const ProgressCulprit culprit = transport_culprit(p->tp);
-    hang_report(p->eval ? p->eval_sched : p->sched, p->P, p->self, &culprit, err);
+    hang_report(p->eval || p->gen ? p->eval_sched : p->sched, p->P, p->self, &culprit, err);
     p->failure = *err;
     // mpirun's SIGTERM comes with a SIGKILL a second later, which can land while rank 0 still
     // records the failed run: its line goes out now, and is the last (stderr then goes nowhere,
@@ -727,6 +748,48 @@ int pipeline_eval(Pipeline *p, const int32_t *inputs, const int32_t *targets, do
     return 0;
 }
 
+// Under MPI the process holding replica d's last stage sends its replica's rows; they reach
+// the root in world-rank order, which is replica order.
+static int gather_logits(Pipeline *p, Error *err) {
+    const size_t V = (size_t)p->rc.model.vocab, rows = (size_t)p->M * p->rows;
+    const size_t first = (size_t)(p->self / p->P) * rows;
+    const bool mine = pipeline_hosts_stage(p, p->S - 1);
+    char *all = NULL;
+    size_t len = 0;
+    if (pipeline_gather_bytes(p, p->gen_out + first * V, mine ? rows * V * sizeof(float) : 0, &all, &len, err))
+        return -1;
+    if (p->self == 0) {
+        assert(len == (size_t)p->rc.batch * V * sizeof(float));
+        memcpy(p->gen_out, all, len);
+    }
+    free(all);
+    return 0;
+}
+
+int pipeline_logits(Pipeline *p, const int32_t *inputs, const int32_t *pos, float *logits, Error *err) {
+    if (p->dev) {
+        error_set(err, "generation runs on CPU stages for now (a GPU stage keeps its logits on the device)");
+        return -1;
+    }
+    const size_t B = (size_t)p->rc.batch, V = (size_t)p->rc.model.vocab;
+    if (!p->eval_sched) p->eval_sched = schedule_forward_only(p->sched);
+    if (!p->gen_out) {
+        p->gen_pos = xmalloc(B * sizeof(int32_t));
+        p->gen_out = xcalloc(B * V, sizeof(float));
+        p->gen_targets = xmalloc(B * p->T * sizeof(int32_t));
+        for (size_t i = 0; i < B * p->T; i++) p->gen_targets[i] = -1;
+    }
+    memcpy(p->gen_pos, pos, B * sizeof(int32_t));
+    p->gen = true;
+    const int rc = run_step(p, inputs, p->gen_targets, false, err);
+    p->gen = false;
+    if (rc || (p->multiprocess && gather_logits(p, err))) return -1;
+    if (!pipeline_is_root(p)) return 0;
+    for (size_t b = 0; b < B; b++)
+        if (pos[b] >= 0) memcpy(logits + b * V, p->gen_out + b * V, V * sizeof(float));
+    return 0;
+}
+
 int pipeline_compute_grads(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err) {
     if (run_step(p, inputs, targets, false, err)) return -1;
     *loss = p->ranks[0].batch_loss;
@@ -745,6 +808,7 @@ static void free_ranks(Pipeline *p) {
     for (int i = 0; p->ranks && i < p->n_host; i++) {
         runtime_free(p->ranks[i].rt);
         runtime_free(p->ranks[i].eval_rt);
+        runtime_free(p->ranks[i].gen_rt);
         transport_free(p->ranks[i].view);
         free(p->ranks[i].slots);
         free(p->ranks[i].tie_buf);
@@ -781,6 +845,9 @@ void pipeline_free(Pipeline *p) {
     free(p->tele_stages);
     schedule_free(p->sched);
     schedule_free(p->eval_sched);
+    free(p->gen_pos);
+    free(p->gen_targets);
+    free(p->gen_out);
     free(p);
 }
 

@@ -290,6 +290,36 @@ int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Er
     return run_options_parse(argc, argv, first, ro, err);
 }
 
+// `sample` lays the model out as a run does and reads nothing else of a run: no data, no
+// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace.
+static const char *const SAMPLE_USED[] = {"--stages", "--schedule", "--split", "--virtual", "--transport",
+                                          "--timeout", "--device", "--precision", "--db", NULL};
+
+static bool used_by_sample(const CliOption *o) {
+    for (const char *const *u = SAMPLE_USED; *u; u++)
+        if (strcmp(*u, o->flag) == 0) return true;
+    return false;
+}
+
+void run_options_usage_sample(FILE *out) {
+    cli_options_usage(out, RUN_OPTIONS, N_RUN_OPTIONS, 22, used_by_sample, run_text);
+}
+
+int run_options_parse_sample(int argc, char **argv, int first, RunOptions *ro, Error *err) {
+    for (int i = first; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+        const CliOption *opt = cli_option_find(RUN_OPTIONS, N_RUN_OPTIONS, argv[i]);
+        if (!opt || !used_by_sample(opt)) {
+            error_set(err, "sample: %s option '%s' (see pptrain sample --help)", opt ? "no use for the" : "unknown",
+                      argv[i]);
+            return -1;
+        }
+        ro->given |= 1ull << (opt - RUN_OPTIONS);
+        if (cli_option_take(opt, argc, argv, &i, ro, err)) return -1;
+    }
+    return 0;
+}
+
 bool run_options_given(const RunOptions *ro, const char *flag) {
     for (int k = 0; k < N_RUN_OPTIONS; k++)
         if (strcmp(flag, RUN_OPTIONS[k].flag) == 0) return (ro->given >> k) & 1;

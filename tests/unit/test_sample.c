@@ -1,6 +1,7 @@
-// engine/sample and engine/generate: sampling is pure and seeded (greedy, temperature, top-k,
-// top-p), and generation on the pipeline gives the same greedy ids on every layout, stops at
-// EOS or after N tokens, and reads logits that later (padding) positions cannot change.
+// tests/unit/test_sample: sampling (engine/sample) is pure and seeded (greedy, temperature,
+// top-k, top-p), and generation on the pipeline (engine/generate) gives the same greedy ids on
+// every layout, stops at EOS or after N tokens, and reads logits that later (padding) positions
+// cannot change.
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>

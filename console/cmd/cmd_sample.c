@@ -319,6 +319,7 @@ static int sample_body(RunSession *session, const SampleFlags *f, const SampleTo
     if (rc == 0 && root && f->json) print_json(t, prompt, n_prompt, ids, &res);
     if (rc == 0 && root && !f->json) {
         printf("\n");
+        fflush(stdout);   // the text before the numbers where both go to one terminal or file
         fprintf(stderr, "pptrain sample: %d tokens in %.2f s (%.1f tokens/s), %d stages, %s\n", res.n, res.seconds,
                 res.n / (res.seconds > 0 ? res.seconds : 1), pipeline_n_stages(p),
                 f->sampling ? "sampled" : "greedy");

@@ -291,9 +291,21 @@ int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Er
 }
 
 // `sample` lays the model out as a run does and reads nothing else of a run: no data, no
-// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace.
+// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace. Generation
+// runs on CPU stages for now (engine/pipeline.h, pipeline_logits): no --device.
 static const char *const SAMPLE_USED[] = {"--stages", "--schedule", "--split", "--virtual", "--transport",
-                                          "--timeout", "--device", "--precision", "--db", NULL};
+                                          "--timeout", "--db", NULL};
+
+// Where sample reads a flag otherwise than a run does, its help says so.
+static const char *const SAMPLE_HELP[][2] = {
+    {"--schedule", "the forward-only order's stage placement: a built-in name or a CSV file (default gpipe)"},
+    {"--db", "the run store where RUN or latest is found (pptrain.db)"}};
+
+static void sample_text(const CliOption *o, char *arg, size_t arg_size, char *help, size_t help_size) {
+    run_text(o, arg, arg_size, help, help_size);
+    for (size_t k = 0; k < sizeof SAMPLE_HELP / sizeof SAMPLE_HELP[0]; k++)
+        if (strcmp(o->flag, SAMPLE_HELP[k][0]) == 0) snprintf(help, help_size, "%s", SAMPLE_HELP[k][1]);
+}
 
 static bool used_by_sample(const CliOption *o) {
     for (const char *const *u = SAMPLE_USED; *u; u++)
@@ -302,7 +314,7 @@ static bool used_by_sample(const CliOption *o) {
 }
 
 void run_options_usage_sample(FILE *out) {
-    cli_options_usage(out, RUN_OPTIONS, N_RUN_OPTIONS, 22, used_by_sample, run_text);
+    cli_options_usage(out, RUN_OPTIONS, N_RUN_OPTIONS, 28, used_by_sample, sample_text);
 }
 
 int run_options_parse_sample(int argc, char **argv, int first, RunOptions *ro, Error *err) {

@@ -91,8 +91,8 @@ static void usage(FILE *out) {
                  "  Continues TEXT with the model of a run's newest intact checkpoint (RUN, latest: the\n"
                  "  run store's), a checkpoint folder, or a Hugging Face folder (config.json +\n"
                  "  safetensors), one token at a time on the pipeline, printing the text as it comes.\n\n");
-    cli_options_usage(out, OPTIONS, (int)N_OPTIONS, 22, NULL, NULL);
-    fprintf(out, "\n  How the model is laid out (as a run; gpipe unless --schedule), and the run store:\n");
+    cli_options_usage(out, OPTIONS, (int)N_OPTIONS, 28, NULL, NULL);
+    fprintf(out, "\n  How the model is laid out (as a run lays it out, on CPU stages), and the run store:\n");
     run_options_usage_sample(out);
 }
 
@@ -257,7 +257,8 @@ static void print_json(const SampleTokens *t, const int32_t *prompt, int n_promp
 // One replica, one row, one microbatch of T = prompt + new tokens (at most the model's
 // positions): every token is one forward pass of T positions, so T is kept no longer than
 // the generation needs. The training run's schedule may need more microbatches than one:
-// gpipe unless --schedule is given.
+// gpipe unless --schedule is given. A run trained on GPUs samples on CPU stages: generation
+// reads the last stage's logits on the host (engine/pipeline.h, pipeline_logits).
 static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
     RunConfig *rc = &ro->rc;
     rc->batch = rc->microbatches = 1;
@@ -265,6 +266,7 @@ static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
     rc->seq_len = (int)(T < rc->model.max_positions ? T : rc->model.max_positions);
     ro->pipe.dp = 1;
     ro->pipe.recompute = false;
+    ro->pipe.device = DEVICE_CPU;
     if (!run_options_given(ro, "--schedule")) {
         snprintf(ro->pipe.schedule, sizeof ro->pipe.schedule, "gpipe");
         ro->pipe.virtual_stages = 0;

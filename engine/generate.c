@@ -8,7 +8,7 @@
 #include "engine/clock.h"
 
 // The root's token for the sequence so far; every process gets it. -1 on failure.
-static int32_t next_token(Pipeline *p, const int32_t *inputs, const int32_t *pos, float *logits, Sampler *smp,
+static int32_t next_token(Pipeline *p, const int32_t *inputs, int pos, float *logits, Sampler *smp,
                           const GenerateOptions *o, uint64_t *state, Error *err) {
     if (pipeline_logits(p, inputs, pos, logits, err)) return -1;
     const bool root = pipeline_is_root(p);
@@ -24,19 +24,16 @@ static int32_t next_token(Pipeline *p, const int32_t *inputs, const int32_t *pos
 int generate(Pipeline *p, const RunConfig *rc, const GenerateOptions *o, GenerateToken on_token, void *ctx,
              int32_t *out, GenerateResult *res, Error *err) {
     const double t0 = clock_now_s();
-    const int B = rc->batch, T = rc->seq_len, V = rc->model.vocab;
-    int32_t *inputs = xcalloc((size_t)B * T, sizeof(int32_t));   // row 0: the sequence, then pads of 0
-    int32_t *pos = xmalloc(sizeof(int32_t) * (size_t)B);
-    for (int b = 0; b < B; b++) pos[b] = -1;
-    float *logits = xmalloc(sizeof(float) * (size_t)B * V);
+    const int T = rc->seq_len, V = rc->model.vocab;
+    int32_t *inputs = xcalloc((size_t)T, sizeof(int32_t));   // the sequence, then pads of 0
+    float *logits = xmalloc(sizeof(float) * (size_t)V);
     Sampler *smp = sampler_create(V);
     uint64_t state = o->seed;
     memcpy(inputs, o->prompt, sizeof(int32_t) * (size_t)o->n_prompt);
     int len = o->n_prompt, status = 0;
     *res = (GenerateResult){0};
     while (res->n < o->max_new && len <= T) {
-        pos[0] = len - 1;
-        const int32_t id = next_token(p, inputs, pos, logits, smp, o, &state, err);
+        const int32_t id = next_token(p, inputs, len - 1, logits, smp, o, &state, err);
         if (id < 0) {
             status = -1;
             break;
@@ -50,7 +47,6 @@ int generate(Pipeline *p, const RunConfig *rc, const GenerateOptions *o, Generat
     res->seconds = clock_now_s() - t0;
     sampler_free(smp);
     free(logits);
-    free(pos);
     free(inputs);
     return status;
 }

@@ -1,9 +1,9 @@
 // engine/generate: text generation on the training pipeline. Each new token is one
 // forward-only pass of the whole sequence on the same stages, transports and devices as
 // training (pipeline_logits): the prefix is recomputed every token, with no KV cache. The
-// sequence sits in row 0 of a batch shaped as the pipeline's (rc->batch rows of T tokens),
-// padded with token 0 after its end; causal attention makes the logits at position t
-// independent of every later position, so the padding changes nothing that is read.
+// sequence is one row of the run's T tokens, whatever the training batch, padded with token 0
+// after its end; causal attention makes the logits at position t independent of every later
+// position, so the padding changes nothing that is read.
 //
 // The root samples (engine/sample.h) and shares the chosen id with every process (one
 // pipeline_world_max), so every rank feeds the same sequence to the next pass; greedy
@@ -35,8 +35,8 @@ typedef struct {
     double seconds;          // wall time of the whole generation
 } GenerateResult;
 
-// Generates on p, built from rc, whose batch is rc->batch rows of T = rc->seq_len tokens
-// (T >= n_prompt; at most T + 1 - n_prompt new tokens fit). out (max_new) receives the new ids
+// Generates on p, built from rc, in a sequence of T = rc->seq_len tokens (T >= n_prompt; at
+// most T + 1 - n_prompt new tokens fit). out (max_new) receives the new ids
 // on every process. Collective: every process calls it with the same options. 0, or -1 with
 // err (the pipeline is then broken).
 int generate(Pipeline *p, const RunConfig *rc, const GenerateOptions *o, GenerateToken on_token, void *ctx,

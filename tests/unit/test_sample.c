@@ -154,13 +154,13 @@ static void test_padding(void) {
     int32_t in[GEN_T];
     for (int i = 0; i < GEN_T; i++) in[i] = (i * 37) % 250;
     float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
-    const int32_t pos = 9;
-    CHECK(pipeline_logits(p, in, &pos, a, &err) == 0, "%s", err.msg);
+    const int pos = 9;
+    CHECK(pipeline_logits(p, in, pos, a, &err) == 0, "%s", err.msg);
     for (int i = pos + 1; i < GEN_T; i++) in[i] = 0;
-    CHECK(pipeline_logits(p, in, &pos, b, &err) == 0, "%s", err.msg);
+    CHECK(pipeline_logits(p, in, pos, b, &err) == 0, "%s", err.msg);
     CHECK(memcmp(a, b, sizeof(float) * V) == 0, "later positions changed the logits at position 9");
     in[pos] = (in[pos] + 1) % 250;
-    CHECK(pipeline_logits(p, in, &pos, b, &err) == 0 && memcmp(a, b, sizeof(float) * V) != 0,
+    CHECK(pipeline_logits(p, in, pos, b, &err) == 0 && memcmp(a, b, sizeof(float) * V) != 0,
           "the token at position 9 changes its logits");
     free(a);
     free(b);

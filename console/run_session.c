@@ -425,6 +425,11 @@ static void session_on_eval(void *ctx, int step, double val_loss) {
     if (s->view.on_eval) s->view.on_eval(s->view.ctx, step, val_loss);
 }
 
+static void session_on_sample(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds) {
+    RunSession *s = ctx;
+    if (s->view.on_sample) s->view.on_sample(s->view.ctx, step, ids, n, text, seconds);
+}
+
 static bool session_should_stop(void *ctx) {
     RunSession *s = ctx;
     if (s->recorder.write_failed) return true;   // the store cannot be written: stop, after a checkpoint
@@ -478,7 +483,8 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
     else if (getrandom(&s->run_tag, sizeof s->run_tag, 0) != (ssize_t)sizeof s->run_tag)
         s->run_tag = (uint32_t)getpid() ^ (uint32_t)time(NULL);
     const TrainHooks hooks = {.ctx = s, .on_start = session_on_start, .on_step = session_on_step,
-                              .on_eval = session_on_eval, .should_stop = session_should_stop,
+                              .on_eval = session_on_eval, .on_sample = session_on_sample,
+                              .should_stop = session_should_stop,
                               .on_end = session_on_end};
     const CheckpointHooks ckpt = {.ctx = s, .restore = s->source ? session_restore : NULL,
                                   .save = s->ro.ckpt_dir[0] ? session_save : NULL, .every = s->ro.rc.ckpt_every};

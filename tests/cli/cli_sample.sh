@@ -6,6 +6,7 @@
 #    mpirun at P=2 (when mpirun is here);
 #  - a run's checkpoint: `sample latest` and `sample RUN` from the store, a checkpoint folder;
 #  - seeded sampling: the same seed gives the same ids, another seed others;
+#  - train --sample-every: a sample line, its time apart from the steps', the losses unchanged;
 #  - bad input: one line on stderr, exit 2.
 # usage: cli_sample.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -54,6 +55,17 @@ check "sample RUN and the checkpoint folder give latest's ids" \
   [ "$("$bin" sample "$(ckpt_of ck 1 2)" --db store.db --prompt "The " --tokens 12 --stages 4 --json | ids_of)" = "$one" ]
 "$bin" train --data "$src/tests/fixtures/text" --model tiny --steps 1 --batch 4 --seq 32 --db store.db > /dev/null 2>&1
 
+# Samples during training: a line at every --sample-every steps and after the last, their
+# time apart from the steps', and the losses of the run without them.
+small=(train --data "$src/tests/fixtures/text" --model tiny --steps 5 --batch 4 --seq 32 --stages 2 --db '')
+"$bin" "${small[@]}" > plain.out 2>&1
+"$bin" "${small[@]}" --sample-every 2 --sample-tokens 12 --sample-prompt "The " > sampled.out 2>&1
+check "a sample line at steps 2, 4 and 5" [ "$(grep -c '^sample ' sampled.out)" -eq 3 ] && \
+  grep -q '^sample    2 | [0-9.]* s | 12 tokens | "' sampled.out && grep -q '^sample    5 | ' sampled.out
+check "the samples' time is its own share of the run" grep -q '^  samples: 3 in [0-9.]* s, [0-9.]*% of the run' sampled.out
+check "sampling leaves the losses as they were" [ "$(grep '^step' plain.out | cut -d'|' -f1-2)" = "$(grep '^step' sampled.out | cut -d'|' -f1-2)" ]
+check "check refuses --sample-every" bash -c "! \"$bin\" check --data \"$src/tests/fixtures/text\" --sample-every 2 2> /dev/null"
+
 # Bad input: one line, exit 2, nothing on stdout.
 refused() {   # refused "what" "the line's start" args...
   local what=$1 line=$2
@@ -79,4 +91,6 @@ refused "a run with no checkpoint" "run 2 has no complete checkpoint" 2 --db sto
 refused "a folder that is no model" "" "$work" --prompt hi
 refused "a run flag sample has no use for" "sample: no use for the option '--data'" "$fixture" --prompt hi --data x
 refused "zero tokens" "--tokens" "$fixture" --prompt hi --tokens 0
+"$bin" "${small[@]}" --sample-every 2 --sample-prompt "" > bad.out 2> bad.err
+check "train --sample-prompt '': exit 2, one line" [ $? -eq 2 ] && one_line "--sample-prompt: the prompt must be 1 to 255 bytes"
 cli_finish

@@ -58,6 +58,10 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only,
         snprintf(rc.tokenizer_path, sizeof rc.tokenizer_path, "%s", ro->rc.tokenizer_path);
     if (run_options_given(ro, "--steps")) rc.steps = rc.optim.total_steps = ro->rc.steps;
     if (run_options_given(ro, "--ckpt-every")) rc.ckpt_every = ro->rc.ckpt_every;
+    // Samples are not the run's state (a checkpoint keeps none): what this command line asks.
+    rc.sample_every = ro->rc.sample_every;
+    rc.sample_tokens = ro->rc.sample_tokens;
+    memcpy(rc.sample_prompt, ro->rc.sample_prompt, sizeof rc.sample_prompt);
     if (run_options_given(ro, "--microbatches")) rc.microbatches = ro->rc.microbatches;
     const bool stages = run_options_given(ro, "--stages"), schedule = run_options_given(ro, "--schedule");
     if (stages) po.ranks = ro->pipe.ranks;

@@ -431,6 +431,7 @@ static void session_on_eval(void *ctx, int step, double val_loss) {
 
 static void session_on_sample(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds) {
     RunSession *s = ctx;
+    recorder_sample(&s->recorder, step, n, text, seconds);
     if (s->view.on_sample) s->view.on_sample(s->view.ctx, step, ids, n, text, seconds);
 }
 

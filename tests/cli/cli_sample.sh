@@ -7,6 +7,7 @@
 #  - a run's checkpoint: `sample latest` and `sample RUN` from the store, a checkpoint folder;
 #  - seeded sampling: the same seed gives the same ids, another seed others;
 #  - train --sample-every: a sample line, its time apart from the steps', the losses unchanged;
+#    the store's samples table (schema 5), shown by history show;
 #  - bad input: one line on stderr, exit 2.
 # usage: cli_sample.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -64,6 +65,12 @@ check "a sample line at steps 2, 4 and 5" [ "$(grep -c '^sample ' sampled.out)" 
   grep -q '^sample    2 | [0-9.]* s | 12 tokens | "' sampled.out && grep -q '^sample    5 | ' sampled.out
 check "the samples' time is its own share of the run" grep -q '^  samples: 3 in [0-9.]* s, [0-9.]*% of the run' sampled.out
 check "sampling leaves the losses as they were" [ "$(grep '^step' plain.out | cut -d'|' -f1-2)" = "$(grep '^step' sampled.out | cut -d'|' -f1-2)" ]
+"$bin" "${small[@]}" --db samples.db --sample-every 2 --sample-tokens 12 > /dev/null 2>&1
+"$bin" history show 1 --db samples.db > show.out
+check "history show lists the run's samples" grep -q '^samples (greedy, 3 in the run)$' show.out && \
+  [ "$(grep -c '^  step [245] ([0-9.]* s, 12 tokens): "' show.out)" -eq 3 ]
+check "the store keeps them in its samples table (schema 5)" \
+  [ "$(sqlite3 samples.db 'SELECT count(*) FROM samples WHERE tokens = 12; PRAGMA user_version')" = "$(printf '3\n5')" ]
 check "check refuses --sample-every" bash -c "! \"$bin\" check --data \"$src/tests/fixtures/text\" --sample-every 2 2> /dev/null"
 
 # Bad input: one line, exit 2, nothing on stdout.

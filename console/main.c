@@ -12,6 +12,7 @@
 #include "console/cmd/cmd_console.h"
 #include "console/cmd/cmd_history.h"
 #include "console/cmd/cmd_plan.h"
+#include "console/cmd/cmd_sample.h"
 #include "console/cmd/cmd_tokenize.h"
 #include "console/cmd/cmd_train.h"
 #include "console/cmd/cmd_watch.h"
@@ -36,6 +37,7 @@ static const Command COMMANDS[] = {
     {"check", cmd_check, "one batch pipelined vs single-device: loss and gradient differences"},
     {"plan", cmd_plan, "simulate a schedule: timeline, bubble, peak activations; --from-run RUN: the next layout"},
     {"history", cmd_history, "query the run store: list, show, compare, export"},
+    {"sample", cmd_sample, "text from a run's checkpoint or a Hugging Face folder, generated on the pipeline"},
     {"export", cmd_export, "a checkpoint as a plain Hugging Face folder (model.safetensors, config.json)"},
     {"tokenize", cmd_tokenize, "text -> llm.c token shards with a Hugging Face tokenizer.json"},
     {"watch", cmd_watch, "the live console, read-only, for a run another process is writing"},

@@ -42,6 +42,17 @@ static int set_tokenizer(void *opts, const char *flag, const char *v, Error *err
     return set_path(ro->rc.tokenizer_path, sizeof ro->rc.tokenizer_path, flag, v, err);
 }
 
+// The prompt of a run's samples: text the model continues, so it must say something.
+static int set_sample_prompt(void *opts, const char *flag, const char *v, Error *err) {
+    RunOptions *ro = opts;
+    if (!v[0] || strlen(v) >= sizeof ro->rc.sample_prompt) {
+        error_set(err, "%s: the prompt must be 1 to %zu bytes", flag, sizeof ro->rc.sample_prompt - 1);
+        return -1;
+    }
+    snprintf(ro->rc.sample_prompt, sizeof ro->rc.sample_prompt, "%s", v);
+    return 0;
+}
+
 static int set_val_data(void *opts, const char *flag, const char *v, Error *err) {
     RunOptions *ro = opts;
     return set_path(ro->rc.val_data_path, sizeof ro->rc.val_data_path, flag, v, err);
@@ -83,6 +94,8 @@ static int set_double_field(double *field, const char *flag, const char *v, doub
 INT_SETTER(set_steps, rc.steps, 1, 100000000)
 INT_SETTER(set_val_every, rc.val_every, 1, 100000000)
 INT_SETTER(set_val_batches, rc.val_batches, 1, 1000000)
+INT_SETTER(set_sample_every, rc.sample_every, 1, 100000000)
+INT_SETTER(set_sample_tokens, rc.sample_tokens, 1, 1 << 20)
 INT_SETTER(set_batch, rc.batch, 1, 1 << 20)
 INT_SETTER(set_seq, rc.seq_len, 1, 1 << 20)
 INT_SETTER(set_microbatches, rc.microbatches, 1, 1 << 20)
@@ -204,6 +217,9 @@ static const CliOption RUN_OPTIONS[] = {
     {"--val-data", "PATH", "validation text or shards, forward only on the pipeline (a shard folder's _val_ files)", set_val_data, 0},
     {"--val-every", "N", "steps between validations, and after the last (steps / 10)", set_val_every, 0},
     {"--val-batches", "K", "batches per validation, the same K each time (4)", set_val_batches, 0},
+    {"--sample-every", "N", "a greedy sample of the model every N steps, and after the last, timed apart from the steps (none)", set_sample_every, 0},
+    {"--sample-tokens", "K", "new tokens per sample, at most; no more than the sequence holds (64)", set_sample_tokens, 0},
+    {"--sample-prompt", "TEXT", "the text samples continue ('The ')", set_sample_prompt, 0},
     {"--steps", "N", "optimizer steps (20)", set_steps, 0},
     {"--batch", "B", "sequences per step (8)", set_batch, 0},
     {"--seq", "T", "tokens per sequence (64)", set_seq, 0},
@@ -251,7 +267,8 @@ static void run_text(const CliOption *o, char *arg, size_t arg_size, char *help,
 // the check.
 static const char *const CHECK_UNUSED[] = {
     "--steps", "--val-data", "--val-every", "--val-batches", "--lr", "--min-lr", "--warmup", "--beta1", "--beta2",
-    "--eps", "--weight-decay", "--grad-clip", "--trace", "--ckpt-dir", "--ckpt-every", NULL};
+    "--eps", "--weight-decay", "--grad-clip", "--trace", "--ckpt-dir", "--ckpt-every", "--sample-every",
+    "--sample-tokens", "--sample-prompt", NULL};
 
 static bool unused_by_check(const char *flag) {
     for (const char *const *u = CHECK_UNUSED; *u; u++)
@@ -288,6 +305,48 @@ int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Er
         }
     }
     return run_options_parse(argc, argv, first, ro, err);
+}
+
+// `sample` lays the model out as a run does and reads nothing else of a run: no data, no
+// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace. Generation
+// runs on CPU stages for now (engine/pipeline.h, pipeline_logits): no --device.
+static const char *const SAMPLE_USED[] = {"--stages", "--schedule", "--split", "--virtual", "--transport",
+                                          "--timeout", "--db", NULL};
+
+// Where sample reads a flag otherwise than a run does, its help says so.
+static const char *const SAMPLE_HELP[][2] = {
+    {"--schedule", "the forward-only order's stage placement: a built-in name or a CSV file (default gpipe)"},
+    {"--db", "the run store where RUN or latest is found (pptrain.db)"}};
+
+static void sample_text(const CliOption *o, char *arg, size_t arg_size, char *help, size_t help_size) {
+    run_text(o, arg, arg_size, help, help_size);
+    for (size_t k = 0; k < sizeof SAMPLE_HELP / sizeof SAMPLE_HELP[0]; k++)
+        if (strcmp(o->flag, SAMPLE_HELP[k][0]) == 0) snprintf(help, help_size, "%s", SAMPLE_HELP[k][1]);
+}
+
+static bool used_by_sample(const CliOption *o) {
+    for (const char *const *u = SAMPLE_USED; *u; u++)
+        if (strcmp(*u, o->flag) == 0) return true;
+    return false;
+}
+
+void run_options_usage_sample(FILE *out) {
+    cli_options_usage(out, RUN_OPTIONS, N_RUN_OPTIONS, 28, used_by_sample, sample_text);
+}
+
+int run_options_parse_sample(int argc, char **argv, int first, RunOptions *ro, Error *err) {
+    for (int i = first; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+        const CliOption *opt = cli_option_find(RUN_OPTIONS, N_RUN_OPTIONS, argv[i]);
+        if (!opt || !used_by_sample(opt)) {
+            error_set(err, "sample: %s option '%s' (see pptrain sample --help)", opt ? "no use for the" : "unknown",
+                      argv[i]);
+            return -1;
+        }
+        ro->given |= 1ull << (opt - RUN_OPTIONS);
+        if (cli_option_take(opt, argc, argv, &i, ro, err)) return -1;
+    }
+    return 0;
 }
 
 bool run_options_given(const RunOptions *ro, const char *flag) {

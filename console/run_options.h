@@ -32,6 +32,10 @@ void run_options_usage(FILE *out);
 // uses (--steps, --ckpt-dir, --val-*, the optimizer's, ...) is an error, and --help lists none.
 int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Error *err);
 void run_options_usage_check(FILE *out);
+// The same for `sample`, which takes only the flags that lay the model out across ranks
+// (--stages, --schedule, --split, --virtual, --transport, --timeout) and --db; no --data.
+int run_options_parse_sample(int argc, char **argv, int first, RunOptions *ro, Error *err);
+void run_options_usage_sample(FILE *out);
 // Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
 // values except where the user gave new ones.
 bool run_options_given(const RunOptions *ro, const char *flag);

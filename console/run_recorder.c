@@ -89,6 +89,14 @@ void recorder_eval(RunRecorder *r, int step, double val_loss, int batches) {
     else if (!db_backlogged(r->db)) r->busy = false;
 }
 
+void recorder_sample(RunRecorder *r, int step, int tokens, const char *text, double seconds) {
+    if (!r->db || r->write_failed) return;
+    const DbSample row = {.step = step, .tokens = tokens, .seconds = seconds, .text = (char *)text};  // copied by db_sample_add
+    Error err;
+    if (db_sample_add(r->db, r->run, &row, &err)) recorder_failed(r, &err);
+    else if (!db_backlogged(r->db)) r->busy = false;
+}
+
 int recorder_end(RunRecorder *r, const char *status, const char *error, Error *err) {
     if (!r->db) return 0;
     int rc = 0;

@@ -31,6 +31,8 @@ int recorder_begin(RunRecorder *r, const RunConfig *rc, const PipelineOptions *p
 void recorder_step(RunRecorder *r, const PipelineReport *pr);
 // Records one validation pass (committed at once unless the store is locked).
 void recorder_eval(RunRecorder *r, int step, double val_loss, int batches);
+// A sample of the model (train --sample-every), its text as the model wrote it.
+void recorder_sample(RunRecorder *r, int step, int tokens, const char *text, double seconds);
 // status: finished | failed | stopped; error: the failure's line or NULL. Waits for a locked
 // store (RECORDER_PATIENCE_WAITS); a failed recorder drops its unwritten steps so that the row can
 // still say 'failed'. Closes the store. Returns -1 with err when the end could not be recorded.

@@ -59,6 +59,10 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only,
         snprintf(rc.tokenizer_path, sizeof rc.tokenizer_path, "%s", ro->rc.tokenizer_path);
     if (run_options_given(ro, "--steps")) rc.steps = rc.optim.total_steps = ro->rc.steps;
     if (run_options_given(ro, "--ckpt-every")) rc.ckpt_every = ro->rc.ckpt_every;
+    // Samples are not the run's state (a checkpoint keeps none): what this command line asks.
+    rc.sample_every = ro->rc.sample_every;
+    rc.sample_tokens = ro->rc.sample_tokens;
+    memcpy(rc.sample_prompt, ro->rc.sample_prompt, sizeof rc.sample_prompt);
     if (run_options_given(ro, "--microbatches")) rc.microbatches = ro->rc.microbatches;
     const bool stages = run_options_given(ro, "--stages"), schedule = run_options_given(ro, "--schedule");
     if (stages) po.ranks = ro->pipe.ranks;
@@ -428,6 +432,12 @@ static void session_on_eval(void *ctx, int step, double val_loss) {
     if (s->view.on_eval) s->view.on_eval(s->view.ctx, step, val_loss);
 }
 
+static void session_on_sample(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds) {
+    RunSession *s = ctx;
+    recorder_sample(&s->recorder, step, n, text, seconds);
+    if (s->view.on_sample) s->view.on_sample(s->view.ctx, step, ids, n, text, seconds);
+}
+
 static bool session_should_stop(void *ctx) {
     RunSession *s = ctx;
     if (s->recorder.write_failed) return true;   // the store cannot be written: stop, after a checkpoint
@@ -481,7 +491,8 @@ int run_session(RunSession *s, RunSummary *summary, Error *err) {
     else if (getrandom(&s->run_tag, sizeof s->run_tag, 0) != (ssize_t)sizeof s->run_tag)
         s->run_tag = (uint32_t)getpid() ^ (uint32_t)time(NULL);
     const TrainHooks hooks = {.ctx = s, .on_start = session_on_start, .on_step = session_on_step,
-                              .on_eval = session_on_eval, .should_stop = session_should_stop,
+                              .on_eval = session_on_eval, .on_sample = session_on_sample,
+                              .should_stop = session_should_stop,
                               .on_end = session_on_end};
     const CheckpointHooks ckpt = {.ctx = s, .restore = s->source ? session_restore : NULL,
                                   .save = s->ro.ckpt_dir[0] ? session_save : NULL, .every = s->ro.rc.ckpt_every};

@@ -7,6 +7,7 @@
 // backend (engine/model/stage_ops.h); the pipeline only calls the stage API, whichever it is.
 #include "engine/pipeline.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <math.h>
 #include <omp.h>
@@ -38,6 +39,7 @@ typedef struct {
     Transport *view;           // the replica's window on the world transport
     Runtime *rt;
     Runtime *eval_rt;          // pipeline_eval's, made on this rank's thread by the first one
+    Runtime *gen_rt;           // pipeline_logits', on gen_sched, one row; replica 0's with the logits tapped
     RuntimeStatus status;
     Error err;
     double loss, busy_s;       // this rank's share of the step
@@ -75,6 +77,12 @@ struct Pipeline {
     bool update;              // false: pipeline_compute_grads
     bool eval;                // this round is pipeline_eval's forward-only pass
     Schedule *eval_sched;     // its schedule (schedule_forward_only), made by the first one
+    bool gen;                 // this round is pipeline_logits' forward-only pass
+    Schedule *gen_sched;      // its schedule: forward only, one microbatch (of one row)
+    int32_t gen_pos;          // its tapped position
+    int32_t *gen_targets;     // (B*T) all -1: the last stage computes no loss that counts (run_step
+                              // counts a training batch's targets; the pass reads the first T)
+    float *gen_out;           // (V) the tapped logits, where replica 0's last stage runs
     int step;                 // 0-based, as published to the other ranks (progress.h)
     bool quit;
     bool broken;              // a step failed: the transport is aborted
@@ -555,8 +563,22 @@ static void rank_eval(PipelineRank *pr) {
     transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
 }
 
+// Generation: one row forward only; replica 0's last stage taps its logits into gen_out.
+static void rank_logits(PipelineRank *pr) {
+    Pipeline *p = pr->p;
+    pr->status = RUNTIME_OK;
+    if (!pr->gen_rt) {
+        pr->gen_rt = runtime_create(p->gen_sched, pr->pipe, pr->stages, 1, p->T, pr->view);
+        if (pr->replica == 0) runtime_tap_logits(pr->gen_rt, &p->gen_pos, p->gen_out);
+    }
+    RuntimeStats st;
+    pr->status = runtime_step(pr->gen_rt, p->inputs, p->targets, 0.0f, &st, &pr->err);
+    if (pr->status == RUNTIME_OK) transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
+}
+
 static void rank_work(PipelineRank *pr) {
-    if (pr->p->eval) rank_eval(pr);
+    if (pr->p->gen) rank_logits(pr);
+    else if (pr->p->eval) rank_eval(pr);
     else rank_step(pr);
 }
 
@@ -611,7 +633,7 @@ static void pipeline_broke(Pipeline *p, Error *err) {
     if (p->multiprocess) mpi_process_failed();
     transport_abort(p->tp);
     const ProgressCulprit culprit = transport_culprit(p->tp);
-    hang_report(p->eval ? p->eval_sched : p->sched, p->P, p->self, &culprit, err);
+    hang_report(p->gen ? p->gen_sched : p->eval ? p->eval_sched : p->sched, p->P, p->self, &culprit, err);
     p->failure = *err;
     // mpirun's SIGTERM comes with a SIGKILL a second later, which can land while rank 0 still
     // records the failed run: its line goes out now, and is the last (stderr then goes nowhere,
@@ -727,6 +749,44 @@ int pipeline_eval(Pipeline *p, const int32_t *inputs, const int32_t *targets, do
     return 0;
 }
 
+// Under MPI the logits come from the process of replica 0's last stage.
+static int gather_logits(Pipeline *p, Error *err) {
+    const size_t bytes = (size_t)p->rc.model.vocab * sizeof(float);
+    const bool mine = p->self < p->P && pipeline_hosts_stage(p, p->S - 1);
+    char *all = NULL;
+    size_t len = 0;
+    if (pipeline_gather_bytes(p, p->gen_out, mine ? bytes : 0, &all, &len, err)) return -1;
+    if (p->self == 0) {
+        assert(len == bytes);
+        memcpy(p->gen_out, all, len);
+    }
+    free(all);
+    return 0;
+}
+
+int pipeline_logits(Pipeline *p, const int32_t *tokens, int pos, float *logits, Error *err) {
+    if (p->dev) {
+        error_set(err, "generation runs on CPU stages for now (a GPU stage keeps its logits on the device)");
+        return -1;
+    }
+    assert(pos >= 0 && pos < p->T);
+    const size_t V = (size_t)p->rc.model.vocab;
+    if (!p->gen_sched) {
+        p->gen_sched = schedule_forward_only_m(p->sched, 1);
+        p->gen_out = xcalloc(V, sizeof(float));
+        const size_t n = (size_t)p->rc.batch * p->T;
+        p->gen_targets = xmalloc(n * sizeof(int32_t));
+        for (size_t i = 0; i < n; i++) p->gen_targets[i] = -1;
+    }
+    p->gen_pos = pos;
+    p->gen = true;
+    const int rc = run_step(p, tokens, p->gen_targets, false, err);
+    p->gen = false;
+    if (rc || (p->multiprocess && gather_logits(p, err))) return -1;
+    if (pipeline_is_root(p)) memcpy(logits, p->gen_out, V * sizeof(float));
+    return 0;
+}
+
 int pipeline_compute_grads(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err) {
     if (run_step(p, inputs, targets, false, err)) return -1;
     *loss = p->ranks[0].batch_loss;
@@ -745,6 +805,7 @@ static void free_ranks(Pipeline *p) {
     for (int i = 0; p->ranks && i < p->n_host; i++) {
         runtime_free(p->ranks[i].rt);
         runtime_free(p->ranks[i].eval_rt);
+        runtime_free(p->ranks[i].gen_rt);
         transport_free(p->ranks[i].view);
         free(p->ranks[i].slots);
         free(p->ranks[i].tie_buf);
@@ -781,6 +842,9 @@ void pipeline_free(Pipeline *p) {
     free(p->tele_stages);
     schedule_free(p->sched);
     schedule_free(p->eval_sched);
+    schedule_free(p->gen_sched);
+    free(p->gen_targets);
+    free(p->gen_out);
     free(p);
 }
 

@@ -106,6 +106,12 @@ int pipeline_compute_grads(Pipeline *p, const int32_t *inputs, const int32_t *ta
 // gradients and optimizer untouched. *loss: the mean over the batch's targets, the number a
 // step reports as its loss, equal on every rank. Collective; 0 or -1 as pipeline_step.
 int pipeline_eval(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err);
+// Generation (engine/generate.h): a forward-only pass of ONE sequence of T tokens (tokens,
+// (T)) on the same ranks and stages, one microbatch of one row whatever the training batch,
+// and at the root the last stage's logits (V) at position pos. Every replica runs it (replica
+// 0's logits are read). Weights untouched. CPU stages only (a GPU keeps its logits on the
+// device). Collective; 0 or -1 as pipeline_step.
+int pipeline_logits(Pipeline *p, const int32_t *tokens, int pos, float *logits, Error *err);
 // Stops the threads and frees everything.
 void pipeline_free(Pipeline *p);
 

@@ -1,6 +1,8 @@
 // RunConfig's defaults and its cross-field checks.
 #include "engine/run_config.h"
 
+#include <stdio.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -17,6 +19,8 @@ RunConfig run_config_defaults(void) {
     rc.steps = 20;
     rc.seed = 1337;
     rc.val_batches = 4;
+    rc.sample_tokens = 64;
+    snprintf(rc.sample_prompt, sizeof rc.sample_prompt, "The ");
     return rc;
 }
 

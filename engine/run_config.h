@@ -28,6 +28,12 @@ typedef struct {
     char val_data_path[4096];
     int val_every;
     int val_batches;
+    // Samples (engine/generate.h): every sample_every steps (0: none) and after the last, the
+    // greedy continuation of sample_prompt, at most sample_tokens new tokens (and what fits
+    // in seq_len), on the training pipeline between steps.
+    int sample_every;
+    int sample_tokens;
+    char sample_prompt[256];
 } RunConfig;
 
 RunConfig run_config_defaults(void);

@@ -46,6 +46,8 @@ struct Runtime {
     int (*release)[2];         // (n actions) keys freeing their slot after the action, or -1
     int *ws_of;                // (n_local * M) recompute: workspace a key holds from I to W, or -1
     double *mb_loss;           // (M) last stage: each microbatch's loss contribution
+    const int32_t *tap_pos;    // (M * rows) generation: the position whose logits each row gives, or -1
+    float *tap_out;            // (M * rows, V) where they go; NULL: no tap (runtime_tap_logits)
     ActionEvent *events;       // (n actions) the last step's, in execution order
     int n_events;
 };
@@ -233,6 +235,15 @@ size_t runtime_peak_bytes(const Runtime *rt, int stage) {
     return (size_t)p->n_slots * slot + (size_t)p->n_ws * full;
 }
 
+void runtime_tap_logits(Runtime *rt, const int32_t *pos, float *out) {
+    const int last = rt->S - 1;
+    if (!same_rank(rt, last)) return;
+    const StagePool *p = &rt->pool[rt->local[last]];
+    for (int k = 0; k < p->n_slots; k++) stage_acts_keep_logits(p->acts[k], true);
+    rt->tap_pos = pos;
+    rt->tap_out = out;
+}
+
 const ActionEvent *runtime_events(const Runtime *rt, int *n) {
     *n = rt->n_events;
     return rt->events;
@@ -278,6 +289,16 @@ static StageActs *ws_held(const Runtime *rt, int stage, int mb) {
     return pool_of(rt, stage)->ws[rt->ws_of[key_of(rt, stage, mb)]];
 }
 
+// Generation: the microbatch's rows' logits at their tapped positions, out of (rows * T, V).
+static void tap_copy(const Runtime *rt, const StageModel *m, const StageActs *acts, int mb) {
+    const size_t V = (size_t)m->cfg.vocab;
+    const float *logits = stage_acts_logits(acts);
+    for (int r = 0; r < rt->rows; r++) {
+        const int row = mb * rt->rows + r, pos = rt->tap_pos[row];
+        if (pos >= 0) memcpy(rt->tap_out + (size_t)row * V, logits + ((size_t)r * rt->T + pos) * V, V * sizeof(float));
+    }
+}
+
 // F: stage 0 embeds the microbatch's tokens; later stages read the stage below's output,
 // directly when it is on this rank, else from the slot's message; the last stage adds the loss.
 static void run_forward(Runtime *rt, Action a, const StepData *d) {
@@ -298,6 +319,7 @@ static void run_forward(Runtime *rt, Action a, const StepData *d) {
         loss = stage_forward(m, acts_of(rt, a.stage, a.mb), tokens, input, targets, d->loss_scale);
     }
     if (last) rt->mb_loss[a.mb] = loss;
+    if (last && rt->tap_out) tap_copy(rt, m, acts_of(rt, a.stage, a.mb), a.mb);
 }
 
 // B or I: the output gradient comes from the stage above (directly when on this rank, else

@@ -74,6 +74,14 @@ int runtime_peak_workspaces(const Runtime *rt, int stage);
 // light, plus message buffers) and its workspaces. 0 for a stage of another rank.
 size_t runtime_peak_bytes(const Runtime *rt, int stage);
 
+// Generation (engine/generate.h): from now on the last stage keeps its logits apart from the
+// loss gradient, and after each of its F copies, for each row r of the microbatch with
+// pos[mb * rows + r] >= 0, the logits at that position to out + (mb * rows + r) * V.
+// pos (M * rows) and out (M * rows, V) are the caller's, read and written during runtime_step.
+// CPU stages only (a device keeps its logits on the device); a no-op on a rank without the
+// last stage.
+void runtime_tap_logits(Runtime *rt, const int32_t *pos, float *out);
+
 // The events of the last runtime_step, in execution order (*n of them: every action of the
 // rank's list, fewer after a failed step). Owned by the runtime, valid until its next step.
 const ActionEvent *runtime_events(const Runtime *rt, int *n);

@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "engine/data/tokenizer.h"
+#include "engine/data/tokenizer_hf.h"
+#include "engine/generate.h"
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -183,6 +185,8 @@ typedef struct {
     const TrainHooks *hooks;          // the root's hooks, NULL elsewhere
     const CheckpointHooks *ckpt;      // every process's, or NULL
     bool mpi;                         // the stop decision must be shared with the other processes
+    const HfTokenizer *tok;           // the run's tokenizer (NULL: bytes), for samples
+    int32_t eos;                      // where a sample stops (-1: never)
 } Loop;
 
 // The same val_batches batches every time (the set's first ones in its seed's order), each
@@ -204,6 +208,75 @@ static int evaluate(const Loop *lp, int32_t *inputs, int32_t *targets, double *l
 
 static bool eval_due(const Loop *lp, const TrainPosition *pos) {
     return lp->val && (pos->step % val_every(lp->rc) == 0 || pos->step == lp->rc->steps);
+}
+
+static bool sample_due(const Loop *lp, const TrainPosition *pos) {
+    const int every = lp->rc->sample_every;
+    return every > 0 && (pos->step % every == 0 || pos->step == lp->rc->steps);
+}
+
+// The prompt as `pptrain sample` encodes it: the tokenizer's ids with its specials (BOS), or
+// BOS and a byte a token; cut to the sequence's length. *n = 0 when there is nothing to say.
+static int32_t *sample_prompt(const Loop *lp, int *n) {
+    const char *text = lp->rc->sample_prompt;
+    const size_t len = strlen(text);
+    int32_t *ids = NULL;
+    if (lp->tok) {
+        HfEncoder *e = hf_encoder_new(lp->tok);
+        HfIds v = {0};
+        Error ignored;
+        const int rc = hf_encode(e, text, len, 1, &v, &ignored);
+        hf_encoder_free(e);
+        ids = v.id;
+        *n = rc ? 0 : (int)v.n;
+    } else {
+        ids = xmalloc(sizeof(int32_t) * (len + 1));
+        ids[0] = TOKEN_BOS;
+        *n = 1 + (int)tokenizer_encode(text, len, ids + 1);
+    }
+    if (*n > lp->rc->seq_len) *n = lp->rc->seq_len;
+    for (int i = 0; i < *n; i++)
+        if (ids[i] >= lp->rc->model.vocab) *n = 0;
+    return ids;
+}
+
+static char *sample_text(const Loop *lp, const int32_t *ids, int n) {
+    if (lp->tok) {
+        char *out = NULL;
+        size_t len = 0;
+        Error ignored;
+        if (hf_decode(lp->tok, ids, (size_t)n, &out, &len, &ignored) == 0) return out;
+        return calloc(1, 1);
+    }
+    char *out = xmalloc((size_t)n + 1);
+    tokenizer_decode(ids, (size_t)n, out, (size_t)n + 1);
+    return out;
+}
+
+// A greedy sample on the training pipeline (every process runs it), timed on its own: the
+// step times never include it. A prompt the model cannot read is skipped (nothing to say).
+static int take_sample(const Loop *lp, int step, RunSummary *sum, Error *err) {
+    const double t0 = clock_now_s();
+    int n_prompt = 0;
+    int32_t *prompt = sample_prompt(lp, &n_prompt);
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)(lp->rc->sample_tokens > 0 ? lp->rc->sample_tokens : 1));
+    const GenerateOptions g = {.prompt = prompt, .n_prompt = n_prompt, .max_new = lp->rc->sample_tokens,
+                               .eos = lp->eos, .sample = {.greedy = true}};
+    GenerateResult res = {0};
+    const int rc = n_prompt > 0 ? generate(lp->p, lp->rc, &g, NULL, NULL, ids, &res, err) : 0;
+    const double seconds = clock_now_s() - t0;
+    if (rc == 0 && n_prompt > 0) {
+        sum->samples++;
+        sum->sample_s += seconds;
+        if (lp->hooks && lp->hooks->on_sample) {
+            char *text = sample_text(lp, ids, res.n);
+            lp->hooks->on_sample(lp->hooks->ctx, step, ids, res.n, text, seconds);
+            free(text);
+        }
+    }
+    free(ids);
+    free(prompt);
+    return rc;
 }
 
 static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error *err) {
@@ -246,6 +319,7 @@ static int run_steps(const Loop *lp, TrainPosition *pos, RunSummary *sum, Error 
             if ((result = evaluate(lp, inputs, targets, &sum->val_loss, err))) break;
             if (hooks && hooks->on_eval) hooks->on_eval(hooks->ctx, pos->step, sum->val_loss);
         }
+        if (sample_due(lp, pos) && (result = take_sample(lp, pos->step, sum, err))) break;
         if (lp->ckpt && lp->ckpt->save && lp->ckpt->every > 0 && pos->step % lp->ckpt->every == 0 &&
             pos->step < rc->steps) {
             if ((result = save_checkpoint(lp->ckpt, lp->p, pos, err))) break;
@@ -323,7 +397,8 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
         result = -1;
     }
     const Loop loop = {.rc = rc, .p = p, .ds = ds, .val = val, .hooks = root_hooks, .ckpt = ckpt,
-                       .mpi = transport_multi_process(po->transport)};
+                       .mpi = transport_multi_process(po->transport), .tok = tok,
+                       .eos = info.tok_eos < rc->model.vocab ? info.tok_eos : -1};
     if (result == 0) result = run_steps(&loop, &pos, &sum, err);
     if (result == 0 && root_hooks && root_hooks->on_end) root_hooks->on_end(hooks->ctx, &sum);
     if (summary) *summary = sum;

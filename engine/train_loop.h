@@ -39,6 +39,8 @@ typedef struct {
     double val_loss;        // the last evaluation's; NaN when none ran
     double median_tokens_per_s, median_gflops, median_step_ms;
     double wall_s;
+    int samples;            // samples generated (RunConfig.sample_every)
+    double sample_s;        // their time: part of wall_s, never of a step's time
 } RunSummary;
 
 typedef struct {
@@ -50,6 +52,9 @@ typedef struct {
     // After an evaluation (RunInfo.val_*): step = optimizer steps done; loss = the mean of the
     // val batches' losses (each a mean over its targets, as a step's loss).
     void (*on_eval)(void *ctx, int step, double val_loss);
+    // After a sample (RunConfig.sample_*): step = optimizer steps done; the new ids (n) and
+    // their text (the run's tokenizer's decoding, raw bytes), and the seconds it took.
+    void (*on_sample)(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds);
     // Asked between steps: true ends the run early (SIGINT, the console's stop key).
     bool (*should_stop)(void *ctx);
     void (*on_end)(void *ctx, const RunSummary *s);

@@ -1,9 +1,9 @@
 // storage/db: opening the run store, its schema and migrations, and everything rank 0 writes.
 //
-// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 4).
+// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 5).
 // Timestamps are ISO-8601 UTC with milliseconds ("2025-03-01T14:02:07.123Z"), so they sort as
 // text. A NaN measurement is stored as NULL. Version 1 is DESIGN.md's minimum schema; versions 2
-// and 3 add the columns marked (v2) and (v3), version 4 the table evals.
+// and 3 add the columns marked (v2) and (v3), version 4 the table evals, version 5 samples.
 //
 // runs: one row per training run.
 //   id            INTEGER PRIMARY KEY
@@ -77,6 +77,12 @@
 //   val_loss      REAL     mean of the held-out batches' losses (each over its non-pad target
 //                          tokens), forward only
 //   batches       INTEGER  held-out batches evaluated
+// samples: (v5) one row per sample of the model (train --sample-every; engine/train_loop.c).
+//   run_id        INTEGER  runs.id          } PRIMARY KEY
+//   step          INTEGER  the optimizer steps done when it was taken
+//   tokens        INTEGER  new tokens, greedy, after --sample-prompt
+//   seconds       REAL     the time it took, outside every step's step_ms
+//   text          BLOB     the tokenizer's decoding, as the model wrote it (not always UTF-8)
 // Indexes: runs(started_at), runs(status) (v2), checkpoints(run_id, step); steps and
 // stage_steps are clustered on their primary keys (WITHOUT ROWID).
 #include "storage/db.h"
@@ -167,6 +173,13 @@ static const char *const MIGRATIONS[DB_SCHEMA_VERSION] = {
     "  val_loss REAL, batches INTEGER,\n"
     "  PRIMARY KEY (run_id, step)\n"
     ") WITHOUT ROWID;\n",
+    // 5: samples of the model as it trains.
+    "CREATE TABLE samples (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  tokens INTEGER, seconds REAL, text BLOB,\n"
+    "  PRIMARY KEY (run_id, step)\n"
+    ") WITHOUT ROWID;\n",
 };
 
 // A buffered step: its run, the step, and its stage rows [stage0, stage0 + n_stages).
@@ -180,6 +193,11 @@ typedef struct {
     int64_t run;
     DbEval eval;
 } DbPendingEval;
+
+typedef struct {
+    int64_t run;
+    DbSample sample;                 // its text a copy, freed once written or discarded
+} DbPendingSample;
 
 struct Db {
     sqlite3 *sql;
@@ -197,6 +215,8 @@ struct Db {
     int n_pending_stages, cap_pending_stages;
     DbPendingEval *pending_evals;    // validation passes not yet committed (with the steps)
     int n_pending_evals, cap_pending_evals;
+    DbPendingSample *pending_samples;  // samples not yet committed (with the steps)
+    int n_pending_samples, cap_pending_samples;
     double last_commit_ms;           // monotonic
     double retry_at_ms;              // after a busy commit: no step commit is tried before this
     double retry_pause_ms;           // the pause after the last busy commit (doubles, up to DB_RETRY_MAX_MS)
@@ -206,6 +226,11 @@ struct Db {
     dev_t dev;                       // deleted or replaced store is noticed at the next commit,
     ino_t ino;                       // and while it is held no new file can take its inode
 };
+
+static void clear_pending_samples(Db *db) {
+    for (int i = 0; i < db->n_pending_samples; i++) free(db->pending_samples[i].sample.text);
+    db->n_pending_samples = 0;
+}
 
 #define xrealloc(p, bytes) check_alloc(realloc((p), (bytes)), (bytes), __FILE__, __LINE__)
 
@@ -557,13 +582,16 @@ fail:
 void db_close(Db *db) {
     if (!db) return;
     Error err;
-    if ((db->n_pending || db->n_pending_evals) && db_flush(db, &err)) fprintf(stderr, "pptrain: %s\n", err.msg);
+    if ((db->n_pending || db->n_pending_evals || db->n_pending_samples) && db_flush(db, &err))
+        fprintf(stderr, "pptrain: %s\n", err.msg);
     for (int i = 0; i < db->n_cached; i++) sqlite3_finalize(db->cache[i].stmt);
     if (db->sql && sqlite3_close(db->sql) != SQLITE_OK)
         fprintf(stderr, "pptrain: %s: closing: %s\n", db->path, sqlite3_errmsg(db->sql));
     if (db->held_fd >= 0) close(db->held_fd);
     free(db->pending);
     free(db->pending_stages);
+    clear_pending_samples(db);
+    free(db->pending_samples);
     free(db->pending_evals);
     free(db->path);
     free(db);
@@ -680,6 +708,21 @@ int db_eval_add(Db *db, int64_t run, const DbEval *eval, Error *err) {
     return db_flush(db, err);
 }
 
+int db_sample_add(Db *db, int64_t run, const DbSample *sample, Error *err) {
+    assert(db->writer);
+    if (db->n_pending_samples == db->cap_pending_samples) {
+        db->cap_pending_samples = db->cap_pending_samples ? 2 * db->cap_pending_samples : 8;
+        db->pending_samples =
+            xrealloc(db->pending_samples, (size_t)db->cap_pending_samples * sizeof *db->pending_samples);
+    }
+    DbPendingSample *p = &db->pending_samples[db->n_pending_samples++];
+    *p = (DbPendingSample){run, *sample};
+    p->sample.text = strcpy(xmalloc(strlen(sample->text) + 1), sample->text);
+    // As rare as a validation pass, and as worth seeing at once: committed now (db_eval_add).
+    if (monotonic_ms() < db->retry_at_ms) return 0;
+    return db_flush(db, err);
+}
+
 bool db_busy(const Db *db) {
     return db->last_failure == SQLITE_BUSY || db->last_failure == SQLITE_LOCKED;
 }
@@ -697,8 +740,9 @@ int db_busy_timeout_ms(const Db *db) {
 }
 
 int db_discard_pending(Db *db) {
-    const int n = db->n_pending + db->n_pending_evals;
+    const int n = db->n_pending + db->n_pending_evals + db->n_pending_samples;
     db->n_pending = db->n_pending_stages = db->n_pending_evals = 0;
+    clear_pending_samples(db);
     return n;
 }
 
@@ -738,6 +782,17 @@ static int db_insert_eval(Db *db, const DbPendingEval *p, Error *err) {
     return db_step_done(db, stmt, b, "recording a validation loss", err);
 }
 
+static int db_insert_sample(Db *db, const DbPendingSample *p, Error *err) {
+    static const char SQL[] = "INSERT INTO samples (run_id, step, tokens, seconds, text) VALUES (?, ?, ?, ?, ?)";
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    const DbSample *s = &p->sample;
+    int b = sqlite3_bind_int64(stmt, 1, p->run) | sqlite3_bind_int(stmt, 2, s->step) |
+            sqlite3_bind_int(stmt, 3, s->tokens) | bind_real(stmt, 4, s->seconds) |
+            sqlite3_bind_blob(stmt, 5, s->text, (int)strlen(s->text), SQLITE_TRANSIENT);
+    return db_step_done(db, stmt, b, "recording a sample", err);
+}
+
 static int db_heartbeat(Db *db, int64_t run, const char *now, Error *err) {
     static const char SQL[] = "UPDATE runs SET heartbeat_at = ? WHERE id = ?";
     sqlite3_stmt *stmt = db_stmt(db, SQL, err);
@@ -759,6 +814,8 @@ static int db_insert_pending(Db *db, Error *err) {
     }
     for (int i = 0; i < db->n_pending_evals; i++)
         if (db_insert_eval(db, &db->pending_evals[i], err)) return -1;
+    for (int i = 0; i < db->n_pending_samples; i++)
+        if (db_insert_sample(db, &db->pending_samples[i], err)) return -1;
     return 0;
 }
 
@@ -792,11 +849,12 @@ static int db_check_still_there(Db *db, Error *err) {
 }
 
 int db_flush(Db *db, Error *err) {
-    if (db->n_pending == 0 && db->n_pending_evals == 0) return 0;
+    if (db->n_pending == 0 && db->n_pending_evals == 0 && db->n_pending_samples == 0) return 0;
     if (db_check_still_there(db, err)) return -1;
     if (db_exec(db, "BEGIN IMMEDIATE", "recording steps", err)) return db_flush_failed(db);
     if (db_insert_pending(db, err) || db_exec(db, "COMMIT", "committing steps", err)) return db_flush_failed(db);
     db->n_pending = db->n_pending_stages = db->n_pending_evals = 0;
+    clear_pending_samples(db);
     db->last_commit_ms = monotonic_ms();
     db->retry_at_ms = db->retry_pause_ms = 0;
     return 0;

@@ -14,7 +14,7 @@
 #include "engine/error.h"
 
 #define DB_DEFAULT_PATH "pptrain.db"
-#define DB_SCHEMA_VERSION 4          // PRAGMA user_version this build writes and reads
+#define DB_SCHEMA_VERSION 5          // PRAGMA user_version this build writes and reads
 #define DB_APPLICATION_ID 0x70707472 // PRAGMA application_id: "pptr"
 #define DB_FLUSH_STEPS 50            // db_step_add commits after this many buffered steps...
 #define DB_FLUSH_MS 1000             // ...or when this long has passed since the last commit
@@ -74,6 +74,13 @@ typedef struct {
     int batches;                // held-out batches evaluated
 } DbEval;
 
+typedef struct {
+    int step;                   // optimizer steps done when the sample was taken
+    int tokens;                 // new tokens
+    double seconds;             // the time it took (never part of a step's time)
+    char *text;                 // (malloc'd, NUL-terminated) the decoded bytes, as the model wrote them
+} DbSample;
+
 // Inserts a run with status 'running', this host and process id. Returns its id, or -1.
 int64_t db_run_begin(Db *db, const DbRun *run, Error *err);
 // Buffers one step and its n_stages stage rows (copied); commits the buffer in one transaction
@@ -84,6 +91,8 @@ int db_step_add(Db *db, int64_t run, const DbStep *step, const DbStageStep *stag
 // Buffers one validation pass and commits it with the buffered steps right away (unless a
 // locked store set a pause: then with the next commit).
 int db_eval_add(Db *db, int64_t run, const DbEval *eval, Error *err);
+// The same for a sample of the model (train --sample-every); its text is copied.
+int db_sample_add(Db *db, int64_t run, const DbSample *sample, Error *err);
 int db_flush(Db *db, Error *err);
 // After a failed write: true when it failed only because another connection held the write
 // lock past the busy wait (SQLITE_BUSY), so the same write may succeed later; false for a
@@ -193,6 +202,9 @@ int64_t db_run_latest(Db *db, Error *err);
 int db_steps_read(Db *db, int64_t run, int last_n, DbStep **out, int *n, Error *err);
 // The run's validation passes in step order. free() *out.
 int db_evals_read(Db *db, int64_t run, DbEval **out, int *n, Error *err);
+// A run's samples in step order (*out malloc'd, each text too: db_samples_free).
+int db_samples_read(Db *db, int64_t run, DbSample **out, int *n, Error *err);
+void db_samples_free(DbSample *s, int n);
 // One row per stage, in stage order. free() *out.
 int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *err);
 // In step order; free with db_checkpoints_free.

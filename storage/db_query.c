@@ -307,6 +307,37 @@ int db_evals_read(Db *db, int64_t run, DbEval **out, int *n, Error *err) {
     return -1;
 }
 
+void db_samples_free(DbSample *s, int n) {
+    for (int i = 0; s && i < n; i++) free(s[i].text);
+    free(s);
+}
+
+int db_samples_read(Db *db, int64_t run, DbSample **out, int *n, Error *err) {
+    static const char SQL[] = "SELECT step, tokens, seconds, text FROM samples WHERE run_id = ? ORDER BY step";
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *stmt = db_stmt(db, SQL, err);
+    if (!stmt) return -1;
+    int bound = sqlite3_bind_int64(stmt, 1, run);
+    int rc, cap = 0;
+    while ((rc = step_if(stmt, bound)) == SQLITE_ROW) {
+        *out = grow(*out, *n, &cap, sizeof **out);
+        const int len = sqlite3_column_bytes(stmt, 3);
+        char *text = xmalloc((size_t)len + 1);
+        if (len) memcpy(text, sqlite3_column_blob(stmt, 3), (size_t)len);
+        text[len] = '\0';
+        (*out)[(*n)++] = (DbSample){.step = sqlite3_column_int(stmt, 0), .tokens = sqlite3_column_int(stmt, 1),
+                                    .seconds = col_real(stmt, 2), .text = text};
+    }
+    if (rc != SQLITE_DONE) db_fail(db, err, "reading samples");
+    sqlite3_reset(stmt);
+    if (rc == SQLITE_DONE) return 0;
+    db_samples_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}
+
 int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *err) {
     static const char SQL[] =
         "SELECT stage, count(DISTINCT rank), count(DISTINCT step), avg(busy_ms), avg(idle_ms), avg(comm_ms), "

@@ -413,6 +413,23 @@ static void show_validation(const DbEval *ev, int n) {
     printf("\n");
 }
 
+// The samples of the model (train --sample-every), the last 12, each one line with control
+// bytes, quotes and backslashes escaped (as train prints them).
+static void show_samples(const DbSample *sm, int n) {
+    if (n == 0) return;
+    printf("\nsamples (greedy, %d in the run%s)\n", n, n > 12 ? "; the last 12" : "");
+    for (int i = n > 12 ? n - 12 : 0; i < n; i++) {
+        printf("  step %d (%.2f s, %d tokens): \"", sm[i].step, sm[i].seconds, sm[i].tokens);
+        for (const unsigned char *c = (const unsigned char *)sm[i].text; *c; c++) {
+            if (*c == '\n') printf("\\n");
+            else if (*c == '"' || *c == '\\') printf("\\%c", *c);
+            else if (*c < 0x20 || *c == 0x7f) printf("\\x%02x", *c);
+            else putchar(*c);
+        }
+        printf("\"\n");
+    }
+}
+
 // The mean measured bubble and its parts, in points (docs/console.md, "The bubble").
 static void show_bubble(const DbRunInfo *r) {
     printf("\nbubble (means over the steps; points of ranks x step time)\n");
@@ -513,11 +530,13 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
     DbRunInfo r;
     DbStep *steps = NULL;
     DbEval *ev = NULL;
+    DbSample *sm = NULL;
     DbStageSummary *st = NULL;
     DbCheckpointInfo *ck = NULL;
-    int n_steps = 0, n_ev = 0, n_st = 0, n_ck = 0, rc = -1;
+    int n_steps = 0, n_ev = 0, n_sm = 0, n_st = 0, n_ck = 0, rc = -1;
     if (run_ref_load(db, o->runs[0], &r, err)) return -1;
     if (db_steps_read(db, r.id, 0, &steps, &n_steps, err) || db_evals_read(db, r.id, &ev, &n_ev, err) ||
+        db_samples_read(db, r.id, &sm, &n_sm, err) ||
         db_stage_summary(db, r.id, &st, &n_st, err) || db_checkpoints_read(db, r.id, &ck, &n_ck, err))
         goto done;
     if (o->json) {
@@ -527,6 +546,7 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
         show_config(&r);
         show_loss(&r, steps, n_steps, o->ascii || !history_locale_utf8());
         show_validation(ev, n_ev);
+        show_samples(sm, n_sm);
         show_bubble(&r);
         show_stages(st, n_st);
         show_checkpoints(ck, n_ck);
@@ -535,6 +555,7 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
 done:
     free(steps);
     free(ev);
+    db_samples_free(sm, n_sm);
     free(st);
     db_checkpoints_free(ck, n_ck);
     db_run_info_clear(&r);

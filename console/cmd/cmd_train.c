@@ -162,6 +162,23 @@ static void print_eval(void *ctx, int step, double val_loss) {
     fflush(stdout);
 }
 
+// One line: the step, the time the sample took, and its text with control bytes, quotes and
+// backslashes escaped (\n, \xNN), so a sample is one line of the run's output whatever the
+// model writes. Bytes >= 0x80 pass: a terminal shows UTF-8, and a model's broken UTF-8 at worst
+// shows as replacement characters.
+static void print_sample(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds) {
+    (void)ctx, (void)ids;
+    printf("sample %4d | %.2f s | %d tokens | \"", step, seconds, n);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '\n') printf("\\n");
+        else if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20 || *c == 0x7f) printf("\\x%02x", *c);
+        else putchar(*c);
+    }
+    printf("\"\n");
+    fflush(stdout);
+}
+
 static void print_end(void *ctx, const RunSummary *s) {
     TrainPrinter *tp = ctx;
     if (s->stopped) printf("stopped by signal after %d steps\n", s->steps);
@@ -169,6 +186,9 @@ static void print_end(void *ctx, const RunSummary *s) {
            s->steps, s->wall_s, s->first_loss, s->last_loss, s->median_tokens_per_s, s->median_gflops,
            s->median_step_ms);
     if (!isnan(s->val_loss)) printf("  validation loss %.4f\n", s->val_loss);
+    if (s->samples)
+        printf("  samples: %d in %.2f s, %.1f%% of the run's time (outside every step's time)\n", s->samples,
+               s->sample_s, 100.0 * s->sample_s / (s->wall_s > 0 ? s->wall_s : 1));
     printf("  peak stashed activations (microbatches) per stage:");
     for (int k = 0; k < tp->n_stages && k < 256; k++) printf(" %d", tp->peak_slots[k]);
     printf("\n  mean busy ms per rank and step:");
@@ -215,7 +235,7 @@ int cmd_train(int argc, char **argv) {
     printer.trace_path = ro.trace_path;
     session.ro = ro;
     session.view = (TrainHooks){.ctx = &printer, .on_start = print_start, .on_step = print_step,
-                                .on_eval = print_eval, .should_stop = stop_asked, .on_end = print_end};
+                                .on_eval = print_eval, .on_sample = print_sample, .should_stop = stop_asked, .on_end = print_end};
     session.on_checkpoint = print_checkpoint;
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGINT, &sa, NULL);

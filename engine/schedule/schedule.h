@@ -125,6 +125,8 @@ Schedule *schedule_copy(const Schedule *s);
 // (engine/schedule/schedule_forward.c): F only, so the validator's completeness rules
 // (every F has its backward) do not apply to it.
 Schedule *schedule_forward_only(const Schedule *train);
+// The same on M microbatches instead of train's (generation: one, engine/pipeline.h).
+Schedule *schedule_forward_only_m(const Schedule *train, int M);
 void schedule_free(Schedule *s);
 bool schedule_equal(const Schedule *a, const Schedule *b);  // same shape, map and lists
 

@@ -9,8 +9,10 @@
 
 #include "engine/schedule/schedule.h"
 
-Schedule *schedule_forward_only(const Schedule *train) {
-    const int S = train->n_stages, M = train->n_microbatches;
+Schedule *schedule_forward_only(const Schedule *train) { return schedule_forward_only_m(train, train->n_microbatches); }
+
+Schedule *schedule_forward_only_m(const Schedule *train, int M) {
+    const int S = train->n_stages;
     // The stage map only seeds stage_rank, which the training schedule's placement then
     // overwrites; PLAIN requires one stage per rank, so a multi-stage rank (looped, V) seeds LOOP.
     const StageMap seed = S == train->n_ranks ? STAGE_MAP_PLAIN : STAGE_MAP_LOOP;

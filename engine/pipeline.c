@@ -453,11 +453,14 @@ static int rank_reduce_totals(PipelineRank *pr) {
     const int W = p->W;
     const size_t n = n_slots(p);
     memset(pr->slots, 0, sizeof(double) * n);
+    fill_norm_slots(pr, pr->slots + SLOT_NORM * W);
+    // The norm's wait has the device past the step's actions: a GPU stage's busy time is
+    // device time from here (runtime_device_times).
+    pr->busy_s = runtime_device_times(pr->rt);
     pr->slots[SLOT_LOSS * W + pr->world] = pr->loss;
     pr->slots[SLOT_BUSY * W + pr->world] = pr->busy_s;
     pr->slots[SLOT_CPU * W + pr->world] = rank_usage_cpu_delta(&pr->usage);
     pr->slots[SLOT_RSS * W + pr->world] = rank_usage_rss_bytes();
-    fill_norm_slots(pr, pr->slots + SLOT_NORM * W);
     transport_mark(pr->view, pr->pipe, PROGRESS_NORM);
     Error why;
     TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, n, &why);

@@ -48,6 +48,8 @@ struct Runtime {
     double *mb_loss;           // (M) last stage: each microbatch's loss contribution
     ActionEvent *events;       // (n actions) the last step's, in execution order
     int n_events;
+    bool *device_timed;        // (n_local) the stage queues its work: its compute actions are marked
+    bool *device_settled;      // (n_local) its events of the last step are device time already
 };
 
 typedef struct {
@@ -199,6 +201,13 @@ Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const 
     }
     free(peak);
     free(peak_ws);
+    // Marks 2i and 2i + 1 bracket action i on its stage's stream (runtime_device_times).
+    rt->device_timed = xcalloc((size_t)(rt->n_local ? rt->n_local : 1), sizeof(bool));
+    rt->device_settled = xcalloc((size_t)(rt->n_local ? rt->n_local : 1), sizeof(bool));
+    for (int l = 0; l < rt->n_local; l++) {
+        rt->device_timed[l] = stage_device_timed(rt->pool[l].model);
+        if (rt->device_timed[l]) stage_time_reserve(rt->pool[l].model, 2 * n);
+    }
     return rt;
 }
 
@@ -213,6 +222,8 @@ void runtime_free(Runtime *rt) {
     free(rt->ws_of);
     free(rt->mb_loss);
     free(rt->events);
+    free(rt->device_timed);
+    free(rt->device_settled);
     free(rt);
 }
 
@@ -356,13 +367,22 @@ static void run_compute(Runtime *rt, Action a, const StepData *d) {
     else if (a.type == ACT_W) stage_backward_weight(m, acts_of(rt, a.stage, a.mb));
 }
 
-// Runs one action and records its event; its duration goes to busy_s or comm_s.
+// Runs one action and records its event; its duration goes to busy_s or comm_s. A compute
+// action of a stage that queues its work is bracketed by marks 2i, 2i + 1 on its stream.
 static TransportStatus run_action(Runtime *rt, Action a, const StepData *d, RuntimeStats *stats, Error *err) {
-    ActionEvent *ev = &rt->events[rt->n_events++];
+    const int i = rt->n_events++;
+    ActionEvent *ev = &rt->events[i];
     *ev = (ActionEvent){.start = clock_now_s(), .mb = a.mb, .stage = (int16_t)a.stage, .type = (uint8_t)a.type};
     TransportStatus st = TRANSPORT_OK;
-    if (schedule_is_comm(a.type)) st = run_comm(rt, a, err);
-    else run_compute(rt, a, d);
+    if (schedule_is_comm(a.type)) {
+        st = run_comm(rt, a, err);
+    } else {
+        StageModel *m = pool_of(rt, a.stage)->model;
+        const bool marked = rt->device_timed[rt->local[a.stage]];
+        if (marked) stage_time_mark(m, 2 * i);
+        run_compute(rt, a, d);
+        if (marked) stage_time_mark(m, 2 * i + 1);
+    }
     ev->end = clock_now_s();
     if (schedule_is_comm(a.type)) stats->comm_s += ev->end - ev->start;
     else stats->busy_s += ev->end - ev->start;
@@ -377,11 +397,45 @@ static void release_all(Runtime *rt) {
     }
 }
 
+// Local stage l's compute events of the last step as device time, if the device has run them
+// all (else false, nothing changed). Device times are relative to the stage's first mark;
+// offset is the least shift that starts no action before the host queued it.
+static bool settle_stage(Runtime *rt, int l) {
+    const StageModel *m = rt->pool[l].model;
+    int base = -1;
+    double offset = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < rt->n_events; i++) {
+            ActionEvent *ev = &rt->events[i];
+            if (schedule_is_comm(ev->type) || rt->local[ev->stage] != l) continue;
+            if (base < 0) base = 2 * i;
+            double t0, t1;
+            if (!stage_time_since(m, base, 2 * i, &t0) || !stage_time_since(m, base, 2 * i + 1, &t1)) return false;
+            if (pass == 0 && (i == base / 2 || ev->start - t0 > offset)) offset = ev->start - t0;
+            if (pass == 1) {
+                ev->start = offset + t0;
+                ev->end = offset + t1;
+            }
+        }
+    }
+    return true;
+}
+
+double runtime_device_times(Runtime *rt) {
+    for (int l = 0; l < rt->n_local; l++)
+        if (rt->device_timed[l] && !rt->device_settled[l]) rt->device_settled[l] = settle_stage(rt, l);
+    double busy = 0.0;
+    for (int i = 0; i < rt->n_events; i++)
+        if (!schedule_is_comm(rt->events[i].type)) busy += rt->events[i].end - rt->events[i].start;
+    return busy;
+}
+
 RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *targets, float loss_scale,
                            RuntimeStats *stats, Error *err) {
     const StepData d = {inputs, targets, loss_scale};
     *stats = (RuntimeStats){0};
     rt->n_events = 0;
+    for (int l = 0; l < rt->n_local; l++) rt->device_settled[l] = false;
     memset(rt->mb_loss, 0, sizeof(double) * (size_t)rt->M);
     for (int i = 0; i < rt->list->n; i++) {
         const Action a = rt->list->actions[i];
@@ -402,5 +456,6 @@ RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *ta
     // Microbatch order, as the single-device trainer sums them; then what a device kept.
     for (int mb = 0; mb < rt->M; mb++) stats->loss += rt->mb_loss[mb];
     if (rt->local[rt->S - 1] >= 0) stats->loss += stage_step_loss(pool_of(rt, rt->S - 1)->model);
+    stats->busy_s = runtime_device_times(rt);   // the stages that wait above: device time
     return RUNTIME_OK;
 }

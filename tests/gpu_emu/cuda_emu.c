@@ -28,6 +28,7 @@
 // PPTRAIN_EMU_GPUS=N sets how many devices it pretends to have (default 1).
 // Timing events carry the host clock of the moment their stream ran to them
 // (cudaEventElapsedTime); PPTRAIN_EMU_KERNEL_US=N makes every kernel take N microseconds more.
+// PPTRAIN_EMU_FAIL_CALL=N [PPTRAIN_EMU_FAIL_RANK=R] makes a CUDA call fail (injected_failure).
 // PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, one line on stderr
 //   pptrain (GPU emulation): N host syncs            (" (rank R)" added under mpirun)
 // counting every call that made the host wait for device work not yet done (a stream or event
@@ -40,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cuda/cuda_check.h"
 #include "tests/gpu_emu/emu.h"
 
 void emu_breach(const char *call, const char *what) {
@@ -111,6 +113,21 @@ int emu_current_device(void) { return current_device; }
 static cudaError_t fail(cudaError_t e) {
     last_error = e;
     return e;
+}
+
+// PPTRAIN_EMU_FAIL_CALL=N (with PPTRAIN_EMU_FAIL_RANK=R: only on MPI rank R): the Nth call of
+// cudaMemcpyAsync or cudaEventRecord in this process fails with cudaErrorLaunchFailure, as a
+// GPU reports a kernel's fault at the next call, and so does every later one (the error is
+// sticky on a GPU). For the tests of what a failing CUDA call does to the other ranks.
+static bool injected_failure(void) {
+    static long at = -1;
+    static _Atomic long calls;
+    if (at < 0) {
+        const char *n = getenv("PPTRAIN_EMU_FAIL_CALL"), *r = getenv("PPTRAIN_EMU_FAIL_RANK");
+        const char *mine = getenv("OMPI_COMM_WORLD_RANK");
+        at = n && atol(n) > 0 && (!r || (mine && atoi(mine) == atoi(r))) ? atol(n) : 0;
+    }
+    return at > 0 && ++calls >= at;
 }
 
 // The block holding [p, p + bytes) (lock held), or NULL.
@@ -507,6 +524,7 @@ static void run_stamp(void *p) {
 // device's), as on a machine with several GPUs. A timing event queues a stamp: the host clock
 // when the stream gets there is its time (cudaEventElapsedTime).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (injected_failure()) return fail(cudaErrorLaunchFailure);
     pthread_mutex_lock(&gpu_lock);
     const int on = stream == cudaStreamPerThread ? current_device : resolve(stream)->device;
     if (stream != NULL && stream != cudaStreamLegacy && on != event->device)
@@ -605,6 +623,7 @@ static void run_copy(void *p) {
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    if (injected_failure()) return fail(cudaErrorLaunchFailure);
     if (!bytes) return cudaSuccess;
     pthread_mutex_lock(&gpu_lock);
     const bool dst_dev = is_device(dst, bytes), src_dev = is_device(src, bytes);
@@ -694,6 +713,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
     default: return "emulated CUDA error";
     }
 }
@@ -704,13 +724,27 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     default: return "cudaErrorEmulated";
     }
 }
 
+static CudaLastWords last_words;
+static void *last_words_arg;
+
+void cuda_check_on_fail(CudaLastWords fn, void *arg) {
+    last_words = fn;
+    last_words_arg = arg;
+}
+
+// As kernels/cuda/context.cu's: the line, the last words once, the exit.
 void cuda_check_fail(const char *library, const char *message, const char *name, const char *call, const char *file,
                      int line) {
     fprintf(stderr, "pptrain: %s error: %s [%s] in %s at %s:%d\n", library, message, name, call, file, line);
+    fflush(stderr);
+    const CudaLastWords fn = last_words;
+    last_words = NULL;
+    if (fn) fn(last_words_arg);
     exit(1);
 }
 

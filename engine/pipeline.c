@@ -342,7 +342,7 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
     *p = (Pipeline){.rc = *rc, .P = P, .D = D, .W = P * D, .S = sched->n_stages, .M = sched->n_microbatches,
                     .rows = rc->batch / (D * rc->microbatches), .T = rc->seq_len, .kind = o->transport,
                     .multiprocess = multiprocess, .dev = dev, .n_copies = multiprocess ? 1 : D, .sched = sched,
-                    .rt_opts = {.recompute = o->recompute}};
+                    .rt_opts = {.recompute = o->recompute, .post_one_ahead = transport_post_one_ahead(o->transport)}};
     if (p->multiprocess) node_threads_describe(&threads, p->notice, sizeof p->notice);
     else describe_local_threads(p);
     // mpirun binds each rank to its own cores: the node's are the union (node_threads), not this
@@ -379,6 +379,7 @@ static void rank_failed(PipelineRank *pr, TransportStatus st, const Error *why, 
 // Announces the step's receives, so MPI receives into its buffers as soon as data arrives.
 static int rank_post_receives(PipelineRank *pr) {
     const Pipeline *p = pr->p;
+    if (p->rt_opts.post_one_ahead) return 0;   // the runtime posts them, one at a time
     const ScheduleList *l = &p->sched->ranks[pr->pipe];
     const size_t bytes = p->msg_bytes;   // what the sender sends: NCCL needs the two sizes equal
     for (int i = 0; i < l->n; i++) {

@@ -35,6 +35,8 @@ struct Runtime {
     const ScheduleList *list;  // this rank's actions
     int rank, S, M, rows, T;
     bool recompute;
+    bool post_one_ahead;       // RuntimeOptions.post_one_ahead
+    int next_post;             // post_one_ahead: the next RECV action whose receive is not posted, or n
     size_t msg_bytes;          // one activation or gradient message (stage_msg_bytes)
     Transport *tp;
     int *local;                // (S) index among this rank's stages, -1 for another rank's
@@ -177,7 +179,7 @@ Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const 
     Runtime *rt = xcalloc(1, sizeof *rt);
     *rt = (Runtime){.sched = sched, .list = &sched->ranks[rank], .rank = rank, .S = sched->n_stages,
                     .M = sched->n_microbatches, .rows = rows, .T = T, .tp = tp,
-                    .recompute = opts && opts->recompute};
+                    .recompute = opts && opts->recompute, .post_one_ahead = opts && opts->post_one_ahead};
     rt->local = xmalloc(sizeof(int) * (size_t)rt->S);
     for (int s = 0; s < rt->S; s++) rt->local[s] = sched->stage_rank[s] == rank ? rt->n_local++ : -1;
     const int n = rt->list->n, n_keys = rt->n_local * rt->M;
@@ -338,6 +340,25 @@ static TransportStatus run_comm(Runtime *rt, Action a, Error *err) {
     }
 }
 
+// The first RECV action at or after i, or the list's length.
+static int recv_from(const Runtime *rt, int i) {
+    while (i < rt->list->n && rt->list->actions[i].type != ACT_RECV_F && rt->list->actions[i].type != ACT_RECV_B) i++;
+    return i;
+}
+
+// post_one_ahead, before action i: the next receive is posted as soon as every receive before
+// it has completed (at most one posted and not yet taken), so it lands while action i and
+// those up to it run. A RECV whose receive is not posted yet posts it itself (transport_recv).
+static TransportStatus post_next(Runtime *rt, int i, Error *err) {
+    if (rt->next_post >= rt->list->n || recv_from(rt, i) != rt->next_post) return TRANSPORT_OK;
+    const Action a = rt->list->actions[rt->next_post];
+    rt->next_post = recv_from(rt, rt->next_post + 1);
+    const int *owner = rt->sched->stage_rank;
+    const int from_stage = a.type == ACT_RECV_F ? a.stage - 1 : a.stage + 1;
+    const int tag = transport_tag(a.type == ACT_RECV_F ? MSG_ACT : MSG_GRAD, from_stage, a.mb, rt->S);
+    return transport_post(rt->tp, rt->rank, owner[from_stage], tag, rt->msg_bytes, err);
+}
+
 // Recompute: B and I first run the forward again in a workspace from the light slot; B gives
 // the workspace back at once, I keeps it for the W of the same microbatch.
 static void run_backward_recompute(Runtime *rt, Action a) {
@@ -436,13 +457,15 @@ RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *ta
     *stats = (RuntimeStats){0};
     rt->n_events = 0;
     for (int l = 0; l < rt->n_local; l++) rt->device_settled[l] = false;
+    rt->next_post = rt->post_one_ahead ? recv_from(rt, 0) : rt->list->n;
     memset(rt->mb_loss, 0, sizeof(double) * (size_t)rt->M);
     for (int i = 0; i < rt->list->n; i++) {
         const Action a = rt->list->actions[i];
         transport_mark(rt->tp, rt->rank, i);  // where the others see this rank (progress.h)
         if (rt->acquire[i] >= 0) slot_take(rt, rt->acquire[i]);
         Error why;
-        TransportStatus st = run_action(rt, a, &d, stats, &why);
+        TransportStatus st = post_next(rt, i, &why);
+        if (st == TRANSPORT_OK) st = run_action(rt, a, &d, stats, &why);
         if (st != TRANSPORT_OK) {
             error_set(err, "rank %d (stage %d): %s at action %d (%s %d,mb %d)", rt->rank, a.stage, why.msg, i,
                       schedule_type_name(a.type), a.stage, a.mb);

@@ -47,6 +47,10 @@ typedef struct {
 
 typedef struct {
     bool recompute;   // re-materialize activations in the backward (light slots + workspaces)
+    // Post each receive itself (transport_post), one at a time: the next RECV's once the one
+    // before it has completed, instead of the caller posting a step's receives at its start
+    // (transport_post_one_ahead: NCCL).
+    bool post_one_ahead;
 } RuntimeOptions;
 
 // sched: validated and lowered, borrowed for the runtime's life. stages: (S) the models of

@@ -377,6 +377,7 @@ static void rank_failed(PipelineRank *pr, TransportStatus st, const Error *why, 
 }
 
 // Announces the step's receives, so MPI receives into its buffers as soon as data arrives.
+// Not over nccl, where the runtime posts them one at a time (RuntimeOptions.post_one_ahead).
 static int rank_post_receives(PipelineRank *pr) {
     const Pipeline *p = pr->p;
     if (p->rt_opts.post_one_ahead) return 0;   // the runtime posts them, one at a time

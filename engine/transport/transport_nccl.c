@@ -22,7 +22,8 @@
 // Sends copy the caller's device buffer into a preallocated device buffer (copy stream), and
 // ncclSend from it on the pair's stream once an event says the copy is done: the sender never
 // waits for the receiver unless every send buffer is still in flight. Receives are posted
-// ahead (post: ncclRecv into a preallocated device buffer, event recorded) and completed by
+// ahead, one at a time by the runtime (RuntimeOptions.post_one_ahead: a posted receive spins
+// on the GPU) (post: ncclRecv into a preallocated device buffer, event recorded) and completed by
 // recv, which waits for the event and queues the copy out. The caller's buffers (messages, a
 // stage's gradients) pass between its stage's stream and this transport's streams by events
 // (engine/model/cuda_handoff.h): no host sync in a step. Every wait polls its event, the communicator's async

@@ -114,6 +114,11 @@ int main(int argc, char **argv) {
     // user's environment says otherwise (before any CUDA call: --device is parsed later).
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    // A GPU runs each stream's work in one of CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8
+    // by default); more streams than queues share them, and work of one waits behind another's:
+    // an NCCL send behind a receive spinning on its peer. A zb-v middle rank at P=4 has about 8
+    // link streams besides its compute and copy streams, so the most the driver allows (32).
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
         if (argc > 2) {
             fprintf(stderr, "pptrain: %s takes nothing after it ('%s')\n", argv[1], argv[2]);

@@ -350,7 +350,7 @@ Pipeline *pipeline_create(const RunConfig *rc, const PipelineOptions *o, Error *
     *p = (Pipeline){.rc = *rc, .P = P, .D = D, .W = P * D, .S = sched->n_stages, .M = sched->n_microbatches,
                     .rows = rc->batch / (D * rc->microbatches), .T = rc->seq_len, .kind = o->transport,
                     .multiprocess = multiprocess, .dev = dev, .n_copies = multiprocess ? 1 : D, .sched = sched,
-                    .rt_opts = {.recompute = o->recompute}};
+                    .rt_opts = {.recompute = o->recompute, .post_one_ahead = transport_post_one_ahead(o->transport)}};
     if (p->multiprocess) node_threads_describe(&threads, p->notice, sizeof p->notice);
     else describe_local_threads(p);
     // mpirun binds each rank to its own cores: the node's are the union (node_threads), not this
@@ -385,8 +385,10 @@ static void rank_failed(PipelineRank *pr, TransportStatus st, const Error *why, 
 }
 
 // Announces the step's receives, so MPI receives into its buffers as soon as data arrives.
+// Not over nccl, where the runtime posts them one at a time (RuntimeOptions.post_one_ahead).
 static int rank_post_receives(PipelineRank *pr) {
     const Pipeline *p = pr->p;
+    if (p->rt_opts.post_one_ahead) return 0;   // the runtime posts them, one at a time
     const ScheduleList *l = &p->sched->ranks[pr->pipe];
     const size_t bytes = p->msg_bytes;   // what the sender sends: NCCL needs the two sizes equal
     for (int i = 0; i < l->n; i++) {
@@ -461,11 +463,14 @@ static int rank_reduce_totals(PipelineRank *pr) {
     const int W = p->W;
     const size_t n = n_slots(p);
     memset(pr->slots, 0, sizeof(double) * n);
+    fill_norm_slots(pr, pr->slots + SLOT_NORM * W);
+    // The norm's wait has the device past the step's actions: a GPU stage's busy time is
+    // device time from here (runtime_device_times).
+    pr->busy_s = runtime_device_times(pr->rt);
     pr->slots[SLOT_LOSS * W + pr->world] = pr->loss;
     pr->slots[SLOT_BUSY * W + pr->world] = pr->busy_s;
     pr->slots[SLOT_CPU * W + pr->world] = rank_usage_cpu_delta(&pr->usage);
     pr->slots[SLOT_RSS * W + pr->world] = rank_usage_rss_bytes();
-    fill_norm_slots(pr, pr->slots + SLOT_NORM * W);
     transport_mark(pr->view, pr->pipe, PROGRESS_NORM);
     Error why;
     TransportStatus st = transport_allreduce_f64(pr->view, pr->pipe, GROUP_WORLD, pr->slots, n, &why);

@@ -35,6 +35,8 @@ struct Runtime {
     const ScheduleList *list;  // this rank's actions
     int rank, S, M, rows, T;
     bool recompute;
+    bool post_one_ahead;       // RuntimeOptions.post_one_ahead
+    int next_post;             // post_one_ahead: the next RECV action whose receive is not posted, or n
     size_t msg_bytes;          // one activation or gradient message (stage_msg_bytes)
     Transport *tp;
     int *local;                // (S) index among this rank's stages, -1 for another rank's
@@ -50,6 +52,8 @@ struct Runtime {
     float *tap_out;            // (M * rows, V) where they go; NULL: no tap (runtime_tap_logits)
     ActionEvent *events;       // (n actions) the last step's, in execution order
     int n_events;
+    bool *device_timed;        // (n_local) the stage queues its work: its compute actions are marked
+    bool *device_settled;      // (n_local) its events of the last step are device time already
 };
 
 typedef struct {
@@ -177,7 +181,7 @@ Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const 
     Runtime *rt = xcalloc(1, sizeof *rt);
     *rt = (Runtime){.sched = sched, .list = &sched->ranks[rank], .rank = rank, .S = sched->n_stages,
                     .M = sched->n_microbatches, .rows = rows, .T = T, .tp = tp,
-                    .recompute = opts && opts->recompute};
+                    .recompute = opts && opts->recompute, .post_one_ahead = opts && opts->post_one_ahead};
     rt->local = xmalloc(sizeof(int) * (size_t)rt->S);
     for (int s = 0; s < rt->S; s++) rt->local[s] = sched->stage_rank[s] == rank ? rt->n_local++ : -1;
     const int n = rt->list->n, n_keys = rt->n_local * rt->M;
@@ -201,6 +205,13 @@ Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const 
     }
     free(peak);
     free(peak_ws);
+    // Marks 2i and 2i + 1 bracket action i on its stage's stream (runtime_device_times).
+    rt->device_timed = xcalloc((size_t)(rt->n_local ? rt->n_local : 1), sizeof(bool));
+    rt->device_settled = xcalloc((size_t)(rt->n_local ? rt->n_local : 1), sizeof(bool));
+    for (int l = 0; l < rt->n_local; l++) {
+        rt->device_timed[l] = stage_device_timed(rt->pool[l].model);
+        if (rt->device_timed[l]) stage_time_reserve(rt->pool[l].model, 2 * n);
+    }
     return rt;
 }
 
@@ -215,6 +226,8 @@ void runtime_free(Runtime *rt) {
     free(rt->ws_of);
     free(rt->mb_loss);
     free(rt->events);
+    free(rt->device_timed);
+    free(rt->device_settled);
     free(rt);
 }
 
@@ -349,6 +362,25 @@ static TransportStatus run_comm(Runtime *rt, Action a, Error *err) {
     }
 }
 
+// The first RECV action at or after i, or the list's length.
+static int recv_from(const Runtime *rt, int i) {
+    while (i < rt->list->n && rt->list->actions[i].type != ACT_RECV_F && rt->list->actions[i].type != ACT_RECV_B) i++;
+    return i;
+}
+
+// post_one_ahead, before action i: the next receive is posted as soon as every receive before
+// it has completed (at most one posted and not yet taken), so it lands while action i and
+// those up to it run. A RECV whose receive is not posted yet posts it itself (transport_recv).
+static TransportStatus post_next(Runtime *rt, int i, Error *err) {
+    if (rt->next_post >= rt->list->n || recv_from(rt, i) != rt->next_post) return TRANSPORT_OK;
+    const Action a = rt->list->actions[rt->next_post];
+    rt->next_post = recv_from(rt, rt->next_post + 1);
+    const int *owner = rt->sched->stage_rank;
+    const int from_stage = a.type == ACT_RECV_F ? a.stage - 1 : a.stage + 1;
+    const int tag = transport_tag(a.type == ACT_RECV_F ? MSG_ACT : MSG_GRAD, from_stage, a.mb, rt->S);
+    return transport_post(rt->tp, rt->rank, owner[from_stage], tag, rt->msg_bytes, err);
+}
+
 // Recompute: B and I first run the forward again in a workspace from the light slot; B gives
 // the workspace back at once, I keeps it for the W of the same microbatch.
 static void run_backward_recompute(Runtime *rt, Action a) {
@@ -378,13 +410,22 @@ static void run_compute(Runtime *rt, Action a, const StepData *d) {
     else if (a.type == ACT_W) stage_backward_weight(m, acts_of(rt, a.stage, a.mb));
 }
 
-// Runs one action and records its event; its duration goes to busy_s or comm_s.
+// Runs one action and records its event; its duration goes to busy_s or comm_s. A compute
+// action of a stage that queues its work is bracketed by marks 2i, 2i + 1 on its stream.
 static TransportStatus run_action(Runtime *rt, Action a, const StepData *d, RuntimeStats *stats, Error *err) {
-    ActionEvent *ev = &rt->events[rt->n_events++];
+    const int i = rt->n_events++;
+    ActionEvent *ev = &rt->events[i];
     *ev = (ActionEvent){.start = clock_now_s(), .mb = a.mb, .stage = (int16_t)a.stage, .type = (uint8_t)a.type};
     TransportStatus st = TRANSPORT_OK;
-    if (schedule_is_comm(a.type)) st = run_comm(rt, a, err);
-    else run_compute(rt, a, d);
+    if (schedule_is_comm(a.type)) {
+        st = run_comm(rt, a, err);
+    } else {
+        StageModel *m = pool_of(rt, a.stage)->model;
+        const bool marked = rt->device_timed[rt->local[a.stage]];
+        if (marked) stage_time_mark(m, 2 * i);
+        run_compute(rt, a, d);
+        if (marked) stage_time_mark(m, 2 * i + 1);
+    }
     ev->end = clock_now_s();
     if (schedule_is_comm(a.type)) stats->comm_s += ev->end - ev->start;
     else stats->busy_s += ev->end - ev->start;
@@ -399,18 +440,54 @@ static void release_all(Runtime *rt) {
     }
 }
 
+// Local stage l's compute events of the last step as device time, if the device has run them
+// all (else false, nothing changed). Device times are relative to the stage's first mark;
+// offset is the least shift that starts no action before the host queued it.
+static bool settle_stage(Runtime *rt, int l) {
+    const StageModel *m = rt->pool[l].model;
+    int base = -1;
+    double offset = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < rt->n_events; i++) {
+            ActionEvent *ev = &rt->events[i];
+            if (schedule_is_comm(ev->type) || rt->local[ev->stage] != l) continue;
+            if (base < 0) base = 2 * i;
+            double t0, t1;
+            if (!stage_time_since(m, base, 2 * i, &t0) || !stage_time_since(m, base, 2 * i + 1, &t1)) return false;
+            if (pass == 0 && (i == base / 2 || ev->start - t0 > offset)) offset = ev->start - t0;
+            if (pass == 1) {
+                ev->start = offset + t0;
+                ev->end = offset + t1;
+            }
+        }
+    }
+    return true;
+}
+
+double runtime_device_times(Runtime *rt) {
+    for (int l = 0; l < rt->n_local; l++)
+        if (rt->device_timed[l] && !rt->device_settled[l]) rt->device_settled[l] = settle_stage(rt, l);
+    double busy = 0.0;
+    for (int i = 0; i < rt->n_events; i++)
+        if (!schedule_is_comm(rt->events[i].type)) busy += rt->events[i].end - rt->events[i].start;
+    return busy;
+}
+
 RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *targets, float loss_scale,
                            RuntimeStats *stats, Error *err) {
     const StepData d = {inputs, targets, loss_scale};
     *stats = (RuntimeStats){0};
     rt->n_events = 0;
+    for (int l = 0; l < rt->n_local; l++) rt->device_settled[l] = false;
+    rt->next_post = rt->post_one_ahead ? recv_from(rt, 0) : rt->list->n;
     memset(rt->mb_loss, 0, sizeof(double) * (size_t)rt->M);
     for (int i = 0; i < rt->list->n; i++) {
         const Action a = rt->list->actions[i];
         transport_mark(rt->tp, rt->rank, i);  // where the others see this rank (progress.h)
         if (rt->acquire[i] >= 0) slot_take(rt, rt->acquire[i]);
         Error why;
-        TransportStatus st = run_action(rt, a, &d, stats, &why);
+        TransportStatus st = post_next(rt, i, &why);
+        if (st == TRANSPORT_OK) st = run_action(rt, a, &d, stats, &why);
         if (st != TRANSPORT_OK) {
             error_set(err, "rank %d (stage %d): %s at action %d (%s %d,mb %d)", rt->rank, a.stage, why.msg, i,
                       schedule_type_name(a.type), a.stage, a.mb);
@@ -424,5 +501,6 @@ RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *ta
     // Microbatch order, as the single-device trainer sums them; then what a device kept.
     for (int mb = 0; mb < rt->M; mb++) stats->loss += rt->mb_loss[mb];
     if (rt->local[rt->S - 1] >= 0) stats->loss += stage_step_loss(pool_of(rt, rt->S - 1)->model);
+    stats->busy_s = runtime_device_times(rt);   // the stages that wait above: device time
     return RUNTIME_OK;
 }

@@ -47,6 +47,10 @@ typedef struct {
 
 typedef struct {
     bool recompute;   // re-materialize activations in the backward (light slots + workspaces)
+    // Post each receive itself (transport_post), one at a time: the next RECV's once the one
+    // before it has completed, instead of the caller posting a step's receives at its start
+    // (transport_post_one_ahead: NCCL).
+    bool post_one_ahead;
 } RuntimeOptions;
 
 // sched: validated and lowered, borrowed for the runtime's life. stages: (S) the models of
@@ -85,4 +89,15 @@ void runtime_tap_logits(Runtime *rt, const int32_t *pos, float *out);
 // The events of the last runtime_step, in execution order (*n of them: every action of the
 // rank's list, fewer after a failed step). Owned by the runtime, valid until its next step.
 const ActionEvent *runtime_events(const Runtime *rt, int *n);
+
+// Device time for the compute actions of stages that only queue their work (a GPU: the
+// stage_time_* marks of engine/model/model.h, one before and one after each such action).
+// Once the device has run all of a stage's actions of the last step, that stage's compute
+// events become device time: each action's device start and end, placed on the host clock
+// as early as the rule "the device starts an action no sooner than the host queued it"
+// allows (one offset per stage). A stage the device has not finished keeps its host times;
+// nothing waits. runtime_step calls it after its own last wait (the last stage's loss); call it
+// again after the step's other wait (the gradient norm). Returns the busy seconds of the
+// rank's events as they are then (RuntimeStats.busy_s, recounted).
+double runtime_device_times(Runtime *rt);
 #endif

@@ -203,6 +203,15 @@ double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const v
 // The last stage's losses that stage_forward left on the device (it returned 0 for them) since
 // the last call, summed in forward order; 0 where stage_forward returns them (the CPU).
 double stage_step_loss(StageModel *s);
+// Device time, for a stage whose entry points return once their work is queued (a GPU;
+// stage_ops.h time_*): stage_device_timed says whether it is one; marks 0..n-1
+// (stage_time_reserve, at set-up) are recorded in the stage's order of work by
+// stage_time_mark, and stage_time_since gives mark k's device time in seconds after mark base,
+// false while the device has not run to both (it never waits). No-ops and false on the CPU.
+bool stage_device_timed(const StageModel *s);
+void stage_time_reserve(StageModel *s, int n);
+void stage_time_mark(StageModel *s, int k);
+bool stage_time_since(const StageModel *s, int base, int k, double *seconds);
 // The output as a message of the stage's format, on the stage's device.
 const void *stage_acts_output(const StageActs *a);       // (B*T, C)
 // Bytes of one message (an activation or its gradient) of B*T rows: B*T*C*4 on the CPU,

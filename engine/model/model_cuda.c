@@ -50,6 +50,8 @@ struct StageCuda {
     size_t scratch_rows;
     StagedRows *staged;        // (n_staged) grown until one is always free (the host runs a step ahead at most)
     int n_staged;
+    cudaEvent_t *marks;        // (n_marks) timing events: device time of the runtime's actions
+    int n_marks;
 };
 
 // A GPU slot's extras (StageActs.dev).
@@ -181,6 +183,8 @@ static void gpu_detach(StageModel *s) {
     dev_free(c->targets);
     for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
     free_staged_rows(c);
+    for (int k = 0; k < c->n_marks; k++) CUDA_CHECK(cudaEventDestroy(c->marks[k]));
+    free(c->marks);
     free(c->dw.layer);
     free(c->dg.layer);
     cuda_ctx_destroy(c->ctx);
@@ -189,6 +193,39 @@ static void gpu_detach(StageModel *s) {
 }
 
 static void gpu_bind_thread(const StageModel *s) { CUDA_CHECK(cudaSetDevice(cuda_of(s)->device)); }
+
+// ---- device time: timing events around the runtime's actions ----------------------------
+
+// Marks 0..n-1 (set-up: events are made once, never in a step).
+static void gpu_time_reserve(StageModel *s, int n) {
+    StageCuda *c = cuda_of(s);
+    if (n <= c->n_marks) return;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    c->marks = check_alloc(realloc(c->marks, (size_t)n * sizeof *c->marks), (size_t)n * sizeof *c->marks, __FILE__,
+                           __LINE__);
+    for (int k = c->n_marks; k < n; k++) CUDA_CHECK(cudaEventCreate(&c->marks[k]));
+    c->n_marks = n;
+}
+
+static void gpu_time_mark(StageModel *s, int k) {
+    StageCuda *c = cuda_of(s);
+    assert(k < c->n_marks);
+    CUDA_CHECK(cudaEventRecord(c->marks[k], cuda_ctx_stream(c->ctx)));
+}
+
+// cudaEventElapsedTime: not ready (the device has not got there) is no error, and no wait.
+static bool gpu_time_since(const StageModel *s, int base, int k, double *seconds) {
+    const StageCuda *c = cuda_of(s);
+    float ms = 0.0f;
+    const cudaError_t e = cudaEventElapsedTime(&ms, c->marks[base], c->marks[k]);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    CUDA_CHECK(e);
+    *seconds = ms * 1e-3;
+    return true;
+}
 
 // ---- host mirror, optimizer --------------------------------------------------------------
 
@@ -672,6 +709,9 @@ static const StageOps CUDA_OPS = {
     .reduce_end = gpu_reduce_end,
     .download = gpu_download,
     .upload = gpu_upload,
+    .time_reserve = gpu_time_reserve,
+    .time_mark = gpu_time_mark,
+    .time_since = gpu_time_since,
     .bind_thread = gpu_bind_thread,
     .detach = gpu_detach,
 };

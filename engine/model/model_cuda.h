@@ -26,7 +26,9 @@
 // waits for the device only where it reads a result: once a step per stage for the gradient
 // norm, which on the last stage also brings the step's loss (stage_step_loss reads both, and
 // grad_sum_squares then takes the norm from there), and for the host mirror. So a rank with
-// one stage waits once a step; tests/gpu_emu/emu_syncs.sh holds those counts.
+// one stage waits once a step; tests/gpu_emu/emu_syncs.sh holds those counts. Action timings
+// are device time: timing events the runtime records around each action (time_mark),
+// read after that wait (engine/runtime.c runtime_device_times).
 // Several stages may share a GPU (threads of one process, each stage on its own stream).
 //
 // The gradient norm is summed on the device over the whole stage (grad_sum_squares gives it in

@@ -17,6 +17,20 @@ double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const v
 
 double stage_step_loss(StageModel *s) { return s->ops->step_loss ? s->ops->step_loss(s) : 0.0; }
 
+bool stage_device_timed(const StageModel *s) { return s->ops->time_mark != NULL; }
+
+void stage_time_reserve(StageModel *s, int n) {
+    if (s->ops->time_reserve) s->ops->time_reserve(s, n);
+}
+
+void stage_time_mark(StageModel *s, int k) {
+    if (s->ops->time_mark) s->ops->time_mark(s, k);
+}
+
+bool stage_time_since(const StageModel *s, int base, int k, double *seconds) {
+    return s->ops->time_since && s->ops->time_since(s, base, k, seconds);
+}
+
 void stage_backward_input(StageModel *s, StageActs *a, const void *dout) { s->ops->backward_input(s, a, dout); }
 
 void stage_backward_weight(StageModel *s, StageActs *a) { s->ops->backward_weight(s, a); }

@@ -19,7 +19,8 @@
 //     once the work is queued on the stage's stream: a message passes between its stream and
 //     a transport's by events (engine/model/cuda_handoff.h), and the host waits for the device
 //     only for what it reads (the step's loss, the gradient norm, the host mirror), so a GPU
-//     action's timing is the time to queue it.
+//     action's host timing is the time to queue it; its device time comes from the time_*
+//     marks, read once the step's wait has passed them (engine/runtime.c).
 //   Accumulation. backward_weight adds into the gradients; zero_grads clears them. Each stage
 //     adds in microbatch order (engine/schedule/schedule_order.c), so CPU runs are bitwise
 //     the single-device run (DESIGN.md "Parity").
@@ -72,6 +73,14 @@ struct StageOps {
     // the weights and of opt's moments when opt.
     void (*download)(StageModel *s, bool grads, AdamWState *opt);
     void (*upload)(StageModel *s, const AdamWState *opt);
+    // Device time (NULL where an entry point returns with its work done, so the host's clock
+    // times it: the CPU). time_reserve makes marks 0..n-1; time_mark(k) records mark k on the
+    // stage's stream after the work queued so far; time_since gives mark k's device time in
+    // seconds after mark `base`, or false when the device has not run to both yet (the host
+    // never waits for it: read after the step's wait).
+    void (*time_reserve)(StageModel *s, int n);
+    void (*time_mark)(StageModel *s, int k);
+    bool (*time_since)(const StageModel *s, int base, int k, double *seconds);
     void (*bind_thread)(const StageModel *s);   // NULL: any thread will do
     void (*detach)(StageModel *s);              // frees the backend's part; NULL: none
 };

@@ -18,6 +18,8 @@ int abort_notices_init(AbortNotices *n, MPI_Comm from, Error *err) {
         mpi_call_failed(rc, "creating the abort notices' communicator", err);
         return -1;
     }
+    n->from = -1;
+    n->payload = n->rank;
     n->reqs = xmalloc(sizeof(MPI_Request) * (size_t)n->size);
     for (int r = 0; r < n->size; r++) n->reqs[r] = MPI_REQUEST_NULL;
     return 0;
@@ -32,6 +34,7 @@ bool abort_notices_poll(AbortNotices *n) {
         int payload;  // the notice has arrived, so this receive returns at once
         (void)MPI_Recv(&payload, 1, MPI_INT, st.MPI_SOURCE, TAG_NOTICE, n->comm, MPI_STATUS_IGNORE);
         n->aborted = true;
+        n->from = st.MPI_SOURCE;
     }
     return n->aborted;
 }
@@ -41,6 +44,21 @@ void abort_notices_send(AbortNotices *n) {
     n->aborted = true;
     for (int r = 0; r < n->size; r++)
         if (r != n->rank) MPI_Isend(&n->payload, 1, MPI_INT, r, TAG_NOTICE, n->comm, &n->reqs[r]);
+}
+
+void abort_notices_flush(AbortNotices *n, double seconds) {
+    const double deadline = notices_now_s() + seconds;
+    long ns = 1000;
+    for (;;) {
+        int all = 1;
+        for (int r = 0; r < n->size; r++) {
+            int done = 1;
+            if (n->reqs[r] != MPI_REQUEST_NULL && MPI_Test(&n->reqs[r], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+            all = all && done;
+        }
+        if (all || notices_now_s() > deadline) return;
+        notices_backoff(&ns);
+    }
 }
 
 void abort_notices_free(AbortNotices *n) {

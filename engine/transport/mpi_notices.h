@@ -18,7 +18,8 @@ typedef struct {
     MPI_Comm comm;          // notices only (MPI_ERRORS_RETURN)
     int rank, size;         // this rank in it, and the world's size
     bool aborted;           // this rank aborted, or a notice arrived
-    int payload;            // what a notice carries (its content is moot)
+    int from;               // the rank whose notice arrived first, -1 before one did
+    int payload;            // what a notice carries: the sender's rank
     MPI_Request *reqs;      // (size) the notices this rank sent
 } AbortNotices;
 
@@ -28,6 +29,9 @@ int abort_notices_init(AbortNotices *n, MPI_Comm from, Error *err);
 bool abort_notices_poll(AbortNotices *n);
 // Marks this rank aborted and tells every other rank, once (no echo of a received notice).
 void abort_notices_send(AbortNotices *n);
+// After abort_notices_send, in a process about to exit: lets the notices leave, for up to
+// `seconds` (MPI_Test on each), so the exit does not take them down with it.
+void abort_notices_flush(AbortNotices *n, double seconds);
 // Frees the communicator and requests. Not after an abort: notices may still be in flight,
 // and the process is about to exit.
 void abort_notices_free(AbortNotices *n);

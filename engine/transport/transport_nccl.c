@@ -22,7 +22,8 @@
 // Sends copy the caller's device buffer into a preallocated device buffer (copy stream), and
 // ncclSend from it on the pair's stream once an event says the copy is done: the sender never
 // waits for the receiver unless every send buffer is still in flight. Receives are posted
-// ahead (post: ncclRecv into a preallocated device buffer, event recorded) and completed by
+// ahead, one at a time by the runtime (RuntimeOptions.post_one_ahead: a posted receive spins
+// on the GPU) (post: ncclRecv into a preallocated device buffer, event recorded) and completed by
 // recv, which waits for the event and queues the copy out. The caller's buffers (messages, a
 // stage's gradients) pass between its stage's stream and this transport's streams by events
 // (engine/model/cuda_handoff.h): no host sync in a step. Every wait polls its event, the communicator's async
@@ -40,6 +41,7 @@
 
 #include "engine/model/cuda_handoff.h"
 #include "engine/transport/mpi_notices.h"
+#include "engine/transport/mpi_process.h"
 #include "engine/transport/transport_nccl.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -101,6 +103,14 @@ static NcclTransport *as_nccl(Transport *t) { return (NcclTransport *)t; }
 // True once an abort notice arrived (or this rank aborted).
 static bool poll_abort(NcclTransport *nt) { return abort_notices_poll(&nt->notices); }
 
+// Why this rank stops: "rank 3 failed" once that rank's notice named it, else "another rank
+// failed".
+static const char *who_failed(const NcclTransport *nt, char *buf, size_t size) {
+    if (nt->notices.from < 0) return "another rank failed";
+    snprintf(buf, size, "rank %d failed", nt->notices.from);
+    return buf;
+}
+
 // What a wait waits for, for its error line: "waiting for rank 2", "in a collective".
 static void describe(char *out, size_t n, const char *what, int peer) {
     if (peer >= 0)
@@ -150,8 +160,9 @@ static TransportStatus wait_event(NcclTransport *nt, cudaEvent_t ev, ncclComm_t 
         TransportStatus st = poll_event(nt, ev, comm, &done, what, peer, err);
         if (st != TRANSPORT_OK || done) return st;
         if (poll_abort(nt)) {
+            char failed[32];
             describe(who, sizeof who, what, peer);
-            error_set(err, "aborted (another rank failed) while %s", who);
+            error_set(err, "aborted (%s) while %s", who_failed(nt, failed, sizeof failed), who);
             return TRANSPORT_ABORTED;
         }
         if (notices_now_s() > deadline) {
@@ -166,7 +177,8 @@ static TransportStatus wait_event(NcclTransport *nt, cudaEvent_t ev, ncclComm_t 
 
 static TransportStatus refuse_if_aborted(NcclTransport *nt, const char *what, Error *err) {
     if (!poll_abort(nt)) return TRANSPORT_OK;
-    error_set(err, "aborted (another rank failed) while %s", what);
+    char failed[32];
+    error_set(err, "aborted (%s) while %s", who_failed(nt, failed, sizeof failed), what);
     return TRANSPORT_ABORTED;
 }
 
@@ -367,6 +379,17 @@ static void transport_nccl_abort(Transport *t) {
     transport_abort(nt->ctl);
 }
 
+// A checked CUDA or NCCL call of this rank failed and the process is about to exit
+// (cuda_check_fail): every other rank hears it now, by the abort notices, and stops naming
+// this rank instead of waiting out --timeout. No finalize at exit (the others will not come to
+// it), and rank 0 gets its grace to report first (mpi_process_failed).
+static void nccl_last_words(void *arg) {
+    NcclTransport *nt = arg;
+    mpi_process_failed();
+    transport_nccl_abort(&nt->base);
+    abort_notices_flush(&nt->notices, 1.0);
+}
+
 // After a CUDA error the context may refuse every further call, and after an abort the
 // notices' sends may never complete: what they hold is left to the exit. Kept reachable from
 // here so leak checkers do not flag what is deliberately left.
@@ -393,6 +416,7 @@ static void end_comms(NcclTransport *nt, bool clean) {
 }
 
 static void transport_nccl_free(Transport *t) {
+    cuda_check_on_fail(NULL, NULL);   // no last words from a transport that is gone
     NcclTransport *nt = as_nccl(t);
     // A clean end: every send taken and no receive left posted; anything else ends as a failure.
     bool clean = !nt->failed && !poll_abort(nt);
@@ -571,6 +595,7 @@ Transport *transport_nccl_create(Transport *ctl, const void *comm, int P, int D,
         free(nt);
         return NULL;
     }
+    cuda_check_on_fail(nccl_last_words, nt);
     make_comms(nt, stage_rank);
     make_buffers(nt);
     if (connect_all(nt, err) != TRANSPORT_OK) {

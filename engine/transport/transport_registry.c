@@ -34,9 +34,9 @@ static int open_mpi(const TransportSetup *s, TransportOpened *out, Error *err) {
 #endif
 
 const TransportInfo TRANSPORT_REGISTRY[] = {
-    [TRANSPORT_KIND_LOCAL] = {"local", false, false, open_local, NULL},
-    [TRANSPORT_KIND_MPI] = {"mpi", true, false, open_mpi, NULL},
-    [TRANSPORT_KIND_NCCL] = {"nccl", true, true, OPEN_NCCL, "this pptrain was built without NCCL"},
+    [TRANSPORT_KIND_LOCAL] = {"local", false, false, false, open_local, NULL},
+    [TRANSPORT_KIND_MPI] = {"mpi", true, false, false, open_mpi, NULL},
+    [TRANSPORT_KIND_NCCL] = {"nccl", true, true, true, OPEN_NCCL, "this pptrain was built without NCCL"},
 };
 const int TRANSPORT_COUNT = (int)(sizeof TRANSPORT_REGISTRY / sizeof TRANSPORT_REGISTRY[0]);
 

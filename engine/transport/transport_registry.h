@@ -23,6 +23,10 @@ typedef struct {
     const char *name;          // what --transport takes
     bool multi_process;        // each rank a process of an mpirun job (MPI is initialized for it)
     bool device_collectives;   // messages and the float all-reduce take device memory (--device cuda)
+    // A posted receive holds a GPU stream until its message comes (NCCL: a kernel spinning on
+    // the GPU, and NCCL does not promise progress to concurrent communicators), so the runtime
+    // posts one receive at a time, the next one, not all of a step's at its start.
+    bool post_one_ahead;
     TransportOpen open;        // NULL where this build lacks it
     const char *missing;       // then why: "this pptrain was built without NCCL"
 } TransportInfo;
@@ -40,6 +44,7 @@ static inline bool transport_multi_process(TransportKind kind) { return transpor
 static inline bool transport_device_collectives(TransportKind kind) {
     return transport_info(kind)->device_collectives;
 }
+static inline bool transport_post_one_ahead(TransportKind kind) { return transport_info(kind)->post_one_ahead; }
 
 // Opens the row's transport. -1 with one line in err ("--transport nccl: this pptrain was
 // built without NCCL", or the row's own failure).

@@ -7,11 +7,22 @@
 // cuBLASLt workspace: 32 MiB, what NVIDIA recommends for Hopper (4 MiB suffice before it).
 #define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
+static CudaLastWords last_words;
+static void *last_words_arg;
+
+extern "C" void cuda_check_on_fail(CudaLastWords fn, void *arg) {
+    last_words = fn;
+    last_words_arg = arg;
+}
+
 extern "C" void cuda_check_fail(const char *library, const char *message, const char *name,
                                 const char *call, const char *file, int line) {
     fprintf(stderr, "pptrain: %s error: %s [%s] in %s at %s:%d\n", library,
             message ? message : "?", name ? name : "?", call, file, line);
     fflush(stderr);
+    const CudaLastWords fn = last_words;
+    last_words = NULL;   // a CHECK failing inside the last words exits here at once
+    if (fn) fn(last_words_arg);
     exit(EXIT_FAILURE);
 }
 

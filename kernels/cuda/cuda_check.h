@@ -2,7 +2,7 @@
 // pptrain goes through one of these macros: on failure the process prints ONE line on stderr
 //   pptrain: CUDA error: <library's error string> [<error name>] in <call> at <file>:<line>
 // and exits with status 1 (DESIGN.md "No hangs": one line, non-zero exit; the CUDA runtime's
-// own exit handlers still run).
+// own exit handlers still run), after the last words a transport left (cuda_check_on_fail).
 // C-callable: the engine (C) includes this header as well as the .cu files.
 #ifndef PPTRAIN_KERNELS_CUDA_CHECK_H
 #define PPTRAIN_KERNELS_CUDA_CHECK_H
@@ -18,6 +18,13 @@ __attribute__((noreturn))
 #endif
 void cuda_check_fail(const char *library, const char *message, const char *name,
                      const char *call, const char *file, int line);
+
+// What cuda_check_fail runs once after its line and before the exit (NULL: nothing): a
+// transport of several processes tells the other ranks (engine/transport/transport_nccl.c:
+// its abort notice), so they stop at once and name this rank instead of waiting out
+// --timeout. It must not wait long; a CHECK failing inside it exits at once.
+typedef void (*CudaLastWords)(void *arg);
+void cuda_check_on_fail(CudaLastWords fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,9 @@
 // records only on a stream of its own device; a breach prints one line naming the call and
 // aborts.
 // PPTRAIN_EMU_GPUS=N sets how many devices it pretends to have (default 1).
+// Timing events carry the host clock of the moment their stream ran to them
+// (cudaEventElapsedTime); PPTRAIN_EMU_KERNEL_US=N makes every kernel take N microseconds more.
+// PPTRAIN_EMU_FAIL_CALL=N [PPTRAIN_EMU_FAIL_RANK=R] makes a CUDA call fail (injected_failure).
 // PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, one line on stderr
 //   pptrain (GPU emulation): N host syncs            (" (rank R)" added under mpirun)
 // counting every call that made the host wait for device work not yet done (a stream or event
@@ -35,8 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "kernels/cuda/cuda_check.h"
 #include "tests/gpu_emu/emu.h"
 
 void emu_breach(const char *call, const char *what) {
@@ -108,6 +113,21 @@ int emu_current_device(void) { return current_device; }
 static cudaError_t fail(cudaError_t e) {
     last_error = e;
     return e;
+}
+
+// PPTRAIN_EMU_FAIL_CALL=N (with PPTRAIN_EMU_FAIL_RANK=R: only on MPI rank R): the Nth call of
+// cudaMemcpyAsync or cudaEventRecord in this process fails with cudaErrorLaunchFailure, as a
+// GPU reports a kernel's fault at the next call, and so does every later one (the error is
+// sticky on a GPU). For the tests of what a failing CUDA call does to the other ranks.
+static bool injected_failure(void) {
+    static long at = -1;
+    static _Atomic long calls;
+    if (at < 0) {
+        const char *n = getenv("PPTRAIN_EMU_FAIL_CALL"), *r = getenv("PPTRAIN_EMU_FAIL_RANK");
+        const char *mine = getenv("OMPI_COMM_WORLD_RANK");
+        at = n && atol(n) > 0 && (!r || (mine && atoi(mine) == atoi(r))) ? atol(n) : 0;
+    }
+    return at > 0 && ++calls >= at;
 }
 
 // The block holding [p, p + bytes) (lock held), or NULL.
@@ -190,6 +210,7 @@ typedef struct Item {
     struct Item *next;
     ItemKind kind;
     void (*run)(void *args);        // ITEM_RUN
+    bool kernel;                    // ITEM_RUN: a kernel (emu_enqueue), not a copy or a stamp
     EmuOp op;                       // ITEM_OP
     cudaStream_t on;                // ITEM_WAIT: until on's first `upto` items are done
     uint64_t upto;
@@ -207,6 +228,9 @@ struct CUevent_st {
     cudaStream_t stream;    // NULL: never recorded (complete)
     uint64_t upto;          // complete once stream->done >= upto
     int device;             // the current device at creation: it records only there
+    bool timing;            // created without cudaEventDisableTiming
+    uint64_t records;       // how often recorded: a stamp of an older record is stale
+    double at;              // timing: the host clock (seconds) when the stream reached the last record
 };
 
 static cudaStream_t *live;          // every stream that may hold work
@@ -282,7 +306,23 @@ static void enqueue_item(cudaStream_t stream, Item it, const void *args, size_t 
 }
 
 void emu_enqueue(cudaStream_t stream, void (*run)(void *args), const void *args, size_t bytes) {
+    enqueue_item(stream, (Item){.kind = ITEM_RUN, .run = run, .kernel = true}, args, bytes);
+}
+
+// A copy, a memset or an event's stamp: work that is not a kernel (no PPTRAIN_EMU_KERNEL_US).
+static void enqueue_work(cudaStream_t stream, void (*run)(void *args), const void *args, size_t bytes) {
     enqueue_item(stream, (Item){.kind = ITEM_RUN, .run = run}, args, bytes);
+}
+
+// PPTRAIN_EMU_KERNEL_US: how long each kernel takes to run, in microseconds (default 0), so a
+// test can tell device time (events: cudaEventElapsedTime) from the time to queue the work.
+static unsigned kernel_us(void) {
+    static int us = -1;
+    if (us < 0) {
+        const char *v = getenv("PPTRAIN_EMU_KERNEL_US");
+        us = v && atoi(v) > 0 ? atoi(v) : 0;
+    }
+    return (unsigned)us;
 }
 
 static void progress(void);
@@ -311,7 +351,10 @@ static bool advance(cudaStream_t s, uint64_t upto, int depth);
 static bool step_head(cudaStream_t s, int depth) {
     Item *it = s->head;
     switch (it->kind) {
-    case ITEM_RUN: it->run(it->args); break;
+    case ITEM_RUN:
+        it->run(it->args);
+        if (it->kernel && kernel_us()) usleep(kernel_us());
+        break;
     case ITEM_WAIT:
         if (!advance(it->on, it->upto, depth + 1)) return false;
         break;
@@ -443,30 +486,74 @@ cudaError_t cudaDeviceSynchronize(void) {
 // ---- events ------------------------------------------------------------------------------
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
-    (void)flags;
     *event = calloc(1, sizeof **event);
     if (!*event) return fail(cudaErrorMemoryAllocation);
     (*event)->device = current_device;
+    (*event)->timing = !(flags & cudaEventDisableTiming);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
 
+// A timing event's record still queued holds a stamp that points at it: the stream runs to it
+// first (not a host sync a GPU would make: it frees the event once the record has passed).
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (event && event->timing && event->stream) host_wait(event->stream, event->upto, false);
     free(event);
     return cudaSuccess;
 }
 
+typedef struct {
+    cudaEvent_t event;
+    uint64_t record;    // the record that queued this stamp
+} StampArgs;
+
+static double host_clock_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// The stream reached a timing event's record: the device time of the event is now.
+static void run_stamp(void *p) {
+    const StampArgs *a = p;
+    if (a->event->records == a->record) a->event->at = host_clock_s();
+}
+
 // An event records only on a stream of its own device (the per-thread stream: the current
-// device's), as on a machine with several GPUs.
+// device's), as on a machine with several GPUs. A timing event queues a stamp: the host clock
+// when the stream gets there is its time (cudaEventElapsedTime).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (injected_failure()) return fail(cudaErrorLaunchFailure);
     pthread_mutex_lock(&gpu_lock);
     const int on = stream == cudaStreamPerThread ? current_device : resolve(stream)->device;
     if (stream != NULL && stream != cudaStreamLegacy && on != event->device)
         emu_breach("cudaEventRecord", "the event and the stream are on different devices");
-    event->stream = resolve(stream);
-    event->upto = event->stream->queued;
+    cudaStream_t s = resolve(stream);
+    const uint64_t record = ++event->records;
     pthread_mutex_unlock(&gpu_lock);
+    if (event->timing) {
+        const StampArgs a = {event, record};
+        enqueue_work(s, run_stamp, &a, sizeof a);
+    }
+    pthread_mutex_lock(&gpu_lock);
+    event->stream = s;
+    event->upto = s->queued;
+    pthread_mutex_unlock(&gpu_lock);
+    return cudaSuccess;
+}
+
+// As a GPU: both events timing ones and recorded (else an invalid handle), and both reached
+// by their streams; the emulated GPU runs nothing for it, so an event no wait has brought the
+// stream to yet is not ready (cudaErrorNotReady, not sticky): the time is read after the
+// step's wait, never instead of it.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!start->timing || !end->timing || !start->stream || !end->stream) return fail(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&gpu_lock);
+    const bool done = start->stream->done >= start->upto && end->stream->done >= end->upto;
+    pthread_mutex_unlock(&gpu_lock);
+    if (!done) return cudaErrorNotReady;
+    *ms = (float)((end->at - start->at) * 1e3);
     return cudaSuccess;
 }
 
@@ -536,6 +623,7 @@ static void run_copy(void *p) {
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    if (injected_failure()) return fail(cudaErrorLaunchFailure);
     if (!bytes) return cudaSuccess;
     pthread_mutex_lock(&gpu_lock);
     const bool dst_dev = is_device(dst, bytes), src_dev = is_device(src, bytes);
@@ -551,12 +639,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
         CopyArgs *a = emu_malloc(sizeof *a + bytes);
         *a = (CopyArgs){.dst = dst, .src = NULL, .bytes = bytes};
         memcpy(a + 1, src, bytes);
-        emu_enqueue(s, run_copy, a, sizeof *a + bytes);
+        enqueue_work(s, run_copy, a, sizeof *a + bytes);
         free(a);
         return cudaSuccess;
     }
     const CopyArgs a = {.dst = dst, .src = src, .bytes = bytes};
-    emu_enqueue(s, run_copy, &a, sizeof a);
+    enqueue_work(s, run_copy, &a, sizeof a);
     if (dst_pageable) {   // returns once the copy is done: the host waits for the stream
         pthread_mutex_lock(&gpu_lock);
         const uint64_t upto = s->queued;
@@ -580,7 +668,7 @@ static void run_memset(void *p) {
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
     emu_need_device(__func__, p, bytes);
     const MemsetArgs a = {p, value, bytes};
-    if (bytes) emu_enqueue(stream, run_memset, &a, sizeof a);
+    if (bytes) enqueue_work(stream, run_memset, &a, sizeof a);
     return cudaSuccess;
 }
 
@@ -625,6 +713,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
     default: return "emulated CUDA error";
     }
 }
@@ -635,13 +724,27 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     default: return "cudaErrorEmulated";
     }
 }
 
+static CudaLastWords last_words;
+static void *last_words_arg;
+
+void cuda_check_on_fail(CudaLastWords fn, void *arg) {
+    last_words = fn;
+    last_words_arg = arg;
+}
+
+// As kernels/cuda/context.cu's: the line, the last words once, the exit.
 void cuda_check_fail(const char *library, const char *message, const char *name, const char *call, const char *file,
                      int line) {
     fprintf(stderr, "pptrain: %s error: %s [%s] in %s at %s:%d\n", library, message, name, call, file, line);
+    fflush(stderr);
+    const CudaLastWords fn = last_words;
+    last_words = NULL;
+    if (fn) fn(last_words_arg);
     exit(1);
 }
 

@@ -7,7 +7,8 @@
 # a 4-step and a 2-step run, so set-up does not count:
 #  - 1 stage: 1 a step;
 #  - 2 stages as threads of one process (local transport): 2 a step, one each;
-#  - 2 processes over nccl: 1 a step on each rank.
+#  - 2 processes over nccl: 1 a step on each rank;
+# and, over nccl, that a rank has one receive posted at a time (the emulated NCCL counts them).
 # usage: emu_syncs.sh PPTRAIN_EMU SOURCE_DIR
 source "$(dirname "$0")/../cli/lib_cli.sh" "$@"
 
@@ -46,5 +47,16 @@ if "$bin" "${base[@]}" --steps 2 --transport nccl 2>&1 | grep -q "built without 
 else
   check "nccl, rank 0 (stage 0): 1 host sync a step (norm)" per_step 1 2 0 --transport nccl --stages 2
   check "nccl, rank 1 (last stage): 1 host sync a step (loss and norm)" per_step 1 2 1 --transport nccl --stages 2
+  # the runtime posts one receive at a time (engine/runtime.c post_next), not a step's at its start
+  one_pending() {
+    local most
+    most=$(PPTRAIN_EMU_COUNT_SYNCS=1 OMP_NUM_THREADS=1 \
+           ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 120 \
+           mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${base[@]}" --steps 2 --transport nccl --stages 2 \
+             --schedule "$1" 2>&1 >/dev/null | awk '/receives pending/ { if ($6 > m) m = $6 } END { print m + 0 }')
+    [ "$most" -eq 1 ] || { echo "  nccl $1: at most $most receives pending at once on a rank, not 1"; return 1; }
+  }
+  check "nccl 1f1b: one receive posted at a time" one_pending 1f1b
+  check "nccl zb-v: one receive posted at a time" one_pending zb-v
 fi
 cli_finish

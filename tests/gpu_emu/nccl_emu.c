@@ -8,6 +8,8 @@
 // and receives. A send is MPI_Issend: like NCCL's, it never completes before its receive is
 // posted (no buffering), so a schedule that only works because sends are buffered deadlocks
 // here as it would on GPUs.
+// PPTRAIN_EMU_COUNT_SYNCS=1 also prints, at exit, the most receives this process had queued and
+// not yet completed at once: "pptrain (NCCL emulation): at most N receives pending (rank R)".
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,10 +121,25 @@ typedef struct {
     MPI_Request req;
 } OpArgs;
 
+// Receives queued (ncclRecv) and not yet completed or dropped, and the most there were at once.
+static _Atomic int recvs_pending, recvs_most;
+
+static void recv_ended(void) { recvs_pending--; }
+
+static void print_recvs(void) {
+    int rank = 0, on = 0;
+    MPI_Initialized(&on);
+    if (on) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "pptrain (NCCL emulation): at most %d receives pending (rank %d)\n", (int)recvs_most, rank);
+}
+
 // Starts the MPI call on the first step, then tests it (EmuOp).
 static bool op_step(void *p, bool drop) {
     OpArgs *a = p;
-    if (drop) return true;   // an ended communicator: a request in flight is left to the exit
+    if (drop) {   // an ended communicator: a request in flight is left to the exit
+        if (a->kind == OP_RECV) recv_ended();
+        return true;
+    }
     if (!a->started) {
         a->started = true;
         switch (a->kind) {
@@ -136,6 +153,7 @@ static bool op_step(void *p, bool drop) {
     }
     int done = 0;
     MPI_Test(&a->req, &done, MPI_STATUS_IGNORE);
+    if (done && a->kind == OP_RECV) recv_ended();
     return done;
 }
 
@@ -157,6 +175,13 @@ ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int pe
 
 ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
     const OpArgs a = {.kind = OP_RECV, .recvbuf = buf, .count = (int)count, .peer = peer, .type = mpi_type(type)};
+    static _Atomic int watching;
+    if (!watching++) {
+        const char *count_syncs = getenv("PPTRAIN_EMU_COUNT_SYNCS");
+        if (count_syncs && atoi(count_syncs) == 1) atexit(print_recvs);
+    }
+    const int now = ++recvs_pending;
+    if (now > recvs_most) recvs_most = now;
     return queue_op(a, count * type_bytes(type), __func__, comm, stream);
 }
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/gpu_emu/emu_timing.sh: a GPU stage's actions return once queued, so their telemetry
+# (busy time, bubble, trace) is device time from timing events (engine/runtime.c
+# runtime_device_times, cudaEventElapsedTime), not the time the host took to queue them.
+# The emulator makes every kernel take PPTRAIN_EMU_KERNEL_US more (tests/gpu_emu/cuda_emu.c)
+# and runs queued work only when something waits on it, so host time and device time part:
+# a tiny stage's forward queues some 190 kernels, its backward more, in a few ms of host time.
+# Checks, at 1000 us a kernel:
+#  - every F and B in the trace lasts at least 100 kernels (100 ms);
+#  - each rank's busy time (console) is at least its actions' share of that, on 1 and 2 stages;
+#  - the step still has its one host sync per stage (tests/gpu_emu/emu_syncs.sh counts them).
+# usage: emu_timing.sh PPTRAIN_EMU SOURCE_DIR
+source "$(dirname "$0")/../cli/lib_cli.sh" "$@"
+
+data="$src/tests/fixtures/text"
+M=2
+base=(train --data "$data" --model tiny --batch 4 --seq 64 --microbatches $M --lr 3e-3 --warmup 1 --device cuda
+      --db '' --steps 1)
+# run NAME args...: one step at 1000 us a kernel; console in NAME.out, trace in NAME.json
+run() {
+  local name=$1
+  shift
+  PPTRAIN_EMU_KERNEL_US=1000 timeout 120 "$bin" "${base[@]}" --trace "$name.json" "$@" >"$name.out" 2>&1 ||
+    { cat "$name.out"; return 1; }
+}
+# shortest TYPE NAME: the shortest TYPE action (F, B) in NAME.json, in ms
+shortest() {
+  awk -v t="$2" -F'"dur":' '$0 ~ "\"cat\":\"" t "\"" { split($2, d, ","); if (min == "" || d[1] < min) min = d[1] }
+                           END { printf "%d\n", min == "" ? -1 : min / 1000 }' "$1.json"
+}
+# at_least MS TYPE NAME: every TYPE action of NAME lasts MS ms or more
+at_least() {
+  local got
+  got=$(shortest "$3" "$2")
+  [ "$got" -ge "$1" ] || { echo "  $3: shortest $2 lasts $got ms, not $1 or more: queueing time, not device time"; return 1; }
+}
+# busy_at_least MS NAME: every rank's "mean busy ms per rank and step" is MS or more
+busy_at_least() {
+  local line
+  line=$(grep "mean busy ms per rank" "$2.out")
+  echo "$line" | awk -v want="$1" -F: '{ n = split($2, v, " "); for (i = 1; i <= n; i++) if (v[i] + 0 < want) bad = 1 }
+                                       END { exit (n == 0 || bad) }' ||
+    { echo "  $2: ${line:-no busy line}: not $1 ms or more on every rank"; return 1; }
+}
+
+check "1 stage runs" run one
+check "1 stage: every F lasts 100 kernels or more" at_least 100 F one
+check "1 stage: every B lasts 100 kernels or more" at_least 100 B one
+check "1 stage: busy holds the F and B of every microbatch" busy_at_least $((2 * M * 100)) one
+check "2 stages run" run two --stages 2
+check "2 stages: every F lasts 100 kernels or more" at_least 100 F two
+check "2 stages: every B lasts 100 kernels or more" at_least 100 B two
+check "2 stages: each rank's busy holds its F and B" busy_at_least $((2 * M * 100)) two
+cli_finish

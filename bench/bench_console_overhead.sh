@@ -7,6 +7,7 @@
 #   bench/bench_console_overhead.sh OLD_PPTRAIN NEW_PPTRAIN [ROUNDS]   (default 3)
 # Needs tmux, sqlite3 and the fortunes package (setup.sh installs them). Not run by ctest.
 set -u
+# shellcheck disable=SC2034  # old and new are read as ${!which}
 old=$(readlink -f "$1") new=$(readlink -f "$2") rounds=${3:-3}
 work=$(mktemp -d)
 trap 'tmux -L bench-console kill-server 2>/dev/null; rm -rf "$work"' EXIT

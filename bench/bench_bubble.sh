@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measured vs ideal bubble for every schedule (README, "Measured against theory").
+# Measured vs ideal bubble for every schedule (docs/benchmarks.md, "Measured bubble against the ideal").
 # usage: bench/bench_bubble.sh [PPTRAIN] [P] [T]      (defaults: build/pptrain, 2, 256)
 # Ideal: `pptrain plan` with F=1, B=2 (zero-bubble schedules: F=I=W=1), interleaved and
 # looped with V=2. Measured: `pptrain train` on the tiny preset, packed fortunes, one row per

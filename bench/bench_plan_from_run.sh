@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Predicted vs measured bubble of the same layout (README, "Plans from measured costs"): every
+# Predicted vs measured bubble of the same layout (docs/benchmarks.md, "plan --from-run"): every
 # schedule of the registry (`pptrain plan --list`) is trained for a few steps, then
 # `pptrain plan --from-run` predicts that run's own layout from its measured stage times.
 # usage: bench/bench_plan_from_run.sh [PPTRAIN] [P] [MODEL] [T] [M] [STEPS]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pptrain against torch.distributed.pipelining on the CPU: the README's "Speed" table.
+# pptrain against torch.distributed.pipelining on the CPU: the tables of docs/benchmarks.md.
 # Not part of CI (torch is optional). Both train the same Llama model (a preset, or any Hugging
 # Face Llama config.json: bench/configs/ holds the issue's ~0.6 M and ~11 M classes) with the same batch,
 # schedule and microbatches, P processes with one thread each (pptrain: mpirun

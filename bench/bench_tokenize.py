@@ -1,6 +1,6 @@
 # bench/bench_tokenize.py: `pptrain tokenize` against the `tokenizers` package's encoder, MB/s
 # on one thread and on all cores, per fixture tokenizer (tests/fixtures/tokenizers). By hand,
-# never in CI: the README's "Tokenizer speed" table.
+# never in CI: the "Tokenizing speed" table of docs/benchmarks.md.
 #
 # usage: python3 bench/bench_tokenize.py [MB] [PPTRAIN]   (defaults: 100 build/pptrain)
 # The corpus is the fortune files (fortune(6) format) repeated to MB megabytes; its documents

@@ -11,7 +11,7 @@ set -u
 build=${1:-build}
 bin="$build/pptrain"
 src=$(cd "$(dirname "$0")/.." && pwd)
-peak_tflops=989   # H100 SXM dense bf16, the MFU denominator of README.md
+peak_tflops=989   # H100 SXM dense bf16, the MFU denominator of docs/gpu.md
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 table="$work/table"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch.distributed.pipelining training on CPU, for bench/bench_speed.sh: the comparison
-pptrain's README "Speed" table comes from. Never run by CI (torch is optional).
+pptrain's docs/benchmarks.md tables come from. Never run by CI (torch is optional).
 
   python3 bench/torch_pipe.py --preset small --stages 2 --schedule 1f1b --batch 16 --seq 256 \
       --microbatches 8 --steps 6

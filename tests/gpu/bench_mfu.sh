@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU benchmark of README.md ("Fast on a GPU"): the 125m preset at sequence length 1024,
+# The GPU benchmark of docs/gpu.md ("Benchmark (to be run on a GPU)"): the 125m preset at sequence length 1024,
 # bf16, on one GPU,
 #   1 stage                                   -> tokens/s, TFLOP/s, MFU against 989 TFLOP/s
 #   4 stages as threads on the same GPU, 1f1b, M = 16 -> tokens/s, and its share of the 1-stage's

@@ -41,7 +41,7 @@ echo 'Run it with `--turbo`.' >> "$work/tree/README.md"
 expect docs_flags.sh "README.md names --turbo, which no command takes" "$bin" "$work/tree"
 
 # docs_links: each kind of bad link.
-for plant in "[gone](docs/gone.md)|README.md:LINE: docs/gone.md does not exist" \
+for plant in "[gone](no-such-page.md)|README.md:LINE: no-such-page.md does not exist" \
              "[anchor](docs/usage.md#no-such-heading)|no heading of docs/usage.md has the anchor #no-such-heading" \
              "[out](../outside.md)|README.md:LINE: ../outside.md leaves the repository" \
              "[abs](/etc/passwd)|/etc/passwd is an absolute path" \

@@ -14,14 +14,14 @@
 # usage: docs_flags.sh PPTRAIN SOURCE_DIR
 set -u
 bin=$1 src=$2
-commands="console train check plan history watch export sample tokenize"
+commands=(console train check plan history watch export sample tokenize)
 breaches=0
 breach() { echo "docs_flags: $*"; breaches=$((breaches + 1)); }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Flags another program takes, named where the docs show how to run it beside pptrain.
-others='--allow-run-as-root --oversubscribe --hostfile --mca --stdin --output-on-failure --lib --rows --preset'
+others=(--allow-run-as-root --oversubscribe --hostfile --mca --stdin --output-on-failure --lib --rows --preset)
 
 # help_flags COMMAND: the sorted flags the program gives for COMMAND.
 help_flags() {
@@ -52,7 +52,7 @@ doc_flags() {
 
 [ -f "$src/docs/usage.md" ] || { echo "docs_flags: $src/docs/usage.md is missing"; exit 1; }
 # train first: console's section adds its flags.
-for c in train $commands; do
+for c in train "${commands[@]}"; do
   [ -f "$work/prog.$c" ] && continue
   help_flags "$c" > "$work/prog.$c"
   doc_flags "$c" > "$work/docs.$c"
@@ -73,7 +73,7 @@ grep -rhoE '^[[:space:]]*\{"--[a-z0-9][a-z0-9-]*"' "$src/console" --include='*.c
 while read -r f; do breach "$f is in an option table of console/ but in no command's --help"; done < "$work/hidden"
 
 # Every --flag the docs write, in prose or code, is some command's or another program's.
-printf '%s\n' $others | sort -u > "$work/others"
+printf '%s\n' "${others[@]}" | sort -u > "$work/others"
 sort -u "$work/all" "$work/others" > "$work/known"
 for doc in "$src/README.md" "$src"/docs/*.md; do
   grep -oE '(^|[^A-Za-z0-9_-])--[a-z][a-z0-9-]*[a-z0-9]' "$doc" | sed -E 's/^[^-]*//' | sort -u | comm -23 - "$work/known" |
@@ -81,5 +81,5 @@ for doc in "$src/README.md" "$src"/docs/*.md; do
 done > "$work/unknown"
 while read -r l; do breach "${l#docs_flags: }"; done < "$work/unknown"
 
-echo "docs_flags: $breaches breaches ($(wc -l < "$work/all") flags over $(echo $commands | wc -w) commands)"
+echo "docs_flags: $breaches breaches ($(wc -l < "$work/all") flags over ${#commands[@]} commands)"
 [ "$breaches" -eq 0 ]

@@ -37,7 +37,7 @@ copy
 awk '/^## `pptrain check`/ { c = 1 } /^## `pptrain plan`/ { c = 0 } !(c && /^  --seed /)' "$src/docs/usage.md" > "$work/tree/docs/usage.md"
 expect docs_flags.sh "pptrain check takes --seed, which docs/usage.md does not list under \`pptrain check\`" "$bin" "$work/tree"
 copy
-echo 'Run it with `--turbo`.' >> "$work/tree/README.md"
+echo "Run it with \`--turbo\`." >> "$work/tree/README.md"
 expect docs_flags.sh "README.md names --turbo, which no command takes" "$bin" "$work/tree"
 
 # docs_links: each kind of bad link.

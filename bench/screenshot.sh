@@ -21,7 +21,7 @@ command -v tmux > /dev/null || { echo "screenshot.sh: needs tmux" >&2; exit 2; }
 work=$(mktemp -d)
 sock=pptrain-screenshot-$$
 tm() { tmux -L "$sock" "$@"; }
-trap 'tm kill-server 2>/dev/null; rm -rf "$work"' EXIT
+trap 'tm kill-server 2>/dev/null || true; rm -rf "$work"' EXIT
 # Braille and box characters need a UTF-8 locale; the built-in dark theme, whatever the caller's.
 if locale -a 2>/dev/null | grep -qix 'c.utf-\?8'; then export LC_ALL=C.UTF-8; fi
 unset NO_COLOR
@@ -47,8 +47,9 @@ fi
 tm send-keys q; sleep 0.5; tm send-keys y   # quit asks while a run is live
 for _ in $(seq 1 100); do tm has-session 2>/dev/null || break; sleep 0.2; done
 
+load=$(cut -d' ' -f1 /proc/loadavg)   # the step time on screen depends on it
 cpu=$(sed -nE 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-caption="The default run at step $at of 500, $cols x $rows, dark theme, captured by \`bench/screenshot.sh\` on $(date -u +%Y-%m-%d) ($cpu, $(nproc) cores):"
+caption="The default run at step $at of 500, $cols x $rows, dark theme, captured by \`bench/screenshot.sh\` on $(date -u +%Y-%m-%d) ($cpu, $(nproc) cores, load average $load):"
 for doc in README.md docs/console.md; do
   awk -v caption="$caption" -v shot="$src/docs/screenshot.txt" '
     /^<!-- screenshot:begin -->$/ { print; print ""; print caption; print ""; print "```text"

@@ -53,8 +53,8 @@ static void usage(FILE *out) {
 // OpenMP threads that wait for work spin for about 3 ms before they sleep: libgomp's default,
 // read from OMP_WAIT_POLICY and GOMP_SPINCOUNT when it loads, before main can set either. On
 // cores that other processes keep busy, those spins take the time slices the working threads
-// need (README, "Threads on a shared machine": beside a busy loop on a 2-core machine the
-// README's one-stage example took 5.0-6.8x its one-thread time with two spinning threads,
+// need (docs/benchmarks.md, "Threads on a shared machine": beside a busy loop on a 2-core machine the
+// one-stage example of docs/usage.md took 5.0-6.8x its one-thread time with two spinning threads,
 // 0.28-0.54x with two that sleep when they wait). So unless the user chose a policy, pptrain
 // runs itself again with OMP_WAIT_POLICY=PASSIVE, before anything else has happened; every
 // mpirun rank does the same. Where /proc/self/exe cannot be run, it carries on as it is.

@@ -6,7 +6,7 @@
 // state the OS saves. No list of CPU models is involved, so a CPU newer than the library still
 // gets the widest kernels it runs. OpenBLAS 0.3.21 chose by model number instead and fell back
 // to its SSE3 (Prescott) kernels on a new Xeon (family 6, model 207), 3-4x slower; oneDNN was
-// also the fastest of the three libraries measured at this project's shapes (README, "Which
+// also the fastest of the three libraries measured at this project's shapes (docs/benchmarks.md, "Which
 // library runs the products").
 //
 // The user may cap oneDNN's kernels with ONEDNN_MAX_CPU_ISA (or its older name

@@ -475,8 +475,14 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
         }
         tui_text(y++, in.x, in.w, THEME_TEXT, line);
     }
-    if (y < end)
-        tui_textf(y++, in.x, in.w, THEME_DIM, h->n_cks ? "checkpoints (c picks, F5 resumes):" : "no checkpoints");
+    if (y < end && !h->n_cks) tui_text(y++, in.x, in.w, THEME_DIM, "no checkpoints");
+    // One line left (80x24): the picked checkpoint with the keys, never a heading without rows.
+    if (y + 1 == end && h->n_cks) {
+        const DbCheckpointInfo *c = &h->cks[h->ck_sel];
+        tui_textf(y++, in.x, in.w, THEME_SELECTED, "checkpoint %d/%d: step %d %s (c picks, F5 resumes)", h->ck_sel + 1,
+                  h->n_cks, c->step, c->status ? c->status : "-");
+    }
+    if (y + 1 < end && h->n_cks) tui_text(y++, in.x, in.w, THEME_DIM, "checkpoints (c picks, F5 resumes):");
     // At most three checkpoint lines, around the picked one; the rest of the pane is the curve.
     const int first = max_i(0, min_i(h->ck_sel - 1, h->n_cks - 3));
     for (int k = first; k < h->n_cks && k < first + 3 && y < end; k++) {

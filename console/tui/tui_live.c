@@ -432,6 +432,8 @@ static void key_pause(TuiApp *app) {
     const bool pause = s != TUI_RUN_PAUSED && !atomic_load(&app->snap->pause);
     tui_snapshot_set_pause(app->snap, pause);
     tui_app_status(app, THEME_WARNING, pause ? "pausing after this step" : "resumed");
+    // Gone once the run is paused: the header says "paused" then (issue 29).
+    if (pause) tui_app_status_while(app, 1u << TUI_RUN_STARTING | 1u << TUI_RUN_RUNNING);
 }
 
 static const char *label_pause(const TuiApp *app) {
@@ -447,6 +449,9 @@ static void key_stop(TuiApp *app) {
     tui_snapshot_request_stop(app->snap);
     tui_app_status(app, THEME_WARNING, "stopping after this step%s",
                    app->setup.ro.ckpt_dir[0] ? " (a checkpoint is written)" : "");
+    // Gone once the run has stopped (or ended another way): the header says so then.
+    tui_app_status_while(app, 1u << TUI_RUN_STARTING | 1u << TUI_RUN_RUNNING | 1u << TUI_RUN_PAUSED |
+                                  1u << TUI_RUN_STOPPING);
 }
 
 static void key_ema(TuiApp *app) { app->ema = !app->ema; }

@@ -423,8 +423,6 @@ static int draw_wrapped(int y, int end, int x, int w, ThemeRole role, char (*fie
     return y + 1 < end ? y + 1 : end;
 }
 
-static bool run_oversubscribed(const DbRunInfo *r) { return r->host_cores > 0 && r->host_ranks > r->host_cores; }
-
 static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     TuiHistory *h = &app->history;
     const DbRunInfo *r = selected(h);
@@ -457,8 +455,7 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
         snprintf(f[n_f++], 96, "val %.4f at step %d (min %.4f)", r->last_val_loss, r->last_val_step, r->min_val_loss);
     if (y < end) y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, n_f);
     if (y < end && isfinite(r->mean_bubble)) {
-        const TuiBubble b = {r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention,
-                             run_oversubscribed(r)};
+        const TuiBubble b = {r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention};
         char text[256];
         if (isfinite(r->mean_ideal)) tui_bubble_text(&b, in.w, text, sizeof text);
         else snprintf(text, sizeof text, "bubble %.1f%%", 100 * r->mean_bubble);

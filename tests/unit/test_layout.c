@@ -358,7 +358,7 @@ static void sweep_stage_columns(void) {
 static void sweep_texts(void) {
     Sweep s = {0, 0};
     const char *msg = "the checkpoint is at step 500, the end of its 500-step run (give --steps N above 500 to go on)";
-    const TuiBubble b = {0.5623, 0.2727, 0.0991, 0.0042, 0.1863, true};
+    const TuiBubble b = {0.5623, 0.2727, 0.0991, 0.0042, 0.1863};
     for (int width = 10; width <= COLS_MAX; width++) {
         TuiLine lines[32];
         const int n = tui_wrap(msg, width, lines, 32);

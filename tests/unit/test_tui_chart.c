@@ -78,6 +78,27 @@ static void test_gantt_labels(void) {
     CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_F, "two cells for eight actions: both used");
 }
 
+// Compact labels name each block's own action (issue 29): four forwards of 2.24 cells each read
+// F0F1F2F3, not F0F1F1F2 (a block took the microbatch of the action before it, which covers
+// more of the block's first cell); and a rank's two virtual stages differ in case, so its
+// forwards of one microbatch on stage 0 and stage 4 read F1f1, not F1F1.
+static void test_gantt_compact_labels(void) {
+    TuiEvent four[4];
+    for (int i = 0; i < 4; i++) four[i] = (TuiEvent){2.24f * i, 2.24f * (i + 1), TUI_CELL_F, 0, i};
+    TuiGanttCell c[16];
+    char text[17];
+    tui_gantt_raster(four, 4, 0.0, 1.0, 9, c);
+    tui_gantt_text(c, 9, text);
+    CHECK(strcmp(text, "F0F1F2F3F") == 0, "each block labelled with its own microbatch: %s", text);
+    const TuiEvent virt[] = {{0, 2, TUI_CELL_F, 0, 1}, {2, 4, TUI_CELL_F, 4, 1}, {4, 8, TUI_CELL_B, 4, 1},
+                             {8, 12, TUI_CELL_B, 0, 1}};
+    tui_gantt_raster(virt, 4, 0.0, 1.0, 12, c);
+    tui_gantt_text(c, 12, text);
+    CHECK(strcmp(text, "F1f1b1bbB1BB") == 0, "a rank's second stage in lower case: %s", text);
+    tui_gantt_labels(c, 12, text);
+    CHECK(strcmp(text, "    b1  B1  ") == 0, "labels keep the case (f1 has no room before b1): '%s'", text);
+}
+
 static void test_bars(void) {
     int b, c, i;
     for (int w = 0; w <= 40; w++) {
@@ -323,6 +344,7 @@ int main(void) {
     test_cell_kinds();
     test_gantt();
     test_gantt_labels();
+    test_gantt_compact_labels();
     test_bars();
     test_ema();
     test_series();

@@ -185,8 +185,8 @@ static const char *const MIGRATIONS[DB_SCHEMA_VERSION] = {
     ") WITHOUT ROWID;\n",
     // 6: one word per idea (issue 29): "wait" is the bubble's time, so the two columns that cut a
     // rank's step another way are named for what they hold. Same values, new names.
-    "ALTER TABLE stage_steps RENAME COLUMN idle_ms TO between_ms;\n"
-    "ALTER TABLE stage_steps RENAME COLUMN comm_ms TO sendrecv_ms;\n",
+    ("ALTER TABLE stage_steps RENAME COLUMN idle_ms TO between_ms;\n"
+     "ALTER TABLE stage_steps RENAME COLUMN comm_ms TO sendrecv_ms;\n"),
 };
 
 // A buffered step: its run, the step, and its stage rows [stage0, stage0 + n_stages).

@@ -322,8 +322,8 @@ static void timeline_title(const TuiApp *app, const LiveLayout *L, const Shown *
 
 // The legend sits in the bottom border when it fits.
 static void timeline_legend(const LiveLayout *L) {
-    static const char *const LEGENDS[] = {"F fwd B bwd I in-grad W w-grad (f b i w: a rank's 2nd stage) - messages . idle; "
-                                          "+/- zoom, arrows",
+    static const char *const LEGENDS[] = {("F fwd B bwd I in-grad W w-grad (f b i w: a rank's 2nd stage) - messages . idle; "
+                                           "+/- zoom, arrows"),
                                           "F fwd B bwd I in-grad W w-grad (f b i w: 2nd stage) - messages . idle",
                                           "F fwd B bwd I in-grad W w-grad - messages . idle; +/- zoom, arrows",
                                           "F fwd B bwd I in-grad W w-grad - messages . idle", "F B I W - msg . idle"};

@@ -1,5 +1,5 @@
-// console/cli_options: one parser step and one usage printer for the commands' option tables
-// (cli_options.h).
+// console/cli_options: one parser step, one option loop and one usage printer for the
+// commands' option tables (cli_options.h).
 #include "console/cli_options.h"
 
 #include <string.h>
@@ -16,6 +16,23 @@ int cli_option_take(const CliOption *opt, int argc, char **argv, int *i, void *o
     const char *value = NULL;
     if (opt->arg && !(value = cli_value(argc, argv, i, err))) return -1;
     return opt->set(opts, opt->flag, value, err);
+}
+
+int cli_options_parse(const CliCommand *c, int argc, char **argv, int first, void *opts, void *ctx, Error *err) {
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const CliOption *opt = cli_option_find(c->rows, c->n, c->help_alias && !strcmp(a, "-h") ? "--help" : a);
+        if (opt) {
+            if (cli_option_take(opt, argc, argv, &i, opts, err)) return -1;
+            if (c->stop && c->stop(opts)) return 0;
+        } else if (!c->positional || strncmp(a, c->unknown_prefix, strlen(c->unknown_prefix)) == 0) {
+            error_set(err, "%s: unknown option '%s' (see pptrain %s --help)", c->cmd, a, c->cmd);
+            return -1;
+        } else if (c->positional(ctx, a, err)) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void cli_options_usage(FILE *out, const CliOption *rows, int n, int width, bool (*shown)(const CliOption *o),

@@ -72,7 +72,7 @@ void recorder_step(RunRecorder *r, const PipelineReport *pr) {
     for (int k = 0; k < n; k++) {
         const int rank = t->stages[k].rank;
         stages[k] = (DbStageStep){.stage = k, .rank = rank, .busy_ms = t->stages[k].busy_ms,
-                                  .idle_ms = t->ranks[rank].idle_ms, .comm_ms = t->stages[k].comm_ms,
+                                  .between_ms = t->ranks[rank].idle_ms, .sendrecv_ms = t->stages[k].comm_ms,
                                   .peak_act_bytes = (int64_t)pr->peak_slots[k] * (int64_t)r->slot_bytes[k],
                                   .transfer_ms = t->stages[k].transfer_ms, .wait_ms = t->ranks[rank].wait_ms};
     }

@@ -1,6 +1,6 @@
 // storage/db: opening the run store, its schema and migrations, and everything rank 0 writes.
 //
-// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 5).
+// The run store schema (PRAGMA application_id 0x70707472 "pptr", PRAGMA user_version 6).
 // Timestamps are ISO-8601 UTC with milliseconds ("2025-03-01T14:02:07.123Z"), so they sort as
 // text. A NaN measurement is stored as NULL. Version 1 is DESIGN.md's minimum schema; versions 2
 // and 3 add the columns marked (v2) and (v3), version 4 the table evals, version 5 samples.
@@ -50,11 +50,14 @@
 // stage_steps: one row per step, stage and rank: where each rank's step time went.
 //   run_id, step, stage, rank   INTEGER  PRIMARY KEY (stage counts virtual stages)
 //   busy_ms       REAL     computing (F, B, I, W)
-//   idle_ms       REAL     waiting: the bubble
-//   comm_ms       REAL     sending and receiving activations and gradients
+//   between_ms    REAL     (v6; idle_ms before) its rank's time outside every action
+//   sendrecv_ms   REAL     (v6; comm_ms before) inside the stage's sends and receives of
+//                          activations and gradients, a blocked receive's wait included
 //   peak_act_bytes INTEGER activation memory high-water mark of the step
-//   transfer_ms   REAL     (v3) of comm_ms, moving this stage's messages
-//   wait_ms       REAL     (v3) its rank's non-busy time beyond transfer: waiting for a peer
+//   transfer_ms   REAL     (v3) of sendrecv_ms, moving this stage's messages
+//   wait_ms       REAL     (v3) its rank's non-busy time beyond transfer: waiting for a peer,
+//                          its share of the bubble. busy + transfer + wait is the rank's step,
+//                          as busy + sendrecv + between is: two cuts of one time.
 // checkpoints: one row per checkpoint; counts only when status is 'complete'.
 //   id            INTEGER PRIMARY KEY
 //   run_id        INTEGER  runs.id
@@ -180,6 +183,10 @@ static const char *const MIGRATIONS[DB_SCHEMA_VERSION] = {
     "  tokens INTEGER, seconds REAL, text BLOB,\n"
     "  PRIMARY KEY (run_id, step)\n"
     ") WITHOUT ROWID;\n",
+    // 6: one word per idea (issue 29): "wait" is the bubble's time, so the two columns that cut a
+    // rank's step another way are named for what they hold. Same values, new names.
+    ("ALTER TABLE stage_steps RENAME COLUMN idle_ms TO between_ms;\n"
+     "ALTER TABLE stage_steps RENAME COLUMN comm_ms TO sendrecv_ms;\n"),
 };
 
 // A buffered step: its run, the step, and its stage rows [stage0, stage0 + n_stages).
@@ -762,13 +769,13 @@ static int db_insert_step(Db *db, const DbPendingStep *p, Error *err) {
 
 static int db_insert_stage_step(Db *db, int64_t run, int step, const DbStageStep *s, Error *err) {
     static const char SQL[] =
-        "INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, idle_ms, comm_ms, peak_act_bytes, transfer_ms, "
+        "INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, between_ms, sendrecv_ms, peak_act_bytes, transfer_ms, "
         "wait_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     sqlite3_stmt *stmt = db_stmt(db, SQL, err);
     if (!stmt) return -1;
     int b = sqlite3_bind_int64(stmt, 1, run) | sqlite3_bind_int(stmt, 2, step) | sqlite3_bind_int(stmt, 3, s->stage) |
-            sqlite3_bind_int(stmt, 4, s->rank) | bind_real(stmt, 5, s->busy_ms) | bind_real(stmt, 6, s->idle_ms) |
-            bind_real(stmt, 7, s->comm_ms) | sqlite3_bind_int64(stmt, 8, s->peak_act_bytes) |
+            sqlite3_bind_int(stmt, 4, s->rank) | bind_real(stmt, 5, s->busy_ms) | bind_real(stmt, 6, s->between_ms) |
+            bind_real(stmt, 7, s->sendrecv_ms) | sqlite3_bind_int64(stmt, 8, s->peak_act_bytes) |
             bind_real(stmt, 9, s->transfer_ms) | bind_real(stmt, 10, s->wait_ms);
     return db_step_done(db, stmt, b, "recording a stage step", err);
 }

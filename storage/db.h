@@ -14,7 +14,7 @@
 #include "engine/error.h"
 
 #define DB_DEFAULT_PATH "pptrain.db"
-#define DB_SCHEMA_VERSION 5          // PRAGMA user_version this build writes and reads
+#define DB_SCHEMA_VERSION 6          // PRAGMA user_version this build writes and reads
 #define DB_APPLICATION_ID 0x70707472 // PRAGMA application_id: "pptr"
 #define DB_FLUSH_STEPS 50            // db_step_add commits after this many buffered steps...
 #define DB_FLUSH_MS 1000             // ...or when this long has passed since the last commit
@@ -62,9 +62,11 @@ typedef struct {
 
 typedef struct {
     int stage, rank;
-    double busy_ms, idle_ms, comm_ms; // a rank's step time, split three ways
+    double busy_ms;             // computing (F, B, I, W)
+    double between_ms;          // its rank's time outside every action
+    double sendrecv_ms;         // inside this stage's sends and receives (a blocked receive's wait too)
     int64_t peak_act_bytes;
-    double transfer_ms;         // of comm_ms, moving this stage's messages
+    double transfer_ms;         // of sendrecv_ms, moving this stage's messages
     double wait_ms;             // its rank's non-busy time beyond transfer: waiting for a peer
 } DbStageStep;
 
@@ -177,9 +179,9 @@ typedef struct {
 
 typedef struct {
     int stage, ranks, steps;          // ranks: distinct ranks that reported this stage
-    double busy_ms, idle_ms, comm_ms; // means over steps and ranks
+    double busy_ms, between_ms, sendrecv_ms; // means over steps and ranks
     double transfer_ms, wait_ms;      // means; NaN before version 3
-    double busy_frac;                 // busy / (busy + idle + comm)
+    double busy_frac;                 // busy / (busy + between + sendrecv)
     int64_t peak_act_bytes;           // the largest reported
 } DbStageSummary;
 

@@ -340,8 +340,8 @@ int db_samples_read(Db *db, int64_t run, DbSample **out, int *n, Error *err) {
 
 int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *err) {
     static const char SQL[] =
-        "SELECT stage, count(DISTINCT rank), count(DISTINCT step), avg(busy_ms), avg(idle_ms), avg(comm_ms), "
-        "sum(busy_ms) / nullif(total(busy_ms) + total(idle_ms) + total(comm_ms), 0), max(peak_act_bytes), "
+        "SELECT stage, count(DISTINCT rank), count(DISTINCT step), avg(busy_ms), avg(between_ms), avg(sendrecv_ms), "
+        "sum(busy_ms) / nullif(total(busy_ms) + total(between_ms) + total(sendrecv_ms), 0), max(peak_act_bytes), "
         "avg(transfer_ms), avg(wait_ms) FROM stage_steps WHERE run_id = ? GROUP BY stage ORDER BY stage";
     *out = NULL;
     *n = 0;
@@ -353,8 +353,8 @@ int db_stage_summary(Db *db, int64_t run, DbStageSummary **out, int *n, Error *e
         *out = grow(*out, *n, &cap, sizeof **out);
         (*out)[(*n)++] = (DbStageSummary){
             .stage = sqlite3_column_int(stmt, 0), .ranks = sqlite3_column_int(stmt, 1),
-            .steps = sqlite3_column_int(stmt, 2), .busy_ms = col_real(stmt, 3), .idle_ms = col_real(stmt, 4),
-            .comm_ms = col_real(stmt, 5), .busy_frac = col_real(stmt, 6),
+            .steps = sqlite3_column_int(stmt, 2), .busy_ms = col_real(stmt, 3), .between_ms = col_real(stmt, 4),
+            .sendrecv_ms = col_real(stmt, 5), .busy_frac = col_real(stmt, 6),
             .peak_act_bytes = sqlite3_column_int64(stmt, 7), .transfer_ms = col_real(stmt, 8),
             .wait_ms = col_real(stmt, 9)};
     }

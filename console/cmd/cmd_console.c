@@ -26,23 +26,11 @@ typedef struct {
     bool ascii, start, help, gave_stages;
 } ConsoleFlags;
 
-#define TEXT_SETTER(fn, field)                                           \
-    static int fn(void *o, const char *f, const char *v, Error *e) {     \
-        (void)f, (void)e;                                                \
-        ((ConsoleFlags *)o)->field = v;                                  \
-        return 0;                                                        \
-    }
-#define SWITCH_SETTER(fn, field)                                         \
-    static int fn(void *o, const char *f, const char *v, Error *e) {     \
-        (void)f, (void)v, (void)e;                                       \
-        ((ConsoleFlags *)o)->field = true;                               \
-        return 0;                                                        \
-    }
-TEXT_SETTER(set_theme, theme)
-TEXT_SETTER(set_themes_dir, themes_dir)
-SWITCH_SETTER(set_ascii, ascii)
-SWITCH_SETTER(set_start, start)
-SWITCH_SETTER(set_help, help)
+CLI_TEXT_SETTER(set_theme, ConsoleFlags, theme)
+CLI_TEXT_SETTER(set_themes_dir, ConsoleFlags, themes_dir)
+CLI_SWITCH_SETTER(set_ascii, ConsoleFlags, ascii)
+CLI_SWITCH_SETTER(set_start, ConsoleFlags, start)
+CLI_SWITCH_SETTER(set_help, ConsoleFlags, help)
 
 // The console's own flags; every other flag is a run option (console/run_options.h).
 static const CliOption CONSOLE_FLAGS[] = {

@@ -16,21 +16,9 @@ typedef struct {
     bool bf16, help;
 } ExportOptions;
 
-static int set_bf16(void *o, const char *f, const char *v, Error *e) {
-    (void)f, (void)v, (void)e;
-    ((ExportOptions *)o)->bf16 = true;
-    return 0;
-}
-static int set_db(void *o, const char *f, const char *v, Error *e) {
-    (void)f, (void)e;
-    ((ExportOptions *)o)->db_file = v;
-    return 0;
-}
-static int set_help(void *o, const char *f, const char *v, Error *e) {
-    (void)f, (void)v, (void)e;
-    ((ExportOptions *)o)->help = true;
-    return 0;
-}
+CLI_SWITCH_SETTER(set_bf16, ExportOptions, bf16)
+CLI_TEXT_SETTER(set_db, ExportOptions, db_file)
+CLI_SWITCH_SETTER(set_help, ExportOptions, help)
 static const CliOption OPTIONS[] = {
     {"--bf16", NULL, "weights as bfloat16 (rounded to nearest even); default float32", set_bf16, 0},
     {"--db", "FILE", "the run store (pptrain.db)", set_db, 0},
@@ -48,30 +36,36 @@ static void usage(FILE *out) {
     cli_options_usage(out, OPTIONS, N_OPTIONS, 12, NULL, NULL);
 }
 
-int cmd_export(int argc, char **argv) {
-    const char *what = NULL, *folder = NULL;
-    ExportOptions o = {.db_file = DB_DEFAULT_PATH};
-    Error err = {{0}};
-    for (int i = 2; i < argc; i++) {
-        const CliOption *opt = cli_option_find(OPTIONS, N_OPTIONS, strcmp(argv[i], "-h") ? argv[i] : "--help");
-        if (opt) {
-            if (cli_option_take(opt, argc, argv, &i, &o, &err)) return cli_fail(&err);
-            if (o.help) {
-                usage(stdout);
-                return 0;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            error_set(&err, "export: unknown option '%s' (see pptrain export --help)", argv[i]);
-            return cli_fail(&err);
-        } else if (!what) {
-            what = argv[i];
-        } else if (!folder) {
-            folder = argv[i];
-        } else {
-            error_set(&err, "export: unexpected argument '%s'", argv[i]);
-            return cli_fail(&err);
-        }
+// The two words export takes: what to export, then where.
+typedef struct {
+    const char *what, *folder;
+} ExportArgs;
+
+static int take_word(void *ctx, const char *arg, Error *err) {
+    ExportArgs *a = ctx;
+    if (!a->what) a->what = arg;
+    else if (!a->folder) a->folder = arg;
+    else {
+        error_set(err, "export: unexpected argument '%s'", arg);
+        return -1;
     }
+    return 0;
+}
+
+static bool help_asked(const void *o) { return ((const ExportOptions *)o)->help; }
+
+static const CliCommand COMMAND = {"export", OPTIONS, N_OPTIONS, true, "--", take_word, help_asked};
+
+int cmd_export(int argc, char **argv) {
+    ExportOptions o = {.db_file = DB_DEFAULT_PATH};
+    ExportArgs words = {NULL, NULL};
+    Error err = {{0}};
+    if (cli_options_parse(&COMMAND, argc, argv, 2, &o, &words, &err)) return cli_fail(&err);
+    if (o.help) {
+        usage(stdout);
+        return 0;
+    }
+    const char *what = words.what, *folder = words.folder;
     const char *db_file = o.db_file;
     const bool bf16 = o.bf16;
     if (!folder) {

@@ -456,15 +456,19 @@ static void show_stages(const DbStageSummary *st, int n) {
         printf("  no stage timings recorded\n");
         return;
     }
-    printf("  %5s %5s %10s %10s %10s %7s %13s %10s %10s\n", "stage", "ranks", "busy ms", "idle ms", "comm ms", "busy",
-           "peak act MiB", "xfer ms", "wait ms");
+    // A rank's step is busy + xfer + wait, as on the console's stage rows: wait is its share of
+    // the bubble. The store's sendrecv_ms (time inside sends and receives, a blocked receive's
+    // wait included) and between_ms (time outside every action) cut the same time another way;
+    // they stay in --json, not beside xfer and wait (issue 29).
+    printf("  %5s %5s %10s %10s %10s %7s %13s\n", "stage", "ranks", "busy ms", "xfer ms", "wait ms", "busy",
+           "peak act MiB");
     for (int i = 0; i < n; i++) {
         char frac[16], xfer[16], wait[16];
         history_fmt_num(frac, sizeof frac, "%.1f%%", 100 * st[i].busy_frac);
         history_fmt_num(xfer, sizeof xfer, "%.2f", st[i].transfer_ms);
         history_fmt_num(wait, sizeof wait, "%.2f", st[i].wait_ms);
-        printf("  %5d %5d %10.2f %10.2f %10.2f %7s %13.1f %10s %10s\n", st[i].stage, st[i].ranks, st[i].busy_ms,
-               st[i].idle_ms, st[i].comm_ms, frac, st[i].peak_act_bytes / 1048576.0, xfer, wait);
+        printf("  %5d %5d %10.2f %10s %10s %7s %13.1f\n", st[i].stage, st[i].ranks, st[i].busy_ms, xfer, wait, frac,
+               st[i].peak_act_bytes / 1048576.0);
     }
 }
 
@@ -502,8 +506,8 @@ static cJSON *show_json(const DbRunInfo *r, const DbEval *ev, int n_ev, const Db
         cJSON_AddNumberToObject(s, "stage", st[i].stage);
         cJSON_AddNumberToObject(s, "ranks", st[i].ranks);
         history_json_num(s, "busy_ms", st[i].busy_ms);
-        history_json_num(s, "idle_ms", st[i].idle_ms);
-        history_json_num(s, "comm_ms", st[i].comm_ms);
+        history_json_num(s, "between_ms", st[i].between_ms);
+        history_json_num(s, "sendrecv_ms", st[i].sendrecv_ms);
         history_json_num(s, "busy_frac", st[i].busy_frac);
         history_json_int64(s, "peak_act_bytes", st[i].peak_act_bytes);
         history_json_num(s, "transfer_ms", st[i].transfer_ms);

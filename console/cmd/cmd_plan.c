@@ -118,17 +118,11 @@ static int set_latency(void *opts, const char *flag, const char *v, Error *err) 
     return cli_parse_float(flag, v, 0.0, 1e12, &o->latency, err);
 }
 
-#define SWITCH(fn, field) \
-    static int fn(void *o, const char *f, const char *v, Error *e) { \
-        (void)f, (void)v, (void)e; \
-        ((PlanOptions *)o)->field = true; \
-        return 0; \
-    }
-SWITCH(set_json, json)
-SWITCH(set_dump, dump_csv)
-SWITCH(set_with_comm, with_comm)
-SWITCH(set_list, list)
-SWITCH(set_help, help)
+CLI_SWITCH_SETTER(set_json, PlanOptions, json)
+CLI_SWITCH_SETTER(set_dump, PlanOptions, dump_csv)
+CLI_SWITCH_SETTER(set_with_comm, PlanOptions, with_comm)
+CLI_SWITCH_SETTER(set_list, PlanOptions, list)
+CLI_SWITCH_SETTER(set_help, PlanOptions, help)
 
 static const CliOption OPTIONS[] = {
     {"--stages", "P", "pipeline ranks (with a schedule name; a CSV has its own)", set_stages, 0},
@@ -180,14 +174,8 @@ static void print_registry(void) {
 static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
     *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}, };
     model_config_preset(&o->model, "tiny", err);
-    for (int i = 2; i < argc; i++) {
-        const CliOption *opt = cli_option_find(OPTIONS, (int)N_OPTIONS, argv[i]);
-        if (!opt) {
-            error_set(err, "plan: unknown option '%s' (see pptrain plan --help)", argv[i]);
-            return -1;
-        }
-        if (cli_option_take(opt, argc, argv, &i, o, err)) return -1;
-    }
+    const CliCommand command = {"plan", OPTIONS, (int)N_OPTIONS, false, "--", NULL, NULL};
+    if (cli_options_parse(&command, argc, argv, 2, o, NULL, err)) return -1;
     if (o->with_comm && !o->dump_csv) {
         error_set(err, "--with-comm only applies to --dump-csv");
         return -1;

@@ -61,15 +61,9 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#define TEXT_SETTER(fn, field)                                           \
-    static int fn(void *o, const char *f, const char *v, Error *e) {     \
-        (void)f, (void)e;                                                \
-        ((Options *)o)->field = v;                                       \
-        return 0;                                                        \
-    }
-TEXT_SETTER(set_tokenizer, tokenizer)
-TEXT_SETTER(set_out, out)
-TEXT_SETTER(set_name, name)
+CLI_TEXT_SETTER(set_tokenizer, Options, tokenizer)
+CLI_TEXT_SETTER(set_out, Options, out)
+CLI_TEXT_SETTER(set_name, Options, name)
 static int set_val_fraction(void *opts, const char *f, const char *v, Error *e) {
     Options *o = opts;
     o->have_frac = true;
@@ -123,20 +117,28 @@ static void usage(FILE *out) {
     cli_options_usage(out, OPTIONS, N_OPTIONS, 21, NULL, NULL);
 }
 
+// The text files and folders named on the command line, in order.
+typedef struct {
+    const char **list;  // (argc)
+    int n;
+} Inputs;
+
+static int take_input(void *ctx, const char *arg, Error *err) {
+    (void)err;
+    Inputs *in = ctx;
+    in->list[in->n++] = arg;
+    return 0;
+}
+
 static int parse(int argc, char **argv, Options *o, const char ***inputs, int *n_in, Error *err) {
     *o = (Options){.name = "tokens", .shard_tokens = 1u << 25, .threads = omp_get_num_procs()};
     *inputs = xcalloc((size_t)argc, sizeof **inputs);
     *n_in = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const CliOption *opt = cli_option_find(OPTIONS, N_OPTIONS, strcmp(a, "-h") ? a : "--help");
-        if (opt) {
-            if (cli_option_take(opt, argc, argv, &i, o, err)) return -1;
-        } else if (a[0] == '-' && a[1] == '-') {
-            error_set(err, "tokenize: unknown option '%s' (see pptrain tokenize --help)", a);
-            return -1;
-        } else (*inputs)[(*n_in)++] = a;
-    }
+    Inputs in = {*inputs, 0};
+    const CliCommand command = {"tokenize", OPTIONS, N_OPTIONS, true, "--", take_input, NULL};
+    const int rc = cli_options_parse(&command, argc, argv, 2, o, &in, err);
+    *n_in = in.n;
+    if (rc) return -1;
     if (o->help) return 0;
     if (!o->tokenizer || !o->out || !*n_in) {
         error_set(err, "tokenize needs --tokenizer, --out and at least one text file or folder "

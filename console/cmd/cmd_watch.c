@@ -19,23 +19,11 @@ typedef struct {
     bool ascii, help;
 } WatchFlags;
 
-#define TEXT_SETTER(fn, field)                                           \
-    static int fn(void *o, const char *f, const char *v, Error *e) {     \
-        (void)f, (void)e;                                                \
-        ((WatchFlags *)o)->field = v;                                    \
-        return 0;                                                        \
-    }
-#define SWITCH_SETTER(fn, field)                                         \
-    static int fn(void *o, const char *f, const char *v, Error *e) {     \
-        (void)f, (void)v, (void)e;                                       \
-        ((WatchFlags *)o)->field = true;                                 \
-        return 0;                                                        \
-    }
-TEXT_SETTER(set_db, db)
-TEXT_SETTER(set_theme, theme)
-TEXT_SETTER(set_themes_dir, themes_dir)
-SWITCH_SETTER(set_ascii, ascii)
-SWITCH_SETTER(set_help, help)
+CLI_TEXT_SETTER(set_db, WatchFlags, db)
+CLI_TEXT_SETTER(set_theme, WatchFlags, theme)
+CLI_TEXT_SETTER(set_themes_dir, WatchFlags, themes_dir)
+CLI_SWITCH_SETTER(set_ascii, WatchFlags, ascii)
+CLI_SWITCH_SETTER(set_help, WatchFlags, help)
 
 static const CliOption OPTIONS[] = {
     {"--db", "FILE", "the run store (pptrain.db)", set_db, 0},
@@ -55,22 +43,21 @@ static void usage(FILE *out) {
     cli_options_usage(out, OPTIONS, N_OPTIONS, 26, NULL, NULL);
 }
 
+// watch's one word: the run to watch.
+static int take_run(void *ctx, const char *arg, Error *err) {
+    WatchFlags *f = ctx;
+    if (f->run) {
+        error_set(err, "watch: one RUN at most ('%s' and '%s')", f->run, arg);
+        return -1;
+    }
+    f->run = arg;
+    return 0;
+}
+
 static int parse(int argc, char **argv, WatchFlags *f, Error *err) {
     *f = (WatchFlags){.db = DB_DEFAULT_PATH};
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const CliOption *opt = cli_option_find(OPTIONS, N_OPTIONS, strcmp(a, "-h") ? a : "--help");
-        if (opt) {
-            if (cli_option_take(opt, argc, argv, &i, f, err)) return -1;
-        } else if (a[0] == '-') {
-            error_set(err, "watch: unknown option '%s' (see pptrain watch --help)", a);
-            return -1;
-        } else if (f->run) {
-            error_set(err, "watch: one RUN at most ('%s' and '%s')", f->run, a);
-            return -1;
-        } else f->run = a;
-    }
-    return 0;
+    const CliCommand command = {"watch", OPTIONS, N_OPTIONS, true, "-", take_run, NULL};
+    return cli_options_parse(&command, argc, argv, 2, f, f, err);
 }
 
 // The store must open now (a store this build cannot read, say a newer schema, is refused

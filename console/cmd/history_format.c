@@ -146,7 +146,6 @@ void history_host_load(const DbRunInfo *r, char *buf, size_t size) {
 }
 
 TuiBubble history_run_bubble(const DbRunInfo *r) {
-    return (TuiBubble){r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention,
-                       r->host_cores > 0 && r->host_ranks > r->host_cores};
+    return (TuiBubble){r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention};
 }
 

@@ -33,7 +33,7 @@ void history_json_print(cJSON *root);
 
 // "4 rank threads on 2 cores: CPU oversubscription", or "" when the store does not say.
 void history_host_load(const DbRunInfo *r, char *buf, size_t size);
-// The run's mean bubble and its parts, named oversubscription when its ranks outnumbered cores.
+// The run's mean bubble and its parts (ideal, imbalance, transfer, contention).
 TuiBubble history_run_bubble(const DbRunInfo *r);
 
 // `history compare`: the runs named by ids side by side (json: one object). 0, or -1 with err.

@@ -32,6 +32,15 @@ void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) {
     va_end(ap);
     app->status_role = role;
     app->status_until = clock_now_s() + (role == THEME_ERROR ? 2 * STATUS_S : STATUS_S);
+    app->status_while = 0;
+}
+
+void tui_app_status_while(TuiApp *app, unsigned mask) { app->status_while = mask; }
+
+// Whether the status still shows: within its time, and while the run is in a state it allows.
+static bool status_live(const TuiApp *app, double now) {
+    if (!app->status[0] || now >= app->status_until) return false;
+    return !app->status_while || !app->view || (app->status_while & (1u << app->view->state));
 }
 
 static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
@@ -44,7 +53,7 @@ static const TuiScreenOps *const SCREENS[TUI_SCREEN_COUNT] = {
 static const TuiScreenOps *screen_ops(const TuiApp *app) { return SCREENS[app->screen]; }
 
 const char *tui_app_note(const TuiApp *app, ThemeRole *role) {
-    if (app->status[0] && clock_now_s() < app->status_until) {
+    if (status_live(app, clock_now_s())) {
         *role = app->status_role;
         return app->status;
     }
@@ -365,7 +374,7 @@ void tui_app_loop(TuiApp *app) {
         if (screen_ops(app)->poll && screen_ops(app)->poll(app)) data_dirty = true;
         if (app->quitting && !tui_runner_busy(app->runner)) break;
         const double now = clock_now_s();
-        const bool status_now = app->status[0] && now < app->status_until;
+        const bool status_now = status_live(app, now);
         if (status_now != status_shown) status_shown = status_now, input_dirty = true;
         // Keys redraw within a tenth of a second, new steps within a fifth.
         const double due = input_dirty ? last_draw + FRAME_S : data_dirty ? last_draw + DATA_FRAME_S : now + FRAME_S;

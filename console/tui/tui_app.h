@@ -135,6 +135,9 @@ struct TuiApp {
     char status[512];
     ThemeRole status_role;
     double status_until;
+    // A status that announces a change of the run's state ("pausing after this step") holds
+    // only while the run is in one of these states (bit 1 << TuiRunState); 0: any state.
+    unsigned status_while;
     // Messages (the status, a run's note): in the header when they fit there, else on up to
     // TUI_MESSAGE_LINES lines above the key bar (the screen gets the rows above them). Set by
     // each draw, read by the screens' headers and clicks.
@@ -162,6 +165,9 @@ struct TuiApp {
 void tui_app_loop(TuiApp *app);
 // A message for a few seconds (THEME_TEXT, THEME_WARNING or THEME_ERROR).
 void tui_app_status(TuiApp *app, ThemeRole role, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// Limits the status just set to the run states in mask (bits 1 << TuiRunState): it goes as soon
+// as the run leaves them, so "stopping after this step" never stands beside "stopped".
+void tui_app_status_while(TuiApp *app, unsigned mask);
 // The message shown now: the status while it lasts, else the screen's note (a live run's
 // failure or checkpoint line); "" when none.
 const char *tui_app_note(const TuiApp *app, ThemeRole *role);

@@ -250,7 +250,7 @@ static void gantt_lane(int y, int x, int w, int h, const TuiEvent *ev, int n, do
     tui_gantt_raster(ev, n, t0, span > 0 ? span / w : 1.0, w, cells);
     if (h == 1) tui_gantt_text(cells, w, text);
     else {
-        for (int k = 0; k < w; k++) text[k] = tui_cell_char((TuiCellKind)cells[k].kind);
+        for (int k = 0; k < w; k++) text[k] = tui_gantt_cell_char(&cells[k]);
         tui_gantt_labels(cells, w, labels);
     }
     for (int k = 0; k < w; k++) {

@@ -423,8 +423,6 @@ static int draw_wrapped(int y, int end, int x, int w, ThemeRole role, char (*fie
     return y + 1 < end ? y + 1 : end;
 }
 
-static bool run_oversubscribed(const DbRunInfo *r) { return r->host_cores > 0 && r->host_ranks > r->host_cores; }
-
 static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     TuiHistory *h = &app->history;
     const DbRunInfo *r = selected(h);
@@ -457,8 +455,7 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
         snprintf(f[n_f++], 96, "val %.4f at step %d (min %.4f)", r->last_val_loss, r->last_val_step, r->min_val_loss);
     if (y < end) y = draw_wrapped(y, end, in.x, in.w, THEME_TEXT, f, n_f);
     if (y < end && isfinite(r->mean_bubble)) {
-        const TuiBubble b = {r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention,
-                             run_oversubscribed(r)};
+        const TuiBubble b = {r->mean_bubble, r->mean_ideal, r->mean_imbalance, r->mean_transfer, r->mean_contention};
         char text[256];
         if (isfinite(r->mean_ideal)) tui_bubble_text(&b, in.w, text, sizeof text);
         else snprintf(text, sizeof text, "bubble %.1f%%", 100 * r->mean_bubble);
@@ -475,8 +472,14 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
         }
         tui_text(y++, in.x, in.w, THEME_TEXT, line);
     }
-    if (y < end)
-        tui_textf(y++, in.x, in.w, THEME_DIM, h->n_cks ? "checkpoints (c picks, F5 resumes):" : "no checkpoints");
+    if (y < end && !h->n_cks) tui_text(y++, in.x, in.w, THEME_DIM, "no checkpoints");
+    // One line left (80x24): the picked checkpoint with the keys, never a heading without rows.
+    if (y + 1 == end && h->n_cks) {
+        const DbCheckpointInfo *c = &h->cks[h->ck_sel];
+        tui_textf(y++, in.x, in.w, THEME_SELECTED, "checkpoint %d/%d: step %d %s (c picks, F5 resumes)", h->ck_sel + 1,
+                  h->n_cks, c->step, c->status ? c->status : "-");
+    }
+    if (y + 1 < end && h->n_cks) tui_text(y++, in.x, in.w, THEME_DIM, "checkpoints (c picks, F5 resumes):");
     // At most three checkpoint lines, around the picked one; the rest of the pane is the curve.
     const int first = max_i(0, min_i(h->ck_sel - 1, h->n_cks - 3));
     for (int k = first; k < h->n_cks && k < first + 3 && y < end; k++) {

@@ -322,7 +322,10 @@ static void timeline_title(const TuiApp *app, const LiveLayout *L, const Shown *
 
 // The legend sits in the bottom border when it fits.
 static void timeline_legend(const LiveLayout *L) {
-    static const char *const LEGENDS[] = {"F fwd B bwd I in-grad W w-grad - messages . idle; +/- zoom, arrows",
+    static const char *const LEGENDS[] = {("F fwd B bwd I in-grad W w-grad (f b i w: a rank's 2nd stage) - messages . idle; "
+                                           "+/- zoom, arrows"),
+                                          "F fwd B bwd I in-grad W w-grad (f b i w: 2nd stage) - messages . idle",
+                                          "F fwd B bwd I in-grad W w-grad - messages . idle; +/- zoom, arrows",
                                           "F fwd B bwd I in-grad W w-grad - messages . idle", "F B I W - msg . idle"};
     for (size_t k = 0; k < sizeof LEGENDS / sizeof LEGENDS[0]; k++)
         if ((int)strlen(LEGENDS[k]) + 4 <= L->timeline.w) {
@@ -432,6 +435,8 @@ static void key_pause(TuiApp *app) {
     const bool pause = s != TUI_RUN_PAUSED && !atomic_load(&app->snap->pause);
     tui_snapshot_set_pause(app->snap, pause);
     tui_app_status(app, THEME_WARNING, pause ? "pausing after this step" : "resumed");
+    // Gone once the run is paused: the header says "paused" then (issue 29).
+    if (pause) tui_app_status_while(app, 1u << TUI_RUN_STARTING | 1u << TUI_RUN_RUNNING);
 }
 
 static const char *label_pause(const TuiApp *app) {
@@ -447,6 +452,9 @@ static void key_stop(TuiApp *app) {
     tui_snapshot_request_stop(app->snap);
     tui_app_status(app, THEME_WARNING, "stopping after this step%s",
                    app->setup.ro.ckpt_dir[0] ? " (a checkpoint is written)" : "");
+    // Gone once the run has stopped (or ended another way): the header says so then.
+    tui_app_status_while(app, 1u << TUI_RUN_STARTING | 1u << TUI_RUN_RUNNING | 1u << TUI_RUN_PAUSED |
+                                  1u << TUI_RUN_STOPPING);
 }
 
 static void key_ema(TuiApp *app) { app->ema = !app->ema; }

@@ -345,8 +345,7 @@ static void snap_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) 
         const BubbleParts *b = &r->telemetry.parts;
         v->has_bubble = r->n_ranks > 1;
         v->has_parts = v->has_bubble && b->valid;
-        v->parts = (TuiBubble){r->telemetry.bubble, b->ideal, b->imbalance, b->transfer, b->contention,
-                               v->host_cores > 0 && v->host_ranks > v->host_cores};
+        v->parts = (TuiBubble){r->telemetry.bubble, b->ideal, b->imbalance, b->transfer, b->contention};
         v->bubble = r->telemetry.bubble;
         l->bubble_sum += r->telemetry.bubble;
         v->bubble_mean = l->bubble_sum / v->steps_done;

@@ -99,7 +99,7 @@ static void watch_ranks(TuiView *v, const DbStageSummary *st, int n, const TuiPl
             const int s = st[k].stage;
             const int owner = s < S ? rank_of[s] : s % (v->P > 0 ? v->P : 1);
             if (owner != q) continue;
-            busy += st[k].busy_ms, comm += st[k].comm_ms, idle = st[k].idle_ms;
+            busy += st[k].busy_ms, comm += st[k].sendrecv_ms, idle = st[k].between_ms;
             xfer += st[k].transfer_ms, wait = st[k].wait_ms;
             peak += (double)st[k].peak_act_bytes;
             any = true;
@@ -179,8 +179,7 @@ bool tui_watch_poll(TuiApp *app) {
     // The measured bubble shown beside the plan is the run's mean.
     if (isfinite(r.mean_bubble)) v->has_bubble = true, v->bubble = r.mean_bubble, v->bubble_mean = r.mean_bubble;
     v->has_parts = isfinite(r.mean_bubble) && isfinite(r.mean_ideal);
-    v->parts = (TuiBubble){r.mean_bubble, r.mean_ideal, r.mean_imbalance, r.mean_transfer, r.mean_contention,
-                           r.host_cores > 0 && r.host_ranks > r.host_cores};
+    v->parts = (TuiBubble){r.mean_bubble, r.mean_ideal, r.mean_imbalance, r.mean_transfer, r.mean_contention};
     DbStageSummary *st = NULL;
     int n_st = 0;
     if (db_stage_summary(w->db, id, &st, &n_st, &err) == 0) watch_ranks(v, st, n_st, &plan);

@@ -51,6 +51,10 @@ Schedule *schedule_new(const char *name, int n_ranks, int n_stages, int n_microb
 }
 
 void schedule_push(Schedule *s, int rank, ActionType type, int stage, int mb) {
+    schedule_push_action(s, rank, (Action){type, stage, mb, false});
+}
+
+void schedule_push_action(Schedule *s, int rank, Action a) {
     assert(rank >= 0 && rank < s->n_ranks);
     ScheduleList *l = &s->ranks[rank];
     if (l->n == l->cap) {
@@ -58,17 +62,14 @@ void schedule_push(Schedule *s, int rank, ActionType type, int stage, int mb) {
         l->actions = check_alloc(realloc(l->actions, sizeof(Action) * (size_t)l->cap),
                                  sizeof(Action) * (size_t)l->cap, __FILE__, __LINE__);
     }
-    l->actions[l->n++] = (Action){type, stage, mb};
+    l->actions[l->n++] = a;
 }
 
 Schedule *schedule_copy(const Schedule *s) {
     Schedule *c = schedule_new(s->name, s->n_ranks, s->n_stages, s->n_microbatches, STAGE_MAP_LOOP);
     memcpy(c->stage_rank, s->stage_rank, sizeof(int) * (size_t)s->n_stages);
     for (int r = 0; r < s->n_ranks; r++)
-        for (int i = 0; i < s->ranks[r].n; i++) {
-            Action a = s->ranks[r].actions[i];
-            schedule_push(c, r, a.type, a.stage, a.mb);
-        }
+        for (int i = 0; i < s->ranks[r].n; i++) schedule_push_action(c, r, s->ranks[r].actions[i]);
     return c;
 }
 
@@ -88,7 +89,7 @@ bool schedule_equal(const Schedule *a, const Schedule *b) {
         if (a->ranks[r].n != b->ranks[r].n) return false;
         for (int i = 0; i < a->ranks[r].n; i++) {
             Action x = a->ranks[r].actions[i], y = b->ranks[r].actions[i];
-            if (x.type != y.type || x.stage != y.stage || x.mb != y.mb) return false;
+            if (x.type != y.type || x.stage != y.stage || x.mb != y.mb || x.overlap_next != y.overlap_next) return false;
         }
     }
     return true;
@@ -125,7 +126,7 @@ void schedule_lower(Schedule *s) {
             bool fwd = a.type == ACT_F, bwd = a.type == ACT_B || a.type == ACT_I;
             if (fwd && crosses(s, a.stage, -1)) schedule_push(s, r, ACT_RECV_F, a.stage, a.mb);
             if (bwd && crosses(s, a.stage, +1)) schedule_push(s, r, ACT_RECV_B, a.stage, a.mb);
-            schedule_push(s, r, a.type, a.stage, a.mb);
+            schedule_push_action(s, r, a);
             if (fwd && crosses(s, a.stage, +1)) schedule_push(s, r, ACT_SEND_F, a.stage, a.mb);
             if (bwd && crosses(s, a.stage, -1)) schedule_push(s, r, ACT_SEND_B, a.stage, a.mb);
         }
@@ -268,13 +269,27 @@ static const char *comm_problem(const Schedule *s, Action a) {
     }
 }
 
+// An overlapped pair (Action.overlap_next) joins compute actions only, and its first needs a
+// compute action after it on the rank.
+static int check_overlaps(const Schedule *s, int r, Error *err) {
+    int open = -1;  // the last compute action, while it waits for its partner
+    for (int i = 0; i < s->ranks[r].n; i++) {
+        Action a = s->ranks[r].actions[i];
+        if (schedule_is_comm(a.type) && a.overlap_next) return fail_at(err, r, i, a, "a message cannot be overlapped");
+        if (!schedule_is_comm(a.type)) open = a.overlap_next ? i : -1;
+    }
+    return open >= 0 ? fail_at(err, r, open, s->ranks[r].actions[open], "overlapped with no compute action after it")
+                     : 0;
+}
+
 static int check_actions(const Schedule *s, Error *err) {
-    for (int r = 0; r < s->n_ranks; r++)
+    for (int r = 0; r < s->n_ranks; r++) {
+        if (check_overlaps(s, r, err)) return -1;
         for (int i = 0; i < s->ranks[r].n; i++) {
             Action a = s->ranks[r].actions[i];
             char what[96];
             if ((unsigned)a.type >= ACT_COUNT)
-                return fail_at(err, r, i, (Action){ACT_F, a.stage, a.mb}, "bad action type");
+                return fail_at(err, r, i, (Action){ACT_F, a.stage, a.mb, false}, "bad action type");
             if (a.stage < 0 || a.stage >= s->n_stages || a.mb < 0 || a.mb >= s->n_microbatches) {
                 snprintf(what, sizeof what, "outside %d stages x %d microbatches", s->n_stages, s->n_microbatches);
                 return fail_at(err, r, i, a, what);
@@ -286,6 +301,7 @@ static int check_actions(const Schedule *s, Error *err) {
             const char *bad = comm_problem(s, a);
             if (bad) return fail_at(err, r, i, a, bad);
         }
+    }
     return 0;
 }
 

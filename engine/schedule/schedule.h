@@ -36,6 +36,12 @@ typedef struct {
     ActionType type;
     int stage;   // global virtual stage, 0..n_stages-1
     int mb;      // microbatch, 0..n_microbatches-1
+    // Overlapped with the next compute action of its rank: the two are one torch
+    // OVERLAP_F_B, "(0F3;3B1)OVERLAP_F_B" (dualpipe-v's forward of one chunk with the other's
+    // backward). Messages may stand between them. The runtime and the simulator run the pair
+    // as its sub-actions one after the other (a CPU rank has one stream); the CSV writer keeps
+    // the pair, so torch's loader overlaps it again.
+    bool overlap_next;
 } Action;
 
 typedef struct {
@@ -120,6 +126,8 @@ Schedule *schedule_build(const char *name, int n_ranks, int n_microbatches, int 
 // An empty schedule with the given shape; stage_rank filled from map.
 Schedule *schedule_new(const char *name, int n_ranks, int n_stages, int n_microbatches, StageMap map);
 void schedule_push(Schedule *s, int rank, ActionType type, int stage, int mb);
+// Pushes a (with its overlap_next).
+void schedule_push_action(Schedule *s, int rank, Action a);
 Schedule *schedule_copy(const Schedule *s);
 // The forward-only schedule of an evaluation on train's ranks and placement, lowered
 // (engine/schedule/schedule_forward.c): F only, so the validator's completeness rules
@@ -128,7 +136,7 @@ Schedule *schedule_forward_only(const Schedule *train);
 // The same on M microbatches instead of train's (generation: one, engine/pipeline.h).
 Schedule *schedule_forward_only_m(const Schedule *train, int M);
 void schedule_free(Schedule *s);
-bool schedule_equal(const Schedule *a, const Schedule *b);  // same shape, map and lists
+bool schedule_equal(const Schedule *a, const Schedule *b);  // same shape, map and lists (overlaps too)
 
 bool schedule_is_comm(ActionType t);
 bool schedule_has_comm(const Schedule *s);

@@ -372,6 +372,16 @@ static int place_receives(Parsed *p, int S, int M, const char *origin, Error *er
     return rc;
 }
 
+// Whether cell k is an OVERLAP_F_B sub-action with another after it: the next compute cell of
+// its row (messages may have moved in between) belongs to the same group.
+static bool overlaps_next(const Parsed *p, int k) {
+    const Cell *c = &p->cells[k];
+    if (c->group < 0) return false;
+    int j = k + 1;
+    while (j < p->n && p->cells[j].rank == c->rank && schedule_is_comm(p->cells[j].a.type)) j++;
+    return j < p->n && p->cells[j].rank == c->rank && p->cells[j].group == c->group;
+}
+
 static Schedule *build_from_cells(Parsed *p, const char *origin, Error *err) {
     int n_stages = 0, n_mb = 0;
     for (int k = 0; k < p->n; k++) {
@@ -394,8 +404,9 @@ static Schedule *build_from_cells(Parsed *p, const char *origin, Error *err) {
         return NULL;
     }
     for (int k = 0; k < p->n; k++) {
-        const Cell *c = &p->cells[k];
-        schedule_push(s, c->rank, c->a.type, c->a.stage, c->a.mb);
+        Action a = p->cells[k].a;
+        a.overlap_next = overlaps_next(p, k);
+        schedule_push_action(s, p->cells[k].rank, a);
     }
     return s;
 }
@@ -494,13 +505,17 @@ typedef struct {
     int n, cap;
 } OutList;
 
-static void out_push(OutList *l, int type, int stage, int mb) {
+static void out_push_action(OutList *l, Action a) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->a = check_alloc(realloc(l->a, sizeof(Action) * (size_t)l->cap), sizeof(Action) * (size_t)l->cap,
                            __FILE__, __LINE__);
     }
-    l->a[l->n++] = (Action){(ActionType)type, stage, mb};
+    l->a[l->n++] = a;
+}
+
+static void out_push(OutList *l, int type, int stage, int mb) {
+    out_push_action(l, (Action){(ActionType)type, stage, mb, false});
 }
 
 // torch's _add_unshard_reshard with its defaults (max_active_stages 3, lookahead "full"):
@@ -547,24 +562,32 @@ static void fsdp_before(OutList *l, StageSet *active, const StageSet *resident) 
 
 // torch's lowering of one rank's compute actions before its messages: FSDP's UNSHARD /
 // RESHARD as above, and (_add_reduce_grad) "sREDUCE_GRAD,sWAIT_REDUCE_GRAD" after the M-th
-// B or W of stage s, where that stage's gradients are complete.
+// B or W of stage s, where that stage's gradients are complete. An overlapped pair is one
+// action to torch: FSDP's step comes before it and the reductions after it (its stages are
+// among the next 3 whenever a rank holds at most 3 stages, as dualpipe-v's ranks hold 2).
 static OutList torch_compute_row(const Schedule *s, int r, int *backwards_seen) {
     OutList l = {0};
     Action *compute = xmalloc(sizeof(Action) * (size_t)(s->ranks[r].n + 1));
-    int n = 0;
+    int n = 0, n_reduce = 0;
+    int *reduce = xmalloc(sizeof(int) * (size_t)(s->ranks[r].n + 1));  // stages to reduce after this pair
     for (int i = 0; i < s->ranks[r].n; i++)
         if (!schedule_is_comm(s->ranks[r].actions[i].type)) compute[n++] = s->ranks[r].actions[i];
     StageSet *next = next_stages(compute, n), active = {{0}, 0};
     for (int i = 0; i < n; i++) {
         Action a = compute[i];
-        fsdp_before(&l, &active, &next[i]);
-        out_push(&l, a.type, a.stage, a.mb);
-        if ((a.type == ACT_B || a.type == ACT_W) && ++backwards_seen[a.stage] == s->n_microbatches) {
-            out_push(&l, OUT_REDUCE_GRAD, a.stage, -1);
-            out_push(&l, OUT_WAIT_REDUCE_GRAD, a.stage, -1);
+        if (i == 0 || !compute[i - 1].overlap_next) fsdp_before(&l, &active, &next[i]);
+        out_push_action(&l, a);
+        if ((a.type == ACT_B || a.type == ACT_W) && ++backwards_seen[a.stage] == s->n_microbatches)
+            reduce[n_reduce++] = a.stage;
+        if (a.overlap_next) continue;
+        for (int k = 0; k < n_reduce; k++) {
+            out_push(&l, OUT_REDUCE_GRAD, reduce[k], -1);
+            out_push(&l, OUT_WAIT_REDUCE_GRAD, reduce[k], -1);
         }
+        n_reduce = 0;
     }
     for (int k = 0; k < active.n; k++) out_push(&l, OUT_RESHARD, active.st[k], -1);
+    free(reduce);
     free(next);
     free(compute);
     return l;
@@ -613,15 +636,24 @@ static int torch_send_recv(const Schedule *s, OutList *in, OutList *out) {
         left = false;
         for (int r = 0; r < s->n_ranks; r++) {
             if (next[r] == in[r].n) continue;
-            Action a = in[r].a[next[r]];
-            if (!torch_ready(s, done, a)) {
+            // The next action, or an overlapped pair [next, last] as one: all its parts ready.
+            int last = next[r];
+            while (in[r].a[last].overlap_next && last + 1 < in[r].n) last++;
+            bool ready = true;
+            for (int k = next[r]; k <= last; k++) ready = ready && torch_ready(s, done, in[r].a[k]);
+            if (!ready) {
                 left = true;
                 continue;
             }
-            out_push(&out[r], a.type, a.stage, a.mb);
-            if ((int)a.type < ACT_COUNT) *done_slot(done, s, a.type, a.stage, a.mb) = true;
-            ActionType send;
-            if (sends_message(s, a, &send)) {
+            for (int k = next[r]; k <= last; k++) {
+                Action a = in[r].a[k];
+                out_push_action(&out[r], a);
+                if ((int)a.type < ACT_COUNT) *done_slot(done, s, a.type, a.stage, a.mb) = true;
+            }
+            for (int k = next[r]; k <= last; k++) {
+                Action a = in[r].a[k];
+                ActionType send;
+                if (!sends_message(s, a, &send)) continue;
                 bool fwd = send == ACT_SEND_F;
                 int to = fwd ? a.stage + 1 : a.stage - 1;
                 out_push(&out[r], send, a.stage, a.mb);
@@ -629,7 +661,8 @@ static int torch_send_recv(const Schedule *s, OutList *in, OutList *out) {
                 *done_slot(done, s, fwd ? ACT_RECV_F : ACT_RECV_B, to, a.mb) = true;
             }
             progress = true;
-            left |= ++next[r] < in[r].n;
+            next[r] = last + 1;
+            left |= next[r] < in[r].n;
         }
         if (left && !progress) rc = -1;  // cannot happen for a validated schedule
     }
@@ -639,17 +672,23 @@ static int torch_send_recv(const Schedule *s, OutList *in, OutList *out) {
 }
 
 // torch's _add_wait_send: a forward send is retired right after the local backward (B or I)
-// of its stage and microbatch, every other send at the end of the row, in send order.
+// of its stage and microbatch (after the whole pair, for a part of an overlapped pair), every
+// other send at the end of the row, in send order.
 static void torch_wait_send(const Schedule *s, const OutList *in, OutList *out) {
     bool *pending = xcalloc(2 * (size_t)s->n_stages * (size_t)s->n_microbatches, sizeof(bool));
 #define PENDING(grad, st, mb) pending[((size_t)(grad) * (size_t)s->n_stages + (size_t)(st)) * (size_t)s->n_microbatches + (size_t)(mb)]
-    for (int k = 0; k < in->n; k++) {
+    for (int k = 0, first = 0; k < in->n; k++) {
         Action a = in->a[k];
-        out_push(out, a.type, a.stage, a.mb);
+        out_push_action(out, a);
         if (a.type == ACT_SEND_F || a.type == ACT_SEND_B) PENDING(a.type == ACT_SEND_B, a.stage, a.mb) = true;
-        if ((a.type == ACT_B || a.type == ACT_I) && PENDING(0, a.stage, a.mb)) {
-            out_push(out, OUT_WAIT_SEND_F, a.stage, a.mb);
-            PENDING(0, a.stage, a.mb) = false;
+        if (k == 0 || !in->a[k - 1].overlap_next) first = k;  // the pair (or action) [first, k]
+        if (a.overlap_next) continue;
+        for (int j = first; j <= k; j++) {
+            Action part = in->a[j];
+            if ((part.type == ACT_B || part.type == ACT_I) && PENDING(0, part.stage, part.mb)) {
+                out_push(out, OUT_WAIT_SEND_F, part.stage, part.mb);
+                PENDING(0, part.stage, part.mb) = false;
+            }
         }
     }
     for (int k = 0; k < in->n; k++) {
@@ -661,12 +700,16 @@ static void torch_wait_send(const Schedule *s, const OutList *in, OutList *out) 
     free(pending);
 }
 
+// One cell per action; the parts of an overlapped pair in one cell, "(0F3;3B1)OVERLAP_F_B".
 static void write_row(FILE *out, const OutList *l) {
     for (int k = 0; k < l->n; k++) {
         Action a = l->a[k];
+        const bool opens = a.overlap_next && (k == 0 || !l->a[k - 1].overlap_next);
+        const bool in_pair = k > 0 && l->a[k - 1].overlap_next;
         const char *name = (int)a.type < ACT_COUNT ? schedule_type_name(a.type) : OUT_NAMES[a.type - ACT_COUNT];
-        fprintf(out, "%s%d%s", k ? "," : "", a.stage, name);
+        fprintf(out, "%s%s%d%s", in_pair ? ";" : k ? "," : "", opens ? "(" : "", a.stage, name);
         if (a.mb >= 0) fprintf(out, "%d", a.mb);
+        if (in_pair && !a.overlap_next) fputs(")OVERLAP_F_B", out);
     }
     fputc('\n', out);
 }
@@ -696,15 +739,11 @@ static int write_torch_comms(const Schedule *s, FILE *out) {
 int schedule_write_csv(const Schedule *s, FILE *out, bool with_comm) {
     if (with_comm) return write_torch_comms(s, out);
     for (int r = 0; r < s->n_ranks; r++) {
-        const char *sep = "";
-        for (int i = 0; i < s->ranks[r].n; i++) {
-            Action a = s->ranks[r].actions[i];
-            if (schedule_is_comm(a.type)) continue;
-            char buf[48];
-            fprintf(out, "%s%s", sep, schedule_format_action(a, buf, sizeof buf));
-            sep = ",";
-        }
-        fputc('\n', out);
+        OutList compute = {0};
+        for (int i = 0; i < s->ranks[r].n; i++)
+            if (!schedule_is_comm(s->ranks[r].actions[i].type)) out_push_action(&compute, s->ranks[r].actions[i]);
+        write_row(out, &compute);
+        free(compute.a);
     }
     return ferror(out) ? -1 : 0;
 }

@@ -228,9 +228,9 @@ Schedule *schedule_gen_zb_v(int P, int M, int V, Error *err) {
 // zb-v's stage map (rank r holds chunk 0 = stage r and chunk 1 = stage 2P-1-r). In the main
 // phase each rank pairs one chunk's forward with the other chunk's full backward, which torch
 // runs as one action, "(0F3;3B1)OVERLAP_F_B", so that one's compute hides the other's
-// messages. pptrain holds the pair as its two sub-actions, forward first, exactly as it reads
-// torch's CSV (schedule_csv.c), and the runtime runs the F and then the B: a CPU rank has one
-// stream. Backwards are split (I now, W later, oldest first) only while the pipe fills and
+// messages. pptrain holds the pair as its two sub-actions, forward first, the forward marked
+// overlap_next, exactly as it reads torch's CSV (schedule_csv.c) and writes it back; the
+// runtime runs the F and then the B: a CPU rank has one stream. Backwards are split (I now, W later, oldest first) only while the pipe fills and
 // drains, where the W's fill the gaps. Needs M >= 2P (the registry refuses fewer, as torch
 // does). The phases below are torch's steps 1-8, rank r of P.
 typedef struct {
@@ -249,6 +249,14 @@ static void dual_push(DualRank *d, ActionType t, int chunk) {
         d->w_stage[d->w_tail] = d->stage[chunk];
         d->w_mb[d->w_tail++] = mb;
     }
+}
+
+// torch's add_overlap_f_b: chunk f_chunk's forward overlapped with chunk b_chunk's full backward.
+static void dual_overlap(DualRank *d, int f_chunk, int b_chunk) {
+    dual_push(d, ACT_F, f_chunk);
+    ScheduleList *l = &d->s->ranks[d->rank];
+    l->actions[l->n - 1].overlap_next = true;
+    dual_push(d, ACT_B, b_chunk);
 }
 
 static void dual_weight(DualRank *d) {
@@ -272,18 +280,20 @@ static void dual_rank(DualRank *d, int P, int M) {
         dual_push(d, ACT_F, 1);
     }
     // The main phase: (F0;B1) then (F1;B0). torch does not overlap the first pair on the last
-    // rank (its F0 and B1 run apart), which is the same two actions in the same order here.
+    // rank: its F0 and B1 run apart.
     // Then chunk 1's forwards run out: B1, (F1;B0).
     for (int k = 0; k < M - 2 * P + r + 1; k++) {
-        dual_push(d, ACT_F, 0);
-        dual_push(d, ACT_B, 1);
-        dual_push(d, ACT_F, 1);
-        dual_push(d, ACT_B, 0);
+        if (k == 0 && r == P - 1) {
+            dual_push(d, ACT_F, 0);
+            dual_push(d, ACT_B, 1);
+        } else {
+            dual_overlap(d, 0, 1);
+        }
+        dual_overlap(d, 1, 0);
     }
     for (int k = 0; k < P - r - 1; k++) {
         dual_push(d, ACT_B, 1);
-        dual_push(d, ACT_F, 1);
-        dual_push(d, ACT_B, 0);
+        dual_overlap(d, 1, 0);
     }
     // The last r+1 backward pairs switch to I (W later) half-way: before chunk 1's on odd
     // ranks, between the two chunks on even ones.

@@ -61,9 +61,21 @@ static void permute(Schedule *sc) {
     free(seen);
 }
 
+// An overlapped pair that defer breaks (its second moves later, or a moved W would stand
+// between the two) runs as two plain actions: clears the overlap of rank's last compute action.
+static void unpair_last(Schedule *out, int rank) {
+    ScheduleList *l = &out->ranks[rank];
+    for (int i = l->n - 1; i >= 0; i--)
+        if (!schedule_is_comm(l->actions[i].type)) {
+            l->actions[i].overlap_next = false;
+            return;
+        }
+}
+
 // Pushes W(stage, next[stage]) and its successors while they are pending.
 static void flush_pending(Schedule *out, int rank, int stage, int M, int *next, unsigned char *pending) {
     while (next[stage] < M && pending[(size_t)stage * M + next[stage]]) {
+        unpair_last(out, rank);
         schedule_push(out, rank, ACT_W, stage, next[stage]);
         next[stage]++;
     }
@@ -81,10 +93,12 @@ static Schedule *defer(const Schedule *sc) {
             const Action a = l->actions[i];
             const bool weights = a.type == ACT_B || a.type == ACT_W;
             if (!weights || a.mb == next[a.stage]) {
-                schedule_push(out, r, a.type, a.stage, a.mb);
+                schedule_push_action(out, r, a);
                 if (weights) next[a.stage]++;
             } else {
-                if (a.type == ACT_B) schedule_push(out, r, ACT_I, a.stage, a.mb);
+                // The I keeps the B's overlap; a W that moves later leaves its pair.
+                if (a.type == ACT_B) schedule_push_action(out, r, (Action){ACT_I, a.stage, a.mb, a.overlap_next});
+                else unpair_last(out, r);
                 pending[(size_t)a.stage * M + a.mb] = 1;
             }
             if (weights) flush_pending(out, r, a.stage, M, next, pending);
@@ -114,10 +128,7 @@ int schedule_order_weight_grads(Schedule *sc) {
     for (int r = 0; r < sc->n_ranks; r++) {
         ScheduleList *dst = &sc->ranks[r];
         dst->n = 0;
-        for (int i = 0; i < d->ranks[r].n; i++) {
-            const Action a = d->ranks[r].actions[i];
-            schedule_push(sc, r, a.type, a.stage, a.mb);
-        }
+        for (int i = 0; i < d->ranks[r].n; i++) schedule_push_action(sc, r, d->ranks[r].actions[i]);
     }
     schedule_free(d);
     return 1;

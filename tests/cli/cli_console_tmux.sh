@@ -119,6 +119,14 @@ tm send-keys ' ' j ' '
 wait_for 5 'compare' "two marked runs are compared"
 wait_for 5 '^.*[│x][*] 2 +zb-h1 ' "run 2 in the comparison"
 keep history
+# At 80x24 the run's pane has one line for its checkpoints: the picked one with its keys, never
+# a heading without rows (issue 29). Both runs unmarked, run 1 picked again.
+tm send-keys ' ' k ' ' j
+wait_for 5 '─ run 1 ─' "unmarked: run 1's pane"
+tm resize-window -x 80 -y 24
+wait_for 5 '[│x]checkpoint [0-9]+/[0-9]+: step [0-9]+ complete \(c picks, F5 resumes\)' "80x24: the checkpoint line shows a checkpoint"
+check "80x24: no checkpoint heading without rows" bash -c "! tmux -L '$sock' capture-pane -p | grep -q 'resumes):'"
+tm resize-window -x 120 -y 40
 
 # Resuming run 1, finished with its checkpoint at its last step, asks for the step to go on to.
 tm send-keys F5
@@ -140,14 +148,20 @@ tm resize-window -x 120 -y 40
 wait_for 5 'run setup' "the screen comes back after the resize"
 
 # A long run (steps typed into the form: twelve lines below zb-h1, past interleaved-zb, zb-v,
-# dualpipe-v, mine.csv and eight fields): quitting asks first, then stops it with a checkpoint.
+# dualpipe-v, mine.csv and eight fields): paused, then stopped with a checkpoint, then q quits.
 tm send-keys Down Down Down Down Down Down Down Down Down Down Down Down 5 0 0 0 Enter
 wait_for 5 'steps +5000 ' "typing a value into the form"
 tm send-keys F5
 wait_for 30 '^pptrain running +run 4 +zb-h1' "a fourth run starts"
+# A status that announces a state goes when the state comes (issue 29): "pausing after this
+# step" never stands beside "paused", nor "stopping after this step" beside "stopped".
+tm send-keys p
+wait_for 10 '^pptrain paused +run 4 ' "p pauses the run"
+check "paused: no 'pausing after this step' beside it" bash -c "! tmux -L '$sock' capture-pane -p | grep -q 'pausing after this step'"
+tm send-keys s
+wait_for 30 '^pptrain stopped +run 4 ' "s stops the paused run"
+check "stopped: no 'stopping after this step' beside it" bash -c "! tmux -L '$sock' capture-pane -p | grep -q 'stopping after this step'"
 tm send-keys q
-wait_for 5 'A run is live' "quit asks while a run is live"
-tm send-keys y
 for _ in $(seq 150); do [ -s "$work/exit.txt" ] && break; sleep 0.2; done
 if [ "$(cat "$work/exit.txt" 2>/dev/null)" = 0 ]; then pass; else fail "console exit code: '$(cat "$work/exit.txt" 2>/dev/null)'"; fi
 if [ ! -s "$work/stderr.txt" ]; then pass; else fail "stderr not empty:"; cat "$work/stderr.txt"; fi

@@ -78,7 +78,7 @@ SELECT r, n, 2.4 + 3.2 * exp(-n / 30.0) + (r - 1) * 0.01, 0.003, 1.0, 19000 + n 
 FROM s, (SELECT 1 AS r UNION SELECT 2);
 WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 200),
      st(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM st WHERE k < 3)
-INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, idle_ms, comm_ms, peak_act_bytes, transfer_ms, wait_ms)
+INSERT INTO stage_steps (run_id, step, stage, rank, busy_ms, between_ms, sendrecv_ms, peak_act_bytes, transfer_ms, wait_ms)
 SELECT 1, n, k, k, 70 + k, 20, 10 - k, 1048576 * (4 - k), 1, 29 - 2 * k FROM s, st;
 UPDATE steps SET bubble_ideal = 0.1, bubble_imbalance = 0.05, bubble_transfer = 0.02, bubble_contention = 0.03
 WHERE run_id = 1;
@@ -130,8 +130,11 @@ expect_text "config" "schedule 1f1b   P 4  V 1  D 1  M 8"
 expect_text "config json" "^      layers: 8$"
 expect_text "loss summary" "200 steps: first 5\.4951, last 2\.4041, min 2\.4041 \(step 200\)"
 expect_text "unicode sparkline" "^  █▇.*▁+   2\.404 \.\. 5\.395$"
-expect_text "stage 2" "^ +2 +1 +72\.00 +20\.00 +8\.00 +72\.0% +2\.0 +1\.00 +25\.00$"
-expect_text "the bubble's parts add up" "^  bubble 20\.0% = 10\.0 ideal \+ 5\.0 imbalance \+ 2\.0 transfer \+ 3\.0 oversubscription$"
+# One word per idea (issue 29): a rank's step is busy + xfer + wait, wait its share of the
+# bubble, and the bubble's fourth part is contention here as in compare and on the console.
+expect_text "stage columns: busy, xfer, wait" "^  stage +ranks +busy ms +xfer ms +wait ms +busy +peak act MiB$"
+expect_text "stage 2" "^ +2 +1 +72\.00 +1\.00 +25\.00 +72\.0% +2\.0$"
+expect_text "the bubble's parts add up" "^  bubble 20\.0% = 10\.0 ideal \+ 5\.0 imbalance \+ 2\.0 transfer \+ 3\.0 contention$"
 expect_text "the host's load" "^  4 rank threads on 2 cores: CPU oversubscription$"
 # Stored relative (as before dirs were stored absolute): shown resolved against the store's folder.
 expect_text "complete checkpoint" "^ +1 +100  complete +2 +3\.0 .* /.*/ckpt/run1/step-100$"

@@ -70,7 +70,7 @@ check "sampling leaves the losses as they were" [ "$(grep '^step' plain.out | cu
 check "history show lists the run's samples" grep -q '^samples (greedy, 3 in the run)$' show.out && \
   [ "$(grep -c '^  step [245] ([0-9.]* s, 12 tokens): "' show.out)" -eq 3 ]
 check "the store keeps them in its samples table (schema 5)" \
-  [ "$(sqlite3 samples.db 'SELECT count(*) FROM samples WHERE tokens = 12; PRAGMA user_version')" = "$(printf '3\n5')" ]
+  [ "$(sqlite3 samples.db 'SELECT count(*) FROM samples WHERE tokens = 12; PRAGMA user_version')" = "$(printf '3\n6')" ]
 check "check refuses --sample-every" bash -c "! \"$bin\" check --data \"$src/tests/fixtures/text\" --sample-every 2 2> /dev/null"
 
 # Bad input: one line, exit 2, nothing on stdout.

@@ -109,7 +109,7 @@ static DbStep sample_step(int step) {
 
 static void sample_stages(int step, DbStageStep st[4]) {
     for (int s = 0; s < 4; s++)
-        st[s] = (DbStageStep){.stage = s, .rank = s, .busy_ms = 30 + s, .idle_ms = 15, .comm_ms = 5 - s,
+        st[s] = (DbStageStep){.stage = s, .rank = s, .busy_ms = 30 + s, .between_ms = 15, .sendrecv_ms = 5 - s,
                               .peak_act_bytes = (int64_t)(step % 7 + 1) << 20};
 }
 
@@ -388,7 +388,8 @@ static const char V1_STORE[] =
     "  model, lr, seed, steps_planned) VALUES ('2024-05-01T10:00:00.000Z', '2024-05-01T10:01:00.000Z',"
     "  'finished', 'gpipe', 2, 1, 1, 4, 8, 64, 'tiny', 0.001, 7, 3);"
     "INSERT INTO steps VALUES (1, 1, 5.5, 0.001, 2, 900, 20, 0.3), (1, 2, 5.0, 0.001, 2, 1000, 20, 0.3),"
-    "  (1, 3, 4.5, 0.001, 2, 1100, 20, 0.3);";
+    "  (1, 3, 4.5, 0.001, 2, 1100, 20, 0.3);"
+    "INSERT INTO stage_steps VALUES (1, 1, 0, 0, 30, 15, 5, 1048576), (1, 1, 1, 1, 28, 12, 10, 2097152);";
 
 static void check_migrated(const char *path, bool create) {
     Error err = {{0}};
@@ -410,6 +411,20 @@ static void check_migrated(const char *path, bool create) {
     CHECK(strcmp(text, "0") == 0, "v2 checkpoint columns exist: %s", text);
     CHECK(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_status'") == 1, "v2 index");
     CHECK(raw_int(path, "SELECT count(*) FROM evals") == 0, "v4 evals table exists, empty");
+    // v6: idle_ms and comm_ms hold the same numbers as between_ms and sendrecv_ms (issue 29).
+    raw_text(path, "SELECT group_concat(between_ms || '/' || sendrecv_ms, ' ') FROM stage_steps", text, sizeof text);
+    CHECK(strcmp(text, "15.0/5.0 12.0/10.0") == 0, "v6 renamed stage columns keep their values: %s", text);
+    db = db_open(path, false, &err);
+    DbStageSummary *st = NULL;
+    int n = 0;
+    CHECK(db && db_stage_summary(db, 1, &st, &n, &err) == 0 && n == 2, "stage summary after migration: %s", err.msg);
+    if (n == 2)
+        CHECK(st[0].busy_ms == 30 && st[0].between_ms == 15 && st[0].sendrecv_ms == 5 && st[1].sendrecv_ms == 10 &&
+                  st[0].busy_frac == 0.6,
+              "a v1 store's stage times under the v6 names: busy %g between %g sendrecv %g", st[0].busy_ms,
+              st[0].between_ms, st[0].sendrecv_ms);
+    free(st);
+    db_close(db);
     check_integrity(path);
 }
 

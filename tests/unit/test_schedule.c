@@ -86,11 +86,15 @@ static void check_one(const Schedule *s) {
         SimResult a, b;
         const SimCosts costs = {.f = 1, .b = 2, .w = 1};
         if (sim_run(s, costs, &a, &err) == 0) {
-            CHECK(sim_run(back, costs, &b, &err) == 0 && b.makespan == a.makespan && b.bubble == a.bubble,
+            const bool ran = sim_run(back, costs, &b, &err) == 0;
+            CHECK(ran && b.makespan == a.makespan && b.bubble == a.bubble,
                   "%s: the loaded file plans the built-in's bubble (%.1f%% vs %.1f%%)", what, 100 * b.bubble,
                   100 * a.bubble);
+            for (int st = 0; ran && st < s->n_stages; st++)
+                CHECK(b.peak_act[st] == a.peak_act[st], "%s: the loaded file's peak on stage %d is %d, the built-in's %d",
+                      what, st, b.peak_act[st], a.peak_act[st]);
             sim_free(&a);
-            sim_free(&b);
+            if (ran) sim_free(&b);
         }
     }
     schedule_free(runs);
@@ -498,6 +502,32 @@ static void test_csv_malformed(void) {
     expect_bad("0F0,0RECV_F0,0B0\n", "stage 0 has no previous stage");
 }
 
+// An overlapped pair (torch's OVERLAP_F_B) survives a CSV round trip as one cell, and the
+// validator refuses a pair with no second part (issue 29: dualpipe-v's pairs were written
+// as two cells, and torch lost them).
+static void test_csv_overlap(void) {
+    Error err = {{0}};
+    const char *text = "0F0,(0F1;0B0)OVERLAP_F_B,0B1\n1F0,1B0,1F1,1B1\n";
+    Schedule *s = schedule_parse_csv(text, "pair.csv", &err);
+    CHECK(s != NULL, "pair.csv: %s", err.msg);
+    if (!s) return;
+    int pairs = 0;
+    for (int i = 0; i < s->ranks[0].n; i++) pairs += s->ranks[0].actions[i].overlap_next;
+    CHECK(pairs == 1, "pair.csv: %d overlapped actions on rank 0, want 1 (0F1 with 0B0)", pairs);
+    char *back = dump(s, false);
+    CHECK(strcmp(back, text) == 0, "pair.csv written back: %s", back);
+    free(back);
+    Schedule *bare = schedule_copy(s);
+    ScheduleList *row = &bare->ranks[1];
+    int last = row->n - 1;
+    while (schedule_is_comm(row->actions[last].type)) last--;
+    row->actions[last].overlap_next = true;
+    CHECK(schedule_validate(bare, &err) == -1 && strstr(err.msg, "overlapped with no compute action after it"),
+          "a pair without its second part: %s", err.msg);
+    schedule_free(bare);
+    schedule_free(s);
+}
+
 static void test_csv_accepts(void) {
     Error err;
     // torch's idle slots (empty cells), spaces, CRLF, a trailing blank line.
@@ -597,8 +627,8 @@ static void test_csv_fuzz(void) {
 
 static void test_format(void) {
     char buf[32];
-    CHECK(strcmp(schedule_format_action((Action){ACT_SEND_F, 0, 3}, buf, sizeof buf), "0SEND_F3") == 0, "%s", buf);
-    CHECK(strcmp(schedule_format_action((Action){ACT_W, 12, 7}, buf, sizeof buf), "12W7") == 0, "%s", buf);
+    CHECK(strcmp(schedule_format_action((Action){ACT_SEND_F, 0, 3, false}, buf, sizeof buf), "0SEND_F3") == 0, "%s", buf);
+    CHECK(strcmp(schedule_format_action((Action){ACT_W, 12, 7, false}, buf, sizeof buf), "12W7") == 0, "%s", buf);
 }
 
 // s without its messages.
@@ -693,6 +723,7 @@ int main(void) {
     test_latency_and_render();
     test_csv_malformed();
     test_csv_accepts();
+    test_csv_overlap();
     test_validate_ownership();
     test_fifo_order();
     test_csv_fuzz();

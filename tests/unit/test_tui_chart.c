@@ -78,6 +78,27 @@ static void test_gantt_labels(void) {
     CHECK(c[0].kind == TUI_CELL_F && c[1].kind == TUI_CELL_F, "two cells for eight actions: both used");
 }
 
+// Compact labels name each block's own action (issue 29): four forwards of 2.24 cells each read
+// F0F1F2F3, not F0F1F1F2 (a block took the microbatch of the action before it, which covers
+// more of the block's first cell); and a rank's two virtual stages differ in case, so its
+// forwards of one microbatch on stage 0 and stage 4 read F1f1, not F1F1.
+static void test_gantt_compact_labels(void) {
+    TuiEvent four[4];
+    for (int i = 0; i < 4; i++) four[i] = (TuiEvent){2.24f * i, 2.24f * (i + 1), TUI_CELL_F, 0, i};
+    TuiGanttCell c[16];
+    char text[17];
+    tui_gantt_raster(four, 4, 0.0, 1.0, 9, c);
+    tui_gantt_text(c, 9, text);
+    CHECK(strcmp(text, "F0F1F2F3F") == 0, "each block labelled with its own microbatch: %s", text);
+    const TuiEvent virt[] = {{0, 2, TUI_CELL_F, 0, 1}, {2, 4, TUI_CELL_F, 4, 1}, {4, 8, TUI_CELL_B, 4, 1},
+                             {8, 12, TUI_CELL_B, 0, 1}};
+    tui_gantt_raster(virt, 4, 0.0, 1.0, 12, c);
+    tui_gantt_text(c, 12, text);
+    CHECK(strcmp(text, "F1f1b1bbB1BB") == 0, "a rank's second stage in lower case: %s", text);
+    tui_gantt_labels(c, 12, text);
+    CHECK(strcmp(text, "    b1  B1  ") == 0, "labels keep the case (f1 has no room before b1): '%s'", text);
+}
+
 static void test_bars(void) {
     int b, c, i;
     for (int w = 0; w <= 40; w++) {
@@ -261,7 +282,7 @@ static void test_plan(void) {
 static void test_bubble(void) {
     // 0.686 = 0.27273 + 0.17876 + 0.00142 + 0.23309: rounded one by one they print 27.3 + 17.9
     // + 0.1 + 23.3 = 68.6; the largest remainders decide.
-    TuiBubble b = {0.68600, 0.27273, 0.17876, 0.00142, 0.23309, true};
+    TuiBubble b = {0.68600, 0.27273, 0.17876, 0.00142, 0.23309};
     long t[5];
     tui_bubble_tenths(&b, t);
     CHECK(t[0] == 686 && t[1] + t[2] + t[3] + t[4] == 686, "sum %ld + %ld + %ld + %ld vs %ld", t[1], t[2], t[3], t[4],
@@ -274,27 +295,24 @@ static void test_bubble(void) {
     for (int k = 0; k < 100000; k++) {
         double p[4], sum = 0;
         for (int i = 0; i < 4; i++) sum += p[i] = (rand() / (double)RAND_MAX - 0.2) * 0.4;
-        TuiBubble r = {sum, p[0], p[1], p[2], p[3], false};
+        TuiBubble r = {sum, p[0], p[1], p[2], p[3]};
         tui_bubble_tenths(&r, t);
         bad += t[1] + t[2] + t[3] + t[4] != t[0];
         for (int i = 0; i < 4; i++) bad += labs(t[1 + i] - lround(1000 * p[i])) > 1;
     }
     CHECK(bad == 0, "%d random splits do not add up or stray beyond a tenth", bad);
-    const TuiBubble unknown = {0.5, NAN, NAN, NAN, NAN, false};
+    const TuiBubble unknown = {0.5, NAN, NAN, NAN, NAN};
     tui_bubble_tenths(&unknown, t);
     CHECK(t[0] == 0 && t[1] == 0 && t[4] == 0, "parts not measured: nothing to round");
     char text[256], v[16];
     tui_fmt_tenths(-4, v, sizeof v);
     CHECK(strcmp(v, "-0.4") == 0, "negative tenths: %s", v);
     CHECK(tui_bubble_text(&b, 200, text, sizeof text) > 0 &&
-              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbalance + 0.1 transfer + 23.3 oversubscription") == 0,
+              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbalance + 0.1 transfer + 23.3 contention") == 0,
           "long form: %s", text);
-    CHECK(tui_bubble_text(&b, 64, text, sizeof text) == 64 &&
-              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbal + 0.1 xfer + 23.3 oversub") == 0,
-          "short labels: %s", text);
-    b.oversubscribed = false;
-    CHECK(tui_bubble_text(&b, 62, text, sizeof text) > 0 && strstr(text, "23.3 other"), "not oversubscribed: %s",
-          text);
+    CHECK(tui_bubble_text(&b, 62, text, sizeof text) == 62 &&
+              strcmp(text, "bubble 68.6% = 27.3 ideal + 17.9 imbal + 0.1 xfer + 23.3 contn") == 0,
+          "short labels, one word per part (issue 29): %s", text);
     CHECK(tui_bubble_text(&b, 40, text, sizeof text) > 0 && strcmp(text, "bubble 68.6% (27.3 ideal)") == 0,
           "narrow: %s", text);
     CHECK(tui_bubble_text(&b, 12, text, sizeof text) == 12 && strcmp(text, "bubble 68.6%") == 0, "narrower: %s", text);
@@ -326,6 +344,7 @@ int main(void) {
     test_cell_kinds();
     test_gantt();
     test_gantt_labels();
+    test_gantt_compact_labels();
     test_bars();
     test_ema();
     test_series();

@@ -102,6 +102,10 @@ static void fit_lanes(const Rect *chart, int n, int *lane_h, int *visible) {
 // Stacked rows for stages, timeline and loss (0 = hidden) in a body of `body` rows; *compact:
 // the panels go without column headings and time axis.
 static void live_rows_stacked(int body, int n, bool show_loss, int *st, int *tl, int *loss, bool *compact) {
+    // The ranks come first: the loss panel steps aside when its rows are what keeps the compact
+    // panels from showing every rank (4 ranks below 20 rows; issue 29).
+    const int compact_pair = 2 * (n + PANEL_OVERHEAD - 1);
+    if (show_loss && compact_pair > body - max_i(LIVE_LOSS_MIN, body / 4) && compact_pair <= body) show_loss = false;
     *loss = show_loss ? max_i(LIVE_LOSS_MIN, body / 4) : 0;
     int rest = body - *loss, want = n + PANEL_OVERHEAD;
     *compact = 2 * want > rest;

@@ -66,7 +66,9 @@ typedef struct {
 //
 // Rows: stages and timeline each want one row per rank plus 3 (border, and column headings
 // or time axis). Narrow, the loss panel keeps a quarter of the body (at least 6 rows; the
-// minimum screen fits it, so only the user's toggle hides it); stages and timeline get
+// minimum screen fits it), unless without it the compact panels would show every rank and
+// with it they would not: then it steps aside (4 ranks below 20 rows), so every rank
+// that fits shows from the smallest screen on; stages and timeline get
 // their wish if it fits in the rest, and the rows left over go to the loss curve (or, with
 // the loss panel hidden, to taller lanes). Otherwise they go compact (one row less each) if
 // that shows every rank, else they split the rest evenly, compact, so both scroll through
@@ -86,7 +88,7 @@ typedef struct {
     Rect lanes;            // inside timeline: the Gantt chart; the time axis is the row below
     Rect loss;             // panel; empty when hidden
     Rect keybar;           // last row
-    bool loss_visible;     // requested and there is room
+    bool loss_visible;     // requested, and no rank is hidden for its rows
     bool loss_beside;      // right of the timeline (wide) rather than below it
     int stage_rows;        // ranks visible in stage_list (<= n_stages)
     bool stages_scroll;    // stage_rows < n_stages

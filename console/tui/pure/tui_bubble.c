@@ -47,17 +47,17 @@ void tui_fmt_tenths(long tenths, char *buf, size_t size) {
 }
 
 typedef struct {
-    const char *ideal, *imbalance, *transfer, *oversub, *other;
+    const char *ideal, *imbalance, *transfer, *contention;
 } Labels;
 
-static const Labels LONG_LABELS = {"ideal", "imbalance", "transfer", "oversubscription", "contention"};
-static const Labels SHORT_LABELS = {"ideal", "imbal", "xfer", "oversub", "other"};
+static const Labels LONG_LABELS = {"ideal", "imbalance", "transfer", "contention"};
+static const Labels SHORT_LABELS = {"ideal", "imbal", "xfer", "contn"};
 
-static int with_parts(const TuiBubble *b, const long t[5], const Labels *l, char *buf, size_t size) {
+static int with_parts(const long t[5], const Labels *l, char *buf, size_t size) {
     char v[5][24];
     for (int i = 0; i < 5; i++) tui_fmt_tenths(t[i], v[i], sizeof v[i]);
     return snprintf(buf, size, "bubble %s%% = %s %s + %s %s + %s %s + %s %s", v[0], v[1], l->ideal, v[2],
-                    l->imbalance, v[3], l->transfer, v[4], b->oversubscribed ? l->oversub : l->other);
+                    l->imbalance, v[3], l->transfer, v[4], l->contention);
 }
 
 int tui_bubble_text(const TuiBubble *b, int width, char *buf, size_t size) {
@@ -67,8 +67,8 @@ int tui_bubble_text(const TuiBubble *b, int width, char *buf, size_t size) {
     tui_fmt_tenths(t[0], measured, sizeof measured);
     tui_fmt_tenths(t[1], ideal, sizeof ideal);
     int len[4];
-    len[0] = with_parts(b, t, &LONG_LABELS, cand[0], sizeof cand[0]);
-    len[1] = with_parts(b, t, &SHORT_LABELS, cand[1], sizeof cand[1]);
+    len[0] = with_parts(t, &LONG_LABELS, cand[0], sizeof cand[0]);
+    len[1] = with_parts(t, &SHORT_LABELS, cand[1], sizeof cand[1]);
     len[2] = snprintf(cand[2], sizeof cand[2], "bubble %s%% (%s ideal)", measured, ideal);
     len[3] = snprintf(cand[3], sizeof cand[3], "bubble %s%%", measured);
     for (int k = 0; k < 4; k++)

@@ -31,9 +31,10 @@ typedef struct {
     double cover[TUI_CELL_KINDS];   // time of each kind inside the column
     double best[TUI_CELL_KINDS];    // the largest single action's share, per kind
     int32_t mb[TUI_CELL_KINDS];     // ... and its microbatch
+    bool alt[TUI_CELL_KINDS];       // ... and whether its stage is an odd one of the lane's
 } ColumnCover;
 
-static void cover_event(ColumnCover *cols, int width, const TuiEvent *e, double t0, double unit) {
+static void cover_event(ColumnCover *cols, int width, const TuiEvent *e, bool alt, double t0, double unit) {
     const double a = (e->t0 - t0) / unit, b = (e->t1 - t0) / unit;
     if (!(b > 0) || !(a < width) || e->kind >= TUI_CELL_KINDS) return;
     const int first = a < 0 ? 0 : (int)a;
@@ -46,6 +47,7 @@ static void cover_event(ColumnCover *cols, int width, const TuiEvent *e, double 
         if (hi - lo > c->best[e->kind]) {
             c->best[e->kind] = hi - lo;
             c->mb[e->kind] = e->mb;
+            c->alt[e->kind] = alt;
         }
     }
 }
@@ -53,7 +55,7 @@ static void cover_event(ColumnCover *cols, int width, const TuiEvent *e, double 
 static bool is_compute_kind(int kind) { return kind >= TUI_CELL_F && kind <= TUI_CELL_W; }
 
 // A compute action that shows in none of its columns takes its midpoint's column (see .h).
-static void rescue_narrow(const TuiEvent *e, double t0, double unit, int width, TuiGanttCell *out) {
+static void rescue_narrow(const TuiEvent *e, bool alt, double t0, double unit, int width, TuiGanttCell *out) {
     if (!is_compute_kind(e->kind)) return;
     const double a = (e->t0 - t0) / unit, b = (e->t1 - t0) / unit;
     if (!(b > 0) || !(a < width)) return;
@@ -68,13 +70,38 @@ static void rescue_narrow(const TuiEvent *e, double t0, double unit, int width, 
         if (!(mid + 1 < width && out[mid + 1].kind == c->kind && !out[mid + 1].start)) return;
         out[mid + 1].start = true;
     }
-    *c = (TuiGanttCell){.kind = e->kind, .start = true, .mb = e->mb};
+    *c = (TuiGanttCell){.kind = e->kind, .start = true, .alt = alt, .mb = e->mb};
+}
+
+static int cmp_int(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+// alt[i]: event i's stage is the 2nd, 4th, ... of the distinct stages among the lane's
+// events, in stage order (a rank's virtual stages: its chunk 1 of 2 under interleaving, zb-v
+// and dualpipe-v).
+static bool *stage_alternation(const TuiEvent *ev, int n) {
+    bool *alt = xcalloc((size_t)n + 1, sizeof(bool));
+    int *stages = xmalloc(sizeof(int) * ((size_t)n + 1)), n_distinct = 0;
+    for (int i = 0; i < n; i++) stages[i] = ev[i].stage;
+    qsort(stages, (size_t)n, sizeof(int), cmp_int);
+    for (int i = 0; i < n; i++)
+        if (i == 0 || stages[i] != stages[i - 1]) stages[n_distinct++] = stages[i];
+    for (int i = 0; i < n; i++) {
+        const int stage = ev[i].stage;
+        const int *at = bsearch(&stage, stages, (size_t)n_distinct, sizeof(int), cmp_int);
+        alt[i] = at && (at - stages) % 2 == 1;
+    }
+    free(stages);
+    return alt;
 }
 
 void tui_gantt_raster(const TuiEvent *ev, int n, double t0, double unit, int width, TuiGanttCell *out) {
     if (width <= 0) return;
     ColumnCover *cols = xcalloc((size_t)width, sizeof *cols);
-    for (int i = 0; i < n; i++) cover_event(cols, width, &ev[i], t0, unit);
+    bool *alt = stage_alternation(ev, n);
+    for (int i = 0; i < n; i++) cover_event(cols, width, &ev[i], alt[i], t0, unit);
     for (int k = 0; k < width; k++) {
         const ColumnCover *c = &cols[k];
         int kind = TUI_CELL_IDLE;
@@ -84,29 +111,44 @@ void tui_gantt_raster(const TuiEvent *ev, int n, double t0, double unit, int wid
             if (c->cover[t] > most) most = c->cover[t], kind = t;
         }
         if (1.0 - used > most) kind = TUI_CELL_IDLE;
-        out[k] = (TuiGanttCell){.kind = (uint8_t)kind, .start = false, .mb = kind ? c->mb[kind] : -1};
+        out[k] = (TuiGanttCell){.kind = (uint8_t)kind, .start = false, .alt = kind && c->alt[kind],
+                                .mb = kind ? c->mb[kind] : -1};
     }
-    // A block starts at the first column its action wins (not before the window).
+    // A block starts at the first column its action wins (not before the window), and is
+    // labelled with that action: a column the previous action of its kind covers more of
+    // would otherwise give the new block the old one's microbatch ("F0F1F1F2", issue 29).
     for (int i = 0; i < n; i++) {
         const double a = (ev[i].t0 - t0) / unit, b = (ev[i].t1 - t0) / unit;
         if (a < 0 || a >= width) continue;
         for (int k = (int)a; k < width && k < b; k++)
             if (out[k].kind == ev[i].kind) {
                 out[k].start = true;
+                out[k].mb = ev[i].mb;
+                out[k].alt = alt[i];
                 break;
             }
     }
     free(cols);
-    for (int i = 0; i < n; i++) rescue_narrow(&ev[i], t0, unit, width, out);
+    for (int i = 0; i < n; i++) rescue_narrow(&ev[i], alt[i], t0, unit, width, out);
+    free(alt);
 }
 
+// A cell's letter: its kind's, in lower case for a compute action on an alternate stage.
+static char cell_letter(const TuiGanttCell *c) {
+    const char ch = tui_cell_char((TuiCellKind)c->kind);
+    return c->alt && is_compute_kind(c->kind) ? (char)tolower((unsigned char)ch) : ch;
+}
+
+char tui_gantt_cell_char(const TuiGanttCell *c) { return cell_letter(c); }
+
 void tui_gantt_text(const TuiGanttCell *cells, int width, char *out) {
-    for (int k = 0; k < width; k++) out[k] = tui_cell_char((TuiCellKind)cells[k].kind);
+    for (int k = 0; k < width; k++) out[k] = cell_letter(&cells[k]);
     out[width > 0 ? width : 0] = '\0';
     for (int k = 0; k < width; k++) {
         if (!cells[k].start || !is_compute_kind(cells[k].kind) || cells[k].mb < 0) continue;
         int end = k + 1;
-        while (end < width && cells[end].kind == cells[k].kind && !cells[end].start) end++;
+        while (end < width && cells[end].kind == cells[k].kind && cells[end].alt == cells[k].alt && !cells[end].start)
+            end++;
         char digits[16];
         const int len = snprintf(digits, sizeof digits, "%d", cells[k].mb);
         if (1 + len <= end - k) memcpy(out + k + 1, digits, (size_t)len);
@@ -121,7 +163,7 @@ void tui_gantt_labels(const TuiGanttCell *cells, int width, char *out) {
         int next = k + 1;
         while (next < width && !(cells[next].start && is_compute_kind(cells[next].kind))) next++;
         char label[16];
-        const int len = snprintf(label, sizeof label, "%c%d", tui_cell_char((TuiCellKind)cells[k].kind), cells[k].mb);
+        const int len = snprintf(label, sizeof label, "%c%d", cell_letter(&cells[k]), cells[k].mb);
         const int room = next < width ? next - k - 1 : width - k;
         if (len <= room) memcpy(out + k, label, (size_t)len);
     }

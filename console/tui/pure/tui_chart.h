@@ -34,7 +34,9 @@ typedef struct {
 typedef struct {
     uint8_t kind;    // TuiCellKind
     bool start;      // an action of this kind starts in this cell (a block's first cell)
-    int32_t mb;      // the microbatch of the action covering most of the cell
+    bool alt;        // that action is on the rank's 2nd (4th, ...) stage: its letter in lower case
+    int32_t mb;      // the microbatch of the action that starts here (start), else of the one
+                     // covering most of the cell
 } TuiGanttCell;
 
 // The cell kind of an engine ActionType (engine/schedule/schedule.h): F, B, I, W, or COMM for the four
@@ -52,8 +54,12 @@ void tui_gantt_raster(const TuiEvent *ev, int n, double t0, double unit, int wid
 
 // The characters of a rasterized lane: each cell its kind's letter ('.' idle, '-' messages),
 // and every compute block labelled with its microbatch right after its letter ("F12FFF",
-// "B3BB") when the block is wide enough for the digits.
+// "B3BB") when the block is wide enough for the digits. A lane's stages alternate between
+// upper and lower case in stage order (tui_gantt_raster sets alt), so the actions of a rank's
+// two virtual stages on one microbatch read "F1f1", "b5B5", not "F1F1", "B5B5" (issue 29).
 void tui_gantt_text(const TuiGanttCell *cells, int width, char *out /* width + 1 */);
+// One cell's letter as tui_gantt_text draws it (lower case on an alternate stage), without labels.
+char tui_gantt_cell_char(const TuiGanttCell *c);
 // The labels of a lane's second row (lanes of two rows or more): "F12", "B3" under the first
 // cell of each compute block, blanks elsewhere; a label that would run into the next block's
 // label (or past the lane) is left out.

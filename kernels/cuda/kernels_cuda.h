@@ -149,6 +149,22 @@ void cuda_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv,
                                   const cuda_bf16 *k, const cuda_bf16 *v, const float *att,
                                   int B, int T, int NH, int NKV, int HD);
 
+// ---- flash_attention.cu ------------------------------------------------------------------
+// Causal grouped-query attention as attention_forward/attention_backward compute it (q(B, T,
+// NH, HD), k, v(B, T, NKV, HD), query head h reads kv head h / (NH / NKV)), by flash attention:
+// tiled with an online softmax, fp32 throughout, no (T, T) buffer. Forward overwrites
+// out(B, T, NH, HD) and keeps lse(B, NH, T), each query row's logsumexp of its scaled scores,
+// for backward in place of the probabilities. HD <= 256 (flash_tile.h: FLASH_MAX_HD).
+void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q,
+                                  const float *k, const float *v, int B, int T, int NH, int NKV,
+                                  int HD);
+// dq, dk, dv += gradients, from forward's out and lse; dsum(B, NH, T) is caller-owned scratch
+// (overwritten with rowsum(dout * out)).
+void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
+                                   const float *dout, const float *q, const float *k,
+                                   const float *v, const float *out, const float *lse, int B, int T,
+                                   int NH, int NKV, int HD);
+
 // ---- swiglu.cu ---------------------------------------------------------------------------
 // out(N, FF) = silu(gate) * up     (overwrites out)
 void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up,

@@ -116,9 +116,19 @@ size_t stage_acts_light_layout(const StageModel *s, StageActs *a, char *base) {
     return cv.used;
 }
 
-size_t stage_acts_bytes(const StageModel *s, int B, int T) {
-    StageActs a = stage_acts_shape(s, B, T, false);
+static size_t full_bytes(const StageModel *s, StageActs a) {
     return stage_acts_layout(s, &a, NULL) + sizeof(StageActs) + a.n_layers * sizeof(LayerActs);
+}
+
+size_t stage_acts_bytes(const StageModel *s, int B, int T) {
+    return full_bytes(s, stage_acts_shape(s, B, T, false));
+}
+
+// The CUDA backend is the one that runs flash attention (engine/model/model_cuda.c).
+size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device) {
+    StageActs a = stage_acts_shape(s, B, T, false);
+    a.flash_attention = device == DEVICE_CUDA;
+    return full_bytes(s, a);
 }
 
 size_t stage_acts_light_bytes(const StageModel *s, int B, int T) {

@@ -2,7 +2,8 @@
 // of kernels/cuda/flash_tile.h in the GPU's tile order: tests/gpu_emu/flash_emu.c) against the
 // CPU reference attention (kernels/cpu attention_forward / attention_backward), forward and
 // backward, over T in {1, 7, 64, 257} (one tile, a part tile, two tiles, nine with a 1-row
-// last one), HD in {16, 24, 64, 128} and GQA NH/NKV in {4/4, 8/2}.
+// last one), HD in {16, 24, 64, 128} and GQA NH/NKV in {4/4, 8/2}; and the bytes a GPU
+// stage's microbatch slot keeps for attention: O(T) per head, not O(T^2).
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/error.h"
+#include "engine/model/model.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/flash_tile.h"
 #include "tests/gpu_emu/flash_emu.h"
@@ -119,7 +122,35 @@ static void test_shape(int T, int HD, int NH, int NKV) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
+// What a microbatch slot keeps (stage_acts_bytes_on: the banner's per-stage bytes, and the
+// runtime's peak through stage_acts_bytes): on a GPU attention keeps (B, NH, T) row statistics
+// per layer (lse) and once per slot (dsum) where the CPU keeps (B, NH, T, T) matrices (att,
+// datt), each carved 64-byte aligned; so the slot is linear in T on the GPU.
+static size_t carved(size_t floats) { return (floats * sizeof(float) + 63) & ~(size_t)63; }
+
+static void test_slot_bytes(void) {
+    Error err;
+    ModelConfig cfg;
+    CHECK(model_config_preset(&cfg, "small", &err) == 0, "preset small: %s", err.msg);
+    const StageModel shell = {.cfg = cfg, .layer_begin = 0, .layer_end = cfg.layers, .has_embed = true, .has_head = true};
+    const int rows = 4, T = 512;
+    const size_t cpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU);
+    const size_t gpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA);
+    const size_t square = carved((size_t)rows * cfg.heads * T * T), line = carved((size_t)rows * cfg.heads * T);
+    CHECK(cpu - gpu == (size_t)(cfg.layers + 1) * (square - line), "CPU %zu - GPU %zu bytes != %d x (%zu - %zu)", cpu,
+          gpu, cfg.layers + 1, square, line);
+    CHECK(stage_acts_bytes(&shell, rows, T) == cpu, "a shell without a backend counts as the CPU");
+    // Linear in T on the GPU (alignment only rounds up), not on the CPU.
+    const size_t gpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CUDA);
+    const size_t cpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CPU);
+    CHECK(gpu2 <= 2 * gpu, "GPU slot at 2T %zu bytes > twice %zu", gpu2, gpu);
+    CHECK(cpu2 > 2 * cpu, "CPU slot at 2T %zu bytes, twice T's %zu", cpu2, cpu);
+    printf("%s preset, %d x %d tokens: a slot keeps %.1f MiB on the CPU, %.1f MiB on a GPU\n", cfg.name, rows, T,
+           cpu / 1048576.0, gpu / 1048576.0);
+}
+
 int main(void) {
+    test_slot_bytes();
     const int Ts[] = {1, 7, 64, 257}, HDs[] = {16, 24, 64, 128}, heads[][2] = {{4, 4}, {8, 2}};
     for (size_t t = 0; t < 4; t++)
         for (size_t h = 0; h < 4; h++)

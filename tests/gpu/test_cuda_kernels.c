@@ -313,8 +313,9 @@ static void test_rope(void) {
 // Flash attention (flash_attention.cu) at one shape, against the CPU reference attention
 // (fp32 two-pass softmax over the full (T, T) scores) and against the same tiles run on the
 // CPU (tests/gpu_emu/flash_emu.c: what the emulator runs), which must agree to a few ulps: the
-// two differ only in expf/logf and fused multiply-adds.
-static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd) {
+// two differ only in expf/logf and fused multiply-adds. The emulated tiles are scalar C (about
+// 50 s at T 1024, 32 heads of 128 on one core), so `emulated` picks the shapes that run them.
+static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool emulated) {
     const size_t nq = (size_t)b * t * nh * hd, nk = (size_t)b * t * nkv * hd;
     const size_t na = (size_t)b * nh * t * t, nr = (size_t)b * nh * t;
     float *q = hrand(nq, 1.0f), *k = hrand(nk, 1.0f), *v = hrand(nk, 1.0f), *dout = hrand(nq, 1.0f);
@@ -331,8 +332,10 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd) {
     add_start(dq, dq0, nq);
     add_start(dk, dk0, nk);
     add_start(dv, dv0, nk);
-    flash_emu_forward(eout, e_lse, q, k, v, b, t, nh, nkv, hd);
-    flash_emu_backward(edq, edk, edv, edsum, dout, q, k, v, eout, e_lse, b, t, nh, nkv, hd);
+    if (emulated) {
+        flash_emu_forward(eout, e_lse, q, k, v, b, t, nh, nkv, hd);
+        flash_emu_backward(edq, edk, edv, edsum, dout, q, k, v, eout, e_lse, b, t, nh, nkv, hd);
+    }
 
     float *d_q = dfloat(q, nq), *d_k = dfloat(k, nk), *d_v = dfloat(v, nk), *d_dout = dfloat(dout, nq);
     float *d_out = dalloc(sizeof(float) * nq), *d_lse = dalloc(sizeof(float) * nr);
@@ -346,16 +349,18 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd) {
     } while (0)
     cuda_flash_attention_forward(ctx, d_out, d_lse, d_q, d_k, d_v, b, t, nh, nkv, hd);
     FLASH_CHECK("out vs CPU", check, d_out, out, nq, 1e-5);
-    FLASH_CHECK("out vs emulated tiles", check, d_out, eout, nq, 1e-6);
-    FLASH_CHECK("lse vs emulated tiles", check, d_lse, e_lse, nr, 1e-6);
+    if (emulated) FLASH_CHECK("out vs emulated tiles", check, d_out, eout, nq, 1e-6);
+    if (emulated) FLASH_CHECK("lse vs emulated tiles", check, d_lse, e_lse, nr, 1e-6);
     cuda_flash_attention_backward(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q, d_k, d_v, d_out, d_lse, b, t, nh,
                                   nkv, hd);
     FLASH_CHECK("dq (+=) vs CPU", check_delta, d_dq, dq, dq0, nq, 1e-4);
     FLASH_CHECK("dk (+=, GQA) vs CPU", check_delta, d_dk, dk, dk0, nk, 1e-4);
     FLASH_CHECK("dv (+=, GQA) vs CPU", check_delta, d_dv, dv, dv0, nk, 1e-4);
-    FLASH_CHECK("dq vs emulated tiles", check_delta, d_dq, edq, dq0, nq, 1e-5);
-    FLASH_CHECK("dk vs emulated tiles", check_delta, d_dk, edk, dk0, nk, 1e-5);
-    FLASH_CHECK("dv vs emulated tiles", check_delta, d_dv, edv, dv0, nk, 1e-5);
+    if (emulated) {
+        FLASH_CHECK("dq vs emulated tiles", check_delta, d_dq, edq, dq0, nq, 1e-5);
+        FLASH_CHECK("dk vs emulated tiles", check_delta, d_dk, edk, dk0, nk, 1e-5);
+        FLASH_CHECK("dv vs emulated tiles", check_delta, d_dv, edv, dv0, nk, 1e-5);
+    }
 #undef FLASH_CHECK
     float *host[] = {q, k, v, dout, out, att, scratch, dq0, dk0, dv0, dq, dk, dv, eout, e_lse, edsum, edq, edk, edv};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
@@ -363,12 +368,13 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) CUDA_CHECK(cudaFree(dev[i]));
 }
 
-// The file's small shape, then issue 30's: T in {1, 1024}, HD in {24, 64, 128}, GQA 32/8.
+// The file's small shape, then issue 30's: T in {1, 1024}, HD in {24, 64, 128}, GQA 32/8;
+// against the emulated tiles at every shape but T 1024 with HD 24 and 128 (time).
 static void test_attention(void) {
-    test_flash_attention_at(B, T, NH, NKV, HD);
+    test_flash_attention_at(B, T, NH, NKV, HD, true);
     const int Ts[] = {1, 1024}, HDs[] = {24, 64, 128};
     for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 3; j++) test_flash_attention_at(1, Ts[i], 32, 8, HDs[j]);
+        for (int j = 0; j < 3; j++) test_flash_attention_at(1, Ts[i], 32, 8, HDs[j], Ts[i] == 1 || HDs[j] == 64);
 }
 
 static void test_swiglu_residual(void) {

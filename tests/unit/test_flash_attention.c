@@ -2,7 +2,8 @@
 // of kernels/cuda/flash_tile.h in the GPU's tile order: tests/gpu_emu/flash_emu.c) against the
 // CPU reference attention (kernels/cpu attention_forward / attention_backward), forward and
 // backward, over T in {1, 7, 64, 257} (one tile, a part tile, two tiles, nine with a 1-row
-// last one), HD in {16, 24, 64, 128} and GQA NH/NKV in {4/4, 8/2}; and the bytes a GPU
+// last one), HD in {16, 24, 32, 64, 80, 128, 256} (the presets', Hugging Face configs' and
+// the kernels' largest) and GQA NH/NKV in {4/4, 8/2}; and the bytes a GPU
 // stage's microbatch slot keeps for attention: O(T) per head, not O(T^2).
 #include <assert.h>
 #include <math.h>
@@ -151,9 +152,9 @@ static void test_slot_bytes(void) {
 
 int main(void) {
     test_slot_bytes();
-    const int Ts[] = {1, 7, 64, 257}, HDs[] = {16, 24, 64, 128}, heads[][2] = {{4, 4}, {8, 2}};
-    for (size_t t = 0; t < 4; t++)
-        for (size_t h = 0; h < 4; h++)
+    const int Ts[] = {1, 7, 64, 257}, HDs[] = {16, 24, 32, 64, 80, 128, FLASH_MAX_HD}, heads[][2] = {{4, 4}, {8, 2}};
+    for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
+        for (size_t h = 0; h < sizeof HDs / sizeof HDs[0]; h++)
             for (size_t g = 0; g < 2; g++) test_shape(Ts[t], HDs[h], heads[g][0], heads[g][1]);
     printf("largest error / bound: %.3g\n", worst_ratio);
     return test_finish();

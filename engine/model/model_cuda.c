@@ -405,8 +405,9 @@ static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
 // rounded as they round it: the embedding sort (3 index vectors and cub's temporary storage:
 // bounded by 32 bytes a row and a MiB), the loss (8 bytes a row), an RMSNorm weight
-// gradient's partial sums (at most 8 bytes per row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
-// would wait for the whole GPU, NCCL's posted receives included).
+// gradient's partial sums (at most 8 bytes per row and column). Reserved when the slot is
+// made, so no step grows it (cudaFree in a step would wait for the whole GPU, NCCL's posted
+// receives included).
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
     const size_t needs[] = {3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),

@@ -126,11 +126,12 @@ static void describe_run(const RunConfig *rc, const PipelineOptions *po, const P
     for (int s = 0; s < S; s++) {
         layers[s] = pipeline_stage_layers(p, s);
         // The sizes depend only on the stage's shape, so a shell (no weights) answers for
-        // stages held by other processes too. Under recompute a microbatch keeps the light set.
+        // stages held by other processes too. Under recompute a microbatch keeps the light set;
+        // on a GPU, attention keeps row statistics, not (T, T) matrices (flash attention).
         const StageModel shell = {.cfg = rc->model, .layer_begin = first_layer, .layer_end = first_layer + layers[s],
                                   .has_embed = s == 0, .has_head = s == S - 1};
         bytes[s] = po->recompute ? stage_acts_light_bytes(&shell, rows, rc->seq_len)
-                                 : stage_acts_bytes(&shell, rows, rc->seq_len);
+                                 : stage_acts_bytes_on(&shell, rows, rc->seq_len, po->device);
         first_layer += layers[s];
     }
     *info = (RunInfo){.data_kind = dataset_kind(ds), .data_items = dataset_items(ds),

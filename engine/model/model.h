@@ -188,6 +188,10 @@ typedef struct StageActs StageActs;
 StageActs *stage_acts_create(const StageModel *s, int B, int T);
 void stage_acts_free(StageActs *a);
 size_t stage_acts_bytes(const StageModel *s, int B, int T);
+// The same for a stage of s's shape on `device`, whatever s's own backend (a shell without
+// one, e.g. the banner's for stages of other processes): a CUDA stage keeps its attention
+// as O(T) row statistics per head (flash attention), a CPU stage the (T, T) probabilities.
+size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device);
 
 // Forward of one microbatch of B*T tokens, on the stage's device.
 //   first stage: tokens(B*T) is read (and kept for the embedding's backward);

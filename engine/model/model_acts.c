@@ -2,8 +2,11 @@
 // and how many bytes it takes. Full form: everything the stage's backward reads. Light form
 // (recompute): only what crosses the stage boundary, plus what the forward needs to run again
 // (tokens, targets). Each backend (engine/model/stage_ops.h) allocates the arena on its
-// device and carves it here, so every device lays it out alike.
+// device and carves it here, so every device lays it out alike, but for attention's own
+// buffers: (T, T) matrices on the CPU, row statistics under flash attention (a GPU).
 #include "engine/model/model_acts.h"
+
+#include "engine/model/stage_ops.h"
 
 // Carves buffers out of one arena; the counting pass (base == NULL) only sums sizes.
 typedef struct {
@@ -22,7 +25,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     const ModelConfig *c = &s->cfg;
     const size_t N = (size_t)a->N, C = (size_t)c->hidden, I = (size_t)c->intermediate;
     const size_t Q = (size_t)c->heads * c->head_dim, KV = (size_t)c->kv_heads * c->head_dim;
-    const size_t ATT = (size_t)a->B * c->heads * a->T * a->T;
+    // Attention's own: (T, T) per head, or under flash attention a row statistic per head.
+    const size_t ATT = (size_t)a->B * c->heads * a->T * (a->flash_attention ? 1 : a->T);
     a->tokens = (int32_t *)carve(cv, N);
     a->resid = carve(cv, (a->n_layers + 1) * N * C);
     a->dresid = carve(cv, (a->n_layers + 1) * N * C);
@@ -33,7 +37,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         la->q = carve(cv, N * Q);
         la->k = carve(cv, N * KV);
         la->v = carve(cv, N * KV);
-        la->att = carve(cv, ATT);
+        if (a->flash_attention) la->lse = carve(cv, ATT);
+        else la->att = carve(cv, ATT);
         la->atty = carve(cv, N * Q);
         la->xmid = carve(cv, N * C);
         la->ln2 = carve(cv, N * C);
@@ -63,7 +68,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         a->drot_q = carve(cv, N * Q);
         a->drot_k = carve(cv, N * KV);
         a->dh = carve(cv, N * I);
-        a->datt = carve(cv, ATT);
+        if (a->flash_attention) a->dsum = carve(cv, ATT);
+        else a->datt = carve(cv, ATT);
     }
 }
 
@@ -80,7 +86,8 @@ static void carve_light(const StageModel *s, StageActs *a, Carver *cv) {
 
 StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light) {
     return (StageActs){.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
-                       .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light};
+                       .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light,
+                       .flash_attention = s->ops && s->ops->flash_attention};
 }
 
 // The boundary tensors as messages: the buffers themselves unless the backend keeps copies.
@@ -109,9 +116,19 @@ size_t stage_acts_light_layout(const StageModel *s, StageActs *a, char *base) {
     return cv.used;
 }
 
-size_t stage_acts_bytes(const StageModel *s, int B, int T) {
-    StageActs a = stage_acts_shape(s, B, T, false);
+static size_t full_bytes(const StageModel *s, StageActs a) {
     return stage_acts_layout(s, &a, NULL) + sizeof(StageActs) + a.n_layers * sizeof(LayerActs);
+}
+
+size_t stage_acts_bytes(const StageModel *s, int B, int T) {
+    return full_bytes(s, stage_acts_shape(s, B, T, false));
+}
+
+// The CUDA backend is the one that runs flash attention (engine/model/model_cuda.c).
+size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device) {
+    StageActs a = stage_acts_shape(s, B, T, false);
+    a.flash_attention = device == DEVICE_CUDA;
+    return full_bytes(s, a);
 }
 
 size_t stage_acts_light_bytes(const StageModel *s, int B, int T) {

@@ -12,7 +12,8 @@
 typedef struct {
     float *ln1, *rstd1;     // (N, C), (N)
     float *q, *k, *v;       // (N, Q), (N, KV), (N, KV): q and k after rotary
-    float *att;             // (B, NH, T, T) softmax probabilities
+    float *att;             // (B, NH, T, T) softmax probabilities (NULL under flash attention)
+    float *lse;             // (B, NH, T) flash attention: each query row's logsumexp (else NULL)
     float *atty;            // (N, Q) attention output before o_proj
     float *xmid;            // (N, C) residual stream after attention
     float *ln2, *rstd2;     // (N, C), (N)
@@ -30,6 +31,9 @@ struct StageActs {
     int B, T, N, n_layers;
     int C, V;               // hidden and vocabulary sizes of the stage's model
     bool light;
+    // The backend runs flash attention (stage_ops.h: flash_attention): a layer keeps its
+    // attention as (B, NH, T) row statistics (lse, dsum), not (T, T) matrices (att, datt).
+    bool flash_attention;
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)
@@ -54,14 +58,16 @@ struct StageActs {
     float *datty;           // (N, Q)
     float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
     float *dh;              // (N, I)
-    float *datt;            // (B, NH, T, T)
+    float *datt;            // (B, NH, T, T) score gradients (NULL under flash attention)
+    float *dsum;            // (B, NH, T) flash attention: rowsum(dout * out) (else NULL)
     char *arena;            // on the stage's device
     size_t arena_bytes;
     const StageOps *ops;    // the backend that made it (stage_acts_free calls its acts_free)
     void *dev;              // that backend's extras (NULL on the CPU)
 };
 
-// The shape fields of a StageActs for B x T (no buffers).
+// The shape fields of a StageActs for B x T (no buffers), flash_attention as the stage's
+// backend says.
 StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light);
 // The full form's arena: carves every buffer above out of base (NULL: only counts) and
 // returns the bytes it takes. a->layer must hold n_layers entries when base is set. Every

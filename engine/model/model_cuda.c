@@ -6,9 +6,11 @@
 // the input gradient: ActsCuda). Nothing here waits for the device but the reads of the step's
 // loss and norm and of the host mirror (model_cuda.h "Synchrony").
 //
-// GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's four bf16
-// scratch buffers (S_A ... S_D, sized by ensure_scratch) right before the GEMM, once per
-// tensor even when several GEMMs read it (ln1 feeds q, k and v).
+// GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's three bf16
+// scratch buffers (S_A ... S_C, sized by ensure_scratch) right before the GEMM, once per
+// tensor even when several GEMMs read it (ln1 feeds q, k and v). Attention is flash attention
+// (kernels/cuda/flash_attention.cu), fp32 in both modes: a layer keeps its row logsumexp
+// (LayerActs.lse), no (T, T) matrix.
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 #include "engine/model/model_cuda.h"
 
@@ -22,7 +24,7 @@
 #include "engine/model/model_acts.h"
 #include "kernels/cuda/kernels_cuda.h"
 
-enum { S_A = 0, S_B, S_C, S_D, N_SCRATCH };
+enum { S_A = 0, S_B, S_C, N_SCRATCH };
 
 typedef struct StageCuda StageCuda;
 typedef struct ActsCuda ActsCuda;
@@ -376,13 +378,13 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
 // step. What each holds (model_cuda.c's calls of operand): S_A any activation or gradient
 // operand, the logits' gradient included (N x V, head stage); S_B up to N x max(C, Q, I);
-// S_C and S_D the keys and values and their gradients (N x KV).
+// S_C a key or value gradient (N x KV). (Attention reads q, k and v in fp32: flash attention.)
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t wide = max3(C, Q, (size_t)m->intermediate);
-    const size_t cols[N_SCRATCH] = {s->has_head && (size_t)m->vocab > wide ? (size_t)m->vocab : wide, wide, KV, KV};
+    const size_t cols[N_SCRATCH] = {s->has_head && (size_t)m->vocab > wide ? (size_t)m->vocab : wide, wide, KV};
     if (N > c->scratch_rows) {
         dev_free(c->targets);   // (cudaFree waits for the device: the staged rows' copies are done)
         c->targets = dev_alloc(N * sizeof(int32_t));
@@ -401,15 +403,14 @@ static void ensure_scratch(const StageModel *s, size_t N) {
 static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
-// rounded as they round it: bf16 attention's backward two bf16 score copies, the embedding
-// sort (3 index vectors and cub's temporary storage: bounded by 32 bytes a row and a MiB),
-// the loss (8 bytes a row), an RMSNorm weight gradient's partial sums (at most 8 bytes per
-// row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
-// would wait for the whole GPU, NCCL's posted receives included).
+// rounded as they round it: the embedding sort (3 index vectors and cub's temporary storage:
+// bounded by 32 bytes a row and a MiB), the loss (8 bytes a row), an RMSNorm weight
+// gradient's partial sums (at most 8 bytes per row and column). Reserved when the slot is
+// made, so no step grows it (cudaFree in a step would wait for the whole GPU, NCCL's posted
+// receives included).
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
-    const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
-    const size_t needs[] = {cuda_of(s)->bf16 ? 2 * round256(2 * att) : 0, 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
+    const size_t needs[] = {3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
                             round256(8 * N), round256(8 * N * C)};
     size_t need = 0;
     for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
@@ -521,12 +522,7 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
     lin_fwd(c, la->v, ln1, w->wv, d.N, d.C, d.KV);
     cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     cuda_rope_forward(c->ctx, la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
-    if (c->bf16)
-        cuda_attention_forward_bf16(c->ctx, la->atty, la->att, operand(c, S_B, la->q, (size_t)d.N * d.Q),
-                                    operand(c, S_C, la->k, (size_t)d.N * d.KV),
-                                    operand(c, S_D, la->v, (size_t)d.N * d.KV), d.B, d.T, d.NH, d.NKV, d.HD);
-    else
-        cuda_attention_forward(c->ctx, la->atty, la->att, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
+    cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
     lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.N * d.Q), w->wo, d.N, d.Q, d.C);
     cuda_residual_forward(c->ctx, la->xmid, la->xmid, x, NC);
     cuda_rmsnorm_forward(c->ctx, la->ln2, la->rstd2, la->xmid, w->ln2, d.N, d.C, eps);
@@ -613,13 +609,8 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
     cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
     cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
-    if (c->bf16)
-        cuda_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, la->dv, a->datt, operand(c, S_A, a->datty, NQ),
-                                     operand(c, S_B, la->q, NQ), operand(c, S_C, la->k, NKV),
-                                     operand(c, S_D, la->v, NKV), la->att, d.B, d.T, d.NH, d.NKV, d.HD);
-    else
-        cuda_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->datt, a->datty, la->q, la->k, la->v,
-                                la->att, d.B, d.T, d.NH, d.NKV, d.HD);
+    cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
+                                  la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
     cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
     cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
     cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
@@ -714,6 +705,7 @@ static const StageOps CUDA_OPS = {
     .time_since = gpu_time_since,
     .bind_thread = gpu_bind_thread,
     .detach = gpu_detach,
+    .flash_attention = true,
 };
 
 const StageDevice stage_cuda_device = {

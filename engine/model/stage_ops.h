@@ -83,6 +83,9 @@ struct StageOps {
     bool (*time_since)(const StageModel *s, int base, int k, double *seconds);
     void (*bind_thread)(const StageModel *s);   // NULL: any thread will do
     void (*detach)(StageModel *s);              // frees the backend's part; NULL: none
+    // Attention keeps (B, NH, T) row statistics instead of (B, NH, T, T) probabilities and
+    // score gradients (flash attention; engine/model/model_acts.h lays a slot out by it).
+    bool flash_attention;
 };
 
 // A device backend: what places stages on its devices. attach makes a CPU-made stage compute

@@ -15,7 +15,7 @@
 struct CudaCtx {
     int device;
     cudaStream_t stream;          // every kernel, copy and GEMM of this context goes here
-    cublasHandle_t cublas;        // strided-batched GEMMs (attention), fallback GEMMs
+    cublasHandle_t cublas;        // fallback GEMMs (shapes cuBLASLt has no algorithm for)
     cublasLtHandle_t lt;          // linear layers
     void *lt_workspace;
     size_t lt_workspace_bytes;
@@ -40,12 +40,6 @@ static inline size_t arena_round(size_t bytes) { return (bytes + 255) & ~(size_t
 void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A,
              int lda, const void *B, int ldb, cudaDataType_t ab_type, float beta, float *C,
              int ldc);
-// The same over `batch` independent problems at element strides sA, sB, sC (cuBLAS strided
-// batched). Entries of one call must not write overlapping C blocks.
-void gemm_rm_strided(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
-                     const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
-                     cudaDataType_t ab_type, float beta, float *C, int ldc, long long sC,
-                     int batch);
 
 // ---- launch shapes -----------------------------------------------------------------------
 // Blocks for a grid-stride loop over n elements: enough to fill an H100 several times over,

@@ -15,8 +15,9 @@
 //
 // Numerics (DESIGN.md): GPU matmuls take bf16 operands with fp32 accumulation; master
 // weights, AdamW moments, gradients, activations and every reduction stay fp32. So:
-//   * the plain names (cuda_linear_forward, cuda_attention_forward, ...) are fp32 in and out
-//     (fp32 GEMMs, no TF32): the reference path, for `pptrain check` and parity tests;
+//   * the plain names (cuda_linear_forward, ...) are fp32 in and out (fp32 GEMMs, no TF32):
+//     the reference path, for `pptrain check` and parity tests; flash attention has only
+//     this form (its products run on CUDA cores in fp32 in both modes);
 //   * the *_bf16 names take bf16 GEMM operands (the bf16 working copy of the weights that
 //     cuda_adamw_update writes, bf16 activations from cuda_f32_to_bf16) and accumulate in
 //     fp32 into fp32 outputs (cuBLAS(Lt) with CUBLAS_COMPUTE_32F);
@@ -62,7 +63,7 @@ int cuda_ctx_device(const CudaCtx *ctx);
 void cuda_ctx_synchronize(CudaCtx *ctx);
 // Waits for the stream, then returns *dev_value (a device double, e.g. a loss accumulator).
 double cuda_fetch_double(CudaCtx *ctx, const double *dev_value);
-// Grows the context's scratch arena (what attention_bf16, the embedding sort, the norms'
+// Grows the context's scratch arena (what the embedding sort, the loss, the norms'
 // partial sums use) to at least `bytes` now. Growing frees the old arena, and cudaFree waits
 // for the whole device: a caller whose GPU runs kernels that wait on other ranks (NCCL
 // receives) reserves the arena at set-up so no step ever grows it.
@@ -126,28 +127,21 @@ void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *co
 void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab,
                         const float *sin_tab, int B, int T, int H, int HD);
 
-// ---- attention.cu ------------------------------------------------------------------------
-// Causal grouped-query attention, as attention_forward/attention_backward: q(B, T, NH, HD),
-// k, v(B, T, NKV, HD), query head h reads kv head h / (NH / NKV); att(B, NH, T, T) gets the
-// softmax probabilities (zero above the diagonal) and is kept for backward;
-// out(B, T, NH, HD) is overwritten. scratch: B*NH*T*T floats (dscores), caller-owned.
-void cuda_attention_forward(CudaCtx *ctx, float *out, float *att, const float *q,
-                            const float *k, const float *v, int B, int T, int NH, int NKV,
-                            int HD);
-// dq, dk, dv += gradients.
-void cuda_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch,
-                             const float *dout, const float *q, const float *k, const float *v,
-                             const float *att, int B, int T, int NH, int NKV, int HD);
-// bf16 GEMM operands (q, k, v, dout and bf16 copies of the probabilities and dscores, made
-// in the context's arena: 2 or 4 bytes per att element), fp32 scores, softmax, att, out and
-// gradients.
-void cuda_attention_forward_bf16(CudaCtx *ctx, float *out, float *att, const cuda_bf16 *q,
-                                 const cuda_bf16 *k, const cuda_bf16 *v, int B, int T, int NH,
-                                 int NKV, int HD);
-void cuda_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv,
-                                  float *scratch, const cuda_bf16 *dout, const cuda_bf16 *q,
-                                  const cuda_bf16 *k, const cuda_bf16 *v, const float *att,
-                                  int B, int T, int NH, int NKV, int HD);
+// ---- flash_attention.cu ------------------------------------------------------------------
+// Causal grouped-query attention as attention_forward/attention_backward compute it (q(B, T,
+// NH, HD), k, v(B, T, NKV, HD), query head h reads kv head h / (NH / NKV)), by flash attention:
+// tiled with an online softmax, fp32 throughout, no (T, T) buffer. Forward overwrites
+// out(B, T, NH, HD) and keeps lse(B, NH, T), each query row's logsumexp of its scaled scores,
+// for backward in place of the probabilities. HD <= 256 (flash_tile.h: FLASH_MAX_HD).
+void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q,
+                                  const float *k, const float *v, int B, int T, int NH, int NKV,
+                                  int HD);
+// dq, dk, dv += gradients, from forward's out and lse; dsum(B, NH, T) is caller-owned scratch
+// (overwritten with rowsum(dout * out)).
+void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
+                                   const float *dout, const float *q, const float *k,
+                                   const float *v, const float *out, const float *lse, int B, int T,
+                                   int NH, int NKV, int HD);
 
 // ---- swiglu.cu ---------------------------------------------------------------------------
 // out(N, FF) = silu(gate) * up     (overwrites out)

@@ -2,8 +2,8 @@
 // path (C = 768, 12 heads of 64, 4 kv heads, FF = 2048, T = 1024, B = 4), timed with CUDA
 // events, plus one large bf16 and fp32 GEMM for the device's reference rate.
 //   bench_cuda [iterations]        (built, not run by ctest; prints TFLOP/s)
-// FLOPs counted: every GEMM, attention's T x T products in full (as computed, not halved
-// for the causal mask). Elementwise kernels are timed but not counted.
+// FLOPs counted: every GEMM, and flash attention's products over the causal pairs as it
+// computes them (below). Elementwise kernels are timed but not counted.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,16 +56,16 @@ struct Layer {
     float *ln1, *ln2, *cos_tab, *sin_tab;
     float *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd, *dln1, *dln2;
     // forward
-    float *x, *rstd1, *xn1, *q, *k, *v, *att, *ao, *o, *x1, *rstd2, *xn2, *g, *u, *h, *y, *x2;
-    cuda_bf16 *xn1_b, *q_b, *k_b, *v_b, *ao_b, *xn2_b, *h_b;
+    float *x, *rstd1, *xn1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *xn2, *g, *u, *h, *y, *x2;
+    cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b;
     // backward
-    float *dx2, *dh, *dg, *du, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *scratch;
-    cuda_bf16 *dy_b, *dg_b, *du_b, *do_b, *dao_b, *dq_b, *dk_b, *dv_b;
+    float *dx2, *dh, *dg, *du, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
+    cuda_bf16 *dy_b, *dg_b, *du_b, *do_b, *dq_b, *dk_b, *dv_b;
 };
 
 static void layer_alloc(struct Layer *L) {
     const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV, nf = (size_t)N * FF;
-    const size_t na = (size_t)B * NH * T * T;
+    const size_t nr = (size_t)B * NH * T;   // flash attention's row statistics
     L->wq = drand_bf16((size_t)C * C, 0.03f); L->wk = drand_bf16((size_t)CKV * C, 0.03f);
     L->wv = drand_bf16((size_t)CKV * C, 0.03f); L->wo = drand_bf16((size_t)C * C, 0.03f);
     L->wg = drand_bf16((size_t)FF * C, 0.03f); L->wu = drand_bf16((size_t)FF * C, 0.03f);
@@ -79,22 +79,22 @@ static void layer_alloc(struct Layer *L) {
     L->dwo = dzeros((size_t)C * C); L->dwg = dzeros((size_t)FF * C); L->dwu = dzeros((size_t)FF * C);
     L->dwd = dzeros((size_t)C * FF); L->dln1 = dzeros(C); L->dln2 = dzeros(C);
     L->x = drand_f32(nc, 1.0f); L->rstd1 = dzeros(N); L->xn1 = dzeros(nc);
-    L->q = dzeros(nc); L->k = dzeros(nkv); L->v = dzeros(nkv); L->att = dzeros(na);
+    L->q = dzeros(nc); L->k = dzeros(nkv); L->v = dzeros(nkv); L->lse = dzeros(nr);
     L->ao = dzeros(nc); L->o = dzeros(nc); L->x1 = dzeros(nc); L->rstd2 = dzeros(N);
     L->xn2 = dzeros(nc); L->g = dzeros(nf); L->u = dzeros(nf); L->h = dzeros(nf);
     L->y = dzeros(nc); L->x2 = dzeros(nc);
-    L->xn1_b = dbf(nc); L->q_b = dbf(nc); L->k_b = dbf(nkv); L->v_b = dbf(nkv);
+    L->xn1_b = dbf(nc);
     L->ao_b = dbf(nc); L->xn2_b = dbf(nc); L->h_b = dbf(nf);
     L->dx2 = drand_f32(nc, 1e-3f); L->dh = dzeros(nf); L->dg = dzeros(nf); L->du = dzeros(nf);
     L->dxn2 = dzeros(nc); L->dx1 = dzeros(nc); L->dao = dzeros(nc); L->dq = dzeros(nc);
     L->dk = dzeros(nkv); L->dv = dzeros(nkv); L->dxn1 = dzeros(nc); L->dx = dzeros(nc);
-    L->scratch = dzeros(na);
+    L->dsum = dzeros(nr);
     L->dy_b = dbf(nc); L->dg_b = dbf(nf); L->du_b = dbf(nf); L->do_b = dbf(nc);
-    L->dao_b = dbf(nc); L->dq_b = dbf(nc); L->dk_b = dbf(nkv); L->dv_b = dbf(nkv);
+    L->dq_b = dbf(nc); L->dk_b = dbf(nkv); L->dv_b = dbf(nkv);
 }
 
 static void layer_forward(struct Layer *L) {
-    const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV, nf = (size_t)N * FF;
+    const size_t nc = (size_t)N * C, nf = (size_t)N * FF;
     cuda_rmsnorm_forward(ctx, L->xn1, L->rstd1, L->x, L->ln1, N, C, 1e-5f);
     cuda_f32_to_bf16(ctx, L->xn1_b, L->xn1, nc);
     cuda_linear_forward_bf16(ctx, L->q, L->xn1_b, L->wq, N, C, C);
@@ -102,10 +102,7 @@ static void layer_forward(struct Layer *L) {
     cuda_linear_forward_bf16(ctx, L->v, L->xn1_b, L->wv, N, C, CKV);
     cuda_rope_forward(ctx, L->q, L->q, L->cos_tab, L->sin_tab, B, T, NH, HD);
     cuda_rope_forward(ctx, L->k, L->k, L->cos_tab, L->sin_tab, B, T, NKV, HD);
-    cuda_f32_to_bf16(ctx, L->q_b, L->q, nc);
-    cuda_f32_to_bf16(ctx, L->k_b, L->k, nkv);
-    cuda_f32_to_bf16(ctx, L->v_b, L->v, nkv);
-    cuda_attention_forward_bf16(ctx, L->ao, L->att, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
+    cuda_flash_attention_forward(ctx, L->ao, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
     cuda_f32_to_bf16(ctx, L->ao_b, L->ao, nc);
     cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
     cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
@@ -146,12 +143,11 @@ static void layer_backward(struct Layer *L) {
     cuda_zero(ctx, L->dao, nc * sizeof(float));
     cuda_linear_backward_input_bf16(ctx, L->dao, L->do_b, L->wo, N, C, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwo, L->do_b, L->ao_b, N, C, C);
-    cuda_f32_to_bf16(ctx, L->dao_b, L->dao, nc);
     cuda_zero(ctx, L->dq, nc * sizeof(float));
     cuda_zero(ctx, L->dk, nkv * sizeof(float));
     cuda_zero(ctx, L->dv, nkv * sizeof(float));
-    cuda_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->scratch, L->dao_b, L->q_b, L->k_b,
-                                 L->v_b, L->att, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao,
+                                  L->lse, B, T, NH, NKV, HD);
     // RoPE backward needs dx != dout: rotate into the (now free) ao / o buffers.
     cuda_zero(ctx, L->ao, nc * sizeof(float));
     cuda_zero(ctx, L->o, nkv * sizeof(float));
@@ -233,8 +229,11 @@ int main(int argc, char **argv) {
     layer_alloc(&L);
     // Linear FLOPs per token-row: q, o (C x C), k, v (CKV x C), gate, up, down (FF x C).
     const double lin = 2.0 * N * ((double)C * C * 2 + (double)CKV * C * 2 + (double)FF * C * 3);
-    const double attn = 4.0 * B * NH * (double)T * T * HD;   // scores + P v, full T x T
-    const double fwd_flops = lin + attn, bwd_flops = 2.0 * lin + 2.0 * attn;
+    // Flash attention computes the causal (query, key) pairs only: forward the scores and P v
+    // (4 HD a pair); backward the scores and dP twice (dq's kernel and dk/dv's), dq, dk and dv
+    // (14 HD a pair).
+    const double pairs = (double)B * NH * T * (T + 1) / 2.0;
+    const double fwd_flops = lin + 4.0 * HD * pairs, bwd_flops = 2.0 * lin + 14.0 * HD * pairs;
     double f_ms = time_ms(layer_forward, &L, iters);
     double fb_ms = time_ms(fwd_bwd, &L, iters);
     printf("layer B=%d T=%d C=%d NH=%d NKV=%d FF=%d (bf16 GEMMs, fp32 accumulate)\n", B, T, C,

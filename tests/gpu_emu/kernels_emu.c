@@ -5,11 +5,12 @@
 //
 // Numbers. The CPU kernels are the reference, so the engine's numbers are a GPU's up to
 // summation order, and bf16 is rounded where kernels/cuda rounds (nearest even): GEMM operands
-// are bf16 as given, and bf16 attention rounds its probabilities P (out = bf16(P) v,
-// dv += bf16(P)^T dout) and its score gradient dS (dq, dk from bf16(dS)), as attention.cu does.
+// are bf16 as given. Attention is the exception to "the CPU kernels": it runs flash attention's
+// own tiles (flash_emu.c), in fp32 as flash_attention.cu does, so the engine's emulated numbers
+// are those of the GPU's algorithm.
 //
 // The arena. A context keeps kernels/cuda's scratch arena (common.cuh): the kernels that use
-// it there (bf16 attention, the loss, the embedding's sort, the norms' partial sums) take the
+// it there (the loss, the embedding's sort, the norms' partial sums) take the
 // same bytes here, 256-byte rounded, and the arena is NaN after each of them (the next call
 // recycles it). It grows as context.cu grows it (stream synchronized, the old block freed);
 // but once cuda_ctx_reserve has been called, a call that needs more than is reserved is a
@@ -20,7 +21,9 @@
 #include <string.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cuda/flash_tile.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "tests/gpu_emu/flash_emu.h"
 #include "tests/gpu_emu/emu.h"
 
 #define F(n) ((size_t)(n) * sizeof(float))
@@ -457,182 +460,66 @@ void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float 
 }
 
 // ---- attention -------------------------------------------------------------------------------
+// Flash attention runs as on the GPU: flash_attention.cu's kernels, tile by tile, through the
+// same tile functions (flash_emu.c), not the CPU's two-pass reference.
 
 typedef struct {
-    float *out, *att;                 // forward
-    float *dq, *dk, *dv, *scratch;    // backward
-    const void *q, *k, *v, *dout;     // fp32, or bf16 (bf16: widened when the work runs)
-    const float *att_in;
-    bool bf16;
+    float *out, *lse;                 // forward
+    float *dq, *dk, *dv, *dsum;       // backward
+    const float *q, *k, *v, *dout, *out_in, *lse_in;
     int B, T, NH, NKV, HD;
-    void *arena;                      // bf16: bf16(P), then (backward) bf16(dS), each 256-rounded
-    size_t arena_bytes;
 } AttentionArgs;
-
-static size_t att_elems(const AttentionArgs *a) { return (size_t)a->B * a->NH * a->T * a->T; }
-
-// q-like (B, T, NH, HD) and k-like (B, T, NKV, HD) offsets of (b, t, head).
-static size_t qat(const AttentionArgs *a, int b, int t, int h) { return (((size_t)b * a->T + t) * a->NH + h) * a->HD; }
-static size_t kat(const AttentionArgs *a, int b, int t, int h) { return (((size_t)b * a->T + t) * a->NKV + h) * a->HD; }
-static size_t pat(const AttentionArgs *a, int b, int h, int t) { return (((size_t)b * a->NH + h) * a->T + t) * a->T; }
-
-// out(b, t, h) = sum over s <= t of bf16(P)(b, h, t, s) v(b, s, h / g), in fp32.
-static void bf16_probs_times_v(const AttentionArgs *a, const cuda_bf16 *pb, const float *v) {
-    const int g = a->NH / a->NKV;
-    for (int b = 0; b < a->B; b++)
-        for (int h = 0; h < a->NH; h++)
-            for (int t = 0; t < a->T; t++) {
-                float *o = a->out + qat(a, b, t, h);
-                for (int d = 0; d < a->HD; d++) o[d] = 0.0f;
-                for (int s = 0; s <= t; s++) {
-                    const float p = emu_from_bf16(pb[pat(a, b, h, t) + s]);
-                    const float *vs = v + kat(a, b, s, h / g);
-                    for (int d = 0; d < a->HD; d++) o[d] += p * vs[d];
-                }
-            }
-}
 
 static void run_attention_forward(void *p) {
     const AttentionArgs *a = p;
-    const size_t nq = (size_t)a->B * a->T * a->NH * a->HD, nkv = (size_t)a->B * a->T * a->NKV * a->HD;
-    if (!a->bf16) {
-        attention_forward(a->out, a->att, a->q, a->k, a->v, a->B, a->T, a->NH, a->NKV, a->HD);
-        return;
-    }
-    float *q = widen(a->q, nq), *k = widen(a->k, nkv), *v = widen(a->v, nkv);
-    attention_forward(a->out, a->att, q, k, v, a->B, a->T, a->NH, a->NKV, a->HD);   // scores, softmax -> att
-    cuda_bf16 *pb = a->arena;
-    for (size_t i = 0; i < att_elems(a); i++) pb[i] = emu_to_bf16(a->att[i]);
-    bf16_probs_times_v(a, pb, v);   // out = bf16(P) v, as attention.cu
-    emu_poison(a->arena, a->arena_bytes);
-    free(q);
-    free(k);
-    free(v);
-}
-
-// attention.cu's bf16 backward: dP = dout v^T (fp32, into scratch), dS = P (dP - rowsum(P dP))
-// rounded to bf16, dq += scale dS k, dk += scale dS^T q, dv += bf16(P)^T dout.
-static void bf16_attention_backward(const AttentionArgs *a, const float *dout, const float *q, const float *k,
-                                    const float *v) {
-    const int g = a->NH / a->NKV, T = a->T, HD = a->HD;
-    const float scale = (float)(1.0 / sqrt((double)HD));
-    const size_t half = round256(att_elems(a) * sizeof(cuda_bf16));
-    cuda_bf16 *pb = a->arena, *dsb = (cuda_bf16 *)((char *)a->arena + half);
-    for (int b = 0; b < a->B; b++)
-        for (int h = 0; h < a->NH; h++)
-            for (int t = 0; t < T; t++) {
-                const float *P = a->att_in + pat(a, b, h, t), *dot = dout + qat(a, b, t, h);
-                float *dP = a->scratch + pat(a, b, h, t), rowsum = 0.0f;
-                for (int s = 0; s < T; s++) {
-                    float acc = 0.0f;
-                    for (int d = 0; d < HD; d++) acc += dot[d] * v[kat(a, b, s, h / g) + d];
-                    dP[s] = acc;
-                    if (s <= t) rowsum += P[s] * acc;
-                }
-                for (int s = 0; s < T; s++) {
-                    dsb[pat(a, b, h, t) + s] = emu_to_bf16(s <= t ? P[s] * (dP[s] - rowsum) : 0.0f);
-                    pb[pat(a, b, h, t) + s] = emu_to_bf16(P[s]);
-                }
-            }
-    for (int b = 0; b < a->B; b++)
-        for (int h = 0; h < a->NH; h++)
-            for (int t = 0; t < T; t++)
-                for (int s = 0; s <= t; s++) {
-                    const float ds = scale * emu_from_bf16(dsb[pat(a, b, h, t) + s]);
-                    const float pr = emu_from_bf16(pb[pat(a, b, h, t) + s]);
-                    const size_t qi = qat(a, b, t, h), ki = kat(a, b, s, h / g);
-                    for (int d = 0; d < HD; d++) {
-                        a->dq[qi + d] += ds * k[ki + d];
-                        a->dk[ki + d] += ds * q[qi + d];
-                        a->dv[ki + d] += pr * dout[qi + d];
-                    }
-                }
+    flash_emu_forward(a->out, a->lse, a->q, a->k, a->v, a->B, a->T, a->NH, a->NKV, a->HD);
 }
 
 static void run_attention_backward(void *p) {
     const AttentionArgs *a = p;
-    const size_t nq = (size_t)a->B * a->T * a->NH * a->HD, nkv = (size_t)a->B * a->T * a->NKV * a->HD;
-    if (!a->bf16) {
-        float *tq = temp(nq), *tk = temp(nkv), *tv = temp(nkv);
-        attention_backward(tq, tk, tv, a->scratch, a->dout, a->q, a->k, a->v, a->att_in, a->B, a->T, a->NH, a->NKV,
-                           a->HD);
-        add_free(a->dq, tq, nq);
-        add_free(a->dk, tk, nkv);
-        add_free(a->dv, tv, nkv);
-        return;
-    }
-    float *d = widen(a->dout, nq), *q = widen(a->q, nq), *k = widen(a->k, nkv), *v = widen(a->v, nkv);
-    bf16_attention_backward(a, d, q, k, v);
-    emu_poison(a->arena, a->arena_bytes);
-    free(d);
-    free(q);
-    free(k);
-    free(v);
+    flash_emu_backward(a->dq, a->dk, a->dv, a->dsum, a->dout, a->q, a->k, a->v, a->out_in, a->lse_in, a->B, a->T,
+                       a->NH, a->NKV, a->HD);
 }
 
-static void attention_need(const char *call, const AttentionArgs *a) {
-    const size_t esz = a->bf16 ? 2 : 4, nq = (size_t)a->B * a->T * a->NH * a->HD;
-    const size_t nkv = (size_t)a->B * a->T * a->NKV * a->HD, na = F(att_elems(a));
-    emu_need_device(call, a->q, nq * esz);
-    emu_need_device(call, a->k, nkv * esz);
-    emu_need_device(call, a->v, nkv * esz);
-    if (a->out) {
-        emu_need_device(call, a->out, F(nq));
-        emu_need_device(call, a->att, na);
-        return;
-    }
-    emu_need_device(call, a->dout, nq * esz);
-    emu_need_device(call, a->att_in, na);
-    emu_need_device(call, a->scratch, na);
-    emu_need_device(call, a->dq, F(nq));
-    emu_need_device(call, a->dk, F(nkv));
-    emu_need_device(call, a->dv, F(nkv));
-}
-
-// Checks, takes the arena a bf16 call takes on the GPU (copies of P, and of dS backward), queues.
+// Checks every buffer (device memory of its size) and the shape flash_attention.cu takes, queues.
 static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*run)(void *)) {
     launch(ctx, call);
-    attention_need(call, &a);
-    if (att_elems(&a) == 0) return;
-    if (a.bf16) {
-        const size_t half = round256(att_elems(&a) * sizeof(cuda_bf16));
-        a.arena_bytes = a.out ? att_elems(&a) * sizeof(cuda_bf16) : 2 * half;
-        a.arena = arena_for(ctx, call, a.arena_bytes);
+    const size_t nq = (size_t)a.B * a.T * a.NH * a.HD, nkv = (size_t)a.B * a.T * a.NKV * a.HD;
+    const size_t nr = (size_t)a.B * a.NH * a.T;
+    if (a.HD > FLASH_MAX_HD || a.NKV <= 0 || a.NH % a.NKV != 0) emu_breach(call, "a shape flash attention does not take");
+    emu_need_device(call, a.q, F(nq));
+    emu_need_device(call, a.k, F(nkv));
+    emu_need_device(call, a.v, F(nkv));
+    if (a.out) {
+        emu_need_device(call, a.out, F(nq));
+        emu_need_device(call, a.lse, F(nr));
+    } else {
+        emu_need_device(call, a.dout, F(nq));
+        emu_need_device(call, a.out_in, F(nq));
+        emu_need_device(call, a.lse_in, F(nr));
+        emu_need_device(call, a.dsum, F(nr));
+        emu_need_device(call, a.dq, F(nq));
+        emu_need_device(call, a.dk, F(nkv));
+        emu_need_device(call, a.dv, F(nkv));
     }
+    if (nr == 0) return;
     emu_enqueue(ctx->stream, run, &a, sizeof a);
 }
 
-void cuda_attention_forward(CudaCtx *ctx, float *out, float *att, const float *q, const float *k, const float *v,
-                            int B, int T, int NH, int NKV, int HD) {
+void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
+                                  const float *v, int B, int T, int NH, int NKV, int HD) {
     attention(ctx, __func__,
-              (AttentionArgs){.out = out, .att = att, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
+              (AttentionArgs){.out = out, .lse = lse, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
                               .HD = HD},
               run_attention_forward);
 }
 
-void cuda_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                             const float *q, const float *k, const float *v, const float *att, int B, int T, int NH,
-                             int NKV, int HD) {
+void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout,
+                                   const float *q, const float *k, const float *v, const float *out,
+                                   const float *lse, int B, int T, int NH, int NKV, int HD) {
     attention(ctx, __func__,
-              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .q = q, .k = k, .v = v,
-                              .att_in = att, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD},
-              run_attention_backward);
-}
-
-void cuda_attention_forward_bf16(CudaCtx *ctx, float *out, float *att, const cuda_bf16 *q, const cuda_bf16 *k,
-                                 const cuda_bf16 *v, int B, int T, int NH, int NKV, int HD) {
-    attention(ctx, __func__,
-              (AttentionArgs){.out = out, .att = att, .q = q, .k = k, .v = v, .bf16 = true, .B = B, .T = T, .NH = NH,
-                              .NKV = NKV, .HD = HD},
-              run_attention_forward);
-}
-
-void cuda_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *scratch,
-                                  const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
-                                  const float *att, int B, int T, int NH, int NKV, int HD) {
-    attention(ctx, __func__,
-              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .q = q, .k = k, .v = v,
-                              .att_in = att, .bf16 = true, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD},
+              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k, .v = v,
+                              .out_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD},
               run_attention_backward);
 }
 

@@ -1,0 +1,94 @@
+// kernels/cuda/flash_tile.h: the per-tile math of flash attention (kernels/cuda/flash_attention.cu),
+// in plain C that nvcc compiles for the device and a C compiler for the host. The CUDA kernels
+// are loops over tiles that call these functions; the GPU emulator (tests/gpu_emu/flash_emu.c)
+// runs the same functions tile by tile in the kernels' order, so the emulated GPU computes
+// with the algorithm the GPU runs, not with the CPU's two-pass reference (kernels/cpu).
+//
+// Flash attention (FlashAttention-2), causal, per (sequence b, query head h):
+//   forward, query block by query block, key block by key block (keys in increasing order):
+//     s_ij = scale * q_i . k_j  (-inf where j > i),  scale = 1 / sqrt(HD)
+//     m_i' = max(m_i, max_j s_ij),  alpha = exp(m_i - m_i'),  p_ij = exp(s_ij - m_i')
+//     l_i  = alpha * l_i + sum_j p_ij,   acc_i = alpha * acc_i + sum_j p_ij v_j
+//   then out_i = acc_i / l_i, and only out and L_i = m_i + log l_i are kept: O(T) per head.
+//   backward, with D_i = dout_i . out_i first, recomputes each tile's probabilities from L:
+//     p_ij = exp(s_ij - L_i),  dp_ij = dout_i . v_j,  ds_ij = p_ij (dp_ij - D_i)
+//     dq_i += scale * sum_j ds_ij k_j,  dk_j += scale * sum_i ds_ij q_i,  dv_j += sum_i p_ij dout_i
+//
+// All arithmetic is fp32 on both sides (no tensor-core operands, so nothing is rounded to bf16).
+// Every sum here runs in one fixed order (index order), so a tile's results depend only on its
+// inputs, not on how the GPU spreads the tile's elements over threads.
+#ifndef PPTRAIN_KERNELS_CUDA_FLASH_TILE_H
+#define PPTRAIN_KERNELS_CUDA_FLASH_TILE_H
+#include <math.h>
+
+#ifdef __CUDACC__
+#define FLASH_FN static __host__ __device__ __forceinline__
+#else
+#define FLASH_FN static inline
+#endif
+
+#define FLASH_BQ 32          // query rows per tile
+#define FLASH_BK 32          // key rows per tile
+#define FLASH_MAX_HD 256     // head dims the kernels take (their shared tiles are sized by HD)
+
+// The tiles a sequence of T positions splits into.
+FLASH_FN int flash_tiles(int T, int rows) { return (T + rows - 1) / rows; }
+
+// a(n) . b(n), index order.
+FLASH_FN float flash_dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int d = 0; d < n; d++) s += a[d] * b[d];
+    return s;
+}
+
+// sum over j < n of a[j * lda] * b[j * ldb], index order: a row or column of one tile
+// against a row or column of another (row-major tiles, lda and ldb their row strides or 1).
+FLASH_FN float flash_strided_dot(const float *a, long lda, const float *b, long ldb, int n) {
+    float s = 0.0f;
+    for (int j = 0; j < n; j++) s += a[j * lda] * b[j * ldb];
+    return s;
+}
+
+// The causal score of query position qpos against key position kpos: -inf above the diagonal.
+FLASH_FN float flash_score(const float *q, const float *k, int HD, float scale, int qpos, int kpos) {
+    return kpos <= qpos ? scale * flash_dot(q, k, HD) : -INFINITY;
+}
+
+// One query row's online-softmax step against one key tile: s(n) scores in, probabilities
+// exp(s - m') out (in place); the running max m and sum l are updated, and the factor alpha
+// by which the row's earlier accumulator must be rescaled is returned. A row that has seen
+// only masked keys so far (m' = -inf) keeps l = 0 and gets p = 0 and alpha = 1.
+FLASH_FN float flash_softmax_update(float *m, float *l, float *s, int n) {
+    float m_new = *m;
+    for (int j = 0; j < n; j++) m_new = fmaxf(m_new, s[j]);
+    if (m_new == -INFINITY) {
+        for (int j = 0; j < n; j++) s[j] = 0.0f;
+        return 1.0f;
+    }
+    const float alpha = expf(*m - m_new);   // 0 on the row's first tile (m = -inf)
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        s[j] = expf(s[j] - m_new);
+        sum += s[j];
+    }
+    *l = *l * alpha + sum;
+    *m = m_new;
+    return alpha;
+}
+
+// One element of a row's accumulator after a tile: alpha * acc + sum_j p[j] v[j][d], with
+// vcol = &v[0][d] of the (n, ld) value tile.
+FLASH_FN float flash_acc_update(float acc, float alpha, const float *p, const float *vcol, long ld, int n) {
+    return acc * alpha + flash_strided_dot(p, 1, vcol, ld, n);
+}
+
+// The row's logsumexp of its scores, what backward recomputes the probabilities from.
+FLASH_FN float flash_logsumexp(float m, float l) { return m + logf(l); }
+
+// Backward: the probability of a score recomputed from its row's logsumexp (0 where masked).
+FLASH_FN float flash_prob(float s, float lse) { return s == -INFINITY ? 0.0f : expf(s - lse); }
+
+// Backward: the score gradient (without the scale) from p, dp = dout_i . v_j and D_i.
+FLASH_FN float flash_dscore(float p, float dp, float D) { return p * (dp - D); }
+
+#endif

@@ -1,0 +1,161 @@
+// tests/unit/test_flash_attention.c: flash attention as the GPU computes it (the tile functions
+// of kernels/cuda/flash_tile.h in the GPU's tile order: tests/gpu_emu/flash_emu.c) against the
+// CPU reference attention (kernels/cpu attention_forward / attention_backward), forward and
+// backward, over T in {1, 7, 64, 257} (one tile, a part tile, two tiles, nine with a 1-row
+// last one), HD in {16, 24, 32, 64, 80, 128, 256} (the presets', Hugging Face configs' and
+// the kernels' largest) and GQA NH/NKV in {4/4, 8/2}; and the bytes a GPU
+// stage's microbatch slot keeps for attention: O(T) per head, not O(T^2).
+#include <assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/error.h"
+#include "engine/model/model.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/flash_tile.h"
+#include "tests/gpu_emu/flash_emu.h"
+#include "tests/unit/test_util.h"
+
+#define B 2
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static float *frand(size_t n) {   // splitmix64 -> [-1, 1)
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    assert(x);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        x[i] = (float)(-1.0 + 2.0 * (double)(z >> 11) * 0x1.0p-53);
+    }
+    return x;
+}
+
+static float *fzero(size_t n) {
+    float *x = calloc(n ? n : 1, sizeof *x);
+    assert(x);
+    return x;
+}
+
+// max |got - want| over n values, and max |want|.
+static double max_diff(const float *got, const float *want, size_t n, double *scale_out) {
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs((double)got[i] - want[i]);
+        d = e > d || isnan(e) ? e : d;
+        m = fabs(want[i]) > m ? fabs(want[i]) : m;
+    }
+    *scale_out = m;
+    return d;
+}
+
+static double worst_ratio;   // the largest error / bound seen, for the log
+
+static void check_close(const char *what, const float *got, const float *want, size_t n, double tol, int T, int HD,
+                        int NH, int NKV) {
+    double m;
+    const double d = max_diff(got, want, n, &m);
+    const double bound = tol * (m > 1.0 ? m : 1.0);
+    if (d / bound > worst_ratio) worst_ratio = d / bound;
+    CHECK(d <= bound, "%s T=%d HD=%d NH=%d NKV=%d: max error %.3g > bound %.3g (max |ref| %.3g)", what, T, HD, NH,
+          NKV, d, bound, m);
+}
+
+static void test_shape(int T, int HD, int NH, int NKV) {
+    const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, nrow = (size_t)B * NH * T;
+    const size_t natt = (size_t)B * NH * T * T;
+    float *q = frand(nq), *k = frand(nkv), *v = frand(nkv), *dout = frand(nq);
+    // The reference: two-pass softmax over the full (T, T) scores.
+    float *out = fzero(nq), *att = fzero(natt), *scratch = fzero(natt);
+    float *dq = fzero(nq), *dk = fzero(nkv), *dv = fzero(nkv);
+    attention_forward(out, att, q, k, v, B, T, NH, NKV, HD);
+    attention_backward(dq, dk, dv, scratch, dout, q, k, v, att, B, T, NH, NKV, HD);
+    // Flash: the gradients accumulate (+=) into buffers that start at a known value.
+    float *fout = fzero(nq), *lse = fzero(nrow), *dsum = fzero(nrow);
+    float *fdq = fzero(nq), *fdk = fzero(nkv), *fdv = fzero(nkv);
+    for (size_t i = 0; i < nq; i++) fdq[i] = 1.0f;
+    for (size_t i = 0; i < nkv; i++) fdk[i] = fdv[i] = -1.0f;
+    flash_emu_forward(fout, lse, q, k, v, B, T, NH, NKV, HD);
+    flash_emu_backward(fdq, fdk, fdv, dsum, dout, q, k, v, fout, lse, B, T, NH, NKV, HD);
+    for (size_t i = 0; i < nq; i++) fdq[i] -= 1.0f;
+    for (size_t i = 0; i < nkv; i++) fdk[i] += 1.0f, fdv[i] += 1.0f;
+
+    // Tolerance: fp32 unit roundoff u = 2^-24, inputs in [-1, 1], first-order error bounds.
+    //  * Scores: flash's fp32 dot of HD terms (|q_d k_d| <= 1) is off by at most HD * u * HD * scale
+    //    (= HD^1.5 u); the reference's dot (in double) by u. A row's max moves by the same, so a
+    //    probability's relative error is at most e_p = 2 HD^1.5 u + 2u (the exp).
+    //  * Sums: flash sums a row in tiles of BK with one rescale (an exp and a multiply, 3u) per
+    //    key tile; the reference sums up to T terms in one pass. Relative: e_sum = (BK + 3 n_tiles + T) u.
+    //  * out = sum_j p_j v_j / l with |v| <= 1: |error| <= (e_p + e_sum + u), normalized by max(1, max|out|).
+    //  * Backward: dP = dout . v and D = dout . out are dots of HD terms of size <= 1 (|out| <= 1),
+    //    each off by HD * HD * u absolute, |dP - D| <= 2 HD; dS = P (dP - D) is then off by
+    //    P (2 HD^2 u + 2 HD e_p) and dq, dk, dv (sums of P-weighted terms, as out) by that times
+    //    scale (dq, dk) plus e_sum of their size; dv is out's sum transposed: e_p + e_sum.
+    // So the worst case is e_grad = 2 HD^2 u + 2 HD (e_p + e_sum), normalized by max(1, max|ref|).
+    // What dropping the running sum's rescale by exp(m_old - m_new) costs is O(1) (l counts earlier
+    // tiles at their old scale) at T = 64 and 257, far above these.
+    const double u = 0x1p-24, hd = HD, n_tiles = flash_tiles(T, FLASH_BK);
+    const double e_p = 2.0 * hd * sqrt(hd) * u + 2.0 * u, e_sum = (FLASH_BK + 3.0 * n_tiles + T) * u;
+    const double tol_out = e_p + e_sum + u, tol_grad = 2.0 * hd * hd * u + 2.0 * hd * (e_p + e_sum);
+    check_close("out", fout, out, nq, tol_out, T, HD, NH, NKV);
+    check_close("dq", fdq, dq, nq, tol_grad, T, HD, NH, NKV);
+    check_close("dk", fdk, dk, nkv, tol_grad, T, HD, NH, NKV);
+    check_close("dv", fdv, dv, nkv, tol_out * 2.0, T, HD, NH, NKV);
+    // lse is what backward reads instead of the (T, T) probabilities: exp(s - lse) must give them.
+    double worst = 0.0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *qi = q + (((size_t)b * T + t) * NH + h) * HD;
+                const float *k0 = k + ((size_t)b * T * NKV + h / (NH / NKV)) * HD;   // key position 0
+                const float s0 = (float)(1.0 / sqrt(hd)) * flash_dot(qi, k0, HD);
+                const float p0 = flash_prob(s0, lse[((size_t)b * NH + h) * T + t]);
+                const double e = fabs((double)p0 - att[(((size_t)b * NH + h) * T + t) * T]);
+                worst = e > worst ? e : worst;
+            }
+    CHECK(worst <= e_p + e_sum, "lse T=%d HD=%d: P[t][0] from lse off by %.3g", T, HD, worst);
+    float *all[] = {q, k, v, dout, out, att, scratch, dq, dk, dv, fout, lse, dsum, fdq, fdk, fdv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+}
+
+// What a microbatch slot keeps (stage_acts_bytes_on: the banner's per-stage bytes, and the
+// runtime's peak through stage_acts_bytes): on a GPU attention keeps (B, NH, T) row statistics
+// per layer (lse) and once per slot (dsum) where the CPU keeps (B, NH, T, T) matrices (att,
+// datt), each carved 64-byte aligned; so the slot is linear in T on the GPU.
+static size_t carved(size_t floats) { return (floats * sizeof(float) + 63) & ~(size_t)63; }
+
+static void test_slot_bytes(void) {
+    Error err;
+    ModelConfig cfg;
+    CHECK(model_config_preset(&cfg, "small", &err) == 0, "preset small: %s", err.msg);
+    const StageModel shell = {.cfg = cfg, .layer_begin = 0, .layer_end = cfg.layers, .has_embed = true, .has_head = true};
+    const int rows = 4, T = 512;
+    const size_t cpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU);
+    const size_t gpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA);
+    const size_t square = carved((size_t)rows * cfg.heads * T * T), line = carved((size_t)rows * cfg.heads * T);
+    CHECK(cpu - gpu == (size_t)(cfg.layers + 1) * (square - line), "CPU %zu - GPU %zu bytes != %d x (%zu - %zu)", cpu,
+          gpu, cfg.layers + 1, square, line);
+    CHECK(stage_acts_bytes(&shell, rows, T) == cpu, "a shell without a backend counts as the CPU");
+    // Linear in T on the GPU (alignment only rounds up), not on the CPU.
+    const size_t gpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CUDA);
+    const size_t cpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CPU);
+    CHECK(gpu2 <= 2 * gpu, "GPU slot at 2T %zu bytes > twice %zu", gpu2, gpu);
+    CHECK(cpu2 > 2 * cpu, "CPU slot at 2T %zu bytes, twice T's %zu", cpu2, cpu);
+    printf("%s preset, %d x %d tokens: a slot keeps %.1f MiB on the CPU, %.1f MiB on a GPU\n", cfg.name, rows, T,
+           cpu / 1048576.0, gpu / 1048576.0);
+}
+
+int main(void) {
+    test_slot_bytes();
+    const int Ts[] = {1, 7, 64, 257}, HDs[] = {16, 24, 32, 64, 80, 128, FLASH_MAX_HD}, heads[][2] = {{4, 4}, {8, 2}};
+    for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
+        for (size_t h = 0; h < sizeof HDs / sizeof HDs[0]; h++)
+            for (size_t g = 0; g < 2; g++) test_shape(Ts[t], HDs[h], heads[g][0], heads[g][1]);
+    printf("largest error / bound: %.3g\n", worst_ratio);
+    return test_finish();
+}

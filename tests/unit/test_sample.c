@@ -1,7 +1,7 @@
 // tests/unit/test_sample: sampling (engine/sample) is pure and seeded (greedy, temperature,
 // top-k, top-p), and generation on the pipeline (engine/generate) gives the same greedy ids on
-// every layout, stops at EOS or after N tokens, and reads logits that later (padding) positions
-// cannot change.
+// every layout, stops at EOS or after N tokens, reads logits that later (padding) positions
+// cannot change, and with its KV cache gives the logits and greedy ids of the recomputed prefix.
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -167,11 +167,92 @@ static void test_padding(void) {
     pipeline_free(p);
 }
 
+// Recomputing the prefix each token (pipeline_logits) is the reference the KV cache is held
+// to: up to float summation order the same logits at every position, and the same greedy ids.
+static int recomputed_greedy(Pipeline *p, const int32_t *prompt, int n_prompt, int max_new, int32_t *out,
+                             float *logits, int V) {
+    int32_t in[GEN_T] = {0};
+    memcpy(in, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    Error err = {{0}};
+    int len = n_prompt, n = 0;
+    while (n < max_new && len <= GEN_T) {
+        CHECK(pipeline_logits(p, in, len - 1, logits, &err) == 0, "%s", err.msg);
+        out[n] = sample_argmax(logits, V);
+        if (len < GEN_T) in[len] = out[n];
+        n++, len++;
+    }
+    return n;
+}
+
+// The cached logits against the recomputed ones at each position, as the largest difference
+// over the logits' spread.
+static double cached_logits_gap(Pipeline *p, const int32_t *prompt, int n_prompt, const int32_t *ids, int n,
+                                int V) {
+    int32_t in[GEN_T] = {0};
+    memcpy(in, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    for (int i = 0; i + n_prompt < GEN_T && i < n; i++) in[n_prompt + i] = ids[i];
+    float *cached = malloc(sizeof(float) * V), *full = malloc(sizeof(float) * V);
+    Error err = {{0}};
+    double worst = 0.0;
+    CHECK(pipeline_prefill(p, in, n_prompt, cached, &err) == 0, "%s", err.msg);
+    for (int pos = n_prompt - 1; pos < GEN_T; pos++) {
+        if (pos >= n_prompt) CHECK(pipeline_decode(p, in[pos], pos, cached, &err) == 0, "%s", err.msg);
+        CHECK(pipeline_logits(p, in, pos, full, &err) == 0, "%s", err.msg);
+        float lo = full[0], hi = full[0];
+        double gap = 0.0;
+        for (int v = 0; v < V; v++) {
+            lo = full[v] < lo ? full[v] : lo;
+            hi = full[v] > hi ? full[v] : hi;
+            gap = fabs((double)cached[v] - full[v]) > gap ? fabs((double)cached[v] - full[v]) : gap;
+        }
+        if (gap / (hi - lo) > worst) worst = gap / (hi - lo);
+    }
+    free(cached);
+    free(full);
+    return worst;
+}
+
+static void test_cache_matches_recompute(void) {
+    const int layouts[][2] = {{1, 1}, {3, 1}, {2, 2}};
+    const int32_t prompt[5] = {'T', 'h', 'e', ' ', 'q'};
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        RunConfig rc = gen_run(layouts[i][1]);
+        rc.microbatches = 1;
+        PipelineOptions o = pipeline_options_defaults();
+        o.ranks = layouts[i][0];
+        o.dp = layouts[i][1];
+        Error err = {{0}};
+        Pipeline *p = pipeline_create(&rc, &o, &err);
+        CHECK(p != NULL, "%s", err.msg);
+        if (!p) continue;
+        const int V = rc.model.vocab, room = GEN_T + 1 - 5;
+        float *logits = malloc(sizeof(float) * V);
+        int32_t want[GEN_T], got[GEN_T];
+        const int n_want = recomputed_greedy(p, prompt, 5, room, want, logits, V);
+        const GenerateOptions g = {.prompt = prompt, .n_prompt = 5, .max_new = room, .eos = -1,
+                                   .sample = {.greedy = true}};
+        GenerateResult res;
+        // Twice: a second prefill starts the sequence again, whatever the cache held.
+        for (int round = 0; round < 2; round++) {
+            CHECK(generate(p, &rc, &g, NULL, NULL, got, &res, &err) == 0, "%s", err.msg);
+            CHECK(res.n == n_want && memcmp(got, want, sizeof(int32_t) * (size_t)n_want) == 0,
+                  "P=%d D=%d round %d: cached greedy ids differ from the recomputed prefix's", layouts[i][0],
+                  layouts[i][1], round);
+        }
+        const double gap = cached_logits_gap(p, prompt, 5, want, n_want, V);
+        CHECK(gap < 1e-5, "P=%d D=%d: cached logits %.3g of their spread from the recomputed", layouts[i][0],
+              layouts[i][1], gap);
+        free(logits);
+        pipeline_free(p);
+    }
+}
+
 int main(void) {
     test_argmax();
     test_distribution();
     test_seeded();
     test_layouts();
     test_padding();
+    test_cache_matches_recompute();
     return test_finish();
 }

@@ -1,14 +1,17 @@
 // tests/unit/test_sample: sampling (engine/sample) is pure and seeded (greedy, temperature,
 // top-k, top-p), and generation on the pipeline (engine/generate) gives the same greedy ids on
 // every layout, stops at EOS or after N tokens, reads logits that later (padding) positions
-// cannot change, and with its KV cache gives the logits and greedy ids of the recomputed prefix.
+// cannot change, and with its KV cache gives the logits and greedy ids of the recomputed prefix;
+// samples during training are timed apart from the steps.
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/clock.h"
 #include "engine/generate.h"
 #include "engine/sample.h"
+#include "engine/train_loop.h"
 #include "test_util.h"
 
 // ---- the sampler ------------------------------------------------------------------------------
@@ -247,6 +250,66 @@ static void test_cache_matches_recompute(void) {
     }
 }
 
+// ---- sampling during training -------------------------------------------------------------
+
+// What the hooks saw: when each step was reported and its step_ms, and each sample's seconds
+// (indexed by the steps done when it ran).
+enum { TIMED_STEPS = 6 };
+typedef struct {
+    double reported_at[TIMED_STEPS + 1], step_ms[TIMED_STEPS + 1], sample_s[TIMED_STEPS + 1];
+    int steps, samples;
+} SampleTimes;
+
+static void timed_step(void *ctx, const Pipeline *p, const PipelineReport *r) {
+    (void)p;
+    SampleTimes *t = ctx;
+    t->steps++;
+    t->reported_at[t->steps] = clock_now_s();
+    t->step_ms[t->steps] = r->step.step_ms;
+}
+
+static void timed_sample(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds) {
+    (void)ids, (void)n, (void)text;
+    SampleTimes *t = ctx;
+    t->samples++;
+    if (step >= 1 && step <= TIMED_STEPS) t->sample_s[step] = seconds;
+}
+
+// Sampling time is its own share: between two steps' reports lie the later step's step_ms
+// and the earlier one's sample, disjoint, so their sum cannot exceed the gap; a sample timed
+// inside a step would be counted twice and overshoot by its own length. The run's summary
+// adds the samples up apart from the steps.
+static void test_sampling_time_apart(void) {
+    RunConfig rc = gen_run(2);
+    snprintf(rc.data_path, sizeof rc.data_path, "%s/tests/fixtures/text", PPTRAIN_SOURCE_DIR);
+    rc.steps = TIMED_STEPS;
+    rc.optim.warmup_steps = 1;
+    rc.sample_every = 1;
+    rc.sample_tokens = GEN_T;
+    PipelineOptions o = pipeline_options_defaults();
+    o.ranks = 2;
+    SampleTimes t = {0};
+    const TrainHooks hooks = {.ctx = &t, .on_step = timed_step, .on_sample = timed_sample};
+    RunSummary sum;
+    Error err = {{0}};
+    CHECK(train_run(&rc, &o, &hooks, NULL, &sum, &err) == 0, "%s", err.msg);
+    CHECK(t.steps == TIMED_STEPS && t.samples == TIMED_STEPS && sum.samples == TIMED_STEPS,
+          "a sample after every step: %d steps, %d samples", t.steps, t.samples);
+    double total = 0.0, steps_s = 0.0;
+    for (int k = 1; k <= TIMED_STEPS; k++) {
+        total += t.sample_s[k];
+        steps_s += t.step_ms[k] / 1e3;
+        CHECK(t.sample_s[k] > 0.0, "sample after step %d took %g s", k, t.sample_s[k]);
+        if (k < 2) continue;
+        const double gap = t.reported_at[k] - t.reported_at[k - 1];
+        CHECK(t.step_ms[k] / 1e3 + t.sample_s[k - 1] <= gap + 1e-4,
+              "step %d: step_ms %.2f ms + the sample before it %.2f ms exceed the %.2f ms between the reports", k,
+              t.step_ms[k], 1e3 * t.sample_s[k - 1], 1e3 * gap);
+    }
+    CHECK(fabs(sum.sample_s - total) < 1e-9 && steps_s + sum.sample_s <= sum.wall_s + 1e-4,
+          "summary: samples %.4f s (hooks %.4f s), steps %.4f s, wall %.4f s", sum.sample_s, total, steps_s, sum.wall_s);
+}
+
 int main(void) {
     test_argmax();
     test_distribution();
@@ -254,5 +317,6 @@ int main(void) {
     test_layouts();
     test_padding();
     test_cache_matches_recompute();
+    test_sampling_time_apart();
     return test_finish();
 }

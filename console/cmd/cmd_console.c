@@ -138,6 +138,7 @@ static TuiApp *app_new(const RunOptions *ro, bool mpi, int world) {
     snprintf(app->db_path, sizeof app->db_path, "%s", ro->db_path[0] ? ro->db_path : DB_DEFAULT_PATH);
     app->ema = true;
     app->show_loss = true;
+    app->show_sample = true;
     app->screen = TUI_SCREEN_SETUP;
     app->snap = xmalloc(sizeof *app->snap);
     tui_snapshot_init(app->snap);

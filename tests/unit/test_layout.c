@@ -2,9 +2,10 @@
 // console/tui/pure/layout: every screen at every terminal size from 20x8 to 400x120 and every stage
 // count the console meets either reports "too small" with a centered notice, or tiles the
 // terminal exactly with the panels it means to show, and shows every rank unless even its
-// compact panels cannot (then both scroll). Nothing is cut inside a word from 60x16 up: the
-// key bar drops whole items by priority and never cuts a label, the stage-row columns fit
-// their texts, the bubble's text and wrapped messages fit their widths. The key bar's hit
+// compact panels cannot (then both scroll); the live screen's sample panel, when asked for,
+// shows from LAYOUT_SAMPLE_MIN_H rows up and never hides a rank. Nothing is cut inside a word
+// from 60x16 up: the key bar drops whole items by priority and never cuts a label, the
+// stage-row columns fit their texts, the bubble's text and wrapped messages fit their widths. The key bar's hit
 // test agrees with its placement at every width. Then a few sizes checked by hand against
 // the pictures in layout.h.
 #include <stdarg.h>

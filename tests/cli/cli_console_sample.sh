@@ -75,4 +75,6 @@ keep history_samples
 tm send-keys q
 for _ in $(seq 50); do [ -s "$work/exit.txt" ] && break; sleep 0.2; done
 check "the console quits with 0" [ "$(cat "$work/exit.txt" 2>/dev/null)" = "0" ]
+# A sanitizer build writes its reports to files while the console draws (lib_console.sh).
+if ! ls "$work"/asan.* "$work"/ubsan.* >/dev/null 2>&1; then pass; else fail "sanitizer reports:"; cat "$work"/asan.* "$work"/ubsan.* 2>/dev/null | head -60; fi
 cli_finish

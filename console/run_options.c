@@ -94,7 +94,7 @@ static int set_double_field(double *field, const char *flag, const char *v, doub
 INT_SETTER(set_steps, rc.steps, 1, 100000000)
 INT_SETTER(set_val_every, rc.val_every, 1, 100000000)
 INT_SETTER(set_val_batches, rc.val_batches, 1, 1000000)
-INT_SETTER(set_sample_every, rc.sample_every, 1, 100000000)
+INT_SETTER(set_sample_every, rc.sample_every, 0, 100000000)
 INT_SETTER(set_sample_tokens, rc.sample_tokens, 1, 1 << 20)
 INT_SETTER(set_batch, rc.batch, 1, 1 << 20)
 INT_SETTER(set_seq, rc.seq_len, 1, 1 << 20)
@@ -217,7 +217,7 @@ static const CliOption RUN_OPTIONS[] = {
     {"--val-data", "PATH", "validation text or shards, forward only on the pipeline (a shard folder's _val_ files)", set_val_data, 0},
     {"--val-every", "N", "steps between validations, and after the last (steps / 10)", set_val_every, 0},
     {"--val-batches", "K", "batches per validation, the same K each time (4)", set_val_batches, 0},
-    {"--sample-every", "N", "a greedy sample of the model every N steps, and after the last, timed apart from the steps (none)", set_sample_every, 0},
+    {"--sample-every", "N", "a greedy sample of the model every N steps, and after the last, timed apart from the steps (0: none; train's default, the console's 25)", set_sample_every, 0},
     {"--sample-tokens", "K", "new tokens per sample, at most; no more than the sequence holds (64)", set_sample_tokens, 0},
     {"--sample-prompt", "TEXT", "the text samples continue ('The ')", set_sample_prompt, 0},
     {"--steps", "N", "optimizer steps (20)", set_steps, 0},

@@ -1,4 +1,4 @@
-// engine/generate: token by token on the pipeline, the prefix recomputed (engine/generate.h).
+// engine/generate: token by token on the pipeline, against each stage's KV cache (engine/generate.h).
 #include "engine/generate.h"
 
 #include <math.h>
@@ -7,10 +7,13 @@
 
 #include "engine/clock.h"
 
-// The root's token for the sequence so far; every process gets it. -1 on failure.
+// The root's token after position pos; every process gets it. The first pass is the prompt's
+// prefill (pos = n_prompt - 1), each later one decodes the token at pos. -1 on failure.
 static int32_t next_token(Pipeline *p, const int32_t *inputs, int pos, float *logits, Sampler *smp,
                           const GenerateOptions *o, uint64_t *state, Error *err) {
-    if (pipeline_logits(p, inputs, pos, logits, err)) return -1;
+    const int pass = pos < o->n_prompt ? pipeline_prefill(p, inputs, o->n_prompt, logits, err)
+                                       : pipeline_decode(p, inputs[pos], pos, logits, err);
+    if (pass) return -1;
     const bool root = pipeline_is_root(p);
     const int32_t id = root ? sample_next(smp, logits, &o->sample, state) : -1;
     const double shared = pipeline_world_max(p, (double)id);

@@ -1,9 +1,12 @@
-// engine/generate: text generation on the training pipeline. Each new token is one
-// forward-only pass of the whole sequence on the same stages, transports and devices as
-// training (pipeline_logits): the prefix is recomputed every token, with no KV cache. The
-// sequence is one row of the run's T tokens, whatever the training batch, padded with token 0
-// after its end; causal attention makes the logits at position t independent of every later
-// position, so the padding changes nothing that is read.
+// engine/generate: text generation on the training pipeline, on the same stages and
+// transports as training. The prompt is one forward-only pass of one row of the run's T
+// tokens, whatever the training batch, padded with token 0 after its end (causal attention
+// makes the logits at position t independent of every later position, so the padding changes
+// nothing that is read); every stage keeps its layers' keys and values of the prompt
+// (pipeline_prefill). Each new token is then one pass of that token alone, every stage
+// attending to its cache (pipeline_decode), so a token costs one position's work, not the
+// prefix's: recomputing the prefix instead (pipeline_logits) took 17x as long for the
+// console's default run and sample (bench/bench_sample.c).
 //
 // The root samples (engine/sample.h) and shares the chosen id with every process (one
 // pipeline_world_max), so every rank feeds the same sequence to the next pass; greedy

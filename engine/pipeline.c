@@ -31,6 +31,10 @@
 #include "engine/schedule/schedule.h"
 #include "kernels/cpu/kernels.h"
 
+// Generation's passes: the whole row, recomputed; the whole row keeping the prompt's keys and
+// values (prefill); one token against them (decode).
+typedef enum { GEN_FULL, GEN_PREFILL, GEN_DECODE } GenKind;
+
 typedef struct {
     struct Pipeline *p;
     int world, pipe, replica;  // world rank = replica * P + pipe
@@ -40,6 +44,8 @@ typedef struct {
     Runtime *rt;
     Runtime *eval_rt;          // pipeline_eval's, made on this rank's thread by the first one
     Runtime *gen_rt;           // pipeline_logits', on gen_sched, one row; replica 0's with the logits tapped
+    Runtime *dec_rt;           // pipeline_decode's, on gen_sched, one row of one token; tapped as gen_rt
+    StageKV **kv;              // (S) generation's KV caches of this rank's stages (NULL elsewhere)
     RuntimeStatus status;
     Error err;
     double loss, busy_s;       // this rank's share of the step
@@ -77,7 +83,9 @@ struct Pipeline {
     bool update;              // false: pipeline_compute_grads
     bool eval;                // this round is pipeline_eval's forward-only pass
     Schedule *eval_sched;     // its schedule (schedule_forward_only), made by the first one
-    bool gen;                 // this round is pipeline_logits' forward-only pass
+    bool gen;                 // this round is a generation pass (pipeline_logits, _prefill, _decode)
+    GenKind gen_kind;         // which
+    int32_t dec_tap;          // 0: the one position of pipeline_decode's one-token row
     Schedule *gen_sched;      // its schedule: forward only, one microbatch (of one row)
     int32_t gen_pos;          // its tapped position
     int32_t *gen_targets;     // (B*T) all -1: the last stage computes no loss that counts (run_step
@@ -568,16 +576,31 @@ static void rank_eval(PipelineRank *pr) {
     transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
 }
 
+// The runtime of a generation pass of this kind, made by the first one, with the KV caches
+// of this rank's stages (made by the first prefill) and replica 0's last stage tapped.
+static Runtime *rank_gen_runtime(PipelineRank *pr) {
+    Pipeline *p = pr->p;
+    const bool decode = p->gen_kind == GEN_DECODE;
+    if (p->gen_kind != GEN_FULL && !pr->kv) {
+        pr->kv = xcalloc((size_t)p->S, sizeof(StageKV *));
+        for (int s = 0; s < p->S; s++)
+            if (rank_has(pr, s)) pr->kv[s] = stage_kv_create(pr->stages[s], p->T);
+    }
+    Runtime **rt = decode ? &pr->dec_rt : &pr->gen_rt;
+    if (!*rt) {
+        *rt = runtime_create(p->gen_sched, pr->pipe, pr->stages, 1, decode ? 1 : p->T, pr->view);
+        if (pr->replica == 0) runtime_tap_logits(*rt, decode ? &p->dec_tap : &p->gen_pos, p->gen_out);
+    }
+    runtime_use_kv(*rt, p->gen_kind == GEN_FULL ? NULL : pr->kv, &p->gen_pos, decode);
+    return *rt;
+}
+
 // Generation: one row forward only; replica 0's last stage taps its logits into gen_out.
 static void rank_logits(PipelineRank *pr) {
     Pipeline *p = pr->p;
     pr->status = RUNTIME_OK;
-    if (!pr->gen_rt) {
-        pr->gen_rt = runtime_create(p->gen_sched, pr->pipe, pr->stages, 1, p->T, pr->view);
-        if (pr->replica == 0) runtime_tap_logits(pr->gen_rt, &p->gen_pos, p->gen_out);
-    }
     RuntimeStats st;
-    pr->status = runtime_step(pr->gen_rt, p->inputs, p->targets, 0.0f, &st, &pr->err);
+    pr->status = runtime_step(rank_gen_runtime(pr), p->inputs, p->targets, 0.0f, &st, &pr->err);
     if (pr->status == RUNTIME_OK) transport_mark(pr->view, pr->pipe, PROGRESS_IDLE);
 }
 
@@ -769,7 +792,8 @@ static int gather_logits(Pipeline *p, Error *err) {
     return 0;
 }
 
-int pipeline_logits(Pipeline *p, const int32_t *tokens, int pos, float *logits, Error *err) {
+// A generation pass of this kind: tokens (T, or the one token of a decode), the position tapped.
+static int gen_pass(Pipeline *p, GenKind kind, const int32_t *tokens, int pos, float *logits, Error *err) {
     if (p->dev) {
         error_set(err, "generation runs on CPU stages for now (a GPU stage keeps its logits on the device)");
         return -1;
@@ -784,12 +808,26 @@ int pipeline_logits(Pipeline *p, const int32_t *tokens, int pos, float *logits, 
         for (size_t i = 0; i < n; i++) p->gen_targets[i] = -1;
     }
     p->gen_pos = pos;
+    p->gen_kind = kind;
     p->gen = true;
     const int rc = run_step(p, tokens, p->gen_targets, false, err);
     p->gen = false;
     if (rc || (p->multiprocess && gather_logits(p, err))) return -1;
     if (pipeline_is_root(p)) memcpy(logits, p->gen_out, V * sizeof(float));
     return 0;
+}
+
+int pipeline_logits(Pipeline *p, const int32_t *tokens, int pos, float *logits, Error *err) {
+    return gen_pass(p, GEN_FULL, tokens, pos, logits, err);
+}
+
+int pipeline_prefill(Pipeline *p, const int32_t *tokens, int n, float *logits, Error *err) {
+    assert(n >= 1);
+    return gen_pass(p, GEN_PREFILL, tokens, n - 1, logits, err);
+}
+
+int pipeline_decode(Pipeline *p, int32_t token, int pos, float *logits, Error *err) {
+    return gen_pass(p, GEN_DECODE, &token, pos, logits, err);
 }
 
 int pipeline_compute_grads(Pipeline *p, const int32_t *inputs, const int32_t *targets, double *loss, Error *err) {
@@ -811,6 +849,9 @@ static void free_ranks(Pipeline *p) {
         runtime_free(p->ranks[i].rt);
         runtime_free(p->ranks[i].eval_rt);
         runtime_free(p->ranks[i].gen_rt);
+        runtime_free(p->ranks[i].dec_rt);
+        for (int s = 0; p->ranks[i].kv && s < p->S; s++) stage_kv_free(p->ranks[i].kv[s]);
+        free(p->ranks[i].kv);
         transport_free(p->ranks[i].view);
         free(p->ranks[i].slots);
         free(p->ranks[i].tie_buf);

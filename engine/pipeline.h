@@ -112,6 +112,14 @@ int pipeline_eval(Pipeline *p, const int32_t *inputs, const int32_t *targets, do
 // 0's logits are read). Weights untouched. CPU stages only (a GPU keeps its logits on the
 // device). Collective; 0 or -1 as pipeline_step.
 int pipeline_logits(Pipeline *p, const int32_t *tokens, int pos, float *logits, Error *err);
+// The same with a KV cache per stage (engine/model/model.h, StageKV), as generate runs it.
+// pipeline_prefill: the pass of the whole row (tokens (T), the prompt in [0, n)), every stage
+// keeping the keys and values of positions [0, n); the logits at n - 1. pipeline_decode: the
+// one token at position pos (>= n, each position once, in order after the prefill), every
+// stage attending to the cache and adding the token's keys and values to it; the logits at
+// pos. A prefill starts a new sequence. CPU stages only; collective; 0 or -1 as pipeline_step.
+int pipeline_prefill(Pipeline *p, const int32_t *tokens, int n, float *logits, Error *err);
+int pipeline_decode(Pipeline *p, int32_t token, int pos, float *logits, Error *err);
 // Stops the threads and frees everything.
 void pipeline_free(Pipeline *p);
 

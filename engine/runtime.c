@@ -50,6 +50,9 @@ struct Runtime {
     double *mb_loss;           // (M) last stage: each microbatch's loss contribution
     const int32_t *tap_pos;    // (M * rows) generation: the position whose logits each row gives, or -1
     float *tap_out;            // (M * rows, V) where they go; NULL: no tap (runtime_tap_logits)
+    StageKV *const *kv;        // (S) generation's caches, or NULL (runtime_use_kv)
+    const int32_t *kv_pos;     // the position the prefill keeps up to, or the decoded token's
+    bool kv_decode;            // F is stage_decode of one token (else a prefill when kv is set)
     ActionEvent *events;       // (n actions) the last step's, in execution order
     int n_events;
     bool *device_timed;        // (n_local) the stage queues its work: its compute actions are marked
@@ -257,6 +260,13 @@ void runtime_tap_logits(Runtime *rt, const int32_t *pos, float *out) {
     rt->tap_out = out;
 }
 
+void runtime_use_kv(Runtime *rt, StageKV *const *kv, const int32_t *pos, bool decode) {
+    assert(!decode || (rt->rows == 1 && rt->T == 1));
+    rt->kv = kv;
+    rt->kv_pos = pos;
+    rt->kv_decode = decode;
+}
+
 const ActionEvent *runtime_events(const Runtime *rt, int *n) {
     *n = rt->n_events;
     return rt->events;
@@ -328,8 +338,12 @@ static void run_forward(Runtime *rt, Action a, const StepData *d) {
         loss = stage_forward_light(m, acts_of(rt, a.stage, a.mb), ws_take(rt, a.stage, a.mb), tokens, input,
                                    targets, d->loss_scale);
         ws_give_back(rt, key_of(rt, a.stage, a.mb));
+    } else if (rt->kv && rt->kv_decode) {   // one token against the cache: no loss
+        stage_decode(m, rt->kv[a.stage], acts_of(rt, a.stage, a.mb), tokens, input, *rt->kv_pos);
+        loss = 0.0;
     } else {
         loss = stage_forward(m, acts_of(rt, a.stage, a.mb), tokens, input, targets, d->loss_scale);
+        if (rt->kv) stage_kv_fill(rt->kv[a.stage], acts_of(rt, a.stage, a.mb), *rt->kv_pos + 1);
     }
     if (last) rt->mb_loss[a.mb] = loss;
     if (last && rt->tap_out) tap_copy(rt, m, acts_of(rt, a.stage, a.mb), a.mb);

@@ -85,6 +85,13 @@ size_t runtime_peak_bytes(const Runtime *rt, int stage);
 // CPU stages only (a device keeps its logits on the device); a no-op on a rank without the
 // last stage.
 void runtime_tap_logits(Runtime *rt, const int32_t *pos, float *out);
+// Generation with a KV cache (engine/model/model.h, StageKV), for the following steps: kv (S)
+// holds this rank's stages' caches (the others' entries are unused), *pos is read at each
+// step. decode false: each F runs its stage's whole forward (one row of the run's T), then
+// keeps the keys and values of positions [0, *pos] in the cache (the prefill). decode true,
+// on a runtime of one row of T = 1: each F is stage_decode of its one token at position
+// *pos. kv NULL: plain forwards again. CPU stages only.
+void runtime_use_kv(Runtime *rt, StageKV *const *kv, const int32_t *pos, bool decode);
 
 // The events of the last runtime_step, in execution order (*n of them: every action of the
 // rank's list, fewer after a failed step). Owned by the runtime, valid until its next step.

@@ -56,6 +56,9 @@ static RunOptions console_defaults(void) {
     ro.rc.steps = 500;
     ro.rc.optim.lr = 3e-3;
     ro.rc.optim.warmup_steps = 20;
+    // A greedy sample every 25 steps: 20 in the run, gibberish turning into words, at well
+    // under 1% of the run's time (bench/bench_sample.c measures one sample and one step).
+    ro.rc.sample_every = 25;
     snprintf(ro.ckpt_dir, sizeof ro.ckpt_dir, "checkpoints");
     return ro;
 }
@@ -68,7 +71,8 @@ static void usage(FILE *out) {
                  "the console; stages x dp must be N).\n\nconsole options:\n");
     cli_options_usage(out, CONSOLE_FLAGS, N_CONSOLE_FLAGS, 32, NULL, NULL);
     fprintf(out, "\nrun options (the first run's; defaults here: --data %s --stages 4 --schedule 1f1b\n"
-                 "--microbatches 8 --batch 16 --seq 128 --steps 500 --lr 3e-3 --warmup 20 --ckpt-dir checkpoints):\n",
+                 "--microbatches 8 --batch 16 --seq 128 --steps 500 --lr 3e-3 --warmup 20 --sample-every 25\n"
+                 "--ckpt-dir checkpoints):\n",
             CONSOLE_DATA);
     run_options_usage(out);
 }
@@ -122,6 +126,7 @@ static TuiApp *app_new(const RunOptions *ro, bool mpi, int world) {
     snprintf(app->db_path, sizeof app->db_path, "%s", ro->db_path[0] ? ro->db_path : DB_DEFAULT_PATH);
     app->ema = true;
     app->show_loss = true;
+    app->show_sample = true;
     app->screen = TUI_SCREEN_SETUP;
     app->snap = xmalloc(sizeof *app->snap);
     tui_snapshot_init(app->snap);

@@ -19,6 +19,7 @@
 #include "console/cli.h"
 #include "console/cli_options.h"
 #include "console/cmd/history_format.h"
+#include "console/cmd/history_samples.h"
 #include "console/run_ref.h"
 #include "console/tui/pure/tui_bubble.h"
 #include "storage/atomic_file.h"
@@ -414,19 +415,14 @@ static void show_validation(const DbEval *ev, int n) {
 }
 
 // The samples of the model (train --sample-every), the last 12, each one line with control
-// bytes, quotes and backslashes escaped (as train prints them).
+// bytes, invalid UTF-8, quotes and backslashes escaped.
 static void show_samples(const DbSample *sm, int n) {
     if (n == 0) return;
     printf("\nsamples (greedy, %d in the run%s)\n", n, n > 12 ? "; the last 12" : "");
     for (int i = n > 12 ? n - 12 : 0; i < n; i++) {
-        printf("  step %d (%.2f s, %d tokens): \"", sm[i].step, sm[i].seconds, sm[i].tokens);
-        for (const unsigned char *c = (const unsigned char *)sm[i].text; *c; c++) {
-            if (*c == '\n') printf("\\n");
-            else if (*c == '"' || *c == '\\') printf("\\%c", *c);
-            else if (*c < 0x20 || *c == 0x7f) printf("\\x%02x", *c);
-            else putchar(*c);
-        }
-        printf("\"\n");
+        printf("  step %d (%.2f s, %d tokens): ", sm[i].step, sm[i].seconds, sm[i].tokens);
+        history_sample_print_quoted(sm[i].text);
+        putchar('\n');
     }
 }
 
@@ -489,9 +485,11 @@ static void show_checkpoints(const DbCheckpointInfo *ck, int n) {
 }
 
 static cJSON *show_json(const DbRunInfo *r, const DbEval *ev, int n_ev, const DbStageSummary *st, int n_st,
-                        const DbCheckpointInfo *ck, int n_ck) {
+                        const DbCheckpointInfo *ck, int n_ck, const DbSample *sm, int n_sm,
+                        const HistorySampling *sampling) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "run", history_run_json(r, true));
+    history_samples_json(root, sm, n_sm, sampling);
     cJSON *evals = cJSON_AddArrayToObject(root, "evals");
     for (int i = 0; i < n_ev; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -543,14 +541,16 @@ static int history_show(Db *db, const HistoryOptions *o, Error *err) {
         db_samples_read(db, r.id, &sm, &n_sm, err) ||
         db_stage_summary(db, r.id, &st, &n_st, err) || db_checkpoints_read(db, r.id, &ck, &n_ck, err))
         goto done;
+    const HistorySampling sampling = history_sampling(steps, n_steps, sm, n_sm);
     if (o->json) {
-        history_json_print(show_json(&r, ev, n_ev, st, n_st, ck, n_ck));
+        history_json_print(show_json(&r, ev, n_ev, st, n_st, ck, n_ck, sm, n_sm, &sampling));
     } else {
         show_header(&r);
         show_config(&r);
         show_loss(&r, steps, n_steps, o->ascii || !history_locale_utf8());
         show_validation(ev, n_ev);
         show_samples(sm, n_sm);
+        history_sampling_print(&sampling);
         show_bubble(&r);
         show_stages(st, n_st);
         show_checkpoints(ck, n_ck);

@@ -105,6 +105,7 @@ int cmd_watch(int argc, char **argv) {
     app->no_color = term.no_color;
     app->ema = true;
     app->show_loss = true;
+    app->show_sample = true;
     app->screen = TUI_SCREEN_WATCH;
     snprintf(app->db_path, sizeof app->db_path, "%s", f.db);
     snprintf(app->watcher.db_path, sizeof app->watcher.db_path, "%s", f.db);

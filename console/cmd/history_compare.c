@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "console/cmd/history_format.h"
+#include "console/cmd/history_samples.h"
 #include "console/run_ref.h"
 
 // ---- compare --------------------------------------------------------------------------------------
@@ -195,7 +196,7 @@ static void compare_print(const DbRunInfo *runs, const CompareTable *t) {
     }
 }
 
-static void compare_json(const DbRunInfo *runs, const int64_t *peak, const CompareTable *t) {
+static void compare_json(const DbRunInfo *runs, const int64_t *peak, const CompareTable *t, cJSON *samples) {
     cJSON *root = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(root, "runs");
     for (int j = 0; j < t->n_runs; j++) {
@@ -207,6 +208,7 @@ static void compare_json(const DbRunInfo *runs, const int64_t *peak, const Compa
     cJSON *diff = cJSON_AddArrayToObject(root, "differ");
     for (int i = 0; i < t->n_rows; i++)
         if (t->row[i].differs) cJSON_AddItemToArray(diff, cJSON_CreateString(t->row[i].key));
+    cJSON_AddItemToObject(root, "samples", samples);
     history_json_print(root);
 }
 
@@ -227,7 +229,9 @@ int history_compare(Db *db, const char *const *ids, int n_ids, bool json, Error 
     int n = 0, rc = 0;
     while (n < n_ids && n < HISTORY_MAX_RUNS && rc == 0)
         if ((rc = run_ref_load(db, ids[n], &runs[n], err)) == 0) n++;
+    HistorySampleSets samples = {0};
     for (int j = 0; j < n && rc == 0; j++) rc = run_peak(db, runs[j].id, &peak[j], err);
+    for (int j = 0; j < n && rc == 0; j++) rc = history_sample_sets_add(db, runs[j].id, &samples, err);
     if (rc == 0) {
         CompareTable *t = xcalloc(1, sizeof *t);
         t->n_runs = n;
@@ -237,10 +241,12 @@ int history_compare(Db *db, const char *const *ids, int n_ids, bool json, Error 
         const int results = t->n_rows;
         compare_results(t, runs, peak);
         mark_differs(t, results);
-        if (json) compare_json(runs, peak, t);
+        if (json) compare_json(runs, peak, t, history_samples_compare_json(&samples));
         else compare_print(runs, t);
+        if (!json) history_samples_compare_print(runs, &samples);
         free(t);
     }
+    history_sample_sets_free(&samples);
     for (int j = 0; j < n; j++) db_run_info_clear(&runs[j]);
     return rc;
 }

@@ -102,6 +102,8 @@ typedef struct {
     DbCheckpointInfo *cks;
     int n_cks;
     int ck_sel;
+    DbSample *samples;                    // the detail run's samples (train --sample-every), in step order
+    int n_samples;
     TuiRunCurve curves[TUI_MAX_MARKED + 1];
     int n_curves;
 } TuiHistory;
@@ -147,7 +149,7 @@ struct TuiApp {
     TuiSnapshot *snap;                    // NULL in watch mode
     TuiRunner *runner;
     TuiView *view;                        // the UI's copy of the latest snapshot
-    bool ema, show_loss;
+    bool ema, show_loss, show_sample;
     int sel_rank;
     // The timeline: zoomed in tl_zoom times, its window starting tl_pos of the way into the
     // step; tl_step 0 follows the latest step, else a kept earlier one, copied into tl_kept.

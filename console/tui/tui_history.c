@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console/tui/pure/tui_sample.h"
 #include "console/tui/pure/tui_text.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/pure/tui_bubble.h"
@@ -38,9 +39,11 @@ static void free_curves(TuiHistory *h) {
 static void free_detail(TuiHistory *h) {
     free(h->stages);
     db_checkpoints_free(h->cks, h->n_cks);
+    db_samples_free(h->samples, h->n_samples);
     h->stages = NULL;
     h->cks = NULL;
-    h->n_stages = h->n_cks = 0;
+    h->samples = NULL;
+    h->n_stages = h->n_cks = h->n_samples = 0;
     h->detail_id = 0;
 }
 
@@ -194,6 +197,7 @@ static void load_detail(TuiHistory *h, int64_t id) {
     h->detail_id = id;
     if (db_stage_summary(h->db, id, &h->stages, &h->n_stages, &err)) h->stages = NULL, h->n_stages = 0;
     if (db_checkpoints_read(h->db, id, &h->cks, &h->n_cks, &err)) h->cks = NULL, h->n_cks = 0;
+    if (db_samples_read(h->db, id, &h->samples, &h->n_samples, &err)) h->samples = NULL, h->n_samples = 0;
     h->ck_sel = max_i(0, h->n_cks - 1);
 }
 
@@ -423,6 +427,23 @@ static int draw_wrapped(int y, int end, int x, int w, ThemeRole role, char (*fie
     return y + 1 < end ? y + 1 : end;
 }
 
+// The run's latest two samples, one line each, escaped (control bytes and invalid UTF-8 as
+// \xNN, console/tui/pure/tui_sample.h) and clipped at the pane's edge; *y moves past them.
+static void draw_samples(const TuiHistory *h, Rect in, int *y) {
+    const int end = in.y + in.h;
+    if (h->n_samples == 0 || *y >= end) return;
+    tui_textf((*y)++, in.x, in.w, THEME_DIM, "samples (%d in the run), the latest:", h->n_samples);
+    static char esc[4 * 1024];   // an escape is at most 4 bytes for each byte it stands for
+    for (int k = max_i(0, h->n_samples - 2); k < h->n_samples && *y < end; k++) {
+        const DbSample *s = &h->samples[k];
+        char text[1024];
+        snprintf(text, sizeof text, "%s", s->text);
+        tui_sample_escape(text, esc, sizeof esc);
+        const int x = tui_textf(*y, in.x, in.w, THEME_DIM, "step %-6d ", s->step);
+        tui_text((*y)++, in.x + x, in.w - x, THEME_TEXT, esc);
+    }
+}
+
 static void draw_detail(TuiApp *app, const HistoryLayout *L) {
     TuiHistory *h = &app->history;
     const DbRunInfo *r = selected(h);
@@ -489,6 +510,7 @@ static void draw_detail(TuiApp *app, const HistoryLayout *L) {
         tui_textf(y++, in.x, in.w, k == h->ck_sel ? THEME_SELECTED : THEME_TEXT, "%s step %-6d %-9s %6s  %s",
                   k == h->ck_sel ? ">" : " ", c->step, c->status ? c->status : "-", size, c->dir ? c->dir : "-");
     }
+    draw_samples(h, in, &y);
     draw_curves(h, (Rect){in.x, y, in.w, end - y});
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console/tui/pure/tui_sample.h"
 #include "console/tui/pure/tui_text.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_draw.h"
@@ -407,11 +408,46 @@ static void draw_loss(TuiApp *app, const LiveLayout *L) {
     }
 }
 
+// ---- the sample ----------------------------------------------------------------------------------
+
+// The model's latest sample and the step it came from, escaped (control bytes and invalid
+// UTF-8 as \xNN: nothing the model writes reaches the terminal raw) and wrapped at its spaces
+// on the panel's rows. The title gives sampling's share of the run's time, which no step's
+// time includes (watch: run_s is the steps' time alone).
+static void draw_sample(TuiApp *app, const LiveLayout *L) {
+    const TuiView *v = app->view;
+    char title[128];
+    const double total = v->run_s + (v->read_only ? v->sample_s : 0.0);
+    if (v->sample_step > 0 && total > 0)
+        snprintf(title, sizeof title, "sample at step %d  (sampling: %.1f%% of the run's time)", v->sample_step,
+                 100.0 * v->sample_s / total);
+    else snprintf(title, sizeof title, v->sample_step > 0 ? "sample at step %d" : "sample", v->sample_step);
+    tui_panel(L->sample, title, THEME_TITLE);
+    const Rect in = layout_inner(L->sample);
+    if (v->sample_step == 0) {
+        if (v->sample_every > 0) tui_textf(in.y, in.x + 1, in.w - 1, THEME_DIM, "the first after step %d", v->sample_every);
+        else tui_text(in.y, in.x + 1, in.w - 1, THEME_DIM, "none yet");
+        return;
+    }
+    static char esc[4 * TUI_SAMPLE_TEXT];   // an escape is at most 4 bytes for each byte it stands for
+    tui_sample_escape(v->sample_text, esc, sizeof esc);
+    TuiLine lines[LAYOUT_SAMPLE_H];
+    const int n = min_i(tui_wrap(esc, in.w - 1, lines, LAYOUT_SAMPLE_H), min_i(in.h, LAYOUT_SAMPLE_H));
+    for (int i = 0; i < n; i++)
+        tui_textf(in.y + i, in.x + 1, in.w - 1, THEME_TEXT, "%.*s", lines[i].len, esc + lines[i].start);
+}
+
 static int live_ranks(const TuiApp *app) { return max_i(1, min_i(app->view->n_ranks, TUI_MAX_RANKS)); }
+
+// The live screen's layout: the sample panel when it is on and the run samples.
+static int live_layout(const TuiApp *app, int cols, int rows, LiveLayout *L) {
+    const bool sample = app->show_sample && (app->view->sample_every > 0 || app->view->n_samples > 0);
+    return layout_live_sample(cols, rows, live_ranks(app), app->show_loss, sample, L);
+}
 
 static void live_draw(TuiApp *app, int cols, int rows) {
     LiveLayout L;
-    if (layout_live(cols, rows, live_ranks(app), app->show_loss, &L)) {
+    if (live_layout(app, cols, rows, &L)) {
         tui_too_small(&L.notice, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H);
         return;
     }
@@ -419,6 +455,7 @@ static void live_draw(TuiApp *app, int cols, int rows) {
     draw_stages(app, &L);
     draw_timeline(app, &L);
     if (L.loss_visible) draw_loss(app, &L);
+    if (!layout_empty(&L.sample)) draw_sample(app, &L);
 }
 
 // ---- keys: the run ----------------------------------------------------------------------------
@@ -459,6 +496,7 @@ static void key_stop(TuiApp *app) {
 
 static void key_ema(TuiApp *app) { app->ema = !app->ema; }
 static void key_loss(TuiApp *app) { app->show_loss = !app->show_loss; }
+static void key_sample(TuiApp *app) { app->show_sample = !app->show_sample; }
 static void key_up(TuiApp *app) { app->sel_rank = max_i(0, app->sel_rank - 1); }
 static void key_down(TuiApp *app) { app->sel_rank = min_i(app->view->n_ranks - 1, app->sel_rank + 1); }
 
@@ -555,6 +593,7 @@ static const TuiBinding LIVE_KEYS[] = {
     {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", 0, "F10 q     quit (asks first while a run is live)", tui_key_quit,
      NULL},
     {{'l', 0, 0}, NULL, NULL, 0, "l         loss panel on / off", key_loss, NULL},
+    {{'w', 0, 0}, NULL, NULL, 0, "w         sample panel on / off: what the model writes", key_sample, NULL},
     {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, 0, "up k      previous rank", key_up, NULL},
     {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, 0, "down j    next rank", key_down, NULL},
     TIMELINE_KEYS,
@@ -572,6 +611,7 @@ static const TuiBinding WATCH_KEYS[] = {
     {{TUI_FN(KEY_F(8)), 't', 0}, "F8", "Theme", 1, "F8 t      next theme", tui_key_theme, NULL},
     {{TUI_FN(KEY_F(10)), 'q', 0}, "F10", "Quit", 0, "F10 q     quit (the run goes on)", tui_key_quit, NULL},
     {{'l', 0, 0}, NULL, NULL, 0, "l         loss panel on / off", key_loss, NULL},
+    {{'w', 0, 0}, NULL, NULL, 0, "w         sample panel on / off: what the model writes", key_sample, NULL},
     {{TUI_FN(KEY_UP), 'k', 0}, NULL, NULL, 0, "up k      previous rank", key_up, NULL},
     {{TUI_FN(KEY_DOWN), 'j', 0}, NULL, NULL, 0, "down j    next rank", key_down, NULL},
     TIMELINE_KEYS,
@@ -580,7 +620,7 @@ static const TuiBinding WATCH_KEYS[] = {
 static void live_click(TuiApp *app, int cols, int rows, int x, int y, bool twice) {
     (void)twice;
     LiveLayout L;
-    if (layout_live(cols, rows, live_ranks(app), app->show_loss, &L)) return;
+    if (live_layout(app, cols, rows, &L)) return;
     if (layout_contains(&L.stage_list, x, y)) {
         const int r = first_visible(app->sel_rank, app->view->n_ranks, L.stage_rows) + (y - L.stage_list.y);
         if (r < app->view->n_ranks) app->sel_rank = r;
@@ -611,8 +651,8 @@ static void live_help(const TuiApp *app, char *buf, size_t size) {
 // (or scrolled already without it): the note never hides a rank.
 static bool live_note_room(const TuiApp *app, int cols, int rows, int k) {
     LiveLayout with, without;
-    layout_live(cols, rows - k, live_ranks(app), app->show_loss, &with);
-    layout_live(cols, rows, live_ranks(app), app->show_loss, &without);
+    live_layout(app, cols, rows - k, &with);
+    live_layout(app, cols, rows, &without);
     return !with.stages_scroll || without.stages_scroll;
 }
 

@@ -64,6 +64,7 @@ void tui_view_identity(TuiView *v, const RunConfig *rc, const PipelineOptions *p
     v->B = rc->batch;
     v->T = rc->seq_len;
     v->steps_planned = rc->steps;
+    v->sample_every = rc->sample_every;
     v->lr_peak = rc->optim.lr;
     v->params = (double)model_config_param_count(&rc->model);
     v->n_ranks = min_i(po->ranks, TUI_MAX_RANKS);
@@ -401,6 +402,17 @@ static void snap_on_eval(void *ctx, int step, double val_loss) {
     publish(l, false);
 }
 
+static void snap_on_sample(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds) {
+    (void)ids, (void)n;
+    TuiSnapshot *l = ctx;
+    TuiView *v = &l->staging;
+    v->sample_step = step;
+    v->n_samples++;
+    v->sample_s += seconds;
+    snprintf(v->sample_text, sizeof v->sample_text, "%s", text);
+    publish(l, false);
+}
+
 static void snap_on_end(void *ctx, const RunSummary *s) {
     TuiSnapshot *l = ctx;
     (void)s;
@@ -409,5 +421,5 @@ static void snap_on_end(void *ctx, const RunSummary *s) {
 
 TrainHooks tui_snapshot_hooks(TuiSnapshot *l) {
     return (TrainHooks){.ctx = l, .on_start = snap_on_start, .on_step = snap_on_step, .on_eval = snap_on_eval,
-                        .should_stop = snap_should_stop, .on_end = snap_on_end};
+                        .on_sample = snap_on_sample, .should_stop = snap_should_stop, .on_end = snap_on_end};
 }

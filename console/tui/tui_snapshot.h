@@ -41,6 +41,7 @@ const char *tui_run_state_name(TuiRunState s);
 bool tui_run_state_live(TuiRunState s);   // STARTING .. STOPPING
 
 #define TUI_VAL_CAP 512
+#define TUI_SAMPLE_TEXT 1024  // bytes of a sample's text the live screen keeps
 
 typedef struct {
     char layers[32];            // "0-1", "2,5-6", "?"
@@ -83,6 +84,13 @@ typedef struct {
     int n_val;
     int val_step[TUI_VAL_CAP];
     float val_loss[TUI_VAL_CAP];
+    // Samples of the model (train --sample-every): the run's interval (0: none), the latest
+    // sample's step (0: none yet) and text as the model wrote it (raw bytes, cut at
+    // TUI_SAMPLE_TEXT - 1: escaped only when drawn, console/tui/pure/tui_sample.h), and the
+    // samples so far with their seconds, part of run_s and of no step's step_ms.
+    int sample_every, sample_step, n_samples;
+    double sample_s;
+    char sample_text[TUI_SAMPLE_TEXT];
     // The latest step's timeline, replica 0: lane r's events are ev[ev_off[r] .. ev_off[r+1]).
     int timeline_step;
     bool timeline_planned;      // the schedule's simulated timeline (watch), not a measured one

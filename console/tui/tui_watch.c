@@ -120,6 +120,22 @@ static int64_t pick_run(TuiWatch *w, Error *err) {
     return id;
 }
 
+// The run's samples (train --sample-every): the latest for the sample panel, their count and time.
+static void watch_samples(TuiWatch *w, int64_t id, TuiView *v) {
+    DbSample *sm = NULL;
+    int n = 0;
+    Error err;
+    if (db_samples_read(w->db, id, &sm, &n, &err)) return;
+    v->n_samples = n;
+    v->sample_s = 0.0;
+    for (int i = 0; i < n; i++) v->sample_s += isfinite(sm[i].seconds) ? sm[i].seconds : 0.0;
+    if (n > 0) {
+        v->sample_step = sm[n - 1].step;
+        snprintf(v->sample_text, sizeof v->sample_text, "%s", sm[n - 1].text);
+    }
+    db_samples_free(sm, n);
+}
+
 bool tui_watch_poll(TuiApp *app) {
     TuiWatch *w = &app->watcher;
     TuiView *v = app->view;
@@ -175,6 +191,7 @@ bool tui_watch_poll(TuiApp *app) {
         w->evals = n_ev;
     }
     free(ev);
+    watch_samples(w, id, v);
     v->run_s = w->ms_sum / 1e3;
     // The measured bubble shown beside the plan is the run's mean.
     if (isfinite(r.mean_bubble)) v->has_bubble = true, v->bubble = r.mean_bubble, v->bubble_mean = r.mean_bubble;

@@ -263,4 +263,17 @@ double stage_forward_light(StageModel *s, StageActs *light, StageActs *ws, const
 void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout);
 // Both halves: stage_backward_input_light, then stage_backward_weight on ws.
 void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout);
+
+// Generation's KV cache (engine/model/model_decode.c, CPU stages only). A StageKV holds, for
+// every layer of one stage, the rotated keys and the values of one sequence of up to T
+// positions. stage_kv_fill keeps positions [0, n) from a prefill: stage_forward of one row
+// (B = 1) of the same T. stage_decode is the forward of the one token at position pos (acts of
+// B = T = 1; token on the first stage, else input, (1, C)): it appends the token's keys and
+// values at pos and attends to positions [0, pos]; the output (non-last stages) is at
+// stage_acts_output, the logits (last stage, keep_logits set) at stage_acts_logits.
+typedef struct StageKV StageKV;
+StageKV *stage_kv_create(const StageModel *s, int T);
+void stage_kv_free(StageKV *kv);
+void stage_kv_fill(StageKV *kv, const StageActs *a, int n);
+void stage_decode(StageModel *s, StageKV *kv, StageActs *a, const int32_t *token, const void *input, int pos);
 #endif

@@ -7,7 +7,8 @@
 #  - a run's checkpoint: `sample latest` and `sample RUN` from the store, a checkpoint folder;
 #  - seeded sampling: the same seed gives the same ids, another seed others;
 #  - train --sample-every: a sample line, its time apart from the steps', the losses unchanged;
-#    the store's samples table (schema 5), shown by history show;
+#    the store's samples table (schema 5), shown by history show (sampling's share of the time
+#    too), show --json and compare (side by side at the steps every run sampled), escaped;
 #  - bad input: one line on stderr, exit 2.
 # usage: cli_sample.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -71,6 +72,37 @@ check "history show lists the run's samples" grep -q '^samples (greedy, 3 in the
   [ "$(grep -c '^  step [245] ([0-9.]* s, 12 tokens): "' show.out)" -eq 3 ]
 check "the store keeps them in its samples table (schema 5)" \
   [ "$(sqlite3 samples.db 'SELECT count(*) FROM samples WHERE tokens = 12; PRAGMA user_version')" = "$(printf '3\n6')" ]
+check "history show gives sampling its own share" \
+  grep -q '^  sampling: 3 samples in [0-9.]* s, [0-9.]*% of the time in steps and samples (in no step' show.out
+"$bin" history show 1 --db samples.db --json > show.json
+check "history show --json lists the samples and their share" python3 -c '
+import json, sys
+d = json.load(open("show.json"))
+s, sh = d["samples"], d["sampling"]
+assert [x["step"] for x in s] == [2, 4, 5] and all(x["tokens"] == 12 and x["seconds"] > 0 and x["text"] for x in s), s
+assert sh["samples"] == 3 and abs(sh["seconds"] - sum(x["seconds"] for x in s)) < 1e-9 and 0 < sh["share"] < 1, sh'
+# compare: a second run, sampled at steps 2, 4 and 5 as the first, and a third at 3 and 5 only.
+"$bin" "${small[@]}" --db samples.db --sample-every 2 --sample-tokens 12 --lr 1e-2 > /dev/null 2>&1
+"$bin" history compare 1 2 --db samples.db > compare.out
+check "history compare puts the samples side by side at matching steps" \
+  grep -q '^samples at the steps every run sampled' compare.out && \
+  [ "$(grep -c '^  step [245]$' compare.out)" -eq 3 ] && [ "$(grep -cE '^    run [12] +"' compare.out)" -eq 6 ]
+"$bin" "${small[@]}" --db samples.db --sample-every 3 --sample-tokens 12 > /dev/null 2>&1
+"$bin" history compare 1 2 3 --db samples.db --json > compare.json
+check "history compare --json: the steps all three sampled, a text per run" python3 -c '
+import json
+d = json.load(open("compare.json"))
+assert [x["step"] for x in d["samples"]] == [5] and len(d["samples"][0]["texts"]) == 3, d["samples"]'
+# A text no terminal or JSON document may take raw: ESC, a CSI, invalid UTF-8.
+sqlite3 samples.db "INSERT INTO samples VALUES (1, 3, 12, 0.01, X'1b5b324a9bff22410a')"
+"$bin" history show 1 --db samples.db > raw.out
+"$bin" history show 1 --db samples.db --json > raw.json
+check "history show escapes control bytes and invalid UTF-8" \
+  grep -qF '  step 3 (0.01 s, 12 tokens): "\x1b[2J\x9b\xff\"A\n"' raw.out && ! grep -q $'\x1b' raw.out
+check "history show --json stays UTF-8: invalid bytes as U+FFFD" python3 -c '
+import json
+d = json.load(open("raw.json", encoding="utf-8"))
+assert [x["text"] for x in d["samples"] if x["step"] == 3] == ["\x1b[2J\ufffd\ufffd\"A\n"], d["samples"]'
 check "check refuses --sample-every" bash -c "! \"$bin\" check --data \"$src/tests/fixtures/text\" --sample-every 2 2> /dev/null"
 
 # Bad input: one line, exit 2, nothing on stdout.

@@ -2,9 +2,10 @@
 // console/tui/pure/layout: every screen at every terminal size from 20x8 to 400x120 and every stage
 // count the console meets either reports "too small" with a centered notice, or tiles the
 // terminal exactly with the panels it means to show, and shows every rank unless even its
-// compact panels cannot (then both scroll). Nothing is cut inside a word from 60x16 up: the
-// key bar drops whole items by priority and never cuts a label, the stage-row columns fit
-// their texts, the bubble's text and wrapped messages fit their widths. The key bar's hit
+// compact panels cannot (then both scroll); the live screen's sample panel, when asked for,
+// shows from LAYOUT_SAMPLE_MIN_H rows up and never hides a rank. Nothing is cut inside a word
+// from 60x16 up: the key bar drops whole items by priority and never cuts a label, the
+// stage-row columns fit their texts, the bubble's text and wrapped messages fit their widths. The key bar's hit
 // test agrees with its placement at every width. Then a few sizes checked by hand against
 // the pictures in layout.h.
 #include <stdarg.h>
@@ -149,24 +150,48 @@ static void expect_live_counts(Sweep *s, int cols, int rows, int n, bool show_lo
 static void sweep_live(void) {
     Sweep s = {0, 0};
     for (int k = 0; k < N_STAGE_COUNTS; k++)
-        for (int loss = 0; loss < 2; loss++)
+        for (int loss = 0; loss < 4; loss++)   // bit 0: the loss panel, bit 1: the sample panel
             for (int cols = COLS_MIN; cols <= COLS_MAX; cols++) {
                 int prev_rows = 0, prev_lanes = 0; // growing the terminal never shows fewer ranks
+                bool prev_shown = false;
                 for (int rows = ROWS_MIN; rows <= ROWS_MAX; rows++) {
                     int n = STAGE_COUNTS[k];
-                    LiveLayout l;
-                    int rc = layout_live(cols, rows, n, loss, &l);
+                    const bool sample = loss & 2;
+                    LiveLayout l, plain;
+                    int rc = layout_live_sample(cols, rows, n, loss & 1, sample, &l);
+                    layout_live(cols, rows, n, loss & 1, &plain);
+                    const bool sample_shown = !layout_empty(&l.sample);
                     bool small = cols < LAYOUT_LIVE_MIN_W || rows < LAYOUT_LIVE_MIN_H;
                     expect(&s, rc == (small ? 1 : 0) && l.too_small == small, "live %dx%d: rc %d", cols, rows, rc);
                     if (small) {
                         expect_notice(&s, "live", cols, rows, l.notice, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H);
                         continue;
                     }
-                    Panel p[] = {{"header", l.header, 1}, {"stages", l.stages, 1}, {"timeline", l.timeline, 1},
-                                 {"loss", l.loss, l.loss_visible},  {"keybar", l.keybar, 1}, {"notice", l.notice, 0}};
-                    expect_tiling(&s, "live", cols, rows, p, 6);
+                    Panel p[] = {{"header", l.header, 1},   {"stages", l.stages, 1}, {"timeline", l.timeline, 1},
+                                 {"loss", l.loss, l.loss_visible}, {"sample", l.sample, sample_shown},
+                                 {"keybar", l.keybar, 1},    {"notice", l.notice, 0}};
+                    expect_tiling(&s, "live", cols, rows, p, 7);
                     expect_bars(&s, "live", cols, rows, l.header, l.keybar);
-                    expect_live_counts(&s, cols, rows, n, loss, &l);
+                    expect_live_counts(&s, cols, rows, n, loss & 1, &l);
+                    // The sample panel: whole width, its rows, right above the key bar.
+                    expect(&s, !sample_shown || (l.sample.w == cols && l.sample.h == LAYOUT_SAMPLE_H &&
+                                                 l.sample.y + l.sample.h == l.keybar.y),
+                           "live %dx%d n=%d: sample panel %d,%d %dx%d", cols, rows, n, l.sample.x, l.sample.y, l.sample.w,
+                           l.sample.h);
+                    // Asked for, it shows from its height on wherever it hides no rank: with few
+                    // ranks always on a tall screen; it never shows a rank fewer than without it.
+                    expect(&s, sample || !sample_shown, "live %dx%d n=%d: a sample panel nobody asked for", cols, rows, n);
+                    expect(&s, !sample_shown || rows >= LAYOUT_SAMPLE_MIN_H, "live %dx%d n=%d: sample panel below %d rows",
+                           cols, rows, n, LAYOUT_SAMPLE_MIN_H);
+                    expect(&s, !sample || n > 4 || rows < 40 || sample_shown, "live %dx%d n=%d: no sample panel", cols, rows,
+                           n);
+                    expect(&s, l.stage_rows == plain.stage_rows && l.lanes_visible == plain.lanes_visible,
+                           "live %dx%d n=%d: the sample panel hides ranks", cols, rows, n);
+                    expect(&s, l.loss_visible == plain.loss_visible, "live %dx%d n=%d: the sample panel pushes the loss aside",
+                           cols, rows, n);
+                    // Where the sample panel unfolds, its rows come out of the pipeline's.
+                    if (sample_shown && !prev_shown) prev_rows = prev_lanes = 0;
+                    prev_shown = sample_shown;
                     expect(&s, l.stage_rows >= prev_rows && l.lanes_visible >= prev_lanes, "live %dx%d n=%d: fewer ranks than at %d rows",
                            cols, rows, n, rows - 1);
                     prev_rows = l.stage_rows;
@@ -429,6 +454,15 @@ static void test_live_examples(void) {
               !l.timeline_axis,
           "60x20, 4 ranks: compact panels show all four (%d, %d)", l.stage_rows, l.lanes_visible);
     CHECK(layout_live(80, 24, 4, true, &l) == 0 && l.stages_heading && l.timeline_axis, "80x24: headings and axis");
+    CHECK(layout_live_sample(80, 24, 4, false, true, &l) == 0 && l.sample.h == LAYOUT_SAMPLE_H && l.sample.y == 19 &&
+              l.timeline.y + l.timeline.h == 19 && l.stage_rows == 4,
+          "80x24: the sample panel above the key bar, the timeline above it");
+    CHECK(layout_live_sample(80, 24, 4, true, true, &l) == 0 && layout_empty(&l.sample) && l.stage_rows == 4,
+          "80x24 with the loss panel: the sample panel folds away rather than hide rank 3");
+    CHECK(layout_live_sample(80, 23, 4, true, true, &l) == 0 && layout_empty(&l.sample),
+          "80x23: the sample panel folds away below %d rows", LAYOUT_SAMPLE_MIN_H);
+    CHECK(layout_live_sample(120, 40, 4, true, true, &l) == 0 && l.sample.h == LAYOUT_SAMPLE_H && l.stage_rows == 4,
+          "120x40: the sample panel and every rank");
     CHECK(layout_live(59, 16, 1, true, &l) == 1 && layout_live(60, 15, 1, true, &l) == 1, "59x16 and 60x15 are too small");
     char text[64];
     layout_too_small_text(LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, text, sizeof text);

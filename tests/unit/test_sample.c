@@ -1,14 +1,17 @@
 // tests/unit/test_sample: sampling (engine/sample) is pure and seeded (greedy, temperature,
 // top-k, top-p), and generation on the pipeline (engine/generate) gives the same greedy ids on
-// every layout, stops at EOS or after N tokens, and reads logits that later (padding) positions
-// cannot change.
+// every layout, stops at EOS or after N tokens, reads logits that later (padding) positions
+// cannot change, and with its KV cache gives the logits and greedy ids of the recomputed prefix;
+// samples during training are timed apart from the steps.
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/clock.h"
 #include "engine/generate.h"
 #include "engine/sample.h"
+#include "engine/train_loop.h"
 #include "test_util.h"
 
 // ---- the sampler ------------------------------------------------------------------------------
@@ -167,11 +170,153 @@ static void test_padding(void) {
     pipeline_free(p);
 }
 
+// Recomputing the prefix each token (pipeline_logits) is the reference the KV cache is held
+// to: up to float summation order the same logits at every position, and the same greedy ids.
+static int recomputed_greedy(Pipeline *p, const int32_t *prompt, int n_prompt, int max_new, int32_t *out,
+                             float *logits, int V) {
+    int32_t in[GEN_T] = {0};
+    memcpy(in, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    Error err = {{0}};
+    int len = n_prompt, n = 0;
+    while (n < max_new && len <= GEN_T) {
+        CHECK(pipeline_logits(p, in, len - 1, logits, &err) == 0, "%s", err.msg);
+        out[n] = sample_argmax(logits, V);
+        if (len < GEN_T) in[len] = out[n];
+        n++, len++;
+    }
+    return n;
+}
+
+// The cached logits against the recomputed ones at each position, as the largest difference
+// over the logits' spread.
+static double cached_logits_gap(Pipeline *p, const int32_t *prompt, int n_prompt, const int32_t *ids, int n,
+                                int V) {
+    int32_t in[GEN_T] = {0};
+    memcpy(in, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    for (int i = 0; i + n_prompt < GEN_T && i < n; i++) in[n_prompt + i] = ids[i];
+    float *cached = malloc(sizeof(float) * V), *full = malloc(sizeof(float) * V);
+    Error err = {{0}};
+    double worst = 0.0;
+    CHECK(pipeline_prefill(p, in, n_prompt, cached, &err) == 0, "%s", err.msg);
+    for (int pos = n_prompt - 1; pos < GEN_T; pos++) {
+        if (pos >= n_prompt) CHECK(pipeline_decode(p, in[pos], pos, cached, &err) == 0, "%s", err.msg);
+        CHECK(pipeline_logits(p, in, pos, full, &err) == 0, "%s", err.msg);
+        float lo = full[0], hi = full[0];
+        double gap = 0.0;
+        for (int v = 0; v < V; v++) {
+            lo = full[v] < lo ? full[v] : lo;
+            hi = full[v] > hi ? full[v] : hi;
+            gap = fabs((double)cached[v] - full[v]) > gap ? fabs((double)cached[v] - full[v]) : gap;
+        }
+        if (gap / (hi - lo) > worst) worst = gap / (hi - lo);
+    }
+    free(cached);
+    free(full);
+    return worst;
+}
+
+static void test_cache_matches_recompute(void) {
+    const int layouts[][2] = {{1, 1}, {3, 1}, {2, 2}};
+    const int32_t prompt[5] = {'T', 'h', 'e', ' ', 'q'};
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        RunConfig rc = gen_run(layouts[i][1]);
+        rc.microbatches = 1;
+        PipelineOptions o = pipeline_options_defaults();
+        o.ranks = layouts[i][0];
+        o.dp = layouts[i][1];
+        Error err = {{0}};
+        Pipeline *p = pipeline_create(&rc, &o, &err);
+        CHECK(p != NULL, "%s", err.msg);
+        if (!p) continue;
+        const int V = rc.model.vocab, room = GEN_T + 1 - 5;
+        float *logits = malloc(sizeof(float) * V);
+        int32_t want[GEN_T], got[GEN_T];
+        const int n_want = recomputed_greedy(p, prompt, 5, room, want, logits, V);
+        const GenerateOptions g = {.prompt = prompt, .n_prompt = 5, .max_new = room, .eos = -1,
+                                   .sample = {.greedy = true}};
+        GenerateResult res;
+        // Twice: a second prefill starts the sequence again, whatever the cache held.
+        for (int round = 0; round < 2; round++) {
+            CHECK(generate(p, &rc, &g, NULL, NULL, got, &res, &err) == 0, "%s", err.msg);
+            CHECK(res.n == n_want && memcmp(got, want, sizeof(int32_t) * (size_t)n_want) == 0,
+                  "P=%d D=%d round %d: cached greedy ids differ from the recomputed prefix's", layouts[i][0],
+                  layouts[i][1], round);
+        }
+        const double gap = cached_logits_gap(p, prompt, 5, want, n_want, V);
+        CHECK(gap < 1e-5, "P=%d D=%d: cached logits %.3g of their spread from the recomputed", layouts[i][0],
+              layouts[i][1], gap);
+        free(logits);
+        pipeline_free(p);
+    }
+}
+
+// ---- sampling during training -------------------------------------------------------------
+
+// What the hooks saw: when each step was reported and its step_ms, and each sample's seconds
+// (indexed by the steps done when it ran).
+enum { TIMED_STEPS = 6 };
+typedef struct {
+    double reported_at[TIMED_STEPS + 1], step_ms[TIMED_STEPS + 1], sample_s[TIMED_STEPS + 1];
+    int steps, samples;
+} SampleTimes;
+
+static void timed_step(void *ctx, const Pipeline *p, const PipelineReport *r) {
+    (void)p;
+    SampleTimes *t = ctx;
+    t->steps++;
+    t->reported_at[t->steps] = clock_now_s();
+    t->step_ms[t->steps] = r->step.step_ms;
+}
+
+static void timed_sample(void *ctx, int step, const int32_t *ids, int n, const char *text, double seconds) {
+    (void)ids, (void)n, (void)text;
+    SampleTimes *t = ctx;
+    t->samples++;
+    if (step >= 1 && step <= TIMED_STEPS) t->sample_s[step] = seconds;
+}
+
+// Sampling time is its own share: between two steps' reports lie the later step's step_ms
+// and the earlier one's sample, disjoint, so their sum cannot exceed the gap; a sample timed
+// inside a step would be counted twice and overshoot by its own length. The run's summary
+// adds the samples up apart from the steps.
+static void test_sampling_time_apart(void) {
+    RunConfig rc = gen_run(2);
+    snprintf(rc.data_path, sizeof rc.data_path, "%s/tests/fixtures/text", PPTRAIN_SOURCE_DIR);
+    rc.steps = TIMED_STEPS;
+    rc.optim.warmup_steps = 1;
+    rc.sample_every = 1;
+    rc.sample_tokens = GEN_T;
+    PipelineOptions o = pipeline_options_defaults();
+    o.ranks = 2;
+    SampleTimes t = {0};
+    const TrainHooks hooks = {.ctx = &t, .on_step = timed_step, .on_sample = timed_sample};
+    RunSummary sum;
+    Error err = {{0}};
+    CHECK(train_run(&rc, &o, &hooks, NULL, &sum, &err) == 0, "%s", err.msg);
+    CHECK(t.steps == TIMED_STEPS && t.samples == TIMED_STEPS && sum.samples == TIMED_STEPS,
+          "a sample after every step: %d steps, %d samples", t.steps, t.samples);
+    double total = 0.0, steps_s = 0.0;
+    for (int k = 1; k <= TIMED_STEPS; k++) {
+        total += t.sample_s[k];
+        steps_s += t.step_ms[k] / 1e3;
+        CHECK(t.sample_s[k] > 0.0, "sample after step %d took %g s", k, t.sample_s[k]);
+        if (k < 2) continue;
+        const double gap = t.reported_at[k] - t.reported_at[k - 1];
+        CHECK(t.step_ms[k] / 1e3 + t.sample_s[k - 1] <= gap + 1e-4,
+              "step %d: step_ms %.2f ms + the sample before it %.2f ms exceed the %.2f ms between the reports", k,
+              t.step_ms[k], 1e3 * t.sample_s[k - 1], 1e3 * gap);
+    }
+    CHECK(fabs(sum.sample_s - total) < 1e-9 && steps_s + sum.sample_s <= sum.wall_s + 1e-4,
+          "summary: samples %.4f s (hooks %.4f s), steps %.4f s, wall %.4f s", sum.sample_s, total, steps_s, sum.wall_s);
+}
+
 int main(void) {
     test_argmax();
     test_distribution();
     test_seeded();
     test_layouts();
     test_padding();
+    test_cache_matches_recompute();
+    test_sampling_time_apart();
     return test_finish();
 }

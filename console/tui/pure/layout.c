@@ -21,6 +21,10 @@ enum { LIVE_HEADER2_ROWS = 24 };
 // loss panel is only ever hidden by the user's toggle.
 _Static_assert(LAYOUT_LIVE_MIN_H - 2 >= LIVE_STAGES_MIN + LIVE_TIMELINE_MIN + LIVE_LOSS_MIN,
                "live minimum height must fit stages, timeline and loss");
+// From LAYOUT_SAMPLE_MIN_H rows (a two-row header) the sample panel leaves them room too.
+_Static_assert(LAYOUT_SAMPLE_MIN_H >= LIVE_HEADER2_ROWS &&
+                   LAYOUT_SAMPLE_MIN_H - 3 - LAYOUT_SAMPLE_H >= LIVE_STAGES_MIN + LIVE_TIMELINE_MIN + LIVE_LOSS_MIN,
+               "the sample panel must leave stages, timeline and loss their minimum");
 enum { KEYBAR_GAP = 1 };
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -161,7 +165,8 @@ static void live_counts(LiveLayout *o, int n) {
     o->loss_visible = !layout_empty(&o->loss);
 }
 
-int layout_live(int cols, int rows, int n_stages, bool show_loss, LiveLayout *out) {
+// The live screen, the sample panel taking its rows when it is asked for and there are enough.
+static int live_place(int cols, int rows, int n_stages, bool show_loss, bool show_sample, LiveLayout *out) {
     assert(n_stages >= 1 && n_stages <= LAYOUT_MAX_STAGES);
     memset(out, 0, sizeof *out);
     if (layout_too_small(cols, rows, LAYOUT_LIVE_MIN_W, LAYOUT_LIVE_MIN_H, &out->notice)) {
@@ -173,9 +178,30 @@ int layout_live(int cols, int rows, int n_stages, bool show_loss, LiveLayout *ou
     int body = rows - header_h - 1;
     out->header = rect(0, 0, cols, header_h);
     out->keybar = rect(0, rows - 1, cols, 1);
+    if (show_sample && rows >= LAYOUT_SAMPLE_MIN_H) {
+        body -= LAYOUT_SAMPLE_H;
+        out->sample = rect(0, header_h + body, cols, LAYOUT_SAMPLE_H);
+    }
     if (show_loss && cols >= LAYOUT_WIDE_COLS) live_place_wide(out, cols, header_h, body, n_stages);
     else live_place_stacked(out, cols, header_h, body, n_stages, show_loss);
     live_counts(out, n_stages);
+    return 0;
+}
+
+int layout_live(int cols, int rows, int n_stages, bool show_loss, LiveLayout *out) {
+    return live_place(cols, rows, n_stages, show_loss, false, out);
+}
+
+int layout_live_sample(int cols, int rows, int n_stages, bool show_loss, bool show_sample, LiveLayout *out) {
+    const int rc = live_place(cols, rows, n_stages, show_loss, false, out);
+    if (rc || !show_sample || rows < LAYOUT_SAMPLE_MIN_H) return rc;
+    // The sample panel never hides a rank the screen shows without it, nor pushes the loss
+    // panel aside (which steps aside only for ranks).
+    LiveLayout with;
+    live_place(cols, rows, n_stages, show_loss, true, &with);
+    if (with.stage_rows == out->stage_rows && with.lanes_visible == out->lanes_visible &&
+        with.loss_visible == out->loss_visible)
+        *out = with;
     return 0;
 }
 

@@ -87,6 +87,7 @@ typedef struct {
     Rect timeline;         // panel
     Rect lanes;            // inside timeline: the Gantt chart; the time axis is the row below
     Rect loss;             // panel; empty when hidden
+    Rect sample;           // panel: the model's latest sample (layout_live_sample); empty when hidden
     Rect keybar;           // last row
     bool loss_visible;     // requested, and no rank is hidden for its rows
     bool loss_beside;      // right of the timeline (wide) rather than below it
@@ -100,6 +101,15 @@ typedef struct {
 // n_stages: pipeline ranks P (a rank's virtual stages share its row and lane), 1..4096.
 // show_loss: the user's loss-panel toggle. Returns 0, or 1 when too small (out->notice).
 int layout_live(int cols, int rows, int n_stages, bool show_loss, LiveLayout *out);
+// The same with the sample panel: the latest sample of the model and the step it came from
+// (train --sample-every), LAYOUT_SAMPLE_H rows across the whole width at the bottom of the
+// body, above the key bar (border, then its text wrapped on two lines), taken before the
+// other panels share the body. It folds away below LAYOUT_SAMPLE_MIN_H rows, where the body
+// keeps every row for the pipeline, where it would hide a rank that the screen shows without
+// it (as a message line never does), and when show_sample (the user's toggle) is off.
+#define LAYOUT_SAMPLE_H 4
+#define LAYOUT_SAMPLE_MIN_H 24
+int layout_live_sample(int cols, int rows, int n_stages, bool show_loss, bool show_sample, LiveLayout *out);
 
 // The columns of a stages-panel row, left to right: rank, device, layers, the utilization bar
 // (busy, transfer, wait), busy / transfer / wait ms, peak activation memory, and as htop shows

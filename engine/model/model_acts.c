@@ -4,6 +4,7 @@
 // (tokens, targets). Each backend (engine/model/stage_ops.h) allocates the arena on its
 // device and carves it here, so every device lays it out alike.
 #include "engine/model/model_acts.h"
+#include "engine/model/stage_ops.h"
 
 // Carves buffers out of one arena; the counting pass (base == NULL) only sums sizes.
 typedef struct {
@@ -53,7 +54,7 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     if (s->has_head) {
         a->lnf = carve(cv, N * C);
         a->rstdf = carve(cv, N);
-        a->logits = carve(cv, N * (size_t)c->vocab);
+        if (!a->no_logits) a->logits = carve(cv, N * (size_t)c->vocab);
         a->dlnf = carve(cv, N * C);
     }
     a->cos_tab = carve(cv, (size_t)a->T * c->head_dim / 2);
@@ -80,7 +81,8 @@ static void carve_light(const StageModel *s, StageActs *a, Carver *cv) {
 
 StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light) {
     return (StageActs){.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
-                       .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light};
+                       .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light,
+                       .no_logits = s->ops && s->ops->head_without_logits};
 }
 
 // The boundary tensors as messages: the buffers themselves unless the backend keeps copies.

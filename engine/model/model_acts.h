@@ -30,6 +30,7 @@ struct StageActs {
     int B, T, N, n_layers;
     int C, V;               // hidden and vocabulary sizes of the stage's model
     bool light;
+    bool no_logits;         // the backend's head needs no (N, V) logits (stage_ops.h): logits, dlogits NULL
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)
@@ -46,8 +47,8 @@ struct StageActs {
     float *dresid;          // (n_layers + 1, N, C): their gradients; [0] is the stage's dinput
     LayerActs *layer;       // [n_layers]
     float *lnf, *rstdf;     // (N, C), (N) last stage: final norm
-    float *logits;          // (N, V) last stage
-    float *dlogits;         // (N, V) last stage: == logits unless logits are kept
+    float *logits;          // (N, V) last stage, unless no_logits
+    float *dlogits;         // (N, V) last stage: == logits unless logits are kept (NULL: no_logits)
     float *dlnf;            // (N, C) last stage
     float *cos_tab, *sin_tab;   // (T, HD/2) rotary tables
     // scratch shared by the layers (never needed across layers):

@@ -2,8 +2,13 @@
 // same order, same buffers, same accumulate-into contract) on the device twin of
 // engine/model/model_cuda.h, with the kernels of kernels/cuda. The activation arena is carved by
 // model_acts.c's own layout (stage_acts_layout) out of device memory, so every LayerActs pointer
-// means what it means on the CPU; a GPU slot adds its messages (bf16 copies of the output and
-// the input gradient: ActsCuda). Nothing here waits for the device but the reads of the step's
+// means what it means on the CPU, but for the head's logits, which a GPU slot never holds; it
+// adds its messages (bf16 copies of the output and the input gradient) and its targets (ActsCuda).
+//
+// The head: the fused classifier (kernels/cuda/classifier.cu) takes the loss and the final norm
+// output's gradient dlnf in the forward, row chunk by row chunk, with no (N, V) tensor; the
+// weight half runs it again for the head's weight gradient (the chunk's logits recomputed: one
+// more N x V x C GEMM, so that a forward alone, as an evaluation runs it, touches no gradient). Nothing here waits for the device but the reads of the step's
 // loss and norm and of the host mirror (model_cuda.h "Synchrony").
 //
 // GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's four bf16
@@ -46,8 +51,7 @@ struct StageCuda {
     bool norm_read;            // totals_host[1] is the sum of squares of g as it is now
     cuda_bf16 *scratch[N_SCRATCH];  // bf16 GEMM operands (bf16 mode)
     size_t scratch_elems[N_SCRATCH];  // each one's size
-    int32_t *targets;          // (scratch_rows) the microbatch's targets, last stage
-    size_t scratch_rows;
+    size_t scratch_rows;       // rows the pinned staging rows hold
     StagedRows *staged;        // (n_staged) grown until one is always free (the host runs a step ahead at most)
     int n_staged;
     cudaEvent_t *marks;        // (n_marks) timing events: device time of the runtime's actions
@@ -59,6 +63,8 @@ struct ActsCuda {
     int device;                // the stage's GPU
     void *out_msg;             // (N, C) where msg_out points: a bf16 copy of output, or output (fp32)
     void *din_msg;             // (N, C) where msg_din points: a bf16 copy of dinput, or dinput (fp32)
+    int32_t *targets;          // (N) last stage: the microbatch's targets, for the weight half's head
+    float loss_scale;          // last stage: the forward's, likewise
 };
 
 static const StageOps CUDA_OPS;
@@ -180,7 +186,6 @@ static void gpu_detach(StageModel *s) {
     dev_free(c->w16);
     dev_free(c->totals);
     CUDA_CHECK(cudaFreeHost(c->totals_host));
-    dev_free(c->targets);
     for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
     free_staged_rows(c);
     for (int k = 0; k < c->n_marks; k++) CUDA_CHECK(cudaEventDestroy(c->marks[k]));
@@ -375,17 +380,16 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
 // step. What each holds (model_cuda.c's calls of operand): S_A any activation or gradient
-// operand, the logits' gradient included (N x V, head stage); S_B up to N x max(C, Q, I);
-// S_C and S_D the keys and values and their gradients (N x KV).
+// operand (the head's is the final norm's output, N x C: the fused classifier makes its own
+// bf16 logit gradients, a chunk at a time); S_B up to N x max(C, Q, I); S_C and S_D the keys
+// and values and their gradients (N x KV).
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t wide = max3(C, Q, (size_t)m->intermediate);
-    const size_t cols[N_SCRATCH] = {s->has_head && (size_t)m->vocab > wide ? (size_t)m->vocab : wide, wide, KV, KV};
+    const size_t cols[N_SCRATCH] = {wide, wide, KV, KV};
     if (N > c->scratch_rows) {
-        dev_free(c->targets);   // (cudaFree waits for the device: the staged rows' copies are done)
-        c->targets = dev_alloc(N * sizeof(int32_t));
         c->scratch_rows = N;
         free_staged_rows(c);    // too short now
     }
@@ -403,14 +407,16 @@ static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
 // rounded as they round it: bf16 attention's backward two bf16 score copies, the embedding
 // sort (3 index vectors and cub's temporary storage: bounded by 32 bytes a row and a MiB),
-// the loss (8 bytes a row), an RMSNorm weight gradient's partial sums (at most 8 bytes per
-// row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
+// the fused classifier (its row losses and one chunk's logits: cuda_classifier_arena_bytes),
+// an RMSNorm weight gradient's partial sums (at most 8 bytes per row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
 // would wait for the whole GPU, NCCL's posted receives included).
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
     const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
-    const size_t needs[] = {cuda_of(s)->bf16 ? 2 * round256(2 * att) : 0, 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
-                            round256(8 * N), round256(8 * N * C)};
+    const bool bf16 = cuda_of(s)->bf16;
+    const size_t needs[] = {bf16 ? 2 * round256(2 * att) : 0, 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
+                            s->has_head ? cuda_classifier_arena_bytes(a->N, s->cfg.vocab, bf16) : 0,
+                            round256(8 * N * C)};
     size_t need = 0;
     for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
         if (needs[k] > need) need = needs[k];
@@ -439,6 +445,7 @@ static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
     ac->din_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->dinput;
     a->msg_out = ac->out_msg;
     a->msg_din = ac->din_msg;
+    if (s->has_head) ac->targets = dev_alloc((size_t)a->N * sizeof(int32_t));
     ensure_scratch(s, (size_t)a->N);
     cuda_ctx_reserve(c->ctx, arena_need(s, a));
     cuda_ctx_synchronize(c->ctx);
@@ -452,6 +459,7 @@ static void gpu_acts_free(StageActs *a) {
     cuda_handoff_forget(ac->din_msg);
     if (ac->out_msg != (void *)a->output) dev_free(ac->out_msg);
     if (ac->din_msg != (void *)a->dinput) dev_free(ac->din_msg);
+    dev_free(ac->targets);
 
     dev_free(a->arena);
     free(ac);
@@ -541,6 +549,7 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
 // The microbatch's token rows (first stage) and target rows (last stage) go up through pinned
 // buffers, queued: from pageable memory each copy would be staged by the driver first.
 static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const int32_t *targets) {
+    ActsCuda *ac = a->dev;
     if (!tokens && !targets) return;
     const cudaStream_t st = cuda_ctx_stream(c->ctx);
     const size_t bytes = (size_t)a->N * sizeof(int32_t);
@@ -548,8 +557,20 @@ static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const 
     if (tokens) memcpy(r->tokens, tokens, bytes);
     if (targets) memcpy(r->targets, targets, bytes);
     if (tokens) CUDA_CHECK(cudaMemcpyAsync(a->tokens, r->tokens, bytes, cudaMemcpyHostToDevice, st));
-    if (targets) CUDA_CHECK(cudaMemcpyAsync(c->targets, r->targets, bytes, cudaMemcpyHostToDevice, st));
+    if (targets) CUDA_CHECK(cudaMemcpyAsync(ac->targets, r->targets, bytes, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaEventRecord(r->staged, st));
+}
+
+// The fused classifier over the final norm's output: the loss (+= *loss), dlnf (+= dx) and the
+// head's weight gradient (+= dW), each when non-NULL, with the slot's targets and loss scale.
+static void head(StageCuda *c, const StageActs *a, double *loss, float *dx, float *dW, StageDims d) {
+    const ActsCuda *ac = a->dev;
+    const void *x = operand(c, S_A, a->lnf, (size_t)d.N * d.C);
+    if (c->bf16)
+        cuda_classifier_bf16(c->ctx, loss, dx, dW, x, w16_of(c, c->dw.lm_head), ac->targets, d.N, d.C, d.V,
+                             ac->loss_scale);
+    else
+        cuda_classifier(c->ctx, loss, dx, dW, x, c->dw.lm_head, ac->targets, d.N, d.C, d.V, ac->loss_scale);
 }
 
 // Queued, not waited for: the output message is handed to its readers by cuda_handoff; the last
@@ -575,8 +596,9 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
         return 0.0;
     }
     cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
-    lin_fwd(c, a->logits, operand(c, S_A, a->lnf, NC), c->dw.lm_head, d.N, d.C, d.V);
-    cuda_crossentropy_forward_backward(c->ctx, a->dlogits, c->totals, a->logits, c->targets, d.N, d.V, loss_scale);
+    ac->loss_scale = loss_scale;
+    cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
+    head(c, a, c->totals, a->dlnf, NULL, d);
     return 0.0;   // the loss stays on the device: gpu_step_loss
 }
 
@@ -640,9 +662,7 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     const size_t NC = (size_t)d.N * d.C;
     float *dtop = acts_dresid_at(a, a->n_layers);
     if (!s->has_embed) cuda_handoff_acquire(ac->din_msg, cuda_ctx_stream(c->ctx));   // after its last reader
-    if (s->has_head) {
-        cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
-        lin_bwd_in(c, a->dlnf, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), c->dw.lm_head, d.N, d.C, d.V);
+    if (s->has_head) {   // dlnf: the forward's (the fused classifier)
         cuda_zero(c->ctx, dtop, NC * sizeof(float));
         cuda_rmsnorm_backward(c->ctx, dtop, NULL, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf, d.N, d.C);
     } else {
@@ -677,10 +697,8 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
     StageCuda *c = cuda_of(s);
     c->norm_read = false;
     const StageDims d = stage_dims(s, a);
-    const size_t NC = (size_t)d.N * d.C;
     if (s->has_head) {
-        lin_bwd_w(c, c->dg.lm_head, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), operand(c, S_B, a->lnf, NC),
-                  d.N, d.C, d.V);
+        head(c, a, NULL, NULL, c->dg.lm_head, d);
         cuda_rmsnorm_backward(c->ctx, NULL, c->dg.norm, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf,
                               d.N, d.C);
     }
@@ -693,6 +711,7 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
 // ---- the tables ----------------------------------------------------------------------------
 
 static const StageOps CUDA_OPS = {
+    .head_without_logits = true,
     .acts_create = gpu_acts_create,
     .acts_free = gpu_acts_free,
     .forward = gpu_forward,

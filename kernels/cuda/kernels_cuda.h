@@ -30,6 +30,7 @@
 // PPTRAIN_HAVE_CUDA for everything that links pptrain_kernels_cuda.
 #ifndef PPTRAIN_KERNELS_CUDA_H
 #define PPTRAIN_KERNELS_CUDA_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
@@ -173,6 +174,25 @@ void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float
 void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *loss,
                                         const float *logits, const int32_t *targets, int N,
                                         int V, float scale);
+
+// ---- classifier.cu -----------------------------------------------------------------------
+// The LM head and its loss fused: logits = x(N, C) @ W(V, C)^T row chunk by row chunk, never
+// all N rows at once, so no (N, V) tensor exists. Per chunk of R = cuda_classifier_chunk_rows
+// rows (in order): the chunk's fp32 logits in the context's arena, its rows' losses (as
+// cuda_crossentropy_forward_backward: pads contribute nothing), and when dx or dW is non-NULL
+// dlogits = scale * (softmax - onehot) in place, then
+//   dx(N, C) += dlogits @ W   (the chunk's rows)        dW(V, C) += dlogits^T @ x
+// *loss += scale * (sum of the N row losses) at the end (NULL: not computed). Each of loss,
+// dx, dW may be NULL. cuda_classifier_arena_bytes(N, V, bf16) is what the call takes of the
+// arena (reserve it: cuda_ctx_reserve). The bf16 form takes bf16 x and W and rounds each
+// chunk's dlogits to bf16 for the two gradient GEMMs, as every bf16 GEMM operand.
+int cuda_classifier_chunk_rows(int N, int V);
+size_t cuda_classifier_arena_bytes(int N, int V, bool bf16);
+void cuda_classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const float *x,
+                     const float *W, const int32_t *targets, int N, int C, int V, float scale);
+void cuda_classifier_bf16(CudaCtx *ctx, double *loss, float *dx, float *dW, const cuda_bf16 *x,
+                          const cuda_bf16 *W, const int32_t *targets, int N, int C, int V,
+                          float scale);
 
 // ---- adamw.cu ----------------------------------------------------------------------------
 // adamw_update on fp32 master params and moments, the same fp32 arithmetic term for term;

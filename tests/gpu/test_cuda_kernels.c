@@ -425,6 +425,62 @@ static void test_crossentropy(void) {
     CUDA_CHECK(cudaFree(d_loss));
 }
 
+// The fused classifier against the unfused CPU path (linear_forward, crossentropy, the two
+// linear backwards) at GPT-2's vocabulary, with rows enough for three chunks of classifier.cu's
+// (the last one short); fp32 bounds as the linears' (only the order of the sums over rows
+// changes: dW sums chunk by chunk), bf16 as the bf16 GEMMs'.
+static void test_classifier(void) {
+    enum { VL = 50257, NR = 700 };
+    const size_t nx = (size_t)NR * C, nw = (size_t)VL * C, nl = (size_t)NR * VL;
+    int32_t *targets = malloc(NR * sizeof *targets);
+    if (!targets) abort();
+    int nonpad = 0;
+    for (int i = 0; i < NR; i++) {
+        targets[i] = i % 7 == 3 ? -1 : (int32_t)((frand() + 1.0f) * 0.5f * (VL - 1));
+        nonpad += targets[i] >= 0;
+    }
+    const float scale = 1.0f / (float)nonpad;
+    float *x = hrand(nx, 1.0f), *W = hrand(nw, 0.2f), *logits = malloc(sizeof(float) * nl);
+    float *dx0 = hrand(nx, 1.0f), *dW0 = hrand(nw, 1.0f), *dx = hcopy(dx0, nx), *dW = hcopy(dW0, nw);
+    if (!logits) abort();
+    linear_forward(logits, x, W, NR, C, VL);
+    const double loss = crossentropy_forward_backward(logits, logits, targets, NR, VL, scale);
+    linear_backward_input(dx, logits, W, NR, C, VL, true);
+    linear_backward_weight(dW, logits, x, NR, C, VL);
+    check_true("classifier: several chunks at V=50257", cuda_classifier_chunk_rows(NR, VL) < NR / 2);
+
+    int32_t *d_t = dalloc(NR * sizeof *targets);
+    upload(d_t, targets, NR * sizeof *targets);
+    float *d_x = dfloat(x, nx), *d_W = dfloat(W, nw), *d_dx = dfloat(dx0, nx), *d_dW = dfloat(dW0, nw);
+    double *d_loss = dalloc(sizeof(double));
+    cuda_zero(ctx, d_loss, sizeof(double));
+    cuda_ctx_reserve(ctx, cuda_classifier_arena_bytes(NR, VL, true));
+    cuda_classifier(ctx, d_loss, d_dx, d_dW, d_x, d_W, d_t, NR, C, VL, scale);
+    check_scalar("classifier fp32 loss", cuda_fetch_double(ctx, d_loss), loss, 1e-6);
+    check_delta("classifier fp32 dx (+=)", d_dx, dx, dx0, nx, 1e-5);
+    check_delta("classifier fp32 dW (+=)", d_dW, dW, dW0, nw, 1e-5);
+    // Each part alone: the loss only accumulates, dW only, as the weight half calls it.
+    upload(d_dW, dW0, sizeof(float) * nw);
+    cuda_classifier(ctx, d_loss, NULL, NULL, d_x, d_W, d_t, NR, C, VL, scale);
+    check_scalar("classifier fp32 loss accumulates (2 calls)", cuda_fetch_double(ctx, d_loss), 2.0 * loss, 1e-6);
+    cuda_classifier(ctx, NULL, NULL, d_dW, d_x, d_W, d_t, NR, C, VL, scale);
+    check_delta("classifier fp32 dW alone (+=)", d_dW, dW, dW0, nw, 1e-5);
+
+    cuda_bf16 *b_x = dbf16(x, nx), *b_W = dbf16(W, nw);
+    upload(d_dx, dx0, sizeof(float) * nx);
+    upload(d_dW, dW0, sizeof(float) * nw);
+    cuda_zero(ctx, d_loss, sizeof(double));
+    cuda_classifier_bf16(ctx, d_loss, d_dx, d_dW, b_x, b_W, d_t, NR, C, VL, scale);
+    check_scalar("classifier bf16 loss", cuda_fetch_double(ctx, d_loss), loss, 1e-2);
+    check_delta("classifier bf16 dx (+=)", d_dx, dx, dx0, nx, 3e-2);
+    check_delta("classifier bf16 dW (+=)", d_dW, dW, dW0, nw, 3e-2);
+
+    free(targets); free(x); free(W); free(logits); free(dx0); free(dW0); free(dx); free(dW);
+    CUDA_CHECK(cudaFree(d_t)); CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_W));
+    CUDA_CHECK(cudaFree(d_dx)); CUDA_CHECK(cudaFree(d_dW)); CUDA_CHECK(cudaFree(d_loss));
+    CUDA_CHECK(cudaFree(b_x)); CUDA_CHECK(cudaFree(b_W));
+}
+
 static void test_adamw(void) {
     enum { n = 1000 };
     float *p = hrand(n, 1.0f), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
@@ -497,6 +553,7 @@ int main(void) {
     test_attention();
     test_swiglu_residual();
     test_crossentropy();
+    test_classifier();
     test_adamw();
     test_gradnorm();
     cuda_ctx_destroy(ctx);

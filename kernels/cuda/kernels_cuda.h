@@ -77,6 +77,12 @@ void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n);
 // dst(n) = float(src), exact.
 void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n);
 
+// dst(rows, ld)[:, 0:cols] = src(rows, cols) (dst points at the block's first column): column
+// blocks packed side by side into one GEMM operand (N, sum of cols), fp32 or rounded to bf16.
+void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols);
+void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows,
+                         int cols);
+
 // ---- embedding.cu ------------------------------------------------------------------------
 // out(N, C) = wte[tokens[n]]; tokens (device, N) in [0, V).
 void cuda_embedding_forward(CudaCtx *ctx, float *out, const int32_t *tokens, const float *wte,
@@ -90,6 +96,11 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout,
 // out = inp * rstd * weight, rstd(N) = 1/sqrt(mean(inp^2) + eps) (saved for backward).
 void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp,
                           const float *weight, int N, int C, float eps);
+// The residual add and the next RMSNorm in one kernel: sum = a + b (may alias a or b), then
+// out, rstd as cuda_rmsnorm_forward(out, rstd, sum, weight): the same numbers as the two calls.
+void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
+                                   const float *a, const float *b, const float *weight, int N,
+                                   int C, float eps);
 // dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL.
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
                            const float *inp, const float *weight, const float *rstd,
@@ -106,6 +117,15 @@ void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, co
 // dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
 void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, const float *inp,
                                  int N, int IC, int OC);
+// batch projections of one input in one GEMM (fused q|k|v, gate|up over weights stored back
+// to back): out + b * out_stride (N, OC) = inp(N, IC) @ (W + b * W_stride)(OC, IC)^T for
+// b < batch (strides in elements; the outputs must not overlap).
+void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, const float *inp,
+                                const float *W, size_t W_stride, int batch, int N, int IC,
+                                int OC);
+void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride,
+                                     const cuda_bf16 *inp, const cuda_bf16 *W, size_t W_stride,
+                                     int batch, int N, int IC, int OC);
 // The same three with bf16 operands, fp32 accumulation, fp32 results (overwrite / +=).
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
                               const cuda_bf16 *W, int N, int IC, int OC);

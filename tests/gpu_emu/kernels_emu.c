@@ -172,6 +172,41 @@ void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n) 
     emu_enqueue(ctx->stream, run_from_bf16, &a, sizeof a);
 }
 
+typedef struct {
+    void *dst;
+    const float *src;
+    int ld, rows, cols;
+    bool bf16;
+} PackArgs;
+
+static void run_pack_cols(void *p) {
+    const PackArgs *a = p;
+    for (int r = 0; r < a->rows; r++)
+        for (int k = 0; k < a->cols; k++) {
+            const float x = a->src[(size_t)r * a->cols + k];
+            const size_t at = (size_t)r * a->ld + k;
+            if (a->bf16) ((cuda_bf16 *)a->dst)[at] = emu_to_bf16(x);
+            else ((float *)a->dst)[at] = x;
+        }
+}
+
+static void pack_cols(CudaCtx *ctx, const char *call, PackArgs a) {
+    launch(ctx, call);
+    if (a.rows <= 0 || a.cols <= 0) return;
+    if (a.cols > a.ld) emu_breach(call, "a block wider than the packed row");
+    emu_need_device(call, a.src, F((size_t)a.rows * a.cols));
+    emu_need_device(call, a.dst, ((size_t)(a.rows - 1) * a.ld + a.cols) * (a.bf16 ? 2 : 4));
+    emu_enqueue(ctx->stream, run_pack_cols, &a, sizeof a);
+}
+
+void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols) {
+    pack_cols(ctx, __func__, (PackArgs){dst, src, ld, rows, cols, false});
+}
+
+void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows, int cols) {
+    pack_cols(ctx, __func__, (PackArgs){dst, src, ld, rows, cols, true});
+}
+
 // A host fp32 copy of a device bf16 operand (freed by the caller), made when the work runs.
 static float *widen(const cuda_bf16 *src, size_t n) {
     float *f = malloc((n ? n : 1) * sizeof *f);
@@ -238,6 +273,8 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout, const
 
 typedef struct {
     float *out, *rstd, *dinp, *dweight;
+    float *sum;                  // the fused residual's (residual_rmsnorm)
+    const float *a, *b;
     const float *inp, *weight, *dout, *rstd_in;
     int N, C;
     float eps;
@@ -248,6 +285,12 @@ typedef struct {
 static void run_rmsnorm_forward(void *p) {
     const RmsnormArgs *a = p;
     rmsnorm_forward(a->out, a->rstd, a->inp, a->weight, a->N, a->C, a->eps);
+}
+
+static void run_residual_rmsnorm_forward(void *p) {
+    const RmsnormArgs *a = p;
+    residual_forward(a->sum, a->a, a->b, (size_t)a->N * a->C);
+    rmsnorm_forward(a->out, a->rstd, a->sum, a->weight, a->N, a->C, a->eps);
 }
 
 static void run_rmsnorm_backward(void *p) {
@@ -265,6 +308,21 @@ void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *in
     emu_need_device(__func__, weight, F(C));
     const RmsnormArgs a = {.out = out, .rstd = rstd, .inp = inp, .weight = weight, .N = N, .C = C, .eps = eps};
     emu_enqueue(ctx->stream, run_rmsnorm_forward, &a, sizeof a);
+}
+
+void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd, const float *a, const float *b,
+                                   const float *weight, int N, int C, float eps) {
+    launch(ctx, __func__);
+    const size_t NC = F((size_t)N * C);
+    emu_need_device(__func__, sum, NC);
+    emu_need_device(__func__, out, NC);
+    emu_need_device(__func__, rstd, F(N));
+    emu_need_device(__func__, a, NC);
+    emu_need_device(__func__, b, NC);
+    emu_need_device(__func__, weight, F(C));
+    const RmsnormArgs r = {.sum = sum, .out = out, .rstd = rstd, .a = a, .b = b, .weight = weight, .N = N, .C = C,
+                           .eps = eps};
+    emu_enqueue(ctx->stream, run_residual_rmsnorm_forward, &r, sizeof r);
 }
 
 // rmsnorm.cu's partial sums for dweight: (chunks, C) doubles, chunks of 128 rows doubled
@@ -393,6 +451,49 @@ static void linear(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, f
     if (kind == LIN_BACKWARD_WEIGHT) plan_gemm(ctx, true, false, OC, IC, N, x, OC, w, IC, bf16, y, IC);
     const LinearArgs a = {kind, bf16, y, x, w, nx, nw, N, IC, OC};
     emu_enqueue(ctx->stream, run_linear, &a, sizeof a);
+}
+
+typedef struct {
+    float *out;
+    const void *inp, *W;
+    size_t out_stride, W_stride;
+    int batch, N, IC, OC;
+    bool bf16;
+} SharedArgs;
+
+static void run_linear_shared(void *p) {
+    const SharedArgs *a = p;
+    const size_t esz = a->bf16 ? 2 : 4, nw = (size_t)a->OC * a->IC;
+    float *x = a->bf16 ? widen(a->inp, (size_t)a->N * a->IC) : NULL;
+    for (int b = 0; b < a->batch; b++) {
+        const void *Wb = (const char *)a->W + b * a->W_stride * esz;
+        float *w = a->bf16 ? widen(Wb, nw) : NULL;
+        linear_forward(a->out + b * a->out_stride, a->bf16 ? x : a->inp, a->bf16 ? w : Wb, a->N, a->IC, a->OC);
+        free(w);
+    }
+    free(x);
+}
+
+// linear.cu's one strided batched GEMM (cuBLAS, no cuBLASLt plan).
+static void linear_shared(CudaCtx *ctx, const char *call, SharedArgs a) {
+    launch(ctx, call);
+    if (a.batch <= 0 || a.N <= 0 || a.OC <= 0) return;
+    const size_t esz = a.bf16 ? 2 : 4, no = (size_t)a.N * a.OC;
+    if (a.out_stride < no) emu_breach(call, "the batch's outputs overlap");
+    emu_need_device(call, a.out, F((a.batch - 1) * a.out_stride + no));
+    emu_need_device(call, a.inp, (size_t)a.N * a.IC * esz);
+    emu_need_device(call, a.W, ((a.batch - 1) * a.W_stride + (size_t)a.OC * a.IC) * esz);
+    emu_enqueue(ctx->stream, run_linear_shared, &a, sizeof a);
+}
+
+void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, const float *inp, const float *W,
+                                size_t W_stride, int batch, int N, int IC, int OC) {
+    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, false});
+}
+
+void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride, const cuda_bf16 *inp,
+                                     const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC) {
+    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, true});
 }
 
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N, int IC, int OC) {

@@ -445,7 +445,7 @@ static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
 // rounded as they round it: bf16 attention's backward two bf16 score copies, the embedding
-// sort (3 index vectors and cub's temporary storage: bounded by 32 bytes a row and a MiB),
+// sort (first stage: 3 index vectors and cub's temporary storage, bounded by 32 bytes a row and a MiB),
 // the fused classifier (its row losses and one chunk's logits: cuda_classifier_arena_bytes),
 // an RMSNorm weight gradient's partial sums (at most 8 bytes per row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
 // would wait for the whole GPU, NCCL's posted receives included).
@@ -453,7 +453,8 @@ static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
     const size_t att = (size_t)a->B * s->cfg.heads * a->T * a->T;
     const bool bf16 = cuda_of(s)->bf16;
-    const size_t needs[] = {bf16 ? 2 * round256(2 * att) : 0, 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
+    const size_t needs[] = {bf16 ? 2 * round256(2 * att) : 0,
+                            s->has_embed ? 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20) : 0,
                             s->has_head ? cuda_classifier_arena_bytes(a->N, s->cfg.vocab, bf16) : 0,
                             round256(8 * N * C)};
     size_t need = 0;

@@ -798,18 +798,23 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
 // The fused classifier (classifier.cu): the same chunk loop, each chunk's logits in the arena,
 // run by the CPU kernels. The emulator's chunks are small (EMU_CLASSIFIER_CHUNK_BYTES of logits,
 // 15 rows at the tiny model's vocabulary), so the tests' microbatches take several chunks and a
-// ragged last one, where the GPU's 64 MiB would take their rows in one.
+// ragged last one, where the GPU's 64 MiB would take their rows in one. The arena it takes is
+// the GPU's (CLASSIFIER_CHUNK_BYTES of classifier.cu: rows for the GPU's chunks), as every
+// kernel here takes what its kernels/cuda twin takes, so a reserve short of it is a breach.
 #define EMU_CLASSIFIER_CHUNK_BYTES ((size_t)16 << 10)
+#define CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
 
-int cuda_classifier_chunk_rows(int N, int V) {
-    size_t rows = EMU_CLASSIFIER_CHUNK_BYTES / ((size_t)(V > 0 ? V : 1) * sizeof(float));
+static int chunk_rows(int N, int V, size_t budget) {
+    size_t rows = budget / ((size_t)(V > 0 ? V : 1) * sizeof(float));
     if (rows < 1) rows = 1;
     return N > 0 && rows > (size_t)N ? N : (int)rows;
 }
 
+int cuda_classifier_chunk_rows(int N, int V) { return chunk_rows(N, V, EMU_CLASSIFIER_CHUNK_BYTES); }
+
 size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
     if (N <= 0) return 0;
-    const size_t chunk = (size_t)cuda_classifier_chunk_rows(N, V) * (size_t)V;
+    const size_t chunk = (size_t)chunk_rows(N, V, CLASSIFIER_CHUNK_BYTES) * (size_t)V;
     return round256((size_t)N * sizeof(double)) + round256(F(chunk)) + (bf16 ? round256(chunk * sizeof(cuda_bf16)) : 0);
 }
 
@@ -821,7 +826,7 @@ typedef struct {
     int N, C, V;
     float scale;
     bool bf16;
-    void *arena;          // the chunk's logits after the row losses, as classifier.cu carves it
+    void *arena;          // the row losses, then the chunk's logits (and their bf16 copy), as classifier.cu carves it
     size_t arena_bytes;
 } ClassifierArgs;
 

@@ -5,11 +5,13 @@
 // means what it means on the CPU, but for the head's logits, which a GPU slot never holds; it
 // adds its messages (bf16 copies of the output and the input gradient) and its targets (ActsCuda).
 //
+// Nothing here waits for the device but the reads of the step's loss and norm and of the host
+// mirror (model_cuda.h "Synchrony").
+//
 // The head: the fused classifier (kernels/cuda/classifier.cu) takes the loss and the final norm
 // output's gradient dlnf in the forward, row chunk by row chunk, with no (N, V) tensor; the
 // weight half runs it again for the head's weight gradient (the chunk's logits recomputed: one
-// more N x V x C GEMM, so that a forward alone, as an evaluation runs it, touches no gradient). Nothing here waits for the device but the reads of the step's
-// loss and norm and of the host mirror (model_cuda.h "Synchrony").
+// more N x V x C GEMM, so that a forward alone, as an evaluation runs it, touches no gradient).
 //
 // GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's four bf16
 // scratch buffers (S_A ... S_D, sized by ensure_scratch) right before the GEMM, once per
@@ -445,9 +447,10 @@ static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
 // rounded as they round it: bf16 attention's backward two bf16 score copies, the embedding
-// sort (first stage: 3 index vectors and cub's temporary storage, bounded by 32 bytes a row and a MiB),
-// the fused classifier (its row losses and one chunk's logits: cuda_classifier_arena_bytes),
-// an RMSNorm weight gradient's partial sums (at most 8 bytes per row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
+// sort (first stage: 3 index vectors and cub's temporary storage, bounded by 32 bytes a row and
+// a MiB), the fused classifier (last stage: its row losses and one chunk's logits,
+// cuda_classifier_arena_bytes), an RMSNorm weight gradient's partial sums (at most 8 bytes per
+// row and column). Reserved when the slot is made, so no step grows it (cudaFree in a step
 // would wait for the whole GPU, NCCL's posted receives included).
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;

@@ -506,10 +506,12 @@ static void test_fused_layer(void) {
     for (int k = 0; k < batch; k++) linear_forward(want + k * gap, a, W + k * nw, N, C, FF);
     float *d_x = dfloat(a, nc), *d_W = dfloat(W, batch * nw), *d_o = dalloc(sizeof(float) * batch * gap);
     cuda_linear_forward_shared(ctx, d_o, gap, d_x, d_W, nw, batch, N, C, FF);
-    for (int k = 0; k < batch; k++) check("linear_forward_shared fp32 (one of 3)", d_o + k * gap, want + k * gap, no, 1e-5);
+    for (int k = 0; k < batch; k++)
+        check("linear_forward_shared fp32 (one of 3)", d_o + k * gap, want + k * gap, no, 1e-5);
     cuda_bf16 *b_x = dbf16(a, nc), *b_W = dbf16(W, batch * nw);
     cuda_linear_forward_shared_bf16(ctx, d_o, gap, b_x, b_W, nw, batch, N, C, FF);
-    for (int k = 0; k < batch; k++) check("linear_forward_shared bf16 (one of 3)", d_o + k * gap, want + k * gap, no, 1e-2);
+    for (int k = 0; k < batch; k++)
+        check("linear_forward_shared bf16 (one of 3)", d_o + k * gap, want + k * gap, no, 1e-2);
 
     // Packing: [a | b] (N, 2C).
     float *packed = malloc(sizeof(float) * 2 * nc);

@@ -834,7 +834,8 @@ static void run_classifier(void *p) {
     const ClassifierArgs *a = p;
     const int R = cuda_classifier_chunk_rows(a->N, a->V);
     const bool grad = a->dx || a->dW;
-    float *xw = a->bf16 ? widen(a->x, (size_t)a->N * a->C) : NULL, *Ww = a->bf16 ? widen(a->W, (size_t)a->V * a->C) : NULL;
+    float *xw = a->bf16 ? widen(a->x, (size_t)a->N * a->C) : NULL;
+    float *Ww = a->bf16 ? widen(a->W, (size_t)a->V * a->C) : NULL;
     const float *x = a->bf16 ? xw : a->x, *W = a->bf16 ? Ww : a->W;
     float *logits = (float *)((char *)a->arena + round256((size_t)a->N * sizeof(double)));
     double loss = 0.0;

@@ -20,7 +20,8 @@ static void linear_bwd_w(CudaCtx *ctx, float *dW, const void *dout, const void *
 }
 
 // batch forwards sharing inp: out + b * out_stride = inp @ (W + b * W_stride)^T, one strided
-// batched GEMM (cuBLAS), each output written in place (no split afterwards).
+// batched GEMM (cuBLAS, which takes a batch stride of 0 for the shared input), each output
+// written in place (no split afterwards).
 static void linear_fwd_shared(CudaCtx *ctx, float *out, size_t out_stride, const void *inp,
                               const void *W, size_t W_stride, int batch, int N, int IC, int OC,
                               cudaDataType_t t) {

@@ -58,7 +58,7 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     if (s->has_head) {
         a->lnf = carve(cv, N * C);
         a->rstdf = carve(cv, N);
-        a->logits = carve(cv, N * (size_t)c->vocab);
+        if (!a->no_logits) a->logits = carve(cv, N * (size_t)c->vocab);
         a->dlnf = carve(cv, N * C);
     }
     a->cos_tab = carve(cv, (size_t)a->T * c->head_dim / 2);
@@ -87,7 +87,8 @@ static void carve_light(const StageModel *s, StageActs *a, Carver *cv) {
 StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light) {
     return (StageActs){.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
                        .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light,
-                       .flash_attention = s->ops && s->ops->flash_attention};
+                       .flash_attention = s->ops && s->ops->flash_attention,
+                       .no_logits = s->ops && s->ops->head_without_logits};
 }
 
 // The boundary tensors as messages: the buffers themselves unless the backend keeps copies.
@@ -127,7 +128,8 @@ size_t stage_acts_bytes(const StageModel *s, int B, int T) {
 // The CUDA backend is the one that runs flash attention (engine/model/model_cuda.c).
 size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device) {
     StageActs a = stage_acts_shape(s, B, T, false);
-    a.flash_attention = device == DEVICE_CUDA;
+    a.flash_attention = device == DEVICE_CUDA;   // a GPU stage: flash attention's row statistics,
+    a.no_logits = device == DEVICE_CUDA;         // and the fused classifier's head (no N x V logits)
     return full_bytes(s, a);
 }
 

@@ -34,6 +34,7 @@ struct StageActs {
     // The backend runs flash attention (stage_ops.h: flash_attention): a layer keeps its
     // attention as (B, NH, T) row statistics (lse, dsum), not (T, T) matrices (att, datt).
     bool flash_attention;
+    bool no_logits;         // the backend's head needs no (N, V) logits (stage_ops.h): logits, dlogits NULL
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)
@@ -50,8 +51,8 @@ struct StageActs {
     float *dresid;          // (n_layers + 1, N, C): their gradients; [0] is the stage's dinput
     LayerActs *layer;       // [n_layers]
     float *lnf, *rstdf;     // (N, C), (N) last stage: final norm
-    float *logits;          // (N, V) last stage
-    float *dlogits;         // (N, V) last stage: == logits unless logits are kept
+    float *logits;          // (N, V) last stage, unless no_logits
+    float *dlogits;         // (N, V) last stage: == logits unless logits are kept (NULL: no_logits)
     float *dlnf;            // (N, C) last stage
     float *cos_tab, *sin_tab;   // (T, HD/2) rotary tables
     // scratch shared by the layers (never needed across layers):

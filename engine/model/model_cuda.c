@@ -2,9 +2,16 @@
 // same order, same buffers, same accumulate-into contract) on the device twin of
 // engine/model/model_cuda.h, with the kernels of kernels/cuda. The activation arena is carved by
 // model_acts.c's own layout (stage_acts_layout) out of device memory, so every LayerActs pointer
-// means what it means on the CPU; a GPU slot adds its messages (bf16 copies of the output and
-// the input gradient: ActsCuda). Nothing here waits for the device but the reads of the step's
-// loss and norm and of the host mirror (model_cuda.h "Synchrony").
+// means what it means on the CPU, but for the head's logits, which a GPU slot never holds; it
+// adds its messages (bf16 copies of the output and the input gradient) and its targets (ActsCuda).
+//
+// Nothing here waits for the device but the reads of the step's loss and norm and of the host
+// mirror (model_cuda.h "Synchrony").
+//
+// The head: the fused classifier (kernels/cuda/classifier.cu) takes the loss and the final norm
+// output's gradient dlnf in the forward, row chunk by row chunk, with no (N, V) tensor; the
+// weight half runs it again for the head's weight gradient (the chunk's logits recomputed: one
+// more N x V x C GEMM, so that a forward alone, as an evaluation runs it, touches no gradient).
 //
 // GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's three bf16
 // scratch buffers (S_A ... S_C, sized by ensure_scratch) right before the GEMM, once per
@@ -12,6 +19,17 @@
 // (kernels/cuda/flash_attention.cu), fp32 in both modes: a layer keeps its row logsumexp
 // (LayerActs.lse), no (T, T) matrix.
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
+//
+// Fused projections. A GPU stage's wq|wk|wv and wgate|wup lie back to back in its one weight
+// allocation (and likewise their gradients and bf16 copies: same offsets; checked at attach),
+// so each group is one weight (Q + 2 KV, C) and (2 I, C) while the optimizer, checkpoints and
+// the norm still see every tensor by its own name and offset. Forward: one strided batched
+// GEMM writes the projections' outputs straight into their own slot buffers (q, k, v as one
+// batch when Q == KV, else q alone and k, v as one; gate and up as one). Backward: the output
+// gradients are packed side by side into one operand (in bf16 mode the packing is the bf16
+// conversion each operand needed anyway), then one GEMM gives dx and one gives dW for the group.
+// Each residual add runs fused with the RMSNorm after it (the layer's second, the next layer's
+// first, or the final norm): cuda_residual_rmsnorm_forward.
 #include "engine/model/model_cuda.h"
 
 #include <assert.h>
@@ -48,8 +66,9 @@ struct StageCuda {
     bool norm_read;            // totals_host[1] is the sum of squares of g as it is now
     cuda_bf16 *scratch[N_SCRATCH];  // bf16 GEMM operands (bf16 mode)
     size_t scratch_elems[N_SCRATCH];  // each one's size
-    int32_t *targets;          // (scratch_rows) the microbatch's targets, last stage
-    size_t scratch_rows;
+    float *pack;               // fp32 mode: packed gradient operands (N x max(Q + 2 KV, 2 I))
+    size_t pack_elems;
+    size_t scratch_rows;       // rows the pinned staging rows hold
     StagedRows *staged;        // (n_staged) grown until one is always free (the host runs a step ahead at most)
     int n_staged;
     cudaEvent_t *marks;        // (n_marks) timing events: device time of the runtime's actions
@@ -61,6 +80,8 @@ struct ActsCuda {
     int device;                // the stage's GPU
     void *out_msg;             // (N, C) where msg_out points: a bf16 copy of output, or output (fp32)
     void *din_msg;             // (N, C) where msg_din points: a bf16 copy of dinput, or dinput (fp32)
+    int32_t *targets;          // (N) last stage: the microbatch's targets, for the weight half's head
+    float loss_scale;          // last stage: the forward's, likewise
 };
 
 static const StageOps CUDA_OPS;
@@ -123,6 +144,19 @@ static int gpu_set_device(int device, Error *err) {
 
 static void gpu_upload(StageModel *s, const AdamWState *opt);
 
+// The fused projections' weights lie back to back in the stage's parameters (model_params.c's
+// order, with no bias between them): wk = wq + Q C, wv = wk + KV C, wup = wgate + I C.
+static bool projections_adjacent(const StageModel *s) {
+    const ModelConfig *m = &s->cfg;
+    const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
+    const size_t I = (size_t)m->intermediate;
+    for (int l = 0; l < s->layer_end - s->layer_begin; l++) {
+        const LayerParams *w = &s->w.layer[l];
+        if (w->wk != w->wq + Q * C || w->wv != w->wk + KV * C || w->wup != w->wgate + I * C) return false;
+    }
+    return true;
+}
+
 static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     const char *why = cuda_unavailable_reason();
     if (why) {
@@ -136,6 +170,11 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
     }
     if (device < 0 || device >= cuda_device_count()) {
         error_set(err, "CUDA device %d does not exist (%d visible)", device, cuda_device_count());
+        return -1;
+    }
+    if (!projections_adjacent(s)) {
+        error_set(err, "--device cuda: the layers' q|k|v or gate|up weights are not stored back to back "
+                       "(a model with biases runs on CPU stages only)");
         return -1;
     }
     StageCuda *c = xcalloc(1, sizeof *c);
@@ -182,8 +221,8 @@ static void gpu_detach(StageModel *s) {
     dev_free(c->w16);
     dev_free(c->totals);
     CUDA_CHECK(cudaFreeHost(c->totals_host));
-    dev_free(c->targets);
     for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
+    dev_free(c->pack);
     free_staged_rows(c);
     for (int k = 0; k < c->n_marks; k++) CUDA_CHECK(cudaEventDestroy(c->marks[k]));
     free(c->marks);
@@ -376,20 +415,27 @@ static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = mai
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
-// step. What each holds (model_cuda.c's calls of operand): S_A any activation or gradient
-// operand, the logits' gradient included (N x V, head stage); S_B up to N x max(C, Q, I);
-// S_C a key or value gradient (N x KV). (Attention reads q, k and v in fp32: flash attention.)
+// step. What each holds (model_cuda.c's calls of operand and packed): S_A any activation or
+// gradient operand, the packed gradients of q|k|v and gate|up included (N x (Q + 2 KV), N x 2I;
+// the head's operand is the final norm's output, N x C: the fused classifier makes its own bf16
+// logit gradients, a chunk at a time); S_B up to N x max(C, Q, I); S_C a key or value gradient
+// (N x KV). (Attention reads q, k and v in fp32: flash attention.) In fp32 mode only the packed
+// gradients need a buffer.
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t wide = max3(C, Q, (size_t)m->intermediate);
-    const size_t cols[N_SCRATCH] = {s->has_head && (size_t)m->vocab > wide ? (size_t)m->vocab : wide, wide, KV};
+    const size_t packed_cols = Q + 2 * KV > 2 * (size_t)m->intermediate ? Q + 2 * KV : 2 * (size_t)m->intermediate;
+    const size_t cols[N_SCRATCH] = {wide > packed_cols ? wide : packed_cols, wide, KV};
     if (N > c->scratch_rows) {
-        dev_free(c->targets);   // (cudaFree waits for the device: the staged rows' copies are done)
-        c->targets = dev_alloc(N * sizeof(int32_t));
         c->scratch_rows = N;
         free_staged_rows(c);    // too short now
+    }
+    if (!c->bf16 && N * packed_cols > c->pack_elems) {
+        dev_free(c->pack);
+        c->pack = dev_alloc(N * packed_cols * sizeof(float));
+        c->pack_elems = N * packed_cols;
     }
     for (int k = 0; c->bf16 && k < N_SCRATCH; k++) {
         if (N * cols[k] <= c->scratch_elems[k]) continue;
@@ -403,15 +449,18 @@ static void ensure_scratch(const StageModel *s, size_t N) {
 static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
-// rounded as they round it: the embedding sort (3 index vectors and cub's temporary storage:
-// bounded by 32 bytes a row and a MiB), the loss (8 bytes a row), an RMSNorm weight
-// gradient's partial sums (at most 8 bytes per row and column). Reserved when the slot is
-// made, so no step grows it (cudaFree in a step would wait for the whole GPU, NCCL's posted
-// receives included).
+// rounded as they round it: the embedding sort (first stage: 3 index vectors and cub's
+// temporary storage, bounded by 32 bytes a row and a MiB), the fused classifier (last stage: its
+// row losses and one chunk's logits, cuda_classifier_arena_bytes), an RMSNorm weight gradient's
+// partial sums (at most 8 bytes per row and column). Reserved when the slot is made, so no step
+// grows it (cudaFree in a step would wait for the whole GPU, NCCL's posted receives included).
+// (Flash attention takes nothing from the arena: its row statistics live in the slot.)
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
-    const size_t needs[] = {3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20),
-                            round256(8 * N), round256(8 * N * C)};
+    const bool bf16 = cuda_of(s)->bf16;
+    const size_t needs[] = {s->has_embed ? 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20) : 0,
+                            s->has_head ? cuda_classifier_arena_bytes(a->N, s->cfg.vocab, bf16) : 0,
+                            round256(8 * N * C)};
     size_t need = 0;
     for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
         if (needs[k] > need) need = needs[k];
@@ -440,6 +489,7 @@ static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
     ac->din_msg = c->bf16 ? dev_alloc(NC * sizeof(cuda_bf16)) : (void *)a->dinput;
     a->msg_out = ac->out_msg;
     a->msg_din = ac->din_msg;
+    if (s->has_head) ac->targets = dev_alloc((size_t)a->N * sizeof(int32_t));
     ensure_scratch(s, (size_t)a->N);
     cuda_ctx_reserve(c->ctx, arena_need(s, a));
     cuda_ctx_synchronize(c->ctx);
@@ -453,6 +503,7 @@ static void gpu_acts_free(StageActs *a) {
     cuda_handoff_forget(ac->din_msg);
     if (ac->out_msg != (void *)a->output) dev_free(ac->out_msg);
     if (ac->din_msg != (void *)a->dinput) dev_free(ac->din_msg);
+    dev_free(ac->targets);
 
     dev_free(a->arena);
     free(ac);
@@ -491,6 +542,36 @@ static void lin_bwd_w(StageCuda *c, float *dW, const void *dout, const void *in,
     else cuda_linear_backward_weight(c->ctx, dW, dout, in, N, IC, OC);
 }
 
+// batch projections of one input whose weights lie back to back, W_b = W + b * OC * IC, into
+// outputs out + b * out_stride (N, OC) each: one GEMM.
+static void lin_fwd_shared(StageCuda *c, float *out, size_t out_stride, const void *in, const float *W, int batch,
+                           int N, int IC, int OC) {
+    const size_t W_stride = (size_t)OC * IC;
+    if (c->bf16) cuda_linear_forward_shared_bf16(c->ctx, out, out_stride, in, w16_of(c, W), W_stride, batch, N, IC, OC);
+    else cuda_linear_forward_shared(c->ctx, out, out_stride, in, W, W_stride, batch, N, IC, OC);
+}
+
+// The column blocks src[i] (N, cols[i]), i < n, side by side as one GEMM operand (N, sum of
+// cols): bf16 mode rounds them into scratch S_A, fp32 mode copies them into the pack buffer.
+static const void *packed(StageCuda *c, int N, int n, const float *const src[], const int cols[]) {
+    int ld = 0;
+    for (int i = 0; i < n; i++) ld += cols[i];
+    assert((size_t)N * ld <= (c->bf16 ? c->scratch_elems[S_A] : c->pack_elems));
+    for (int i = 0, col = 0; i < n; col += cols[i++]) {
+        if (c->bf16) cuda_pack_cols_bf16(c->ctx, c->scratch[S_A] + col, ld, src[i], N, cols[i]);
+        else cuda_pack_cols(c->ctx, c->pack + col, ld, src[i], N, cols[i]);
+    }
+    return c->bf16 ? (const void *)c->scratch[S_A] : c->pack;
+}
+
+// The gradients of q|k|v and of gate|up, packed (N, Q + 2 KV) and (N, 2 I).
+static const void *packed_dqkv(StageCuda *c, const LayerActs *la, StageDims d) {
+    return packed(c, d.N, 3, (const float *const[]){la->dq, la->dk, la->dv}, (const int[]){d.Q, d.KV, d.KV});
+}
+static const void *packed_dgate_up(StageCuda *c, const LayerActs *la, StageDims d) {
+    return packed(c, d.N, 2, (const float *const[]){la->dgate, la->dup}, (const int[]){d.I, d.I});
+}
+
 // A message (bf16 or fp32, device) into an fp32 buffer of n values, after whatever stream
 // wrote it (a transport's, a mailbox copy's, a stage's on this rank) and before it is rewritten.
 static void from_msg(StageCuda *c, float *dst, const void *msg, size_t n) {
@@ -512,31 +593,49 @@ static void copy_f32(StageCuda *c, float *dst, const float *src, size_t n) {
 
 // ---- forward -----------------------------------------------------------------------------
 
-static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
-                          const StageActs *a, StageDims d, float eps) {
-    const size_t NC = (size_t)d.N * d.C;
-    cuda_rmsnorm_forward(c->ctx, la->ln1, la->rstd1, x, w->ln1, d.N, d.C, eps);
-    const void *ln1 = operand(c, S_A, la->ln1, NC);
+// The RMSNorm a layer's last residual add computes on the way (the next layer's first norm, or
+// the head's final norm): weight, and where its output and rstd go; weight NULL: none follows.
+typedef struct {
+    const float *weight;
+    float *out, *rstd;
+} NextNorm;
+
+// q, k, v = ln1 @ wq^T, wk^T, wv^T: one batch of three when their shapes and their slot buffers'
+// spacing agree (Q == KV), else q alone and k, v as one batch.
+static void qkv_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const void *ln1, StageDims d) {
+    const size_t kv_stride = (size_t)(la->v - la->k);
+    if (d.Q == d.KV && la->k - la->q == la->v - la->k) {
+        lin_fwd_shared(c, la->q, kv_stride, ln1, w->wq, 3, d.N, d.C, d.Q);
+        return;
+    }
     lin_fwd(c, la->q, ln1, w->wq, d.N, d.C, d.Q);
-    lin_fwd(c, la->k, ln1, w->wk, d.N, d.C, d.KV);
-    lin_fwd(c, la->v, ln1, w->wv, d.N, d.C, d.KV);
+    lin_fwd_shared(c, la->k, kv_stride, ln1, w->wk, 2, d.N, d.C, d.KV);
+}
+
+// la->ln1 and la->rstd1 are the caller's (the previous layer's fused residual, or gpu_forward).
+static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
+                          const StageActs *a, StageDims d, float eps, NextNorm next) {
+    const size_t NC = (size_t)d.N * d.C;
+    qkv_forward(c, w, la, operand(c, S_A, la->ln1, NC), d);
     cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     cuda_rope_forward(c->ctx, la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
     lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.N * d.Q), w->wo, d.N, d.Q, d.C);
-    cuda_residual_forward(c->ctx, la->xmid, la->xmid, x, NC);
-    cuda_rmsnorm_forward(c->ctx, la->ln2, la->rstd2, la->xmid, w->ln2, d.N, d.C, eps);
-    const void *ln2 = operand(c, S_A, la->ln2, NC);
-    lin_fwd(c, la->gate, ln2, w->wgate, d.N, d.C, d.I);
-    lin_fwd(c, la->up, ln2, w->wup, d.N, d.C, d.I);
+    cuda_residual_rmsnorm_forward(c->ctx, la->xmid, la->ln2, la->rstd2, la->xmid, x, w->ln2, d.N, d.C, eps);
+    lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), operand(c, S_A, la->ln2, NC), w->wgate, 2, d.N, d.C,
+                   d.I);
     cuda_swiglu_forward(c->ctx, la->h, la->gate, la->up, d.N, d.I);
     lin_fwd(c, out, operand(c, S_A, la->h, (size_t)d.N * d.I), w->wdown, d.N, d.I, d.C);
-    cuda_residual_forward(c->ctx, out, out, la->xmid, NC);
+    if (next.weight)
+        cuda_residual_rmsnorm_forward(c->ctx, out, next.out, next.rstd, out, la->xmid, next.weight, d.N, d.C, eps);
+    else
+        cuda_residual_forward(c->ctx, out, out, la->xmid, NC);
 }
 
 // The microbatch's token rows (first stage) and target rows (last stage) go up through pinned
 // buffers, queued: from pageable memory each copy would be staged by the driver first.
 static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const int32_t *targets) {
+    ActsCuda *ac = a->dev;
     if (!tokens && !targets) return;
     const cudaStream_t st = cuda_ctx_stream(c->ctx);
     const size_t bytes = (size_t)a->N * sizeof(int32_t);
@@ -544,8 +643,20 @@ static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const 
     if (tokens) memcpy(r->tokens, tokens, bytes);
     if (targets) memcpy(r->targets, targets, bytes);
     if (tokens) CUDA_CHECK(cudaMemcpyAsync(a->tokens, r->tokens, bytes, cudaMemcpyHostToDevice, st));
-    if (targets) CUDA_CHECK(cudaMemcpyAsync(c->targets, r->targets, bytes, cudaMemcpyHostToDevice, st));
+    if (targets) CUDA_CHECK(cudaMemcpyAsync(ac->targets, r->targets, bytes, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaEventRecord(r->staged, st));
+}
+
+// The fused classifier over the final norm's output: the loss (+= *loss), dlnf (+= dx) and the
+// head's weight gradient (+= dW), each when non-NULL, with the slot's targets and loss scale.
+static void head(StageCuda *c, const StageActs *a, double *loss, float *dx, float *dW, StageDims d) {
+    const ActsCuda *ac = a->dev;
+    const void *x = operand(c, S_A, a->lnf, (size_t)d.N * d.C);
+    if (c->bf16)
+        cuda_classifier_bf16(c->ctx, loss, dx, dW, x, w16_of(c, c->dw.lm_head), ac->targets, d.N, d.C, d.V,
+                             ac->loss_scale);
+    else
+        cuda_classifier(c->ctx, loss, dx, dW, x, c->dw.lm_head, ac->targets, d.N, d.C, d.V, ac->loss_scale);
 }
 
 // Queued, not waited for: the output message is handed to its readers by cuda_handoff; the last
@@ -563,16 +674,28 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
     if (!s->has_head) cuda_handoff_acquire(ac->out_msg, st);
     if (s->has_embed) cuda_embedding_forward(c->ctx, acts_resid_at(a, 0), a->tokens, c->dw.wte, d.N, d.C);
     else from_msg(c, acts_resid_at(a, 0), input, NC);
-    for (int l = 0; l < a->n_layers; l++)
-        layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d, s->cfg.rms_eps);
+    // The first norm of a stream (layer 0's, or the head's with no layer before it) runs alone;
+    // every later one with the residual add before it.
+    const float eps = s->cfg.rms_eps;
+    if (a->n_layers > 0)
+        cuda_rmsnorm_forward(c->ctx, a->layer[0].ln1, a->layer[0].rstd1, acts_resid_at(a, 0), c->dw.layer[0].ln1, d.N,
+                             d.C, eps);
+    else if (s->has_head)
+        cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, 0), c->dw.norm, d.N, d.C, eps);
+    for (int l = 0; l < a->n_layers; l++) {
+        NextNorm next = {0};
+        if (l + 1 < a->n_layers) next = (NextNorm){c->dw.layer[l + 1].ln1, a->layer[l + 1].ln1, a->layer[l + 1].rstd1};
+        else if (s->has_head) next = (NextNorm){c->dw.norm, a->lnf, a->rstdf};
+        layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d, eps, next);
+    }
     if (!s->has_head) {
         to_msg(c, ac->out_msg, a->output, NC);
         cuda_handoff_release(ac->out_msg, st);
         return 0.0;
     }
-    cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, d.N, d.C, s->cfg.rms_eps);
-    lin_fwd(c, a->logits, operand(c, S_A, a->lnf, NC), c->dw.lm_head, d.N, d.C, d.V);
-    cuda_crossentropy_forward_backward(c->ctx, a->dlogits, c->totals, a->logits, c->targets, d.N, d.V, loss_scale);
+    ac->loss_scale = loss_scale;
+    cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
+    head(c, a, c->totals, a->dlnf, NULL, d);
     return 0.0;   // the loss stays on the device: gpu_step_loss
 }
 
@@ -599,8 +722,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_zero(c->ctx, la->dup, NI * sizeof(float));
     cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
     cuda_zero(c->ctx, la->dln2, NC * sizeof(float));
-    lin_bwd_in(c, la->dln2, operand(c, S_A, la->dgate, NI), w->wgate, d.N, d.C, d.I);
-    lin_bwd_in(c, la->dln2, operand(c, S_B, la->dup, NI), w->wup, d.N, d.C, d.I);
+    lin_bwd_in(c, la->dln2, packed_dgate_up(c, la, d), w->wgate, d.N, d.C, 2 * d.I);   // gate|up at once
     copy_f32(c, la->dxmid, dout, NC);
     cuda_rmsnorm_backward(c->ctx, la->dxmid, NULL, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
     // Attention branch
@@ -616,9 +738,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     cuda_rope_backward(c->ctx, la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     cuda_zero(c->ctx, la->dln1, NC * sizeof(float));
-    lin_bwd_in(c, la->dln1, operand(c, S_A, la->dq, NQ), w->wq, d.N, d.C, d.Q);
-    lin_bwd_in(c, la->dln1, operand(c, S_B, la->dk, NKV), w->wk, d.N, d.C, d.KV);
-    lin_bwd_in(c, la->dln1, operand(c, S_C, la->dv, NKV), w->wv, d.N, d.C, d.KV);
+    lin_bwd_in(c, la->dln1, packed_dqkv(c, la, d), w->wq, d.N, d.C, d.Q + 2 * d.KV);   // q|k|v at once
     copy_f32(c, dx, la->dxmid, NC);
     cuda_rmsnorm_backward(c->ctx, dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
@@ -631,9 +751,7 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     const size_t NC = (size_t)d.N * d.C;
     float *dtop = acts_dresid_at(a, a->n_layers);
     if (!s->has_embed) cuda_handoff_acquire(ac->din_msg, cuda_ctx_stream(c->ctx));   // after its last reader
-    if (s->has_head) {
-        cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
-        lin_bwd_in(c, a->dlnf, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), c->dw.lm_head, d.N, d.C, d.V);
+    if (s->has_head) {   // dlnf: the forward's (the fused classifier)
         cuda_zero(c->ctx, dtop, NC * sizeof(float));
         cuda_rmsnorm_backward(c->ctx, dtop, NULL, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf, d.N, d.C);
     } else {
@@ -650,17 +768,11 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
                                   const float *x, const float *dout, StageDims d) {
     const size_t NC = (size_t)d.N * d.C, NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q;
-    const size_t NKV = (size_t)d.N * d.KV;
     lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), operand(c, S_B, la->h, NI), d.N, d.I, d.C);
-    const void *ln2 = operand(c, S_B, la->ln2, NC);
-    lin_bwd_w(c, g->wgate, operand(c, S_A, la->dgate, NI), ln2, d.N, d.C, d.I);
-    lin_bwd_w(c, g->wup, operand(c, S_A, la->dup, NI), ln2, d.N, d.C, d.I);
+    lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), operand(c, S_B, la->ln2, NC), d.N, d.C, 2 * d.I);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
     lin_bwd_w(c, g->wo, operand(c, S_A, la->dxmid, NC), operand(c, S_B, la->atty, NQ), d.N, d.Q, d.C);
-    const void *ln1 = operand(c, S_B, la->ln1, NC);
-    lin_bwd_w(c, g->wq, operand(c, S_A, la->dq, NQ), ln1, d.N, d.C, d.Q);
-    lin_bwd_w(c, g->wk, operand(c, S_A, la->dk, NKV), ln1, d.N, d.C, d.KV);
-    lin_bwd_w(c, g->wv, operand(c, S_A, la->dv, NKV), ln1, d.N, d.C, d.KV);
+    lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), operand(c, S_B, la->ln1, NC), d.N, d.C, d.Q + 2 * d.KV);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
@@ -668,10 +780,8 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
     StageCuda *c = cuda_of(s);
     c->norm_read = false;
     const StageDims d = stage_dims(s, a);
-    const size_t NC = (size_t)d.N * d.C;
     if (s->has_head) {
-        lin_bwd_w(c, c->dg.lm_head, operand(c, S_A, a->dlogits, (size_t)d.N * d.V), operand(c, S_B, a->lnf, NC),
-                  d.N, d.C, d.V);
+        head(c, a, NULL, NULL, c->dg.lm_head, d);
         cuda_rmsnorm_backward(c->ctx, NULL, c->dg.norm, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf,
                               d.N, d.C);
     }
@@ -684,6 +794,7 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
 // ---- the tables ----------------------------------------------------------------------------
 
 static const StageOps CUDA_OPS = {
+    .head_without_logits = true,
     .acts_create = gpu_acts_create,
     .acts_free = gpu_acts_free,
     .forward = gpu_forward,

@@ -52,6 +52,9 @@ struct StageOps {
     double (*step_loss)(StageModel *s);
     void (*backward_input)(StageModel *s, StageActs *a, const void *dout);
     void (*backward_weight)(StageModel *s, StageActs *a);
+    // The head's loss and gradients come without (N, V) logits (a GPU's fused classifier,
+    // kernels/cuda/classifier.cu): a StageActs of this backend carves no logits.
+    bool head_without_logits;
     // Messages: the bytes of one of B*T rows, and a buffer on the stage's device.
     size_t (*msg_bytes)(const StageModel *s, int B, int T);
     void *(*msg_alloc)(const StageModel *s, size_t bytes);

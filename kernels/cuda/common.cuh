@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm_plans.h"
 
 struct CudaCtx {
     int device;
@@ -19,6 +20,7 @@ struct CudaCtx {
     cublasLtHandle_t lt;          // linear layers
     void *lt_workspace;
     size_t lt_workspace_bytes;
+    GemmPlans *plans;             // gemm.cu's cuBLASLt plans (descriptors, layouts, algorithms)
     void *arena;                  // scratch of one call at a time (stream order), grown on demand
     size_t arena_bytes;
     double *fetched;              // pinned: where cuda_fetch_double's copy lands
@@ -40,6 +42,23 @@ static inline size_t arena_round(size_t bytes) { return (bytes + 255) & ~(size_t
 void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A,
              int lda, const void *B, int ldb, cudaDataType_t ab_type, float beta, float *C,
              int ldc);
+// The plan cache's value size and release (context.cu makes and frees the cache).
+size_t gemm_plan_bytes(void);
+void gemm_plan_release(void *value);
+// The same over `batch` independent problems at element strides sA, sB, sC (cuBLAS strided
+// batched). Entries of one call must not write overlapping C blocks.
+void gemm_rm_strided(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
+                     const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
+                     cudaDataType_t ab_type, float beta, float *C, int ldc, long long sC,
+                     int batch);
+
+// ---- crossentropy.cu (also the fused classifier's, classifier.cu) ----------------------
+// Per row of logits(N, V): row_loss[n] = logsumexp - x[target] (double; 0 on pad rows), and
+// when dlogits is non-NULL it is overwritten with scale * (softmax - onehot) (may alias logits).
+void crossentropy_rows(CudaCtx *ctx, float *dlogits, double *row_loss, const float *logits,
+                       const int32_t *targets, int N, int V, float scale);
+// *loss += scale * sum of row_loss(N), one block in a fixed order.
+void crossentropy_sum(CudaCtx *ctx, double *loss, const double *row_loss, int N, float scale);
 
 // ---- launch shapes -----------------------------------------------------------------------
 // Blocks for a grid-stride loop over n elements: enough to fill an H100 several times over,

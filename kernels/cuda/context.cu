@@ -95,6 +95,7 @@ extern "C" CudaCtx *cuda_ctx_create(int device) {
     CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
     ctx->lt_workspace_bytes = CUDA_LT_WORKSPACE_BYTES;
     CUDA_CHECK(cudaMalloc(&ctx->lt_workspace, ctx->lt_workspace_bytes));
+    ctx->plans = gemm_plans_create(gemm_plan_bytes(), gemm_plan_release);
     CUDA_CHECK(cudaMallocHost((void **)&ctx->fetched, sizeof *ctx->fetched));
     return ctx;
 }
@@ -104,6 +105,7 @@ extern "C" void cuda_ctx_destroy(CudaCtx *ctx) {
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     if (ctx->arena) CUDA_CHECK(cudaFree(ctx->arena));
     CUDA_CHECK(cudaFree(ctx->lt_workspace));
+    gemm_plans_destroy(ctx->plans);
     CUDA_CHECK(cudaFreeHost(ctx->fetched));
     CUBLAS_CHECK(cublasLtDestroy(ctx->lt));
     CUBLAS_CHECK(cublasDestroy(ctx->cublas));

@@ -1,4 +1,5 @@
-// fp32 <-> bf16 conversion: GEMM operands and inter-stage messages (DESIGN.md "Numerics").
+// fp32 <-> bf16 conversion: GEMM operands and inter-stage messages (DESIGN.md "Numerics"),
+// and the packing of column blocks side by side into one GEMM operand (fused projections).
 #include "kernels/cuda/common.cuh"
 
 // One element per thread step; __float2bfloat16 rounds to nearest even and keeps NaN a NaN.
@@ -12,6 +13,37 @@ __global__ void bf16_to_f32_kernel(float *dst, const __nv_bfloat16 *src, size_t 
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = __bfloat162float(src[i]);
+}
+
+// dst(rows, ld)[:, 0:cols] = src(rows, cols), converted to T (float: a copy; bf16: rounded).
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+
+template <typename T>
+__global__ void pack_cols_kernel(T *dst, int ld, const float *src, int cols, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[(i / cols) * ld + i % cols] = from_f32<T>(src[i]);
+}
+
+void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols) {
+    const size_t n = (size_t)rows * cols;
+    if (n == 0) return;
+    pack_cols_kernel<float><<<grid_for(n, 256), 256, 0, ctx->stream>>>(dst, ld, src, cols, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows,
+                         int cols) {
+    const size_t n = (size_t)rows * cols;
+    if (n == 0) return;
+    pack_cols_kernel<__nv_bfloat16><<<grid_for(n, 256), 256, 0, ctx->stream>>>(as_bf16(dst), ld,
+                                                                               src, cols, n);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n) {

@@ -45,18 +45,27 @@ __global__ void crossentropy_sum_kernel(double *loss, const double *__restrict__
     if (threadIdx.x == 0) *loss += (double)scale * s;
 }
 
-void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *loss,
-                                        const float *logits, const int32_t *targets, int N,
-                                        int V, float scale) {
+void crossentropy_rows(CudaCtx *ctx, float *dlogits, double *row_loss, const float *logits,
+                       const int32_t *targets, int N, int V, float scale) {
     if (N <= 0) return;
-    double *row_loss = (double *)ctx_arena(ctx, (size_t)N * sizeof(double));
     // Large vocabularies (32k..128k) want a full block per row; small ones waste it.
     const int block = V >= 8192 ? 1024 : 256;
     crossentropy_rows_kernel<<<(unsigned)N, block, 0, ctx->stream>>>(dlogits, row_loss, logits,
                                                                      targets, V, scale);
     CUDA_CHECK_LAUNCH();
-    if (loss) {
-        crossentropy_sum_kernel<<<1, 1024, 0, ctx->stream>>>(loss, row_loss, N, scale);
-        CUDA_CHECK_LAUNCH();
-    }
+}
+
+void crossentropy_sum(CudaCtx *ctx, double *loss, const double *row_loss, int N, float scale) {
+    if (N <= 0) return;
+    crossentropy_sum_kernel<<<1, 1024, 0, ctx->stream>>>(loss, row_loss, N, scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *loss,
+                                        const float *logits, const int32_t *targets, int N,
+                                        int V, float scale) {
+    if (N <= 0) return;
+    double *row_loss = (double *)ctx_arena(ctx, (size_t)N * sizeof(double));
+    crossentropy_rows(ctx, dlogits, row_loss, logits, targets, N, V, scale);
+    if (loss) crossentropy_sum(ctx, loss, row_loss, N, scale);
 }

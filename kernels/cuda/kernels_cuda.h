@@ -31,6 +31,7 @@
 // PPTRAIN_HAVE_CUDA for everything that links pptrain_kernels_cuda.
 #ifndef PPTRAIN_KERNELS_CUDA_H
 #define PPTRAIN_KERNELS_CUDA_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
@@ -77,6 +78,12 @@ void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n);
 // dst(n) = float(src), exact.
 void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n);
 
+// dst(rows, ld)[:, 0:cols] = src(rows, cols) (dst points at the block's first column): column
+// blocks packed side by side into one GEMM operand (N, sum of cols), fp32 or rounded to bf16.
+void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols);
+void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows,
+                         int cols);
+
 // ---- embedding.cu ------------------------------------------------------------------------
 // out(N, C) = wte[tokens[n]]; tokens (device, N) in [0, V).
 void cuda_embedding_forward(CudaCtx *ctx, float *out, const int32_t *tokens, const float *wte,
@@ -90,6 +97,11 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout,
 // out = inp * rstd * weight, rstd(N) = 1/sqrt(mean(inp^2) + eps) (saved for backward).
 void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp,
                           const float *weight, int N, int C, float eps);
+// The residual add and the next RMSNorm in one kernel: sum = a + b (may alias a or b), then
+// out, rstd as cuda_rmsnorm_forward(out, rstd, sum, weight): the same numbers as the two calls.
+void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
+                                   const float *a, const float *b, const float *weight, int N,
+                                   int C, float eps);
 // dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL.
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
                            const float *inp, const float *weight, const float *rstd,
@@ -106,6 +118,15 @@ void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, co
 // dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
 void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, const float *inp,
                                  int N, int IC, int OC);
+// batch projections of one input in one GEMM (fused q|k|v, gate|up over weights stored back
+// to back): out + b * out_stride (N, OC) = inp(N, IC) @ (W + b * W_stride)(OC, IC)^T for
+// b < batch (strides in elements; the outputs must not overlap).
+void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, const float *inp,
+                                const float *W, size_t W_stride, int batch, int N, int IC,
+                                int OC);
+void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride,
+                                     const cuda_bf16 *inp, const cuda_bf16 *W, size_t W_stride,
+                                     int batch, int N, int IC, int OC);
 // The same three with bf16 operands, fp32 accumulation, fp32 results (overwrite / +=).
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
                               const cuda_bf16 *W, int N, int IC, int OC);
@@ -167,6 +188,25 @@ void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float
 void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *loss,
                                         const float *logits, const int32_t *targets, int N,
                                         int V, float scale);
+
+// ---- classifier.cu -----------------------------------------------------------------------
+// The LM head and its loss fused: logits = x(N, C) @ W(V, C)^T row chunk by row chunk, never
+// all N rows at once, so no (N, V) tensor exists. Per chunk of R = cuda_classifier_chunk_rows
+// rows (in order): the chunk's fp32 logits in the context's arena, its rows' losses (as
+// cuda_crossentropy_forward_backward: pads contribute nothing), and when dx or dW is non-NULL
+// dlogits = scale * (softmax - onehot) in place, then
+//   dx(N, C) += dlogits @ W   (the chunk's rows)        dW(V, C) += dlogits^T @ x
+// *loss += scale * (sum of the N row losses) at the end (NULL: not computed). Each of loss,
+// dx, dW may be NULL. cuda_classifier_arena_bytes(N, V, bf16) is what the call takes of the
+// arena (reserve it: cuda_ctx_reserve). The bf16 form takes bf16 x and W and rounds each
+// chunk's dlogits to bf16 for the two gradient GEMMs, as every bf16 GEMM operand.
+int cuda_classifier_chunk_rows(int N, int V);
+size_t cuda_classifier_arena_bytes(int N, int V, bool bf16);
+void cuda_classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const float *x,
+                     const float *W, const int32_t *targets, int N, int C, int V, float scale);
+void cuda_classifier_bf16(CudaCtx *ctx, double *loss, float *dx, float *dW, const cuda_bf16 *x,
+                          const cuda_bf16 *W, const int32_t *targets, int N, int C, int V,
+                          float scale);
 
 // ---- adamw.cu ----------------------------------------------------------------------------
 // adamw_update on fp32 master params and moments, the same fp32 arithmetic term for term;

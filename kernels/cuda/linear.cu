@@ -19,6 +19,28 @@ static void linear_bwd_w(CudaCtx *ctx, float *dW, const void *dout, const void *
     gemm_rm(ctx, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, t, 1.0f, dW, IC);
 }
 
+// batch forwards sharing inp: out + b * out_stride = inp @ (W + b * W_stride)^T, one strided
+// batched GEMM (cuBLAS, which takes a batch stride of 0 for the shared input), each output
+// written in place (no split afterwards).
+static void linear_fwd_shared(CudaCtx *ctx, float *out, size_t out_stride, const void *inp,
+                              const void *W, size_t W_stride, int batch, int N, int IC, int OC,
+                              cudaDataType_t t) {
+    gemm_rm_strided(ctx, false, true, N, OC, IC, 1.0f, inp, IC, 0, W, IC, (long long)W_stride, t,
+                    0.0f, out, OC, (long long)out_stride, batch);
+}
+
+void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, const float *inp,
+                                const float *W, size_t W_stride, int batch, int N, int IC,
+                                int OC) {
+    linear_fwd_shared(ctx, out, out_stride, inp, W, W_stride, batch, N, IC, OC, CUDA_R_32F);
+}
+
+void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride,
+                                     const cuda_bf16 *inp, const cuda_bf16 *W, size_t W_stride,
+                                     int batch, int N, int IC, int OC) {
+    linear_fwd_shared(ctx, out, out_stride, inp, W, W_stride, batch, N, IC, OC, CUDA_R_16BF);
+}
+
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N,
                          int IC, int OC) {
     linear_fwd(ctx, out, inp, W, N, IC, OC, CUDA_R_32F);

@@ -26,6 +26,29 @@ __global__ void rmsnorm_forward_kernel(float *__restrict__ out, float *__restric
     for (int c = lane; c < C; c += 32) o[c] = x[c] * r * weight[c];
 }
 
+// The residual add fused in front: sum = a + b, written, and normalized from the values just
+// written (as cuda_residual_forward then cuda_rmsnorm_forward would, in the same order per row).
+// sum may alias a or b: each element is read, then written, by the same lane.
+__global__ void residual_rmsnorm_forward_kernel(float *sum, float *__restrict__ out,
+                                                float *__restrict__ rstd, const float *a,
+                                                const float *b, const float *__restrict__ weight,
+                                                int N, int C, float eps) {
+    int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;                                 // whole warp leaves together
+    const size_t base = (size_t)row * C;
+    double ss = 0.0;
+    for (int c = lane; c < C; c += 32) {
+        const float x = a[base + c] + b[base + c];
+        sum[base + c] = x;
+        ss += (double)x * x;
+    }
+    ss = warp_sum(ss);
+    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+    if (lane == 0) rstd[row] = r;
+    for (int c = lane; c < C; c += 32) out[base + c] = sum[base + c] * r * weight[c];
+}
+
 // dinp = rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp), row by row, accumulated.
 __global__ void rmsnorm_backward_input_kernel(float *__restrict__ dinp,
                                               const float *__restrict__ dout,
@@ -88,6 +111,16 @@ void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *in
     int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
     rmsnorm_forward_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(
         out, rstd, inp, weight, N, C, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
+                                   const float *a, const float *b, const float *weight, int N,
+                                   int C, float eps) {
+    if (N <= 0) return;
+    int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+    residual_rmsnorm_forward_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(
+        sum, out, rstd, a, b, weight, N, C, eps);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -442,6 +442,121 @@ static void test_crossentropy(void) {
     CUDA_CHECK(cudaFree(d_loss));
 }
 
+// The fused classifier against the unfused CPU path (linear_forward, crossentropy, the two
+// linear backwards) at GPT-2's vocabulary, with rows enough for three chunks of classifier.cu's
+// (the last one short); fp32 bounds as the linears' (only the order of the sums over rows
+// changes: dW sums chunk by chunk), bf16 as the bf16 GEMMs'.
+static void test_classifier(void) {
+    enum { VL = 50257, NR = 700 };
+    const size_t nx = (size_t)NR * C, nw = (size_t)VL * C, nl = (size_t)NR * VL;
+    int32_t *targets = malloc(NR * sizeof *targets);
+    if (!targets) abort();
+    for (int i = 0; i < NR; i++) targets[i] = i % 7 == 3 ? -1 : (int32_t)((frand() + 1.0f) * 0.5f * (VL - 1));
+    // scale 1 and small starting gradients: the increments are compared (check_delta), and with
+    // 1 / nonpad they would drown in the starting values' rounding.
+    const float scale = 1.0f;
+    float *x = hrand(nx, 1.0f), *W = hrand(nw, 0.2f), *logits = malloc(sizeof(float) * nl);
+    float *dx0 = hrand(nx, 0.01f), *dW0 = hrand(nw, 0.01f), *dx = hcopy(dx0, nx), *dW = hcopy(dW0, nw);
+    if (!logits) abort();
+    linear_forward(logits, x, W, NR, C, VL);
+    const double loss = crossentropy_forward_backward(logits, logits, targets, NR, VL, scale);
+    linear_backward_input(dx, logits, W, NR, C, VL, true);
+    linear_backward_weight(dW, logits, x, NR, C, VL);
+    check_true("classifier: several chunks at V=50257", cuda_classifier_chunk_rows(NR, VL) < NR / 2);
+
+    int32_t *d_t = dalloc(NR * sizeof *targets);
+    upload(d_t, targets, NR * sizeof *targets);
+    float *d_x = dfloat(x, nx), *d_W = dfloat(W, nw), *d_dx = dfloat(dx0, nx), *d_dW = dfloat(dW0, nw);
+    double *d_loss = dalloc(sizeof(double));
+    cuda_zero(ctx, d_loss, sizeof(double));
+    cuda_ctx_reserve(ctx, cuda_classifier_arena_bytes(NR, VL, true));
+    cuda_classifier(ctx, d_loss, d_dx, d_dW, d_x, d_W, d_t, NR, C, VL, scale);
+    check_scalar("classifier fp32 loss", cuda_fetch_double(ctx, d_loss), loss, 1e-6);
+    check_delta("classifier fp32 dx (+=)", d_dx, dx, dx0, nx, 1e-5);
+    check_delta("classifier fp32 dW (+=)", d_dW, dW, dW0, nw, 1e-5);
+    // Each part alone: the loss only accumulates, dW only, as the weight half calls it.
+    upload(d_dW, dW0, sizeof(float) * nw);
+    cuda_classifier(ctx, d_loss, NULL, NULL, d_x, d_W, d_t, NR, C, VL, scale);
+    check_scalar("classifier fp32 loss accumulates (2 calls)", cuda_fetch_double(ctx, d_loss), 2.0 * loss, 1e-6);
+    cuda_classifier(ctx, NULL, NULL, d_dW, d_x, d_W, d_t, NR, C, VL, scale);
+    check_delta("classifier fp32 dW alone (+=)", d_dW, dW, dW0, nw, 1e-5);
+
+    cuda_bf16 *b_x = dbf16(x, nx), *b_W = dbf16(W, nw);
+    upload(d_dx, dx0, sizeof(float) * nx);
+    upload(d_dW, dW0, sizeof(float) * nw);
+    cuda_zero(ctx, d_loss, sizeof(double));
+    cuda_classifier_bf16(ctx, d_loss, d_dx, d_dW, b_x, b_W, d_t, NR, C, VL, scale);
+    check_scalar("classifier bf16 loss", cuda_fetch_double(ctx, d_loss), loss, 1e-2);
+    check_delta("classifier bf16 dx (+=)", d_dx, dx, dx0, nx, 3e-2);
+    check_delta("classifier bf16 dW (+=)", d_dW, dW, dW0, nw, 3e-2);
+
+    free(targets); free(x); free(W); free(logits); free(dx0); free(dW0); free(dx); free(dW);
+    CUDA_CHECK(cudaFree(d_t)); CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_W));
+    CUDA_CHECK(cudaFree(d_dx)); CUDA_CHECK(cudaFree(d_dW)); CUDA_CHECK(cudaFree(d_loss));
+    CUDA_CHECK(cudaFree(b_x)); CUDA_CHECK(cudaFree(b_W));
+}
+
+// The fused layer's kernels (engine/model/model_cuda.c "Fused projections"): the residual add
+// with the norm after it (in place, sum == a, as the layers call it) against residual_forward
+// then rmsnorm_forward; batched projections of one input against one linear each; column blocks
+// packed side by side, fp32 exact and bf16 rounded as cuda_f32_to_bf16 rounds.
+static void test_fused_layer(void) {
+    const float eps = 1e-5f;
+    const size_t nc = (size_t)N * C;
+    float *a = hrand(nc, 2.0f), *b = hrand(nc, 2.0f), *w = hrand(C, 0.5f);
+    float *sum = malloc(sizeof(float) * nc), *out = malloc(sizeof(float) * nc), *rstd = malloc(sizeof(float) * N);
+    if (!sum || !out || !rstd) abort();
+    residual_forward(sum, a, b, nc);
+    rmsnorm_forward(out, rstd, sum, w, N, C, eps);
+    float *d_a = dfloat(a, nc), *d_b = dfloat(b, nc), *d_w = dfloat(w, C);
+    float *d_out = dalloc(sizeof(float) * nc), *d_rstd = dalloc(sizeof(float) * N);
+    cuda_residual_rmsnorm_forward(ctx, d_a, d_out, d_rstd, d_a, d_b, d_w, N, C, eps);
+    check("residual_rmsnorm_forward sum (in place)", d_a, sum, nc, 0.0);
+    check("residual_rmsnorm_forward out", d_out, out, nc, 1e-6);
+    check("residual_rmsnorm_forward rstd", d_rstd, rstd, N, 1e-6);
+
+    // Three projections (OC = FF) of one input, weights back to back, outputs spaced by `gap`.
+    enum { batch = 3 };
+    const size_t nw = (size_t)FF * C, no = (size_t)N * FF, gap = no + 64;
+    float *W = hrand(batch * nw, 0.2f), *want = malloc(sizeof(float) * batch * gap);
+    if (!want) abort();
+    for (int k = 0; k < batch; k++) linear_forward(want + k * gap, a, W + k * nw, N, C, FF);
+    float *d_x = dfloat(a, nc), *d_W = dfloat(W, batch * nw), *d_o = dalloc(sizeof(float) * batch * gap);
+    cuda_linear_forward_shared(ctx, d_o, gap, d_x, d_W, nw, batch, N, C, FF);
+    for (int k = 0; k < batch; k++)
+        check("linear_forward_shared fp32 (one of 3)", d_o + k * gap, want + k * gap, no, 1e-5);
+    cuda_bf16 *b_x = dbf16(a, nc), *b_W = dbf16(W, batch * nw);
+    cuda_linear_forward_shared_bf16(ctx, d_o, gap, b_x, b_W, nw, batch, N, C, FF);
+    for (int k = 0; k < batch; k++)
+        check("linear_forward_shared bf16 (one of 3)", d_o + k * gap, want + k * gap, no, 1e-2);
+
+    // Packing: [a | b] (N, 2C).
+    float *packed = malloc(sizeof(float) * 2 * nc);
+    cuda_bf16 *packed16 = malloc(sizeof(cuda_bf16) * 2 * nc), *got16 = malloc(sizeof(cuda_bf16) * 2 * nc);
+    if (!packed || !packed16 || !got16) abort();
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < C; k++) {
+            packed[(size_t)r * 2 * C + k] = a[(size_t)r * C + k];
+            packed[(size_t)r * 2 * C + C + k] = b[(size_t)r * C + k];
+        }
+    for (size_t i = 0; i < 2 * nc; i++) packed16[i] = f2bf(packed[i]);
+    float *d_p = dalloc(sizeof(float) * 2 * nc);
+    cuda_bf16 *d_p16 = dalloc(sizeof(cuda_bf16) * 2 * nc);
+    cuda_pack_cols(ctx, d_p, 2 * C, d_x, N, C);
+    cuda_pack_cols(ctx, d_p + C, 2 * C, d_b, N, C);
+    check("pack_cols fp32 (exact)", d_p, packed, 2 * nc, 0.0);
+    cuda_pack_cols_bf16(ctx, d_p16, 2 * C, d_x, N, C);
+    cuda_pack_cols_bf16(ctx, d_p16 + C, 2 * C, d_b, N, C);
+    download(got16, d_p16, sizeof(cuda_bf16) * 2 * nc);
+    check_true("pack_cols bf16: rounded as f32_to_bf16", memcmp(got16, packed16, sizeof(cuda_bf16) * 2 * nc) == 0);
+
+    free(a); free(b); free(w); free(sum); free(out); free(rstd); free(W); free(want);
+    free(packed); free(packed16); free(got16);
+    CUDA_CHECK(cudaFree(d_a)); CUDA_CHECK(cudaFree(d_b)); CUDA_CHECK(cudaFree(d_w)); CUDA_CHECK(cudaFree(d_out));
+    CUDA_CHECK(cudaFree(d_rstd)); CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_W)); CUDA_CHECK(cudaFree(d_o));
+    CUDA_CHECK(cudaFree(b_x)); CUDA_CHECK(cudaFree(b_W)); CUDA_CHECK(cudaFree(d_p)); CUDA_CHECK(cudaFree(d_p16));
+}
+
 static void test_adamw(void) {
     enum { n = 1000 };
     float *p = hrand(n, 1.0f), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
@@ -514,6 +629,8 @@ int main(void) {
     test_attention();
     test_swiglu_residual();
     test_crossentropy();
+    test_classifier();
+    test_fused_layer();
     test_adamw();
     test_gradnorm();
     cuda_ctx_destroy(ctx);

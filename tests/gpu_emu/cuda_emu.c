@@ -29,10 +29,16 @@
 // Timing events carry the host clock of the moment their stream ran to them
 // (cudaEventElapsedTime); PPTRAIN_EMU_KERNEL_US=N makes every kernel take N microseconds more.
 // PPTRAIN_EMU_FAIL_CALL=N [PPTRAIN_EMU_FAIL_RANK=R] makes a CUDA call fail (injected_failure).
-// PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, one line on stderr
+// PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, three lines on stderr
 //   pptrain (GPU emulation): N host syncs            (" (rank R)" added under mpirun)
 // counting every call that made the host wait for device work not yet done (a stream or event
-// synchronize, a copy to pageable memory, a cudaFree), summed over the process's threads.
+// synchronize, a copy to pageable memory, a cudaFree), summed over the process's threads, and
+//   pptrain (GPU emulation): M GEMM plans built
+// the misses of the contexts' GEMM plan caches (kernels/cuda/gemm_plans.h), each a cuBLASLt
+// heuristic query on a GPU, and
+//   pptrain (GPU emulation): K kernel calls
+// the kernels/cuda calls that queued work (kernels_emu.c: one item each; on a GPU most are one
+// launch, a few several: attention, the loss, an RMSNorm weight gradient).
 // Not emulated: the kernels themselves (tests/gpu/test_cuda_kernels runs those on a GPU).
 #include <pthread.h>
 #include <stdio.h>
@@ -70,12 +76,23 @@ void emu_poison(void *p, size_t bytes) { memset(p, 0xff, bytes); }
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_state;
 static unsigned long host_syncs;
+static unsigned long gemm_plans_built;   // atomic: stages build theirs on their own threads
+static unsigned long kernels_queued;     // atomic: emu_enqueue's calls, one a kernels/cuda call
 
-// At exit: "pptrain (GPU emulation): N host syncs", with " (rank R)" under mpirun.
+void emu_count_gemm_plan(void) { __atomic_fetch_add(&gemm_plans_built, 1, __ATOMIC_RELAXED); }
+
+// At exit: "pptrain (GPU emulation): N host syncs", then "... M GEMM plans built" and "... K
+// kernel calls", each with " (rank R)" under mpirun.
 static void print_syncs(void) {
     const char *rank = getenv("OMPI_COMM_WORLD_RANK");
     fprintf(stderr, "pptrain (GPU emulation): %lu host syncs%s%s%s\n", host_syncs, rank ? " (rank " : "",
             rank ? rank : "", rank ? ")" : "");
+    fprintf(stderr, "pptrain (GPU emulation): %lu GEMM plans built%s%s%s\n",
+            __atomic_load_n(&gemm_plans_built, __ATOMIC_RELAXED), rank ? " (rank " : "", rank ? rank : "",
+            rank ? ")" : "");
+    fprintf(stderr, "pptrain (GPU emulation): %lu kernel calls%s%s%s\n",
+            __atomic_load_n(&kernels_queued, __ATOMIC_RELAXED), rank ? " (rank " : "", rank ? rank : "",
+            rank ? ")" : "");
 }
 
 // Reads PPTRAIN_EMU_SEED and PPTRAIN_EMU_COUNT_SYNCS once, before main.
@@ -306,6 +323,7 @@ static void enqueue_item(cudaStream_t stream, Item it, const void *args, size_t 
 }
 
 void emu_enqueue(cudaStream_t stream, void (*run)(void *args), const void *args, size_t bytes) {
+    __atomic_fetch_add(&kernels_queued, 1, __ATOMIC_RELAXED);
     enqueue_item(stream, (Item){.kind = ITEM_RUN, .run = run, .kernel = true}, args, bytes);
 }
 

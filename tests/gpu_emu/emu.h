@@ -34,6 +34,10 @@ typedef struct {
 } EmuOp;
 void emu_enqueue_op(cudaStream_t stream, EmuOp op, const void *args, size_t bytes);
 
+// A GEMM plan built (kernels/cuda/gemm_plans.h: a cuBLASLt heuristic query on a GPU), counted
+// for PPTRAIN_EMU_COUNT_SYNCS's report (cuda_emu.c).
+void emu_count_gemm_plan(void);
+
 // Fills bytes at p with NaN (0xff bytes: a NaN float, double and bf16; -1 as an integer).
 void emu_poison(void *p, size_t bytes);
 

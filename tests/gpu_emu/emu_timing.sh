@@ -4,7 +4,7 @@
 # runtime_device_times, cudaEventElapsedTime), not the time the host took to queue them.
 # The emulator makes every kernel take PPTRAIN_EMU_KERNEL_US more (tests/gpu_emu/cuda_emu.c)
 # and runs queued work only when something waits on it, so host time and device time part:
-# a tiny stage's forward queues some 190 kernels, its backward more, in a few ms of host time.
+# a tiny stage's forward queues some 150 kernels, its backward more, in a few ms of host time.
 # Checks, at 1000 us a kernel:
 #  - every F and B in the trace lasts at least 100 kernels (100 ms);
 #  - each rank's busy time (console) is at least its actions' share of that, on 1 and 2 stages;

@@ -20,8 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <library_types.h>
+
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/flash_tile.h"
+#include "kernels/cuda/gemm_plans.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "tests/gpu_emu/flash_emu.h"
 #include "tests/gpu_emu/emu.h"
@@ -39,6 +42,7 @@ struct CudaCtx {
     size_t arena_bytes;
     bool reserved;         // cuda_ctx_reserve was called: the arena may no longer grow
     double *fetched;       // pinned: where cuda_fetch_double's copy lands (as context.cu)
+    GemmPlans *plans;      // gemm.cu's plan cache, over the same keys (no plan inside: nothing to build)
 };
 
 int cuda_device_count(void) { return emu_devices(); }
@@ -52,6 +56,7 @@ CudaCtx *cuda_ctx_create(int device) {
     ctx->device = device;
     cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
     cudaMallocHost((void **)&ctx->fetched, sizeof *ctx->fetched);
+    ctx->plans = gemm_plans_create(1, NULL);
     return ctx;
 }
 
@@ -60,6 +65,7 @@ void cuda_ctx_destroy(CudaCtx *ctx) {
     cudaStreamSynchronize(ctx->stream);
     if (ctx->arena) cudaFree(ctx->arena);
     cudaFreeHost(ctx->fetched);
+    gemm_plans_destroy(ctx->plans);
     cudaStreamDestroy(ctx->stream);
     free(ctx);
 }
@@ -99,6 +105,21 @@ void cuda_ctx_reserve(CudaCtx *ctx, size_t bytes) {
 static void *arena_for(CudaCtx *ctx, const char *call, size_t bytes) {
     if (ctx->reserved && bytes > ctx->arena_bytes) emu_breach(call, "needs more of the context's arena than cuda_ctx_reserve reserved");
     return arena_grow(ctx, bytes);
+}
+
+// gemm.cu's gemm_rm as it plans (at the call, not when the work runs): the key it builds for
+// these arguments, looked up in the context's cache; a miss is the heuristic query a GPU makes,
+// counted (emu_count_gemm_plan).
+static void plan_gemm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, const void *A, int lda, const void *B,
+                      int ldb, bool bf16, const void *C, int ldc) {
+    if (M <= 0 || N <= 0 || K <= 0) return;   // gemm_rm: no cuBLASLt GEMM, no plan
+    const GemmKey key = {.m = M, .n = N, .k = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc,
+                         .ab_type = bf16 ? CUDA_R_16BF : CUDA_R_32F, .c_type = CUDA_R_32F,
+                         .epilogue = 1 /* CUBLASLT_EPILOGUE_DEFAULT */, .align_a = gemm_ptr_alignment(A),
+                         .align_b = gemm_ptr_alignment(B), .align_c = gemm_ptr_alignment(C)};
+    bool is_new = false;
+    gemm_plans_find(ctx->plans, &key, &is_new);
+    if (is_new) emu_count_gemm_plan();
 }
 
 // ---- host reads and zeroing ------------------------------------------------------------------
@@ -152,6 +173,41 @@ void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n) 
     emu_need_device(__func__, src, n * sizeof *src);
     const ConvertArgs a = {dst, src, n};
     emu_enqueue(ctx->stream, run_from_bf16, &a, sizeof a);
+}
+
+typedef struct {
+    void *dst;
+    const float *src;
+    int ld, rows, cols;
+    bool bf16;
+} PackArgs;
+
+static void run_pack_cols(void *p) {
+    const PackArgs *a = p;
+    for (int r = 0; r < a->rows; r++)
+        for (int k = 0; k < a->cols; k++) {
+            const float x = a->src[(size_t)r * a->cols + k];
+            const size_t at = (size_t)r * a->ld + k;
+            if (a->bf16) ((cuda_bf16 *)a->dst)[at] = emu_to_bf16(x);
+            else ((float *)a->dst)[at] = x;
+        }
+}
+
+static void pack_cols(CudaCtx *ctx, const char *call, PackArgs a) {
+    launch(ctx, call);
+    if (a.rows <= 0 || a.cols <= 0) return;
+    if (a.cols > a.ld) emu_breach(call, "a block wider than the packed row");
+    emu_need_device(call, a.src, F((size_t)a.rows * a.cols));
+    emu_need_device(call, a.dst, ((size_t)(a.rows - 1) * a.ld + a.cols) * (a.bf16 ? 2 : 4));
+    emu_enqueue(ctx->stream, run_pack_cols, &a, sizeof a);
+}
+
+void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols) {
+    pack_cols(ctx, __func__, (PackArgs){dst, src, ld, rows, cols, false});
+}
+
+void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows, int cols) {
+    pack_cols(ctx, __func__, (PackArgs){dst, src, ld, rows, cols, true});
 }
 
 // A host fp32 copy of a device bf16 operand (freed by the caller), made when the work runs.
@@ -220,6 +276,8 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout, const
 
 typedef struct {
     float *out, *rstd, *dinp, *dweight;
+    float *sum;                  // the fused residual's (residual_rmsnorm)
+    const float *a, *b;
     const float *inp, *weight, *dout, *rstd_in;
     int N, C;
     float eps;
@@ -230,6 +288,12 @@ typedef struct {
 static void run_rmsnorm_forward(void *p) {
     const RmsnormArgs *a = p;
     rmsnorm_forward(a->out, a->rstd, a->inp, a->weight, a->N, a->C, a->eps);
+}
+
+static void run_residual_rmsnorm_forward(void *p) {
+    const RmsnormArgs *a = p;
+    residual_forward(a->sum, a->a, a->b, (size_t)a->N * a->C);
+    rmsnorm_forward(a->out, a->rstd, a->sum, a->weight, a->N, a->C, a->eps);
 }
 
 static void run_rmsnorm_backward(void *p) {
@@ -247,6 +311,21 @@ void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *in
     emu_need_device(__func__, weight, F(C));
     const RmsnormArgs a = {.out = out, .rstd = rstd, .inp = inp, .weight = weight, .N = N, .C = C, .eps = eps};
     emu_enqueue(ctx->stream, run_rmsnorm_forward, &a, sizeof a);
+}
+
+void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd, const float *a, const float *b,
+                                   const float *weight, int N, int C, float eps) {
+    launch(ctx, __func__);
+    const size_t NC = F((size_t)N * C);
+    emu_need_device(__func__, sum, NC);
+    emu_need_device(__func__, out, NC);
+    emu_need_device(__func__, rstd, F(N));
+    emu_need_device(__func__, a, NC);
+    emu_need_device(__func__, b, NC);
+    emu_need_device(__func__, weight, F(C));
+    const RmsnormArgs r = {.sum = sum, .out = out, .rstd = rstd, .a = a, .b = b, .weight = weight, .N = N, .C = C,
+                           .eps = eps};
+    emu_enqueue(ctx->stream, run_residual_rmsnorm_forward, &r, sizeof r);
 }
 
 // rmsnorm.cu's partial sums for dweight: (chunks, C) doubles, chunks of 128 rows doubled
@@ -369,8 +448,55 @@ static void linear(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, f
     emu_need_device(call, y, F(ny));
     emu_need_device(call, x, nx * esz);
     emu_need_device(call, w, nw * esz);
+    // linear.cu's gemm_rm calls (see there)
+    if (kind == LIN_FORWARD) plan_gemm(ctx, false, true, N, OC, IC, x, IC, w, IC, bf16, y, OC);
+    if (kind == LIN_BACKWARD_INPUT) plan_gemm(ctx, false, false, N, IC, OC, x, OC, w, IC, bf16, y, IC);
+    if (kind == LIN_BACKWARD_WEIGHT) plan_gemm(ctx, true, false, OC, IC, N, x, OC, w, IC, bf16, y, IC);
     const LinearArgs a = {kind, bf16, y, x, w, nx, nw, N, IC, OC};
     emu_enqueue(ctx->stream, run_linear, &a, sizeof a);
+}
+
+typedef struct {
+    float *out;
+    const void *inp, *W;
+    size_t out_stride, W_stride;
+    int batch, N, IC, OC;
+    bool bf16;
+} SharedArgs;
+
+static void run_linear_shared(void *p) {
+    const SharedArgs *a = p;
+    const size_t esz = a->bf16 ? 2 : 4, nw = (size_t)a->OC * a->IC;
+    float *x = a->bf16 ? widen(a->inp, (size_t)a->N * a->IC) : NULL;
+    for (int b = 0; b < a->batch; b++) {
+        const void *Wb = (const char *)a->W + b * a->W_stride * esz;
+        float *w = a->bf16 ? widen(Wb, nw) : NULL;
+        linear_forward(a->out + b * a->out_stride, a->bf16 ? x : a->inp, a->bf16 ? w : Wb, a->N, a->IC, a->OC);
+        free(w);
+    }
+    free(x);
+}
+
+// linear.cu's one strided batched GEMM (cuBLAS, no cuBLASLt plan).
+static void linear_shared(CudaCtx *ctx, const char *call, SharedArgs a) {
+    launch(ctx, call);
+    if (a.batch <= 0 || a.N <= 0 || a.OC <= 0) return;
+    const size_t esz = a.bf16 ? 2 : 4, no = (size_t)a.N * a.OC;
+    if (a.out_stride < no) emu_breach(call, "the batch's outputs overlap");
+    emu_need_device(call, a.out, F((a.batch - 1) * a.out_stride + no));
+    emu_need_device(call, a.inp, (size_t)a.N * a.IC * esz);
+    emu_need_device(call, a.W, ((a.batch - 1) * a.W_stride + (size_t)a.OC * a.IC) * esz);
+    emu_enqueue(ctx->stream, run_linear_shared, &a, sizeof a);
+}
+
+void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, const float *inp, const float *W,
+                                size_t W_stride, int batch, int N, int IC, int OC) {
+    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, false});
+}
+
+void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride, const cuda_bf16 *inp,
+                                     const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC) {
+    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, true});
 }
 
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N, int IC, int OC) {
@@ -554,6 +680,108 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
     LossArgs a = {dlogits, loss, logits, targets, N, V, scale, NULL, (size_t)N * sizeof(double)};
     a.arena = arena_for(ctx, __func__, a.arena_bytes);
     emu_enqueue(ctx->stream, run_crossentropy, &a, sizeof a);
+}
+
+// The fused classifier (classifier.cu): the same chunk loop, each chunk's logits in the arena,
+// run by the CPU kernels. The emulator's chunks are small (EMU_CLASSIFIER_CHUNK_BYTES of logits,
+// 15 rows at the tiny model's vocabulary), so the tests' microbatches take several chunks and a
+// ragged last one, where the GPU's 64 MiB would take their rows in one. The arena it takes is
+// the GPU's (CLASSIFIER_CHUNK_BYTES of classifier.cu: rows for the GPU's chunks), as every
+// kernel here takes what its kernels/cuda twin takes, so a reserve short of it is a breach.
+#define EMU_CLASSIFIER_CHUNK_BYTES ((size_t)16 << 10)
+#define CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
+
+static int chunk_rows(int N, int V, size_t budget) {
+    size_t rows = budget / ((size_t)(V > 0 ? V : 1) * sizeof(float));
+    if (rows < 1) rows = 1;
+    return N > 0 && rows > (size_t)N ? N : (int)rows;
+}
+
+int cuda_classifier_chunk_rows(int N, int V) { return chunk_rows(N, V, EMU_CLASSIFIER_CHUNK_BYTES); }
+
+size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
+    if (N <= 0) return 0;
+    const size_t chunk = (size_t)chunk_rows(N, V, CLASSIFIER_CHUNK_BYTES) * (size_t)V;
+    return round256((size_t)N * sizeof(double)) + round256(F(chunk)) + (bf16 ? round256(chunk * sizeof(cuda_bf16)) : 0);
+}
+
+typedef struct {
+    double *loss;
+    float *dx, *dW;
+    const void *x, *W;    // fp32, or bf16 (widened when the work runs)
+    const int32_t *targets;
+    int N, C, V;
+    float scale;
+    bool bf16;
+    void *arena;          // the row losses, then the chunk's logits (and their bf16 copy), as classifier.cu carves it
+    size_t arena_bytes;
+} ClassifierArgs;
+
+static void run_classifier(void *p) {
+    const ClassifierArgs *a = p;
+    const int R = cuda_classifier_chunk_rows(a->N, a->V);
+    const bool grad = a->dx || a->dW;
+    float *xw = a->bf16 ? widen(a->x, (size_t)a->N * a->C) : NULL;
+    float *Ww = a->bf16 ? widen(a->W, (size_t)a->V * a->C) : NULL;
+    const float *x = a->bf16 ? xw : a->x, *W = a->bf16 ? Ww : a->W;
+    float *logits = (float *)((char *)a->arena + round256((size_t)a->N * sizeof(double)));
+    double loss = 0.0;
+    for (int r0 = 0; r0 < a->N; r0 += R) {
+        const int rows = a->N - r0 < R ? a->N - r0 : R;
+        const float *xr = x + (size_t)r0 * a->C;
+        const size_t n = (size_t)rows * a->V;
+        linear_forward(logits, xr, W, rows, a->C, a->V);
+        loss += crossentropy_forward_backward(grad ? logits : NULL, logits, a->targets + r0, rows, a->V, a->scale);
+        if (!grad) continue;
+        if (a->bf16)   // classifier.cu converts the chunk's dlogits for the two GEMMs
+            for (size_t i = 0; i < n; i++) logits[i] = emu_from_bf16(emu_to_bf16(logits[i]));
+        if (a->dx) linear_backward_input(a->dx + (size_t)r0 * a->C, logits, W, rows, a->C, a->V, true);
+        if (a->dW) linear_backward_weight(a->dW, logits, xr, rows, a->C, a->V);
+    }
+    if (a->loss) *a->loss += loss;
+    emu_poison(a->arena, a->arena_bytes);
+    free(xw);
+    free(Ww);
+}
+
+static void classifier(CudaCtx *ctx, const char *call, ClassifierArgs a) {
+    launch(ctx, call);
+    const size_t esz = a.bf16 ? 2 : 4;
+    emu_need_device(call, a.x, (size_t)a.N * a.C * esz);
+    emu_need_device(call, a.W, (size_t)a.V * a.C * esz);
+    emu_need_device(call, a.targets, (size_t)a.N * sizeof *a.targets);
+    if (a.loss) emu_need_device(call, a.loss, sizeof *a.loss);
+    if (a.dx) emu_need_device(call, a.dx, F((size_t)a.N * a.C));
+    if (a.dW) emu_need_device(call, a.dW, F((size_t)a.V * a.C));
+    if (a.N <= 0) return;
+    a.arena_bytes = cuda_classifier_arena_bytes(a.N, a.V, a.bf16);
+    a.arena = arena_for(ctx, call, a.arena_bytes);
+    // classifier.cu's GEMMs, chunk by chunk (the logits after the row losses in the arena)
+    const int R = cuda_classifier_chunk_rows(a.N, a.V);
+    const float *logits = (const float *)((char *)a.arena + round256((size_t)a.N * sizeof(double)));
+    const void *dl = a.bf16 ? (const char *)logits + round256(F((size_t)R * a.V)) : (const void *)logits;
+    for (int r0 = 0; r0 < a.N; r0 += R) {
+        const int rows = a.N - r0 < R ? a.N - r0 : R;
+        const void *xr = (const char *)a.x + (size_t)r0 * a.C * esz;
+        plan_gemm(ctx, false, true, rows, a.V, a.C, xr, a.C, a.W, a.C, a.bf16, logits, a.V);
+        if (a.dx) plan_gemm(ctx, false, false, rows, a.C, a.V, dl, a.V, a.W, a.C, a.bf16, a.dx + (size_t)r0 * a.C, a.C);
+        if (a.dW) plan_gemm(ctx, true, false, a.V, a.C, rows, dl, a.V, xr, a.C, a.bf16, a.dW, a.C);
+    }
+    emu_enqueue(ctx->stream, run_classifier, &a, sizeof a);
+}
+
+void cuda_classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const float *x, const float *W,
+                     const int32_t *targets, int N, int C, int V, float scale) {
+    classifier(ctx, __func__,
+               (ClassifierArgs){.loss = loss, .dx = dx, .dW = dW, .x = x, .W = W, .targets = targets, .N = N, .C = C,
+                                .V = V, .scale = scale});
+}
+
+void cuda_classifier_bf16(CudaCtx *ctx, double *loss, float *dx, float *dW, const cuda_bf16 *x, const cuda_bf16 *W,
+                          const int32_t *targets, int N, int C, int V, float scale) {
+    classifier(ctx, __func__,
+               (ClassifierArgs){.loss = loss, .dx = dx, .dW = dW, .x = x, .W = W, .targets = targets, .N = N, .C = C,
+                                .V = V, .scale = scale, .bf16 = true});
 }
 
 typedef struct {

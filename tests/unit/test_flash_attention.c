@@ -138,8 +138,17 @@ static void test_slot_bytes(void) {
     const size_t cpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU);
     const size_t gpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA);
     const size_t square = carved((size_t)rows * cfg.heads * T * T), line = carved((size_t)rows * cfg.heads * T);
-    CHECK(cpu - gpu == (size_t)(cfg.layers + 1) * (square - line), "CPU %zu - GPU %zu bytes != %d x (%zu - %zu)", cpu,
-          gpu, cfg.layers + 1, square, line);
+    // Without the head, attention is the whole difference; with it, a GPU stage also keeps no
+    // (N, V) logits (the fused classifier, kernels/cuda/classifier.cu).
+    StageModel body = shell;
+    body.has_head = false;
+    const size_t cpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CPU);
+    const size_t gpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CUDA);
+    CHECK(cpu_body - gpu_body == (size_t)(cfg.layers + 1) * (square - line), "CPU %zu - GPU %zu bytes != %d x (%zu - %zu)",
+          cpu_body, gpu_body, cfg.layers + 1, square, line);
+    const size_t logits = carved((size_t)rows * T * cfg.vocab);
+    CHECK(cpu - gpu >= (cpu_body - gpu_body) + logits, "with the head: CPU %zu - GPU %zu bytes, not %zu more for the logits",
+          cpu, gpu, logits);
     CHECK(stage_acts_bytes(&shell, rows, T) == cpu, "a shell without a backend counts as the CPU");
     // Linear in T on the GPU (alignment only rounds up), not on the CPU.
     const size_t gpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CUDA);

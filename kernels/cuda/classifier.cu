@@ -1,0 +1,77 @@
+// kernels/cuda/classifier.cu: the LM head, its loss and the loss's gradients fused, row chunk
+// by row chunk, so no (N, V) tensor exists (llm.c's fused classifier, without its bf16 logits).
+//
+// For rows r0, r0 + R, ... of x(N, C) (R = cuda_classifier_chunk_rows(N, V)):
+//   logits(R, V) = x[r0 : r0+R] @ W(V, C)^T                   (fp32, in the context's arena)
+//   row_loss[r0 + i] = logsumexp(logits[i]) - logits[i][target]     (crossentropy_rows)
+//   then, when a gradient is asked for, in place:
+//   dlogits = scale * (softmax - onehot)                      (zero on pad rows)
+//   dx[r0 : r0+R] += dlogits @ W                              (dx != NULL)
+//   dW            += dlogits^T @ x[r0 : r0+R]                 (dW != NULL)
+// and at the end *loss += scale * sum of row_loss(N) in one fixed tree (loss != NULL), exactly
+// as cuda_crossentropy_forward_backward adds it. In bf16 mode the GEMM operands are bf16 (x
+// and W as given, dlogits converted per chunk into the arena); results stay fp32.
+// The chunk's logits are the only large scratch: R x V floats, R chosen so they fit
+// CLASSIFIER_CHUNK_BYTES; cuda_classifier_arena_bytes says the whole arena a call takes.
+#include "kernels/cuda/common.cuh"
+
+// The chunk's fp32 logits at most: 64 MiB is 1.3% of the 3.3 GB the full (16 x 1024, 50257)
+// logits would take, and leaves R = 333 rows at V = 50257, wide enough for the GEMMs to run
+// at full rate (each chunk's GEMM is 333 x 50257 x C).
+#define CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
+
+extern "C" int cuda_classifier_chunk_rows(int N, int V) {
+    size_t rows = CLASSIFIER_CHUNK_BYTES / ((size_t)(V > 0 ? V : 1) * sizeof(float));
+    if (rows < 1) rows = 1;
+    return N > 0 && rows > (size_t)N ? N : (int)rows;
+}
+
+// Row losses (N doubles), the chunk's logits (R x V floats), in bf16 mode their bf16 copy.
+extern "C" size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
+    if (N <= 0) return 0;
+    const size_t chunk = (size_t)cuda_classifier_chunk_rows(N, V) * (size_t)V;
+    return arena_round((size_t)N * sizeof(double)) + arena_round(chunk * sizeof(float)) +
+           (bf16 ? arena_round(chunk * sizeof(cuda_bf16)) : 0);
+}
+
+static void classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const void *x,
+                       const void *W, const int32_t *targets, int N, int C, int V, float scale,
+                       cudaDataType_t t) {
+    if (N <= 0) return;
+    const bool bf16 = t == CUDA_R_16BF, grad = dx || dW;
+    const int R = cuda_classifier_chunk_rows(N, V);
+    const size_t esz = bf16 ? sizeof(cuda_bf16) : sizeof(float);
+    char *arena = (char *)ctx_arena(ctx, cuda_classifier_arena_bytes(N, V, bf16));
+    double *row_loss = (double *)arena;
+    float *logits = (float *)(arena + arena_round((size_t)N * sizeof(double)));
+    cuda_bf16 *dlogits16 =
+        (cuda_bf16 *)((char *)logits + arena_round((size_t)R * V * sizeof(float)));
+    for (int r0 = 0; r0 < N; r0 += R) {
+        const int rows = N - r0 < R ? N - r0 : R;
+        const void *xr = (const char *)x + (size_t)r0 * C * esz;
+        gemm_rm(ctx, false, true, rows, V, C, 1.0f, xr, C, W, C, t, 0.0f, logits, V);
+        crossentropy_rows(ctx, grad ? logits : NULL, row_loss + r0, logits, targets + r0, rows, V,
+                          scale);
+        if (!grad) continue;
+        const void *dl = logits;
+        if (bf16) {
+            cuda_f32_to_bf16(ctx, dlogits16, logits, (size_t)rows * V);
+            dl = dlogits16;
+        }
+        if (dx) gemm_rm(ctx, false, false, rows, C, V, 1.0f, dl, V, W, C, t, 1.0f, dx + (size_t)r0 * C, C);
+        if (dW) gemm_rm(ctx, true, false, V, C, rows, 1.0f, dl, V, xr, C, t, 1.0f, dW, C);
+    }
+    if (loss) crossentropy_sum(ctx, loss, row_loss, N, scale);
+}
+
+extern "C" void cuda_classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const float *x,
+                                const float *W, const int32_t *targets, int N, int C, int V,
+                                float scale) {
+    classifier(ctx, loss, dx, dW, x, W, targets, N, C, V, scale, CUDA_R_32F);
+}
+
+extern "C" void cuda_classifier_bf16(CudaCtx *ctx, double *loss, float *dx, float *dW,
+                                     const cuda_bf16 *x, const cuda_bf16 *W,
+                                     const int32_t *targets, int N, int C, int V, float scale) {
+    classifier(ctx, loss, dx, dW, x, W, targets, N, C, V, scale, CUDA_R_16BF);
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# tests/gpu_emu/emu_launches.sh: the kernel calls one layer costs per microbatch (forward, and
+# both backward halves) on a GPU stage, counted by the emulator (PPTRAIN_EMU_COUNT_SYNCS=1:
+# "K kernel calls", tests/gpu_emu/cuda_emu.c: memsets and copies not included) as the difference
+# between a 2-layer and a 1-layer model over one step of M microbatches, divided by M.
+# The fused projections and residual norms (engine/model/model_cuda.c) set the counts:
+#   bf16, grouped queries (kv heads < heads): 56, down from 66 before the fusions:
+#     forward -4: q alone + k|v batched (3 GEMMs -> 2), gate|up batched (2 -> 1), each residual
+#       add fused with the norm after it (2 a layer);
+#     backward input -3 and weight -3: one dx and one dW GEMM for q|k|v (3 -> 1 each) and for
+#       gate|up (2 -> 1 each); the packing replaces the bf16 conversions one for one;
+#   bf16, no grouped queries: 55 (q|k|v one batch: one GEMM fewer);
+#   then flash attention (kernels/cuda/flash_attention.cu) took 7 more off both bf16 counts, to
+#     49 and 48: attention reads q, k, v (and its output gradient) in fp32, so the bf16 copies
+#     the old attention kernels read (made forward and again for the backward) are gone, and its
+#     forward and backward are fewer kernels; the fp32 counts did not move;
+#   fp32: 37 with grouped queries (37 before the fusions too) and 36 without: the forward saves
+#     as in bf16, but fp32 operands were never converted, so in each backward half the packing of
+#     the gradient blocks (2 + 3 calls) adds back what the merged GEMMs save (1 + 2) and more.
+# A change of a layer's kernels changes these numbers on purpose: update them with the reason.
+# usage: emu_launches.sh PPTRAIN_EMU SOURCE_DIR
+source "$(dirname "$0")/../cli/lib_cli.sh" "$@"
+
+data="$src/tests/fixtures/text"
+M=4
+model() {   # model LAYERS KV_HEADS: a config file named after them (the tiny preset's shapes)
+  printf '{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": %d, "num_attention_heads": 4,
+ "num_key_value_heads": %d, "vocab_size": 259, "max_position_embeddings": 256}' "$1" "$2" > "l$1kv$2.json"
+  echo "l$1kv$2.json"
+}
+calls() {   # calls LAYERS KV_HEADS args...: kernel calls of a 1-step run
+  local cfg
+  cfg=$(model "$1" "$2")
+  shift 2
+  PPTRAIN_EMU_COUNT_SYNCS=1 timeout 120 "$bin" train --data "$data" --model "$cfg" --batch 8 --seq 64 \
+    --microbatches $M --steps 1 --device cuda --db '' "$@" 2>&1 >/dev/null | awk '/kernel calls/ { print $4 }'
+}
+per_layer() {   # per_layer WANT KV_HEADS args...: a layer's kernel calls per microbatch are WANT
+  local want=$1 kv=$2 one two
+  shift 2
+  one=$(calls 1 "$kv" "$@")
+  two=$(calls 2 "$kv" "$@")
+  if [ -z "$one" ] || [ -z "$two" ] || [ $(((two - one) % M)) -ne 0 ] || [ $(((two - one) / M)) -ne "$want" ]; then
+    echo "  kv $kv $*: ${one:-?} kernel calls with 1 layer, ${two:-?} with 2, over $M microbatches: not $want a layer"
+    return 1
+  fi
+}
+
+check "bf16, grouped queries: 49 kernel calls a layer and microbatch (66 unfused, 56 before flash attention)" per_layer 49 2
+check "bf16, no grouped queries: 48 kernel calls a layer and microbatch" per_layer 48 4
+check "fp32, grouped queries: 37 kernel calls a layer and microbatch" per_layer 37 2 --precision fp32
+check "fp32, no grouped queries: 36 kernel calls a layer and microbatch" per_layer 36 4 --precision fp32
+cli_finish

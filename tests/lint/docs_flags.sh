@@ -21,7 +21,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Flags another program takes, named where the docs show how to run it beside pptrain.
-others=(--allow-run-as-root --oversubscribe --hostfile --mca --stdin --output-on-failure --lib --rows --preset)
+others=(--allow-run-as-root --oversubscribe --hostfile --mca --stdin --output-on-failure --lib --rows --preset
+        --reps)   # bench/bench_sample.c
 
 # help_flags COMMAND: the sorted flags the program gives for COMMAND.
 help_flags() {

@@ -2,7 +2,8 @@
 # bench/gpu_check.sh: the one command for the day a GPU is lent (issue 30, item 8). Written on a
 # machine without a GPU: it has never run; shellcheck-clean, kept plain so the first run on a
 # GPU fixes what it must. Aims at under 10 minutes on one H100. Prints one table:
-#   ctest -L gpu                the GPU tests (test_cuda_kernels: one shape so far; cli_gpu)
+#   ctest -L gpu                the GPU tests (test_cuda_kernels: flash attention at T 1 and 1024,
+#                               HD 24/64/128, GQA 32/8; the fused classifier at V 259 and 50257; cli_gpu)
 #   compute-sanitizer x4        memcheck, racecheck, initcheck, synccheck on 3 steps of 2 stages
 #   bf16 vs fp32                200 steps of the small preset, the largest loss gap and the last
 #   MFU                         125m at seq 1024: 1 stage; 4 stages on one GPU; 2 GPUs over nccl

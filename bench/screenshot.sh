@@ -7,12 +7,12 @@
 # docs/console.md from it, with a caption naming the step, size, date and CPU. Then quits the
 # console (the run is stopped; its store and checkpoints live in a temporary folder, removed).
 # Prints the run's median step time so far when sqlite3 is installed.
-# usage: bench/screenshot.sh [PPTRAIN] [STEP] [COLSxROWS]   (build/pptrain 200 100x30)
+# usage: bench/screenshot.sh [PPTRAIN] [STEP] [COLSxROWS]   (build/pptrain 200 100x34: room for the sample panel)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(realpath "${1:-$src/build/pptrain}")
 step=${2:-200}
-size=${3:-100x30}
+size=${3:-100x34}
 cols=${size%x*} rows=${size#*x}
 [ -x "$bin" ] || { echo "screenshot.sh: $bin is not an executable (build first: ./setup.sh)" >&2; exit 2; }
 case $step$cols$rows in *[!0-9]*) echo "screenshot.sh: STEP and COLSxROWS must be numbers" >&2; exit 2 ;; esac

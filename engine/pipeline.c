@@ -783,7 +783,7 @@ static int gather_logits(Pipeline *p, Error *err) {
     const bool mine = p->self < p->P && pipeline_hosts_stage(p, p->S - 1);
     char *all = NULL;
     size_t len = 0;
-    if (pipeline_gather_bytes(p, p->gen_out, mine ? bytes : 0, &all, &len, err)) return -1;
+    if (pipeline_gather_bytes(p, p->gen_out, mine ? bytes : 0, &all, &len, "the generated token's logits", err)) return -1;
     if (p->self == 0) {
         assert(len == bytes);
         memcpy(p->gen_out, all, len);
@@ -1000,7 +1000,8 @@ static int collective_failed(Pipeline *p, const Error *why, const char *where, E
     return -1;
 }
 
-int pipeline_gather_bytes(Pipeline *p, const void *mine, size_t n, char **all, size_t *len, Error *err) {
+int pipeline_gather_bytes(Pipeline *p, const void *mine, size_t n, char **all, size_t *len, const char *what,
+                          Error *err) {
     *all = NULL;
     *len = 0;
     if (!p->multiprocess) {
@@ -1019,7 +1020,9 @@ int pipeline_gather_bytes(Pipeline *p, const void *mine, size_t n, char **all, s
     if (transport_gather_bytes(p->tp, p->self, mine, n, buf, cap, counts, &why) != TRANSPORT_OK) {
         free(buf);
         free(counts);
-        return collective_failed(p, &why, "(gathering the checkpoint's records)", err);
+        char where[160];
+        snprintf(where, sizeof where, "(gathering %s)", what);
+        return collective_failed(p, &why, where, err);
     }
     if (root) {   // in place: every rank's bytes moved down to follow the previous rank's
         for (int r = 0; r < p->W; r++) {
@@ -1036,7 +1039,7 @@ int pipeline_gather_bytes(Pipeline *p, const void *mine, size_t n, char **all, s
 // The transport has no broadcast: a sum over the world where every rank but the root adds
 // zeros moves the root's bytes to everyone exactly (4 bytes per double: integers below 2^32,
 // summed with zeros in any order, are exact).
-int pipeline_bcast_bytes(Pipeline *p, char **data, size_t *n, Error *err) {
+int pipeline_bcast_bytes(Pipeline *p, char **data, size_t *n, const char *what, Error *err) {
     if (!p->multiprocess) return 0;
     const bool root = p->self == 0;
     const double most = pipeline_world_max(p, root ? (double)*n : 0.0);
@@ -1047,7 +1050,9 @@ int pipeline_bcast_bytes(Pipeline *p, char **data, size_t *n, Error *err) {
     Error why;
     if (transport_allreduce_f64(p->tp, p->self, GROUP_WORLD, v, words + 1, &why) != TRANSPORT_OK) {
         free(v);
-        return collective_failed(p, &why, "(sharing the checkpoint's files)", err);
+        char where[160];
+        snprintf(where, sizeof where, "(sharing %s)", what);
+        return collective_failed(p, &why, where, err);
     }
     if (!root) {
         *data = xmalloc(len + 1);

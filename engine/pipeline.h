@@ -173,12 +173,14 @@ int pipeline_world_rank(const Pipeline *p);  // this process's rank (0 under loc
 double pipeline_world_max(Pipeline *p, double local);
 // Every process's n bytes at the root, concatenated in rank order: *all (malloc'd, NUL after
 // the *len bytes) at the root, NULL elsewhere; under local, this process's own bytes. A
-// collective (every process calls it). 0, or -1 with err (the pipeline is then broken).
-int pipeline_gather_bytes(Pipeline *p, const void *mine, size_t n, char **all, size_t *len, Error *err);
+// collective (every process calls it). 0, or -1 with err (the pipeline is then broken), whose
+// line names the bytes as `what` says ("the checkpoint's records").
+int pipeline_gather_bytes(Pipeline *p, const void *mine, size_t n, char **all, size_t *len, const char *what,
+                          Error *err);
 // The root's *n bytes at *data to every other process, as a malloc'd copy (NUL after them) in
 // *data and *n; the root's stay as they are; nothing to do under local. A collective. 0, or -1
 // with err.
-int pipeline_bcast_bytes(Pipeline *p, char **data, size_t *n, Error *err);
+int pipeline_bcast_bytes(Pipeline *p, char **data, size_t *n, const char *what, Error *err);
 // -1 with the run's first failure in err (this process's one line) once a step, a gather or a
 // pipeline_world_max failed; else 0.
 int pipeline_failed(const Pipeline *p, Error *err);

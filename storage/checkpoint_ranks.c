@@ -59,7 +59,8 @@ static int spread_copies(Pipeline *p, const char *dir, const char *root_records,
     size_t n = 0, records_len = root ? strlen(root_records) : 0;
     int rc = root && !(pack = ckpt_spread_pack(dir, &n, err)) ? -1 : 0;
     rc = agree(p, rc, dir, "rank 0 reading back its files", err);
-    if (rc == 0 && (pipeline_bcast_bytes(p, &pack, &n, err) || pipeline_bcast_bytes(p, &records, &records_len, err)))
+    if (rc == 0 && (pipeline_bcast_bytes(p, &pack, &n, "the checkpoint's files", err) ||
+                    pipeline_bcast_bytes(p, &records, &records_len, "the checkpoint's records", err)))
         rc = -1;
     char who[64];
     for (int d = 1; d < replicas && rc == 0; d++) {
@@ -87,7 +88,7 @@ int ckpt_ranks_save(Pipeline *p, const CkptRanksSave *req, CkptState *st, Error 
     size_t all_len = 0;
     int rc = file_make_dirs(dir, err) || ckpt_write_shards(dir, p, &records, err) ? -1 : 0;
     rc = agree(p, rc, dir, "another rank's writing of its shards", err);
-    if (rc == 0) rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, err);
+    if (rc == 0) rc = pipeline_gather_bytes(p, records, strlen(records), &all, &all_len, "the checkpoint's records", err);
     free(records);
     const bool gathered = rc == 0;   // on every process alike
     if (gathered && pipeline_is_root(p))

@@ -417,6 +417,7 @@ static void end_comms(NcclTransport *nt, bool clean) {
 
 static void transport_nccl_free(Transport *t) {
     cuda_check_on_fail(NULL, NULL);   // no last words from a transport that is gone
+    cuda_check_name_rank(-1);
     NcclTransport *nt = as_nccl(t);
     // A clean end: every send taken and no receive left posted; anything else ends as a failure.
     bool clean = !nt->failed && !poll_abort(nt);
@@ -596,6 +597,7 @@ Transport *transport_nccl_create(Transport *ctl, const void *comm, int P, int D,
         return NULL;
     }
     cuda_check_on_fail(nccl_last_words, nt);
+    cuda_check_name_rank(nt->rank);
     make_comms(nt, stage_rank);
     make_buffers(nt);
     if (connect_all(nt, err) != TRANSPORT_OK) {

@@ -15,9 +15,15 @@ extern "C" void cuda_check_on_fail(CudaLastWords fn, void *arg) {
     last_words_arg = arg;
 }
 
+static int failing_rank = -1;
+
+extern "C" void cuda_check_name_rank(int rank) { failing_rank = rank; }
+
 extern "C" void cuda_check_fail(const char *library, const char *message, const char *name,
                                 const char *call, const char *file, int line) {
-    fprintf(stderr, "pptrain: %s error: %s [%s] in %s at %s:%d\n", library,
+    char who[32] = "";
+    if (failing_rank >= 0) snprintf(who, sizeof who, "rank %d: ", failing_rank);
+    fprintf(stderr, "pptrain: %s%s error: %s [%s] in %s at %s:%d\n", who, library,
             message ? message : "?", name ? name : "?", call, file, line);
     fflush(stderr);
     const CudaLastWords fn = last_words;

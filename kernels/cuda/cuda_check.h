@@ -26,6 +26,10 @@ void cuda_check_fail(const char *library, const char *message, const char *name,
 typedef void (*CudaLastWords)(void *arg);
 void cuda_check_on_fail(CudaLastWords fn, void *arg);
 
+// Under several processes the one line starts with the rank that failed ("pptrain: rank 1:
+// CUDA error: ..."), so that mpirun's merged output says whose it is. -1 (the default): no rank.
+void cuda_check_name_rank(int rank);
+
 #ifdef __cplusplus
 }
 #endif

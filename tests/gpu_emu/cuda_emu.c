@@ -755,10 +755,16 @@ void cuda_check_on_fail(CudaLastWords fn, void *arg) {
     last_words_arg = arg;
 }
 
-// As kernels/cuda/context.cu's: the line, the last words once, the exit.
+static int failing_rank = -1;
+
+void cuda_check_name_rank(int rank) { failing_rank = rank; }
+
+// As kernels/cuda/context.cu's: the line (with the rank, once named), the last words once, the exit.
 void cuda_check_fail(const char *library, const char *message, const char *name, const char *call, const char *file,
                      int line) {
-    fprintf(stderr, "pptrain: %s error: %s [%s] in %s at %s:%d\n", library, message, name, call, file, line);
+    char who[32] = "";
+    if (failing_rank >= 0) snprintf(who, sizeof who, "rank %d: ", failing_rank);
+    fprintf(stderr, "pptrain: %s%s error: %s [%s] in %s at %s:%d\n", who, library, message, name, call, file, line);
     fflush(stderr);
     const CudaLastWords fn = last_words;
     last_words = NULL;

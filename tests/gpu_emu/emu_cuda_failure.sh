@@ -5,7 +5,7 @@
 # tests/gpu_emu/cuda_emu.c) during the second step; the CUDA check's last words send the
 # nccl transport's abort notice (engine/transport/transport_nccl.c nccl_last_words).
 # Checks, with --timeout 60:
-#  - rank 1 prints the failed call's one line;
+#  - rank 1 prints the failed call's one line, starting with its rank;
 #  - rank 0 stops naming rank 1: "aborted (rank 1 failed)";
 #  - the job ends within 20 s (before this, rank 0 sat out the whole --timeout).
 # usage: emu_cuda_failure.sh PPTRAIN_EMU SOURCE_DIR
@@ -25,7 +25,7 @@ PPTRAIN_EMU_FAIL_RANK=1 PPTRAIN_EMU_FAIL_CALL=60 ASAN_OPTIONS="${ASAN_OPTIONS:+$
 rc=$?
 took=$(($(date +%s) - start))
 check "the run fails" test "$rc" -ne 0
-check "rank 1 names its failed CUDA call" grep -q "pptrain: CUDA error: unspecified launch failure" run.out
+check "rank 1 names itself and its failed CUDA call" grep -q "pptrain: rank 1: CUDA error: unspecified launch failure" run.out
 check "rank 0 stops naming rank 1" grep -q "rank 0 (stage 0): aborted (rank 1 failed)" run.out
 within() { [ "$took" -le 20 ] || { echo "  the job took $took s: rank 0 waited for its --timeout"; return 1; }; }
 check "the job ends within 20 s, not at --timeout 60" within

@@ -133,6 +133,10 @@ expect_refusal() {   # expect_refusal "text" args...: one line on stderr, exit 2
 check "--recompute all on GPUs: one line, exit 2" expect_refusal "--recompute all runs on CPU stages only" \
   --device cuda --recompute all
 check "--transport mpi on GPUs: one line, exit 2" expect_refusal "use --transport nccl" --device cuda --transport mpi
+# Samples on GPU stages: refused before the first step, not when the first sample is due.
+check "--sample-every on GPUs: one line, exit 2, no step" expect_refusal "--sample-every runs on CPU stages only" \
+  --device cuda --sample-every 2
+check "--sample-every on GPUs: refused before any step" [ ! -s out.txt ]
 # Tied embeddings on one GPU stage: the head accumulates into the embedding itself; within
 # fp32 tolerance of the CPU stages' E + H. Split across GPU stages, and biases: refused.
 fx="$src/tests/fixtures/hf_variants"

@@ -8,7 +8,8 @@
 #  - a GPU run checkpointed at step 5 and resumed repeats the uninterrupted losses bitwise;
 #  - under mpirun, --transport nccl matches the CPU's losses (two or more GPUs: 1f1b and
 #    zb-v; four: with 2 replicas), or refuses a second rank on one GPU with one line;
-#  - GPU-only refusals are one line and exit 2.
+#  - a GPU-trained run samples on CPU stages and says so on stderr;
+#  - GPU-only refusals are one line and exit 2 (--sample-every among them: before any step).
 # Exit 77 (ctest: skipped) when no GPU is usable. ctest also runs it on the CPU against
 # pptrain_emu, the GPU emulated (tests/gpu_emu/cuda_emu.c, PPTRAIN_EMU_GPUS=2 devices).
 # usage: cli_gpu.sh PPTRAIN SOURCE_DIR
@@ -80,6 +81,10 @@ sqlite3 ck.db "SELECT step, printf('%.17g', loss) FROM steps WHERE run_id = 2 OR
 tail -5 ck.losses > ck-tail.losses
 check "GPU resume: steps 6-10 bitwise equal to the uninterrupted run" cmp -s ck-tail.losses resume.losses
 check "GPU resume: the resumed run is on the GPU too" [ "$(sqlite3 ck.db 'SELECT device FROM runs WHERE id = 2')" = cuda ]
+# Sampling a GPU-trained run runs on CPU stages (generation is CPU-only for now) and says so.
+"$bin" sample 1 --db ck.db --prompt "The " --tokens 4 > gpusample.txt 2> gpusample.err
+check "sample of a GPU run exits 0" [ $? -eq 0 ] || cat gpusample.err
+check "sample of a GPU run says it samples on CPU stages" grep -q "trained on GPU stages.*runs on CPU stages" gpusample.err
 
 # NCCL between processes (one OpenMP thread each: the ranks share the machine's cores).
 nccl_built=1

@@ -34,12 +34,6 @@ static int check_cuda_options(const RunConfig *rc, const PipelineOptions *o, Err
                   rc->model.attention_bias ? "attention_bias" : "mlp_bias");
         return -1;
     }
-    // Refused here, before the first step, rather than at the first sample: generation keeps
-    // a KV cache and one row of logits per stage on the host (engine/model/model_decode.c).
-    if (rc->sample_every > 0) {
-        error_set(err, "--device cuda: --sample-every runs on CPU stages only for now (use --sample-every 0)");
-        return -1;
-    }
     const TransportInfo *t = transport_info(o->transport);
     if (t->multi_process && !t->device_collectives) {
         error_set(err, "--device cuda: under mpirun use --transport %s (%s moves host memory)",

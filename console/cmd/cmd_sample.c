@@ -257,9 +257,8 @@ static void print_json(const SampleTokens *t, const int32_t *prompt, int n_promp
 // One replica, one row, one microbatch of T = prompt + new tokens (at most the model's
 // positions): every token is one forward pass of T positions, so T is kept no longer than
 // the generation needs. The training run's schedule may need more microbatches than one:
-// gpipe unless --schedule is given. A run trained on GPUs samples on CPU stages: generation
-// reads the last stage's logits on the host (engine/pipeline.h, pipeline_logits); the root
-// says so on stderr (sample_body), so the device change is not silent.
+// gpipe unless --schedule is given. A run trained on GPUs samples on GPU stages (its device
+// and precision come with it; engine/model/model_cuda.c's decode).
 static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
     RunConfig *rc = &ro->rc;
     rc->batch = rc->microbatches = 1;
@@ -267,7 +266,6 @@ static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
     rc->seq_len = (int)(T < rc->model.max_positions ? T : rc->model.max_positions);
     ro->pipe.dp = 1;
     ro->pipe.recompute = false;
-    ro->pipe.device = DEVICE_CPU;
     if (!run_options_given(ro, "--schedule")) {
         snprintf(ro->pipe.schedule, sizeof ro->pipe.schedule, "gpipe");
         ro->pipe.virtual_stages = 0;
@@ -301,15 +299,11 @@ static int sample_body(RunSession *session, const SampleFlags *f, const SampleTo
     Pipeline *p = NULL;
     int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)f->tokens);
     int rc = check_prompt(&ro->rc, prompt, n_prompt, err);
-    const DeviceKind trained_on = ro->pipe.device;
     if (rc == 0) {
         generation_layout(ro, n_prompt, f->tokens);
         p = pipeline_create(&ro->rc, &ro->pipe, err);
         rc = p && pipeline_load(p, ckpt_tensor_source, session->source, false, 0, err) == 0 ? 0 : -1;
     }
-    if (rc == 0 && pipeline_is_root(p) && trained_on == DEVICE_CUDA)
-        fprintf(stderr, "pptrain sample: the run trained on GPU stages (--device cuda); this sample runs on CPU "
-                        "stages (generation runs on CPU stages for now)\n");
     const GenerateOptions g = {.prompt = prompt, .n_prompt = n_prompt, .max_new = (int)f->tokens, .eos = t->eos,
                                .seed = f->seed,
                                .sample = {.greedy = !f->sampling, .temperature = f->temperature,

@@ -8,8 +8,9 @@
 #  - a GPU run checkpointed at step 5 and resumed repeats the uninterrupted losses bitwise;
 #  - under mpirun, --transport nccl matches the CPU's losses (two or more GPUs: 1f1b and
 #    zb-v; four: with 2 replicas), or refuses a second rank on one GPU with one line;
-#  - a GPU-trained run samples on CPU stages and says so on stderr;
-#  - GPU-only refusals are one line and exit 2 (--sample-every among them: before any step).
+#  - generation on GPU stages (fp32) gives the CPU stages' ids: greedy at P=1 and P=3, seeded
+#    sampling; `sample` keeps a GPU run's device; train --sample-every runs on GPUs;
+#  - GPU-only refusals are one line and exit 2.
 # Exit 77 (ctest: skipped) when no GPU is usable. ctest also runs it on the CPU against
 # pptrain_emu, the GPU emulated (tests/gpu_emu/cuda_emu.c, PPTRAIN_EMU_GPUS=2 devices).
 # usage: cli_gpu.sh PPTRAIN SOURCE_DIR
@@ -81,10 +82,50 @@ sqlite3 ck.db "SELECT step, printf('%.17g', loss) FROM steps WHERE run_id = 2 OR
 tail -5 ck.losses > ck-tail.losses
 check "GPU resume: steps 6-10 bitwise equal to the uninterrupted run" cmp -s ck-tail.losses resume.losses
 check "GPU resume: the resumed run is on the GPU too" [ "$(sqlite3 ck.db 'SELECT device FROM runs WHERE id = 2')" = cuda ]
-# Sampling a GPU-trained run runs on CPU stages (generation is CPU-only for now) and says so.
-"$bin" sample 1 --db ck.db --prompt "The " --tokens 4 > gpusample.txt 2> gpusample.err
-check "sample of a GPU run exits 0" [ $? -eq 0 ] || cat gpusample.err
-check "sample of a GPU run says it samples on CPU stages" grep -q "trained on GPU stages.*runs on CPU stages" gpusample.err
+
+# Generation on GPU stages (engine/model/model_cuda.c's decode, cuda_flash_decode), fp32, held
+# to the CPU stages' ids (which tests/cli/cli_sample.sh holds to transformers): greedy ids of
+# Hugging Face folders at P=1 (and P=2: two layers), of a trained tiny run's checkpoint at
+# P=1 and P=3, seeded sampling at P=3; a GPU run's sample stays on its GPUs; train
+# --sample-every on GPU stages records its samples.
+ids_of() { tr -d ' \n' | sed 's/.*"ids":\[\([0-9,]*\)\].*/\1/'; }
+gen() { "$bin" sample "$@" --json | ids_of; }
+same_ids() {   # same_ids WHAT args...: the CPU's ids of WHAT, then the GPU's, equal and not empty
+  local what=$1
+  shift
+  local cpu gpu
+  cpu=$(gen "$what" "$@") gpu=$(gen "$what" "$@" --device cuda --precision fp32)
+  [ -n "$cpu" ] && [ "$cpu" = "$gpu" ] || { echo "  cpu: $cpu"; echo "  gpu: $gpu"; return 1; }
+}
+hfg="$src/tests/fixtures/hf_generate"
+want=$(grep '"prompt": "Hello"' "$hfg/expected.json" | ids_of)
+check "GPU greedy ids of hf_generate at P=1 are transformers' generate()" \
+  [ "$(gen "$hfg" --prompt Hello --tokens 64 --device cuda --precision fp32)" = "$want" ]
+plain="$src/tests/fixtures/hf_variants/plain"
+for P in 1 2; do
+  check "GPU greedy ids of hf_variants/plain at P=$P are the CPU's" same_ids "$plain" --prompt "The pipeline" \
+    --tokens 48 --stages "$P"
+done
+"$bin" train --data "$data" --model tiny --steps 120 --batch 8 --seq 64 --microbatches 2 --lr 1e-2 --warmup 5 \
+  --db gen.db --ckpt-dir genck --ckpt-every 120 > gen.txt 2>&1
+check "a tiny run to sample from" [ $? -eq 0 ] || tail -3 gen.txt
+for P in 1 3; do
+  check "GPU greedy ids of a trained run at P=$P are the CPU's" same_ids 1 --db gen.db --prompt "The pipeline " \
+    --tokens 48 --stages "$P"
+done
+check "GPU seeded sampling at P=3 draws the CPU's ids" same_ids 1 --db gen.db --prompt "The pipeline " --tokens 48 \
+  --stages 3 --temperature 1.0 --top-k 50 --seed 7
+# A GPU run samples on its GPUs (kernels run: counted where the GPU is emulated), with the ids
+# of --device cpu on the same checkpoint.
+PPTRAIN_EMU_COUNT_SYNCS=1 "$bin" sample 1 --db ck.db --prompt "The " --tokens 16 --json > ckgen.json 2> ckgen.err
+check "sample of a GPU run gives the CPU's ids" [ -s ckgen.json ] && \
+  [ "$(ids_of < ckgen.json)" = "$(gen 1 --db ck.db --prompt "The " --tokens 16 --device cpu)" ]
+if [ -n "${PPTRAIN_EMU_GPUS:-}" ]; then
+  check "sample of a GPU run stays on the GPU" grep -q "GPU emulation): [1-9][0-9]* kernel calls" ckgen.err
+fi
+run gpusample --device cuda --precision fp32 --steps 4 --sample-every 2
+check "train --device cuda --sample-every 2: two samples recorded" \
+  [ "$(sqlite3 gpusample.db 'SELECT count(*) FROM samples')" -eq 2 ]
 
 # NCCL between processes (one OpenMP thread each: the ranks share the machine's cores).
 nccl_built=1
@@ -138,10 +179,6 @@ expect_refusal() {   # expect_refusal "text" args...: one line on stderr, exit 2
 check "--recompute all on GPUs: one line, exit 2" expect_refusal "--recompute all runs on CPU stages only" \
   --device cuda --recompute all
 check "--transport mpi on GPUs: one line, exit 2" expect_refusal "use --transport nccl" --device cuda --transport mpi
-# Samples on GPU stages: refused before the first step, not when the first sample is due.
-check "--sample-every on GPUs: one line, exit 2, no step" expect_refusal "--sample-every runs on CPU stages only" \
-  --device cuda --sample-every 2
-check "--sample-every on GPUs: refused before any step" [ ! -s out.txt ]
 # Tied embeddings on one GPU stage: the head accumulates into the embedding itself; within
 # fp32 tolerance of the CPU stages' E + H. Split across GPU stages, and biases: refused.
 fx="$src/tests/fixtures/hf_variants"

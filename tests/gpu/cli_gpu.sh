@@ -156,6 +156,12 @@ else
     # zb-v: rank 0 sends stage 0's activations and stage 3's gradients to rank 1, each on its own edge.
     check "nccl, 2 processes, zb-v (4 stages)" nccl_run ncclv 2 --stages 2 --schedule zb-v
     check "nccl zb-v: within 2e-2 of the CPU's" within cpu.losses ncclv.losses 2e-2
+    # Generation between processes: the logits gathered to the root, the CPU stages' ids.
+    got=$(env ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root \
+          --oversubscribe -np 2 "$bin" sample "$plain" --prompt "The pipeline" --tokens 24 --stages 2 --transport nccl \
+          --device cuda --precision fp32 --timeout 60 --json 2> nccl-sample.err | ids_of)
+    check "nccl, 2 processes: greedy ids of hf_variants/plain are the CPU's" \
+      [ -n "$got" ] && [ "$got" = "$(gen "$plain" --prompt "The pipeline" --tokens 24 --stages 2)" ]
   fi
   if [ "$gpus" -ge 4 ]; then
     check "nccl, 4 processes: 2 stages x 2 replicas" nccl_run nccldp 4 --stages 2 --dp 2

@@ -308,8 +308,8 @@ int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Er
 }
 
 // `sample` lays the model out as a run does and reads nothing else of a run: no data, no
-// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace. Generation
-// runs on CPU stages for now (engine/pipeline.h, pipeline_logits): no --device.
+// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace. The device
+// and precision are a run's own unless given (console/run_session.c).
 static const char *const SAMPLE_USED[] = {"--stages", "--schedule",  "--split",   "--virtual", "--transport",
                                           "--device", "--precision", "--timeout", "--db",      NULL};
 

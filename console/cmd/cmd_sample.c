@@ -92,7 +92,7 @@ static void usage(FILE *out) {
                  "  run store's), a checkpoint folder, or a Hugging Face folder (config.json +\n"
                  "  safetensors), one token at a time on the pipeline, printing the text as it comes.\n\n");
     cli_options_usage(out, OPTIONS, (int)N_OPTIONS, 28, NULL, NULL);
-    fprintf(out, "\n  How the model is laid out (as a run lays it out, on CPU stages), and the run store:\n");
+    fprintf(out, "\n  How the model is laid out (as a run lays it out, on its device), and the run store:\n");
     run_options_usage_sample(out);
 }
 

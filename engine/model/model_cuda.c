@@ -806,8 +806,8 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
 
 typedef struct {
     int device, T, KV, half;
-    float *k, *v;              // (n_layers, T, KV) rotated keys and values of positions [0, T)
-    float *cos_tab, *sin_tab;  // (T, half) rotary tables of every position
+    float *k, *v;               // (n_layers, T, KV) rotated keys and values of positions [0, T)
+    float *cos_tab, *sin_tab;   // (T, half) rotary tables of every position
 } KvCuda;
 
 static void *gpu_kv_create(const StageModel *s, int T) {

@@ -1,10 +1,11 @@
 // engine/model/model_decode: one new token through a CPU stage against the stage's KV cache
-// (generation, engine/generate.h); a device stage's cache and decode are its backend's
-// (StageOps.kv_create ... logits_row: engine/model/model_cuda.c), reached from here. A prefill forward of the whole row (stage_forward, B = 1)
-// leaves every layer's rotated keys and values in its acts; stage_kv_fill keeps those of the
-// prompt. Each later token is then one row (N = 1) through the same equations as
-// model_stage.c's layer_forward, its query attending to the cached keys of positions [0, pos]
-// (its own appended first), so a token costs one row's work instead of the whole prefix's.
+// (generation, engine/generate.h); a device stage's cache, decode and tapped logits are its
+// backend's (StageOps.kv_create ... logits_row: engine/model/model_cuda.c), reached from here.
+// A prefill forward of the whole row (stage_forward, B = 1) leaves every layer's rotated keys
+// and values in its acts; stage_kv_fill keeps those of the prompt. Each later token is then
+// one row (N = 1) through the same equations as model_stage.c's layer_forward, its query
+// attending to the cached keys of positions [0, pos] (its own appended first), so a token
+// costs one row's work instead of the whole prefix's.
 //
 // Attention of the one row mirrors attention_forward's row path: scores by gemm_serial,
 // softmax by vec_max / vec_exp_sum in double, the output by gemm_serial. The float sums run

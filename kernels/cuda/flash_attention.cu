@@ -106,9 +106,8 @@ __global__ void flash_forward_kernel(float *__restrict__ out, float *__restrict_
 // [0, n), key tiles in increasing order as flash_forward_kernel walks them for that row; the
 // row's max, sum and alpha live in shared memory (one writer: thread 0). The keys past n - 1
 // that the forward's last tile would mask add nothing there, so the row is the forward's.
-__global__ void flash_decode_kernel(float *__restrict__ out, const float *__restrict__ q,
-                                    const float *__restrict__ k, const float *__restrict__ v, int n, int NH,
-                                    int NKV, int HD, float scale) {
+__global__ void flash_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
+                                    const float *__restrict__ v, int n, int NH, int NKV, int HD, float scale) {
     extern __shared__ float sh[];
     const int ld = HD + 1;
     float *Qs = sh, *acc = Qs + ld, *Ks = acc + ld, *Vs = Ks + FLASH_BK * ld, *S = Vs + FLASH_BK * ld;
@@ -121,7 +120,7 @@ __global__ void flash_decode_kernel(float *__restrict__ out, const float *__rest
     if (threadIdx.x == 0) row[0] = -INFINITY, row[1] = 0.0f;
     for (int kt = 0; kt < flash_tiles(n, FLASH_BK); kt++) {
         const int k0 = kt * FLASH_BK, nk = min(FLASH_BK, n - k0);
-        __syncthreads();                                   // the previous tile's readers are done
+        __syncthreads();   // the previous tile's readers are done
         load_tile(Ks, kr, k0, nk, HD);
         load_tile(Vs, vr, k0, nk, HD);
         __syncthreads();
@@ -274,13 +273,13 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH,
-                       int NKV, int HD) {
+void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
+                       int HD) {
     if (n <= 0 || NH <= 0) return;
     const size_t smem = (2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 3) * sizeof(float);
     allow_smem(flash_decode_kernel, smem);
     flash_decode_kernel<<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
-                                                                          flash_scale(HD));
+                                                                            flash_scale(HD));
     CUDA_CHECK_LAUNCH();
 }
 

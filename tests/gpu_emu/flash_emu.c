@@ -86,7 +86,8 @@ void flash_emu_decode(float *out, const float *q, const float *k, const float *v
         for (int d = 0; d < HD; d++) acc[d] = 0.0f;
         for (int kt = 0; kt < flash_tiles(n, FLASH_BK); kt++) {
             const int k0 = kt * FLASH_BK, nk = min_int(FLASH_BK, n - k0);
-            for (int c = 0; c < nk; c++) S[c] = flash_score(qh, k + krow(&s, 0, k0 + c, kvh), HD, s.scale, n - 1, k0 + c);
+            for (int c = 0; c < nk; c++)
+                S[c] = flash_score(qh, k + krow(&s, 0, k0 + c, kvh), HD, s.scale, n - 1, k0 + c);
             const float alpha = flash_softmax_update(&m, &l, S, nk);
             for (int d = 0; d < HD; d++)
                 acc[d] = flash_acc_update(acc[d], alpha, S, v + krow(&s, 0, k0, kvh) + d, (long)NKV * HD, nk);

@@ -643,8 +643,8 @@ static void run_flash_decode(void *p) {
     flash_emu_decode(a->out, a->q, a->k, a->v, a->n, a->NH, a->NKV, a->HD);
 }
 
-void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH,
-                       int NKV, int HD) {
+void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
+                       int HD) {
     launch(ctx, __func__);
     if (HD > FLASH_MAX_HD || NKV <= 0 || NH % NKV != 0) emu_breach(__func__, "a shape flash attention does not take");
     emu_need_device(__func__, out, F((size_t)NH * HD));

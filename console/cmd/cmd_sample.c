@@ -302,6 +302,11 @@ static int sample_body(RunSession *session, const SampleFlags *f, const SampleTo
     if (rc == 0) {
         generation_layout(ro, n_prompt, f->tokens);
         p = pipeline_create(&ro->rc, &ro->pipe, err);
+        if (!p && ro->pipe.device == DEVICE_CUDA && !run_options_given(ro, "--device")) {
+            // The device is the run's, not the user's: say so, and how to sample elsewhere.
+            Error why = *err;
+            error_set(err, "%s (the run's device; --device cpu samples on CPU stages)", why.msg);
+        }
         rc = p && pipeline_load(p, ckpt_tensor_source, session->source, false, 0, err) == 0 ? 0 : -1;
     }
     const GenerateOptions g = {.prompt = prompt, .n_prompt = n_prompt, .max_new = (int)f->tokens, .eos = t->eos,

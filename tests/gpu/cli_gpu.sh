@@ -123,9 +123,11 @@ check "sample of a GPU run gives the CPU's ids" [ -s ckgen.json ] && \
 if [ -n "${PPTRAIN_EMU_GPUS:-}" ]; then
   check "sample of a GPU run stays on the GPU" grep -q "GPU emulation): [1-9][0-9]* kernel calls" ckgen.err
 fi
-run gpusample --device cuda --precision fp32 --steps 4 --sample-every 2
-check "train --device cuda --sample-every 2: two samples recorded" \
+run gpusample --device cuda --precision fp32 --sample-every 5
+check "train --device cuda --sample-every 5: two samples recorded" \
   [ "$(sqlite3 gpusample.db 'SELECT count(*) FROM samples')" -eq 2 ]
+check "train --device cuda --sample-every 5: the losses bitwise those of the run without" cmp -s gpu32.losses \
+  gpusample.losses
 
 # NCCL between processes (one OpenMP thread each: the ranks share the machine's cores).
 nccl_built=1

@@ -308,15 +308,17 @@ int run_options_parse_check(int argc, char **argv, int first, RunOptions *ro, Er
 }
 
 // `sample` lays the model out as a run does and reads nothing else of a run: no data, no
-// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace. Generation
-// runs on CPU stages for now (engine/pipeline.h, pipeline_logits): no --device.
-static const char *const SAMPLE_USED[] = {"--stages", "--schedule", "--split", "--virtual", "--transport",
-                                          "--timeout", "--db", NULL};
+// batch or sequence (the prompt decides them), no optimizer, checkpoints or trace. The device
+// and precision are a run's own unless given (console/run_session.c).
+static const char *const SAMPLE_USED[] = {"--stages", "--schedule",  "--split",   "--virtual", "--transport",
+                                          "--device", "--precision", "--timeout", "--db",      NULL};
 
 // Where sample reads a flag otherwise than a run does, its help says so.
 static const char *const SAMPLE_HELP[][2] = {
     {"--schedule", "the forward-only order's stage placement: a built-in name or a CSV file (default gpipe)"},
-    {"--db", "the run store where RUN or latest is found (pptrain.db)"}};
+    {"--db", "the run store where RUN or latest is found (pptrain.db)"},
+    {"--device", "where stages run (default: the run's; cpu for a folder of Hugging Face weights)"},
+    {"--precision", "GPU stages: bf16 or fp32 throughout (default: the run's; bf16 for Hugging Face weights)"}};
 
 static void sample_text(const CliOption *o, char *arg, size_t arg_size, char *help, size_t help_size) {
     run_text(o, arg, arg_size, help, help_size);

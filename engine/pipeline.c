@@ -794,10 +794,6 @@ static int gather_logits(Pipeline *p, Error *err) {
 
 // A generation pass of this kind: tokens (T, or the one token of a decode), the position tapped.
 static int gen_pass(Pipeline *p, GenKind kind, const int32_t *tokens, int pos, float *logits, Error *err) {
-    if (p->dev) {
-        error_set(err, "generation runs on CPU stages for now (a GPU stage keeps its logits on the device)");
-        return -1;
-    }
     assert(pos >= 0 && pos < p->T);
     const size_t V = (size_t)p->rc.model.vocab;
     if (!p->gen_sched) {

@@ -109,15 +109,17 @@ int pipeline_eval(Pipeline *p, const int32_t *inputs, const int32_t *targets, do
 // Generation (engine/generate.h): a forward-only pass of ONE sequence of T tokens (tokens,
 // (T)) on the same ranks and stages, one microbatch of one row whatever the training batch,
 // and at the root the last stage's logits (V) at position pos. Every replica runs it (replica
-// 0's logits are read). Weights untouched. CPU stages only (a GPU keeps its logits on the
-// device). Collective; 0 or -1 as pipeline_step.
+// 0's logits are read). Weights untouched. On GPU stages the last stage computes that one
+// row's logits (its head keeps none) and copies them to the host. Collective; 0 or -1 as
+// pipeline_step.
 int pipeline_logits(Pipeline *p, const int32_t *tokens, int pos, float *logits, Error *err);
 // The same with a KV cache per stage (engine/model/model.h, StageKV), as generate runs it.
 // pipeline_prefill: the pass of the whole row (tokens (T), the prompt in [0, n)), every stage
 // keeping the keys and values of positions [0, n); the logits at n - 1. pipeline_decode: the
 // one token at position pos (>= n, each position once, in order after the prefill), every
 // stage attending to the cache and adding the token's keys and values to it; the logits at
-// pos. A prefill starts a new sequence. CPU stages only; collective; 0 or -1 as pipeline_step.
+// pos. A prefill starts a new sequence. CPU or GPU stages (a GPU stage's cache is in device
+// memory: engine/model/model_cuda.c); collective; 0 or -1 as pipeline_step.
 int pipeline_prefill(Pipeline *p, const int32_t *tokens, int n, float *logits, Error *err);
 int pipeline_decode(Pipeline *p, int32_t token, int pos, float *logits, Error *err);
 // Stops the threads and frees everything.

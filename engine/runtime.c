@@ -315,10 +315,9 @@ static StageActs *ws_held(const Runtime *rt, int stage, int mb) {
 // Generation: the microbatch's rows' logits at their tapped positions, out of (rows * T, V).
 static void tap_copy(const Runtime *rt, const StageModel *m, const StageActs *acts, int mb) {
     const size_t V = (size_t)m->cfg.vocab;
-    const float *logits = stage_acts_logits(acts);
     for (int r = 0; r < rt->rows; r++) {
         const int row = mb * rt->rows + r, pos = rt->tap_pos[row];
-        if (pos >= 0) memcpy(rt->tap_out + (size_t)row * V, logits + ((size_t)r * rt->T + pos) * V, V * sizeof(float));
+        if (pos >= 0) stage_logits_row(m, acts, r * rt->T + pos, rt->tap_out + (size_t)row * V);
     }
 }
 

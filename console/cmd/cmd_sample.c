@@ -92,7 +92,7 @@ static void usage(FILE *out) {
                  "  run store's), a checkpoint folder, or a Hugging Face folder (config.json +\n"
                  "  safetensors), one token at a time on the pipeline, printing the text as it comes.\n\n");
     cli_options_usage(out, OPTIONS, (int)N_OPTIONS, 28, NULL, NULL);
-    fprintf(out, "\n  How the model is laid out (as a run lays it out, on CPU stages), and the run store:\n");
+    fprintf(out, "\n  How the model is laid out (as a run lays it out, on its device), and the run store:\n");
     run_options_usage_sample(out);
 }
 
@@ -257,8 +257,8 @@ static void print_json(const SampleTokens *t, const int32_t *prompt, int n_promp
 // One replica, one row, one microbatch of T = prompt + new tokens (at most the model's
 // positions): every token is one forward pass of T positions, so T is kept no longer than
 // the generation needs. The training run's schedule may need more microbatches than one:
-// gpipe unless --schedule is given. A run trained on GPUs samples on CPU stages: generation
-// reads the last stage's logits on the host (engine/pipeline.h, pipeline_logits).
+// gpipe unless --schedule is given. A run trained on GPUs samples on GPU stages (its device
+// and precision come with it; engine/model/model_cuda.c's decode).
 static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
     RunConfig *rc = &ro->rc;
     rc->batch = rc->microbatches = 1;
@@ -266,7 +266,6 @@ static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
     rc->seq_len = (int)(T < rc->model.max_positions ? T : rc->model.max_positions);
     ro->pipe.dp = 1;
     ro->pipe.recompute = false;
-    ro->pipe.device = DEVICE_CPU;
     if (!run_options_given(ro, "--schedule")) {
         snprintf(ro->pipe.schedule, sizeof ro->pipe.schedule, "gpipe");
         ro->pipe.virtual_stages = 0;
@@ -303,6 +302,11 @@ static int sample_body(RunSession *session, const SampleFlags *f, const SampleTo
     if (rc == 0) {
         generation_layout(ro, n_prompt, f->tokens);
         p = pipeline_create(&ro->rc, &ro->pipe, err);
+        if (!p && ro->pipe.device == DEVICE_CUDA && !run_options_given(ro, "--device")) {
+            // The device is the run's, not the user's: say so, and how to sample elsewhere.
+            Error why = *err;
+            error_set(err, "%s (the run's device; --device cpu samples on CPU stages)", why.msg);
+        }
         rc = p && pipeline_load(p, ckpt_tensor_source, session->source, false, 0, err) == 0 ? 0 : -1;
     }
     const GenerateOptions g = {.prompt = prompt, .n_prompt = n_prompt, .max_new = (int)f->tokens, .eos = t->eos,

@@ -264,7 +264,8 @@ void stage_backward_input_light(StageModel *s, StageActs *light, StageActs *ws, 
 // Both halves: stage_backward_input_light, then stage_backward_weight on ws.
 void stage_backward_light(StageModel *s, StageActs *light, StageActs *ws, const void *dout);
 
-// Generation's KV cache (engine/model/model_decode.c, CPU stages only). A StageKV holds, for
+// Generation's KV cache (engine/model/model_decode.c; on a GPU stage in device memory,
+// engine/model/model_cuda.c). A StageKV holds, for
 // every layer of one stage, the rotated keys and the values of one sequence of up to T
 // positions. stage_kv_fill keeps positions [0, n) from a prefill: stage_forward of one row
 // (B = 1) of the same T. stage_decode is the forward of the one token at position pos (acts of
@@ -276,4 +277,7 @@ StageKV *stage_kv_create(const StageModel *s, int T);
 void stage_kv_free(StageKV *kv);
 void stage_kv_fill(StageKV *kv, const StageActs *a, int n);
 void stage_decode(StageModel *s, StageKV *kv, StageActs *a, const int32_t *token, const void *input, int pos);
+// out(V), host: the logits of row `row` of the last stage's forward or decode in a (what a
+// GPU stage, whose head keeps no logits, computes for that row alone; a CPU stage's are copied).
+void stage_logits_row(const StageModel *s, const StageActs *a, int row, float *out);
 #endif

@@ -73,6 +73,7 @@ struct StageCuda {
     int n_staged;
     cudaEvent_t *marks;        // (n_marks) timing events: device time of the runtime's actions
     int n_marks;
+    float *logits_row;         // (V) generation: one row's logits on their way to the host (last stage)
 };
 
 // A GPU slot's extras (StageActs.dev).
@@ -223,6 +224,7 @@ static void gpu_detach(StageModel *s) {
     CUDA_CHECK(cudaFreeHost(c->totals_host));
     for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
     dev_free(c->pack);
+    dev_free(c->logits_row);
     free_staged_rows(c);
     for (int k = 0; k < c->n_marks; k++) CUDA_CHECK(cudaEventDestroy(c->marks[k]));
     free(c->marks);
@@ -793,6 +795,124 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
 
 // ---- the tables ----------------------------------------------------------------------------
 
+// ---- generation ---------------------------------------------------------------------------
+// model_decode.c's equations for one token on the device, against a KV cache in device memory:
+// the prefill is gpu_forward of one row (B = 1) and gpu_kv_fill keeps its rotated keys and
+// values; each later token is N = 1 through the kernels of the training forward (RoPE at
+// position pos through the tables' row pos, the norms unfused), its k and v projected straight
+// into the cache, and attention of its one query by cuda_flash_decode (flash_tile.h's tile
+// functions, as the training forward runs them). The fused classifier makes no logits, so the
+// last stage's tapped row gets a plain 1 x V GEMM and one copy to the host (gpu_logits_row).
+
+typedef struct {
+    int device, T, KV, half;
+    float *k, *v;               // (n_layers, T, KV) rotated keys and values of positions [0, T)
+    float *cos_tab, *sin_tab;   // (T, half) rotary tables of every position
+} KvCuda;
+
+static void *gpu_kv_create(const StageModel *s, int T) {
+    StageCuda *c = cuda_of(s);
+    CUDA_CHECK(cudaSetDevice(c->device));
+    const ModelConfig *m = &s->cfg;
+    const int L = s->layer_end - s->layer_begin;
+    KvCuda *kv = xcalloc(1, sizeof *kv);
+    *kv = (KvCuda){.device = c->device, .T = T, .KV = m->kv_heads * m->head_dim, .half = m->head_dim / 2};
+    const size_t cache = (size_t)(L ? L : 1) * T * kv->KV * sizeof(float);
+    kv->k = dev_alloc(cache);
+    kv->v = dev_alloc(cache);
+    kv->cos_tab = dev_alloc((size_t)T * kv->half * sizeof(float));
+    kv->sin_tab = dev_alloc((size_t)T * kv->half * sizeof(float));
+    float inv_freq[ROPE_MAX_HEAD_DIM / 2];
+    model_rope_inv_freq(m, inv_freq);
+    cuda_rope_tables(c->ctx, kv->cos_tab, kv->sin_tab, T, m->head_dim, inv_freq);
+    cuda_ctx_synchronize(c->ctx);
+    return kv;
+}
+
+static void gpu_kv_free(void *p) {
+    KvCuda *kv = p;
+    CUDA_CHECK(cudaSetDevice(kv->device));
+    dev_free(kv->k);
+    dev_free(kv->v);
+    dev_free(kv->cos_tab);
+    dev_free(kv->sin_tab);
+    free(kv);
+}
+
+static float *kv_at(const KvCuda *kv, float *cache, int l, int pos) {
+    return cache + ((size_t)l * kv->T + pos) * kv->KV;
+}
+
+// Positions [0, n) of a prefill's keys and values (a slot of B = 1, T = kv->T), queued.
+static void gpu_kv_fill(const StageModel *s, void *p, const StageActs *a, int n) {
+    StageCuda *c = cuda_of(s);
+    KvCuda *kv = p;
+    assert(a->B == 1 && a->T == kv->T && n <= kv->T);
+    for (int l = 0; l < a->n_layers; l++) {
+        copy_f32(c, kv_at(kv, kv->k, l, 0), a->layer[l].k, (size_t)n * kv->KV);
+        copy_f32(c, kv_at(kv, kv->v, l, 0), a->layer[l].v, (size_t)n * kv->KV);
+    }
+}
+
+// layer_forward for the one row at position pos (model_decode.c's layer_decode).
+static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out, KvCuda *kv,
+                         int l, int pos, StageDims d, float eps) {
+    float *k = kv_at(kv, kv->k, l, pos), *v = kv_at(kv, kv->v, l, pos);
+    const float *cos_at = kv->cos_tab + (size_t)pos * kv->half, *sin_at = kv->sin_tab + (size_t)pos * kv->half;
+    cuda_rmsnorm_forward(c->ctx, la->ln1, la->rstd1, x, w->ln1, 1, d.C, eps);
+    const void *ln1 = operand(c, S_A, la->ln1, (size_t)d.C);
+    lin_fwd(c, la->q, ln1, w->wq, 1, d.C, d.Q);
+    lin_fwd(c, k, ln1, w->wk, 1, d.C, d.KV);
+    lin_fwd(c, v, ln1, w->wv, 1, d.C, d.KV);
+    cuda_rope_forward(c->ctx, la->q, la->q, cos_at, sin_at, 1, 1, d.NH, d.HD);
+    cuda_rope_forward(c->ctx, k, k, cos_at, sin_at, 1, 1, d.NKV, d.HD);
+    cuda_flash_decode(c->ctx, la->atty, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH, d.NKV,
+                      d.HD);
+    lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.Q), w->wo, 1, d.Q, d.C);
+    cuda_residual_rmsnorm_forward(c->ctx, la->xmid, la->ln2, la->rstd2, la->xmid, x, w->ln2, 1, d.C, eps);
+    const void *ln2 = operand(c, S_A, la->ln2, (size_t)d.C);
+    lin_fwd(c, la->gate, ln2, w->wgate, 1, d.C, d.I);
+    lin_fwd(c, la->up, ln2, w->wup, 1, d.C, d.I);
+    cuda_swiglu_forward(c->ctx, la->h, la->gate, la->up, 1, d.I);
+    lin_fwd(c, out, operand(c, S_A, la->h, (size_t)d.I), w->wdown, 1, d.I, d.C);
+    cuda_residual_forward(c->ctx, out, out, la->xmid, (size_t)d.C);
+}
+
+// One token at pos (a slot of B = T = 1), queued; the output message handed on as gpu_forward
+// hands it; the last stage ends at the final norm's output (its logits: gpu_logits_row).
+static void gpu_decode(StageModel *s, void *p, StageActs *a, const int32_t *token, const void *input, int pos) {
+    StageCuda *c = cuda_of(s);
+    ActsCuda *ac = a->dev;
+    KvCuda *kv = p;
+    assert(a->N == 1 && pos >= 0 && pos < kv->T);
+    const StageDims d = stage_dims(s, a);
+    const cudaStream_t st = cuda_ctx_stream(c->ctx);
+    stage_rows(c, a, s->has_embed ? token : NULL, NULL);
+    if (!s->has_head) cuda_handoff_acquire(ac->out_msg, st);
+    if (s->has_embed) cuda_embedding_forward(c->ctx, acts_resid_at(a, 0), a->tokens, c->dw.wte, 1, d.C);
+    else from_msg(c, acts_resid_at(a, 0), input, (size_t)d.C);
+    const float eps = s->cfg.rms_eps;
+    for (int l = 0; l < a->n_layers; l++)
+        layer_decode(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), kv, l, pos, d,
+                     eps);
+    if (!s->has_head) {
+        to_msg(c, ac->out_msg, a->output, (size_t)d.C);
+        cuda_handoff_release(ac->out_msg, st);
+        return;
+    }
+    cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, 1, d.C, eps);
+}
+
+// out(V) on the host = row `row` of the final norm's output (a forward's or a decode's) @ lm_head^T.
+static void gpu_logits_row(const StageModel *s, const StageActs *a, int row, float *out) {
+    StageCuda *c = cuda_of(s);
+    const int C = s->cfg.hidden, V = s->cfg.vocab;
+    assert(s->has_head && row >= 0 && row < a->N);
+    if (!c->logits_row) c->logits_row = dev_alloc((size_t)V * sizeof(float));
+    lin_fwd(c, c->logits_row, operand(c, S_A, a->lnf + (size_t)row * C, (size_t)C), c->dw.lm_head, 1, C, V);
+    copy_sync(c, out, c->logits_row, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost);
+}
+
 static const StageOps CUDA_OPS = {
     .head_without_logits = true,
     .acts_create = gpu_acts_create,
@@ -817,6 +937,11 @@ static const StageOps CUDA_OPS = {
     .bind_thread = gpu_bind_thread,
     .detach = gpu_detach,
     .flash_attention = true,
+    .kv_create = gpu_kv_create,
+    .kv_free = gpu_kv_free,
+    .kv_fill = gpu_kv_fill,
+    .decode = gpu_decode,
+    .logits_row = gpu_logits_row,
 };
 
 const StageDevice stage_cuda_device = {

@@ -1,9 +1,11 @@
 // engine/model/model_decode: one new token through a CPU stage against the stage's KV cache
-// (generation, engine/generate.h). A prefill forward of the whole row (stage_forward, B = 1)
-// leaves every layer's rotated keys and values in its acts; stage_kv_fill keeps those of the
-// prompt. Each later token is then one row (N = 1) through the same equations as
-// model_stage.c's layer_forward, its query attending to the cached keys of positions [0, pos]
-// (its own appended first), so a token costs one row's work instead of the whole prefix's.
+// (generation, engine/generate.h); a device stage's cache, decode and tapped logits are its
+// backend's (StageOps.kv_create ... logits_row: engine/model/model_cuda.c), reached from here.
+// A prefill forward of the whole row (stage_forward, B = 1) leaves every layer's rotated keys
+// and values in its acts; stage_kv_fill keeps those of the prompt. Each later token is then
+// one row (N = 1) through the same equations as model_stage.c's layer_forward, its query
+// attending to the cached keys of positions [0, pos] (its own appended first), so a token
+// costs one row's work instead of the whole prefix's.
 //
 // Attention of the one row mirrors attention_forward's row path: scores by gemm_serial,
 // softmax by vec_max / vec_exp_sum in double, the output by gemm_serial. The float sums run
@@ -21,6 +23,8 @@
 #include "kernels/cpu/vecmath.h"
 
 struct StageKV {
+    const StageModel *stage;  // whose cache
+    void *dev;                // a device backend's cache (StageOps.kv_create), else NULL: the fields below
     int T, n_layers;
     int KV, half;             // KV = NKV * HD floats of one position's keys; half = HD / 2
     float *k, *v;             // (n_layers, T, KV) rotated keys and values of positions [0, T)
@@ -31,8 +35,12 @@ struct StageKV {
 StageKV *stage_kv_create(const StageModel *s, int T) {
     const ModelConfig *c = &s->cfg;
     StageKV *kv = xcalloc(1, sizeof *kv);
+    if (s->ops->kv_create) {
+        *kv = (StageKV){.stage = s, .dev = s->ops->kv_create(s, T), .T = T};
+        return kv;
+    }
     const int L = s->layer_end - s->layer_begin;
-    *kv = (StageKV){.T = T, .n_layers = L, .KV = c->kv_heads * c->head_dim, .half = c->head_dim / 2};
+    *kv = (StageKV){.stage = s, .T = T, .n_layers = L, .KV = c->kv_heads * c->head_dim, .half = c->head_dim / 2};
     const size_t cache = (size_t)(L ? L : 1) * T * kv->KV;
     kv->k = xcalloc(cache, sizeof(float));
     kv->v = xcalloc(cache, sizeof(float));
@@ -47,6 +55,7 @@ StageKV *stage_kv_create(const StageModel *s, int T) {
 
 void stage_kv_free(StageKV *kv) {
     if (!kv) return;
+    if (kv->dev) kv->stage->ops->kv_free(kv->dev);
     free(kv->k);
     free(kv->v);
     free(kv->cos_tab);
@@ -59,6 +68,10 @@ static float *kv_k(const StageKV *kv, int l) { return kv->k + (size_t)l * kv->T 
 static float *kv_v(const StageKV *kv, int l) { return kv->v + (size_t)l * kv->T * kv->KV; }
 
 void stage_kv_fill(StageKV *kv, const StageActs *a, int n) {
+    if (kv->dev) {
+        kv->stage->ops->kv_fill(kv->stage, kv->dev, a, n);
+        return;
+    }
     assert(a->ops == &stage_cpu_ops && a->B == 1 && a->T == kv->T && n <= kv->T);
     for (int l = 0; l < kv->n_layers; l++) {
         memcpy(kv_k(kv, l), a->layer[l].k, sizeof(float) * (size_t)n * kv->KV);
@@ -110,6 +123,10 @@ static void layer_decode(const LayerParams *w, LayerActs *la, const float *x, fl
 }
 
 void stage_decode(StageModel *s, StageKV *kv, StageActs *a, const int32_t *token, const void *input, int pos) {
+    if (kv->dev) {
+        s->ops->decode(s, kv->dev, a, token, input, pos);
+        return;
+    }
     assert(a->ops == &stage_cpu_ops && !a->light && a->N == 1 && pos >= 0 && pos < kv->T);
     const StageDims d = stage_dims(s, a);
     if (s->has_embed) embedding_forward(acts_resid_at(a, 0), token, s->w.wte, 1, d.C);
@@ -120,4 +137,13 @@ void stage_decode(StageModel *s, StageKV *kv, StageActs *a, const int32_t *token
     if (!s->has_head) return;
     rmsnorm_forward(a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), s->w.norm, 1, d.C, s->cfg.rms_eps);
     linear_forward(a->logits, a->lnf, s->w.lm_head, 1, d.C, d.V);
+}
+
+void stage_logits_row(const StageModel *s, const StageActs *a, int row, float *out) {
+    if (s->ops->logits_row) {
+        s->ops->logits_row(s, a, row, out);
+        return;
+    }
+    const size_t V = (size_t)s->cfg.vocab;
+    memcpy(out, stage_acts_logits(a) + (size_t)row * V, V * sizeof(float));
 }

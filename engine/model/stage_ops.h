@@ -86,6 +86,16 @@ struct StageOps {
     bool (*time_since)(const StageModel *s, int base, int k, double *seconds);
     void (*bind_thread)(const StageModel *s);   // NULL: any thread will do
     void (*detach)(StageModel *s);              // frees the backend's part; NULL: none
+    // Generation (engine/model/model_decode.c; NULL: the CPU's, on the host arrays): a KV
+    // cache for T positions on the stage's device and its release; the keep of positions
+    // [0, n) of a prefill's (B = 1, T) keys and values; one token's forward at pos (acts of
+    // B = T = 1), as stage_decode; and the logits of row `row` of a forward's or a decode's
+    // final norm output, on the host (a backend whose head makes no logits computes them here).
+    void *(*kv_create)(const StageModel *s, int T);
+    void (*kv_free)(void *kv);
+    void (*kv_fill)(const StageModel *s, void *kv, const StageActs *a, int n);
+    void (*decode)(StageModel *s, void *kv, StageActs *a, const int32_t *token, const void *input, int pos);
+    void (*logits_row)(const StageModel *s, const StageActs *a, int row, float *out);
     // Attention keeps (B, NH, T) row statistics instead of (B, NH, T, T) probabilities and
     // score gradients (flash attention; engine/model/model_acts.h lays a slot out by it).
     bool flash_attention;

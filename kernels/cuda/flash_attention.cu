@@ -11,6 +11,7 @@
 // of rows and walks the tiles it meets in a fixed order, so every sum has one order and a run
 // repeats itself bitwise, with no atomics:
 //   flash_forward_kernel  block (query tile, b * NH + h): key tiles 0, 1, ... up to the diagonal.
+//   flash_decode_kernel   block h: generation's one query row against the cached keys, as forward.
 //   flash_rowsum_kernel   D = rowsum(dout * out), one thread a row.
 //   flash_dq_kernel       block (query tile, b * NH + h): dq += scale dS k, key tiles as forward.
 //   flash_dkdv_kernel     block (key tile, b * NKV + kv): the g query heads of the kv head in
@@ -99,6 +100,39 @@ __global__ void flash_forward_kernel(float *__restrict__ out, float *__restrict_
     }
     for (int r = threadIdx.x; r < nq; r += blockDim.x)
         lse[(size_t)bh * T + q0 + r] = flash_logsumexp(m[r], l[r]);
+}
+
+// Generation's decode: block h, the one query row (position n - 1) of head h against keys
+// [0, n), key tiles in increasing order as flash_forward_kernel walks them for that row; the
+// row's max, sum and alpha live in shared memory (one writer: thread 0). The keys past n - 1
+// that the forward's last tile would mask add nothing there, so the row is the forward's.
+__global__ void flash_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
+                                    const float *__restrict__ v, int n, int NH, int NKV, int HD, float scale) {
+    extern __shared__ float sh[];
+    const int ld = HD + 1;
+    float *Qs = sh, *acc = Qs + ld, *Ks = acc + ld, *Vs = Ks + FLASH_BK * ld, *S = Vs + FLASH_BK * ld;
+    float *row = S + FLASH_BK;   // m, l, alpha
+    const int h = blockIdx.x, kvh = h / (NH / NKV);
+    const FlashRows qr = head_rows(q, 0, h, 1, NH, HD), kr = head_rows(k, 0, kvh, n, NKV, HD),
+                    vr = head_rows(v, 0, kvh, n, NKV, HD);
+    load_tile(Qs, qr, 0, 1, HD);
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) acc[d] = 0.0f;
+    if (threadIdx.x == 0) row[0] = -INFINITY, row[1] = 0.0f;
+    for (int kt = 0; kt < flash_tiles(n, FLASH_BK); kt++) {
+        const int k0 = kt * FLASH_BK, nk = min(FLASH_BK, n - k0);
+        __syncthreads();   // the previous tile's readers are done
+        load_tile(Ks, kr, k0, nk, HD);
+        load_tile(Vs, vr, k0, nk, HD);
+        __syncthreads();
+        for (int c = threadIdx.x; c < nk; c += blockDim.x)
+            S[c] = flash_score(Qs, &Ks[c * ld], HD, scale, n - 1, k0 + c);
+        __syncthreads();
+        if (threadIdx.x == 0) row[2] = flash_softmax_update(&row[0], &row[1], S, nk);
+        __syncthreads();
+        for (int d = threadIdx.x; d < HD; d += blockDim.x) acc[d] = flash_acc_update(acc[d], row[2], S, &Vs[d], ld, nk);
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) out[(size_t)h * HD + d] = acc[d] / row[1];
 }
 
 // dsum(B, NH, T) = rowsum(dout * out): row (b * NH + h) * T + t.
@@ -236,6 +270,16 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
     const dim3 grid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
     flash_forward_kernel<<<grid, FLASH_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV, HD,
                                                                      flash_scale(HD));
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
+                       int HD) {
+    if (n <= 0 || NH <= 0) return;
+    const size_t smem = (2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 3) * sizeof(float);
+    allow_smem(flash_decode_kernel, smem);
+    flash_decode_kernel<<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
+                                                                            flash_scale(HD));
     CUDA_CHECK_LAUNCH();
 }
 

@@ -157,6 +157,11 @@ void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float 
 void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q,
                                   const float *k, const float *v, int B, int T, int NH, int NKV,
                                   int HD);
+// Generation's decode: the one query of position n - 1, q(NH, HD), against the n cached
+// positions k, v(n, NKV, HD) [0, n), into out(NH, HD) (overwritten): the forward kernel's
+// tile loop for one query row, by the same flash_tile.h functions, keys in increasing order.
+void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
+                       int HD);
 // dq, dk, dv += gradients, from forward's out and lse; dsum(B, NH, T) is caller-owned scratch
 // (overwritten with rowsum(dout * out)).
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,

@@ -8,6 +8,8 @@
 #  - a GPU run checkpointed at step 5 and resumed repeats the uninterrupted losses bitwise;
 #  - under mpirun, --transport nccl matches the CPU's losses (two or more GPUs: 1f1b and
 #    zb-v; four: with 2 replicas), or refuses a second rank on one GPU with one line;
+#  - generation on GPU stages (fp32) gives the CPU stages' ids: greedy at P=1 and P=3, seeded
+#    sampling; `sample` keeps a GPU run's device; train --sample-every runs on GPUs;
 #  - GPU-only refusals are one line and exit 2.
 # Exit 77 (ctest: skipped) when no GPU is usable. ctest also runs it on the CPU against
 # pptrain_emu, the GPU emulated (tests/gpu_emu/cuda_emu.c, PPTRAIN_EMU_GPUS=2 devices).
@@ -81,6 +83,52 @@ tail -5 ck.losses > ck-tail.losses
 check "GPU resume: steps 6-10 bitwise equal to the uninterrupted run" cmp -s ck-tail.losses resume.losses
 check "GPU resume: the resumed run is on the GPU too" [ "$(sqlite3 ck.db 'SELECT device FROM runs WHERE id = 2')" = cuda ]
 
+# Generation on GPU stages (engine/model/model_cuda.c's decode, cuda_flash_decode), fp32, held
+# to the CPU stages' ids (which tests/cli/cli_sample.sh holds to transformers): greedy ids of
+# Hugging Face folders at P=1 (and P=2: two layers), of a trained tiny run's checkpoint at
+# P=1 and P=3, seeded sampling at P=3; a GPU run's sample stays on its GPUs; train
+# --sample-every on GPU stages records its samples.
+ids_of() { tr -d ' \n' | sed 's/.*"ids":\[\([0-9,]*\)\].*/\1/'; }
+gen() { "$bin" sample "$@" --json | ids_of; }
+same_ids() {   # same_ids WHAT args...: the CPU's ids of WHAT, then the GPU's, equal and not empty
+  local what=$1
+  shift
+  local cpu gpu
+  cpu=$(gen "$what" "$@") gpu=$(gen "$what" "$@" --device cuda --precision fp32)
+  [ -n "$cpu" ] && [ "$cpu" = "$gpu" ] || { echo "  cpu: $cpu"; echo "  gpu: $gpu"; return 1; }
+}
+hfg="$src/tests/fixtures/hf_generate"
+want=$(grep '"prompt": "Hello"' "$hfg/expected.json" | ids_of)
+check "GPU greedy ids of hf_generate at P=1 are transformers' generate()" \
+  [ "$(gen "$hfg" --prompt Hello --tokens 64 --device cuda --precision fp32)" = "$want" ]
+plain="$src/tests/fixtures/hf_variants/plain"
+for P in 1 2; do
+  check "GPU greedy ids of hf_variants/plain at P=$P are the CPU's" same_ids "$plain" --prompt "The pipeline" \
+    --tokens 48 --stages "$P"
+done
+"$bin" train --data "$data" --model tiny --steps 120 --batch 8 --seq 64 --microbatches 2 --lr 1e-2 --warmup 5 \
+  --db gen.db --ckpt-dir genck --ckpt-every 120 > gen.txt 2>&1
+check "a tiny run to sample from" [ $? -eq 0 ] || tail -3 gen.txt
+for P in 1 3; do
+  check "GPU greedy ids of a trained run at P=$P are the CPU's" same_ids 1 --db gen.db --prompt "The pipeline " \
+    --tokens 48 --stages "$P"
+done
+check "GPU seeded sampling at P=3 draws the CPU's ids" same_ids 1 --db gen.db --prompt "The pipeline " --tokens 48 \
+  --stages 3 --temperature 1.0 --top-k 50 --seed 7
+# A GPU run samples on its GPUs (kernels run: counted where the GPU is emulated), with the ids
+# of --device cpu on the same checkpoint.
+PPTRAIN_EMU_COUNT_SYNCS=1 "$bin" sample 1 --db ck.db --prompt "The " --tokens 16 --json > ckgen.json 2> ckgen.err
+check "sample of a GPU run gives the CPU's ids" [ -s ckgen.json ] && \
+  [ "$(ids_of < ckgen.json)" = "$(gen 1 --db ck.db --prompt "The " --tokens 16 --device cpu)" ]
+if [ -n "${PPTRAIN_EMU_GPUS:-}" ]; then
+  check "sample of a GPU run stays on the GPU" grep -q "GPU emulation): [1-9][0-9]* kernel calls" ckgen.err
+fi
+run gpusample --device cuda --precision fp32 --sample-every 5
+check "train --device cuda --sample-every 5: two samples recorded" \
+  [ "$(sqlite3 gpusample.db 'SELECT count(*) FROM samples')" -eq 2 ]
+check "train --device cuda --sample-every 5: the losses bitwise those of the run without" cmp -s gpu32.losses \
+  gpusample.losses
+
 # NCCL between processes (one OpenMP thread each: the ranks share the machine's cores).
 nccl_built=1
 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "$bin" "${base[@]}" --transport nccl --device cuda --db '' 2>&1 |
@@ -110,6 +158,12 @@ else
     # zb-v: rank 0 sends stage 0's activations and stage 3's gradients to rank 1, each on its own edge.
     check "nccl, 2 processes, zb-v (4 stages)" nccl_run ncclv 2 --stages 2 --schedule zb-v
     check "nccl zb-v: within 2e-2 of the CPU's" within cpu.losses ncclv.losses 2e-2
+    # Generation between processes: the logits gathered to the root, the CPU stages' ids.
+    got=$(env ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" OMP_NUM_THREADS=1 timeout 120 mpirun --allow-run-as-root \
+          --oversubscribe -np 2 "$bin" sample "$plain" --prompt "The pipeline" --tokens 24 --stages 2 --transport nccl \
+          --device cuda --precision fp32 --timeout 60 --json 2> nccl-sample.err | ids_of)
+    check "nccl, 2 processes: greedy ids of hf_variants/plain are the CPU's" \
+      [ -n "$got" ] && [ "$got" = "$(gen "$plain" --prompt "The pipeline" --tokens 24 --stages 2)" ]
   fi
   if [ "$gpus" -ge 4 ]; then
     check "nccl, 4 processes: 2 stages x 2 replicas" nccl_run nccldp 4 --stages 2 --dp 2

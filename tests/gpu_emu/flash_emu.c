@@ -75,6 +75,28 @@ void flash_emu_forward(float *out, float *lse, const float *q, const float *k, c
     free(acc);
 }
 
+// flash_decode_kernel: block h, the one query row of position n - 1 (B = 1, T = n for the keys).
+void flash_emu_decode(float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV, int HD) {
+    const Shape s = shape_of(1, n, NH, NKV, HD);
+    float S[FLASH_BK], *acc = scratch((size_t)HD);
+    for (int h = 0; h < NH; h++) {
+        const int kvh = h / s.g;
+        const float *qh = q + (size_t)h * HD;
+        float m = -INFINITY, l = 0.0f;
+        for (int d = 0; d < HD; d++) acc[d] = 0.0f;
+        for (int kt = 0; kt < flash_tiles(n, FLASH_BK); kt++) {
+            const int k0 = kt * FLASH_BK, nk = min_int(FLASH_BK, n - k0);
+            for (int c = 0; c < nk; c++)
+                S[c] = flash_score(qh, k + krow(&s, 0, k0 + c, kvh), HD, s.scale, n - 1, k0 + c);
+            const float alpha = flash_softmax_update(&m, &l, S, nk);
+            for (int d = 0; d < HD; d++)
+                acc[d] = flash_acc_update(acc[d], alpha, S, v + krow(&s, 0, k0, kvh) + d, (long)NKV * HD, nk);
+        }
+        for (int d = 0; d < HD; d++) out[(size_t)h * HD + d] = acc[d] / l;
+    }
+    free(acc);
+}
+
 // The probabilities P and score gradients dS (without the scale) of queries [q0, q0 + nq) of
 // head h against keys [k0, k0 + nk) of its kv head, into (BQ, BK) tiles: what both backward
 // kernels recompute per tile.

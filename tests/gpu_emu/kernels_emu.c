@@ -632,6 +632,30 @@ static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*ru
     emu_enqueue(ctx->stream, run, &a, sizeof a);
 }
 
+typedef struct {
+    float *out;
+    const float *q, *k, *v;
+    int n, NH, NKV, HD;
+} DecodeArgs;
+
+static void run_flash_decode(void *p) {
+    const DecodeArgs *a = p;
+    flash_emu_decode(a->out, a->q, a->k, a->v, a->n, a->NH, a->NKV, a->HD);
+}
+
+void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
+                       int HD) {
+    launch(ctx, __func__);
+    if (HD > FLASH_MAX_HD || NKV <= 0 || NH % NKV != 0) emu_breach(__func__, "a shape flash attention does not take");
+    emu_need_device(__func__, out, F((size_t)NH * HD));
+    emu_need_device(__func__, q, F((size_t)NH * HD));
+    emu_need_device(__func__, k, F((size_t)n * NKV * HD));
+    emu_need_device(__func__, v, F((size_t)n * NKV * HD));
+    if (n <= 0 || NH <= 0) return;
+    const DecodeArgs a = {.out = out, .q = q, .k = k, .v = v, .n = n, .NH = NH, .NKV = NKV, .HD = HD};
+    emu_enqueue(ctx->stream, run_flash_decode, &a, sizeof a);
+}
+
 void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
                                   const float *v, int B, int T, int NH, int NKV, int HD) {
     attention(ctx, __func__,

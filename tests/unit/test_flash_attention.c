@@ -3,7 +3,8 @@
 // CPU reference attention (kernels/cpu attention_forward / attention_backward), forward and
 // backward, over T in {1, 7, 64, 257} (one tile, a part tile, two tiles, nine with a 1-row
 // last one), HD in {16, 24, 32, 64, 80, 128, 256} (the presets', Hugging Face configs' and
-// the kernels' largest) and GQA NH/NKV in {4/4, 8/2}; and the bytes a GPU
+// the kernels' largest) and GQA NH/NKV in {4/4, 8/2}; generation's one-query decode equal to
+// the forward's row bitwise; and the bytes a GPU
 // stage's microbatch slot keeps for attention: O(T) per head, not O(T^2).
 #include <assert.h>
 #include <math.h>
@@ -119,6 +120,18 @@ static void test_shape(int T, int HD, int NH, int NKV) {
                 worst = e > worst ? e : worst;
             }
     CHECK(worst <= e_p + e_sum, "lse T=%d HD=%d: P[t][0] from lse off by %.3g", T, HD, worst);
+    // Generation's decode (cuda_flash_decode): the query of position n - 1 against the n keys
+    // of sequence 0 is the forward's row n - 1 bitwise (same tile functions, same key order;
+    // the keys the forward's tile masks past n - 1 add exact zeros).
+    float *dec = fzero((size_t)NH * HD);
+    const int ns[] = {1, T / 2 + 1, T};
+    for (int i = 0; i < 3; i++) {
+        const int n = ns[i];
+        flash_emu_decode(dec, q + (size_t)(n - 1) * NH * HD, k, v, n, NH, NKV, HD);
+        CHECK(memcmp(dec, fout + (size_t)(n - 1) * NH * HD, (size_t)NH * HD * sizeof(float)) == 0,
+              "decode T=%d HD=%d NH=%d NKV=%d: position %d differs from the forward's row", T, HD, NH, NKV, n - 1);
+    }
+    free(dec);
     float *all[] = {q, k, v, dout, out, att, scratch, dq, dk, dv, fout, lse, dsum, fdq, fdk, fdv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }

@@ -13,24 +13,6 @@ if ! command -v tmux >/dev/null; then
 fi
 source "$(dirname "$0")/lib_console.sh"
 
-keep() {   # keep NAME: save the current screen as a capture
-  [ -n "${PPTRAIN_CAPTURE_DIR:-}" ] && tm capture-pane -p > "$PPTRAIN_CAPTURE_DIR/$1.txt"
-  return 0
-}
-
-# wait_gone SECONDS PATTERN WHAT: polls the screen until the pattern has left it.
-wait_gone() {
-  local deadline=$((SECONDS + 3 * $1))
-  while [ $SECONDS -le $deadline ]; do
-    tm capture-pane -p > "$work/screen.txt" 2>/dev/null
-    if ! grep -Eq -- "$2" "$work/screen.txt"; then pass; return 0; fi
-    sleep 0.2
-  done
-  fail "$3: '$2' still on the screen after $((3 * $1)) s:"
-  cat "$work/screen.txt"
-  return 1
-}
-
 panel='^┌─ sample at step [0-9]+ +\(sampling: [0-9.]+% of the run.s time\)'
 run=(--db "$work/runs.db" --data "$src/tests/fixtures/text" --steps 400 --seq 32 --batch 8 --microbatches 4 --stages 2
      --sample-every 5 --sample-tokens 16)

@@ -19,11 +19,6 @@ if [ ! -r /usr/share/games/fortunes ]; then
 fi
 source "$(dirname "$0")/lib_console.sh"
 
-keep() {   # keep NAME: save the current screen as a capture
-  [ -n "${PPTRAIN_CAPTURE_DIR:-}" ] && tm capture-pane -p > "$PPTRAIN_CAPTURE_DIR/$1.txt"
-  return 0
-}
-
 # The bubble's parts on the last captured screen add up to the measured figure as printed.
 bubble_adds_up() {
   local line

@@ -1,6 +1,7 @@
 # Shared by the console's tmux tests (sourced after lib_cli.sh): a private tmux server that is
 # killed at exit, a UTF-8 locale where there is one, sanitizer reports to
-# files (the console keeps stderr aside while it draws), and wait_for, which polls the screen.
+# files (the console keeps stderr aside while it draws), wait_for and wait_gone, which poll the
+# screen, and keep, which saves it.
 # shellcheck shell=bash
 sock=pptrain-test-$$
 tm() { tmux -L "$sock" "$@"; }
@@ -26,4 +27,22 @@ wait_for() {
   fail "$3: no '$2' on the screen within $((3 * $1)) s:"
   cat "$work/screen.txt"
   return 1
+}
+
+# wait_gone SECONDS PATTERN WHAT: polls the screen until the pattern has left it.
+wait_gone() {
+  local deadline=$((SECONDS + 3 * $1))
+  while [ $SECONDS -le $deadline ]; do
+    tm capture-pane -p > "$work/screen.txt" 2>/dev/null
+    if ! grep -Eq -- "$2" "$work/screen.txt"; then pass; return 0; fi
+    sleep 0.2
+  done
+  fail "$3: '$2' still on the screen after $((3 * $1)) s:"
+  cat "$work/screen.txt"
+  return 1
+}
+
+keep() {   # keep NAME: save the current screen as a capture
+  [ -n "${PPTRAIN_CAPTURE_DIR:-}" ] && tm capture-pane -p > "$PPTRAIN_CAPTURE_DIR/$1.txt"
+  return 0
 }

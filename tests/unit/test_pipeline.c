@@ -4,6 +4,7 @@
 // too; plus CSV schedules, the timeout/abort path, telemetry, the check API and bad input.
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -382,6 +383,8 @@ static void test_timeout_aborts_every_rank(void) {
 // With no arguments: every part at once, one child process each, as ctest -j runs them, so a
 // run by hand takes the longest part's time on a machine with the cores (the parts, one after
 // the other, took about 33 s on an idle 2-core VM and about 60 s beside two busy loops).
+// Each part's output is line-buffered, so a run cut short by a time limit still shows how far
+// each part got.
 // Exit status: the first failing part's, else 0.
 static int run_parts_in_parallel(char **argv) {
     static char *const parts[][3] = {{"units", NULL, NULL}, {"grid", "1", NULL}, {"grid", "2", NULL},
@@ -411,6 +414,7 @@ static int run_parts_in_parallel(char **argv) {
 
 int main(int argc, char **argv) {
     if (argc == 1) return run_parts_in_parallel(argv);
+    setvbuf(stdout, NULL, _IOLBF, 0);   // a part cut short still shows its progress
     bool units = true;
     int grid_from = 1, grid_to = 4;
     if (argc == 2 && strcmp(argv[1], "units") == 0) {

@@ -477,13 +477,19 @@ static bool settle_stage(Runtime *rt, int l) {
     return true;
 }
 
-double runtime_device_times(Runtime *rt) {
-    for (int l = 0; l < rt->n_local; l++)
-        if (rt->device_timed[l] && !rt->device_settled[l]) rt->device_settled[l] = settle_stage(rt, l);
+// The step's compute time: a device-timed stage's events hold the host's queueing times
+// until runtime_device_times settles them.
+static double events_busy(const Runtime *rt) {
     double busy = 0.0;
     for (int i = 0; i < rt->n_events; i++)
         if (!schedule_is_comm(rt->events[i].type)) busy += rt->events[i].end - rt->events[i].start;
     return busy;
+}
+
+double runtime_device_times(Runtime *rt) {
+    for (int l = 0; l < rt->n_local; l++)
+        if (rt->device_timed[l] && !rt->device_settled[l]) rt->device_settled[l] = settle_stage(rt, l);
+    return events_busy(rt);
 }
 
 RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *targets, float loss_scale,
@@ -514,6 +520,8 @@ RuntimeStatus runtime_step(Runtime *rt, const int32_t *inputs, const int32_t *ta
     // Microbatch order, as the single-device trainer sums them; then what a device kept.
     for (int mb = 0; mb < rt->M; mb++) stats->loss += rt->mb_loss[mb];
     if (rt->local[rt->S - 1] >= 0) stats->loss += stage_step_loss(pool_of(rt, rt->S - 1)->model);
-    stats->busy_s = runtime_device_times(rt);   // the stages that wait above: device time
+    // Device-timed stages settle after the step's wait for its loss and norm (pipeline.c
+    // rank_reduce_totals): asking the device here would find their marks not yet reached.
+    stats->busy_s = events_busy(rt);
     return RUNTIME_OK;
 }

@@ -103,8 +103,8 @@ const ActionEvent *runtime_events(const Runtime *rt, int *n);
 // events become device time: each action's device start and end, placed on the host clock
 // as early as the rule "the device starts an action no sooner than the host queued it"
 // allows (one offset per stage). A stage the device has not finished keeps its host times;
-// nothing waits. runtime_step calls it after its own last wait (the last stage's loss); call it
-// again after the step's other wait (the gradient norm). Returns the busy seconds of the
-// rank's events as they are then (RuntimeStats.busy_s, recounted).
+// nothing waits. Call it after the step's wait for its gradient norm (runtime_step has none
+// of its own: RuntimeStats.busy_s counts host times until then). Returns the busy seconds of
+// the rank's events as they are then (RuntimeStats.busy_s, recounted).
 double runtime_device_times(Runtime *rt);
 #endif

@@ -256,16 +256,20 @@ static void gpu_time_mark(StageModel *s, int k) {
     CUDA_CHECK(cudaEventRecord(c->marks[k], cuda_ctx_stream(c->ctx)));
 }
 
-// cudaEventElapsedTime: not ready (the device has not got there) is no error, and no wait.
+// Not ready (the device has not got there) is no error, and no wait. cudaEventQuery asks
+// first: NotReady is its documented answer, where from cudaEventElapsedTime it is an API
+// error (compute-sanitizer reports it as one). Mark k follows base on the same stream, so k
+// done means base done.
 static bool gpu_time_since(const StageModel *s, int base, int k, double *seconds) {
     const StageCuda *c = cuda_of(s);
-    float ms = 0.0f;
-    const cudaError_t e = cudaEventElapsedTime(&ms, c->marks[base], c->marks[k]);
-    if (e == cudaErrorNotReady) {
+    const cudaError_t q = cudaEventQuery(c->marks[k]);
+    if (q == cudaErrorNotReady) {
         (void)cudaGetLastError();
         return false;
     }
-    CUDA_CHECK(e);
+    CUDA_CHECK(q);
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, c->marks[base], c->marks[k]));
     *seconds = ms * 1e-3;
     return true;
 }

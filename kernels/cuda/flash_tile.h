@@ -54,25 +54,37 @@ FLASH_FN float flash_score(const float *q, const float *k, int HD, float scale, 
     return kpos <= qpos ? scale * flash_dot(q, k, HD) : -INFINITY;
 }
 
+// The online softmax's steps for one query row against one key tile, as the forward kernel
+// spreads them over its threads (the row's max and rescale factor, then every probability,
+// then the row's sum); flash_softmax_update below is the same steps in one call.
+// m' = max(m, max_j s_j).
+FLASH_FN float flash_row_max(float m, const float *s, int n) {
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    return m;
+}
+// The factor alpha = exp(m - m') that rescales the row's earlier sum and accumulator: 0 on the
+// row's first tile (m = -inf), 1 while the row has seen only masked keys (m' = -inf).
+FLASH_FN float flash_rescale(float m, float m_new) { return m_new == -INFINITY ? 1.0f : expf(m - m_new); }
+// A probability p = exp(s - m'), 0 while the row has seen only masked keys.
+FLASH_FN float flash_exp(float s, float m_new) { return m_new == -INFINITY ? 0.0f : expf(s - m_new); }
+// sum_j p_j, index order.
+FLASH_FN float flash_row_sum(const float *p, int n) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) sum += p[j];
+    return sum;
+}
+
 // One query row's online-softmax step against one key tile: s(n) scores in, probabilities
 // exp(s - m') out (in place); the running max m and sum l are updated, and the factor alpha
 // by which the row's earlier accumulator must be rescaled is returned. A row that has seen
-// only masked keys so far (m' = -inf) keeps l = 0 and gets p = 0 and alpha = 1.
+// only masked keys so far (m' = -inf) keeps m = -inf and l = 0 and gets p = 0 and alpha = 1.
 FLASH_FN float flash_softmax_update(float *m, float *l, float *s, int n) {
-    float m_new = *m;
-    for (int j = 0; j < n; j++) m_new = fmaxf(m_new, s[j]);
-    if (m_new == -INFINITY) {
-        for (int j = 0; j < n; j++) s[j] = 0.0f;
-        return 1.0f;
+    const float m_new = flash_row_max(*m, s, n), alpha = flash_rescale(*m, m_new);
+    for (int j = 0; j < n; j++) s[j] = flash_exp(s[j], m_new);
+    if (m_new != -INFINITY) {
+        *l = *l * alpha + flash_row_sum(s, n);
+        *m = m_new;
     }
-    const float alpha = expf(*m - m_new);   // 0 on the row's first tile (m = -inf)
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        s[j] = expf(s[j] - m_new);
-        sum += s[j];
-    }
-    *l = *l * alpha + sum;
-    *m = m_new;
     return alpha;
 }
 

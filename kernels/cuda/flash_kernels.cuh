@@ -1,0 +1,354 @@
+// kernels/cuda/flash_kernels.cuh: the CUDA kernels of flash attention, the text that
+// kernels/cuda/flash_attention.cu launches (its header comment says what each computes).
+// Written in the subset of CUDA C++ that tests/gpu_emu/simt.h also gives a C++ compiler (the
+// grid's blocks one after another, a block's threads as host threads, __syncthreads a
+// barrier), so tests/gpu_emu/test_flash_simt.cc runs this same source on the CPU and holds it
+// bitwise to the emulator's tiles (tests/gpu_emu/flash_emu.c). Include after a header that
+// gives that dialect: kernels/cuda/common.cuh on the GPU, simt.h on the CPU.
+#ifndef PPTRAIN_KERNELS_CUDA_FLASH_KERNELS_CUH
+#define PPTRAIN_KERNELS_CUDA_FLASH_KERNELS_CUH
+#include <math.h>
+#include "kernels/cuda/flash_tile.h"
+
+#ifndef DYNAMIC_SHARED_FLOATS   // the block's dynamic shared memory as floats (simt.h: a buffer)
+#define DYNAMIC_SHARED_FLOATS(name) extern __shared__ float name[]
+#endif
+
+#define FLASH_THREADS 128
+#define FLASH_SLD (FLASH_BK + 1)   // row stride of the shared score tiles S, P, dS
+
+// The micro-tile layout below is for 32 x 32 tiles and 128 threads: 16 row pairs x 8 columns.
+static_assert(FLASH_BQ == 32 && FLASH_BK == 32 && FLASH_THREADS == 128, "flash micro-tiles: 32 x 32, 128 threads");
+
+// This thread's micro-tile: rows ty and ty + 16 of a 32-row tile; columns tx + 8 j (j < 4) of a
+// 32-column chunk.
+struct MicroTile {
+    int row[2], col[4];
+    __device__ MicroTile(int col0) {
+        const int ty = threadIdx.x / 8, tx = threadIdx.x % 8;
+        row[0] = ty, row[1] = ty + 16;
+        for (int j = 0; j < 4; j++) col[j] = col0 + tx + 8 * j;
+    }
+    __device__ bool has(int i, int j, int rows, int cols) const { return row[i] < rows && col[j] < cols; }
+};
+
+// out[i][j] = sum over t < n, in index order, of A(mt.row[i], t) * B(mt.col[j], t), with
+// A(r, t) = A[r * a_r + t * a_t] and B(c, t) = B[c * b_c + t * b_t]: one shared tile's rows (or
+// columns) against another's. Rows past `rows` and columns past `cols` read the last valid
+// one (their results are dropped), so every read stays inside the loaded tile.
+__device__ __forceinline__ static void micro_dot(float out[2][4], const MicroTile &mt, int rows, int cols,
+                                                 const float *A, int a_r, int a_t, const float *B, int b_c,
+                                                 int b_t, int n) {
+    const float *a[2], *b[4];
+    for (int i = 0; i < 2; i++) a[i] = A + min(mt.row[i], rows - 1) * a_r;
+    for (int j = 0; j < 4; j++) b[j] = B + min(mt.col[j], cols - 1) * b_c;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) out[i][j] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        const float a0 = a[0][t * a_t], a1 = a[1][t * a_t];
+        for (int j = 0; j < 4; j++) {
+            const float bj = b[j][t * b_t];
+            out[0][j] += a0 * bj;
+            out[1][j] += a1 * bj;
+        }
+    }
+}
+
+// A block's view of one (sequence, head): rows of a q-like or k-like tensor at stride ld.
+struct FlashRows {
+    const float *base;
+    size_t ld;
+    __device__ const float *row(int t) const { return base + (size_t)t * ld; }
+};
+
+__device__ static FlashRows head_rows(const float *x, int b, int h, int T, int H, int HD) {
+    FlashRows r = {x + ((size_t)b * T * H + h) * HD, (size_t)H * HD};
+    return r;
+}
+
+// rows x HD of src (row stride src.ld, from row t0) into a (rows, HD + 1) shared tile.
+// Where each row's float4s can be read at once (HD a multiple of 4 dividing 4 x the block, so
+// a thread keeps one column of float4s, and 16-byte aligned rows), a thread reads float4s and
+// divides by HD once; otherwise one float at a time. The shared tile's odd row stride takes
+// them one by one either way.
+__device__ static void load_tile(float *tile, FlashRows src, int t0, int rows, int HD) {
+    const int vecs = HD / 4;   // float4s a row
+    if (HD % 4 == 0 && (int)blockDim.x % vecs == 0 && src.ld % 4 == 0 && ((size_t)src.base & 15) == 0) {
+        const int step = (int)blockDim.x / vecs, c = (int)threadIdx.x % vecs;
+        for (int r = (int)threadIdx.x / vecs; r < rows; r += step) {
+            const float4 x = reinterpret_cast<const float4 *>(src.row(t0 + r))[c];
+            float *d = &tile[r * (HD + 1) + 4 * c];
+            d[0] = x.x, d[1] = x.y, d[2] = x.z, d[3] = x.w;
+        }
+        return;
+    }
+    for (int i = threadIdx.x; i < rows * HD; i += blockDim.x)
+        tile[(i / HD) * (HD + 1) + i % HD] = src.row(t0 + i / HD)[i % HD];
+}
+
+// A query tile walks the key tiles up to its diagonal, so the last tiles are the longest: the
+// grid's x runs over them from the last, and the GPU starts the long blocks first (the short
+// ones then fill the gaps at the end). Which block computes a tile changes nothing in it.
+__device__ static int heavy_first_tile(void) { return (int)(gridDim.x - 1 - blockIdx.x); }
+
+static size_t tile_floats(int rows, int HD) { return (size_t)rows * (HD + 1); }
+
+// Shared memory of each kernel, in floats (the carving order of the kernel's first lines).
+static size_t forward_smem(int HD) {
+    return 2 * tile_floats(FLASH_BQ, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BQ * FLASH_SLD + 4 * FLASH_BQ;
+}
+static size_t dq_smem(int HD) {
+    return 3 * tile_floats(FLASH_BQ, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BQ * FLASH_SLD + 2 * FLASH_BQ;
+}
+static size_t dkdv_smem(int HD) {
+    return 2 * tile_floats(FLASH_BQ, HD) + 4 * tile_floats(FLASH_BK, HD) + 2 * FLASH_BQ * FLASH_SLD + 2 * FLASH_BQ;
+}
+
+__global__ void flash_forward_kernel(float *__restrict__ out, float *__restrict__ lse,
+                                     const float *__restrict__ q, const float *__restrict__ k,
+                                     const float *__restrict__ v, int T, int NH, int NKV, int HD,
+                                     float scale) {
+    DYNAMIC_SHARED_FLOATS(sh);
+    const int ld = HD + 1;
+    float *Qs = sh, *acc = Qs + FLASH_BQ * ld, *Ks = acc + FLASH_BQ * ld, *Vs = Ks + FLASH_BK * ld;
+    float *S = Vs + FLASH_BK * ld, *m = S + FLASH_BQ * FLASH_SLD, *l = m + FLASH_BQ, *alpha = l + FLASH_BQ;
+    float *m_new = alpha + FLASH_BQ;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
+    const int q0 = heavy_first_tile() * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
+    const FlashRows qr = head_rows(q, b, h, T, NH, HD), kr = head_rows(k, b, kvh, T, NKV, HD),
+                    vr = head_rows(v, b, kvh, T, NKV, HD);
+    load_tile(Qs, qr, q0, nq, HD);
+    for (int i = threadIdx.x; i < nq * ld; i += blockDim.x) acc[i] = 0.0f;
+    for (int r = threadIdx.x; r < nq; r += blockDim.x) m[r] = -INFINITY, l[r] = 0.0f;
+    const int key_tiles = (q0 + nq - 1) / FLASH_BK + 1;   // causal: none past the last query
+    for (int kt = 0; kt < key_tiles; kt++) {
+        const int k0 = kt * FLASH_BK, nk = min(FLASH_BK, T - k0);
+        __syncthreads();                                   // the previous tile's readers are done
+        load_tile(Ks, kr, k0, nk, HD);
+        load_tile(Vs, vr, k0, nk, HD);
+        __syncthreads();
+        {   // S = scale q k^T (flash_score), -inf above the diagonal
+            const MicroTile mt(0);
+            float o[2][4];
+            micro_dot(o, mt, nq, nk, Qs, ld, 1, Ks, ld, 1, HD);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 4; j++)
+                    if (mt.has(i, j, nq, nk))
+                        S[mt.row[i] * FLASH_SLD + mt.col[j]] =
+                            k0 + mt.col[j] <= q0 + mt.row[i] ? scale * o[i][j] : -INFINITY;
+        }
+        __syncthreads();
+        // flash_softmax_update in three steps: a thread a row for the max, every thread for
+        // the probabilities of its micro-tile, a thread a row for the sum (no wait after it:
+        // P v below reads the probabilities and alpha, not l or m).
+        for (int r = threadIdx.x; r < nq; r += blockDim.x) {
+            m_new[r] = flash_row_max(m[r], &S[r * FLASH_SLD], nk);
+            alpha[r] = flash_rescale(m[r], m_new[r]);
+        }
+        __syncthreads();
+        {
+            const MicroTile mt(0);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 4; j++)
+                    if (mt.has(i, j, nq, nk)) {
+                        float *p = &S[mt.row[i] * FLASH_SLD + mt.col[j]];
+                        *p = flash_exp(*p, m_new[mt.row[i]]);
+                    }
+        }
+        __syncthreads();
+        for (int r = threadIdx.x; r < nq; r += blockDim.x)
+            if (m_new[r] != -INFINITY) {
+                l[r] = l[r] * alpha[r] + flash_row_sum(&S[r * FLASH_SLD], nk);
+                m[r] = m_new[r];
+            }
+        for (int d0 = 0; d0 < HD; d0 += 32) {   // acc = alpha acc + P v (flash_acc_update)
+            const MicroTile mt(d0);
+            float o[2][4];
+            micro_dot(o, mt, nq, HD, S, FLASH_SLD, 1, Vs, 1, ld, nk);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 4; j++)
+                    if (mt.has(i, j, nq, HD)) {
+                        float *a = &acc[mt.row[i] * ld + mt.col[j]];
+                        *a = *a * alpha[mt.row[i]] + o[i][j];
+                    }
+        }
+    }
+    __syncthreads();
+    float *ob = out + ((size_t)b * T * NH + h) * HD;
+    for (int i = threadIdx.x; i < nq * HD; i += blockDim.x) {
+        const int r = i / HD, d = i % HD;
+        ob[(size_t)(q0 + r) * NH * HD + d] = acc[r * ld + d] / l[r];
+    }
+    for (int r = threadIdx.x; r < nq; r += blockDim.x)
+        lse[(size_t)bh * T + q0 + r] = flash_logsumexp(m[r], l[r]);
+}
+
+// Generation's decode: block h, the one query row (position n - 1) of head h against keys
+// [0, n), key tiles in increasing order as flash_forward_kernel walks them for that row; the
+// row's max, sum and alpha live in shared memory (one writer: thread 0). The keys past n - 1
+// that the forward's last tile would mask add nothing there, so the row is the forward's.
+__global__ void flash_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
+                                    const float *__restrict__ v, int n, int NH, int NKV, int HD, float scale) {
+    DYNAMIC_SHARED_FLOATS(sh);
+    const int ld = HD + 1;
+    float *Qs = sh, *acc = Qs + ld, *Ks = acc + ld, *Vs = Ks + FLASH_BK * ld, *S = Vs + FLASH_BK * ld;
+    float *row = S + FLASH_BK;   // m, l, alpha
+    const int h = blockIdx.x, kvh = h / (NH / NKV);
+    const FlashRows qr = head_rows(q, 0, h, 1, NH, HD), kr = head_rows(k, 0, kvh, n, NKV, HD),
+                    vr = head_rows(v, 0, kvh, n, NKV, HD);
+    load_tile(Qs, qr, 0, 1, HD);
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) acc[d] = 0.0f;
+    if (threadIdx.x == 0) row[0] = -INFINITY, row[1] = 0.0f;
+    for (int kt = 0; kt < flash_tiles(n, FLASH_BK); kt++) {
+        const int k0 = kt * FLASH_BK, nk = min(FLASH_BK, n - k0);
+        __syncthreads();   // the previous tile's readers are done
+        load_tile(Ks, kr, k0, nk, HD);
+        load_tile(Vs, vr, k0, nk, HD);
+        __syncthreads();
+        for (int c = threadIdx.x; c < nk; c += blockDim.x)
+            S[c] = flash_score(Qs, &Ks[c * ld], HD, scale, n - 1, k0 + c);
+        __syncthreads();
+        if (threadIdx.x == 0) row[2] = flash_softmax_update(&row[0], &row[1], S, nk);
+        __syncthreads();
+        for (int d = threadIdx.x; d < HD; d += blockDim.x) acc[d] = flash_acc_update(acc[d], row[2], S, &Vs[d], ld, nk);
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) out[(size_t)h * HD + d] = acc[d] / row[1];
+}
+
+// dsum(B, NH, T) = rowsum(dout * out): row (b * NH + h) * T + t.
+__global__ void flash_rowsum_kernel(float *__restrict__ dsum, const float *__restrict__ dout,
+                                    const float *__restrict__ out, int B, int T, int NH, int HD) {
+    const size_t rows = (size_t)B * NH * T;
+    for (size_t row = (size_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows;
+         row += (size_t)gridDim.x * blockDim.x) {
+        const int t = (int)(row % T), h = (int)(row / T % NH), b = (int)(row / ((size_t)T * NH));
+        const size_t at = (((size_t)b * T + t) * NH + h) * HD;
+        dsum[row] = flash_dot(dout + at, out + at, HD);
+    }
+}
+
+// A backward tile: P = exp(s - L) (when P is wanted) and dS = P (dout . v - D) of the block's
+// query rows (Qs, dOs, Ls, Ds: nq rows from q0) against its key rows (Ks, Vs: nk rows from k0),
+// into (BQ, FLASH_SLD) tiles: flash_score, flash_prob, flash_dot and flash_dscore per element.
+__device__ static void backward_scores(float *P, float *dS, const float *Qs, const float *dOs, const float *Ks,
+                                       const float *Vs, const float *Ls, const float *Ds, int q0, int nq,
+                                       int k0, int nk, int HD, float scale) {
+    const int ld = HD + 1;
+    const MicroTile mt(0);
+    float sc[2][4], dp[2][4];
+    micro_dot(sc, mt, nq, nk, Qs, ld, 1, Ks, ld, 1, HD);
+    micro_dot(dp, mt, nq, nk, dOs, ld, 1, Vs, ld, 1, HD);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            if (!mt.has(i, j, nq, nk)) continue;
+            const int r = mt.row[i], c = mt.col[j];
+            const float p = flash_prob(k0 + c <= q0 + r ? scale * sc[i][j] : -INFINITY, Ls[r]);
+            if (P) P[r * FLASH_SLD + c] = p;
+            dS[r * FLASH_SLD + c] = flash_dscore(p, dp[i][j], Ds[r]);
+        }
+}
+
+__global__ void flash_dq_kernel(float *__restrict__ dq, const float *__restrict__ dout,
+                                const float *__restrict__ q, const float *__restrict__ k,
+                                const float *__restrict__ v, const float *__restrict__ lse,
+                                const float *__restrict__ dsum, int T, int NH, int NKV, int HD,
+                                float scale) {
+    DYNAMIC_SHARED_FLOATS(sh);
+    const int ld = HD + 1;
+    float *Qs = sh, *dOs = Qs + FLASH_BQ * ld, *acc = dOs + FLASH_BQ * ld, *Ks = acc + FLASH_BQ * ld;
+    float *Vs = Ks + FLASH_BK * ld, *dS = Vs + FLASH_BK * ld;
+    float *Ls = dS + FLASH_BQ * FLASH_SLD, *Ds = Ls + FLASH_BQ;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
+    const int q0 = heavy_first_tile() * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
+    load_tile(Qs, head_rows(q, b, h, T, NH, HD), q0, nq, HD);
+    load_tile(dOs, head_rows(dout, b, h, T, NH, HD), q0, nq, HD);
+    for (int i = threadIdx.x; i < nq * ld; i += blockDim.x) acc[i] = 0.0f;
+    for (int r = threadIdx.x; r < nq; r += blockDim.x) {
+        Ls[r] = lse[(size_t)bh * T + q0 + r];
+        Ds[r] = dsum[(size_t)bh * T + q0 + r];
+    }
+    const FlashRows kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
+    const int key_tiles = (q0 + nq - 1) / FLASH_BK + 1;
+    for (int kt = 0; kt < key_tiles; kt++) {
+        const int k0 = kt * FLASH_BK, nk = min(FLASH_BK, T - k0);
+        __syncthreads();
+        load_tile(Ks, kr, k0, nk, HD);
+        load_tile(Vs, vr, k0, nk, HD);
+        __syncthreads();
+        backward_scores(NULL, dS, Qs, dOs, Ks, Vs, Ls, Ds, q0, nq, k0, nk, HD, scale);
+        __syncthreads();
+        for (int d0 = 0; d0 < HD; d0 += 32) {   // acc += dS k
+            const MicroTile mt(d0);
+            float o[2][4];
+            micro_dot(o, mt, nq, HD, dS, FLASH_SLD, 1, Ks, 1, ld, nk);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 4; j++)
+                    if (mt.has(i, j, nq, HD)) acc[mt.row[i] * ld + mt.col[j]] += o[i][j];
+        }
+    }
+    __syncthreads();
+    float *db = dq + ((size_t)b * T * NH + h) * HD;
+    for (int i = threadIdx.x; i < nq * HD; i += blockDim.x) {
+        const int r = i / HD, d = i % HD;
+        db[(size_t)(q0 + r) * NH * HD + d] += scale * acc[r * ld + d];
+    }
+}
+
+__global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv,
+                                  const float *__restrict__ dout, const float *__restrict__ q,
+                                  const float *__restrict__ k, const float *__restrict__ v,
+                                  const float *__restrict__ lse, const float *__restrict__ dsum,
+                                  int T, int NH, int NKV, int HD, float scale) {
+    DYNAMIC_SHARED_FLOATS(sh);
+    const int ld = HD + 1, g = NH / NKV;
+    float *Ks = sh, *Vs = Ks + FLASH_BK * ld, *dk_acc = Vs + FLASH_BK * ld, *dv_acc = dk_acc + FLASH_BK * ld;
+    float *Qs = dv_acc + FLASH_BK * ld, *dOs = Qs + FLASH_BQ * ld, *P = dOs + FLASH_BQ * ld;
+    float *dS = P + FLASH_BQ * FLASH_SLD, *Ls = dS + FLASH_BQ * FLASH_SLD, *Ds = Ls + FLASH_BQ;
+    const int b = blockIdx.y / NKV, kvh = blockIdx.y % NKV;
+    const int k0 = blockIdx.x * FLASH_BK, nk = min(FLASH_BK, T - k0);
+    load_tile(Ks, head_rows(k, b, kvh, T, NKV, HD), k0, nk, HD);
+    load_tile(Vs, head_rows(v, b, kvh, T, NKV, HD), k0, nk, HD);
+    for (int i = threadIdx.x; i < nk * ld; i += blockDim.x) dk_acc[i] = dv_acc[i] = 0.0f;
+    for (int j = 0; j < g; j++) {
+        const int h = kvh * g + j;
+        const size_t bh = (size_t)b * NH + h;
+        const FlashRows qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
+        for (int qt = k0 / FLASH_BQ; qt < flash_tiles(T, FLASH_BQ); qt++) {
+            const int q0 = qt * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
+            __syncthreads();
+            load_tile(Qs, qr, q0, nq, HD);
+            load_tile(dOs, orr, q0, nq, HD);
+            for (int r = threadIdx.x; r < nq; r += blockDim.x) {
+                Ls[r] = lse[bh * T + q0 + r];
+                Ds[r] = dsum[bh * T + q0 + r];
+            }
+            __syncthreads();
+            backward_scores(P, dS, Qs, dOs, Ks, Vs, Ls, Ds, q0, nq, k0, nk, HD, scale);
+            __syncthreads();
+            for (int d0 = 0; d0 < HD; d0 += 32) {   // dk += dS^T q, dv += P^T dout (rows: keys)
+                const MicroTile mt(d0);
+                float ok[2][4], ov[2][4];
+                micro_dot(ok, mt, nk, HD, dS, 1, FLASH_SLD, Qs, 1, ld, nq);
+                micro_dot(ov, mt, nk, HD, P, 1, FLASH_SLD, dOs, 1, ld, nq);
+                for (int i = 0; i < 2; i++)
+                    for (int j = 0; j < 4; j++)
+                        if (mt.has(i, j, nk, HD)) {
+                            dk_acc[mt.row[i] * ld + mt.col[j]] += ok[i][j];
+                            dv_acc[mt.row[i] * ld + mt.col[j]] += ov[i][j];
+                        }
+            }
+        }
+    }
+    __syncthreads();
+    float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD, *dvb = dv + ((size_t)b * T * NKV + kvh) * HD;
+    for (int i = threadIdx.x; i < nk * HD; i += blockDim.x) {
+        const int c = i / HD, d = i % HD;
+        const size_t at = (size_t)(k0 + c) * NKV * HD + d;
+        dkb[at] += scale * dk_acc[c * ld + d];
+        dvb[at] += dv_acc[c * ld + d];
+    }
+}
+
+static float flash_scale(int HD) { return (float)(1.0 / sqrt((double)HD)); }
+#endif

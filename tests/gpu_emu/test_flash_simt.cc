@@ -1,0 +1,87 @@
+// tests/gpu_emu/test_flash_simt.cc: the flash attention kernels' own source
+// (kernels/cuda/flash_kernels.cuh) run on CPU threads (simt.h), held bitwise to the emulator's
+// tiles (tests/gpu_emu/flash_emu.c, which the GPU tests hold to the CPU reference attention).
+// The emulator runs flash_tile.h element by element; the kernels share a tile's elements out
+// over 128 threads in register micro-tiles. Equal bits (both sides built without contracted
+// multiply-adds) say the kernels compute every element, with the same operations in the same
+// order, and nothing else: no lost or doubled micro-tile, no index off by one at a ragged tile
+// edge (T not a multiple of 32, HD not one of 32), no read of shared memory before its write
+// (NaN), no GQA head mix-up. Shapes are small: every block is 128 host threads.
+#include "tests/gpu_emu/simt.h"
+#include "kernels/cuda/flash_kernels.cuh"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+extern "C" {
+#include "tests/gpu_emu/flash_emu.h"
+}
+
+static std::vector<float> uniform(size_t n, uint32_t seed) {
+    std::vector<float> v(n);
+    for (float &x : v) {
+        seed = seed * 1664525u + 1013904223u;
+        x = (float)(seed >> 8) / 8388608.0f - 1.0f;
+    }
+    return v;
+}
+
+static int failures;
+
+static void expect_bitwise(const char *shape, const char *what, const std::vector<float> &got,
+                           const std::vector<float> &want) {
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    printf("%-28s %-4s %s", shape, what, differ ? "FAIL" : "ok");
+    if (differ) printf(" (%zu of %zu elements differ)", differ, got.size());
+    printf("\n");
+    failures += differ != 0;
+}
+
+static void check_shape(int B, int T, int NH, int NKV, int HD) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
+    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
+    const std::vector<float> q = uniform(nq, 1), k = uniform(nk, 2), v = uniform(nk, 3), dout = uniform(nq, 4);
+    const std::vector<float> dq0 = uniform(nq, 5), dk0 = uniform(nk, 6), dv0 = uniform(nk, 7);   // += targets
+    std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0, dsum(nr);
+    std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv = dv0, e_dsum(nr);
+    flash_emu_forward(e_out.data(), e_lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+    flash_emu_backward(e_dq.data(), e_dk.data(), e_dv.data(), e_dsum.data(), dout.data(), q.data(), k.data(),
+                       v.data(), e_out.data(), e_lse.data(), B, T, NH, NKV, HD);
+    const float scale = flash_scale(HD);
+    const dim3 qgrid{(unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH), 1};
+    const dim3 kgrid{(unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NKV), 1};
+    simt_launch(qgrid, FLASH_THREADS, forward_smem(HD), [&] {
+        flash_forward_kernel(out.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, HD, scale);
+    });
+    expect_bitwise(shape, "out", out, e_out);
+    expect_bitwise(shape, "lse", lse, e_lse);
+    simt_launch(dim3{(unsigned)((nr + 255) / 256), 1, 1}, 256, 0, [&] {
+        flash_rowsum_kernel(dsum.data(), dout.data(), out.data(), B, T, NH, HD);
+    });
+    expect_bitwise(shape, "D", dsum, e_dsum);
+    // Backward from the emulator's forward, so a forward difference cannot pass on.
+    simt_launch(qgrid, FLASH_THREADS, dq_smem(HD), [&] {
+        flash_dq_kernel(dq.data(), dout.data(), q.data(), k.data(), v.data(), e_lse.data(), e_dsum.data(), T, NH, NKV,
+                        HD, scale);
+    });
+    simt_launch(kgrid, FLASH_THREADS, dkdv_smem(HD), [&] {
+        flash_dkdv_kernel(dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), e_lse.data(),
+                          e_dsum.data(), T, NH, NKV, HD, scale);
+    });
+    expect_bitwise(shape, "dq", dq, e_dq);
+    expect_bitwise(shape, "dk", dk, e_dk);
+    expect_bitwise(shape, "dv", dv, e_dv);
+}
+
+int main(void) {
+    // B T NH NKV HD: whole tiles; ragged T with one kv head for 4; a lone ragged tile and HD past
+    // one 32-column chunk; T 1; several tiles, 3 heads a group; HD 128 (four chunks).
+    const int shapes[][5] = {{2, 64, 4, 2, 16}, {1, 70, 4, 1, 24}, {1, 33, 2, 2, 40},
+                             {1, 1, 4, 2, 64},  {2, 45, 6, 2, 64}, {1, 40, 2, 1, 128}};
+    for (const auto &s : shapes) check_shape(s[0], s[1], s[2], s[3], s[4]);
+    printf("test_flash_simt: %d failed\n", failures);
+    return failures != 0;
+}

@@ -458,15 +458,17 @@ static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 // rounded as they round it: the embedding sort (first stage: 3 index vectors and cub's
 // temporary storage, bounded by 32 bytes a row and a MiB), the fused classifier (last stage: its
 // row losses and one chunk's logits, cuda_classifier_arena_bytes), an RMSNorm weight gradient's
-// partial sums (at most 8 bytes per row and column). Reserved when the slot is made, so no step
-// grows it (cudaFree in a step would wait for the whole GPU, NCCL's posted receives included).
-// (Flash attention takes nothing from the arena: its row statistics live in the slot.)
+// partial sums (at most 8 bytes per row and column), flash attention's backward with grouped
+// queries (each query head's share of dk and dv: cuda_flash_backward_arena_bytes; its row
+// statistics live in the slot). Reserved when the slot is made, so no step grows it (cudaFree
+// in a step would wait for the whole GPU, NCCL's posted receives included).
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
     const bool bf16 = cuda_of(s)->bf16;
     const size_t needs[] = {s->has_embed ? 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20) : 0,
                             s->has_head ? cuda_classifier_arena_bytes(a->N, s->cfg.vocab, bf16) : 0,
-                            round256(8 * N * C)};
+                            round256(8 * N * C),
+                            cuda_flash_backward_arena_bytes(N, s->cfg.heads, s->cfg.kv_heads, s->cfg.head_dim)};
     size_t need = 0;
     for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
         if (needs[k] > need) need = needs[k];

@@ -16,10 +16,11 @@
 //   flash_decode_kernel   block h: generation's one query row against the cached keys, as forward.
 //   flash_rowsum_kernel   D = rowsum(dout * out), one thread a row.
 //   flash_dq_kernel       block (query tile, b * NH + h): dq += scale dS k, key tiles as forward.
-//   flash_dkdv_kernel     block (key tile, b * NKV + kv): the g query heads of the kv head in
-//                         order, each over the query tiles from the diagonal on; dk += scale dS^T q,
-//                         dv += P^T dout. dq and dk/dv are split so each has one writer per row,
-//                         at the price of computing the backward's scores twice.
+//   flash_dkdv_kernel     block (key tile, b * NH + h): query head h over the query tiles from the
+//                         diagonal on; dk += scale dS^T q, dv += P^T dout (with grouped queries,
+//                         each head's share to the arena, then flash_group_sum_kernel adds the
+//                         group's shares in head order). dq and dk/dv are split so each has one
+//                         writer per row, at the price of computing the backward's scores twice.
 // Shared tiles are (rows, HD + 1) and score tiles (BQ, BK + 1): the odd strides spread a
 // column's reads over the banks. fp32 throughout, on CUDA cores (see flash_tile.h: nothing is
 // rounded to bf16).
@@ -79,8 +80,20 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
     flash_dq_kernel<<<qgrid, FLASH_THREADS, dq_bytes, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
                                                                      HD, scale);
     CUDA_CHECK_LAUNCH();
-    const dim3 kgrid((unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NKV));
-    flash_dkdv_kernel<<<kgrid, FLASH_THREADS, dkdv_bytes, ctx->stream>>>(dk, dv, dout, q, k, v, lse, dsum, T,
-                                                                         NH, NKV, HD, scale);
+    // Grouped queries: each query head's share of dk and dv to the arena, then their sum.
+    const size_t tokens = (size_t)B * T, share = tokens * NH * HD;
+    float *dk_part = NULL, *dv_part = NULL;
+    if (NH > NKV) {
+        dk_part = (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD));
+        dv_part = dk_part + arena_round(share * sizeof(float)) / sizeof(float);
+    }
+    const dim3 kgrid((unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NH));
+    flash_dkdv_kernel<<<kgrid, FLASH_THREADS, dkdv_bytes, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
+                                                                         lse, dsum, T, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
+    if (NH > NKV) {
+        flash_group_sum_kernel<<<grid_for(tokens * NKV * HD, 256), 256, 0, ctx->stream>>>(dk, dv, dk_part, dv_part,
+                                                                                          tokens, NH, NKV, HD, scale);
+        CUDA_CHECK_LAUNCH();
+    }
 }

@@ -295,58 +295,85 @@ __global__ void flash_dq_kernel(float *__restrict__ dq, const float *__restrict_
     }
 }
 
-__global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv,
-                                  const float *__restrict__ dout, const float *__restrict__ q,
-                                  const float *__restrict__ k, const float *__restrict__ v,
-                                  const float *__restrict__ lse, const float *__restrict__ dsum,
-                                  int T, int NH, int NKV, int HD, float scale) {
+// Block (key tile, b * NH + h): query head h's share of its kv head's dk and dv for the key
+// tile, over the query tiles from the diagonal on. One query head a block (not the g heads of
+// the group in turn) gives the GPU g times the blocks and cuts the longest block (key tile 0)
+// to 1/g. With g = 1 the block adds into dk and dv itself; with g > 1 it stores its share to
+// dk_part and dv_part (B, T, NH, HD), and flash_group_sum_kernel adds the g shares in head order.
+__global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dk_part,
+                                  float *__restrict__ dv_part, const float *__restrict__ dout,
+                                  const float *__restrict__ q, const float *__restrict__ k,
+                                  const float *__restrict__ v, const float *__restrict__ lse,
+                                  const float *__restrict__ dsum, int T, int NH, int NKV, int HD, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const int ld = HD + 1, g = NH / NKV;
     float *Ks = sh, *Vs = Ks + FLASH_BK * ld, *dk_acc = Vs + FLASH_BK * ld, *dv_acc = dk_acc + FLASH_BK * ld;
     float *Qs = dv_acc + FLASH_BK * ld, *dOs = Qs + FLASH_BQ * ld, *P = dOs + FLASH_BQ * ld;
     float *dS = P + FLASH_BQ * FLASH_SLD, *Ls = dS + FLASH_BQ * FLASH_SLD, *Ds = Ls + FLASH_BQ;
-    const int b = blockIdx.y / NKV, kvh = blockIdx.y % NKV;
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, kvh = h / g;
+    const size_t bh = blockIdx.y;
     const int k0 = blockIdx.x * FLASH_BK, nk = min(FLASH_BK, T - k0);
     load_tile(Ks, head_rows(k, b, kvh, T, NKV, HD), k0, nk, HD);
     load_tile(Vs, head_rows(v, b, kvh, T, NKV, HD), k0, nk, HD);
     for (int i = threadIdx.x; i < nk * ld; i += blockDim.x) dk_acc[i] = dv_acc[i] = 0.0f;
-    for (int j = 0; j < g; j++) {
-        const int h = kvh * g + j;
-        const size_t bh = (size_t)b * NH + h;
-        const FlashRows qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
-        for (int qt = k0 / FLASH_BQ; qt < flash_tiles(T, FLASH_BQ); qt++) {
-            const int q0 = qt * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
-            __syncthreads();
-            load_tile(Qs, qr, q0, nq, HD);
-            load_tile(dOs, orr, q0, nq, HD);
-            for (int r = threadIdx.x; r < nq; r += blockDim.x) {
-                Ls[r] = lse[bh * T + q0 + r];
-                Ds[r] = dsum[bh * T + q0 + r];
-            }
-            __syncthreads();
-            backward_scores(P, dS, Qs, dOs, Ks, Vs, Ls, Ds, q0, nq, k0, nk, HD, scale);
-            __syncthreads();
-            for (int d0 = 0; d0 < HD; d0 += 32) {   // dk += dS^T q, dv += P^T dout (rows: keys)
-                const MicroTile mt(d0);
-                float ok[2][4], ov[2][4];
-                micro_dot(ok, mt, nk, HD, dS, 1, FLASH_SLD, Qs, 1, ld, nq);
-                micro_dot(ov, mt, nk, HD, P, 1, FLASH_SLD, dOs, 1, ld, nq);
-                for (int i = 0; i < 2; i++)
-                    for (int j = 0; j < 4; j++)
-                        if (mt.has(i, j, nk, HD)) {
-                            dk_acc[mt.row[i] * ld + mt.col[j]] += ok[i][j];
-                            dv_acc[mt.row[i] * ld + mt.col[j]] += ov[i][j];
-                        }
-            }
+    const FlashRows qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
+    for (int qt = k0 / FLASH_BQ; qt < flash_tiles(T, FLASH_BQ); qt++) {
+        const int q0 = qt * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
+        __syncthreads();
+        load_tile(Qs, qr, q0, nq, HD);
+        load_tile(dOs, orr, q0, nq, HD);
+        for (int r = threadIdx.x; r < nq; r += blockDim.x) {
+            Ls[r] = lse[bh * T + q0 + r];
+            Ds[r] = dsum[bh * T + q0 + r];
+        }
+        __syncthreads();
+        backward_scores(P, dS, Qs, dOs, Ks, Vs, Ls, Ds, q0, nq, k0, nk, HD, scale);
+        __syncthreads();
+        for (int d0 = 0; d0 < HD; d0 += 32) {   // dk += dS^T q, dv += P^T dout (rows: keys)
+            const MicroTile mt(d0);
+            float ok[2][4], ov[2][4];
+            micro_dot(ok, mt, nk, HD, dS, 1, FLASH_SLD, Qs, 1, ld, nq);
+            micro_dot(ov, mt, nk, HD, P, 1, FLASH_SLD, dOs, 1, ld, nq);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 4; j++)
+                    if (mt.has(i, j, nk, HD)) {
+                        dk_acc[mt.row[i] * ld + mt.col[j]] += ok[i][j];
+                        dv_acc[mt.row[i] * ld + mt.col[j]] += ov[i][j];
+                    }
         }
     }
     __syncthreads();
-    float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD, *dvb = dv + ((size_t)b * T * NKV + kvh) * HD;
+    if (g == 1) {
+        float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD, *dvb = dv + ((size_t)b * T * NKV + kvh) * HD;
+        for (int i = threadIdx.x; i < nk * HD; i += blockDim.x) {
+            const int c = i / HD, d = i % HD;
+            const size_t at = (size_t)(k0 + c) * NKV * HD + d;
+            dkb[at] += scale * dk_acc[c * ld + d];
+            dvb[at] += dv_acc[c * ld + d];
+        }
+        return;
+    }
+    float *dkp = dk_part + ((size_t)b * T * NH + h) * HD, *dvp = dv_part + ((size_t)b * T * NH + h) * HD;
     for (int i = threadIdx.x; i < nk * HD; i += blockDim.x) {
         const int c = i / HD, d = i % HD;
-        const size_t at = (size_t)(k0 + c) * NKV * HD + d;
-        dkb[at] += scale * dk_acc[c * ld + d];
-        dvb[at] += dv_acc[c * ld + d];
+        const size_t at = (size_t)(k0 + c) * NH * HD + d;
+        dkp[at] = dk_acc[c * ld + d];
+        dvp[at] = dv_acc[c * ld + d];
+    }
+}
+
+// dk, dv (B, T, NKV, HD) += the g query heads' shares (B, T, NH, HD), summed in head order
+// (flash_group_sum), dk's times the scale: one thread an element.
+__global__ void flash_group_sum_kernel(float *__restrict__ dk, float *__restrict__ dv,
+                                       const float *__restrict__ dk_part, const float *__restrict__ dv_part,
+                                       size_t rows, int NH, int NKV, int HD, float scale) {
+    const int g = NH / NKV;
+    const size_t n = rows * (size_t)NKV * HD;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t row = i / ((size_t)NKV * HD), kvh = i / HD % NKV, d = i % HD;
+        const size_t first = (row * NH + kvh * g) * HD + d;   // head kvh * g of the row, column d
+        dk[i] += scale * flash_group_sum(dk_part + first, HD, g);
+        dv[i] += flash_group_sum(dv_part + first, HD, g);
     }
 }
 

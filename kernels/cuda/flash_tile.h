@@ -103,4 +103,12 @@ FLASH_FN float flash_prob(float s, float lse) { return s == -INFINITY ? 0.0f : e
 // Backward: the score gradient (without the scale) from p, dp = dout_i . v_j and D_i.
 FLASH_FN float flash_dscore(float p, float dp, float D) { return p * (dp - D); }
 
+// dk and dv of a kv head from its g query heads' shares x[0], x[stride], ...: summed in head
+// order (the GPU computes each share in its own block).
+FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
+    float sum = x[0];
+    for (int j = 1; j < g; j++) sum += x[j * stride];
+    return sum;
+}
+
 #endif

@@ -163,7 +163,13 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
 void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
                        int HD);
 // dq, dk, dv += gradients, from forward's out and lse; dsum(B, NH, T) is caller-owned scratch
-// (overwritten with rowsum(dout * out)).
+// (overwritten with rowsum(dout * out)). With grouped queries (NH > NKV) each query head's dk
+// and dv go first to the context's arena, cuda_flash_backward_arena_bytes(B * T, NH, NKV, HD)
+// of it (two (B, T, NH, HD) fp32 tensors), then sum over the group in head order.
+static inline size_t cuda_flash_backward_arena_bytes(size_t rows, int NH, int NKV, int HD) {
+    const size_t one = (rows * (size_t)NH * (size_t)HD * sizeof(float) + 255) & ~(size_t)255;
+    return NH > NKV ? 2 * one : 0;
+}
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
                                    const float *dout, const float *q, const float *k,
                                    const float *v, const float *out, const float *lse, int B, int T,

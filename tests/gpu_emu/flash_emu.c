@@ -1,9 +1,10 @@
 // tests/gpu_emu/flash_emu.c: flash attention on the CPU in the GPU's tile order (flash_emu.h).
-// Each loop nest below is one kernel of kernels/cuda/flash_attention.cu: its outer loops are
+// Each loop nest below is one kernel of kernels/cuda/flash_kernels.cuh: its outer loops are
 // the kernel's grid (one tile per block), its inner loops the elements the block's threads
 // share out. Every element is computed by the same flash_tile.h call, on the same inputs, as
 // on the GPU; tiles are visited in the order each GPU block visits them (keys increasing in
-// forward and for dq; heads of the kv group, then queries increasing, for dk and dv).
+// forward and for dq; queries increasing, a head at a time, for dk and dv, whose group of
+// heads is then summed in head order).
 #include "tests/gpu_emu/flash_emu.h"
 
 #include <math.h>
@@ -133,16 +134,19 @@ static void dq_tile(const Shape *s, float *dq, const float *dout, const float *q
         for (int d = 0; d < HD; d++) dq[qrow(s, b, q0 + r, h) + d] += s->scale * acc[r * HD + d];
 }
 
-// flash_dkdv_kernel: block (key tile kt, kv head kvh of sequence b); the group's query heads
-// in order, each over the query tiles that see the key tile, increasing.
+// flash_dkdv_kernel: block (key tile kt, query head h of sequence b), the query tiles that see
+// the key tile, increasing, into head h's share (row-major (BK, HD) at share + j * BK * HD for
+// the group's j-th head); then flash_group_sum_kernel (or, with one head a group, the block
+// itself) adds the group's shares in head order to dk and dv.
 static void dkdv_tile(const Shape *s, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *lse, const float *dsum, int b, int kvh, int kt, float *P, float *dS,
-                      float *dk_acc, float *dv_acc) {
+                      float *dk_share, float *dv_share) {
     const int k0 = kt * FLASH_BK, nk = min_int(FLASH_BK, s->T - k0), HD = s->HD;
-    const long ldq = (long)s->NH * HD;
-    for (int i = 0; i < nk * HD; i++) dk_acc[i] = dv_acc[i] = 0.0f;
+    const long ldq = (long)s->NH * HD, tile = (long)FLASH_BK * HD;
     for (int j = 0; j < s->g; j++) {
         const int h = kvh * s->g + j;
+        float *dk_acc = dk_share + j * tile, *dv_acc = dv_share + j * tile;
+        for (int i = 0; i < nk * HD; i++) dk_acc[i] = dv_acc[i] = 0.0f;
         for (int qt = k0 / FLASH_BQ; qt < flash_tiles(s->T, FLASH_BQ); qt++) {
             const int q0 = qt * FLASH_BQ, nq = min_int(FLASH_BQ, s->T - q0);
             backward_scores(s, P, dS, dout, q, k, v, lse, dsum, b, h, q0, nq, k0, nk);
@@ -155,8 +159,8 @@ static void dkdv_tile(const Shape *s, float *dk, float *dv, const float *dout, c
     }
     for (int c = 0; c < nk; c++)
         for (int d = 0; d < HD; d++) {
-            dk[krow(s, b, k0 + c, kvh) + d] += s->scale * dk_acc[c * HD + d];
-            dv[krow(s, b, k0 + c, kvh) + d] += dv_acc[c * HD + d];
+            dk[krow(s, b, k0 + c, kvh) + d] += s->scale * flash_group_sum(&dk_share[c * HD + d], tile, s->g);
+            dv[krow(s, b, k0 + c, kvh) + d] += flash_group_sum(&dv_share[c * HD + d], tile, s->g);
         }
 }
 
@@ -170,7 +174,7 @@ void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const floa
                 dsum[stat(&s, b, h, t)] = flash_dot(dout + qrow(&s, b, t, h), out + qrow(&s, b, t, h), HD);
     float *P = scratch((size_t)FLASH_BQ * FLASH_BK), *dS = scratch((size_t)FLASH_BQ * FLASH_BK);
     float *dq_acc = scratch((size_t)FLASH_BQ * HD);
-    float *dk_acc = scratch((size_t)FLASH_BK * HD), *dv_acc = scratch((size_t)FLASH_BK * HD);
+    float *dk_share = scratch((size_t)s.g * FLASH_BK * HD), *dv_share = scratch((size_t)s.g * FLASH_BK * HD);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int qt = 0; qt < flash_tiles(T, FLASH_BQ); qt++)
@@ -178,10 +182,10 @@ void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const floa
     for (int b = 0; b < B; b++)
         for (int kvh = 0; kvh < NKV; kvh++)
             for (int kt = 0; kt < flash_tiles(T, FLASH_BK); kt++)
-                dkdv_tile(&s, dk, dv, dout, q, k, v, lse, dsum, b, kvh, kt, P, dS, dk_acc, dv_acc);
+                dkdv_tile(&s, dk, dv, dout, q, k, v, lse, dsum, b, kvh, kt, P, dS, dk_share, dv_share);
     free(P);
     free(dS);
     free(dq_acc);
-    free(dk_acc);
-    free(dv_acc);
+    free(dk_share);
+    free(dv_share);
 }

@@ -667,6 +667,10 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout,
                                    const float *q, const float *k, const float *v, const float *out,
                                    const float *lse, int B, int T, int NH, int NKV, int HD) {
+    // Grouped queries take their heads' shares of dk and dv from the arena (flash_attention.cu);
+    // the emulated tiles keep theirs in flash_emu.c's scratch, so only the size is checked.
+    if (B > 0 && T > 0 && NKV > 0 && NH > NKV)
+        (void)arena_for(ctx, __func__, cuda_flash_backward_arena_bytes((size_t)B * T, NH, NKV, HD));
     attention(ctx, __func__,
               (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k, .v = v,
                               .out_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD},

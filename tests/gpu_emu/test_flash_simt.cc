@@ -6,7 +6,8 @@
 // multiply-adds) say the kernels compute every element, with the same operations in the same
 // order, and nothing else: no lost or doubled micro-tile, no index off by one at a ragged tile
 // edge (T not a multiple of 32, HD not one of 32), no read of shared memory before its write
-// (NaN), no GQA head mix-up. Shapes are small: every block is 128 host threads.
+// (NaN), no GQA head mix-up or share summed out of order. Shapes are small: every block is
+// 128 host threads.
 #include "tests/gpu_emu/simt.h"
 #include "kernels/cuda/flash_kernels.cuh"
 
@@ -52,7 +53,7 @@ static void check_shape(int B, int T, int NH, int NKV, int HD) {
                        v.data(), e_out.data(), e_lse.data(), B, T, NH, NKV, HD);
     const float scale = flash_scale(HD);
     const dim3 qgrid{(unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH), 1};
-    const dim3 kgrid{(unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NKV), 1};
+    const dim3 kgrid{(unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NH), 1};
     simt_launch(qgrid, FLASH_THREADS, forward_smem(HD), [&] {
         flash_forward_kernel(out.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, HD, scale);
     });
@@ -67,10 +68,17 @@ static void check_shape(int B, int T, int NH, int NKV, int HD) {
         flash_dq_kernel(dq.data(), dout.data(), q.data(), k.data(), v.data(), e_lse.data(), e_dsum.data(), T, NH, NKV,
                         HD, scale);
     });
+    const bool grouped = NH > NKV;   // each query head's share, then their sum (as the launcher does)
+    std::vector<float> dk_part(grouped ? nq : 0, NAN), dv_part(grouped ? nq : 0, NAN);
     simt_launch(kgrid, FLASH_THREADS, dkdv_smem(HD), [&] {
-        flash_dkdv_kernel(dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), e_lse.data(),
-                          e_dsum.data(), T, NH, NKV, HD, scale);
+        flash_dkdv_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(), q.data(), k.data(),
+                          v.data(), e_lse.data(), e_dsum.data(), T, NH, NKV, HD, scale);
     });
+    if (grouped)
+        simt_launch(dim3{(unsigned)(((size_t)B * T * NKV * HD + 255) / 256), 1, 1}, 256, 0, [&] {
+            flash_group_sum_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
+                                   scale);
+        });
     expect_bitwise(shape, "dq", dq, e_dq);
     expect_bitwise(shape, "dk", dk, e_dk);
     expect_bitwise(shape, "dv", dv, e_dv);

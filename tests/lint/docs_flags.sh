@@ -22,7 +22,8 @@ trap 'rm -rf "$work"' EXIT
 
 # Flags another program takes, named where the docs show how to run it beside pptrain.
 others=(--allow-run-as-root --oversubscribe --hostfile --mca --stdin --output-on-failure --lib --rows --preset
-        --reps)   # bench/bench_sample.c
+        --reps    # bench/bench_sample.c
+        --tool --clock-control --metrics)   # compute-sanitizer and ncu (docs/gpu.md)
 
 # help_flags COMMAND: the sorted flags the program gives for COMMAND.
 help_flags() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu_bundle.sh: carry a build to a GPU machine that has an NVIDIA driver and CUDA 13's
 # libraries (cudart, cuBLAS, NCCL: a CUDA toolkit, or PyTorch's wheels) but not this project's
-# packages, and no way to install them (a lent machine with no package registry). This is how
-# the first GPU run of 2026-11-26 (docs/gpu.md) was made: built on Debian 12, run elsewhere.
+# packages, and no way to install them (a lent machine with no package registry). The first
+# GPU run of 2026-11-26 (docs/gpu.md) carried its build this way, with the script this grew from.
 #
 #   here:  bench/gpu_bundle.sh pack FILE.tar.xz [BUILD_DIR]      (run from the source tree)
 #          FILE holds what bench/gpu_check.sh runs (pptrain, test_cuda_kernels, bench_cuda and

@@ -9,9 +9,8 @@
 // their source on threads); the math of one tile is kernels/cuda/flash_tile.h (shared with
 // the emulator, which runs it in the kernels' tile order: tests/gpu_emu/flash_emu.c). The
 // kernels only move tiles into shared memory and share a tile's elements out over the block's
-// threads. A block owns one tile
-// of rows and walks the tiles it meets in a fixed order, so every sum has one order and a run
-// repeats itself bitwise, with no atomics:
+// threads. A block owns one tile of rows and walks the tiles it meets in a fixed order, so
+// every sum has one order and a run repeats itself bitwise, with no atomics:
 //   flash_forward_kernel  block (query tile, b * NH + h): key tiles 0, 1, ... up to the diagonal.
 //   flash_decode_kernel   block h: generation's one query row against the cached keys, as forward.
 //   flash_rowsum_kernel   D = rowsum(dout * out), one thread a row.
@@ -30,7 +29,8 @@
 // each step of the sum reads 6 shared values for 8 fused multiply-adds (one element a thread
 // read 2 for 1, and the kernels were bound by shared-memory reads: an H200 ran the forward at
 // about 4 TFLOP/s). Each element is still one sum in index order, the same operations as the
-// flash_tile.h call it replaces, so the emulator's tiles stay the GPU's.
+// flash_tile.h call it replaces, so the emulator's tiles stay the GPU's. Tiles load as float4s
+// where rows allow, and query tiles run longest first (docs/gpu.md has the times).
 #include <math.h>
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/flash_kernels.cuh"

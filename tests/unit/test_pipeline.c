@@ -382,7 +382,8 @@ static void test_timeout_aborts_every_rank(void) {
 //   test_pipeline grid P       the grid at P ranks (1..4)
 // With no arguments: every part at once, one child process each, as ctest -j runs them, so a
 // run by hand takes the longest part's time on a machine with the cores (the parts, one after
-// the other, took about 33 s on an idle 2-core VM and about 60 s beside two busy loops).
+// the other, took about 33 s on an idle 2-core VM and about 60 s beside two busy loops; with
+// the narrower parity model, 2026-11-26, all five at once took 12.9 s there).
 // Each part's output is line-buffered, so a run cut short by a time limit still shows how far
 // each part got.
 // Exit status: the first failing part's, else 0.

@@ -451,9 +451,6 @@ static void ensure_scratch(const StageModel *s, size_t N) {
     }
 }
 
-// Bytes rounded as the kernels' arena carves them (kernels/cuda/common.cuh: 256).
-static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
-
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
 // rounded as they round it: the embedding sort (first stage: 3 index vectors and cub's
 // temporary storage, bounded by 32 bytes a row and a MiB), the fused classifier (last stage: its
@@ -465,9 +462,10 @@ static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 static size_t arena_need(const StageModel *s, const StageActs *a) {
     const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
     const bool bf16 = cuda_of(s)->bf16;
-    const size_t needs[] = {s->has_embed ? 3 * round256(4 * N) + round256(32 * N) + ((size_t)1 << 20) : 0,
+    const size_t embed = 3 * cuda_arena_round(4 * N) + cuda_arena_round(32 * N) + ((size_t)1 << 20);
+    const size_t needs[] = {s->has_embed ? embed : 0,
                             s->has_head ? cuda_classifier_arena_bytes(a->N, s->cfg.vocab, bf16) : 0,
-                            round256(8 * N * C),
+                            cuda_arena_round(8 * N * C),
                             cuda_flash_backward_arena_bytes(N, s->cfg.heads, s->cfg.kv_heads, s->cfg.head_dim)};
     size_t need = 0;
     for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)

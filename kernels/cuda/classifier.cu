@@ -30,8 +30,8 @@ extern "C" int cuda_classifier_chunk_rows(int N, int V) {
 extern "C" size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
     if (N <= 0) return 0;
     const size_t chunk = (size_t)cuda_classifier_chunk_rows(N, V) * (size_t)V;
-    return arena_round((size_t)N * sizeof(double)) + arena_round(chunk * sizeof(float)) +
-           (bf16 ? arena_round(chunk * sizeof(cuda_bf16)) : 0);
+    return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round(chunk * sizeof(float)) +
+           (bf16 ? cuda_arena_round(chunk * sizeof(cuda_bf16)) : 0);
 }
 
 static void classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const void *x,
@@ -43,9 +43,9 @@ static void classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const v
     const size_t esz = bf16 ? sizeof(cuda_bf16) : sizeof(float);
     char *arena = (char *)ctx_arena(ctx, cuda_classifier_arena_bytes(N, V, bf16));
     double *row_loss = (double *)arena;
-    float *logits = (float *)(arena + arena_round((size_t)N * sizeof(double)));
+    float *logits = (float *)(arena + cuda_arena_round((size_t)N * sizeof(double)));
     cuda_bf16 *dlogits16 =
-        (cuda_bf16 *)((char *)logits + arena_round((size_t)R * V * sizeof(float)));
+        (cuda_bf16 *)((char *)logits + cuda_arena_round((size_t)R * V * sizeof(float)));
     for (int r0 = 0; r0 < N; r0 += R) {
         const int rows = N - r0 < R ? N - r0 : R;
         const void *xr = (const char *)x + (size_t)r0 * C * esz;

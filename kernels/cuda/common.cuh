@@ -30,8 +30,6 @@ struct CudaCtx {
 // call queues (the next call on the same stream may reuse it: stream order keeps them apart).
 // Growing waits for the stream before freeing the old block, so queued work never sees it go.
 void *ctx_arena(CudaCtx *ctx, size_t bytes);
-// Rounds a byte count up to the arena's 256-byte carving unit.
-static inline size_t arena_round(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 // ---- gemm.cu -----------------------------------------------------------------------------
 // Row-major GEMM, C(M, N) (ldc) = alpha * op(A) @ op(B) + beta * C, fp32 C and accumulation.

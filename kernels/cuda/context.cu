@@ -145,7 +145,7 @@ void *ctx_arena(CudaCtx *ctx, size_t bytes) {
     // Grow by at least half again, so a run's first few shapes settle the size quickly.
     size_t want = ctx->arena_bytes + ctx->arena_bytes / 2;
     if (want < bytes) want = bytes;
-    want = arena_round(want);
+    want = cuda_arena_round(want);
     if (ctx->arena) {
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));   // queued work may still read it
         CUDA_CHECK(cudaFree(ctx->arena));

@@ -54,8 +54,8 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout,
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, (int32_t *)nullptr,
                                                (const int32_t *)nullptr, (int32_t *)nullptr, N,
                                                0, 32, ctx->stream));
-    size_t vec = arena_round((size_t)N * sizeof(int32_t));
-    char *base = (char *)ctx_arena(ctx, 3 * vec + arena_round(temp_bytes));
+    size_t vec = cuda_arena_round((size_t)N * sizeof(int32_t));
+    char *base = (char *)ctx_arena(ctx, 3 * vec + cuda_arena_round(temp_bytes));
     int32_t *rows_in = (int32_t *)base, *keys_out = (int32_t *)(base + vec),
             *rows_out = (int32_t *)(base + 2 * vec);
     void *temp = base + 3 * vec;

@@ -85,7 +85,7 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
     float *dk_part = NULL, *dv_part = NULL;
     if (NH > NKV) {
         dk_part = (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD));
-        dv_part = dk_part + arena_round(share * sizeof(float)) / sizeof(float);
+        dv_part = dk_part + cuda_arena_round(share * sizeof(float)) / sizeof(float);
     }
     const dim3 kgrid((unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NH));
     flash_dkdv_kernel<<<kgrid, FLASH_THREADS, dkdv_bytes, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,

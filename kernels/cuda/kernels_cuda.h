@@ -33,6 +33,10 @@
 #define PPTRAIN_KERNELS_CUDA_H
 #include <stdbool.h>
 #include <stddef.h>
+
+// The context's scratch arena hands out pieces 256-byte aligned: a piece's size as carved.
+// Callers that size a reservation (cuda_ctx_reserve) count their pieces with it.
+static inline size_t cuda_arena_round(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include "kernels/cuda/cuda_check.h"
@@ -167,8 +171,7 @@ void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k,
 // and dv go first to the context's arena, cuda_flash_backward_arena_bytes(B * T, NH, NKV, HD)
 // of it (two (B, T, NH, HD) fp32 tensors), then sum over the group in head order.
 static inline size_t cuda_flash_backward_arena_bytes(size_t rows, int NH, int NKV, int HD) {
-    const size_t one = (rows * (size_t)NH * (size_t)HD * sizeof(float) + 255) & ~(size_t)255;
-    return NH > NKV ? 2 * one : 0;
+    return NH > NKV ? 2 * cuda_arena_round(rows * (size_t)NH * (size_t)HD * sizeof(float)) : 0;
 }
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
                                    const float *dout, const float *q, const float *k,

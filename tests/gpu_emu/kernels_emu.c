@@ -31,8 +31,6 @@
 
 #define F(n) ((size_t)(n) * sizeof(float))
 
-static size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
-
 // ---- contexts ------------------------------------------------------------------------------
 
 struct CudaCtx {
@@ -86,7 +84,7 @@ static void *arena_grow(CudaCtx *ctx, size_t bytes) {
     if (bytes <= ctx->arena_bytes) return ctx->arena;
     size_t want = ctx->arena_bytes + ctx->arena_bytes / 2;
     if (want < bytes) want = bytes;
-    want = round256(want);
+    want = cuda_arena_round(want);
     if (ctx->arena) {
         cudaStreamSynchronize(ctx->stream);
         cudaFree(ctx->arena);
@@ -268,7 +266,7 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout, const
     emu_need_device(__func__, dout, F((size_t)N * C));
     emu_need_device(__func__, tokens, (size_t)N * sizeof *tokens);
     if (N <= 0 || C <= 0) return;
-    const size_t bytes = 3 * round256((size_t)N * sizeof(int32_t));   // rows_in, keys_out, rows_out
+    const size_t bytes = 3 * cuda_arena_round((size_t)N * sizeof(int32_t));   // rows_in, keys_out, rows_out
     EmbeddingArgs a = {.dwte = dwte, .dout = dout, .tokens = tokens, .N = N, .C = C, .arena_bytes = bytes};
     a.arena = arena_for(ctx, __func__, bytes);
     emu_enqueue(ctx->stream, run_embedding_backward, &a, sizeof a);
@@ -730,7 +728,8 @@ int cuda_classifier_chunk_rows(int N, int V) { return chunk_rows(N, V, EMU_CLASS
 size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
     if (N <= 0) return 0;
     const size_t chunk = (size_t)chunk_rows(N, V, CLASSIFIER_CHUNK_BYTES) * (size_t)V;
-    return round256((size_t)N * sizeof(double)) + round256(F(chunk)) + (bf16 ? round256(chunk * sizeof(cuda_bf16)) : 0);
+    return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round(F(chunk)) +
+           (bf16 ? cuda_arena_round(chunk * sizeof(cuda_bf16)) : 0);
 }
 
 typedef struct {
@@ -752,7 +751,7 @@ static void run_classifier(void *p) {
     float *xw = a->bf16 ? widen(a->x, (size_t)a->N * a->C) : NULL;
     float *Ww = a->bf16 ? widen(a->W, (size_t)a->V * a->C) : NULL;
     const float *x = a->bf16 ? xw : a->x, *W = a->bf16 ? Ww : a->W;
-    float *logits = (float *)((char *)a->arena + round256((size_t)a->N * sizeof(double)));
+    float *logits = (float *)((char *)a->arena + cuda_arena_round((size_t)a->N * sizeof(double)));
     double loss = 0.0;
     for (int r0 = 0; r0 < a->N; r0 += R) {
         const int rows = a->N - r0 < R ? a->N - r0 : R;
@@ -786,8 +785,8 @@ static void classifier(CudaCtx *ctx, const char *call, ClassifierArgs a) {
     a.arena = arena_for(ctx, call, a.arena_bytes);
     // classifier.cu's GEMMs, chunk by chunk (the logits after the row losses in the arena)
     const int R = cuda_classifier_chunk_rows(a.N, a.V);
-    const float *logits = (const float *)((char *)a.arena + round256((size_t)a.N * sizeof(double)));
-    const void *dl = a.bf16 ? (const char *)logits + round256(F((size_t)R * a.V)) : (const void *)logits;
+    const float *logits = (const float *)((char *)a.arena + cuda_arena_round((size_t)a.N * sizeof(double)));
+    const void *dl = a.bf16 ? (const char *)logits + cuda_arena_round(F((size_t)R * a.V)) : (const void *)logits;
     for (int r0 = 0; r0 < a.N; r0 += R) {
         const int rows = a.N - r0 < R ? a.N - r0 : R;
         const void *xr = (const char *)a.x + (size_t)r0 * a.C * esz;

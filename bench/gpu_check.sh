@@ -76,6 +76,8 @@ fi
 if timeout 60 "$build/tests/gpu/bench_cuda" > "$work/bench_cuda.txt" 2>&1; then
   row "one 125m layer fwd+bwd (B 4, T 1024)" "$(sed -n 's/.*forward + backward: *\([0-9.]*\) ms *\([0-9.]*\) TFLOP.*/\1 ms, \2 TFLOP\/s/p' "$work/bench_cuda.txt")"
   row "bf16 GEMM 4096x3072x768" "$(sed -n 's/.*bf16 -> fp32: *[0-9.]* ms *\([0-9.]*\) TFLOP.*/\1 TFLOP\/s/p' "$work/bench_cuda.txt")"
+  row "attention fwd+bwd, fp32 CUDA cores" "$(sed -n 's/.*attention fwd+bwd fp32[^:]*: *\([0-9.]*\) ms *\([0-9.]*\) TFLOP.*/\1 ms, \2 TFLOP\/s/p' "$work/bench_cuda.txt")"
+  row "attention fwd+bwd, bf16 tensor cores" "$(sed -n 's/.*attention fwd+bwd bf16[^:]*: *\([0-9.]*\) ms *\([0-9.]*\) TFLOP.*/\1 ms, \2 TFLOP\/s/p' "$work/bench_cuda.txt")"
 else
   row "one 125m layer fwd+bwd" "FAIL: $(tail -1 "$work/bench_cuda.txt")"
 fi

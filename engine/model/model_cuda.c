@@ -16,8 +16,9 @@
 // GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's three bf16
 // scratch buffers (S_A ... S_C, sized by ensure_scratch) right before the GEMM, once per
 // tensor even when several GEMMs read it (ln1 feeds q, k and v). Attention is flash attention
-// (kernels/cuda/flash_attention.cu), fp32 in both modes: a layer keeps its row logsumexp
-// (LayerActs.lse), no (T, T) matrix.
+// (kernels/cuda/flash_attention.cu): a layer keeps its row logsumexp (LayerActs.lse), no (T, T)
+// matrix. It reads fp32 q, k and v in both modes; bf16 mode runs its tensor-core kernels, which
+// round their operands to bf16 as they load them (no conversion pass), fp32 mode the fp32 ones.
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 //
 // Fused projections. A GPU stage's wq|wk|wv and wgate|wup lie back to back in its one weight
@@ -625,7 +626,8 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
     qkv_forward(c, w, la, operand(c, S_A, la->ln1, NC), d);
     cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     cuda_rope_forward(c->ctx, la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
-    cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
+    (c->bf16 ? cuda_flash_attention_forward_bf16 : cuda_flash_attention_forward)(c->ctx, la->atty, la->lse, la->q, la->k,
+                                                                                 la->v, d.B, d.T, d.NH, d.NKV, d.HD);
     lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.N * d.Q), w->wo, d.N, d.Q, d.C);
     cuda_residual_rmsnorm_forward(c->ctx, la->xmid, la->ln2, la->rstd2, la->xmid, x, w->ln2, d.N, d.C, eps);
     lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), operand(c, S_A, la->ln2, NC), w->wgate, 2, d.N, d.C,
@@ -737,8 +739,9 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
     cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
     cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
-    cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
-                                  la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
+    (c->bf16 ? cuda_flash_attention_backward_bf16 : cuda_flash_attention_backward)(
+        c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v, la->atty, la->lse, d.B, d.T, d.NH,
+        d.NKV, d.HD);
     cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
     cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
     cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);

@@ -24,6 +24,11 @@
 // column's reads over the banks. fp32 throughout, on CUDA cores (see flash_tile.h: nothing is
 // rounded to bf16).
 //
+// The bf16 mode runs the *_bf16 functions at the end: the same walk in 64-row tiles, 4 warps of
+// 16 rows, with every product on tensor cores (kernels/cuda/flash_mma_kernels.cuh; what they
+// round is in flash_tile.h, "Tensor-core tiles"). Head dims that are not a multiple of 16 up to
+// 128 fall back to the fp32 kernels.
+//
 // Every product of two shared tiles (scores, P v, dS k, dS^T q, P^T dout) is register-tiled:
 // thread t computes a 2 x 4 micro-tile, rows t / 8 and t / 8 + 16, columns t % 8 + 8 j, so
 // each step of the sum reads 6 shared values for 8 fused multiply-adds (one element a thread
@@ -33,7 +38,7 @@
 // where rows allow, and query tiles run longest first (docs/gpu.md has the times).
 #include <math.h>
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/flash_kernels.cuh"
+#include "kernels/cuda/flash_mma_kernels.cuh"
 
 // Dynamic shared memory above 48 KiB must be asked for per kernel (HD 128: about 70 KiB
 // forward, 105 KiB for dk/dv; HD 256 needs more than an A100's 163 KiB for dk/dv).
@@ -91,6 +96,62 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
     flash_dkdv_kernel<<<kgrid, FLASH_THREADS, dkdv_bytes, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
                                                                          lse, dsum, T, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
+    if (NH > NKV) {
+        flash_group_sum_kernel<<<grid_for(tokens * NKV * HD, 256), 256, 0, ctx->stream>>>(dk, dv, dk_part, dv_part,
+                                                                                          tokens, NH, NKV, HD, scale);
+        CUDA_CHECK_LAUNCH();
+    }
+}
+
+// ---- bf16 mode: the tensor-core kernels (flash_mma_kernels.cuh) -------------------------------
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int HD) {
+    if (!flash_mma_takes(HD)) {
+        cuda_flash_attention_forward(ctx, out, lse, q, k, v, B, T, NH, NKV, HD);
+        return;
+    }
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    const dim3 grid((unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH));
+    mma_dispatch(HD, [&](auto hd) {
+        constexpr int D = decltype(hd)::value;
+        const size_t smem = mma_forward_smem(D) * sizeof(float);
+        allow_smem(flash_mma_forward_kernel<D>, smem);
+        flash_mma_forward_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV,
+                                                                               flash_scale(D));
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
+                                        const float *dout, const float *q, const float *k, const float *v,
+                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HD) {
+    if (!flash_mma_takes(HD)) {
+        cuda_flash_attention_backward(ctx, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+        return;
+    }
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    const size_t rows = (size_t)B * NH * T, tokens = (size_t)B * T, share = tokens * NH * HD;
+    flash_rowsum_kernel<<<grid_for(rows, 256), 256, 0, ctx->stream>>>(dsum, dout, out, B, T, NH, HD);
+    CUDA_CHECK_LAUNCH();
+    float *dk_part = NULL, *dv_part = NULL;   // grouped queries: each head's share, then their sum
+    if (NH > NKV) {
+        dk_part = (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD));
+        dv_part = dk_part + cuda_arena_round(share * sizeof(float)) / sizeof(float);
+    }
+    const dim3 grid((unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH));
+    const float scale = flash_scale(HD);
+    mma_dispatch(HD, [&](auto hd) {
+        constexpr int D = decltype(hd)::value;
+        const size_t smem = mma_backward_smem(D) * sizeof(float);
+        allow_smem(flash_mma_dq_kernel<D>, smem);
+        allow_smem(flash_mma_dkdv_kernel<D>, smem);
+        flash_mma_dq_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
+                                                                          scale);
+        CUDA_CHECK_LAUNCH();
+        flash_mma_dkdv_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
+                                                                            lse, dsum, T, NH, NKV, scale);
+        CUDA_CHECK_LAUNCH();
+    });
     if (NH > NKV) {
         flash_group_sum_kernel<<<grid_for(tokens * NKV * HD, 256), 256, 0, ctx->stream>>>(dk, dv, dk_part, dv_part,
                                                                                           tokens, NH, NKV, HD, scale);

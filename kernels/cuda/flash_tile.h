@@ -14,9 +14,11 @@
 //     p_ij = exp(s_ij - L_i),  dp_ij = dout_i . v_j,  ds_ij = p_ij (dp_ij - D_i)
 //     dq_i += scale * sum_j ds_ij k_j,  dk_j += scale * sum_i ds_ij q_i,  dv_j += sum_i p_ij dout_i
 //
-// All arithmetic is fp32 on both sides (no tensor-core operands, so nothing is rounded to bf16).
-// Every sum here runs in one fixed order (index order), so a tile's results depend only on its
-// inputs, not on how the GPU spreads the tile's elements over threads.
+// The fp32 kernels (flash_kernels.cuh: fp32 mode, and head dims the tensor cores do not take)
+// do all arithmetic in fp32, nothing rounded to bf16. Every sum here runs in one fixed order
+// (index order), so a tile's results depend only on its inputs, not on how the GPU spreads the
+// tile's elements over threads. The bf16 mode's tensor-core kernels reuse the softmax steps
+// and round their products' operands: "Tensor-core tiles" at the end.
 #ifndef PPTRAIN_KERNELS_CUDA_FLASH_TILE_H
 #define PPTRAIN_KERNELS_CUDA_FLASH_TILE_H
 #include <math.h>
@@ -109,6 +111,48 @@ FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
     float sum = x[0];
     for (int j = 1; j < g; j++) sum += x[j * stride];
     return sum;
+}
+
+
+// ---- Tensor-core tiles (kernels/cuda/flash_mma_kernels.cuh: bf16 mode) ---------------------
+// The bf16 kernels run the products on tensor cores: q, k, v and dout are rounded to bf16 as
+// they load, and so are the probabilities before P v and P^T dout and the score gradients
+// before dS k and dS^T q; every product accumulates in fp32, and the softmax and everything
+// else stays fp32 (the steps above). Tiles are 64 rows (4 warps of 16) by 64, and a product is
+// summed 16 terms at a time (one mma of depth 16), each 16 added to the running sum. The
+// emulator's model of one mma is the 16 products summed in index order from +0, then added to
+// the accumulator; the tensor core's own order inside the 16 is unpublished, so the GPU agrees
+// with the emulator to rounding, not bitwise. A softmax row is two lanes' halves of 32.
+#define FLASH_MMA_ROWS 64     // query rows and key rows per tile
+#define FLASH_MMA_DEPTH 16    // products one mma sums
+#define FLASH_MMA_HALF 32     // the columns of a score row one lane takes
+#define FLASH_MMA_MAX_HD 128  // head dims the mma kernels take: multiples of 16 up to this
+
+// Whether the tensor-core kernels take head dim HD (the others run the fp32 kernels).
+FLASH_FN int flash_mma_takes(int HD) { return HD > 0 && HD % FLASH_MMA_DEPTH == 0 && HD <= FLASH_MMA_MAX_HD; }
+
+// x rounded to the nearest bfloat16 (ties to even), as a float; NaN stays NaN.
+FLASH_FN float flash_bf16(float x) {
+    union { float f; unsigned int u; } b;
+    b.f = x;
+    if ((b.u & 0x7fffffffu) > 0x7f800000u) return x;
+    b.u += 0x7fffu + ((b.u >> 16) & 1u);
+    b.u &= 0xffff0000u;
+    return b.f;
+}
+
+// acc + (sum over k < 16 of a[k * lda] * b[k * ldb], in index order from +0): one mma step of
+// one element, as the emulator models it.
+FLASH_FN float flash_mma_step(float acc, const float *a, long lda, const float *b, long ldb) {
+    float t = 0.0f;
+    for (int j = 0; j < FLASH_MMA_DEPTH; j++) t += a[j * lda] * b[j * ldb];
+    return acc + t;
+}
+
+// acc after n / 16 mma steps (n a multiple of 16): a dot product as the mma kernels sum it.
+FLASH_FN float flash_mma_dot(float acc, const float *a, long lda, const float *b, long ldb, int n) {
+    for (int j = 0; j < n; j += FLASH_MMA_DEPTH) acc = flash_mma_step(acc, a + j * lda, lda, b + j * ldb, ldb);
+    return acc;
 }
 
 #endif

@@ -16,11 +16,12 @@
 // Numerics (DESIGN.md): GPU matmuls take bf16 operands with fp32 accumulation; master
 // weights, AdamW moments, gradients, activations and every reduction stay fp32. So:
 //   * the plain names (cuda_linear_forward, ...) are fp32 in and out (fp32 GEMMs, no TF32):
-//     the reference path, for `pptrain check` and parity tests; flash attention has only
-//     this form (its products run on CUDA cores in fp32 in both modes);
+//     the reference path, for `pptrain check` and parity tests (flash attention's fp32 form
+//     runs its products on CUDA cores);
 //   * the *_bf16 names take bf16 GEMM operands (the bf16 working copy of the weights that
 //     cuda_adamw_update writes, bf16 activations from cuda_f32_to_bf16) and accumulate in
-//     fp32 into fp32 outputs (cuBLAS(Lt) with CUBLAS_COMPUTE_32F);
+//     fp32 into fp32 outputs (cuBLAS(Lt) with CUBLAS_COMPUTE_32F); flash attention's bf16
+//     form takes fp32 tensors and rounds its tensor-core operands itself;
 //   * cuda_f32_to_bf16 / cuda_bf16_to_f32 convert inter-stage messages and GEMM inputs.
 // bf16 buffers are typed cuda_bf16 (the 16 raw bits, round-to-nearest-even from fp32), so C
 // callers need no CUDA C++ type.
@@ -177,6 +178,17 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
                                    const float *dout, const float *q, const float *k,
                                    const float *v, const float *out, const float *lse, int B, int T,
                                    int NH, int NKV, int HD);
+
+// The bf16 mode's attention: the same contracts (and the same arena for grouped queries), on
+// tensor cores. q, k, v and dout (fp32 here) are rounded to bf16 as tiles load, and so are the
+// probabilities and score gradients before their products; every product accumulates in fp32
+// and the softmax stays fp32 (flash_tile.h, "Tensor-core tiles"). Head dims that are not a
+// multiple of 16 up to 128 (flash_mma_takes) run the fp32 functions above.
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int HD);
+void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
+                                        const float *dout, const float *q, const float *k, const float *v,
+                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HD);
 
 // ---- swiglu.cu ---------------------------------------------------------------------------
 // out(N, FF) = silu(gate) * up     (overwrites out)

@@ -3,7 +3,8 @@
 // events, plus one large bf16 and fp32 GEMM for the device's reference rate.
 //   bench_cuda [iterations]        (built, not run by ctest; prints TFLOP/s)
 // FLOPs counted: every GEMM, and flash attention's products over the causal pairs as it
-// computes them (below). Elementwise kernels are timed but not counted.
+// computes them (below). Elementwise kernels are timed but not counted. The layer runs the bf16
+// mode's attention (tensor cores); attention alone is also timed in both forms.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +103,7 @@ static void layer_forward(struct Layer *L) {
     cuda_linear_forward_bf16(ctx, L->v, L->xn1_b, L->wv, N, C, CKV);
     cuda_rope_forward(ctx, L->q, L->q, L->cos_tab, L->sin_tab, B, T, NH, HD);
     cuda_rope_forward(ctx, L->k, L->k, L->cos_tab, L->sin_tab, B, T, NKV, HD);
-    cuda_flash_attention_forward(ctx, L->ao, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
+    cuda_flash_attention_forward_bf16(ctx, L->ao, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
     cuda_f32_to_bf16(ctx, L->ao_b, L->ao, nc);
     cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
     cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
@@ -146,8 +147,8 @@ static void layer_backward(struct Layer *L) {
     cuda_zero(ctx, L->dq, nc * sizeof(float));
     cuda_zero(ctx, L->dk, nkv * sizeof(float));
     cuda_zero(ctx, L->dv, nkv * sizeof(float));
-    cuda_flash_attention_backward(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao,
-                                  L->lse, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao,
+                                       L->lse, B, T, NH, NKV, HD);
     // RoPE backward needs dx != dout: rotate into the (now free) ao / o buffers.
     cuda_zero(ctx, L->ao, nc * sizeof(float));
     cuda_zero(ctx, L->o, nkv * sizeof(float));
@@ -183,6 +184,19 @@ static double time_ms(void (*fn)(struct Layer *), struct Layer *L, int iters) {
     CUDA_CHECK(cudaEventDestroy(t0));
     CUDA_CHECK(cudaEventDestroy(t1));
     return ms / iters;
+}
+
+// Attention alone, forward and backward, in each form: the fp32 kernels (CUDA cores) and the
+// bf16 mode's tensor-core kernels.
+static void attention_fp32(struct Layer *L) {
+    cuda_flash_attention_forward(ctx, L->ao, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao, L->lse, B, T,
+                                  NH, NKV, HD);
+}
+static void attention_bf16(struct Layer *L) {
+    cuda_flash_attention_forward_bf16(ctx, L->ao, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao, L->lse, B,
+                                       T, NH, NKV, HD);
 }
 
 static void fwd_bwd(struct Layer *L) {
@@ -241,6 +255,10 @@ int main(int argc, char **argv) {
     printf("  forward:            %8.3f ms  %7.1f TFLOP/s\n", f_ms, fwd_flops / (f_ms * 1e9));
     printf("  forward + backward: %8.3f ms  %7.1f TFLOP/s  (%.0f tokens/s per layer)\n", fb_ms,
            (fwd_flops + bwd_flops) / (fb_ms * 1e9), N / (fb_ms * 1e-3));
+    const double attn_flops = 18.0 * HD * pairs;
+    const double a32_ms = time_ms(attention_fp32, &L, iters), a16_ms = time_ms(attention_bf16, &L, iters);
+    printf("  attention fwd+bwd fp32 (CUDA cores):   %8.3f ms  %7.1f TFLOP/s\n", a32_ms, attn_flops / (a32_ms * 1e9));
+    printf("  attention fwd+bwd bf16 (tensor cores): %8.3f ms  %7.1f TFLOP/s\n", a16_ms, attn_flops / (a16_ms * 1e9));
     cuda_ctx_destroy(ctx);
     return 0;
 }

@@ -315,7 +315,13 @@ static void test_rope(void) {
 // CPU (tests/gpu_emu/flash_emu.c: what the emulator runs), which must agree to a few ulps: the
 // two differ only in expf/logf and fused multiply-adds. The emulated tiles are scalar C (about
 // 50 s at T 1024, 32 heads of 128 on one core), so `emulated` picks the shapes that run them.
-static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool emulated) {
+// bf16: the tensor-core kernels (cuda_flash_attention_*_bf16) against the same fp32 CPU
+// reference on the unrounded inputs, at the bf16 GEMMs' bounds, and against the emulator's bf16
+// tiles, which model each 16-term mma as a sum in index order: the tensor core's own order moves
+// a sum by a few fp32 ulps, and now and then that flips one bf16 rounding of a probability or a
+// score gradient. Summing the 16 in another order on the CPU (even and odd terms apart) moved
+// the results by at most 6.5e-6 (norm-relative, T 1024, HD 64), so 1e-4 and 3e-4 leave 15x.
+static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool emulated, bool bf16) {
     const size_t nq = (size_t)b * t * nh * hd, nk = (size_t)b * t * nkv * hd;
     const size_t na = (size_t)b * nh * t * t, nr = (size_t)b * nh * t;
     float *q = hrand(nq, 1.0f), *k = hrand(nk, 1.0f), *v = hrand(nk, 1.0f), *dout = hrand(nq, 1.0f);
@@ -333,9 +339,12 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     add_start(dk, dk0, nk);
     add_start(dv, dv0, nk);
     if (emulated) {
-        flash_emu_forward(eout, e_lse, q, k, v, b, t, nh, nkv, hd);
-        flash_emu_backward(edq, edk, edv, edsum, dout, q, k, v, eout, e_lse, b, t, nh, nkv, hd);
+        (bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(eout, e_lse, q, k, v, b, t, nh, nkv, hd);
+        (bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(edq, edk, edv, edsum, dout, q, k, v, eout, e_lse, b, t,
+                                                              nh, nkv, hd);
     }
+    const double cpu_out = bf16 ? 1e-2 : 1e-5, cpu_grad = bf16 ? 3e-2 : 1e-4;
+    const double emu_out = bf16 ? 1e-4 : 1e-6, emu_grad = bf16 ? 3e-4 : 1e-5;
 
     float *d_q = dfloat(q, nq), *d_k = dfloat(k, nk), *d_v = dfloat(v, nk), *d_dout = dfloat(dout, nq);
     float *d_out = dalloc(sizeof(float) * nq), *d_lse = dalloc(sizeof(float) * nr);
@@ -344,22 +353,24 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     char name[160];
 #define FLASH_CHECK(what, fn, ...)                                                                  \
     do {                                                                                           \
-        snprintf(name, sizeof name, "flash B%d T%d NH%d NKV%d HD%d %s", b, t, nh, nkv, hd, what); \
+        snprintf(name, sizeof name, "flash%s B%d T%d NH%d NKV%d HD%d %s", bf16 ? " bf16" : "", b, t, nh, nkv, hd, \
+                 what);                                                                            \
         fn(name, __VA_ARGS__);                                                                     \
     } while (0)
-    cuda_flash_attention_forward(ctx, d_out, d_lse, d_q, d_k, d_v, b, t, nh, nkv, hd);
-    FLASH_CHECK("out vs CPU", check, d_out, out, nq, 1e-5);
-    if (emulated) FLASH_CHECK("out vs emulated tiles", check, d_out, eout, nq, 1e-6);
-    if (emulated) FLASH_CHECK("lse vs emulated tiles", check, d_lse, e_lse, nr, 1e-6);
-    cuda_flash_attention_backward(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q, d_k, d_v, d_out, d_lse, b, t, nh,
-                                  nkv, hd);
-    FLASH_CHECK("dq (+=) vs CPU", check_delta, d_dq, dq, dq0, nq, 1e-4);
-    FLASH_CHECK("dk (+=, GQA) vs CPU", check_delta, d_dk, dk, dk0, nk, 1e-4);
-    FLASH_CHECK("dv (+=, GQA) vs CPU", check_delta, d_dv, dv, dv0, nk, 1e-4);
+    (bf16 ? cuda_flash_attention_forward_bf16 : cuda_flash_attention_forward)(ctx, d_out, d_lse, d_q, d_k, d_v, b, t,
+                                                                               nh, nkv, hd);
+    FLASH_CHECK("out vs CPU", check, d_out, out, nq, cpu_out);
+    if (emulated) FLASH_CHECK("out vs emulated tiles", check, d_out, eout, nq, emu_out);
+    if (emulated) FLASH_CHECK("lse vs emulated tiles", check, d_lse, e_lse, nr, emu_out);
+    (bf16 ? cuda_flash_attention_backward_bf16 : cuda_flash_attention_backward)(
+        ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q, d_k, d_v, d_out, d_lse, b, t, nh, nkv, hd);
+    FLASH_CHECK("dq (+=) vs CPU", check_delta, d_dq, dq, dq0, nq, cpu_grad);
+    FLASH_CHECK("dk (+=, GQA) vs CPU", check_delta, d_dk, dk, dk0, nk, cpu_grad);
+    FLASH_CHECK("dv (+=, GQA) vs CPU", check_delta, d_dv, dv, dv0, nk, cpu_grad);
     if (emulated) {
-        FLASH_CHECK("dq vs emulated tiles", check_delta, d_dq, edq, dq0, nq, 1e-5);
-        FLASH_CHECK("dk vs emulated tiles", check_delta, d_dk, edk, dk0, nk, 1e-5);
-        FLASH_CHECK("dv vs emulated tiles", check_delta, d_dv, edv, dv0, nk, 1e-5);
+        FLASH_CHECK("dq vs emulated tiles", check_delta, d_dq, edq, dq0, nq, emu_grad);
+        FLASH_CHECK("dk vs emulated tiles", check_delta, d_dk, edk, dk0, nk, emu_grad);
+        FLASH_CHECK("dv vs emulated tiles", check_delta, d_dv, edv, dv0, nk, emu_grad);
     }
 #undef FLASH_CHECK
     float *host[] = {q, k, v, dout, out, att, scratch, dq0, dk0, dv0, dq, dk, dv, eout, e_lse, edsum, edq, edk, edv};
@@ -369,12 +380,19 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
 }
 
 // The file's small shape, then issue 30's: T in {1, 1024}, HD in {24, 64, 128}, GQA 32/8;
-// against the emulated tiles at every shape but T 1024 with HD 24 and 128 (time).
+// against the emulated tiles at every shape but T 1024 with HD 24 and 128 (time). The bf16
+// (tensor-core) kernels at the small shape, T 1 and 1024 at HD 64 (the 125m preset's), a ragged
+// T over four 64-row tiles at HD 128, and HD 24, which they do not take (the fp32 kernels run).
 static void test_attention(void) {
-    test_flash_attention_at(B, T, NH, NKV, HD, true);
+    test_flash_attention_at(B, T, NH, NKV, HD, true, false);
     const int Ts[] = {1, 1024}, HDs[] = {24, 64, 128};
     for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 3; j++) test_flash_attention_at(1, Ts[i], 32, 8, HDs[j], Ts[i] == 1 || HDs[j] == 64);
+        for (int j = 0; j < 3; j++) test_flash_attention_at(1, Ts[i], 32, 8, HDs[j], Ts[i] == 1 || HDs[j] == 64, false);
+    test_flash_attention_at(B, T, NH, NKV, HD, true, true);
+    test_flash_attention_at(1, 1, 32, 8, 64, true, true);
+    test_flash_attention_at(1, 1024, 32, 8, 64, false, true);
+    test_flash_attention_at(2, 200, 8, 2, 128, true, true);
+    test_flash_attention_at(1, 100, 8, 2, 24, true, true);
 }
 
 static void test_swiglu_residual(void) {

@@ -8,6 +8,7 @@
 #include "tests/gpu_emu/flash_emu.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "kernels/cuda/flash_tile.h"
@@ -186,6 +187,184 @@ void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const floa
     free(P);
     free(dS);
     free(dq_acc);
+    free(dk_share);
+    free(dv_share);
+}
+
+// ---- The tensor-core kernels (kernels/cuda/flash_mma_kernels.cuh), bf16 mode ---------------
+// Tiles of FLASH_MMA_ROWS, operands rounded to bf16 into zero-padded (64, HD) copies as the
+// kernels load them, every product summed by flash_mma_dot / flash_mma_step (16 terms a step)
+// in the kernels' order, softmax rows in two halves of 32 as the kernels' two lanes a row.
+#define MR FLASH_MMA_ROWS
+
+// rows [t0, t0 + n) of head h of a q-like (stride NH) or k-like (NKV) tensor, rounded to bf16,
+// into a (64, HD) tile; rows past n are zeros.
+static void bf16_tile(float *tile, const float *x, const Shape *s, int b, int h, int H, int t0, int n) {
+    for (int r = 0; r < MR; r++)
+        for (int d = 0; d < s->HD; d++)
+            tile[r * s->HD + d] =
+                r < n ? flash_bf16(x[(((size_t)b * s->T + t0 + r) * H + h) * s->HD + d]) : 0.0f;
+}
+
+// flash_mma_forward_kernel: block (query tile qt, head h of sequence b).
+static void mma_forward_tile(const Shape *s, float *out, float *lse, const float *q, const float *k, const float *v,
+                             int b, int h, int qt, float *Q, float *K, float *V, float *acc) {
+    const int q0 = qt * MR, nq = min_int(MR, s->T - q0), kvh = h / s->g, HD = s->HD;
+    float m[MR], l[MR], S[MR], P[MR];
+    bf16_tile(Q, q, s, b, h, s->NH, q0, nq);
+    for (int r = 0; r < nq; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        for (int d = 0; d < HD; d++) acc[r * HD + d] = 0.0f;
+    }
+    for (int kt = 0; kt <= (q0 + nq - 1) / MR; kt++) {
+        const int k0 = kt * MR;
+        bf16_tile(K, k, s, b, kvh, s->NKV, k0, min_int(MR, s->T - k0));
+        bf16_tile(V, v, s, b, kvh, s->NKV, k0, min_int(MR, s->T - k0));
+        for (int r = 0; r < nq; r++) {
+            for (int c = 0; c < MR; c++) {
+                const float dot = flash_mma_dot(0.0f, &Q[r * HD], 1, &K[c * HD], 1, HD);
+                S[c] = k0 + c <= q0 + r ? s->scale * dot : -INFINITY;
+            }
+            const float m_new = fmaxf(fmaxf(m[r], flash_row_max(-INFINITY, S, FLASH_MMA_HALF)),
+                                      flash_row_max(-INFINITY, S + FLASH_MMA_HALF, FLASH_MMA_HALF));
+            for (int c = 0; c < MR; c++) P[c] = flash_bf16(flash_exp(S[c], m_new));
+            const float alpha = flash_rescale(m[r], m_new);
+            if (m_new != -INFINITY) {
+                l[r] = l[r] * alpha + (flash_row_sum(P, FLASH_MMA_HALF) + flash_row_sum(P + FLASH_MMA_HALF, FLASH_MMA_HALF));
+                m[r] = m_new;
+            }
+            for (int d = 0; d < HD; d++)
+                acc[r * HD + d] = flash_mma_dot(acc[r * HD + d] * alpha, P, 1, &V[d], HD, MR);
+        }
+    }
+    for (int r = 0; r < nq; r++) {
+        for (int d = 0; d < HD; d++) out[qrow(s, b, q0 + r, h) + d] = acc[r * HD + d] / l[r];
+        lse[stat(s, b, h, q0 + r)] = flash_logsumexp(m[r], l[r]);
+    }
+}
+
+void flash_emu_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int NH, int NKV, int HD) {
+    if (!flash_mma_takes(HD)) {
+        flash_emu_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+        return;
+    }
+    const Shape s = shape_of(B, T, NH, NKV, HD);
+    float *Q = scratch((size_t)MR * HD), *K = scratch((size_t)MR * HD), *V = scratch((size_t)MR * HD);
+    float *acc = scratch((size_t)MR * HD);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int qt = 0; qt < flash_tiles(T, MR); qt++) mma_forward_tile(&s, out, lse, q, k, v, b, h, qt, Q, K, V, acc);
+    free(Q);
+    free(K);
+    free(V);
+    free(acc);
+}
+
+// One backward element: p = flash_prob(scale s or -inf, L) and dS = flash_dscore(p, dp, D),
+// from the (query, key) pair's two mma dots over the bf16 rows; *p_out gets p.
+static float mma_dscore(const Shape *s, bool seen, const float *qrow_, const float *krow_, const float *dorow,
+                        const float *vrow, float L, float D, float *p_out) {
+    const float sc = flash_mma_dot(0.0f, qrow_, 1, krow_, 1, s->HD), dp = flash_mma_dot(0.0f, dorow, 1, vrow, 1, s->HD);
+    const float p = flash_prob(seen ? s->scale * sc : -INFINITY, L);
+    *p_out = p;
+    return flash_dscore(p, dp, D);
+}
+
+// flash_mma_dq_kernel: block (query tile qt, head h of sequence b).
+static void mma_dq_tile(const Shape *s, float *dq, const float *dout, const float *q, const float *k, const float *v,
+                        const float *lse, const float *dsum, int b, int h, int qt, float *Q, float *dO, float *K,
+                        float *V, float *acc) {
+    const int q0 = qt * MR, nq = min_int(MR, s->T - q0), kvh = h / s->g, HD = s->HD;
+    float dS[MR], p;
+    bf16_tile(Q, q, s, b, h, s->NH, q0, nq);
+    bf16_tile(dO, dout, s, b, h, s->NH, q0, nq);
+    for (int i = 0; i < nq * HD; i++) acc[i] = 0.0f;
+    for (int kt = 0; kt <= (q0 + nq - 1) / MR; kt++) {
+        const int k0 = kt * MR;
+        bf16_tile(K, k, s, b, kvh, s->NKV, k0, min_int(MR, s->T - k0));
+        bf16_tile(V, v, s, b, kvh, s->NKV, k0, min_int(MR, s->T - k0));
+        for (int r = 0; r < nq; r++) {
+            const float L = lse[stat(s, b, h, q0 + r)], D = dsum[stat(s, b, h, q0 + r)];
+            for (int c = 0; c < MR; c++)
+                dS[c] = flash_bf16(mma_dscore(s, k0 + c <= q0 + r, &Q[r * HD], &K[c * HD], &dO[r * HD], &V[c * HD], L, D, &p));
+            for (int d = 0; d < HD; d++) acc[r * HD + d] = flash_mma_dot(acc[r * HD + d], dS, 1, &K[d], HD, MR);
+        }
+    }
+    for (int r = 0; r < nq; r++)
+        for (int d = 0; d < HD; d++) dq[qrow(s, b, q0 + r, h) + d] += s->scale * acc[r * HD + d];
+}
+
+// flash_mma_dkdv_kernel: block (key tile kt, query head h), head h's share into share (64, HD).
+static void mma_dkdv_share(const Shape *s, float *dk_share, float *dv_share, const float *dout, const float *q,
+                           const float *k, const float *v, const float *lse, const float *dsum, int b, int h, int kt,
+                           float *Q, float *dO, float *K, float *V) {
+    const int k0 = kt * MR, nk = min_int(MR, s->T - k0), kvh = h / s->g, HD = s->HD;
+    float P[MR], dS[MR], L[MR], D[MR];
+    bf16_tile(K, k, s, b, kvh, s->NKV, k0, nk);
+    bf16_tile(V, v, s, b, kvh, s->NKV, k0, nk);
+    for (int i = 0; i < nk * HD; i++) dk_share[i] = dv_share[i] = 0.0f;
+    for (int qt = k0 / MR; qt < flash_tiles(s->T, MR); qt++) {
+        const int q0 = qt * MR, nq = min_int(MR, s->T - q0);
+        bf16_tile(Q, q, s, b, h, s->NH, q0, nq);
+        bf16_tile(dO, dout, s, b, h, s->NH, q0, nq);
+        for (int c = 0; c < MR; c++) {   // padded query rows: statistics 0, as the kernel loads them
+            L[c] = c < nq ? lse[stat(s, b, h, q0 + c)] : 0.0f;
+            D[c] = c < nq ? dsum[stat(s, b, h, q0 + c)] : 0.0f;
+        }
+        for (int r = 0; r < nk; r++) {
+            for (int c = 0; c < MR; c++) {
+                float p;
+                dS[c] = flash_bf16(
+                    mma_dscore(s, c < nq && k0 + r <= q0 + c, &K[r * HD], &Q[c * HD], &V[r * HD], &dO[c * HD], L[c], D[c], &p));
+                P[c] = flash_bf16(p);
+            }
+            for (int d = 0; d < HD; d++) {
+                dv_share[r * HD + d] = flash_mma_dot(dv_share[r * HD + d], P, 1, &dO[d], HD, MR);
+                dk_share[r * HD + d] = flash_mma_dot(dk_share[r * HD + d], dS, 1, &Q[d], HD, MR);
+            }
+        }
+    }
+}
+
+void flash_emu_backward_bf16(float *dq, float *dk, float *dv, float *dsum, const float *dout, const float *q,
+                             const float *k, const float *v, const float *out, const float *lse, int B, int T, int NH,
+                             int NKV, int HD) {
+    if (!flash_mma_takes(HD)) {
+        flash_emu_backward(dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+        return;
+    }
+    const Shape s = shape_of(B, T, NH, NKV, HD);
+    for (int b = 0; b < B; b++)   // flash_rowsum_kernel, fp32 as in the fp32 kernels
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++)
+                dsum[stat(&s, b, h, t)] = flash_dot(dout + qrow(&s, b, t, h), out + qrow(&s, b, t, h), HD);
+    const size_t tile = (size_t)MR * HD;
+    float *Q = scratch(tile), *dO = scratch(tile), *K = scratch(tile), *V = scratch(tile), *acc = scratch(tile);
+    float *dk_share = scratch(s.g * tile), *dv_share = scratch(s.g * tile);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int qt = 0; qt < flash_tiles(T, MR); qt++)
+                mma_dq_tile(&s, dq, dout, q, k, v, lse, dsum, b, h, qt, Q, dO, K, V, acc);
+    for (int b = 0; b < B; b++)
+        for (int kvh = 0; kvh < NKV; kvh++)
+            for (int kt = 0; kt < flash_tiles(T, MR); kt++) {
+                const int k0 = kt * MR, nk = min_int(MR, T - k0);
+                for (int j = 0; j < s.g; j++)
+                    mma_dkdv_share(&s, dk_share + j * tile, dv_share + j * tile, dout, q, k, v, lse, dsum, b,
+                                   kvh * s.g + j, kt, Q, dO, K, V);
+                for (int r = 0; r < nk; r++)   // g = 1: the block adds its own; else flash_group_sum_kernel
+                    for (int d = 0; d < HD; d++) {
+                        dk[krow(&s, b, k0 + r, kvh) + d] += s.scale * flash_group_sum(&dk_share[r * HD + d], (long)tile, s.g);
+                        dv[krow(&s, b, k0 + r, kvh) + d] += flash_group_sum(&dv_share[r * HD + d], (long)tile, s.g);
+                    }
+            }
+    free(Q);
+    free(dO);
+    free(K);
+    free(V);
+    free(acc);
     free(dk_share);
     free(dv_share);
 }

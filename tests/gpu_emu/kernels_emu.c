@@ -585,24 +585,27 @@ void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float 
 
 // ---- attention -------------------------------------------------------------------------------
 // Flash attention runs as on the GPU: flash_attention.cu's kernels, tile by tile, through the
-// same tile functions (flash_emu.c), not the CPU's two-pass reference.
+// same tile functions (flash_emu.c), not the CPU's two-pass reference; the bf16 forms as the
+// tensor-core kernels round (flash_emu_*_bf16).
 
 typedef struct {
     float *out, *lse;                 // forward
     float *dq, *dk, *dv, *dsum;       // backward
     const float *q, *k, *v, *dout, *out_in, *lse_in;
     int B, T, NH, NKV, HD;
+    bool bf16;
 } AttentionArgs;
 
 static void run_attention_forward(void *p) {
     const AttentionArgs *a = p;
-    flash_emu_forward(a->out, a->lse, a->q, a->k, a->v, a->B, a->T, a->NH, a->NKV, a->HD);
+    (a->bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(a->out, a->lse, a->q, a->k, a->v, a->B, a->T, a->NH,
+                                                           a->NKV, a->HD);
 }
 
 static void run_attention_backward(void *p) {
     const AttentionArgs *a = p;
-    flash_emu_backward(a->dq, a->dk, a->dv, a->dsum, a->dout, a->q, a->k, a->v, a->out_in, a->lse_in, a->B, a->T,
-                       a->NH, a->NKV, a->HD);
+    (a->bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(a->dq, a->dk, a->dv, a->dsum, a->dout, a->q, a->k, a->v,
+                                                             a->out_in, a->lse_in, a->B, a->T, a->NH, a->NKV, a->HD);
 }
 
 // Checks every buffer (device memory of its size) and the shape flash_attention.cu takes, queues.
@@ -654,25 +657,48 @@ void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k,
     emu_enqueue(ctx->stream, run_flash_decode, &a, sizeof a);
 }
 
+static void attention_forward_as(CudaCtx *ctx, const char *call, bool bf16, float *out, float *lse, const float *q,
+                                 const float *k, const float *v, int B, int T, int NH, int NKV, int HD) {
+    attention(ctx, call,
+              (AttentionArgs){.out = out, .lse = lse, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
+                              .HD = HD, .bf16 = bf16},
+              run_attention_forward);
+}
+
+static void attention_backward_as(CudaCtx *ctx, const char *call, bool bf16, float *dq, float *dk, float *dv,
+                                  float *dsum, const float *dout, const float *q, const float *k, const float *v,
+                                  const float *out, const float *lse, int B, int T, int NH, int NKV, int HD) {
+    // Grouped queries take their heads' shares of dk and dv from the arena (flash_attention.cu);
+    // the emulated tiles keep theirs in flash_emu.c's scratch, so only the size is checked.
+    if (B > 0 && T > 0 && NKV > 0 && NH > NKV)
+        (void)arena_for(ctx, call, cuda_flash_backward_arena_bytes((size_t)B * T, NH, NKV, HD));
+    attention(ctx, call,
+              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k, .v = v,
+                              .out_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD,
+                              .bf16 = bf16},
+              run_attention_backward);
+}
+
 void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
                                   const float *v, int B, int T, int NH, int NKV, int HD) {
-    attention(ctx, __func__,
-              (AttentionArgs){.out = out, .lse = lse, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
-                              .HD = HD},
-              run_attention_forward);
+    attention_forward_as(ctx, __func__, false, out, lse, q, k, v, B, T, NH, NKV, HD);
+}
+
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int HD) {
+    attention_forward_as(ctx, __func__, true, out, lse, q, k, v, B, T, NH, NKV, HD);
 }
 
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout,
                                    const float *q, const float *k, const float *v, const float *out,
                                    const float *lse, int B, int T, int NH, int NKV, int HD) {
-    // Grouped queries take their heads' shares of dk and dv from the arena (flash_attention.cu);
-    // the emulated tiles keep theirs in flash_emu.c's scratch, so only the size is checked.
-    if (B > 0 && T > 0 && NKV > 0 && NH > NKV)
-        (void)arena_for(ctx, __func__, cuda_flash_backward_arena_bytes((size_t)B * T, NH, NKV, HD));
-    attention(ctx, __func__,
-              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k, .v = v,
-                              .out_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD},
-              run_attention_backward);
+    attention_backward_as(ctx, __func__, false, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+}
+
+void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
+                                        const float *dout, const float *q, const float *k, const float *v,
+                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HD) {
+    attention_backward_as(ctx, __func__, true, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
 }
 
 // ---- the loss, the optimizer, the norm -------------------------------------------------------

@@ -9,7 +9,7 @@
 // (NaN), no GQA head mix-up or share summed out of order. Shapes are small: every block is
 // 128 host threads.
 #include "tests/gpu_emu/simt.h"
-#include "kernels/cuda/flash_kernels.cuh"
+#include "kernels/cuda/flash_mma_kernels.cuh"
 
 #include <cstdint>
 #include <cstdio>
@@ -84,12 +84,65 @@ static void check_shape(int B, int T, int NH, int NKV, int HD) {
     expect_bitwise(shape, "dv", dv, e_dv);
 }
 
+// The tensor-core kernels (flash_mma_kernels.cuh, simt.h's wmma) against the emulator's bf16
+// tiles (flash_emu_forward_bf16 / _backward_bf16), bitwise, as above: both run the emulator's
+// model of an mma, so equal bits say the kernels hand every 16 x 16 tile to the right product,
+// keep each warp's rows apart, rescale each accumulator element by its own row's alpha, and
+// pad and mask ragged tiles to exact zeros.
+static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "mma B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
+    const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
+    const std::vector<float> q = uniform(nq, 11), k = uniform(nk, 12), v = uniform(nk, 13), dout = uniform(nq, 14);
+    const std::vector<float> dq0 = uniform(nq, 15), dk0 = uniform(nk, 16), dv0 = uniform(nk, 17);
+    std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0;
+    std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv = dv0, e_dsum(nr);
+    flash_emu_forward_bf16(e_out.data(), e_lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+    flash_emu_backward_bf16(e_dq.data(), e_dk.data(), e_dv.data(), e_dsum.data(), dout.data(), q.data(), k.data(),
+                            v.data(), e_out.data(), e_lse.data(), B, T, NH, NKV, HD);
+    const float scale = flash_scale(HD);
+    const dim3 grid{(unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH), 1};
+    const bool grouped = NH > NKV;
+    std::vector<float> dk_part(grouped ? nq : 0, NAN), dv_part(grouped ? nq : 0, NAN);
+    mma_dispatch(HD, [&](auto hd) {
+        constexpr int D = decltype(hd)::value;
+        simt_launch(grid, MMA_THREADS, mma_forward_smem(D), [&] {
+            flash_mma_forward_kernel<D>(out.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, scale);
+        });
+        // Backward from the emulator's forward, so a forward difference cannot pass on.
+        simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
+            flash_mma_dq_kernel<D>(dq.data(), dout.data(), q.data(), k.data(), v.data(), e_lse.data(), e_dsum.data(), T,
+                                   NH, NKV, scale);
+        });
+        simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
+            flash_mma_dkdv_kernel<D>(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(), q.data(),
+                                     k.data(), v.data(), e_lse.data(), e_dsum.data(), T, NH, NKV, scale);
+        });
+    });
+    if (grouped)
+        simt_launch(dim3{(unsigned)(((size_t)B * T * NKV * HD + 255) / 256), 1, 1}, 256, 0, [&] {
+            flash_group_sum_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
+                                   scale);
+        });
+    expect_bitwise(shape, "out", out, e_out);
+    expect_bitwise(shape, "lse", lse, e_lse);
+    expect_bitwise(shape, "dq", dq, e_dq);
+    expect_bitwise(shape, "dk", dk, e_dk);
+    expect_bitwise(shape, "dv", dv, e_dv);
+}
+
 int main(void) {
     // B T NH NKV HD: whole tiles; ragged T with one kv head for 4; a lone ragged tile and HD past
     // one 32-column chunk; T 1; several tiles, 3 heads a group; HD 128 (four chunks).
     const int shapes[][5] = {{2, 64, 4, 2, 16}, {1, 70, 4, 1, 24}, {1, 33, 2, 2, 40},
                              {1, 1, 4, 2, 64},  {2, 45, 6, 2, 64}, {1, 40, 2, 1, 128}};
     for (const auto &s : shapes) check_shape(s[0], s[1], s[2], s[3], s[4]);
+    // Tensor cores: one whole tile, two heads a group; ragged T over two tiles with one kv head
+    // for 4; T 1; three tiles, 3 heads a group, HD 48 (three 16-column blocks, not a power of
+    // two); HD 128 (two passes of the output through the score tile), ragged.
+    const int mma_shapes[][5] = {{1, 64, 4, 2, 16}, {1, 70, 4, 1, 32}, {1, 1, 2, 1, 64},
+                                 {1, 150, 3, 1, 48}, {1, 80, 2, 2, 128}};
+    for (const auto &s : mma_shapes) check_mma_shape(s[0], s[1], s[2], s[3], s[4]);
     printf("test_flash_simt: %d failed\n", failures);
     return failures != 0;
 }

@@ -67,6 +67,81 @@ static void check_close(const char *what, const float *got, const float *want, s
           NKV, d, bound, m);
 }
 
+static float *rounded(const float *x, size_t n) {
+    float *y = fzero(n);
+    for (size_t i = 0; i < n; i++) y[i] = flash_bf16(x[i]);
+    return y;
+}
+
+// The bf16 mode's tensor-core attention (flash_emu_*_bf16: flash_mma_kernels.cuh's numbers)
+// against the reference run on the bf16-rounded inputs, so what is left is what the kernels
+// round inside: the probabilities before P v and P^T dout, and the score gradients before dS k
+// and dS^T q (bf16 unit roundoff ub = 2^-8), plus fp32 order. First-order bounds:
+//  * p = exp(s - lse) with lse from the rounded probabilities' sum (each off by ub, relative):
+//    e_pb = e_p + ub. out = sum p~ v / sum p~ weighs each v by p~ / l~, off by 2 ub relative:
+//    |out error| <= 2 ub + e_p + e_sum + u (|v| <= 1), normalized as above; dv = sum p~ dout
+//    likewise by 2 (ub + e_pb) + e_sum.
+//  * dS_ij = p (dP - D): D = dout . out is off by dD = HD (ub + tol_out) (flash reads fp32 dout
+//    and its own out), p by e_pb relative, and dS is rounded (ub). So per element
+//    |dS error| <= ub |dS_ij| + p_ij (e_pb |dP_ij - D_i| + dD + HD^2 u), and dq_i, dk_j get
+//    scale times those summed against |k~_j|, |q~_i|, plus 64 u of their terms for fp32 order.
+// These are computed per element from the reference's own P, dP and D (in double).
+static void check_bf16(int T, int HD, int NH, int NKV, const float *q, const float *k, const float *v,
+                       const float *dout) {
+    const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, nrow = (size_t)B * NH * T;
+    const size_t natt = (size_t)B * NH * T * T;
+    float *rq = rounded(q, nq), *rk = rounded(k, nkv), *rv = rounded(v, nkv), *rdo = rounded(dout, nq);
+    float *out = fzero(nq), *att = fzero(natt), *scratch = fzero(natt);
+    float *dq = fzero(nq), *dk = fzero(nkv), *dv = fzero(nkv);
+    attention_forward(out, att, rq, rk, rv, B, T, NH, NKV, HD);
+    attention_backward(dq, dk, dv, scratch, rdo, rq, rk, rv, att, B, T, NH, NKV, HD);
+    float *fout = fzero(nq), *lse = fzero(nrow), *dsum = fzero(nrow);
+    float *fdq = fzero(nq), *fdk = fzero(nkv), *fdv = fzero(nkv);
+    flash_emu_forward_bf16(fout, lse, q, k, v, B, T, NH, NKV, HD);
+    flash_emu_backward_bf16(fdq, fdk, fdv, dsum, dout, q, k, v, fout, lse, B, T, NH, NKV, HD);
+    const double u = 0x1p-24, ub = 0x1p-8, hd = HD, scale = 1.0 / sqrt(hd);
+    const double n_tiles = flash_tiles(T, FLASH_MMA_ROWS);
+    const double e_p = 2.0 * hd * sqrt(hd) * u + 2.0 * u, e_sum = (FLASH_MMA_ROWS + 3.0 * n_tiles + T) * u;
+    const double e_pb = e_p + ub, tol_out = 2.0 * ub + e_p + e_sum + u;
+    check_close("bf16 out", fout, out, nq, tol_out, T, HD, NH, NKV);
+    check_close("bf16 dv", fdv, dv, nkv, 2.0 * (ub + e_pb) + e_sum, T, HD, NH, NKV);
+    // dq and dk, element by element against their own bounds.
+    double *bq = calloc(nq, sizeof *bq), *bk = calloc(nkv, sizeof *bk);
+    assert(bq && bk);
+    const int g = NH / NKV;
+    const double dD = hd * (ub + tol_out);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const float *qi = rq + (((size_t)b * T + i) * NH + h) * HD, *doi = rdo + (((size_t)b * T + i) * NH + h) * HD;
+                const float *oi = out + (((size_t)b * T + i) * NH + h) * HD;
+                double D = 0.0;
+                for (int d = 0; d < HD; d++) D += (double)doi[d] * oi[d];
+                for (int j = 0; j <= i; j++) {
+                    const size_t kj = (((size_t)b * T + j) * NKV + h / g) * HD;
+                    const double p = att[(((size_t)b * NH + h) * T + i) * T + j];
+                    double dP = 0.0;
+                    for (int d = 0; d < HD; d++) dP += (double)doi[d] * rv[kj + d];
+                    const double ds = p * (dP - D);
+                    const double e = ub * fabs(ds) + p * (e_pb * fabs(dP - D) + dD + hd * hd * u) + 64.0 * u * fabs(ds);
+                    for (int d = 0; d < HD; d++) {
+                        bq[(((size_t)b * T + i) * NH + h) * HD + d] += scale * e * fabs(rk[kj + d]);
+                        bk[kj + d] += scale * e * fabs(qi[d]);
+                    }
+                }
+            }
+    double worst_q = 0.0, worst_k = 0.0;
+    for (size_t i = 0; i < nq; i++) worst_q = fmax(worst_q, fabs((double)fdq[i] - dq[i]) / (bq[i] + 1e-6));
+    for (size_t i = 0; i < nkv; i++) worst_k = fmax(worst_k, fabs((double)fdk[i] - dk[i]) / (bk[i] + 1e-6));
+    worst_ratio = fmax(worst_ratio, fmax(worst_q, worst_k));
+    CHECK(worst_q <= 1.0, "bf16 dq T=%d HD=%d NH=%d NKV=%d: error / its bound %.3g", T, HD, NH, NKV, worst_q);
+    CHECK(worst_k <= 1.0, "bf16 dk T=%d HD=%d NH=%d NKV=%d: error / its bound %.3g", T, HD, NH, NKV, worst_k);
+    free(bq);
+    free(bk);
+    float *all[] = {rq, rk, rv, rdo, out, att, scratch, dq, dk, dv, fout, lse, dsum, fdq, fdk, fdv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+}
+
 static void test_shape(int T, int HD, int NH, int NKV) {
     const size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, nrow = (size_t)B * NH * T;
     const size_t natt = (size_t)B * NH * T * T;
@@ -132,6 +207,7 @@ static void test_shape(int T, int HD, int NH, int NKV) {
               "decode T=%d HD=%d NH=%d NKV=%d: position %d differs from the forward's row", T, HD, NH, NKV, n - 1);
     }
     free(dec);
+    if (flash_mma_takes(HD)) check_bf16(T, HD, NH, NKV, q, k, v, dout);
     float *all[] = {q, k, v, dout, out, att, scratch, dq, dk, dv, fout, lse, dsum, fdq, fdk, fdv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
@@ -178,6 +254,6 @@ int main(void) {
     for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
         for (size_t h = 0; h < sizeof HDs / sizeof HDs[0]; h++)
             for (size_t g = 0; g < 2; g++) test_shape(Ts[t], HDs[h], heads[g][0], heads[g][1]);
-    printf("largest error / bound: %.3g\n", worst_ratio);
+    printf("largest error / bound (fp32 and bf16 tiles): %.3g\n", worst_ratio);
     return test_finish();
 }

@@ -117,7 +117,8 @@ static int val_every(const RunConfig *rc) {
     return rc->val_every > 0 ? rc->val_every : rc->steps / 10 > 1 ? rc->steps / 10 : 1;
 }
 
-// What the run will do, for the banner: layers and activation bytes per stage.
+// What the run will do, for the banner: layers, activation bytes and (GPU stages) scratch arena
+// bytes per stage; bytes holds 2 x S: the slots' bytes, then the arenas'.
 static void describe_run(const RunConfig *rc, const PipelineOptions *po, const Pipeline *p, const Dataset *ds, int *layers,
                          size_t *bytes, RunInfo *info) {
     const int S = pipeline_n_stages(p);
@@ -132,11 +133,15 @@ static void describe_run(const RunConfig *rc, const PipelineOptions *po, const P
                                   .has_embed = s == 0, .has_head = s == S - 1};
         bytes[s] = po->recompute ? stage_acts_light_bytes(&shell, rows, rc->seq_len)
                                  : stage_acts_bytes_on(&shell, rows, rc->seq_len, po->device);
+        // A GPU stage's context reserves its scratch arena once, whatever the microbatches in
+        // flight (engine/model/model_cuda_arena.c: the very number model_cuda.c reserves).
+        bytes[S + s] = po->device == DEVICE_CUDA ? stage_cuda_arena_bytes(&shell, rows, rc->seq_len, !po->gpu_fp32) : 0;
         first_layer += layers[s];
     }
     *info = (RunInfo){.data_kind = dataset_kind(ds), .data_items = dataset_items(ds),
                       .data_tokens = dataset_tokens(ds), .params = model_config_param_count(&rc->model),
-                      .n_stages = S, .stage_layers = layers, .slot_bytes = bytes, .notice = pipeline_notice(p)};
+                      .n_stages = S, .stage_layers = layers, .slot_bytes = bytes, .arena_bytes = bytes + S,
+                      .notice = pipeline_notice(p)};
     pipeline_host(p, &info->host_ranks, &info->host_cores);
 }
 
@@ -379,7 +384,7 @@ int train_run(const RunConfig *rc, const PipelineOptions *po, const TrainHooks *
     int result = restore(ckpt, p, ds, &pos, err);
     const int S = pipeline_n_stages(p);
     int *layers = xmalloc(S * sizeof(int));
-    size_t *bytes = xmalloc(S * sizeof(size_t));
+    size_t *bytes = xmalloc(2 * S * sizeof(size_t));   // describe_run: slots, then arenas
     RunInfo info;
     describe_run(rc, po, p, ds, layers, bytes, &info);
     describe_tokenizer(tok, &te, &info);

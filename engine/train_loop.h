@@ -21,6 +21,8 @@ typedef struct {
                                   // lives in another process (MPI)
     const size_t *slot_bytes;     // (n_stages) activation bytes one microbatch keeps there (the
                                   // light set under recompute; every stage, wherever it lives)
+    const size_t *arena_bytes;    // (n_stages) the scratch arena a GPU stage's context reserves
+                                  // once, beside its slots (stage_cuda_arena_bytes); 0 on the CPU
     int start_step;               // steps done before this run (a resumed run); 0 for a fresh one
     const char *notice;           // pipeline_notice: "" or the line saying ranks outnumber cores
     int host_ranks, host_cores;   // pipeline_host: ranks on this node, the cores they share

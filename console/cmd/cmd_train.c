@@ -20,6 +20,9 @@
 typedef struct {
     int n_stages, n_ranks;
     int peak_slots[256];          // per stage, from the latest step (first 256 stages)
+    size_t slot_bytes[256];       // per stage: one microbatch's activations (RunInfo.slot_bytes)
+    size_t arena_bytes[256];      // per stage: a GPU stage's scratch arena; 0 on the CPU
+    bool gpu;                     // --device cuda
     double busy_ms[256];          // per rank, summed over the steps
     int steps;
     double bubble_sum;            // measured bubble summed over the steps
@@ -45,11 +48,25 @@ static void print_stage_layers(const RunInfo *info) {
     printf("\n");
 }
 
+// A GPU stage's context reserves a scratch arena once, beside its microbatches' activations
+// (engine/model/model_cuda_arena.c): each stage's, as the device memory it takes.
+static void print_stage_arenas(const PipelineOptions *po, const RunInfo *info) {
+    if (po->device != DEVICE_CUDA || !info->arena_bytes) return;
+    printf("  scratch arena per stage (MiB, reserved once beside the activations):");
+    for (int s = 0; s < info->n_stages; s++) printf(" %.1f", info->arena_bytes[s] / 1048576.0);
+    printf("\n");
+}
+
 static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po, const RunInfo *info,
                        Error *err) {
     TrainPrinter *tp = ctx;
     if (tp->trace_path[0] && !(tp->trace = trace_open(tp->trace_path, err))) return -1;
     tp->n_stages = info->n_stages;
+    tp->gpu = po->device == DEVICE_CUDA;
+    for (int s = 0; s < info->n_stages && s < 256; s++) {
+        tp->slot_bytes[s] = info->slot_bytes[s];
+        tp->arena_bytes[s] = info->arena_bytes ? info->arena_bytes[s] : 0;
+    }
     const ModelConfig *m = &rc->model;
     printf("pptrain train: model %s (%.2f M params: %d layers, hidden %d, heads %d/%d kv, vocab %d)\n",
            m->name, info->params / 1e6, m->layers, m->hidden, m->heads, m->kv_heads, m->vocab);
@@ -99,6 +116,7 @@ static int print_start(void *ctx, const RunConfig *rc, const PipelineOptions *po
     size_t most = 0;
     for (int s = 0; s < info->n_stages; s++) most = info->slot_bytes[s] > most ? info->slot_bytes[s] : most;
     printf("  activations: %.1f MiB per microbatch on the largest stage\n", most / 1048576.0);
+    print_stage_arenas(po, info);
     const RunRecorder *rec = &tp->session->recorder;
     if (rec->run > 0) printf("  recording run %lld in %s\n", (long long)rec->run, rec->path);
     fflush(stdout);
@@ -191,6 +209,11 @@ static void print_end(void *ctx, const RunSummary *s) {
                s->sample_s, 100.0 * s->sample_s / (s->wall_s > 0 ? s->wall_s : 1));
     printf("  peak stashed activations (microbatches) per stage:");
     for (int k = 0; k < tp->n_stages && k < 256; k++) printf(" %d", tp->peak_slots[k]);
+    if (tp->gpu) {   // the device memory they took, with the arena each stage's context reserved
+        printf("\n  GPU memory per stage, those activations + scratch arena (MiB):");
+        for (int k = 0; k < tp->n_stages && k < 256; k++)
+            printf(" %.1f", ((double)tp->peak_slots[k] * (double)tp->slot_bytes[k] + (double)tp->arena_bytes[k]) / 1048576.0);
+    }
     printf("\n  mean busy ms per rank and step:");
     for (int q = 0; q < tp->n_ranks; q++) printf(" %.1f", tp->busy_ms[q] / (tp->steps ? tp->steps : 1));
     printf("\n");

@@ -192,6 +192,10 @@ size_t stage_acts_bytes(const StageModel *s, int B, int T);
 // one, e.g. the banner's for stages of other processes): a CUDA stage keeps its attention
 // as O(T) row statistics per head (flash attention), a CPU stage the (T, T) probabilities.
 size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device);
+// The scratch arena a CUDA stage of s's shape reserves once in its context for microbatches of
+// B x T (bf16 GEMM operands when low_precision), beside its slots: the largest of the kernels'
+// uses (engine/model/model_cuda_arena.c). Every build has it, the toolkit or not; a shell will do.
+size_t stage_cuda_arena_bytes(const StageModel *s, int B, int T, bool low_precision);
 
 // Forward of one microbatch of B*T tokens, on the stage's device.
 //   first stage: tokens(B*T) is read (and kept for the embedding's backward);

@@ -452,28 +452,6 @@ static void ensure_scratch(const StageModel *s, size_t N) {
     }
 }
 
-// The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
-// rounded as they round it: the embedding sort (first stage: 3 index vectors and cub's
-// temporary storage, bounded by 32 bytes a row and a MiB), the fused classifier (last stage: its
-// row losses and one chunk's logits, cuda_classifier_arena_bytes), an RMSNorm weight gradient's
-// partial sums (at most 8 bytes per row and column), flash attention's backward with grouped
-// queries (each query head's share of dk and dv: cuda_flash_backward_arena_bytes; its row
-// statistics live in the slot). Reserved when the slot is made, so no step grows it (cudaFree
-// in a step would wait for the whole GPU, NCCL's posted receives included).
-static size_t arena_need(const StageModel *s, const StageActs *a) {
-    const size_t N = (size_t)a->N, C = (size_t)s->cfg.hidden;
-    const bool bf16 = cuda_of(s)->bf16;
-    const size_t embed = 3 * cuda_arena_round(4 * N) + cuda_arena_round(32 * N) + ((size_t)1 << 20);
-    const size_t needs[] = {s->has_embed ? embed : 0,
-                            s->has_head ? cuda_classifier_arena_bytes(a->N, s->cfg.vocab, bf16) : 0,
-                            cuda_arena_round(8 * N * C),
-                            cuda_flash_backward_arena_bytes(N, s->cfg.heads, s->cfg.kv_heads, s->cfg.head_dim)};
-    size_t need = 0;
-    for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
-        if (needs[k] > need) need = needs[k];
-    return need + 4096;   // slack: what a kernel's own alignment may add
-}
-
 static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
     StageCuda *c = cuda_of(s);
     CUDA_CHECK(cudaSetDevice(c->device));
@@ -498,7 +476,9 @@ static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
     a->msg_din = ac->din_msg;
     if (s->has_head) ac->targets = dev_alloc((size_t)a->N * sizeof(int32_t));
     ensure_scratch(s, (size_t)a->N);
-    cuda_ctx_reserve(c->ctx, arena_need(s, a));
+    // Reserved with the slot (engine/model/model_cuda_arena.c says of what), so no step grows it:
+    // cudaFree in a step would wait for the whole GPU, NCCL's posted receives included.
+    cuda_ctx_reserve(c->ctx, stage_cuda_arena_bytes(s, B, T, c->bf16));
     cuda_ctx_synchronize(c->ctx);
     return a;
 }

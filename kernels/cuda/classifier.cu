@@ -12,26 +12,16 @@
 // as cuda_crossentropy_forward_backward adds it. In bf16 mode the GEMM operands are bf16 (x
 // and W as given, dlogits converted per chunk into the arena); results stay fp32.
 // The chunk's logits are the only large scratch: R x V floats, R chosen so they fit
-// CLASSIFIER_CHUNK_BYTES; cuda_classifier_arena_bytes says the whole arena a call takes.
+// CUDA_CLASSIFIER_CHUNK_BYTES (kernels_cuda.h); cuda_classifier_arena_bytes says the whole arena a
+// call takes.
 #include "kernels/cuda/common.cuh"
 
-// The chunk's fp32 logits at most: 64 MiB is 1.3% of the 3.3 GB the full (16 x 1024, 50257)
-// logits would take, and leaves R = 333 rows at V = 50257, wide enough for the GEMMs to run
-// at full rate (each chunk's GEMM is 333 x 50257 x C).
-#define CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
+// The chunk and the arena are kernels_cuda.h's (CUDA_CLASSIFIER_CHUNK_BYTES), in plain C there
+// so that an estimate made in a build without the toolkit is this number.
+extern "C" int cuda_classifier_chunk_rows(int N, int V) { return cuda_classifier_gpu_chunk_rows(N, V); }
 
-extern "C" int cuda_classifier_chunk_rows(int N, int V) {
-    size_t rows = CLASSIFIER_CHUNK_BYTES / ((size_t)(V > 0 ? V : 1) * sizeof(float));
-    if (rows < 1) rows = 1;
-    return N > 0 && rows > (size_t)N ? N : (int)rows;
-}
-
-// Row losses (N doubles), the chunk's logits (R x V floats), in bf16 mode their bf16 copy.
 extern "C" size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
-    if (N <= 0) return 0;
-    const size_t chunk = (size_t)cuda_classifier_chunk_rows(N, V) * (size_t)V;
-    return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round(chunk * sizeof(float)) +
-           (bf16 ? cuda_arena_round(chunk * sizeof(cuda_bf16)) : 0);
+    return cuda_classifier_gpu_arena_bytes(N, V, bf16);
 }
 
 static void classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const void *x,

@@ -30,6 +30,12 @@
 // current device; cuda_ctx_create makes the context's device current.
 // C-callable (extern "C"): engine C code includes this header. The library defines
 // PPTRAIN_HAVE_CUDA for everything that links pptrain_kernels_cuda.
+//
+// Sizes without the toolkit. A C file that defines PPTRAIN_KERNELS_CUDA_SIZES_ONLY before
+// including this header reads it without the CUDA runtime's headers (every build has it, the
+// toolkit or not): it may call the static inline sizes (cuda_arena_round,
+// cuda_flash_backward_arena_bytes, cuda_classifier_gpu_arena_bytes) and nothing else, so that
+// an estimate made anywhere (engine/model/model_cuda_arena.c) is the number the kernels take.
 #ifndef PPTRAIN_KERNELS_CUDA_H
 #define PPTRAIN_KERNELS_CUDA_H
 #include <stdbool.h>
@@ -39,8 +45,10 @@
 // Callers that size a reservation (cuda_ctx_reserve) count their pieces with it.
 static inline size_t cuda_arena_round(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 #include <stdint.h>
+#ifndef PPTRAIN_KERNELS_CUDA_SIZES_ONLY
 #include <cuda_runtime_api.h>
 #include "kernels/cuda/cuda_check.h"
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,7 +71,9 @@ typedef struct CudaCtx CudaCtx;
 CudaCtx *cuda_ctx_create(int device);
 // Waits for the stream, then frees everything (NULL is fine).
 void cuda_ctx_destroy(CudaCtx *ctx);
+#ifndef PPTRAIN_KERNELS_CUDA_SIZES_ONLY
 cudaStream_t cuda_ctx_stream(const CudaCtx *ctx);
+#endif
 int cuda_ctx_device(const CudaCtx *ctx);
 // Waits until all work queued on the context's stream is done.
 void cuda_ctx_synchronize(CudaCtx *ctx);
@@ -228,6 +238,25 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
 // chunk's dlogits to bf16 for the two gradient GEMMs, as every bf16 GEMM operand.
 int cuda_classifier_chunk_rows(int N, int V);
 size_t cuda_classifier_arena_bytes(int N, int V, bool bf16);
+// The GPU's own chunking, in plain C for every build (an estimate, the stage's reservation:
+// engine/model/model_cuda_arena.c): the chunk's fp32 logits take at most
+// CUDA_CLASSIFIER_CHUNK_BYTES, 64 MiB (1.3 % of the 3.3 GB the full (16 x 1024, 50257) logits
+// would take, and still R = 333 rows at V = 50257, wide enough for each chunk's GEMM to run at
+// full rate). classifier.cu's two functions above return these; the GPU emulator
+// (tests/gpu_emu) runs smaller chunks but takes the GPU's arena.
+#define CUDA_CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
+static inline int cuda_classifier_gpu_chunk_rows(int N, int V) {
+    size_t rows = CUDA_CLASSIFIER_CHUNK_BYTES / ((size_t)(V > 0 ? V : 1) * sizeof(float));
+    if (rows < 1) rows = 1;
+    return N > 0 && rows > (size_t)N ? N : (int)rows;
+}
+// Row losses (N doubles), the chunk's logits (R x V floats), in bf16 mode their bf16 copy.
+static inline size_t cuda_classifier_gpu_arena_bytes(int N, int V, bool bf16) {
+    if (N <= 0) return 0;
+    const size_t chunk = (size_t)cuda_classifier_gpu_chunk_rows(N, V) * (size_t)V;
+    return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round(chunk * sizeof(float)) +
+           (bf16 ? cuda_arena_round(chunk * sizeof(cuda_bf16)) : 0);
+}
 void cuda_classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const float *x,
                      const float *W, const int32_t *targets, int N, int C, int V, float scale);
 void cuda_classifier_bf16(CudaCtx *ctx, double *loss, float *dx, float *dW, const cuda_bf16 *x,

@@ -2,7 +2,8 @@
 # GPU stages end to end, against the CPU engine as the independent reference:
 #  - 10 steps of the tiny preset on a GPU (bf16) within 2e-2 of the CPU's losses, on one
 #    stage, on 4 stages of one GPU (threads, 1f1b), and with 2 data-parallel replicas;
-#    in fp32 within 1e-4;
+#    in fp32 within 1e-4; the banner states each stage's scratch arena (worked out here) and
+#    the end counts it in each stage's GPU memory;
 #  - `pptrain check --device cuda` passes for every built-in schedule (fp32, the CPU's single
 #    device as reference), and in bf16 with bf16 tolerances;
 #  - a GPU run checkpointed at step 5 and resumed repeats the uninterrupted losses bitwise;
@@ -54,6 +55,23 @@ check "GPU fp32, 1 stage: within 1e-4 of the CPU's" within cpu.losses gpu32.loss
 check "GPU bf16, 4 stages on one GPU (1f1b), runs" run gpu4 --device cuda --stages 4 --schedule 1f1b
 check "GPU 4 stages: within 2e-2 of the CPU's" within cpu4.losses gpu4.losses 2e-2
 check "GPU 4 stages: the record says cuda" [ "$(sqlite3 gpu4.db 'SELECT device FROM runs')" = cuda ]
+# Each GPU stage's scratch arena (engine/model/model_cuda_arena.c), worked out here from the uses
+# docs/gpu.md lists, for tiny at 2 x 64 rows a microbatch in bf16: the largest of the embedding
+# sort (stage 0), the fused classifier (stage 3: one chunk of all N rows at V = 259), the norm's
+# partial sums and the grouped queries' dk/dv shares, each piece 256-byte rounded, + 4 KiB.
+arenas=$(awk 'function r(x) { return int((x + 255) / 256) * 256 }
+  BEGIN { N = 2 * 64; C = 64; V = 259; NH = 4; HD = 16
+    body = r(8 * N * C); shares = 2 * r(N * NH * HD * 4); if (shares > body) body = shares
+    embed = 3 * r(4 * N) + r(32 * N) + 1048576; head = r(8 * N) + r(N * V * 4) + r(N * V * 2)
+    printf "%d %d %d %d", (embed > body ? embed : body) + 4096, body + 4096, body + 4096, (head > body ? head : body) + 4096 }')
+mib() { awk '{ for (k = 1; k <= NF; k++) printf "%s%.1f", (k > 1 ? " " : ""), $k / 1048576 }'; }
+check "GPU 4 stages: the banner states each stage's scratch arena" \
+  grep -qxF "  scratch arena per stage (MiB, reserved once beside the activations): $(echo "$arenas" | mib)" gpu4.txt
+# ... and the end counts it in each stage's GPU memory: the step's recorded peak activations + it.
+peaks=$(sqlite3 gpu4.db 'SELECT peak_act_bytes FROM stage_steps WHERE step = 10 ORDER BY stage' | tr '\n' ' ')
+check "GPU 4 stages: the arena is in each stage's GPU memory at the end" \
+  grep -qxF "  GPU memory per stage, those activations + scratch arena (MiB): $(echo "$peaks $arenas" |
+    awk '{ for (k = 1; k <= 4; k++) printf "%s%d", (k > 1 ? " " : ""), $k + $(k + 4) }' | mib)" gpu4.txt
 check "GPU fp32, interleaved (4 stages on 2 ranks of one GPU), runs" run gpu4i --device cuda --stages 2 --schedule interleaved-1f1b --precision fp32
 check "GPU fp32 interleaved: within 1e-4 of the CPU's" within cpu.losses gpu4i.losses 1e-4
 check "GPU bf16, 2 stages x 2 replicas, runs" run gpudp --device cuda --stages 2 --dp 2

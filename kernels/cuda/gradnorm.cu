@@ -3,8 +3,7 @@
 // it wants to report it) and clipping reads it there.
 #include "kernels/cuda/common.cuh"
 
-#define GRADNORM_BLOCK 256
-#define GRADNORM_MAX_BLOCKS 1024
+#define GRADNORM_BLOCK 256   // threads a block: what cuda_grad_sum_squares_blocks (kernels_cuda.h) counts with
 
 // partial[block] = sum of g^2 over the block's grid-stride slice, in double.
 __global__ void sumsq_partial_kernel(double *__restrict__ partial, const float *__restrict__ g,
@@ -45,9 +44,8 @@ __global__ void clip_kernel(float *g, size_t n, const double *__restrict__ sumsq
 void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n) {
     if (n == 0) return;
     // The block count depends on n only, so the summation order is fixed for a tensor.
-    size_t want = (n + GRADNORM_BLOCK * 4 - 1) / (GRADNORM_BLOCK * 4);
-    int nblocks = (int)(want < GRADNORM_MAX_BLOCKS ? (want ? want : 1) : GRADNORM_MAX_BLOCKS);
-    double *partial = (double *)ctx_arena(ctx, (size_t)nblocks * sizeof(double));
+    const int nblocks = cuda_grad_sum_squares_blocks(n);
+    double *partial = (double *)ctx_arena(ctx, cuda_grad_sum_squares_arena_bytes(n));
     sumsq_partial_kernel<<<nblocks, GRADNORM_BLOCK, 0, ctx->stream>>>(partial, g, n);
     CUDA_CHECK_LAUNCH();
     sumsq_final_kernel<<<1, GRADNORM_BLOCK, 0, ctx->stream>>>(sumsq, partial, nblocks);

@@ -117,7 +117,20 @@ void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *in
 void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
                                    const float *a, const float *b, const float *weight, int N,
                                    int C, float eps);
-// dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL.
+// dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL. The weight
+// gradient sums rows in chunks (cuda_rmsnorm_chunk_rows: 128, doubled until at most 65535 chunks,
+// the grid's y limit), each chunk's C partial sums a double in the arena
+// (cuda_rmsnorm_arena_bytes), then adds the chunks in order.
+static inline int cuda_rmsnorm_chunk_rows(int N) {
+    int chunk = 128;
+    while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
+    return chunk;
+}
+static inline size_t cuda_rmsnorm_arena_bytes(int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    const int chunk = cuda_rmsnorm_chunk_rows(N);
+    return cuda_arena_round((size_t)((N + chunk - 1) / chunk) * (size_t)C * sizeof(double));
+}
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
                            const float *inp, const float *weight, const float *rstd,
                            int N, int C);
@@ -272,7 +285,16 @@ void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, cons
 
 // ---- gradnorm.cu -------------------------------------------------------------------------
 // *sumsq (device double) += sum of g^2 over n values, accumulated in double, fixed order.
-// Call once per tensor; the total is what grad_sum_squares returns summed over tensors.
+// Call once per tensor; the total is what grad_sum_squares returns summed over tensors. Blocks
+// of 256 threads take 4 values a thread, at most 1024 blocks (cuda_grad_sum_squares_blocks:
+// it depends on n only, so the order is fixed), each block's partial sum a double in the arena.
+static inline int cuda_grad_sum_squares_blocks(size_t n) {
+    const size_t want = n / (256 * 4) + (n % (256 * 4) != 0);   // (no overflow at SIZE_MAX)
+    return (int)(want < 1024 ? (want ? want : 1) : 1024);
+}
+static inline size_t cuda_grad_sum_squares_arena_bytes(size_t n) {
+    return n ? cuda_arena_round((size_t)cuda_grad_sum_squares_blocks(n) * sizeof(double)) : 0;
+}
 void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n);
 // g *= s.
 void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s);

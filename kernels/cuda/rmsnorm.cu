@@ -4,10 +4,9 @@
 #include "kernels/cuda/common.cuh"
 
 #define RMSNORM_ROWS_PER_BLOCK 8
-// dweight reduction: each block owns 32 columns x `chunk` rows (RMSNORM_CHUNK, doubled until
-// the chunk count fits gridDim.y); 8 thread rows walk the chunk, then a second kernel adds the
-// chunks' partial sums in chunk order.
-#define RMSNORM_CHUNK 128
+// dweight reduction: each block owns 32 columns x `chunk` rows (cuda_rmsnorm_chunk_rows: 128,
+// doubled until the chunk count fits gridDim.y); 8 thread rows walk the chunk, then a second
+// kernel adds the chunks' partial sums in chunk order.
 
 __global__ void rmsnorm_forward_kernel(float *__restrict__ out, float *__restrict__ rstd,
                                        const float *__restrict__ inp,
@@ -135,10 +134,8 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
         CUDA_CHECK_LAUNCH();
     }
     if (dweight) {
-        int chunk = RMSNORM_CHUNK;
-        while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
-        int chunks = (N + chunk - 1) / chunk;
-        double *partial = (double *)ctx_arena(ctx, (size_t)chunks * C * sizeof(double));
+        const int chunk = cuda_rmsnorm_chunk_rows(N), chunks = (N + chunk - 1) / chunk;
+        double *partial = (double *)ctx_arena(ctx, cuda_rmsnorm_arena_bytes(N, C));
         dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks);
         rmsnorm_dweight_partial_kernel<<<grid, dim3(32, 8), 0, ctx->stream>>>(partial, dout, inp,
                                                                                rstd, N, C, chunk);

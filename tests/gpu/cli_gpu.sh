@@ -58,10 +58,12 @@ check "GPU 4 stages: the record says cuda" [ "$(sqlite3 gpu4.db 'SELECT device F
 # Each GPU stage's scratch arena (engine/model/model_cuda_arena.c), worked out here from the uses
 # docs/gpu.md lists, for tiny at 2 x 64 rows a microbatch in bf16: the largest of the embedding
 # sort (stage 0), the fused classifier (stage 3: one chunk of all N rows at V = 259), the norm's
-# partial sums and the grouped queries' dk/dv shares, each piece 256-byte rounded, + 4 KiB.
+# partial sums (a 128-row chunk's C doubles), the gradient norm's (1024 doubles at most) and the
+# grouped queries' dk/dv shares, each piece 256-byte rounded, + 4 KiB.
 arenas=$(awk 'function r(x) { return int((x + 255) / 256) * 256 }
   BEGIN { N = 2 * 64; C = 64; V = 259; NH = 4; HD = 16
-    body = r(8 * N * C); shares = 2 * r(N * NH * HD * 4); if (shares > body) body = shares
+    body = r(int((N + 127) / 128) * C * 8); if (8192 > body) body = 8192
+    shares = 2 * r(N * NH * HD * 4); if (shares > body) body = shares
     embed = 3 * r(4 * N) + r(32 * N) + 1048576; head = r(8 * N) + r(N * V * 4) + r(N * V * 2)
     printf "%d %d %d %d", (embed > body ? embed : body) + 4096, body + 4096, body + 4096, (head > body ? head : body) + 4096 }')
 mib() { awk '{ for (k = 1; k <= NF; k++) printf "%s%.1f", (k > 1 ? " " : ""), $k / 1048576 }'; }

@@ -326,14 +326,6 @@ void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *
     emu_enqueue(ctx->stream, run_residual_rmsnorm_forward, &r, sizeof r);
 }
 
-// rmsnorm.cu's partial sums for dweight: (chunks, C) doubles, chunks of 128 rows doubled
-// until there are at most 65535.
-static size_t rmsnorm_arena_bytes(int N, int C) {
-    int chunk = 128;
-    while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
-    return (size_t)((N + chunk - 1) / chunk) * (size_t)C * sizeof(double);
-}
-
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
                            const float *weight, const float *rstd, int N, int C) {
     launch(ctx, __func__);
@@ -347,7 +339,7 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
     RmsnormArgs a = {.dinp = dinp, .dweight = dweight, .dout = dout, .inp = inp, .weight = weight, .rstd_in = rstd,
                      .N = N, .C = C};
     if (dweight) {
-        a.arena_bytes = rmsnorm_arena_bytes(N, C);
+        a.arena_bytes = cuda_rmsnorm_arena_bytes(N, C);
         a.arena = arena_for(ctx, __func__, a.arena_bytes);
     }
     emu_enqueue(ctx->stream, run_rmsnorm_backward, &a, sizeof a);
@@ -738,25 +730,17 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
 // run by the CPU kernels. The emulator's chunks are small (EMU_CLASSIFIER_CHUNK_BYTES of logits,
 // 15 rows at the tiny model's vocabulary), so the tests' microbatches take several chunks and a
 // ragged last one, where the GPU's 64 MiB would take their rows in one. The arena it takes is
-// the GPU's (CLASSIFIER_CHUNK_BYTES of classifier.cu: rows for the GPU's chunks), as every
-// kernel here takes what its kernels/cuda twin takes, so a reserve short of it is a breach.
+// the GPU's (cuda_classifier_gpu_arena_bytes, kernels_cuda.h), as every kernel here takes what its
+// kernels/cuda twin takes, so a reserve short of it is a breach.
 #define EMU_CLASSIFIER_CHUNK_BYTES ((size_t)16 << 10)
-#define CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
 
-static int chunk_rows(int N, int V, size_t budget) {
-    size_t rows = budget / ((size_t)(V > 0 ? V : 1) * sizeof(float));
+int cuda_classifier_chunk_rows(int N, int V) {
+    size_t rows = EMU_CLASSIFIER_CHUNK_BYTES / ((size_t)(V > 0 ? V : 1) * sizeof(float));
     if (rows < 1) rows = 1;
     return N > 0 && rows > (size_t)N ? N : (int)rows;
 }
 
-int cuda_classifier_chunk_rows(int N, int V) { return chunk_rows(N, V, EMU_CLASSIFIER_CHUNK_BYTES); }
-
-size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
-    if (N <= 0) return 0;
-    const size_t chunk = (size_t)chunk_rows(N, V, CLASSIFIER_CHUNK_BYTES) * (size_t)V;
-    return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round(F(chunk)) +
-           (bf16 ? cuda_arena_round(chunk * sizeof(cuda_bf16)) : 0);
-}
+size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) { return cuda_classifier_gpu_arena_bytes(N, V, bf16); }
 
 typedef struct {
     double *loss;
@@ -896,8 +880,7 @@ void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n
     emu_need_device(__func__, sumsq, sizeof *sumsq);
     emu_need_device(__func__, g, F(n));
     if (n == 0) return;
-    const size_t want = (n + 1023) / 1024, blocks = want < 1024 ? want : 1024;   // gradnorm.cu's blocks
-    GradArgs a = {.g = (float *)g, .sumsq = sumsq, .n = n, .arena_bytes = blocks * sizeof(double)};
+    GradArgs a = {.g = (float *)g, .sumsq = sumsq, .n = n, .arena_bytes = cuda_grad_sum_squares_arena_bytes(n)};
     a.arena = arena_for(ctx, __func__, a.arena_bytes);
     emu_enqueue(ctx->stream, run_grad_sum_squares, &a, sizeof a);
 }

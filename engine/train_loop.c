@@ -132,7 +132,7 @@ static void describe_run(const RunConfig *rc, const PipelineOptions *po, const P
         const StageModel shell = {.cfg = rc->model, .layer_begin = first_layer, .layer_end = first_layer + layers[s],
                                   .has_embed = s == 0, .has_head = s == S - 1};
         bytes[s] = po->recompute ? stage_acts_light_bytes(&shell, rows, rc->seq_len)
-                                 : stage_acts_bytes_on(&shell, rows, rc->seq_len, po->device);
+                                 : stage_acts_bytes_on(&shell, rows, rc->seq_len, po->device, !po->gpu_fp32);
         // A GPU stage's context reserves its scratch arena once, whatever the microbatches in
         // flight (engine/model/model_cuda_arena.c: the very number model_cuda.c reserves).
         bytes[S + s] = po->device == DEVICE_CUDA ? stage_cuda_arena_bytes(&shell, rows, rc->seq_len, !po->gpu_fp32) : 0;

@@ -190,8 +190,9 @@ void stage_acts_free(StageActs *a);
 size_t stage_acts_bytes(const StageModel *s, int B, int T);
 // The same for a stage of s's shape on `device`, whatever s's own backend (a shell without
 // one, e.g. the banner's for stages of other processes): a CUDA stage keeps its attention
-// as O(T) row statistics per head (flash attention), a CPU stage the (T, T) probabilities.
-size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device);
+// as O(T) row statistics per head (flash attention), a CPU stage the (T, T) probabilities;
+// in bf16 (low_precision) a CUDA stage keeps its norms' outputs and the MLP's hidden as bf16.
+size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device, bool low_precision);
 // The scratch arena a CUDA stage of s's shape reserves once in its context for microbatches of
 // B x T (bf16 GEMM operands when low_precision), beside its slots: the largest of the kernels'
 // uses (engine/model/model_cuda_arena.c). Every build has it, the toolkit or not; a shell will do.

@@ -21,6 +21,20 @@ static float *carve(Carver *cv, size_t floats) {
     return p;
 }
 
+static uint16_t *carve_bf16(Carver *cv, size_t n) {
+    const size_t bytes = (n * sizeof(uint16_t) + 63) & ~(size_t)63;
+    uint16_t *p = cv->base ? (uint16_t *)(cv->base + cv->used) : NULL;
+    cv->used += bytes;
+    return p;
+}
+
+// A GEMM-only activation of n values: bf16 into *narrow when the stage keeps those narrow,
+// else fp32 into *wide.
+static void carve_operand(Carver *cv, bool narrow, float **wide, uint16_t **narrow_out, size_t n) {
+    if (narrow) *narrow_out = carve_bf16(cv, n);
+    else *wide = carve(cv, n);
+}
+
 static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     const ModelConfig *c = &s->cfg;
     const size_t N = (size_t)a->N, C = (size_t)c->hidden, I = (size_t)c->intermediate;
@@ -32,7 +46,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     a->dresid = carve(cv, (a->n_layers + 1) * N * C);
     for (int l = 0; l < a->n_layers; l++) {
         LayerActs *la = cv->base ? &a->layer[l] : &(LayerActs){0};
-        la->ln1 = carve(cv, N * C);
+        const bool narrow = a->narrow_operands;
+        carve_operand(cv, narrow, &la->ln1, &la->ln1_16, N * C);
         la->rstd1 = carve(cv, N);
         la->q = carve(cv, N * Q);
         la->k = carve(cv, N * KV);
@@ -41,11 +56,11 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         else la->att = carve(cv, ATT);
         la->atty = carve(cv, N * Q);
         la->xmid = carve(cv, N * C);
-        la->ln2 = carve(cv, N * C);
+        carve_operand(cv, narrow, &la->ln2, &la->ln2_16, N * C);
         la->rstd2 = carve(cv, N);
         la->gate = carve(cv, N * I);
         la->up = carve(cv, N * I);
-        la->h = carve(cv, N * I);
+        carve_operand(cv, narrow, &la->h, &la->h_16, N * I);
         la->dq = carve(cv, N * Q);
         la->dk = carve(cv, N * KV);
         la->dv = carve(cv, N * KV);
@@ -56,7 +71,7 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         la->dln2 = carve(cv, N * C);
     }
     if (s->has_head) {
-        a->lnf = carve(cv, N * C);
+        carve_operand(cv, a->narrow_operands, &a->lnf, &a->lnf_16, N * C);
         a->rstdf = carve(cv, N);
         if (!a->no_logits) a->logits = carve(cv, N * (size_t)c->vocab);
         a->dlnf = carve(cv, N * C);
@@ -88,7 +103,8 @@ StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light) {
     return (StageActs){.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
                        .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light,
                        .flash_attention = s->ops && s->ops->flash_attention,
-                       .no_logits = s->ops && s->ops->head_without_logits};
+                       .no_logits = s->ops && s->ops->head_without_logits,
+                       .narrow_operands = s->ops && s->ops->narrow_operands && s->ops->narrow_operands(s)};
 }
 
 // The boundary tensors as messages: the buffers themselves unless the backend keeps copies.
@@ -126,10 +142,11 @@ size_t stage_acts_bytes(const StageModel *s, int B, int T) {
 }
 
 // The CUDA backend is the one that runs flash attention (engine/model/model_cuda.c).
-size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device) {
+size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device, bool low_precision) {
     StageActs a = stage_acts_shape(s, B, T, false);
     a.flash_attention = device == DEVICE_CUDA;   // a GPU stage: flash attention's row statistics,
-    a.no_logits = device == DEVICE_CUDA;         // and the fused classifier's head (no N x V logits)
+    a.no_logits = device == DEVICE_CUDA;         // the fused classifier's head (no N x V logits),
+    a.narrow_operands = device == DEVICE_CUDA && low_precision;   // and bf16 GEMM-only activations
     return full_bytes(s, a);
 }
 

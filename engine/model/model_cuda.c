@@ -424,17 +424,16 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
 // step. What each holds (model_cuda.c's calls of operand and packed): S_A any activation or
 // gradient operand, the packed gradients of q|k|v and gate|up included (N x (Q + 2 KV), N x 2I;
-// the head's operand is the final norm's output, N x C: the fused classifier makes its own bf16
-// logit gradients, a chunk at a time); S_B up to N x max(C, Q, I); S_C a key or value gradient
-// (N x KV). (Attention reads q, k and v in fp32: flash attention.) In fp32 mode only the packed
-// gradients need a buffer.
+// the fused classifier makes its own bf16 logit gradients, a chunk at a time); S_B the attention
+// output for its weight gradient (N x Q); S_C a key or value gradient (N x KV). (Attention reads
+// q, k and v in fp32: flash attention. The norms' outputs and the MLP's hidden are bf16 in the
+// slot already: narrow_operands.) In fp32 mode only the packed gradients need a buffer.
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
-    const size_t wide = max3(C, Q, (size_t)m->intermediate);
     const size_t packed_cols = Q + 2 * KV > 2 * (size_t)m->intermediate ? Q + 2 * KV : 2 * (size_t)m->intermediate;
-    const size_t cols[N_SCRATCH] = {wide > packed_cols ? wide : packed_cols, wide, KV};
+    const size_t cols[N_SCRATCH] = {max3(C, Q, packed_cols), Q, KV};
     if (N > c->scratch_rows) {
         c->scratch_rows = N;
         free_staged_rows(c);    // too short now
@@ -451,6 +450,9 @@ static void ensure_scratch(const StageModel *s, size_t N) {
         c->scratch_elems[k] = N * cols[k];
     }
 }
+
+// bf16 mode keeps the GEMM-only activations bf16 (stage_ops.h: narrow_operands).
+static bool gpu_narrow_operands(const StageModel *s) { return cuda_of(s)->bf16; }
 
 static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
     StageCuda *c = cuda_of(s);
@@ -506,6 +508,32 @@ static const void *operand(StageCuda *c, int k, const float *x, size_t n) {
     assert(n <= c->scratch_elems[k]);
     cuda_f32_to_bf16(c->ctx, c->scratch[k], x, n);
     return c->scratch[k];
+}
+
+// A GEMM-only activation (a norm's output, the MLP's hidden) as its GEMMs read it: the slot keeps
+// it bf16 in bf16 mode (narrow_operands: written so where it is made), fp32 in fp32 mode.
+static const void *gemm_only(const StageCuda *c, const float *wide, const uint16_t *narrow) {
+    return c->bf16 ? (const void *)narrow : (const void *)wide;
+}
+
+// out = rmsnorm(x) into a GEMM-only activation (wide or narrow as gemm_only reads it).
+static void norm_into(StageCuda *c, float *wide, uint16_t *narrow, float *rstd, const float *x, const float *weight,
+                      int N, int C, float eps) {
+    if (c->bf16) cuda_rmsnorm_forward_bf16(c->ctx, narrow, rstd, x, weight, N, C, eps);
+    else cuda_rmsnorm_forward(c->ctx, wide, rstd, x, weight, N, C, eps);
+}
+
+// sum = a + b, then out = rmsnorm(sum) into a GEMM-only activation.
+static void residual_norm_into(StageCuda *c, float *sum, float *wide, uint16_t *narrow, float *rstd, const float *a,
+                               const float *b, const float *weight, int N, int C, float eps) {
+    if (c->bf16) cuda_residual_rmsnorm_forward_bf16(c->ctx, sum, narrow, rstd, a, b, weight, N, C, eps);
+    else cuda_residual_rmsnorm_forward(c->ctx, sum, wide, rstd, a, b, weight, N, C, eps);
+}
+
+// h = silu(gate) * up into the GEMM-only hidden.
+static void swiglu_into(StageCuda *c, float *wide, uint16_t *narrow, const float *gate, const float *up, int N, int I) {
+    if (c->bf16) cuda_swiglu_forward_bf16(c->ctx, narrow, gate, up, N, I);
+    else cuda_swiglu_forward(c->ctx, wide, gate, up, N, I);
 }
 
 // The bf16 working copy of device weight W (a view into c->w).
@@ -585,6 +613,7 @@ static void copy_f32(StageCuda *c, float *dst, const float *src, size_t n) {
 typedef struct {
     const float *weight;
     float *out, *rstd;
+    uint16_t *out16;   // bf16 mode: the output as a bf16 GEMM operand (out NULL)
 } NextNorm;
 
 // q, k, v = ln1 @ wq^T, wk^T, wv^T: one batch of three when their shapes and their slot buffers'
@@ -603,19 +632,19 @@ static void qkv_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const
 static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
                           const StageActs *a, StageDims d, float eps, NextNorm next) {
     const size_t NC = (size_t)d.N * d.C;
-    qkv_forward(c, w, la, operand(c, S_A, la->ln1, NC), d);
+    qkv_forward(c, w, la, gemm_only(c, la->ln1, la->ln1_16), d);
     cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     cuda_rope_forward(c->ctx, la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     (c->bf16 ? cuda_flash_attention_forward_bf16 : cuda_flash_attention_forward)(c->ctx, la->atty, la->lse, la->q, la->k,
                                                                                  la->v, d.B, d.T, d.NH, d.NKV, d.HD);
     lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.N * d.Q), w->wo, d.N, d.Q, d.C);
-    cuda_residual_rmsnorm_forward(c->ctx, la->xmid, la->ln2, la->rstd2, la->xmid, x, w->ln2, d.N, d.C, eps);
-    lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), operand(c, S_A, la->ln2, NC), w->wgate, 2, d.N, d.C,
+    residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, d.N, d.C, eps);
+    lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), gemm_only(c, la->ln2, la->ln2_16), w->wgate, 2, d.N, d.C,
                    d.I);
-    cuda_swiglu_forward(c->ctx, la->h, la->gate, la->up, d.N, d.I);
-    lin_fwd(c, out, operand(c, S_A, la->h, (size_t)d.N * d.I), w->wdown, d.N, d.I, d.C);
+    swiglu_into(c, la->h, la->h_16, la->gate, la->up, d.N, d.I);
+    lin_fwd(c, out, gemm_only(c, la->h, la->h_16), w->wdown, d.N, d.I, d.C);
     if (next.weight)
-        cuda_residual_rmsnorm_forward(c->ctx, out, next.out, next.rstd, out, la->xmid, next.weight, d.N, d.C, eps);
+        residual_norm_into(c, out, next.out, next.out16, next.rstd, out, la->xmid, next.weight, d.N, d.C, eps);
     else
         cuda_residual_forward(c->ctx, out, out, la->xmid, NC);
 }
@@ -639,7 +668,7 @@ static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const 
 // head's weight gradient (+= dW), each when non-NULL, with the slot's targets and loss scale.
 static void head(StageCuda *c, const StageActs *a, double *loss, float *dx, float *dW, StageDims d) {
     const ActsCuda *ac = a->dev;
-    const void *x = operand(c, S_A, a->lnf, (size_t)d.N * d.C);
+    const void *x = gemm_only(c, a->lnf, a->lnf_16);
     if (c->bf16)
         cuda_classifier_bf16(c->ctx, loss, dx, dW, x, w16_of(c, c->dw.lm_head), ac->targets, d.N, d.C, d.V,
                              ac->loss_scale);
@@ -666,14 +695,18 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
     // every later one with the residual add before it.
     const float eps = s->cfg.rms_eps;
     if (a->n_layers > 0)
-        cuda_rmsnorm_forward(c->ctx, a->layer[0].ln1, a->layer[0].rstd1, acts_resid_at(a, 0), c->dw.layer[0].ln1, d.N,
-                             d.C, eps);
+        norm_into(c, a->layer[0].ln1, a->layer[0].ln1_16, a->layer[0].rstd1, acts_resid_at(a, 0), c->dw.layer[0].ln1,
+                  d.N, d.C, eps);
     else if (s->has_head)
-        cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, 0), c->dw.norm, d.N, d.C, eps);
+        norm_into(c, a->lnf, a->lnf_16, a->rstdf, acts_resid_at(a, 0), c->dw.norm, d.N, d.C, eps);
     for (int l = 0; l < a->n_layers; l++) {
         NextNorm next = {0};
-        if (l + 1 < a->n_layers) next = (NextNorm){c->dw.layer[l + 1].ln1, a->layer[l + 1].ln1, a->layer[l + 1].rstd1};
-        else if (s->has_head) next = (NextNorm){c->dw.norm, a->lnf, a->rstdf};
+        if (l + 1 < a->n_layers) {
+            LayerActs *nl = &a->layer[l + 1];
+            next = (NextNorm){c->dw.layer[l + 1].ln1, nl->ln1, nl->rstd1, nl->ln1_16};
+        } else if (s->has_head) {
+            next = (NextNorm){c->dw.norm, a->lnf, a->rstdf, a->lnf_16};
+        }
         layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d, eps, next);
     }
     if (!s->has_head) {
@@ -756,12 +789,12 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
 
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
                                   const float *x, const float *dout, StageDims d) {
-    const size_t NC = (size_t)d.N * d.C, NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q;
-    lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), operand(c, S_B, la->h, NI), d.N, d.I, d.C);
-    lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), operand(c, S_B, la->ln2, NC), d.N, d.C, 2 * d.I);
+    const size_t NC = (size_t)d.N * d.C, NQ = (size_t)d.N * d.Q;
+    lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), gemm_only(c, la->h, la->h_16), d.N, d.I, d.C);
+    lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), gemm_only(c, la->ln2, la->ln2_16), d.N, d.C, 2 * d.I);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
     lin_bwd_w(c, g->wo, operand(c, S_A, la->dxmid, NC), operand(c, S_B, la->atty, NQ), d.N, d.Q, d.C);
-    lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), operand(c, S_B, la->ln1, NC), d.N, d.C, d.Q + 2 * d.KV);
+    lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), gemm_only(c, la->ln1, la->ln1_16), d.N, d.C, d.Q + 2 * d.KV);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
@@ -846,8 +879,8 @@ static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, cons
                          int l, int pos, StageDims d, float eps) {
     float *k = kv_at(kv, kv->k, l, pos), *v = kv_at(kv, kv->v, l, pos);
     const float *cos_at = kv->cos_tab + (size_t)pos * kv->half, *sin_at = kv->sin_tab + (size_t)pos * kv->half;
-    cuda_rmsnorm_forward(c->ctx, la->ln1, la->rstd1, x, w->ln1, 1, d.C, eps);
-    const void *ln1 = operand(c, S_A, la->ln1, (size_t)d.C);
+    norm_into(c, la->ln1, la->ln1_16, la->rstd1, x, w->ln1, 1, d.C, eps);
+    const void *ln1 = gemm_only(c, la->ln1, la->ln1_16);
     lin_fwd(c, la->q, ln1, w->wq, 1, d.C, d.Q);
     lin_fwd(c, k, ln1, w->wk, 1, d.C, d.KV);
     lin_fwd(c, v, ln1, w->wv, 1, d.C, d.KV);
@@ -856,12 +889,12 @@ static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, cons
     cuda_flash_decode(c->ctx, la->atty, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH, d.NKV,
                       d.HD);
     lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.Q), w->wo, 1, d.Q, d.C);
-    cuda_residual_rmsnorm_forward(c->ctx, la->xmid, la->ln2, la->rstd2, la->xmid, x, w->ln2, 1, d.C, eps);
-    const void *ln2 = operand(c, S_A, la->ln2, (size_t)d.C);
+    residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, 1, d.C, eps);
+    const void *ln2 = gemm_only(c, la->ln2, la->ln2_16);
     lin_fwd(c, la->gate, ln2, w->wgate, 1, d.C, d.I);
     lin_fwd(c, la->up, ln2, w->wup, 1, d.C, d.I);
-    cuda_swiglu_forward(c->ctx, la->h, la->gate, la->up, 1, d.I);
-    lin_fwd(c, out, operand(c, S_A, la->h, (size_t)d.I), w->wdown, 1, d.I, d.C);
+    swiglu_into(c, la->h, la->h_16, la->gate, la->up, 1, d.I);
+    lin_fwd(c, out, gemm_only(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
     cuda_residual_forward(c->ctx, out, out, la->xmid, (size_t)d.C);
 }
 
@@ -887,7 +920,7 @@ static void gpu_decode(StageModel *s, void *p, StageActs *a, const int32_t *toke
         cuda_handoff_release(ac->out_msg, st);
         return;
     }
-    cuda_rmsnorm_forward(c->ctx, a->lnf, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, 1, d.C, eps);
+    norm_into(c, a->lnf, a->lnf_16, a->rstdf, acts_resid_at(a, a->n_layers), c->dw.norm, 1, d.C, eps);
 }
 
 // out(V) on the host = row `row` of the final norm's output (a forward's or a decode's) @ lm_head^T.
@@ -896,7 +929,8 @@ static void gpu_logits_row(const StageModel *s, const StageActs *a, int row, flo
     const int C = s->cfg.hidden, V = s->cfg.vocab;
     assert(s->has_head && row >= 0 && row < a->N);
     if (!c->logits_row) c->logits_row = dev_alloc((size_t)V * sizeof(float));
-    lin_fwd(c, c->logits_row, operand(c, S_A, a->lnf + (size_t)row * C, (size_t)C), c->dw.lm_head, 1, C, V);
+    const void *x = c->bf16 ? (const void *)(a->lnf_16 + (size_t)row * C) : (const void *)(a->lnf + (size_t)row * C);
+    lin_fwd(c, c->logits_row, x, c->dw.lm_head, 1, C, V);
     copy_sync(c, out, c->logits_row, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost);
 }
 
@@ -924,6 +958,7 @@ static const StageOps CUDA_OPS = {
     .bind_thread = gpu_bind_thread,
     .detach = gpu_detach,
     .flash_attention = true,
+    .narrow_operands = gpu_narrow_operands,
     .kv_create = gpu_kv_create,
     .kv_free = gpu_kv_free,
     .kv_fill = gpu_kv_fill,

@@ -31,6 +31,15 @@ struct CudaCtx {
 // Growing waits for the stream before freeing the old block, so queued work never sees it go.
 void *ctx_arena(CudaCtx *ctx, size_t bytes);
 
+// An fp32 result stored as T: float as it is, bf16 rounded to nearest even (NaN stays NaN), as
+// cuda_f32_to_bf16 rounds. Kernels whose output is a GEMM operand in bf16 mode take T.
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+
 // ---- gemm.cu -----------------------------------------------------------------------------
 // Row-major GEMM, C(M, N) (ldc) = alpha * op(A) @ op(B) + beta * C, fp32 C and accumulation.
 // op(A) is (M, K): A is stored (M, K) with row stride lda, or (K, M) when ta.

@@ -117,6 +117,12 @@ void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *in
 void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
                                    const float *a, const float *b, const float *weight, int N,
                                    int C, float eps);
+// The two with out in bf16, rounded to nearest even from the fp32 value the forms above store:
+// a GEMM operand written where it is made (bf16 mode), with no conversion pass after it.
+void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const float *inp, const float *weight, int N,
+                               int C, float eps);
+void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out, float *rstd, const float *a,
+                                        const float *b, const float *weight, int N, int C, float eps);
 // dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL. The weight
 // gradient sums rows in chunks (cuda_rmsnorm_chunk_rows: 128, doubled until at most 65535 chunks,
 // the grid's y limit), each chunk's C partial sums a double in the arena
@@ -217,6 +223,8 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, floa
 // out(N, FF) = silu(gate) * up     (overwrites out)
 void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up,
                          int N, int FF);
+// The same with out in bf16, rounded to nearest even (the down projection's operand, bf16 mode).
+void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *gate, const float *up, int N, int FF);
 // dgate, dup (N, FF) += gradients.
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
                           const float *gate, const float *up, int N, int FF);

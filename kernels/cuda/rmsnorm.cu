@@ -8,7 +8,9 @@
 // doubled until the chunk count fits gridDim.y); 8 thread rows walk the chunk, then a second
 // kernel adds the chunks' partial sums in chunk order.
 
-__global__ void rmsnorm_forward_kernel(float *__restrict__ out, float *__restrict__ rstd,
+// out is T: fp32, or bf16 rounded from the fp32 value (a GEMM operand in bf16 mode).
+template <typename T>
+__global__ void rmsnorm_forward_kernel(T *__restrict__ out, float *__restrict__ rstd,
                                        const float *__restrict__ inp,
                                        const float *__restrict__ weight, int N, int C,
                                        float eps) {
@@ -16,19 +18,20 @@ __global__ void rmsnorm_forward_kernel(float *__restrict__ out, float *__restric
     int lane = threadIdx.x & 31;
     if (row >= N) return;                                 // whole warp leaves together
     const float *x = inp + (size_t)row * C;
-    float *o = out + (size_t)row * C;
+    T *o = out + (size_t)row * C;
     double ss = 0.0;
     for (int c = lane; c < C; c += 32) ss += (double)x[c] * x[c];
     ss = warp_sum(ss);
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     if (lane == 0) rstd[row] = r;
-    for (int c = lane; c < C; c += 32) o[c] = x[c] * r * weight[c];
+    for (int c = lane; c < C; c += 32) o[c] = from_f32<T>(x[c] * r * weight[c]);
 }
 
 // The residual add fused in front: sum = a + b, written, and normalized from the values just
 // written (as cuda_residual_forward then cuda_rmsnorm_forward would, in the same order per row).
 // sum may alias a or b: each element is read, then written, by the same lane.
-__global__ void residual_rmsnorm_forward_kernel(float *sum, float *__restrict__ out,
+template <typename T>
+__global__ void residual_rmsnorm_forward_kernel(float *sum, T *__restrict__ out,
                                                 float *__restrict__ rstd, const float *a,
                                                 const float *b, const float *__restrict__ weight,
                                                 int N, int C, float eps) {
@@ -45,7 +48,7 @@ __global__ void residual_rmsnorm_forward_kernel(float *sum, float *__restrict__ 
     ss = warp_sum(ss);
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     if (lane == 0) rstd[row] = r;
-    for (int c = lane; c < C; c += 32) out[base + c] = sum[base + c] * r * weight[c];
+    for (int c = lane; c < C; c += 32) out[base + c] = from_f32<T>(sum[base + c] * r * weight[c]);
 }
 
 // dinp = rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp), row by row, accumulated.
@@ -104,23 +107,45 @@ __global__ void rmsnorm_dweight_final_kernel(float *__restrict__ dweight,
     dweight[c] += (float)s;
 }
 
-void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp,
-                          const float *weight, int N, int C, float eps) {
+template <typename T>
+static void rmsnorm_forward(CudaCtx *ctx, T *out, float *rstd, const float *inp, const float *weight, int N, int C,
+                            float eps) {
     if (N <= 0) return;
     int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-    rmsnorm_forward_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(
-        out, rstd, inp, weight, N, C, eps);
+    rmsnorm_forward_kernel<T><<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(out, rstd, inp, weight, N, C,
+                                                                                      eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp,
+                          const float *weight, int N, int C, float eps) {
+    rmsnorm_forward(ctx, out, rstd, inp, weight, N, C, eps);
+}
+
+void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const float *inp, const float *weight, int N,
+                               int C, float eps) {
+    rmsnorm_forward(ctx, (__nv_bfloat16 *)out, rstd, inp, weight, N, C, eps);
+}
+
+template <typename T>
+static void residual_rmsnorm_forward(CudaCtx *ctx, float *sum, T *out, float *rstd, const float *a, const float *b,
+                                     const float *weight, int N, int C, float eps) {
+    if (N <= 0) return;
+    int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+    residual_rmsnorm_forward_kernel<T><<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(sum, out, rstd, a, b,
+                                                                                               weight, N, C, eps);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
                                    const float *a, const float *b, const float *weight, int N,
                                    int C, float eps) {
-    if (N <= 0) return;
-    int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-    residual_rmsnorm_forward_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(
-        sum, out, rstd, a, b, weight, N, C, eps);
-    CUDA_CHECK_LAUNCH();
+    residual_rmsnorm_forward(ctx, sum, out, rstd, a, b, weight, N, C, eps);
+}
+
+void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out, float *rstd, const float *a,
+                                        const float *b, const float *weight, int N, int C, float eps) {
+    residual_rmsnorm_forward(ctx, sum, (__nv_bfloat16 *)out, rstd, a, b, weight, N, C, eps);
 }
 
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,

@@ -1,13 +1,15 @@
 // SwiGLU gate of the Llama MLP: out(N, FF) = silu(gate) * up, elementwise over N*FF.
 #include "kernels/cuda/common.cuh"
 
-__global__ void swiglu_forward_kernel(float *__restrict__ out, const float *__restrict__ gate,
+// out is T: fp32, or bf16 rounded from the fp32 value (the down projection's operand).
+template <typename T>
+__global__ void swiglu_forward_kernel(T *__restrict__ out, const float *__restrict__ gate,
                                       const float *__restrict__ up, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float g = gate[i];
         // silu(g) = g / (1 + exp(-g)), the form torch (and kernels/cpu) uses.
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        out[i] = from_f32<T>(g / (1.0f + expf(-g)) * up[i]);
     }
 }
 
@@ -25,12 +27,21 @@ __global__ void swiglu_backward_kernel(float *__restrict__ dgate, float *__restr
     }
 }
 
-void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up, int N,
-                         int FF) {
+template <typename T>
+static void swiglu_forward(CudaCtx *ctx, T *out, const float *gate, const float *up, int N, int FF) {
     size_t n = (size_t)N * FF;
     if (n == 0) return;
-    swiglu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(out, gate, up, n);
+    swiglu_forward_kernel<T><<<grid_for(n, 256), 256, 0, ctx->stream>>>(out, gate, up, n);
     CUDA_CHECK_LAUNCH();
+}
+
+void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up, int N,
+                         int FF) {
+    swiglu_forward(ctx, out, gate, up, N, FF);
+}
+
+void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *gate, const float *up, int N, int FF) {
+    swiglu_forward(ctx, (__nv_bfloat16 *)out, gate, up, N, FF);
 }
 
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,

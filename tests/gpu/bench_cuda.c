@@ -57,7 +57,7 @@ struct Layer {
     float *ln1, *ln2, *cos_tab, *sin_tab;
     float *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd, *dln1, *dln2;
     // forward
-    float *x, *rstd1, *xn1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *xn2, *g, *u, *h, *y, *x2;
+    float *x, *rstd1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *g, *u, *y, *x2;   // xn1, xn2, h: bf16 only
     cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b;
     // backward
     float *dx2, *dh, *dg, *du, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
@@ -79,10 +79,10 @@ static void layer_alloc(struct Layer *L) {
     L->dwq = dzeros((size_t)C * C); L->dwk = dzeros((size_t)CKV * C); L->dwv = dzeros((size_t)CKV * C);
     L->dwo = dzeros((size_t)C * C); L->dwg = dzeros((size_t)FF * C); L->dwu = dzeros((size_t)FF * C);
     L->dwd = dzeros((size_t)C * FF); L->dln1 = dzeros(C); L->dln2 = dzeros(C);
-    L->x = drand_f32(nc, 1.0f); L->rstd1 = dzeros(N); L->xn1 = dzeros(nc);
+    L->x = drand_f32(nc, 1.0f); L->rstd1 = dzeros(N);
     L->q = dzeros(nc); L->k = dzeros(nkv); L->v = dzeros(nkv); L->lse = dzeros(nr);
     L->ao = dzeros(nc); L->o = dzeros(nc); L->x1 = dzeros(nc); L->rstd2 = dzeros(N);
-    L->xn2 = dzeros(nc); L->g = dzeros(nf); L->u = dzeros(nf); L->h = dzeros(nf);
+    L->g = dzeros(nf); L->u = dzeros(nf);
     L->y = dzeros(nc); L->x2 = dzeros(nc);
     L->xn1_b = dbf(nc);
     L->ao_b = dbf(nc); L->xn2_b = dbf(nc); L->h_b = dbf(nf);
@@ -95,9 +95,8 @@ static void layer_alloc(struct Layer *L) {
 }
 
 static void layer_forward(struct Layer *L) {
-    const size_t nc = (size_t)N * C, nf = (size_t)N * FF;
-    cuda_rmsnorm_forward(ctx, L->xn1, L->rstd1, L->x, L->ln1, N, C, 1e-5f);
-    cuda_f32_to_bf16(ctx, L->xn1_b, L->xn1, nc);
+    const size_t nc = (size_t)N * C;
+    cuda_rmsnorm_forward_bf16(ctx, L->xn1_b, L->rstd1, L->x, L->ln1, N, C, 1e-5f);
     cuda_linear_forward_bf16(ctx, L->q, L->xn1_b, L->wq, N, C, C);
     cuda_linear_forward_bf16(ctx, L->k, L->xn1_b, L->wk, N, C, CKV);
     cuda_linear_forward_bf16(ctx, L->v, L->xn1_b, L->wv, N, C, CKV);
@@ -107,12 +106,10 @@ static void layer_forward(struct Layer *L) {
     cuda_f32_to_bf16(ctx, L->ao_b, L->ao, nc);
     cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
     cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
-    cuda_rmsnorm_forward(ctx, L->xn2, L->rstd2, L->x1, L->ln2, N, C, 1e-5f);
-    cuda_f32_to_bf16(ctx, L->xn2_b, L->xn2, nc);
+    cuda_rmsnorm_forward_bf16(ctx, L->xn2_b, L->rstd2, L->x1, L->ln2, N, C, 1e-5f);
     cuda_linear_forward_bf16(ctx, L->g, L->xn2_b, L->wg, N, C, FF);
     cuda_linear_forward_bf16(ctx, L->u, L->xn2_b, L->wu, N, C, FF);
-    cuda_swiglu_forward(ctx, L->h, L->g, L->u, N, FF);
-    cuda_f32_to_bf16(ctx, L->h_b, L->h, nf);
+    cuda_swiglu_forward_bf16(ctx, L->h_b, L->g, L->u, N, FF);
     cuda_linear_forward_bf16(ctx, L->y, L->h_b, L->wd, N, FF, C);
     cuda_residual_forward(ctx, L->x2, L->x1, L->y, nc);
 }

@@ -97,6 +97,20 @@ static void report(const char *name, double err, double tol) {
     if (!ok) failures++;
     printf("%-44s rel err %.3e  (bound %.0e)  %s\n", name, err, tol, ok ? "ok" : "FAIL");
 }
+// A kernel's bf16 form (d16) against its fp32 form's output on the device (d32): each value
+// must be that fp32 value rounded to nearest even, bitwise (the same arithmetic, then one
+// rounding: what cuda_f32_to_bf16 did to it before the GEMM read it).
+static void check_rounded(const char *name, const cuda_bf16 *d16, const float *d32, size_t n) {
+    float *want = fetch(d32, n);
+    cuda_bf16 *got = malloc(n * sizeof *got);
+    if (!got) abort();
+    download(got, d16, n * sizeof *got);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += got[i] != f2bf(want[i]);
+    report(name, (double)bad, 0.0);
+    free(want);
+    free(got);
+}
 // The device tensor d against the host reference want.
 static void check(const char *name, const float *d, const float *want, size_t n, double tol) {
     float *got = fetch(d, n);
@@ -212,6 +226,12 @@ static void test_rmsnorm(void) {
     cuda_rmsnorm_forward(ctx, d_out, d_rstd, d_inp, d_w, N, C, eps);
     check("rmsnorm_forward out", d_out, out, (size_t)N * C, 1e-6);
     check("rmsnorm_forward rstd", d_rstd, rstd, N, 1e-6);
+    cuda_bf16 *d_out16 = dalloc(sizeof(cuda_bf16) * N * C);
+    float *d_rstd16 = dalloc(sizeof(float) * N);
+    cuda_rmsnorm_forward_bf16(ctx, d_out16, d_rstd16, d_inp, d_w, N, C, eps);
+    check_rounded("rmsnorm_forward_bf16 out: fp32's, rounded", d_out16, d_out, (size_t)N * C);
+    check("rmsnorm_forward_bf16 rstd", d_rstd16, rstd, N, 1e-6);
+    CUDA_CHECK(cudaFree(d_out16)); CUDA_CHECK(cudaFree(d_rstd16));
     // The two halves apart (NULL for the other), as the zero-bubble split calls them.
     cuda_rmsnorm_backward(ctx, d_dinp, NULL, d_dout, d_inp, d_w, d_rstd, N, C);
     cuda_rmsnorm_backward(ctx, NULL, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
@@ -409,6 +429,10 @@ static void test_swiglu_residual(void) {
     float *d_dout = dfloat(dout, n), *d_dg = dfloat(dg0, n), *d_du = dfloat(du0, n);
     cuda_swiglu_forward(ctx, d_out, d_gate, d_up, N, FF);
     check("swiglu_forward", d_out, out, n, 1e-6);
+    cuda_bf16 *d_out16 = dalloc(sizeof(cuda_bf16) * n);
+    cuda_swiglu_forward_bf16(ctx, d_out16, d_gate, d_up, N, FF);
+    check_rounded("swiglu_forward_bf16: fp32's, rounded", d_out16, d_out, n);
+    CUDA_CHECK(cudaFree(d_out16));
     cuda_swiglu_backward(ctx, d_dg, d_du, d_dout, d_gate, d_up, N, FF);
     check_delta("swiglu_backward dgate (+=)", d_dg, dg, dg0, n, 1e-6);
     check_delta("swiglu_backward dup (+=)", d_du, du, du0, n, 1e-6);
@@ -538,6 +562,15 @@ static void test_fused_layer(void) {
     check("residual_rmsnorm_forward sum (in place)", d_a, sum, nc, 0.0);
     check("residual_rmsnorm_forward out", d_out, out, nc, 1e-6);
     check("residual_rmsnorm_forward rstd", d_rstd, rstd, N, 1e-6);
+    {   // the bf16 form: the same sum and rstd, out rounded from the fp32 form's
+        float *d_a2 = dfloat(a, nc), *d_r2 = dalloc(sizeof(float) * N);
+        cuda_bf16 *d_o16 = dalloc(sizeof(cuda_bf16) * nc);
+        cuda_residual_rmsnorm_forward_bf16(ctx, d_a2, d_o16, d_r2, d_a2, d_b, d_w, N, C, eps);
+        check("residual_rmsnorm_forward_bf16 sum (in place)", d_a2, sum, nc, 0.0);
+        check_rounded("residual_rmsnorm_forward_bf16 out: fp32's, rounded", d_o16, d_out, nc);
+        check("residual_rmsnorm_forward_bf16 rstd", d_r2, rstd, N, 1e-6);
+        CUDA_CHECK(cudaFree(d_a2)); CUDA_CHECK(cudaFree(d_r2)); CUDA_CHECK(cudaFree(d_o16));
+    }
 
     // Three projections (OC = FF) of one input, weights back to back, outputs spaced by `gap`.
     enum { batch = 3 };

@@ -272,8 +272,16 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout, const
     emu_enqueue(ctx->stream, run_embedding_backward, &a, sizeof a);
 }
 
+// A kernel's fp32 result, rounded into its bf16 output as the kernels' from_f32 rounds (the
+// *_bf16 forms whose output is a GEMM operand): n values of t, then t is freed.
+static void round_free(cuda_bf16 *dst, float *t, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = emu_to_bf16(t[i]);
+    free(t);
+}
+
 typedef struct {
     float *out, *rstd, *dinp, *dweight;
+    cuda_bf16 *out16;            // the bf16 forms' output (out NULL)
     float *sum;                  // the fused residual's (residual_rmsnorm)
     const float *a, *b;
     const float *inp, *weight, *dout, *rstd_in;
@@ -285,13 +293,19 @@ typedef struct {
 
 static void run_rmsnorm_forward(void *p) {
     const RmsnormArgs *a = p;
-    rmsnorm_forward(a->out, a->rstd, a->inp, a->weight, a->N, a->C, a->eps);
+    const size_t n = (size_t)a->N * a->C;
+    float *out = a->out16 ? temp(n) : a->out;
+    rmsnorm_forward(out, a->rstd, a->inp, a->weight, a->N, a->C, a->eps);
+    if (a->out16) round_free(a->out16, out, n);
 }
 
 static void run_residual_rmsnorm_forward(void *p) {
     const RmsnormArgs *a = p;
-    residual_forward(a->sum, a->a, a->b, (size_t)a->N * a->C);
-    rmsnorm_forward(a->out, a->rstd, a->sum, a->weight, a->N, a->C, a->eps);
+    const size_t n = (size_t)a->N * a->C;
+    float *out = a->out16 ? temp(n) : a->out;
+    residual_forward(a->sum, a->a, a->b, n);
+    rmsnorm_forward(out, a->rstd, a->sum, a->weight, a->N, a->C, a->eps);
+    if (a->out16) round_free(a->out16, out, n);
 }
 
 static void run_rmsnorm_backward(void *p) {
@@ -300,30 +314,48 @@ static void run_rmsnorm_backward(void *p) {
     if (a->arena) emu_poison(a->arena, a->arena_bytes);
 }
 
+static void rmsnorm_forward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
+    launch(ctx, call);
+    const size_t NC = (size_t)a.N * a.C;
+    if (a.out16) emu_need_device(call, a.out16, NC * sizeof(cuda_bf16));
+    else emu_need_device(call, a.out, F(NC));
+    emu_need_device(call, a.rstd, F(a.N));
+    emu_need_device(call, a.weight, F(a.C));
+    if (a.sum) {   // the fused residual add
+        emu_need_device(call, a.sum, F(NC));
+        emu_need_device(call, a.a, F(NC));
+        emu_need_device(call, a.b, F(NC));
+        emu_enqueue(ctx->stream, run_residual_rmsnorm_forward, &a, sizeof a);
+        return;
+    }
+    emu_need_device(call, a.inp, F(NC));
+    emu_enqueue(ctx->stream, run_rmsnorm_forward, &a, sizeof a);
+}
+
 void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp, const float *weight, int N, int C,
                           float eps) {
-    launch(ctx, __func__);
-    emu_need_device(__func__, out, F((size_t)N * C));
-    emu_need_device(__func__, rstd, F(N));
-    emu_need_device(__func__, inp, F((size_t)N * C));
-    emu_need_device(__func__, weight, F(C));
-    const RmsnormArgs a = {.out = out, .rstd = rstd, .inp = inp, .weight = weight, .N = N, .C = C, .eps = eps};
-    emu_enqueue(ctx->stream, run_rmsnorm_forward, &a, sizeof a);
+    rmsnorm_forward_as(ctx, __func__,
+                       (RmsnormArgs){.out = out, .rstd = rstd, .inp = inp, .weight = weight, .N = N, .C = C, .eps = eps});
+}
+
+void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const float *inp, const float *weight, int N,
+                               int C, float eps) {
+    rmsnorm_forward_as(ctx, __func__,
+                       (RmsnormArgs){.out16 = out, .rstd = rstd, .inp = inp, .weight = weight, .N = N, .C = C, .eps = eps});
 }
 
 void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd, const float *a, const float *b,
                                    const float *weight, int N, int C, float eps) {
-    launch(ctx, __func__);
-    const size_t NC = F((size_t)N * C);
-    emu_need_device(__func__, sum, NC);
-    emu_need_device(__func__, out, NC);
-    emu_need_device(__func__, rstd, F(N));
-    emu_need_device(__func__, a, NC);
-    emu_need_device(__func__, b, NC);
-    emu_need_device(__func__, weight, F(C));
-    const RmsnormArgs r = {.sum = sum, .out = out, .rstd = rstd, .a = a, .b = b, .weight = weight, .N = N, .C = C,
-                           .eps = eps};
-    emu_enqueue(ctx->stream, run_residual_rmsnorm_forward, &r, sizeof r);
+    rmsnorm_forward_as(ctx, __func__,
+                       (RmsnormArgs){.sum = sum, .out = out, .rstd = rstd, .a = a, .b = b, .weight = weight, .N = N,
+                                     .C = C, .eps = eps});
+}
+
+void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out, float *rstd, const float *a,
+                                        const float *b, const float *weight, int N, int C, float eps) {
+    rmsnorm_forward_as(ctx, __func__,
+                       (RmsnormArgs){.sum = sum, .out16 = out, .rstd = rstd, .a = a, .b = b, .weight = weight, .N = N,
+                                     .C = C, .eps = eps});
 }
 
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
@@ -347,6 +379,7 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
 
 typedef struct {
     float *out, *dgate, *dup;
+    cuda_bf16 *out16;            // swiglu's bf16 form (out NULL)
     const float *a, *b, *dout;
     size_t n;
     int N, FF;
@@ -359,7 +392,10 @@ static void run_residual_forward(void *p) {
 
 static void run_swiglu_forward(void *p) {
     const EltwiseArgs *e = p;
-    swiglu_forward(e->out, e->a, e->b, e->N, e->FF);
+    const size_t n = (size_t)e->N * e->FF;
+    float *out = e->out16 ? temp(n) : e->out;
+    swiglu_forward(out, e->a, e->b, e->N, e->FF);
+    if (e->out16) round_free(e->out16, out, n);
 }
 
 static void run_swiglu_backward(void *p) {
@@ -380,14 +416,22 @@ void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float
     emu_enqueue(ctx->stream, run_residual_forward, &e, sizeof e);
 }
 
-void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up, int N, int FF) {
-    launch(ctx, __func__);
-    const size_t n = F((size_t)N * FF);
-    emu_need_device(__func__, out, n);
-    emu_need_device(__func__, gate, n);
-    emu_need_device(__func__, up, n);
-    const EltwiseArgs e = {.out = out, .a = gate, .b = up, .N = N, .FF = FF};
+static void swiglu_forward_as(CudaCtx *ctx, const char *call, EltwiseArgs e) {
+    launch(ctx, call);
+    const size_t n = (size_t)e.N * e.FF;
+    if (e.out16) emu_need_device(call, e.out16, n * sizeof(cuda_bf16));
+    else emu_need_device(call, e.out, F(n));
+    emu_need_device(call, e.a, F(n));
+    emu_need_device(call, e.b, F(n));
     emu_enqueue(ctx->stream, run_swiglu_forward, &e, sizeof e);
+}
+
+void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up, int N, int FF) {
+    swiglu_forward_as(ctx, __func__, (EltwiseArgs){.out = out, .a = gate, .b = up, .N = N, .FF = FF});
+}
+
+void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *gate, const float *up, int N, int FF) {
+    swiglu_forward_as(ctx, __func__, (EltwiseArgs){.out16 = out, .a = gate, .b = up, .N = N, .FF = FF});
 }
 
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout, const float *gate,

@@ -224,15 +224,15 @@ static void test_slot_bytes(void) {
     CHECK(model_config_preset(&cfg, "small", &err) == 0, "preset small: %s", err.msg);
     const StageModel shell = {.cfg = cfg, .layer_begin = 0, .layer_end = cfg.layers, .has_embed = true, .has_head = true};
     const int rows = 4, T = 512;
-    const size_t cpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU);
-    const size_t gpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA);
+    const size_t cpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU, false);
+    const size_t gpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA, false);
     const size_t square = carved((size_t)rows * cfg.heads * T * T), line = carved((size_t)rows * cfg.heads * T);
     // Without the head, attention is the whole difference; with it, a GPU stage also keeps no
     // (N, V) logits (the fused classifier, kernels/cuda/classifier.cu).
     StageModel body = shell;
     body.has_head = false;
-    const size_t cpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CPU);
-    const size_t gpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CUDA);
+    const size_t cpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CPU, false);
+    const size_t gpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CUDA, false);
     CHECK(cpu_body - gpu_body == (size_t)(cfg.layers + 1) * (square - line), "CPU %zu - GPU %zu bytes != %d x (%zu - %zu)",
           cpu_body, gpu_body, cfg.layers + 1, square, line);
     const size_t logits = carved((size_t)rows * T * cfg.vocab);
@@ -240,12 +240,20 @@ static void test_slot_bytes(void) {
           cpu, gpu, logits);
     CHECK(stage_acts_bytes(&shell, rows, T) == cpu, "a shell without a backend counts as the CPU");
     // Linear in T on the GPU (alignment only rounds up), not on the CPU.
-    const size_t gpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CUDA);
-    const size_t cpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CPU);
+    const size_t gpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CUDA, false);
+    const size_t cpu2 = stage_acts_bytes_on(&shell, rows, 2 * T, DEVICE_CPU, false);
     CHECK(gpu2 <= 2 * gpu, "GPU slot at 2T %zu bytes > twice %zu", gpu2, gpu);
     CHECK(cpu2 > 2 * cpu, "CPU slot at 2T %zu bytes, twice T's %zu", cpu2, cpu);
-    printf("%s preset, %d x %d tokens: a slot keeps %.1f MiB on the CPU, %.1f MiB on a GPU\n", cfg.name, rows, T,
-           cpu / 1048576.0, gpu / 1048576.0);
+    // In bf16 a GPU slot keeps its GEMM-only activations as bf16 (narrow_operands): per layer
+    // ln1 and ln2 (N, C) and h (N, I), and the head's lnf (N, C), at 2 bytes a value, not 4.
+    const size_t N = (size_t)rows * T, C = (size_t)cfg.hidden, I = (size_t)cfg.intermediate;
+    const size_t half_c = carved(N * C) - carved(N * C / 2), half_i = carved(N * I) - carved(N * I / 2);
+    const size_t gpu16 = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA, true);
+    CHECK(gpu - gpu16 == (size_t)cfg.layers * (2 * half_c + half_i) + half_c, "bf16: %zu fewer bytes, want %zu",
+          gpu - gpu16, (size_t)cfg.layers * (2 * half_c + half_i) + half_c);
+    CHECK(stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU, true) == cpu, "a CPU stage keeps fp32 whatever the precision");
+    printf("%s preset, %d x %d tokens: a slot keeps %.1f MiB on the CPU, %.1f MiB on a GPU (%.1f MiB in bf16)\n",
+           cfg.name, rows, T, cpu / 1048576.0, gpu / 1048576.0, gpu16 / 1048576.0);
 }
 
 int main(void) {

@@ -28,8 +28,8 @@ static uint16_t *carve_bf16(Carver *cv, size_t n) {
     return p;
 }
 
-// A GEMM-only activation of n values: bf16 into *narrow when the stage keeps those narrow,
-// else fp32 into *wide.
+// An operand activation of n values (model_acts.h: narrow_operands): bf16 into *narrow_out when
+// the stage keeps those narrow, else fp32 into *wide.
 static void carve_operand(Carver *cv, bool narrow, float **wide, uint16_t **narrow_out, size_t n) {
     if (narrow) *narrow_out = carve_bf16(cv, n);
     else *wide = carve(cv, n);
@@ -54,7 +54,7 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         la->v = carve(cv, N * KV);
         if (a->flash_attention) la->lse = carve(cv, ATT);
         else la->att = carve(cv, ATT);
-        la->atty = carve(cv, N * Q);
+        carve_operand(cv, narrow, &la->atty, &la->atty_16, N * Q);
         la->xmid = carve(cv, N * C);
         carve_operand(cv, narrow, &la->ln2, &la->ln2_16, N * C);
         la->rstd2 = carve(cv, N);
@@ -146,7 +146,7 @@ size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device,
     StageActs a = stage_acts_shape(s, B, T, false);
     a.flash_attention = device == DEVICE_CUDA;   // a GPU stage: flash attention's row statistics,
     a.no_logits = device == DEVICE_CUDA;         // the fused classifier's head (no N x V logits),
-    a.narrow_operands = device == DEVICE_CUDA && low_precision;   // and bf16 GEMM-only activations
+    a.narrow_operands = device == DEVICE_CUDA && low_precision;   // and bf16 operand activations
     return full_bytes(s, a);
 }
 

@@ -23,9 +23,10 @@ typedef struct {
     float *dxmid;           // (N, C)
     float *dgate, *dup;     // (N, I)
     float *dln1, *dln2;     // (N, C) gradients of the norm outputs
-    // narrow_operands (StageActs): ln1, ln2 and h are these bf16 GEMM operands instead (the
-    // fp32 pointers above NULL): only GEMMs read them, and in bf16 mode a GEMM reads bf16.
-    uint16_t *ln1_16, *ln2_16, *h_16;
+    // narrow_operands (StageActs): ln1, ln2, h and atty are these bf16 GEMM operands instead
+    // (the fp32 pointers above NULL): GEMMs read them, in bf16 mode as bf16 (and attention's
+    // backward reads atty for D = rowsum(dout * atty)).
+    uint16_t *ln1_16, *ln2_16, *h_16, *atty_16;
 } LayerActs;
 
 // Two forms (engine/model/model.h): a full StageActs holds everything below; a light one (recompute)
@@ -38,7 +39,7 @@ struct StageActs {
     // attention as (B, NH, T) row statistics (lse, dsum), not (T, T) matrices (att, datt).
     bool flash_attention;
     bool no_logits;         // the backend's head needs no (N, V) logits (stage_ops.h): logits, dlogits NULL
-    bool narrow_operands;   // ln1, ln2, h and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
+    bool narrow_operands;   // ln1, ln2, h, atty and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)

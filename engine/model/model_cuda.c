@@ -13,9 +13,10 @@
 // weight half runs it again for the head's weight gradient (the chunk's logits recomputed: one
 // more N x V x C GEMM, so that a forward alone, as an evaluation runs it, touches no gradient).
 //
-// GEMM operands. In bf16 mode each GEMM input is converted into one of the stage's three bf16
-// scratch buffers (S_A ... S_C, sized by ensure_scratch) right before the GEMM, once per
-// tensor even when several GEMMs read it (ln1 feeds q, k and v). Attention is flash attention
+// GEMM operands. In bf16 mode the activations only GEMMs (and attention's D) read are kept bf16
+// in the slot, written so by the kernels that make them (ln1, ln2, h, atty, lnf:
+// narrow_operands); every other GEMM input (an activation gradient) is converted into the
+// stage's bf16 scratch (S_A, sized by ensure_scratch) right before its GEMM. Attention is flash attention
 // (kernels/cuda/flash_attention.cu): a layer keeps its row logsumexp (LayerActs.lse), no (T, T)
 // matrix. It reads fp32 q, k and v in both modes; bf16 mode runs its tensor-core kernels, which
 // round their operands to bf16 as they load them (no conversion pass), fp32 mode the fp32 ones.
@@ -43,7 +44,7 @@
 #include "engine/model/model_acts.h"
 #include "kernels/cuda/kernels_cuda.h"
 
-enum { S_A = 0, S_B, S_C, N_SCRATCH };
+enum { S_A = 0, N_SCRATCH };
 
 typedef struct StageCuda StageCuda;
 typedef struct ActsCuda ActsCuda;
@@ -419,21 +420,20 @@ static void mailbox_free(void *p) {
 
 static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = mailbox_free, .copy = mailbox_copy};
 
-static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
-// step. What each holds (model_cuda.c's calls of operand and packed): S_A any activation or
-// gradient operand, the packed gradients of q|k|v and gate|up included (N x (Q + 2 KV), N x 2I;
-// the fused classifier makes its own bf16 logit gradients, a chunk at a time); S_B the attention
-// output for its weight gradient (N x Q); S_C a key or value gradient (N x KV). (Attention reads
-// q, k and v in fp32: flash attention. The norms' outputs and the MLP's hidden are bf16 in the
-// slot already: narrow_operands.) In fp32 mode only the packed gradients need a buffer.
+// step. S_A holds the operand of each GEMM whose input is not kept in bf16 already: an
+// activation gradient (N x C), the packed gradients of q|k|v and gate|up (N x (Q + 2 KV), N x
+// 2I). The fused classifier makes its own bf16 logit gradients, a chunk at a time; attention
+// reads q, k and v in fp32; the norms' outputs, the MLP's hidden and the attention output are
+// bf16 in the slot already (narrow_operands). In fp32 mode only the packed gradients need a
+// buffer.
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t packed_cols = Q + 2 * KV > 2 * (size_t)m->intermediate ? Q + 2 * KV : 2 * (size_t)m->intermediate;
-    const size_t cols[N_SCRATCH] = {max3(C, Q, packed_cols), Q, KV};
+    const size_t cols[N_SCRATCH] = {C > packed_cols ? C : packed_cols};
     if (N > c->scratch_rows) {
         c->scratch_rows = N;
         free_staged_rows(c);    // too short now
@@ -451,7 +451,7 @@ static void ensure_scratch(const StageModel *s, size_t N) {
     }
 }
 
-// bf16 mode keeps the GEMM-only activations bf16 (stage_ops.h: narrow_operands).
+// bf16 mode keeps the operand activations bf16 (stage_ops.h: narrow_operands).
 static bool gpu_narrow_operands(const StageModel *s) { return cuda_of(s)->bf16; }
 
 static StageActs *gpu_acts_create(const StageModel *s, int B, int T) {
@@ -510,27 +510,28 @@ static const void *operand(StageCuda *c, int k, const float *x, size_t n) {
     return c->scratch[k];
 }
 
-// A GEMM-only activation (a norm's output, the MLP's hidden) as its GEMMs read it: the slot keeps
-// it bf16 in bf16 mode (narrow_operands: written so where it is made), fp32 in fp32 mode.
-static const void *gemm_only(const StageCuda *c, const float *wide, const uint16_t *narrow) {
+// An operand activation (a norm's output, the MLP's hidden, the attention output) as its GEMMs
+// read it: the slot keeps it bf16 in bf16 mode (narrow_operands: written so where it is made),
+// fp32 in fp32 mode.
+static const void *kept_operand(const StageCuda *c, const float *wide, const uint16_t *narrow) {
     return c->bf16 ? (const void *)narrow : (const void *)wide;
 }
 
-// out = rmsnorm(x) into a GEMM-only activation (wide or narrow as gemm_only reads it).
+// out = rmsnorm(x) into an operand activation (wide or narrow as kept_operand reads it).
 static void norm_into(StageCuda *c, float *wide, uint16_t *narrow, float *rstd, const float *x, const float *weight,
                       int N, int C, float eps) {
     if (c->bf16) cuda_rmsnorm_forward_bf16(c->ctx, narrow, rstd, x, weight, N, C, eps);
     else cuda_rmsnorm_forward(c->ctx, wide, rstd, x, weight, N, C, eps);
 }
 
-// sum = a + b, then out = rmsnorm(sum) into a GEMM-only activation.
+// sum = a + b, then out = rmsnorm(sum) into an operand activation.
 static void residual_norm_into(StageCuda *c, float *sum, float *wide, uint16_t *narrow, float *rstd, const float *a,
                                const float *b, const float *weight, int N, int C, float eps) {
     if (c->bf16) cuda_residual_rmsnorm_forward_bf16(c->ctx, sum, narrow, rstd, a, b, weight, N, C, eps);
     else cuda_residual_rmsnorm_forward(c->ctx, sum, wide, rstd, a, b, weight, N, C, eps);
 }
 
-// h = silu(gate) * up into the GEMM-only hidden.
+// h = silu(gate) * up into the operand hidden.
 static void swiglu_into(StageCuda *c, float *wide, uint16_t *narrow, const float *gate, const float *up, int N, int I) {
     if (c->bf16) cuda_swiglu_forward_bf16(c->ctx, narrow, gate, up, N, I);
     else cuda_swiglu_forward(c->ctx, wide, gate, up, N, I);
@@ -632,17 +633,19 @@ static void qkv_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const
 static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
                           const StageActs *a, StageDims d, float eps, NextNorm next) {
     const size_t NC = (size_t)d.N * d.C;
-    qkv_forward(c, w, la, gemm_only(c, la->ln1, la->ln1_16), d);
+    qkv_forward(c, w, la, kept_operand(c, la->ln1, la->ln1_16), d);
     cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     cuda_rope_forward(c->ctx, la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
-    (c->bf16 ? cuda_flash_attention_forward_bf16 : cuda_flash_attention_forward)(c->ctx, la->atty, la->lse, la->q, la->k,
-                                                                                 la->v, d.B, d.T, d.NH, d.NKV, d.HD);
-    lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.N * d.Q), w->wo, d.N, d.Q, d.C);
+    if (c->bf16)
+        cuda_flash_attention_forward_bf16(c->ctx, la->atty_16, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
+    else
+        cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
+    lin_fwd(c, la->xmid, kept_operand(c, la->atty, la->atty_16), w->wo, d.N, d.Q, d.C);
     residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, d.N, d.C, eps);
-    lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), gemm_only(c, la->ln2, la->ln2_16), w->wgate, 2, d.N, d.C,
+    lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), kept_operand(c, la->ln2, la->ln2_16), w->wgate, 2, d.N, d.C,
                    d.I);
     swiglu_into(c, la->h, la->h_16, la->gate, la->up, d.N, d.I);
-    lin_fwd(c, out, gemm_only(c, la->h, la->h_16), w->wdown, d.N, d.I, d.C);
+    lin_fwd(c, out, kept_operand(c, la->h, la->h_16), w->wdown, d.N, d.I, d.C);
     if (next.weight)
         residual_norm_into(c, out, next.out, next.out16, next.rstd, out, la->xmid, next.weight, d.N, d.C, eps);
     else
@@ -668,7 +671,7 @@ static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const 
 // head's weight gradient (+= dW), each when non-NULL, with the slot's targets and loss scale.
 static void head(StageCuda *c, const StageActs *a, double *loss, float *dx, float *dW, StageDims d) {
     const ActsCuda *ac = a->dev;
-    const void *x = gemm_only(c, a->lnf, a->lnf_16);
+    const void *x = kept_operand(c, a->lnf, a->lnf_16);
     if (c->bf16)
         cuda_classifier_bf16(c->ctx, loss, dx, dW, x, w16_of(c, c->dw.lm_head), ac->targets, d.N, d.C, d.V,
                              ac->loss_scale);
@@ -752,9 +755,12 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
     cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
     cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
-    (c->bf16 ? cuda_flash_attention_backward_bf16 : cuda_flash_attention_backward)(
-        c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v, la->atty, la->lse, d.B, d.T, d.NH,
-        d.NKV, d.HD);
+    if (c->bf16)
+        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
+                                           la->atty_16, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
+    else
+        cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
+                                      la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
     cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
     cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
     cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
@@ -789,12 +795,12 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
 
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
                                   const float *x, const float *dout, StageDims d) {
-    const size_t NC = (size_t)d.N * d.C, NQ = (size_t)d.N * d.Q;
-    lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), gemm_only(c, la->h, la->h_16), d.N, d.I, d.C);
-    lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), gemm_only(c, la->ln2, la->ln2_16), d.N, d.C, 2 * d.I);
+    const size_t NC = (size_t)d.N * d.C;
+    lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), kept_operand(c, la->h, la->h_16), d.N, d.I, d.C);
+    lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), kept_operand(c, la->ln2, la->ln2_16), d.N, d.C, 2 * d.I);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
-    lin_bwd_w(c, g->wo, operand(c, S_A, la->dxmid, NC), operand(c, S_B, la->atty, NQ), d.N, d.Q, d.C);
-    lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), gemm_only(c, la->ln1, la->ln1_16), d.N, d.C, d.Q + 2 * d.KV);
+    lin_bwd_w(c, g->wo, operand(c, S_A, la->dxmid, NC), kept_operand(c, la->atty, la->atty_16), d.N, d.Q, d.C);
+    lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), kept_operand(c, la->ln1, la->ln1_16), d.N, d.C, d.Q + 2 * d.KV);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
@@ -880,21 +886,25 @@ static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, cons
     float *k = kv_at(kv, kv->k, l, pos), *v = kv_at(kv, kv->v, l, pos);
     const float *cos_at = kv->cos_tab + (size_t)pos * kv->half, *sin_at = kv->sin_tab + (size_t)pos * kv->half;
     norm_into(c, la->ln1, la->ln1_16, la->rstd1, x, w->ln1, 1, d.C, eps);
-    const void *ln1 = gemm_only(c, la->ln1, la->ln1_16);
+    const void *ln1 = kept_operand(c, la->ln1, la->ln1_16);
     lin_fwd(c, la->q, ln1, w->wq, 1, d.C, d.Q);
     lin_fwd(c, k, ln1, w->wk, 1, d.C, d.KV);
     lin_fwd(c, v, ln1, w->wv, 1, d.C, d.KV);
     cuda_rope_forward(c->ctx, la->q, la->q, cos_at, sin_at, 1, 1, d.NH, d.HD);
     cuda_rope_forward(c->ctx, k, k, cos_at, sin_at, 1, 1, d.NKV, d.HD);
-    cuda_flash_decode(c->ctx, la->atty, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH, d.NKV,
-                      d.HD);
-    lin_fwd(c, la->xmid, operand(c, S_A, la->atty, (size_t)d.Q), w->wo, 1, d.Q, d.C);
+    if (c->bf16)
+        cuda_flash_decode_bf16(c->ctx, la->atty_16, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH,
+                               d.NKV, d.HD);
+    else
+        cuda_flash_decode(c->ctx, la->atty, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH, d.NKV,
+                          d.HD);
+    lin_fwd(c, la->xmid, kept_operand(c, la->atty, la->atty_16), w->wo, 1, d.Q, d.C);
     residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, 1, d.C, eps);
-    const void *ln2 = gemm_only(c, la->ln2, la->ln2_16);
+    const void *ln2 = kept_operand(c, la->ln2, la->ln2_16);
     lin_fwd(c, la->gate, ln2, w->wgate, 1, d.C, d.I);
     lin_fwd(c, la->up, ln2, w->wup, 1, d.C, d.I);
     swiglu_into(c, la->h, la->h_16, la->gate, la->up, 1, d.I);
-    lin_fwd(c, out, gemm_only(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
+    lin_fwd(c, out, kept_operand(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
     cuda_residual_forward(c->ctx, out, out, la->xmid, (size_t)d.C);
 }
 

@@ -99,9 +99,9 @@ struct StageOps {
     // Attention keeps (B, NH, T) row statistics instead of (B, NH, T, T) probabilities and
     // score gradients (flash attention; engine/model/model_acts.h lays a slot out by it).
     bool flash_attention;
-    // Whether the stage keeps its GEMM-only activations (the norms' outputs ln1, ln2, lnf and
-    // the MLP's hidden h) as bf16 GEMM operands, written so by the kernels that make them
-    // (engine/model/model_acts.h: the *_16 buffers in their place). NULL: never (the CPU).
+    // Whether the stage keeps its GEMM operand activations (the norms' outputs ln1, ln2, lnf,
+    // the MLP's hidden h, the attention output atty) as bf16, written so by the kernels that
+    // make them (engine/model/model_acts.h: the *_16 buffers in their place). NULL: never (the CPU).
     bool (*narrow_operands)(const StageModel *s);
 };
 

@@ -47,36 +47,79 @@ static void allow_smem(Kernel kernel, size_t bytes) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
+// The fp32 kernels, out fp32 or (bf16 mode, a head dim the tensor cores do not take) bf16.
+template <typename OutT>
+static void forward_fp32(CudaCtx *ctx, OutT *out, float *lse, const float *q, const float *k, const float *v, int B,
+                         int T, int NH, int NKV, int HD) {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    const size_t smem = forward_smem(HD) * sizeof(float);
+    allow_smem(flash_forward_kernel<OutT>, smem);
+    const dim3 grid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
+    flash_forward_kernel<OutT><<<grid, FLASH_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV, HD,
+                                                                           flash_scale(HD));
+    CUDA_CHECK_LAUNCH();
+}
+
 void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q,
                                   const float *k, const float *v, int B, int T, int NH, int NKV,
                                   int HD) {
-    if (B <= 0 || T <= 0 || NH <= 0) return;
-    const size_t smem = forward_smem(HD) * sizeof(float);
-    allow_smem(flash_forward_kernel, smem);
-    const dim3 grid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
-    flash_forward_kernel<<<grid, FLASH_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV, HD,
-                                                                     flash_scale(HD));
+    forward_fp32(ctx, out, lse, q, k, v, B, T, NH, NKV, HD);
+}
+
+template <typename OutT>
+static void decode(CudaCtx *ctx, OutT *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
+                   int HD) {
+    if (n <= 0 || NH <= 0) return;
+    const size_t smem = (2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 3) * sizeof(float);
+    allow_smem(flash_decode_kernel<OutT>, smem);
+    flash_decode_kernel<OutT><<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
+                                                                                  flash_scale(HD));
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
                        int HD) {
-    if (n <= 0 || NH <= 0) return;
-    const size_t smem = (2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 3) * sizeof(float);
-    allow_smem(flash_decode_kernel, smem);
-    flash_decode_kernel<<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
-                                                                            flash_scale(HD));
+    decode(ctx, out, q, k, v, n, NH, NKV, HD);
+}
+
+void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *q, const float *k, const float *v, int n, int NH,
+                            int NKV, int HD) {
+    decode(ctx, (__nv_bfloat16 *)out, q, k, v, n, NH, NKV, HD);
+}
+
+// D = rowsum(dout * out), then the arena for grouped queries' shares: what both backward forms
+// start with. Returns the shares (NULL without grouped queries).
+template <typename OutT>
+static float *backward_start(CudaCtx *ctx, float *dsum, const float *dout, const OutT *out, int B, int T, int NH,
+                             int NKV, int HD) {
+    const size_t rows = (size_t)B * NH * T, tokens = (size_t)B * T;
+    flash_rowsum_kernel<OutT><<<grid_for(rows, 256), 256, 0, ctx->stream>>>(dsum, dout, out, B, T, NH, HD);
+    CUDA_CHECK_LAUNCH();
+    return NH > NKV ? (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD)) : NULL;
+}
+
+// The second share tensor, after the first in the arena.
+static float *dv_share(float *dk_part, size_t tokens, int NH, int HD) {
+    return dk_part ? dk_part + cuda_arena_round(tokens * NH * HD * sizeof(float)) / sizeof(float) : NULL;
+}
+
+// Grouped queries: dk, dv += the group's shares, in head order.
+static void group_sum(CudaCtx *ctx, float *dk, float *dv, float *dk_part, int B, int T, int NH, int NKV, int HD,
+                      float scale) {
+    if (!dk_part) return;
+    const size_t tokens = (size_t)B * T;
+    flash_group_sum_kernel<<<grid_for(tokens * NKV * HD, 256), 256, 0, ctx->stream>>>(
+        dk, dv, dk_part, dv_share(dk_part, tokens, NH, HD), tokens, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
-                                   const float *dout, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse, int B, int T,
-                                   int NH, int NKV, int HD) {
+template <typename OutT>
+static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout,
+                          const float *q, const float *k, const float *v, const OutT *out, const float *lse, int B,
+                          int T, int NH, int NKV, int HD) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    const size_t rows = (size_t)B * NH * T;
-    flash_rowsum_kernel<<<grid_for(rows, 256), 256, 0, ctx->stream>>>(dsum, dout, out, B, T, NH, HD);
-    CUDA_CHECK_LAUNCH();
+    float *dk_part = backward_start(ctx, dsum, dout, out, B, T, NH, NKV, HD);
+    float *dv_part = dv_share(dk_part, (size_t)B * T, NH, HD);
     const float scale = flash_scale(HD);
     const size_t dq_bytes = dq_smem(HD) * sizeof(float), dkdv_bytes = dkdv_smem(HD) * sizeof(float);
     allow_smem(flash_dq_kernel, dq_bytes);
@@ -85,29 +128,26 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
     flash_dq_kernel<<<qgrid, FLASH_THREADS, dq_bytes, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
                                                                      HD, scale);
     CUDA_CHECK_LAUNCH();
-    // Grouped queries: each query head's share of dk and dv to the arena, then their sum.
-    const size_t tokens = (size_t)B * T, share = tokens * NH * HD;
-    float *dk_part = NULL, *dv_part = NULL;
-    if (NH > NKV) {
-        dk_part = (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD));
-        dv_part = dk_part + cuda_arena_round(share * sizeof(float)) / sizeof(float);
-    }
     const dim3 kgrid((unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NH));
     flash_dkdv_kernel<<<kgrid, FLASH_THREADS, dkdv_bytes, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
                                                                          lse, dsum, T, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
-    if (NH > NKV) {
-        flash_group_sum_kernel<<<grid_for(tokens * NKV * HD, 256), 256, 0, ctx->stream>>>(dk, dv, dk_part, dv_part,
-                                                                                          tokens, NH, NKV, HD, scale);
-        CUDA_CHECK_LAUNCH();
-    }
+    group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale);
+}
+
+void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
+                                   const float *dout, const float *q, const float *k,
+                                   const float *v, const float *out, const float *lse, int B, int T,
+                                   int NH, int NKV, int HD) {
+    backward_fp32(ctx, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
 }
 
 // ---- bf16 mode: the tensor-core kernels (flash_mma_kernels.cuh) -------------------------------
-void cuda_flash_attention_forward_bf16(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float *lse, const float *q, const float *k,
                                        const float *v, int B, int T, int NH, int NKV, int HD) {
+    __nv_bfloat16 *out = (__nv_bfloat16 *)out_bits;
     if (!flash_mma_takes(HD)) {
-        cuda_flash_attention_forward(ctx, out, lse, q, k, v, B, T, NH, NKV, HD);
+        forward_fp32(ctx, out, lse, q, k, v, B, T, NH, NKV, HD);
         return;
     }
     if (B <= 0 || T <= 0 || NH <= 0) return;
@@ -124,20 +164,16 @@ void cuda_flash_attention_forward_bf16(CudaCtx *ctx, float *out, float *lse, con
 
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
                                         const float *dout, const float *q, const float *k, const float *v,
-                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HD) {
+                                        const cuda_bf16 *out_bits, const float *lse, int B, int T, int NH, int NKV,
+                                        int HD) {
+    const __nv_bfloat16 *out = (const __nv_bfloat16 *)out_bits;
     if (!flash_mma_takes(HD)) {
-        cuda_flash_attention_backward(ctx, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+        backward_fp32(ctx, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
         return;
     }
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    const size_t rows = (size_t)B * NH * T, tokens = (size_t)B * T, share = tokens * NH * HD;
-    flash_rowsum_kernel<<<grid_for(rows, 256), 256, 0, ctx->stream>>>(dsum, dout, out, B, T, NH, HD);
-    CUDA_CHECK_LAUNCH();
-    float *dk_part = NULL, *dv_part = NULL;   // grouped queries: each head's share, then their sum
-    if (NH > NKV) {
-        dk_part = (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD));
-        dv_part = dk_part + cuda_arena_round(share * sizeof(float)) / sizeof(float);
-    }
+    float *dk_part = backward_start(ctx, dsum, dout, out, B, T, NH, NKV, HD);
+    float *dv_part = dv_share(dk_part, (size_t)B * T, NH, HD);
     const dim3 grid((unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH));
     const float scale = flash_scale(HD);
     mma_dispatch(HD, [&](auto hd) {
@@ -152,9 +188,5 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, floa
                                                                             lse, dsum, T, NH, NKV, scale);
         CUDA_CHECK_LAUNCH();
     });
-    if (NH > NKV) {
-        flash_group_sum_kernel<<<grid_for(tokens * NKV * HD, 256), 256, 0, ctx->stream>>>(dk, dv, dk_part, dv_part,
-                                                                                          tokens, NH, NKV, HD, scale);
-        CUDA_CHECK_LAUNCH();
-    }
+    group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale);
 }

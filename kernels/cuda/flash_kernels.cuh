@@ -54,6 +54,13 @@ __device__ __forceinline__ static void micro_dot(float out[2][4], const MicroTil
     }
 }
 
+// Attention's output as its caller keeps it: fp32, or in bf16 mode bf16 (a GEMM operand; the
+// backward's D then reads the rounded values), rounded to nearest even.
+__device__ __forceinline__ static void flash_store(float *p, float x) { *p = x; }
+__device__ __forceinline__ static void flash_store(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
+__device__ __forceinline__ static float flash_load(const float *p) { return *p; }
+__device__ __forceinline__ static float flash_load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+
 // A block's view of one (sequence, head): rows of a q-like or k-like tensor at stride ld.
 struct FlashRows {
     const float *base;
@@ -104,7 +111,8 @@ static size_t dkdv_smem(int HD) {
     return 2 * tile_floats(FLASH_BQ, HD) + 4 * tile_floats(FLASH_BK, HD) + 2 * FLASH_BQ * FLASH_SLD + 2 * FLASH_BQ;
 }
 
-__global__ void flash_forward_kernel(float *__restrict__ out, float *__restrict__ lse,
+template <typename OutT>
+__global__ void flash_forward_kernel(OutT *__restrict__ out, float *__restrict__ lse,
                                      const float *__restrict__ q, const float *__restrict__ k,
                                      const float *__restrict__ v, int T, int NH, int NKV, int HD,
                                      float scale) {
@@ -174,10 +182,10 @@ __global__ void flash_forward_kernel(float *__restrict__ out, float *__restrict_
         }
     }
     __syncthreads();
-    float *ob = out + ((size_t)b * T * NH + h) * HD;
+    OutT *ob = out + ((size_t)b * T * NH + h) * HD;
     for (int i = threadIdx.x; i < nq * HD; i += blockDim.x) {
         const int r = i / HD, d = i % HD;
-        ob[(size_t)(q0 + r) * NH * HD + d] = acc[r * ld + d] / l[r];
+        flash_store(&ob[(size_t)(q0 + r) * NH * HD + d], acc[r * ld + d] / l[r]);
     }
     for (int r = threadIdx.x; r < nq; r += blockDim.x)
         lse[(size_t)bh * T + q0 + r] = flash_logsumexp(m[r], l[r]);
@@ -187,7 +195,8 @@ __global__ void flash_forward_kernel(float *__restrict__ out, float *__restrict_
 // [0, n), key tiles in increasing order as flash_forward_kernel walks them for that row; the
 // row's max, sum and alpha live in shared memory (one writer: thread 0). The keys past n - 1
 // that the forward's last tile would mask add nothing there, so the row is the forward's.
-__global__ void flash_decode_kernel(float *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
+template <typename OutT>
+__global__ void flash_decode_kernel(OutT *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
                                     const float *__restrict__ v, int n, int NH, int NKV, int HD, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const int ld = HD + 1;
@@ -213,18 +222,22 @@ __global__ void flash_decode_kernel(float *__restrict__ out, const float *__rest
         for (int d = threadIdx.x; d < HD; d += blockDim.x) acc[d] = flash_acc_update(acc[d], row[2], S, &Vs[d], ld, nk);
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < HD; d += blockDim.x) out[(size_t)h * HD + d] = acc[d] / row[1];
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) flash_store(&out[(size_t)h * HD + d], acc[d] / row[1]);
 }
 
-// dsum(B, NH, T) = rowsum(dout * out): row (b * NH + h) * T + t.
+// dsum(B, NH, T) = rowsum(dout * out): row (b * NH + h) * T + t, in index order (flash_dot's,
+// with out widened from bf16 in bf16 mode).
+template <typename OutT>
 __global__ void flash_rowsum_kernel(float *__restrict__ dsum, const float *__restrict__ dout,
-                                    const float *__restrict__ out, int B, int T, int NH, int HD) {
+                                    const OutT *__restrict__ out, int B, int T, int NH, int HD) {
     const size_t rows = (size_t)B * NH * T;
     for (size_t row = (size_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows;
          row += (size_t)gridDim.x * blockDim.x) {
         const int t = (int)(row % T), h = (int)(row / T % NH), b = (int)(row / ((size_t)T * NH));
         const size_t at = (((size_t)b * T + t) * NH + h) * HD;
-        dsum[row] = flash_dot(dout + at, out + at, HD);
+        float s = 0.0f;
+        for (int d = 0; d < HD; d++) s += dout[at + d] * flash_load(out + at + d);
+        dsum[row] = s;
     }
 }
 

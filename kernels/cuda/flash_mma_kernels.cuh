@@ -170,7 +170,7 @@ __device__ static void accumulator_rows(MmaAcc &rows, float *table) {
 }
 
 template <int HD>
-__global__ void flash_mma_forward_kernel(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
+__global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
                                          const float *__restrict__ k, const float *__restrict__ v, int T, int NH,
                                          int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
@@ -229,9 +229,9 @@ __global__ void flash_mma_forward_kernel(float *__restrict__ out, float *__restr
             for (int e = 0; e < acc[c].num_elements; e++) acc[c].x[e] *= alpha[16 * warp + (int)rows.x[e]];
         mma_accumulate<HD>(acc, P, Vs, warp);
     }
-    float *ob = out + ((size_t)b * T * NH + h) * HD;
+    __nv_bfloat16 *ob = out + ((size_t)b * T * NH + h) * HD;   // bf16: the o projection's operand
     mma_emit_rows<HD>(acc, S, warp, [&](int row, int d, float x) {
-        if (row < nq) ob[(size_t)(q0 + row) * NH * HD + d] = x / l[row];
+        if (row < nq) flash_store(&ob[(size_t)(q0 + row) * NH * HD + d], x / l[row]);
     });
     if (half == 0 && r < nq) lse[(size_t)bh * T + q0 + r] = flash_logsumexp(m[r], l[r]);
 }

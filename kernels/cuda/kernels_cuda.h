@@ -196,6 +196,9 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
 // tile loop for one query row, by the same flash_tile.h functions, keys in increasing order.
 void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
                        int HD);
+// The same with out in bf16 (bf16 mode: the o projection's operand), rounded to nearest even.
+void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *q, const float *k, const float *v, int n, int NH,
+                            int NKV, int HD);
 // dq, dk, dv += gradients, from forward's out and lse; dsum(B, NH, T) is caller-owned scratch
 // (overwritten with rowsum(dout * out)). With grouped queries (NH > NKV) each query head's dk
 // and dv go first to the context's arena, cuda_flash_backward_arena_bytes(B * T, NH, NKV, HD)
@@ -209,15 +212,18 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
                                    int NH, int NKV, int HD);
 
 // The bf16 mode's attention: the same contracts (and the same arena for grouped queries), on
-// tensor cores. q, k, v and dout (fp32 here) are rounded to bf16 as tiles load, and so are the
-// probabilities and score gradients before their products; every product accumulates in fp32
-// and the softmax stays fp32 (flash_tile.h, "Tensor-core tiles"). Head dims that are not a
-// multiple of 16 up to 128 (flash_mma_takes) run the fp32 functions above.
-void cuda_flash_attention_forward_bf16(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
+// tensor cores, with out in bf16 (the o projection's operand, rounded to nearest even from the
+// fp32 out; the backward's D = rowsum(dout * out) reads those rounded values). q, k, v and dout
+// (fp32 here) are rounded to bf16 as tiles load, and so are the probabilities and score
+// gradients before their products; every product accumulates in fp32 and the softmax stays
+// fp32 (flash_tile.h, "Tensor-core tiles"). Head dims that are not a multiple of 16 up to 128
+// (flash_mma_takes) run the fp32 kernels, out still bf16.
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const float *q, const float *k,
                                        const float *v, int B, int T, int NH, int NKV, int HD);
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
                                         const float *dout, const float *q, const float *k, const float *v,
-                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HD);
+                                        const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV,
+                                        int HD);
 
 // ---- swiglu.cu ---------------------------------------------------------------------------
 // out(N, FF) = silu(gate) * up     (overwrites out)

@@ -102,8 +102,7 @@ static void layer_forward(struct Layer *L) {
     cuda_linear_forward_bf16(ctx, L->v, L->xn1_b, L->wv, N, C, CKV);
     cuda_rope_forward(ctx, L->q, L->q, L->cos_tab, L->sin_tab, B, T, NH, HD);
     cuda_rope_forward(ctx, L->k, L->k, L->cos_tab, L->sin_tab, B, T, NKV, HD);
-    cuda_flash_attention_forward_bf16(ctx, L->ao, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
-    cuda_f32_to_bf16(ctx, L->ao_b, L->ao, nc);
+    cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
     cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
     cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
     cuda_rmsnorm_forward_bf16(ctx, L->xn2_b, L->rstd2, L->x1, L->ln2, N, C, 1e-5f);
@@ -144,7 +143,7 @@ static void layer_backward(struct Layer *L) {
     cuda_zero(ctx, L->dq, nc * sizeof(float));
     cuda_zero(ctx, L->dk, nkv * sizeof(float));
     cuda_zero(ctx, L->dv, nkv * sizeof(float));
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao,
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao_b,
                                        L->lse, B, T, NH, NKV, HD);
     // RoPE backward needs dx != dout: rotate into the (now free) ao / o buffers.
     cuda_zero(ctx, L->ao, nc * sizeof(float));
@@ -191,8 +190,8 @@ static void attention_fp32(struct Layer *L) {
                                   NH, NKV, HD);
 }
 static void attention_bf16(struct Layer *L) {
-    cuda_flash_attention_forward_bf16(ctx, L->ao, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao, L->lse, B,
+    cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao_b, L->lse, B,
                                        T, NH, NKV, HD);
 }
 

@@ -14,9 +14,10 @@
 #     49 and 48: attention reads q, k, v (and its output gradient) in fp32, so the bf16 copies
 #     the old attention kernels read (made forward and again for the backward) are gone, and its
 #     forward and backward are fewer kernels; the fp32 counts did not move;
-#   then bf16 GEMM-only activations took 6 more off, to 43 and 42: the norms and SwiGLU write
-#     ln1, ln2 and h as bf16 where they make them (narrow_operands), so their 3 conversions
-#     forward and the 3 again in the weight half (for dW) are gone;
+#   then bf16 operand activations took 8 more off, to 41 and 40: the norms, SwiGLU and
+#     attention write ln1, ln2, h and the attention output as bf16 where they make them
+#     (narrow_operands), so their 4 conversions forward and the 4 again in the weight half (for
+#     dW) are gone;
 #   fp32: 37 with grouped queries (37 before the fusions too) and 36 without: the forward saves
 #     as in bf16, but fp32 operands were never converted, so in each backward half the packing of
 #     the gradient blocks (2 + 3 calls) adds back what the merged GEMMs save (1 + 2) and more.
@@ -49,8 +50,8 @@ per_layer() {   # per_layer WANT KV_HEADS args...: a layer's kernel calls per mi
   fi
 }
 
-check "bf16, grouped queries: 43 kernel calls a layer and microbatch (66 unfused, 56 before flash attention, 49 before bf16 operands)" per_layer 43 2
-check "bf16, no grouped queries: 42 kernel calls a layer and microbatch" per_layer 42 4
+check "bf16, grouped queries: 41 kernel calls a layer and microbatch (66 unfused, 56 before flash attention, 49 before bf16 operands)" per_layer 41 2
+check "bf16, no grouped queries: 40 kernel calls a layer and microbatch" per_layer 40 4
 check "fp32, grouped queries: 37 kernel calls a layer and microbatch" per_layer 37 2 --precision fp32
 check "fp32, no grouped queries: 36 kernel calls a layer and microbatch" per_layer 36 4 --precision fp32
 cli_finish

@@ -624,41 +624,53 @@ void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float 
 // same tile functions (flash_emu.c), not the CPU's two-pass reference; the bf16 forms as the
 // tensor-core kernels round (flash_emu_*_bf16).
 
+// The bf16 forms keep out in bf16 (the GPU's tensor-core kernels round it as they write it,
+// and D = rowsum(dout * out) reads the rounded values): the emulated tiles compute fp32, the
+// result is rounded here, and the backward reads it widened.
 typedef struct {
-    float *out, *lse;                 // forward
+    float *out, *lse;                 // forward (out NULL in the bf16 form)
+    cuda_bf16 *out16;                 // forward, the bf16 form
     float *dq, *dk, *dv, *dsum;       // backward
     const float *q, *k, *v, *dout, *out_in, *lse_in;
+    const cuda_bf16 *out16_in;        // backward, the bf16 form (out_in NULL)
     int B, T, NH, NKV, HD;
     bool bf16;
 } AttentionArgs;
 
 static void run_attention_forward(void *p) {
     const AttentionArgs *a = p;
-    (a->bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(a->out, a->lse, a->q, a->k, a->v, a->B, a->T, a->NH,
-                                                           a->NKV, a->HD);
+    const size_t nq = (size_t)a->B * a->T * a->NH * a->HD;
+    float *out = a->bf16 ? temp(nq) : a->out;
+    (a->bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(out, a->lse, a->q, a->k, a->v, a->B, a->T, a->NH, a->NKV,
+                                                           a->HD);
+    if (a->bf16) round_free(a->out16, out, nq);
 }
 
 static void run_attention_backward(void *p) {
     const AttentionArgs *a = p;
+    const size_t nq = (size_t)a->B * a->T * a->NH * a->HD;
+    float *out = a->bf16 ? widen(a->out16_in, nq) : NULL;
     (a->bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(a->dq, a->dk, a->dv, a->dsum, a->dout, a->q, a->k, a->v,
-                                                             a->out_in, a->lse_in, a->B, a->T, a->NH, a->NKV, a->HD);
+                                                             a->bf16 ? out : a->out_in, a->lse_in, a->B, a->T, a->NH,
+                                                             a->NKV, a->HD);
+    free(out);
 }
 
 // Checks every buffer (device memory of its size) and the shape flash_attention.cu takes, queues.
 static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*run)(void *)) {
     launch(ctx, call);
     const size_t nq = (size_t)a.B * a.T * a.NH * a.HD, nkv = (size_t)a.B * a.T * a.NKV * a.HD;
-    const size_t nr = (size_t)a.B * a.NH * a.T;
+    const size_t nr = (size_t)a.B * a.NH * a.T, out_bytes = a.bf16 ? nq * sizeof(cuda_bf16) : F(nq);
     if (a.HD > FLASH_MAX_HD || a.NKV <= 0 || a.NH % a.NKV != 0) emu_breach(call, "a shape flash attention does not take");
     emu_need_device(call, a.q, F(nq));
     emu_need_device(call, a.k, F(nkv));
     emu_need_device(call, a.v, F(nkv));
-    if (a.out) {
-        emu_need_device(call, a.out, F(nq));
+    if (a.lse) {
+        emu_need_device(call, a.bf16 ? (const void *)a.out16 : (const void *)a.out, out_bytes);
         emu_need_device(call, a.lse, F(nr));
     } else {
         emu_need_device(call, a.dout, F(nq));
-        emu_need_device(call, a.out_in, F(nq));
+        emu_need_device(call, a.bf16 ? (const void *)a.out16_in : (const void *)a.out_in, out_bytes);
         emu_need_device(call, a.lse_in, F(nr));
         emu_need_device(call, a.dsum, F(nr));
         emu_need_device(call, a.dq, F(nq));
@@ -671,70 +683,83 @@ static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*ru
 
 typedef struct {
     float *out;
+    cuda_bf16 *out16;   // the bf16 form (out NULL)
     const float *q, *k, *v;
     int n, NH, NKV, HD;
 } DecodeArgs;
 
 static void run_flash_decode(void *p) {
     const DecodeArgs *a = p;
-    flash_emu_decode(a->out, a->q, a->k, a->v, a->n, a->NH, a->NKV, a->HD);
+    const size_t n = (size_t)a->NH * a->HD;
+    float *out = a->out16 ? temp(n) : a->out;
+    flash_emu_decode(out, a->q, a->k, a->v, a->n, a->NH, a->NKV, a->HD);
+    if (a->out16) round_free(a->out16, out, n);
+}
+
+static void flash_decode_as(CudaCtx *ctx, const char *call, DecodeArgs a) {
+    launch(ctx, call);
+    const size_t nq = (size_t)a.NH * a.HD, nkv = (size_t)a.n * a.NKV * a.HD;
+    if (a.HD > FLASH_MAX_HD || a.NKV <= 0 || a.NH % a.NKV != 0) emu_breach(call, "a shape flash attention does not take");
+    emu_need_device(call, a.out16 ? (const void *)a.out16 : (const void *)a.out, a.out16 ? nq * sizeof(cuda_bf16) : F(nq));
+    emu_need_device(call, a.q, F(nq));
+    emu_need_device(call, a.k, F(nkv));
+    emu_need_device(call, a.v, F(nkv));
+    if (a.n <= 0 || a.NH <= 0) return;
+    emu_enqueue(ctx->stream, run_flash_decode, &a, sizeof a);
 }
 
 void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
                        int HD) {
-    launch(ctx, __func__);
-    if (HD > FLASH_MAX_HD || NKV <= 0 || NH % NKV != 0) emu_breach(__func__, "a shape flash attention does not take");
-    emu_need_device(__func__, out, F((size_t)NH * HD));
-    emu_need_device(__func__, q, F((size_t)NH * HD));
-    emu_need_device(__func__, k, F((size_t)n * NKV * HD));
-    emu_need_device(__func__, v, F((size_t)n * NKV * HD));
-    if (n <= 0 || NH <= 0) return;
-    const DecodeArgs a = {.out = out, .q = q, .k = k, .v = v, .n = n, .NH = NH, .NKV = NKV, .HD = HD};
-    emu_enqueue(ctx->stream, run_flash_decode, &a, sizeof a);
+    flash_decode_as(ctx, __func__, (DecodeArgs){.out = out, .q = q, .k = k, .v = v, .n = n, .NH = NH, .NKV = NKV, .HD = HD});
 }
 
-static void attention_forward_as(CudaCtx *ctx, const char *call, bool bf16, float *out, float *lse, const float *q,
-                                 const float *k, const float *v, int B, int T, int NH, int NKV, int HD) {
-    attention(ctx, call,
-              (AttentionArgs){.out = out, .lse = lse, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
-                              .HD = HD, .bf16 = bf16},
-              run_attention_forward);
-}
-
-static void attention_backward_as(CudaCtx *ctx, const char *call, bool bf16, float *dq, float *dk, float *dv,
-                                  float *dsum, const float *dout, const float *q, const float *k, const float *v,
-                                  const float *out, const float *lse, int B, int T, int NH, int NKV, int HD) {
-    // Grouped queries take their heads' shares of dk and dv from the arena (flash_attention.cu);
-    // the emulated tiles keep theirs in flash_emu.c's scratch, so only the size is checked.
-    if (B > 0 && T > 0 && NKV > 0 && NH > NKV)
-        (void)arena_for(ctx, call, cuda_flash_backward_arena_bytes((size_t)B * T, NH, NKV, HD));
-    attention(ctx, call,
-              (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k, .v = v,
-                              .out_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD,
-                              .bf16 = bf16},
-              run_attention_backward);
+void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *q, const float *k, const float *v, int n, int NH,
+                            int NKV, int HD) {
+    flash_decode_as(ctx, __func__,
+                    (DecodeArgs){.out16 = out, .q = q, .k = k, .v = v, .n = n, .NH = NH, .NKV = NKV, .HD = HD});
 }
 
 void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
                                   const float *v, int B, int T, int NH, int NKV, int HD) {
-    attention_forward_as(ctx, __func__, false, out, lse, q, k, v, B, T, NH, NKV, HD);
+    attention(ctx, __func__,
+              (AttentionArgs){.out = out, .lse = lse, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
+                              .HD = HD},
+              run_attention_forward);
 }
 
-void cuda_flash_attention_forward_bf16(CudaCtx *ctx, float *out, float *lse, const float *q, const float *k,
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const float *q, const float *k,
                                        const float *v, int B, int T, int NH, int NKV, int HD) {
-    attention_forward_as(ctx, __func__, true, out, lse, q, k, v, B, T, NH, NKV, HD);
+    attention(ctx, __func__,
+              (AttentionArgs){.out16 = out, .lse = lse, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
+                              .HD = HD, .bf16 = true},
+              run_attention_forward);
+}
+
+// Grouped queries take their heads' shares of dk and dv from the arena (flash_attention.cu);
+// the emulated tiles keep theirs in flash_emu.c's scratch, so only the size is checked.
+static void attention_backward_as(CudaCtx *ctx, const char *call, AttentionArgs a) {
+    if (a.B > 0 && a.T > 0 && a.NKV > 0 && a.NH > a.NKV)
+        (void)arena_for(ctx, call, cuda_flash_backward_arena_bytes((size_t)a.B * a.T, a.NH, a.NKV, a.HD));
+    attention(ctx, call, a, run_attention_backward);
 }
 
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout,
                                    const float *q, const float *k, const float *v, const float *out,
                                    const float *lse, int B, int T, int NH, int NKV, int HD) {
-    attention_backward_as(ctx, __func__, false, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+    attention_backward_as(ctx, __func__,
+                          (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k,
+                                          .v = v, .out_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV,
+                                          .HD = HD});
 }
 
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
                                         const float *dout, const float *q, const float *k, const float *v,
-                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HD) {
-    attention_backward_as(ctx, __func__, true, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+                                        const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV,
+                                        int HD) {
+    attention_backward_as(ctx, __func__,
+                          (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k,
+                                          .v = v, .out16_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH,
+                                          .NKV = NKV, .HD = HD, .bf16 = true});
 }
 
 // ---- the loss, the optimizer, the norm -------------------------------------------------------

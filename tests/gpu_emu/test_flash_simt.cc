@@ -55,12 +55,12 @@ static void check_shape(int B, int T, int NH, int NKV, int HD) {
     const dim3 qgrid{(unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH), 1};
     const dim3 kgrid{(unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NH), 1};
     simt_launch(qgrid, FLASH_THREADS, forward_smem(HD), [&] {
-        flash_forward_kernel(out.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, HD, scale);
+        flash_forward_kernel<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, HD, scale);
     });
     expect_bitwise(shape, "out", out, e_out);
     expect_bitwise(shape, "lse", lse, e_lse);
     simt_launch(dim3{(unsigned)((nr + 255) / 256), 1, 1}, 256, 0, [&] {
-        flash_rowsum_kernel(dsum.data(), dout.data(), out.data(), B, T, NH, HD);
+        flash_rowsum_kernel<float>(dsum.data(), dout.data(), out.data(), B, T, NH, HD);
     });
     expect_bitwise(shape, "D", dsum, e_dsum);
     // Backward from the emulator's forward, so a forward difference cannot pass on.
@@ -85,7 +85,8 @@ static void check_shape(int B, int T, int NH, int NKV, int HD) {
 }
 
 // The tensor-core kernels (flash_mma_kernels.cuh, simt.h's wmma) against the emulator's bf16
-// tiles (flash_emu_forward_bf16 / _backward_bf16), bitwise, as above: both run the emulator's
+// tiles (flash_emu_forward_bf16 / _backward_bf16; the kernel's out is bf16, the emulator's
+// fp32 out rounded), bitwise, as above: both run the emulator's
 // model of an mma, so equal bits say the kernels hand every 16 x 16 tile to the right product,
 // keep each warp's rows apart, rescale each accumulator element by its own row's alpha, and
 // pad and mask ragged tiles to exact zeros.
@@ -95,6 +96,7 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
     const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
     const std::vector<float> q = uniform(nq, 11), k = uniform(nk, 12), v = uniform(nk, 13), dout = uniform(nq, 14);
     const std::vector<float> dq0 = uniform(nq, 15), dk0 = uniform(nk, 16), dv0 = uniform(nk, 17);
+    std::vector<__nv_bfloat16> out16(nq);
     std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0;
     std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv = dv0, e_dsum(nr);
     flash_emu_forward_bf16(e_out.data(), e_lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
@@ -107,7 +109,7 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
     mma_dispatch(HD, [&](auto hd) {
         constexpr int D = decltype(hd)::value;
         simt_launch(grid, MMA_THREADS, mma_forward_smem(D), [&] {
-            flash_mma_forward_kernel<D>(out.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, scale);
+            flash_mma_forward_kernel<D>(out16.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, scale);
         });
         // Backward from the emulator's forward, so a forward difference cannot pass on.
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
@@ -124,7 +126,8 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
             flash_group_sum_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
                                    scale);
         });
-    expect_bitwise(shape, "out", out, e_out);
+    for (size_t i = 0; i < nq; i++) out[i] = __bfloat162float(out16[i]), e_out[i] = flash_bf16(e_out[i]);
+    expect_bitwise(shape, "out (bf16)", out, e_out);
     expect_bitwise(shape, "lse", lse, e_lse);
     expect_bitwise(shape, "dq", dq, e_dq);
     expect_bitwise(shape, "dk", dk, e_dk);

@@ -61,12 +61,12 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         la->gate = carve(cv, N * I);
         la->up = carve(cv, N * I);
         carve_operand(cv, narrow, &la->h, &la->h_16, N * I);
-        la->dq = carve(cv, N * Q);
-        la->dk = carve(cv, N * KV);
+        if (narrow) la->dqkv_16 = carve_bf16(cv, N * (Q + 2 * KV));   // dq and dk written there
+        else la->dq = carve(cv, N * Q), la->dk = carve(cv, N * KV);
         la->dv = carve(cv, N * KV);
         la->dxmid = carve(cv, N * C);
-        la->dgate = carve(cv, N * I);
-        la->dup = carve(cv, N * I);
+        if (narrow) la->dgate_up_16 = carve_bf16(cv, N * 2 * I);
+        else la->dgate = carve(cv, N * I), la->dup = carve(cv, N * I);
         la->dln1 = carve(cv, N * C);
         la->dln2 = carve(cv, N * C);
     }

@@ -27,6 +27,11 @@ typedef struct {
     // (the fp32 pointers above NULL): GEMMs read them, in bf16 mode as bf16 (and attention's
     // backward reads atty for D = rowsum(dout * atty)).
     uint16_t *ln1_16, *ln2_16, *h_16, *atty_16;
+    // ... and the gradients the input half hands the weight half as GEMM operands are kept
+    // packed and bf16, written so by the kernels that make them: dqkv_16 (N, Q + 2 KV), dq | dk
+    // | dv side by side (dv also stays fp32 above: attention adds into it), and dgate_up_16
+    // (N, 2 I); dq, dk, dgate and dup are then NULL.
+    uint16_t *dqkv_16, *dgate_up_16;
 } LayerActs;
 
 // Two forms (engine/model/model.h): a full StageActs holds everything below; a light one (recompute)

@@ -420,20 +420,19 @@ static void mailbox_free(void *p) {
 
 static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = mailbox_free, .copy = mailbox_copy};
 
-
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
-// step. S_A holds the operand of each GEMM whose input is not kept in bf16 already: an
-// activation gradient (N x C), the packed gradients of q|k|v and gate|up (N x (Q + 2 KV), N x
-// 2I). The fused classifier makes its own bf16 logit gradients, a chunk at a time; attention
-// reads q, k and v in fp32; the norms' outputs, the MLP's hidden and the attention output are
-// bf16 in the slot already (narrow_operands). In fp32 mode only the packed gradients need a
-// buffer.
+// step. In bf16 mode S_A holds the operand of each GEMM whose input is not kept in bf16 already:
+// an activation gradient (N x C: the layer's output gradient, dxmid). Everything else a GEMM reads
+// is bf16 in the slot (narrow_operands: the norms' outputs, the MLP's hidden, the attention
+// output, the packed q|k|v and gate|up gradients); the fused classifier makes its own bf16
+// logit gradients, a chunk at a time; attention reads q, k and v in fp32. In fp32 mode the
+// packed gradients need a buffer (N x max(Q + 2 KV, 2 I)) and operands none.
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t packed_cols = Q + 2 * KV > 2 * (size_t)m->intermediate ? Q + 2 * KV : 2 * (size_t)m->intermediate;
-    const size_t cols[N_SCRATCH] = {C > packed_cols ? C : packed_cols};
+    const size_t cols[N_SCRATCH] = {C};
     if (N > c->scratch_rows) {
         c->scratch_rows = N;
         free_staged_rows(c);    // too short now
@@ -567,24 +566,25 @@ static void lin_fwd_shared(StageCuda *c, float *out, size_t out_stride, const vo
     else cuda_linear_forward_shared(c->ctx, out, out_stride, in, W, W_stride, batch, N, IC, OC);
 }
 
-// The column blocks src[i] (N, cols[i]), i < n, side by side as one GEMM operand (N, sum of
-// cols): bf16 mode rounds them into scratch S_A, fp32 mode copies them into the pack buffer.
+// fp32 mode: the column blocks src[i] (N, cols[i]), i < n, copied side by side into the pack
+// buffer as one GEMM operand (N, sum of cols). (bf16 mode keeps them packed in the slot.)
 static const void *packed(StageCuda *c, int N, int n, const float *const src[], const int cols[]) {
     int ld = 0;
     for (int i = 0; i < n; i++) ld += cols[i];
-    assert((size_t)N * ld <= (c->bf16 ? c->scratch_elems[S_A] : c->pack_elems));
-    for (int i = 0, col = 0; i < n; col += cols[i++]) {
-        if (c->bf16) cuda_pack_cols_bf16(c->ctx, c->scratch[S_A] + col, ld, src[i], N, cols[i]);
-        else cuda_pack_cols(c->ctx, c->pack + col, ld, src[i], N, cols[i]);
-    }
-    return c->bf16 ? (const void *)c->scratch[S_A] : c->pack;
+    assert(!c->bf16 && (size_t)N * ld <= c->pack_elems);
+    for (int i = 0, col = 0; i < n; col += cols[i++]) cuda_pack_cols(c->ctx, c->pack + col, ld, src[i], N, cols[i]);
+    return c->pack;
 }
 
-// The gradients of q|k|v and of gate|up, packed (N, Q + 2 KV) and (N, 2 I).
+// The gradients of q|k|v and of gate|up as one GEMM operand each, (N, Q + 2 KV) and (N, 2 I):
+// in bf16 mode the slot keeps them so (layer_backward_input writes them there), in fp32 mode
+// they are packed into the stage's buffer.
 static const void *packed_dqkv(StageCuda *c, const LayerActs *la, StageDims d) {
+    if (c->bf16) return la->dqkv_16;
     return packed(c, d.N, 3, (const float *const[]){la->dq, la->dk, la->dv}, (const int[]){d.Q, d.KV, d.KV});
 }
 static const void *packed_dgate_up(StageCuda *c, const LayerActs *la, StageDims d) {
+    if (c->bf16) return la->dgate_up_16;
     return packed(c, d.N, 2, (const float *const[]){la->dgate, la->dup}, (const int[]){d.I, d.I});
 }
 
@@ -742,9 +742,13 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     // MLP branch
     cuda_zero(c->ctx, a->dh, NI * sizeof(float));
     lin_bwd_in(c, a->dh, operand(c, S_A, dout, NC), w->wdown, d.N, d.I, d.C);
-    cuda_zero(c->ctx, la->dgate, NI * sizeof(float));
-    cuda_zero(c->ctx, la->dup, NI * sizeof(float));
-    cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
+    if (c->bf16) {   // written straight into the packed bf16 operand
+        cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh, la->gate, la->up, d.N, d.I);
+    } else {
+        cuda_zero(c->ctx, la->dgate, NI * sizeof(float));
+        cuda_zero(c->ctx, la->dup, NI * sizeof(float));
+        cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
+    }
     cuda_zero(c->ctx, la->dln2, NC * sizeof(float));
     lin_bwd_in(c, la->dln2, packed_dgate_up(c, la, d), w->wgate, d.N, d.C, 2 * d.I);   // gate|up at once
     copy_f32(c, la->dxmid, dout, NC);
@@ -761,10 +765,18 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     else
         cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
                                       la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
-    cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
-    cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
-    cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
-    cuda_rope_backward(c->ctx, la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
+    if (c->bf16) {   // dq, dk and dv side by side in the packed bf16 operand
+        const int ld = d.Q + 2 * d.KV;
+        cuda_rope_backward_bf16(c->ctx, la->dqkv_16, ld, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
+        cuda_rope_backward_bf16(c->ctx, la->dqkv_16 + d.Q, ld, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV,
+                                d.HD);
+        cuda_pack_cols_bf16(c->ctx, la->dqkv_16 + d.Q + d.KV, ld, la->dv, d.N, d.KV);
+    } else {
+        cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
+        cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
+        cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
+        cuda_rope_backward(c->ctx, la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
+    }
     cuda_zero(c->ctx, la->dln1, NC * sizeof(float));
     lin_bwd_in(c, la->dln1, packed_dqkv(c, la, d), w->wq, d.N, d.C, d.Q + 2 * d.KV);   // q|k|v at once
     copy_f32(c, dx, la->dxmid, NC);

@@ -179,6 +179,10 @@ void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int H
 void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab,
                        const float *sin_tab, int B, int T, int H, int HD);
 // dx += R^T dout. dx must not alias dout.
+// The _bf16 form (bf16 mode) WRITES R^T dout, rounded to bf16, into a packed GEMM operand: head
+// h of token row n at dx + n * ld + h * HD (the q or k column block of the packed q|k|v gradient).
+void cuda_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dx, int ld, const float *dout, const float *cos_tab,
+                             const float *sin_tab, int B, int T, int H, int HD);
 void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab,
                         const float *sin_tab, int B, int T, int H, int HD);
 
@@ -231,7 +235,10 @@ void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const floa
                          int N, int FF);
 // The same with out in bf16, rounded to nearest even (the down projection's operand, bf16 mode).
 void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *gate, const float *up, int N, int FF);
-// dgate, dup (N, FF) += gradients.
+// dgate, dup (N, FF) += gradients. The _bf16 form (bf16 mode) WRITES them, rounded to bf16,
+// side by side into the packed gate|up gradient dgate_up (N, ld): columns [0, FF) and [FF, 2 FF).
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const float *gate,
+                               const float *up, int N, int FF);
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
                           const float *gate, const float *up, int N, int FF);
 

@@ -64,6 +64,24 @@ __global__ void rope_backward_kernel(float *__restrict__ dx, const float *__rest
     }
 }
 
+// bf16 mode: R^T dout written (not added), rounded to bf16, into a packed GEMM operand: head h
+// of token row n at dx[n * ld + h * HD] (q's or k's column block of the packed q|k|v gradient).
+__global__ void rope_backward_packed_kernel(__nv_bfloat16 *__restrict__ dx, int ld, const float *__restrict__ dout,
+                                            const float *__restrict__ cos_tab, const float *__restrict__ sin_tab,
+                                            int T, int H, int HD, size_t pairs) {
+    int half = HD / 2;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs; p += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(p % half);
+        size_t bth = p / half;
+        int t = (int)((bth / H) % T);
+        size_t off = bth * HD, at = (bth / H) * (size_t)ld + (bth % H) * (size_t)HD;
+        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
+        float g0 = dout[off + i], g1 = dout[off + i + half];
+        dx[at + i] = from_f32<__nv_bfloat16>(g0 * c + g1 * s);
+        dx[at + i + half] = from_f32<__nv_bfloat16>(g1 * c - g0 * s);
+    }
+}
+
 void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD,
                       const float *inv_freq) {
     int half = HD / 2;
@@ -96,5 +114,14 @@ void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float 
     if (pairs == 0) return;
     rope_backward_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>(dx, dout, cos_tab,
                                                                         sin_tab, T, H, HD, pairs);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dx, int ld, const float *dout, const float *cos_tab,
+                             const float *sin_tab, int B, int T, int H, int HD) {
+    size_t pairs = (size_t)B * T * H * (HD / 2);
+    if (pairs == 0) return;
+    rope_backward_packed_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>((__nv_bfloat16 *)dx, ld, dout, cos_tab,
+                                                                               sin_tab, T, H, HD, pairs);
     CUDA_CHECK_LAUNCH();
 }

@@ -27,6 +27,20 @@ __global__ void swiglu_backward_kernel(float *__restrict__ dgate, float *__restr
     }
 }
 
+// bf16 mode: dgate and dup written (not added), rounded to bf16, side by side into the packed
+// (N, ld) gate|up gradient: columns [0, FF) and [FF, 2 FF) of each row.
+__global__ void swiglu_backward_packed_kernel(__nv_bfloat16 *__restrict__ dgate_up, int ld,
+                                              const float *__restrict__ dout, const float *__restrict__ gate,
+                                              const float *__restrict__ up, int FF, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float g = gate[i], d = dout[i];
+        float s = 1.0f / (1.0f + expf(-g));
+        __nv_bfloat16 *row = dgate_up + (i / FF) * (size_t)ld;
+        row[i % FF] = from_f32<__nv_bfloat16>(d * up[i] * (s * (1.0f + g * (1.0f - s))));
+        row[FF + i % FF] = from_f32<__nv_bfloat16>(d * (g * s));
+    }
+}
+
 template <typename T>
 static void swiglu_forward(CudaCtx *ctx, T *out, const float *gate, const float *up, int N, int FF) {
     size_t n = (size_t)N * FF;
@@ -50,5 +64,14 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
     if (n == 0) return;
     swiglu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(dgate, dup, dout, gate,
                                                                        up, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const float *gate,
+                               const float *up, int N, int FF) {
+    size_t n = (size_t)N * FF;
+    if (n == 0) return;
+    swiglu_backward_packed_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>((__nv_bfloat16 *)dgate_up, ld, dout, gate,
+                                                                             up, FF, n);
     CUDA_CHECK_LAUNCH();
 }

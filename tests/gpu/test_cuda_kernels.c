@@ -111,6 +111,38 @@ static void check_rounded(const char *name, const cuda_bf16 *d16, const float *d
     free(want);
     free(got);
 }
+// A packed bf16 form's buffer d16 (rows, ld) against what it must hold: `fill` everywhere but
+// the blocks the fp32 forms' outputs (rows, cols[i]) d32[i] went to, at columns col0[i],
+// rounded; bitwise (a value written out of place, or one not written, shows).
+static void check_packed_rounded(const char *name, const cuda_bf16 *d16, int rows, int ld, cuda_bf16 fill, int n,
+                                 const float *const d32[], const int col0[], const int cols[]) {
+    cuda_bf16 *want = malloc((size_t)rows * ld * sizeof *want), *got = malloc((size_t)rows * ld * sizeof *got);
+    if (!want || !got) abort();
+    for (size_t i = 0; i < (size_t)rows * ld; i++) want[i] = fill;
+    for (int k = 0; k < n; k++) {
+        float *block = fetch(d32[k], (size_t)rows * cols[k]);
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < cols[k]; j++) want[(size_t)r * ld + col0[k] + j] = f2bf(block[(size_t)r * cols[k] + j]);
+        free(block);
+    }
+    download(got, d16, (size_t)rows * ld * sizeof *got);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)rows * ld; i++) bad += got[i] != want[i];
+    report(name, (double)bad, 0.0);
+    free(want);
+    free(got);
+}
+// A device bf16 buffer of n values, each `fill`.
+static cuda_bf16 *dfill16(size_t n, cuda_bf16 fill) {
+    cuda_bf16 *h = malloc(n * sizeof *h);
+    if (!h) abort();
+    for (size_t i = 0; i < n; i++) h[i] = fill;
+    cuda_bf16 *d = dalloc(n * sizeof *d);
+    upload(d, h, n * sizeof *d);
+    cuda_ctx_synchronize(ctx);
+    free(h);
+    return d;
+}
 // The device tensor d against the host reference want.
 static void check(const char *name, const float *d, const float *want, size_t n, double tol) {
     float *got = fetch(d, n);
@@ -325,6 +357,17 @@ static void test_rope(void) {
     check("rope_forward in place (out == x)", d_x, out, nx, 1e-6);
     cuda_rope_backward(ctx, d_dx, d_dout, d_cos, d_sin, B, T, NH, HD);
     check_delta("rope_backward dx (+=)", d_dx, dx, dx0, nx, 1e-6);
+    {   // the bf16 form writes R^T dout into a packed operand: columns [3, 3 + NH HD) of rows NH HD + 5 wide
+        const int ld = NH * HD + 5;
+        float *d_g = dalloc(sizeof(float) * nx);
+        cuda_zero(ctx, d_g, sizeof(float) * nx);
+        cuda_rope_backward(ctx, d_g, d_dout, d_cos, d_sin, B, T, NH, HD);
+        cuda_bf16 *d_p = dfill16((size_t)N * ld, 0x7fc1);
+        cuda_rope_backward_bf16(ctx, d_p + 3, ld, d_dout, d_cos, d_sin, B, T, NH, HD);
+        check_packed_rounded("rope_backward_bf16: fp32's, rounded, packed", d_p, N, ld, 0x7fc1, 1,
+                             (const float *const[]){d_g}, (const int[]){3}, (const int[]){NH * HD});
+        CUDA_CHECK(cudaFree(d_g)); CUDA_CHECK(cudaFree(d_p));
+    }
     free(cos_tab); free(sin_tab); free(x); free(out); free(dout); free(dx0); free(dx);
     CUDA_CHECK(cudaFree(d_cos)); CUDA_CHECK(cudaFree(d_sin)); CUDA_CHECK(cudaFree(d_x));
     CUDA_CHECK(cudaFree(d_out)); CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dx));
@@ -450,6 +493,18 @@ static void test_swiglu_residual(void) {
     cuda_swiglu_backward(ctx, d_dg, d_du, d_dout, d_gate, d_up, N, FF);
     check_delta("swiglu_backward dgate (+=)", d_dg, dg, dg0, n, 1e-6);
     check_delta("swiglu_backward dup (+=)", d_du, du, du0, n, 1e-6);
+    {   // the bf16 form writes dgate | dup side by side: rows 2 FF + 3 wide
+        const int ld = 2 * FF + 3;
+        float *d_g = dalloc(sizeof(float) * n), *d_u = dalloc(sizeof(float) * n);
+        cuda_zero(ctx, d_g, sizeof(float) * n);
+        cuda_zero(ctx, d_u, sizeof(float) * n);
+        cuda_swiglu_backward(ctx, d_g, d_u, d_dout, d_gate, d_up, N, FF);
+        cuda_bf16 *d_p = dfill16((size_t)N * ld, 0x7fc1);
+        cuda_swiglu_backward_bf16(ctx, d_p, ld, d_dout, d_gate, d_up, N, FF);
+        check_packed_rounded("swiglu_backward_bf16: fp32's, rounded, packed", d_p, N, ld, 0x7fc1, 2,
+                             (const float *const[]){d_g, d_u}, (const int[]){0, FF}, (const int[]){FF, FF});
+        CUDA_CHECK(cudaFree(d_g)); CUDA_CHECK(cudaFree(d_u)); CUDA_CHECK(cudaFree(d_p));
+    }
 
     // residual: out = a + b (exact), then in place (out == a).
     float *sum = malloc(sizeof(float) * n);

@@ -379,7 +379,8 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
 
 typedef struct {
     float *out, *dgate, *dup;
-    cuda_bf16 *out16;            // swiglu's bf16 form (out NULL)
+    cuda_bf16 *out16;            // swiglu's bf16 forms: forward's out, backward's packed dgate|dup
+    int ld;                      // the packed backward's row stride
     const float *a, *b, *dout;
     size_t n;
     int N, FF;
@@ -403,8 +404,18 @@ static void run_swiglu_backward(void *p) {
     const size_t n = (size_t)e->N * e->FF;
     float *tg = temp(n), *tu = temp(n);
     swiglu_backward(tg, tu, e->dout, e->a, e->b, e->N, e->FF);
-    add_free(e->dgate, tg, n);
-    add_free(e->dup, tu, n);
+    if (!e->out16) {
+        add_free(e->dgate, tg, n);
+        add_free(e->dup, tu, n);
+        return;
+    }
+    for (size_t r = 0; r < (size_t)e->N; r++)   // the bf16 form: written side by side, rounded
+        for (size_t j = 0; j < (size_t)e->FF; j++) {
+            e->out16[r * e->ld + j] = emu_to_bf16(tg[r * e->FF + j]);
+            e->out16[r * e->ld + e->FF + j] = emu_to_bf16(tu[r * e->FF + j]);
+        }
+    free(tg);
+    free(tu);
 }
 
 void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n) {
@@ -444,6 +455,19 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
     emu_need_device(__func__, gate, n);
     emu_need_device(__func__, up, n);
     const EltwiseArgs e = {.dgate = dgate, .dup = dup, .dout = dout, .a = gate, .b = up, .N = N, .FF = FF};
+    emu_enqueue(ctx->stream, run_swiglu_backward, &e, sizeof e);
+}
+
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const float *gate,
+                               const float *up, int N, int FF) {
+    launch(ctx, __func__);
+    const size_t n = F((size_t)N * FF);
+    if (ld < 2 * FF) emu_breach(__func__, "a row stride narrower than gate and up side by side");
+    if (N > 0) emu_need_device(__func__, dgate_up, ((size_t)(N - 1) * ld + 2 * (size_t)FF) * sizeof(cuda_bf16));
+    emu_need_device(__func__, dout, n);
+    emu_need_device(__func__, gate, n);
+    emu_need_device(__func__, up, n);
+    const EltwiseArgs e = {.out16 = dgate_up, .ld = ld, .dout = dout, .a = gate, .b = up, .N = N, .FF = FF};
     emu_enqueue(ctx->stream, run_swiglu_backward, &e, sizeof e);
 }
 
@@ -565,6 +589,8 @@ void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *
 
 typedef struct {
     float *out, *sin_out;   // rope_tables: cos_tab, sin_tab
+    cuda_bf16 *out16;       // rope_backward's bf16 form: the packed operand, row stride ld
+    int ld;
     const float *x, *cos_tab, *sin_tab;
     int B, T, H, HD;
     float inv_freq[512];   // rope_tables: the host's values, by value as rope.cu (HD <= 1024)
@@ -585,7 +611,14 @@ static void run_rope_backward(void *p) {
     const size_t n = (size_t)a->B * a->T * a->H * a->HD;
     float *t = temp(n);
     rope_backward(t, a->x, a->cos_tab, a->sin_tab, a->B, a->T, a->H, a->HD);
-    add_free(a->out, t, n);
+    if (!a->out16) {
+        add_free(a->out, t, n);
+        return;
+    }
+    const size_t rows = (size_t)a->B * a->T, width = (size_t)a->H * a->HD;   // the bf16 form: written, packed
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < width; j++) a->out16[r * a->ld + j] = emu_to_bf16(t[r * width + j]);
+    free(t);
 }
 
 void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int HD, const float *inv_freq) {
@@ -617,6 +650,20 @@ void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *co
 void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab, const float *sin_tab, int B,
                         int T, int H, int HD) {
     rope(ctx, __func__, run_rope_backward, dx, dout, cos_tab, sin_tab, B, T, H, HD);
+}
+
+void cuda_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dx, int ld, const float *dout, const float *cos_tab,
+                             const float *sin_tab, int B, int T, int H, int HD) {
+    launch(ctx, __func__);
+    const size_t rows = (size_t)B * T;
+    if (ld < H * HD) emu_breach(__func__, "a row stride narrower than the heads it packs");
+    if (rows) emu_need_device(__func__, dx, ((rows - 1) * ld + (size_t)H * HD) * sizeof(cuda_bf16));
+    emu_need_device(__func__, dout, F(rows * H * HD));
+    emu_need_device(__func__, cos_tab, F((size_t)T * HD / 2));
+    emu_need_device(__func__, sin_tab, F((size_t)T * HD / 2));
+    const RopeArgs a = {.out16 = dx, .ld = ld, .x = dout, .cos_tab = cos_tab, .sin_tab = sin_tab, .B = B, .T = T,
+                        .H = H, .HD = HD};
+    emu_enqueue(ctx->stream, run_rope_backward, &a, sizeof a);
 }
 
 // ---- attention -------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
 // Differences, all forced by the device:
 //   * Every function takes a CudaCtx first: it carries the CUDA stream all work is queued
 //     on (functions return before the work is done; stream order is the only ordering),
-//     the cuBLAS and cuBLASLt handles and their workspace, and a small scratch arena.
+//     the cuBLAS and cuBLASLt handles and their workspace, and a scratch arena (a stage
+//     reserves the largest piece one call takes: engine/model/model_cuda_arena.c).
 //   * Scalars the CPU functions RETURN (the cross-entropy loss, a gradient sum of squares)
 //     are instead accumulated (+=) into a device double, so a step never waits for the
 //     host; cuda_fetch_double() reads one back (and waits).

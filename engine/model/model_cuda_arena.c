@@ -13,7 +13,7 @@
 // The most the kernels ask of the context's arena for one slot's shapes (each use is alone),
 // each as kernels_cuda.h sizes it: the embedding sort (first stage: 3 index vectors and cub's
 // temporary storage, bounded by 32 bytes a row and a MiB), the fused classifier (last stage: its
-// row losses and one chunk's logits, cuda_classifier_gpu_arena_bytes), an RMSNorm weight
+// row losses and one chunk's logits, cuda_classifier_arena_bytes), an RMSNorm weight
 // gradient's per-chunk partial sums (cuda_rmsnorm_arena_bytes), the gradient norm's per-block
 // partial sums (at most 1024 doubles, whatever the stage's size), flash attention's backward with
 // grouped queries (each query head's share of dk and dv: cuda_flash_backward_arena_bytes; its
@@ -22,7 +22,7 @@ size_t stage_cuda_arena_bytes(const StageModel *s, int B, int T, bool low_precis
     const size_t N = (size_t)B * (size_t)T;
     const size_t embed = 3 * cuda_arena_round(4 * N) + cuda_arena_round(32 * N) + ((size_t)1 << 20);
     const size_t needs[] = {s->has_embed ? embed : 0,
-                            s->has_head ? cuda_classifier_gpu_arena_bytes((int)N, s->cfg.vocab, low_precision) : 0,
+                            s->has_head ? cuda_classifier_arena_bytes((int)N, s->cfg.vocab, low_precision) : 0,
                             cuda_rmsnorm_arena_bytes((int)N, s->cfg.hidden),
                             cuda_grad_sum_squares_arena_bytes(SIZE_MAX),
                             cuda_flash_backward_arena_bytes(N, s->cfg.heads, s->cfg.kv_heads, s->cfg.head_dim)};

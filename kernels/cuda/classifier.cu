@@ -12,17 +12,13 @@
 // as cuda_crossentropy_forward_backward adds it. In bf16 mode the GEMM operands are bf16 (x
 // and W as given, dlogits converted per chunk into the arena); results stay fp32.
 // The chunk's logits are the only large scratch: R x V floats, R chosen so they fit
-// CUDA_CLASSIFIER_CHUNK_BYTES (kernels_cuda.h); cuda_classifier_arena_bytes says the whole arena a
-// call takes.
+// CUDA_CLASSIFIER_CHUNK_BYTES; cuda_classifier_arena_bytes says the whole arena a call takes
+// (both in kernels_cuda.h).
 #include "kernels/cuda/common.cuh"
 
 // The chunk and the arena are kernels_cuda.h's (CUDA_CLASSIFIER_CHUNK_BYTES), in plain C there
 // so that an estimate made in a build without the toolkit is this number.
 extern "C" int cuda_classifier_chunk_rows(int N, int V) { return cuda_classifier_gpu_chunk_rows(N, V); }
-
-extern "C" size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
-    return cuda_classifier_gpu_arena_bytes(N, V, bf16);
-}
 
 static void classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const void *x,
                        const void *W, const int32_t *targets, int N, int C, int V, float scale,

@@ -35,7 +35,7 @@
 // Sizes without the toolkit. A C file that defines PPTRAIN_KERNELS_CUDA_SIZES_ONLY before
 // including this header reads it without the CUDA runtime's headers (every build has it, the
 // toolkit or not): it may call the static inline sizes (cuda_arena_round,
-// cuda_flash_backward_arena_bytes, cuda_classifier_gpu_arena_bytes) and nothing else, so that
+// cuda_flash_backward_arena_bytes, cuda_classifier_arena_bytes) and nothing else, so that
 // an estimate made anywhere (engine/model/model_cuda_arena.c) is the number the kernels take.
 #ifndef PPTRAIN_KERNELS_CUDA_H
 #define PPTRAIN_KERNELS_CUDA_H
@@ -268,16 +268,15 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
 // dlogits = scale * (softmax - onehot) in place, then
 //   dx(N, C) += dlogits @ W   (the chunk's rows)        dW(V, C) += dlogits^T @ x
 // *loss += scale * (sum of the N row losses) at the end (NULL: not computed). Each of loss,
-// dx, dW may be NULL. cuda_classifier_arena_bytes(N, V, bf16) is what the call takes of the
-// arena (reserve it: cuda_ctx_reserve). The bf16 form takes bf16 x and W and rounds each
+// dx, dW may be NULL. cuda_classifier_arena_bytes(N, V, bf16) (below) is what the call takes
+// of the arena (reserve it: cuda_ctx_reserve). The bf16 form takes bf16 x and W and rounds each
 // chunk's dlogits to bf16 for the two gradient GEMMs, as every bf16 GEMM operand.
 int cuda_classifier_chunk_rows(int N, int V);
-size_t cuda_classifier_arena_bytes(int N, int V, bool bf16);
 // The GPU's own chunking, in plain C for every build (an estimate, the stage's reservation:
 // engine/model/model_cuda_arena.c): the chunk's fp32 logits take at most
 // CUDA_CLASSIFIER_CHUNK_BYTES, 64 MiB (1.3 % of the 3.3 GB the full (16 x 1024, 50257) logits
 // would take, and still R = 333 rows at V = 50257, wide enough for each chunk's GEMM to run at
-// full rate). classifier.cu's two functions above return these; the GPU emulator
+// full rate). classifier.cu's cuda_classifier_chunk_rows returns the first; the GPU emulator
 // (tests/gpu_emu) runs smaller chunks but takes the GPU's arena.
 #define CUDA_CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
 static inline int cuda_classifier_gpu_chunk_rows(int N, int V) {
@@ -286,7 +285,7 @@ static inline int cuda_classifier_gpu_chunk_rows(int N, int V) {
     return N > 0 && rows > (size_t)N ? N : (int)rows;
 }
 // Row losses (N doubles), the chunk's logits (R x V floats), in bf16 mode their bf16 copy.
-static inline size_t cuda_classifier_gpu_arena_bytes(int N, int V, bool bf16) {
+static inline size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
     if (N <= 0) return 0;
     const size_t chunk = (size_t)cuda_classifier_gpu_chunk_rows(N, V) * (size_t)V;
     return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round(chunk * sizeof(float)) +

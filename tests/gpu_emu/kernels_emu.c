@@ -846,7 +846,7 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
 // run by the CPU kernels. The emulator's chunks are small (EMU_CLASSIFIER_CHUNK_BYTES of logits,
 // 15 rows at the tiny model's vocabulary), so the tests' microbatches take several chunks and a
 // ragged last one, where the GPU's 64 MiB would take their rows in one. The arena it takes is
-// the GPU's (cuda_classifier_gpu_arena_bytes, kernels_cuda.h), as every kernel here takes what its
+// the GPU's (cuda_classifier_arena_bytes, kernels_cuda.h), as every kernel here takes what its
 // kernels/cuda twin takes, so a reserve short of it is a breach.
 #define EMU_CLASSIFIER_CHUNK_BYTES ((size_t)16 << 10)
 
@@ -856,7 +856,6 @@ int cuda_classifier_chunk_rows(int N, int V) {
     return N > 0 && rows > (size_t)N ? N : (int)rows;
 }
 
-size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) { return cuda_classifier_gpu_arena_bytes(N, V, bf16); }
 
 typedef struct {
     double *loss;

@@ -13,13 +13,14 @@
 // weight half runs it again for the head's weight gradient (the chunk's logits recomputed: one
 // more N x V x C GEMM, so that a forward alone, as an evaluation runs it, touches no gradient).
 //
-// GEMM operands. In bf16 mode the activations only GEMMs (and attention's D) read are kept bf16
-// in the slot, written so by the kernels that make them (ln1, ln2, h, atty, lnf:
-// narrow_operands); every other GEMM input (an activation gradient) is converted into the
-// stage's bf16 scratch (S_A, sized by ensure_scratch) right before its GEMM. Attention is flash attention
-// (kernels/cuda/flash_attention.cu): a layer keeps its row logsumexp (LayerActs.lse), no (T, T)
-// matrix. It reads fp32 q, k and v in both modes; bf16 mode runs its tensor-core kernels, which
-// round their operands to bf16 as they load them (no conversion pass), fp32 mode the fp32 ones.
+// GEMM operands. In bf16 mode the activations GEMMs read (and attention's D) are kept bf16 in
+// the slot, written so by the kernels that make them (ln1, ln2, h, atty, lnf, the packed q|k|v
+// and gate|up gradients: narrow_operands); every other GEMM input (an activation gradient) is
+// converted into the stage's bf16 operand buffer (sized by ensure_scratch) right before its
+// GEMM. Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
+// logsumexp (LayerActs.lse), no (T, T) matrix. It reads fp32 q, k and v in both modes; bf16
+// mode runs its tensor-core kernels, which round their operands to bf16 as they load them (no
+// conversion pass), fp32 mode the fp32 ones.
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 //
 // Fused projections. A GPU stage's wq|wk|wv and wgate|wup lie back to back in its one weight
@@ -44,8 +45,6 @@
 #include "engine/model/model_acts.h"
 #include "kernels/cuda/kernels_cuda.h"
 
-enum { S_A = 0, N_SCRATCH };
-
 typedef struct StageCuda StageCuda;
 typedef struct ActsCuda ActsCuda;
 
@@ -66,8 +65,8 @@ struct StageCuda {
     double *totals;            // (2) device: the step's loss so far (last stage), the gradients' sum of squares
     double *totals_host;       // (2) pinned: where the step's one wait reads them
     bool norm_read;            // totals_host[1] is the sum of squares of g as it is now
-    cuda_bf16 *scratch[N_SCRATCH];  // bf16 GEMM operands (bf16 mode)
-    size_t scratch_elems[N_SCRATCH];  // each one's size
+    cuda_bf16 *operand_buf;    // bf16 mode: the GEMM operand operand() converts (N x C)
+    size_t operand_elems;
     float *pack;               // fp32 mode: packed gradient operands (N x max(Q + 2 KV, 2 I))
     size_t pack_elems;
     size_t scratch_rows;       // rows the pinned staging rows hold
@@ -224,7 +223,7 @@ static void gpu_detach(StageModel *s) {
     dev_free(c->w16);
     dev_free(c->totals);
     CUDA_CHECK(cudaFreeHost(c->totals_host));
-    for (int k = 0; k < N_SCRATCH; k++) dev_free(c->scratch[k]);
+    dev_free(c->operand_buf);
     dev_free(c->pack);
     dev_free(c->logits_row);
     free_staged_rows(c);
@@ -421,18 +420,18 @@ static void mailbox_free(void *p) {
 static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = mailbox_free, .copy = mailbox_copy};
 
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
-// step. In bf16 mode S_A holds the operand of each GEMM whose input is not kept in bf16 already:
-// an activation gradient (N x C: the layer's output gradient, dxmid). Everything else a GEMM reads
-// is bf16 in the slot (narrow_operands: the norms' outputs, the MLP's hidden, the attention
-// output, the packed q|k|v and gate|up gradients); the fused classifier makes its own bf16
-// logit gradients, a chunk at a time; attention reads q, k and v in fp32. In fp32 mode the
-// packed gradients need a buffer (N x max(Q + 2 KV, 2 I)) and operands none.
+// step. In bf16 mode the operand buffer holds the operand of each GEMM whose input is not kept
+// in bf16 already: an activation gradient (N x C: the layer's output gradient, dxmid).
+// Everything else a GEMM reads is bf16 in the slot (narrow_operands: the norms' outputs, the
+// MLP's hidden, the attention output, the packed q|k|v and gate|up gradients); the fused
+// classifier makes its own bf16 logit gradients, a chunk at a time; attention reads q, k and v
+// in fp32. In fp32 mode the packed gradients need a buffer (N x max(Q + 2 KV, 2 I)) and
+// operands none.
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
     const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t packed_cols = Q + 2 * KV > 2 * (size_t)m->intermediate ? Q + 2 * KV : 2 * (size_t)m->intermediate;
-    const size_t cols[N_SCRATCH] = {C};
     if (N > c->scratch_rows) {
         c->scratch_rows = N;
         free_staged_rows(c);    // too short now
@@ -442,11 +441,10 @@ static void ensure_scratch(const StageModel *s, size_t N) {
         c->pack = dev_alloc(N * packed_cols * sizeof(float));
         c->pack_elems = N * packed_cols;
     }
-    for (int k = 0; c->bf16 && k < N_SCRATCH; k++) {
-        if (N * cols[k] <= c->scratch_elems[k]) continue;
-        dev_free(c->scratch[k]);
-        c->scratch[k] = dev_alloc(N * cols[k] * sizeof(cuda_bf16));
-        c->scratch_elems[k] = N * cols[k];
+    if (c->bf16 && N * C > c->operand_elems) {
+        dev_free(c->operand_buf);
+        c->operand_buf = dev_alloc(N * C * sizeof(cuda_bf16));
+        c->operand_elems = N * C;
     }
 }
 
@@ -501,12 +499,13 @@ static void gpu_acts_free(StageActs *a) {
 
 // ---- GEMMs in either precision -----------------------------------------------------------
 
-// x(n) as a GEMM operand: bf16 mode converts it into scratch k, fp32 mode uses it as it is.
-static const void *operand(StageCuda *c, int k, const float *x, size_t n) {
+// x(n) as a GEMM operand: bf16 mode converts it into the operand buffer, fp32 mode uses it as
+// it is.
+static const void *operand(StageCuda *c, const float *x, size_t n) {
     if (!c->bf16) return x;
-    assert(n <= c->scratch_elems[k]);
-    cuda_f32_to_bf16(c->ctx, c->scratch[k], x, n);
-    return c->scratch[k];
+    assert(n <= c->operand_elems);
+    cuda_f32_to_bf16(c->ctx, c->operand_buf, x, n);
+    return c->operand_buf;
 }
 
 // An operand activation (a norm's output, the MLP's hidden, the attention output) as its GEMMs
@@ -741,7 +740,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     const size_t NKV = (size_t)d.N * d.KV;
     // MLP branch
     cuda_zero(c->ctx, a->dh, NI * sizeof(float));
-    lin_bwd_in(c, a->dh, operand(c, S_A, dout, NC), w->wdown, d.N, d.I, d.C);
+    lin_bwd_in(c, a->dh, operand(c, dout, NC), w->wdown, d.N, d.I, d.C);
     if (c->bf16) {   // written straight into the packed bf16 operand
         cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh, la->gate, la->up, d.N, d.I);
     } else {
@@ -755,7 +754,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_rmsnorm_backward(c->ctx, la->dxmid, NULL, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
     // Attention branch
     cuda_zero(c->ctx, a->datty, NQ * sizeof(float));
-    lin_bwd_in(c, a->datty, operand(c, S_A, la->dxmid, NC), w->wo, d.N, d.Q, d.C);
+    lin_bwd_in(c, a->datty, operand(c, la->dxmid, NC), w->wo, d.N, d.Q, d.C);
     cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
     cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
     cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
@@ -808,10 +807,10 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
                                   const float *x, const float *dout, StageDims d) {
     const size_t NC = (size_t)d.N * d.C;
-    lin_bwd_w(c, g->wdown, operand(c, S_A, dout, NC), kept_operand(c, la->h, la->h_16), d.N, d.I, d.C);
+    lin_bwd_w(c, g->wdown, operand(c, dout, NC), kept_operand(c, la->h, la->h_16), d.N, d.I, d.C);
     lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), kept_operand(c, la->ln2, la->ln2_16), d.N, d.C, 2 * d.I);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
-    lin_bwd_w(c, g->wo, operand(c, S_A, la->dxmid, NC), kept_operand(c, la->atty, la->atty_16), d.N, d.Q, d.C);
+    lin_bwd_w(c, g->wo, operand(c, la->dxmid, NC), kept_operand(c, la->atty, la->atty_16), d.N, d.Q, d.C);
     lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), kept_operand(c, la->ln1, la->ln1_16), d.N, d.C, d.Q + 2 * d.KV);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }

@@ -61,9 +61,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         la->gate = carve(cv, N * I);
         la->up = carve(cv, N * I);
         carve_operand(cv, narrow, &la->h, &la->h_16, N * I);
-        if (narrow) la->dqkv_16 = carve_bf16(cv, N * (Q + 2 * KV));   // dq and dk written there
-        else la->dq = carve(cv, N * Q), la->dk = carve(cv, N * KV);
-        la->dv = carve(cv, N * KV);
+        if (narrow) la->dqkv_16 = carve_bf16(cv, N * (Q + 2 * KV));   // dq, dk, dv packed there
+        else la->dq = carve(cv, N * Q), la->dk = carve(cv, N * KV), la->dv = carve(cv, N * KV);
         la->dxmid = carve(cv, N * C);
         if (narrow) la->dgate_up_16 = carve_bf16(cv, N * 2 * I);
         else la->dgate = carve(cv, N * I), la->dup = carve(cv, N * I);
@@ -82,6 +81,7 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         a->datty = carve(cv, N * Q);
         a->drot_q = carve(cv, N * Q);
         a->drot_k = carve(cv, N * KV);
+        if (a->narrow_operands) a->dv = carve(cv, N * KV);   // packed into the layer's dqkv_16 at once
         a->dh = carve(cv, N * I);
         if (a->flash_attention) a->dsum = carve(cv, ATT);
         else a->datt = carve(cv, ATT);

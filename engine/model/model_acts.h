@@ -29,8 +29,8 @@ typedef struct {
     uint16_t *ln1_16, *ln2_16, *h_16, *atty_16;
     // ... and the gradients the input half hands the weight half as GEMM operands are kept
     // packed and bf16, written so by the kernels that make them: dqkv_16 (N, Q + 2 KV), dq | dk
-    // | dv side by side (dv also stays fp32 above: attention adds into it), and dgate_up_16
-    // (N, 2 I); dq, dk, dgate and dup are then NULL.
+    // | dv side by side (attention adds dv into StageActs.dv, packed at once), and dgate_up_16
+    // (N, 2 I); dq, dk, dv, dgate and dup are then NULL.
     uint16_t *dqkv_16, *dgate_up_16;
 } LayerActs;
 
@@ -69,6 +69,7 @@ struct StageActs {
     // scratch shared by the layers (never needed across layers):
     float *datty;           // (N, Q)
     float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
+    float *dv;              // (N, KV) narrow_operands: a layer's dv before it is packed (else NULL)
     float *dh;              // (N, I)
     float *datt;            // (B, NH, T, T) score gradients (NULL under flash attention)
     float *dsum;            // (B, NH, T) flash attention: rowsum(dout * out) (else NULL)

@@ -757,20 +757,19 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     lin_bwd_in(c, a->datty, operand(c, la->dxmid, NC), w->wo, d.N, d.Q, d.C);
     cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
     cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
-    cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
-    if (c->bf16)
-        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
+    float *dv = c->bf16 ? a->dv : la->dv;   // bf16: a slot-wide buffer, packed below
+    cuda_zero(c->ctx, dv, NKV * sizeof(float));
+    if (c->bf16) {   // then dq, dk and dv side by side in the packed bf16 operand
+        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, dv, a->dsum, a->datty, la->q, la->k, la->v,
                                            la->atty_16, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
-    else
-        cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
-                                      la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
-    if (c->bf16) {   // dq, dk and dv side by side in the packed bf16 operand
         const int ld = d.Q + 2 * d.KV;
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16, ld, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16 + d.Q, ld, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV,
                                 d.HD);
-        cuda_pack_cols_bf16(c->ctx, la->dqkv_16 + d.Q + d.KV, ld, la->dv, d.N, d.KV);
+        cuda_pack_cols_bf16(c->ctx, la->dqkv_16 + d.Q + d.KV, ld, dv, d.N, d.KV);
     } else {
+        cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, dv, a->dsum, a->datty, la->q, la->k, la->v,
+                                      la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
         cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
         cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
         cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);

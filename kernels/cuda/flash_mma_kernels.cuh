@@ -78,9 +78,29 @@ static size_t mma_forward_smem(int HD) {   // Q K V, S, P, row numbers, m l alph
     return 3 * mma_operand_floats(HD) + mma_pieces(FLASH_MMA_ROWS * MMA_SLD) + mma_pieces(FLASH_MMA_ROWS * MMA_PLD / 2) +
            mma_pieces(256) + 3 * mma_pieces(FLASH_MMA_ROWS) + 2 * mma_pieces(2 * FLASH_MMA_ROWS);
 }
-static size_t mma_backward_smem(int HD) {   // 4 operands, 2 score tiles, 2 probability tiles, L, D
+static size_t mma_backward_smem(int HD) {   // mma_backward_tiles: 4 operands, 2 score and 2 probability tiles, L, D
     return 4 * mma_operand_floats(HD) + 2 * mma_pieces(FLASH_MMA_ROWS * MMA_SLD) +
            2 * mma_pieces(FLASH_MMA_ROWS * MMA_PLD / 2) + 2 * mma_pieces(FLASH_MMA_ROWS);
+}
+
+// The backward kernels' shared memory, one layout for both (mma_backward_smem counts it): the
+// four bf16 operand tiles, two fp32 score tiles, two bf16 probability tiles, the rows' L and D.
+struct MmaBackwardTiles {
+    __nv_bfloat16 *Q, *dO, *K, *V;
+    float *S, *dP;           // (64, MMA_SLD)
+    __nv_bfloat16 *P, *dS;   // (64, MMA_PLD)
+    float *L, *D;            // (64)
+};
+template <int HD>
+__device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
+    MmaCarve carve = {sh, 0};
+    const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
+    MmaBackwardTiles t;
+    t.Q = carve.bf16s(operand), t.dO = carve.bf16s(operand), t.K = carve.bf16s(operand), t.V = carve.bf16s(operand);
+    t.S = carve.floats(FLASH_MMA_ROWS * MMA_SLD), t.dP = carve.floats(FLASH_MMA_ROWS * MMA_SLD);
+    t.P = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD), t.dS = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD);
+    t.L = carve.floats(FLASH_MMA_ROWS), t.D = carve.floats(FLASH_MMA_ROWS);
+    return t;
 }
 
 // 64 x HD of src from row t0 into a bf16 (64, HD + 8) tile, rounded to nearest even; rows past
@@ -245,14 +265,9 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const float *__restr
                                     const float *__restrict__ lse, const float *__restrict__ dsum, int T, int NH,
                                     int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
-    MmaCarve carve = {sh, 0};
-    const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
-    __nv_bfloat16 *Qs = carve.bf16s(operand), *dOs = carve.bf16s(operand), *Ks = carve.bf16s(operand);
-    __nv_bfloat16 *Vs = carve.bf16s(operand);
-    float *S = carve.floats(FLASH_MMA_ROWS * MMA_SLD), *dP = carve.floats(FLASH_MMA_ROWS * MMA_SLD);
-    __nv_bfloat16 *dS = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD);
-    carve.bf16s(FLASH_MMA_ROWS * MMA_PLD);   // (dk/dv's second probability tile: one size for both)
-    float *Ls = carve.floats(FLASH_MMA_ROWS), *Ds = carve.floats(FLASH_MMA_ROWS);
+    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (P unused here)
+    __nv_bfloat16 *Qs = t.Q, *dOs = t.dO, *Ks = t.K, *Vs = t.V, *dS = t.dS;
+    float *S = t.S, *dP = t.dP, *Ls = t.L, *Ds = t.D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r = 16 * warp + lane / 2, c0 = FLASH_MMA_HALF * (lane % 2);
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
@@ -299,13 +314,9 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, float *__restrict_
                                       const float *__restrict__ v, const float *__restrict__ lse,
                                       const float *__restrict__ dsum, int T, int NH, int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
-    MmaCarve carve = {sh, 0};
-    const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
-    __nv_bfloat16 *Qs = carve.bf16s(operand), *dOs = carve.bf16s(operand), *Ks = carve.bf16s(operand);
-    __nv_bfloat16 *Vs = carve.bf16s(operand);
-    float *St = carve.floats(FLASH_MMA_ROWS * MMA_SLD), *dPt = carve.floats(FLASH_MMA_ROWS * MMA_SLD);
-    __nv_bfloat16 *Pt = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD), *dSt = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD);
-    float *Ls = carve.floats(FLASH_MMA_ROWS), *Ds = carve.floats(FLASH_MMA_ROWS);
+    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // S, dP, P, dS as their transposes here
+    __nv_bfloat16 *Qs = t.Q, *dOs = t.dO, *Ks = t.K, *Vs = t.V, *Pt = t.P, *dSt = t.dS;
+    float *St = t.S, *dPt = t.dP, *Ls = t.L, *Ds = t.D;
     const int g = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r = 16 * warp + lane / 2, c0 = FLASH_MMA_HALF * (lane % 2);   // key row, query half
     const int b = blockIdx.y / NH, h = blockIdx.y % NH, kvh = h / g;

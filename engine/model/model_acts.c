@@ -43,7 +43,7 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     const size_t ATT = (size_t)a->B * c->heads * a->T * (a->flash_attention ? 1 : a->T);
     a->tokens = (int32_t *)carve(cv, N);
     a->resid = carve(cv, (a->n_layers + 1) * N * C);
-    a->dresid = carve(cv, (a->n_layers + 1) * N * C);
+    a->dresid = carve(cv, (size_t)acts_dresid_rows(a) * N * C);
     for (int l = 0; l < a->n_layers; l++) {
         LayerActs *la = cv->base ? &a->layer[l] : &(LayerActs){0};
         const bool narrow = a->narrow_operands;
@@ -63,7 +63,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         carve_operand(cv, narrow, &la->h, &la->h_16, N * I);
         if (narrow) la->dqkv_16 = carve_bf16(cv, N * (Q + 2 * KV));   // dq, dk, dv packed there
         else la->dq = carve(cv, N * Q), la->dk = carve(cv, N * KV), la->dv = carve(cv, N * KV);
-        la->dxmid = carve(cv, N * C);
+        if (narrow) la->dout_16 = carve_bf16(cv, N * C), la->dxmid_16 = carve_bf16(cv, N * C);
+        else la->dxmid = carve(cv, N * C);
         if (narrow) la->dgate_up_16 = carve_bf16(cv, N * 2 * I);
         else la->dgate = carve(cv, N * I), la->dup = carve(cv, N * I);
         la->dln1 = carve(cv, N * C);
@@ -81,7 +82,10 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         a->datty = carve(cv, N * Q);
         a->drot_q = carve(cv, N * Q);
         a->drot_k = carve(cv, N * KV);
-        if (a->narrow_operands) a->dv = carve(cv, N * KV);   // packed into the layer's dqkv_16 at once
+        if (a->narrow_operands) {
+            a->dv = carve(cv, N * KV);      // packed into the layer's dqkv_16 at once
+            a->dxmid = carve(cv, N * C);    // kept as the layer's dxmid_16
+        }
         a->dh = carve(cv, N * I);
         if (a->flash_attention) a->dsum = carve(cv, ATT);
         else a->datt = carve(cv, ATT);

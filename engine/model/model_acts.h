@@ -32,6 +32,11 @@ typedef struct {
     // | dv side by side (attention adds dv into StageActs.dv, packed at once), and dgate_up_16
     // (N, 2 I); dq, dk, dv, dgate and dup are then NULL.
     uint16_t *dqkv_16, *dgate_up_16;
+    // ... and so are the two residual gradients the GEMMs read: dout_16 (N, C), the layer's
+    // output gradient, written by whatever wrote it in fp32 (the next layer's input half, the
+    // head's final norm, or the message), and dxmid_16 (N, C). The fp32 dxmid is then
+    // StageActs.dxmid, and StageActs.dresid keeps two rows (acts_dresid_at).
+    uint16_t *dout_16, *dxmid_16;
 } LayerActs;
 
 // Two forms (engine/model/model.h): a full StageActs holds everything below; a light one (recompute)
@@ -59,6 +64,7 @@ struct StageActs {
     int32_t *tokens;        // (N) first stage: kept for the embedding gradient
     float *resid;           // (n_layers + 1, N, C): stage input, then each layer's output
     float *dresid;          // (n_layers + 1, N, C): their gradients; [0] is the stage's dinput
+                            // (narrow_operands: two rows, acts_dresid_at)
     LayerActs *layer;       // [n_layers]
     float *lnf, *rstdf;     // (N, C), (N) last stage: final norm
     uint16_t *lnf_16;       // (N, C) last stage, narrow_operands: lnf as a bf16 operand (lnf NULL)
@@ -70,6 +76,7 @@ struct StageActs {
     float *datty;           // (N, Q)
     float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
     float *dv;              // (N, KV) narrow_operands: a layer's dv before it is packed (else NULL)
+    float *dxmid;           // (N, C) narrow_operands: a layer's dxmid (kept as LayerActs.dxmid_16; else NULL)
     float *dh;              // (N, I)
     float *datt;            // (B, NH, T, T) score gradients (NULL under flash attention)
     float *dsum;            // (B, NH, T) flash attention: rowsum(dout * out) (else NULL)
@@ -104,7 +111,16 @@ static inline StageDims stage_dims(const StageModel *s, const StageActs *a) {
 }
 
 // The residual stream after l layers (l = 0: the stage input) and its gradient: (N, C) each.
+// With narrow_operands the gradient rows alternate between two (l even: row 0, the stage's
+// dinput; odd: row 1): the input half walks down reading row l + 1 and writing row l, and the
+// weight half reads each layer's output gradient from its bf16 copy (LayerActs.dout_16).
 static inline float *acts_resid_at(const StageActs *a, int l) { return a->resid + (size_t)l * a->N * a->C; }
-static inline float *acts_dresid_at(const StageActs *a, int l) { return a->dresid + (size_t)l * a->N * a->C; }
+static inline float *acts_dresid_at(const StageActs *a, int l) {
+    return a->dresid + (size_t)(a->narrow_operands ? l % 2 : l) * a->N * a->C;
+}
+// Rows of StageActs.dresid.
+static inline int acts_dresid_rows(const StageActs *a) {
+    return a->narrow_operands && a->n_layers + 1 > 2 ? 2 : a->n_layers + 1;
+}
 
 #endif

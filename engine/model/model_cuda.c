@@ -13,11 +13,11 @@
 // weight half runs it again for the head's weight gradient (the chunk's logits recomputed: one
 // more N x V x C GEMM, so that a forward alone, as an evaluation runs it, touches no gradient).
 //
-// GEMM operands. In bf16 mode the activations GEMMs read (and attention's D) are kept bf16 in
-// the slot, written so by the kernels that make them (ln1, ln2, h, atty, lnf, the packed q|k|v
-// and gate|up gradients: narrow_operands); every other GEMM input (an activation gradient) is
-// converted into the stage's bf16 operand buffer (sized by ensure_scratch) right before its
-// GEMM. Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
+// GEMM operands. In bf16 mode everything a GEMM reads (and attention's D) is kept bf16 in the
+// slot, written so by the kernel that makes it (narrow_operands): ln1, ln2, h, atty, lnf, the
+// packed q|k|v and gate|up gradients, and the residual gradients dout and dxmid (each layer's
+// norm backward writes its fp32 gradient and the bf16 copy at once:
+// cuda_residual_rmsnorm_backward), so no conversion pass runs between kernels. Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
 // logsumexp (LayerActs.lse), no (T, T) matrix. It reads fp32 q, k and v in both modes; bf16
 // mode runs its tensor-core kernels, which round their operands to bf16 as they load them (no
 // conversion pass), fp32 mode the fp32 ones.
@@ -65,8 +65,6 @@ struct StageCuda {
     double *totals;            // (2) device: the step's loss so far (last stage), the gradients' sum of squares
     double *totals_host;       // (2) pinned: where the step's one wait reads them
     bool norm_read;            // totals_host[1] is the sum of squares of g as it is now
-    cuda_bf16 *operand_buf;    // bf16 mode: the GEMM operand operand() converts (N x C)
-    size_t operand_elems;
     float *pack;               // fp32 mode: packed gradient operands (N x max(Q + 2 KV, 2 I))
     size_t pack_elems;
     size_t scratch_rows;       // rows the pinned staging rows hold
@@ -223,7 +221,6 @@ static void gpu_detach(StageModel *s) {
     dev_free(c->w16);
     dev_free(c->totals);
     CUDA_CHECK(cudaFreeHost(c->totals_host));
-    dev_free(c->operand_buf);
     dev_free(c->pack);
     dev_free(c->logits_row);
     free_staged_rows(c);
@@ -420,17 +417,14 @@ static void mailbox_free(void *p) {
 static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = mailbox_free, .copy = mailbox_copy};
 
 // The stage's scratch must hold a slot of N rows: grown at slot creation (set-up), never in a
-// step. In bf16 mode the operand buffer holds the operand of each GEMM whose input is not kept
-// in bf16 already: an activation gradient (N x C: the layer's output gradient, dxmid).
-// Everything else a GEMM reads is bf16 in the slot (narrow_operands: the norms' outputs, the
-// MLP's hidden, the attention output, the packed q|k|v and gate|up gradients); the fused
-// classifier makes its own bf16 logit gradients, a chunk at a time; attention reads q, k and v
-// in fp32. In fp32 mode the packed gradients need a buffer (N x max(Q + 2 KV, 2 I)) and
-// operands none.
+// step: the pinned token rows, and in fp32 mode the buffer the packed gradients need (N x
+// max(Q + 2 KV, 2 I)). bf16 mode needs no more: everything a GEMM reads is bf16 in the slot
+// (narrow_operands), the fused classifier makes its own bf16 logit gradients a chunk at a time,
+// and attention reads q, k and v in fp32.
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
-    const size_t C = (size_t)m->hidden, Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
+    const size_t Q = (size_t)m->heads * m->head_dim, KV = (size_t)m->kv_heads * m->head_dim;
     const size_t packed_cols = Q + 2 * KV > 2 * (size_t)m->intermediate ? Q + 2 * KV : 2 * (size_t)m->intermediate;
     if (N > c->scratch_rows) {
         c->scratch_rows = N;
@@ -440,11 +434,6 @@ static void ensure_scratch(const StageModel *s, size_t N) {
         dev_free(c->pack);
         c->pack = dev_alloc(N * packed_cols * sizeof(float));
         c->pack_elems = N * packed_cols;
-    }
-    if (c->bf16 && N * C > c->operand_elems) {
-        dev_free(c->operand_buf);
-        c->operand_buf = dev_alloc(N * C * sizeof(cuda_bf16));
-        c->operand_elems = N * C;
     }
 }
 
@@ -499,18 +488,9 @@ static void gpu_acts_free(StageActs *a) {
 
 // ---- GEMMs in either precision -----------------------------------------------------------
 
-// x(n) as a GEMM operand: bf16 mode converts it into the operand buffer, fp32 mode uses it as
-// it is.
-static const void *operand(StageCuda *c, const float *x, size_t n) {
-    if (!c->bf16) return x;
-    assert(n <= c->operand_elems);
-    cuda_f32_to_bf16(c->ctx, c->operand_buf, x, n);
-    return c->operand_buf;
-}
-
-// An operand activation (a norm's output, the MLP's hidden, the attention output) as its GEMMs
-// read it: the slot keeps it bf16 in bf16 mode (narrow_operands: written so where it is made),
-// fp32 in fp32 mode.
+// An operand (a norm's output, the MLP's hidden, the attention output, a residual gradient) as
+// its GEMMs read it: the slot keeps it bf16 in bf16 mode (narrow_operands: written so where it
+// is made), fp32 in fp32 mode.
 static const void *kept_operand(const StageCuda *c, const float *wide, const uint16_t *narrow) {
     return c->bf16 ? (const void *)narrow : (const void *)wide;
 }
@@ -527,6 +507,12 @@ static void residual_norm_into(StageCuda *c, float *sum, float *wide, uint16_t *
                                const float *b, const float *weight, int N, int C, float eps) {
     if (c->bf16) cuda_residual_rmsnorm_forward_bf16(c->ctx, sum, narrow, rstd, a, b, weight, N, C, eps);
     else cuda_residual_rmsnorm_forward(c->ctx, sum, wide, rstd, a, b, weight, N, C, eps);
+}
+
+// out = a + b, and its bf16 copy into out16 unless that is NULL (fp32 mode: always).
+static void residual_into(StageCuda *c, float *out, uint16_t *out16, const float *a, const float *b, size_t n) {
+    if (out16) cuda_residual_forward_bf16(c->ctx, out, out16, a, b, n);
+    else cuda_residual_forward(c->ctx, out, a, b, n);
 }
 
 // h = silu(gate) * up into the operand hidden.
@@ -588,18 +574,31 @@ static const void *packed_dgate_up(StageCuda *c, const LayerActs *la, StageDims 
 }
 
 // A message (bf16 or fp32, device) into an fp32 buffer of n values, after whatever stream
-// wrote it (a transport's, a mailbox copy's, a stage's on this rank) and before it is rewritten.
-static void from_msg(StageCuda *c, float *dst, const void *msg, size_t n) {
+// wrote it (a transport's, a mailbox copy's, a stage's on this rank) and before it is rewritten;
+// in bf16 mode also, when narrow is set, kept as it came (a bf16 GEMM operand: the message's
+// own bits, so no rounding).
+static void from_msg(StageCuda *c, float *dst, uint16_t *narrow, const void *msg, size_t n) {
     const cudaStream_t st = cuda_ctx_stream(c->ctx);
     REQUIRED_WAIT(3, cuda_handoff_acquire(msg, st));
     if (c->bf16) cuda_bf16_to_f32(c->ctx, dst, msg, n);
     else CUDA_CHECK(cudaMemcpyAsync(dst, msg, n * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    if (c->bf16 && narrow)
+        CUDA_CHECK(cudaMemcpyAsync(narrow, msg, n * sizeof(cuda_bf16), cudaMemcpyDeviceToDevice, st));
     cuda_handoff_release(msg, st);
 }
 
-// fp32 -> message (bf16 mode; in fp32 mode the message is the buffer itself).
+// fp32 -> message (bf16 mode; in fp32 mode the message is the buffer itself). Only a stage
+// with no layers converts: the last layer's residual add writes the message with its sum
+// (output_copy).
 static void to_msg(StageCuda *c, void *msg, const float *src, size_t n) {
     if (c->bf16) cuda_f32_to_bf16(c->ctx, msg, src, n);
+}
+
+// Where layer l's output gets its bf16 copy as it is written: the output message, for the
+// last layer of a stage with no head in bf16 mode; else NULL.
+static uint16_t *output_copy(const StageCuda *c, const StageModel *s, const StageActs *a, int l) {
+    if (!c->bf16 || s->has_head || l + 1 < a->n_layers) return NULL;
+    return ((const ActsCuda *)a->dev)->out_msg;
 }
 
 static void copy_f32(StageCuda *c, float *dst, const float *src, size_t n) {
@@ -629,8 +628,9 @@ static void qkv_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const
 }
 
 // la->ln1 and la->rstd1 are the caller's (the previous layer's fused residual, or gpu_forward).
+// out16: where out's bf16 copy goes when no norm follows (bf16 mode: the output message), or NULL.
 static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
-                          const StageActs *a, StageDims d, float eps, NextNorm next) {
+                          uint16_t *out16, const StageActs *a, StageDims d, float eps, NextNorm next) {
     const size_t NC = (size_t)d.N * d.C;
     qkv_forward(c, w, la, kept_operand(c, la->ln1, la->ln1_16), d);
     cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
@@ -648,7 +648,7 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
     if (next.weight)
         residual_norm_into(c, out, next.out, next.out16, next.rstd, out, la->xmid, next.weight, d.N, d.C, eps);
     else
-        cuda_residual_forward(c->ctx, out, out, la->xmid, NC);
+        residual_into(c, out, out16, out, la->xmid, NC);
 }
 
 // The microbatch's token rows (first stage) and target rows (last stage) go up through pinned
@@ -692,7 +692,7 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
     // (In training the slot's backward already came after that read; not so in an eval round.)
     if (!s->has_head) cuda_handoff_acquire(ac->out_msg, st);
     if (s->has_embed) cuda_embedding_forward(c->ctx, acts_resid_at(a, 0), a->tokens, c->dw.wte, d.N, d.C);
-    else from_msg(c, acts_resid_at(a, 0), input, NC);
+    else from_msg(c, acts_resid_at(a, 0), NULL, input, NC);
     // The first norm of a stream (layer 0's, or the head's with no layer before it) runs alone;
     // every later one with the residual add before it.
     const float eps = s->cfg.rms_eps;
@@ -709,10 +709,11 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
         } else if (s->has_head) {
             next = (NextNorm){c->dw.norm, a->lnf, a->rstdf, a->lnf_16};
         }
-        layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), a, d, eps, next);
+        layer_forward(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1),
+                      output_copy(c, s, a, l), a, d, eps, next);
     }
     if (!s->has_head) {
-        to_msg(c, ac->out_msg, a->output, NC);
+        if (a->n_layers == 0) to_msg(c, ac->out_msg, a->output, NC);
         cuda_handoff_release(ac->out_msg, st);
         return 0.0;
     }
@@ -734,13 +735,24 @@ static double gpu_step_loss(StageModel *s) {
 
 // ---- backward ----------------------------------------------------------------------------
 
+// Where the bf16 copy of residual gradient row l goes as its fp32 value is written (bf16 mode):
+// layer l - 1's dout_16, or for row 0 (the stage's dinput) the input-gradient message itself;
+// NULL in fp32 mode, and for a first stage's row 0 (the embedding's gradient reads fp32).
+static uint16_t *dresid_copy(const StageCuda *c, const StageModel *s, const StageActs *a, int l) {
+    if (!c->bf16) return NULL;
+    if (l > 0) return a->layer[l - 1].dout_16;
+    return s->has_embed ? NULL : ((const ActsCuda *)a->dev)->din_msg;
+}
+
+// dx (dx16: its bf16 copy, or NULL) from the layer's output gradient dout (bf16 mode: read by
+// the GEMMs as la->dout_16).
 static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x,
-                                 const float *dout, float *dx, StageActs *a, StageDims d) {
-    const size_t NC = (size_t)d.N * d.C, NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q;
-    const size_t NKV = (size_t)d.N * d.KV;
+                                 const float *dout, float *dx, uint16_t *dx16, StageActs *a, StageDims d) {
+    const size_t NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q, NKV = (size_t)d.N * d.KV;
+    const size_t NC = (size_t)d.N * d.C;
     // MLP branch
     cuda_zero(c->ctx, a->dh, NI * sizeof(float));
-    lin_bwd_in(c, a->dh, operand(c, dout, NC), w->wdown, d.N, d.I, d.C);
+    lin_bwd_in(c, a->dh, kept_operand(c, dout, la->dout_16), w->wdown, d.N, d.I, d.C);
     if (c->bf16) {   // written straight into the packed bf16 operand
         cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh, la->gate, la->up, d.N, d.I);
     } else {
@@ -750,11 +762,12 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     }
     cuda_zero(c->ctx, la->dln2, NC * sizeof(float));
     lin_bwd_in(c, la->dln2, packed_dgate_up(c, la, d), w->wgate, d.N, d.C, 2 * d.I);   // gate|up at once
-    copy_f32(c, la->dxmid, dout, NC);
-    cuda_rmsnorm_backward(c->ctx, la->dxmid, NULL, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
+    float *dxmid = c->bf16 ? a->dxmid : la->dxmid;   // bf16: a slot-wide buffer, kept as dxmid_16
+    cuda_residual_rmsnorm_backward(c->ctx, dxmid, c->bf16 ? la->dxmid_16 : NULL, dout, la->dln2, la->xmid, w->ln2,
+                                   la->rstd2, d.N, d.C);
     // Attention branch
     cuda_zero(c->ctx, a->datty, NQ * sizeof(float));
-    lin_bwd_in(c, a->datty, operand(c, la->dxmid, NC), w->wo, d.N, d.Q, d.C);
+    lin_bwd_in(c, a->datty, kept_operand(c, dxmid, la->dxmid_16), w->wo, d.N, d.Q, d.C);
     cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
     cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
     float *dv = c->bf16 ? a->dv : la->dv;   // bf16: a slot-wide buffer, packed below
@@ -777,39 +790,37 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     }
     cuda_zero(c->ctx, la->dln1, NC * sizeof(float));
     lin_bwd_in(c, la->dln1, packed_dqkv(c, la, d), w->wq, d.N, d.C, d.Q + 2 * d.KV);   // q|k|v at once
-    copy_f32(c, dx, la->dxmid, NC);
-    cuda_rmsnorm_backward(c->ctx, dx, NULL, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
+    cuda_residual_rmsnorm_backward(c->ctx, dx, dx16, dxmid, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
 
-// Queued, not waited for: the input-gradient message is handed over as forward's output is.
+// Queued, not waited for: the input-gradient message is handed over as forward's output is. In
+// bf16 mode whatever writes the stage's dinput writes the message with it (dresid_copy).
 static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     StageCuda *c = cuda_of(s);
     ActsCuda *ac = a->dev;
     const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
-    float *dtop = acts_dresid_at(a, a->n_layers);
+    const int top = a->n_layers;
     if (!s->has_embed) cuda_handoff_acquire(ac->din_msg, cuda_ctx_stream(c->ctx));   // after its last reader
-    if (s->has_head) {   // dlnf: the forward's (the fused classifier)
-        cuda_zero(c->ctx, dtop, NC * sizeof(float));
-        cuda_rmsnorm_backward(c->ctx, dtop, NULL, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf, d.N, d.C);
-    } else {
-        from_msg(c, dtop, dout, NC);
-    }
-    for (int l = a->n_layers - 1; l >= 0; l--)
+    if (s->has_head)   // dlnf: the forward's (the fused classifier)
+        cuda_residual_rmsnorm_backward(c->ctx, acts_dresid_at(a, top), dresid_copy(c, s, a, top), NULL, a->dlnf,
+                                       acts_resid_at(a, top), c->dw.norm, a->rstdf, d.N, d.C);
+    else
+        from_msg(c, acts_dresid_at(a, top), dresid_copy(c, s, a, top), dout, NC);
+    for (int l = top - 1; l >= 0; l--)
         layer_backward_input(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_dresid_at(a, l + 1),
-                             acts_dresid_at(a, l), a, d);
-    if (s->has_embed) return;
-    to_msg(c, ac->din_msg, a->dinput, NC);
-    cuda_handoff_release(ac->din_msg, cuda_ctx_stream(c->ctx));
+                             acts_dresid_at(a, l), dresid_copy(c, s, a, l), a, d);
+    if (!s->has_embed) cuda_handoff_release(ac->din_msg, cuda_ctx_stream(c->ctx));
 }
 
+// dout: the layer's output gradient in fp32 mode (bf16 mode reads la->dout_16).
 static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
                                   const float *x, const float *dout, StageDims d) {
-    const size_t NC = (size_t)d.N * d.C;
-    lin_bwd_w(c, g->wdown, operand(c, dout, NC), kept_operand(c, la->h, la->h_16), d.N, d.I, d.C);
+    lin_bwd_w(c, g->wdown, kept_operand(c, dout, la->dout_16), kept_operand(c, la->h, la->h_16), d.N, d.I, d.C);
     lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), kept_operand(c, la->ln2, la->ln2_16), d.N, d.C, 2 * d.I);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
-    lin_bwd_w(c, g->wo, operand(c, la->dxmid, NC), kept_operand(c, la->atty, la->atty_16), d.N, d.Q, d.C);
+    lin_bwd_w(c, g->wo, kept_operand(c, la->dxmid, la->dxmid_16), kept_operand(c, la->atty, la->atty_16), d.N, d.Q,
+              d.C);
     lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), kept_operand(c, la->ln1, la->ln1_16), d.N, d.C, d.Q + 2 * d.KV);
     cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }
@@ -891,8 +902,8 @@ static void gpu_kv_fill(const StageModel *s, void *p, const StageActs *a, int n)
 }
 
 // layer_forward for the one row at position pos (model_decode.c's layer_decode).
-static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out, KvCuda *kv,
-                         int l, int pos, StageDims d, float eps) {
+static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
+                         uint16_t *out16, KvCuda *kv, int l, int pos, StageDims d, float eps) {
     float *k = kv_at(kv, kv->k, l, pos), *v = kv_at(kv, kv->v, l, pos);
     const float *cos_at = kv->cos_tab + (size_t)pos * kv->half, *sin_at = kv->sin_tab + (size_t)pos * kv->half;
     norm_into(c, la->ln1, la->ln1_16, la->rstd1, x, w->ln1, 1, d.C, eps);
@@ -915,7 +926,7 @@ static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, cons
     lin_fwd(c, la->up, ln2, w->wup, 1, d.C, d.I);
     swiglu_into(c, la->h, la->h_16, la->gate, la->up, 1, d.I);
     lin_fwd(c, out, kept_operand(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
-    cuda_residual_forward(c->ctx, out, out, la->xmid, (size_t)d.C);
+    residual_into(c, out, out16, out, la->xmid, (size_t)d.C);
 }
 
 // One token at pos (a slot of B = T = 1), queued; the output message handed on as gpu_forward
@@ -930,13 +941,13 @@ static void gpu_decode(StageModel *s, void *p, StageActs *a, const int32_t *toke
     stage_rows(c, a, s->has_embed ? token : NULL, NULL);
     if (!s->has_head) cuda_handoff_acquire(ac->out_msg, st);
     if (s->has_embed) cuda_embedding_forward(c->ctx, acts_resid_at(a, 0), a->tokens, c->dw.wte, 1, d.C);
-    else from_msg(c, acts_resid_at(a, 0), input, (size_t)d.C);
+    else from_msg(c, acts_resid_at(a, 0), NULL, input, (size_t)d.C);
     const float eps = s->cfg.rms_eps;
     for (int l = 0; l < a->n_layers; l++)
-        layer_decode(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1), kv, l, pos, d,
-                     eps);
+        layer_decode(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_resid_at(a, l + 1),
+                     output_copy(c, s, a, l), kv, l, pos, d, eps);
     if (!s->has_head) {
-        to_msg(c, ac->out_msg, a->output, (size_t)d.C);
+        if (a->n_layers == 0) to_msg(c, ac->out_msg, a->output, (size_t)d.C);
         cuda_handoff_release(ac->out_msg, st);
         return;
     }

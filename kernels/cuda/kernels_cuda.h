@@ -141,6 +141,13 @@ static inline size_t cuda_rmsnorm_arena_bytes(int N, int C) {
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
                            const float *inp, const float *weight, const float *rstd,
                            int N, int C);
+// The backward's residual add fused with its norm's input gradient: dinp(N, C) = resid + d/dinp
+// (overwrites; resid NULL: zero, resid == dinp: cuda_rmsnorm_backward's accumulation), the same
+// numbers as a copy of resid then cuda_rmsnorm_backward. dinp16 (may be NULL) gets the value's
+// bf16 copy, rounded to nearest even: the gradient as a GEMM operand, with no conversion pass.
+void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+                                    const float *dout, const float *inp, const float *weight, const float *rstd, int N,
+                                    int C);
 
 // ---- linear.cu (cuBLASLt) ----------------------------------------------------------------
 // fp32 operands, fp32 accumulation (no TF32).
@@ -246,6 +253,8 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
 // ---- residual.cu -------------------------------------------------------------------------
 // out(n) = a + b. out may alias a or b.
 void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n);
+// The same, and out16(n) = the sum rounded to nearest even (a bf16 copy written with it).
+void cuda_residual_forward_bf16(CudaCtx *ctx, float *out, cuda_bf16 *out16, const float *a, const float *b, size_t n);
 
 // ---- crossentropy.cu ---------------------------------------------------------------------
 // Fused softmax + cross-entropy over logits(N, V) (the LM head's output) with targets(N)

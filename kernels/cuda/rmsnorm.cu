@@ -51,23 +51,29 @@ __global__ void residual_rmsnorm_forward_kernel(float *sum, T *__restrict__ out,
     for (int c = lane; c < C; c += 32) out[base + c] = from_f32<T>(sum[base + c] * r * weight[c]);
 }
 
-// dinp = rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp), row by row, accumulated.
-__global__ void rmsnorm_backward_input_kernel(float *__restrict__ dinp,
-                                              const float *__restrict__ dout,
-                                              const float *__restrict__ inp,
-                                              const float *__restrict__ weight,
-                                              const float *__restrict__ rstd, int N, int C) {
+// dinp = resid + (rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp)), row by row: resid NULL
+// adds to zero, resid == dinp accumulates (each element read, then written, by one lane). dinp16
+// (may be NULL) gets the bf16 copy of the value written, rounded to nearest even.
+__global__ void rmsnorm_backward_input_kernel(float *dinp, __nv_bfloat16 *__restrict__ dinp16, const float *resid,
+                                              const float *__restrict__ dout, const float *__restrict__ inp,
+                                              const float *__restrict__ weight, const float *__restrict__ rstd, int N,
+                                              int C) {
     int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
-    const float *x = inp + (size_t)row * C, *d = dout + (size_t)row * C;
-    float *dx = dinp + (size_t)row * C;
+    const size_t base = (size_t)row * C;
+    const float *x = inp + base, *d = dout + base;
     double wdx = 0.0;
     for (int c = lane; c < C; c += 32) wdx += (double)d[c] * x[c] * weight[c];
     wdx = warp_sum(wdx);
     double r = rstd[row];
     float a = (float)r, b = (float)(r * r * r * wdx / C);
-    for (int c = lane; c < C; c += 32) dx[c] += a * (weight[c] * d[c]) - b * x[c];
+    for (int c = lane; c < C; c += 32) {
+        const float from = resid ? resid[base + c] : 0.0f;
+        const float g = from + (a * (weight[c] * d[c]) - b * x[c]);
+        dinp[base + c] = g;
+        if (dinp16) dinp16[base + c] = __float2bfloat16(g);
+    }
 }
 
 // partial(chunks, C) = per-chunk sums of dout * (inp * rstd). Block (32, 8): x = column,
@@ -148,16 +154,20 @@ void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out
     residual_rmsnorm_forward(ctx, sum, (__nv_bfloat16 *)out, rstd, a, b, weight, N, C, eps);
 }
 
+static void rmsnorm_backward_input(CudaCtx *ctx, float *dinp, __nv_bfloat16 *dinp16, const float *resid,
+                                   const float *dout, const float *inp, const float *weight, const float *rstd, int N,
+                                   int C) {
+    const int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+    rmsnorm_backward_input_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(dinp, dinp16, resid, dout,
+                                                                                         inp, weight, rstd, N, C);
+    CUDA_CHECK_LAUNCH();
+}
+
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
                            const float *inp, const float *weight, const float *rstd, int N,
                            int C) {
     if (N <= 0 || C <= 0) return;
-    if (dinp) {
-        int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-        rmsnorm_backward_input_kernel<<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(
-            dinp, dout, inp, weight, rstd, N, C);
-        CUDA_CHECK_LAUNCH();
-    }
+    if (dinp) rmsnorm_backward_input(ctx, dinp, NULL, dinp, dout, inp, weight, rstd, N, C);
     if (dweight) {
         const int chunk = cuda_rmsnorm_chunk_rows(N), chunks = (N + chunk - 1) / chunk;
         double *partial = (double *)ctx_arena(ctx, cuda_rmsnorm_arena_bytes(N, C));
@@ -169,4 +179,11 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
                                                                               chunks, C);
         CUDA_CHECK_LAUNCH();
     }
+}
+
+void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+                                    const float *dout, const float *inp, const float *weight, const float *rstd, int N,
+                                    int C) {
+    if (N <= 0 || C <= 0) return;
+    rmsnorm_backward_input(ctx, dinp, (__nv_bfloat16 *)dinp16, resid, dout, inp, weight, rstd, N, C);
 }

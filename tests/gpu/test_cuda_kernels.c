@@ -269,6 +269,26 @@ static void test_rmsnorm(void) {
     cuda_rmsnorm_backward(ctx, NULL, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
     check_delta("rmsnorm_backward dinp (+=)", d_dinp, dinp, dinp0, (size_t)N * C, 1e-5);
     check_delta("rmsnorm_backward dweight (+=)", d_dw, dw, dw0, C, 1e-5);
+    // The fused residual form: dinp = resid + the term, with the value's bf16 copy; resid NULL
+    // is the term alone; resid == dinp is the accumulation above, to the bit.
+    const size_t NC = (size_t)N * C;
+    float *zero = calloc(NC, sizeof(float)), *term = calloc(NC, sizeof(float));
+    if (!zero || !term) abort();
+    rmsnorm_backward(term, NULL, dout, inp, w, rstd, N, C);
+    float *d_resid = dfloat(dinp0, NC), *d_fused = dalloc(sizeof(float) * NC);
+    cuda_bf16 *d_fused16 = dalloc(sizeof(cuda_bf16) * NC);
+    cuda_residual_rmsnorm_backward(ctx, d_fused, d_fused16, d_resid, d_dout, d_inp, d_w, d_rstd, N, C);
+    check_delta("residual_rmsnorm_backward dinp = resid + term", d_fused, dinp, dinp0, NC, 1e-5);
+    check_rounded("residual_rmsnorm_backward bf16 copy: fp32's, rounded", d_fused16, d_fused, NC);
+    cuda_residual_rmsnorm_backward(ctx, d_fused, NULL, NULL, d_dout, d_inp, d_w, d_rstd, N, C);
+    check_delta("residual_rmsnorm_backward resid NULL: the term", d_fused, term, zero, NC, 1e-5);
+    upload(d_fused, dinp0, sizeof(float) * NC);
+    cuda_residual_rmsnorm_backward(ctx, d_fused, NULL, d_fused, d_dout, d_inp, d_w, d_rstd, N, C);
+    float *fused = fetch(d_fused, NC), *accumulated = fetch(d_dinp, NC);
+    check_true("residual_rmsnorm_backward resid == dinp: rmsnorm_backward's bits",
+               memcmp(fused, accumulated, sizeof(float) * NC) == 0);
+    free(zero); free(term); free(fused); free(accumulated);
+    CUDA_CHECK(cudaFree(d_resid)); CUDA_CHECK(cudaFree(d_fused)); CUDA_CHECK(cudaFree(d_fused16));
     free(inp); free(w); free(out); free(rstd); free(dout); free(dinp0); free(dw0);
     free(dinp); free(dw);
     CUDA_CHECK(cudaFree(d_inp)); CUDA_CHECK(cudaFree(d_w)); CUDA_CHECK(cudaFree(d_out));
@@ -512,6 +532,11 @@ static void test_swiglu_residual(void) {
     residual_forward(sum, gate, up, n);
     cuda_residual_forward(ctx, d_out, d_gate, d_up, n);
     check("residual_forward", d_out, sum, n, 0.0);
+    cuda_bf16 *d_sum16 = dalloc(sizeof(cuda_bf16) * n);
+    cuda_residual_forward_bf16(ctx, d_out, d_sum16, d_gate, d_up, n);
+    check("residual_forward_bf16 sum", d_out, sum, n, 0.0);
+    check_rounded("residual_forward_bf16 copy: the sum, rounded", d_sum16, d_out, n);
+    CUDA_CHECK(cudaFree(d_sum16));
     cuda_residual_forward(ctx, d_gate, d_gate, d_up, n);
     check("residual_forward in place (out == a)", d_gate, sum, n, 0.0);
     free(gate); free(up); free(out); free(dout); free(dg0); free(du0); free(dg); free(du);

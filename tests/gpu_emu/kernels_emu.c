@@ -281,9 +281,9 @@ static void round_free(cuda_bf16 *dst, float *t, size_t n) {
 
 typedef struct {
     float *out, *rstd, *dinp, *dweight;
-    cuda_bf16 *out16;            // the bf16 forms' output (out NULL)
+    cuda_bf16 *out16;            // the bf16 forms' output (out NULL); the backward's bf16 copy
     float *sum;                  // the fused residual's (residual_rmsnorm)
-    const float *a, *b;
+    const float *a, *b;          // the forward's residual add's terms; a: the backward's resid
     const float *inp, *weight, *dout, *rstd_in;
     int N, C;
     float eps;
@@ -312,6 +312,18 @@ static void run_rmsnorm_backward(void *p) {
     const RmsnormArgs *a = p;
     rmsnorm_backward(a->dinp, a->dweight, a->dout, a->inp, a->weight, a->rstd_in, a->N, a->C);
     if (a->arena) emu_poison(a->arena, a->arena_bytes);
+}
+
+// dinp = resid (or zero), then the accumulating backward, then the bf16 copy: the fused
+// kernel's numbers (the sum's order is the same: resid + the norm's term).
+static void run_residual_rmsnorm_backward(void *p) {
+    const RmsnormArgs *a = p;
+    const size_t n = (size_t)a->N * a->C;
+    if (!a->a) memset(a->dinp, 0, F(n));
+    else if (a->a != a->dinp) memcpy(a->dinp, a->a, F(n));
+    rmsnorm_backward(a->dinp, NULL, a->dout, a->inp, a->weight, a->rstd_in, a->N, a->C);
+    if (a->out16)
+        for (size_t i = 0; i < n; i++) a->out16[i] = emu_to_bf16(a->dinp[i]);
 }
 
 static void rmsnorm_forward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
@@ -377,9 +389,27 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
     emu_enqueue(ctx->stream, run_rmsnorm_backward, &a, sizeof a);
 }
 
+void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+                                    const float *dout, const float *inp, const float *weight, const float *rstd, int N,
+                                    int C) {
+    launch(ctx, __func__);
+    const size_t NC = (size_t)N * C;
+    emu_need_device(__func__, dinp, F(NC));
+    if (dinp16) emu_need_device(__func__, dinp16, NC * sizeof(cuda_bf16));
+    if (resid) emu_need_device(__func__, resid, F(NC));
+    emu_need_device(__func__, dout, F(NC));
+    emu_need_device(__func__, inp, F(NC));
+    emu_need_device(__func__, weight, F(C));
+    emu_need_device(__func__, rstd, F(N));
+    if (N <= 0 || C <= 0) return;
+    const RmsnormArgs a = {.dinp = dinp, .out16 = dinp16, .a = resid, .dout = dout, .inp = inp, .weight = weight,
+                           .rstd_in = rstd, .N = N, .C = C};
+    emu_enqueue(ctx->stream, run_residual_rmsnorm_backward, &a, sizeof a);
+}
+
 typedef struct {
     float *out, *dgate, *dup;
-    cuda_bf16 *out16;            // swiglu's bf16 forms: forward's out, backward's packed dgate|dup
+    cuda_bf16 *out16;            // the bf16 forms: swiglu forward's out, backward's packed dgate|dup; the sum's copy
     int ld;                      // the packed backward's row stride
     const float *a, *b, *dout;
     size_t n;
@@ -389,6 +419,8 @@ typedef struct {
 static void run_residual_forward(void *p) {
     const EltwiseArgs *e = p;
     residual_forward(e->out, e->a, e->b, e->n);
+    if (e->out16)
+        for (size_t i = 0; i < e->n; i++) e->out16[i] = emu_to_bf16(e->out[i]);
 }
 
 static void run_swiglu_forward(void *p) {
@@ -424,6 +456,16 @@ void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float
     emu_need_device(__func__, a, F(n));
     emu_need_device(__func__, b, F(n));
     const EltwiseArgs e = {.out = out, .a = a, .b = b, .n = n};
+    emu_enqueue(ctx->stream, run_residual_forward, &e, sizeof e);
+}
+
+void cuda_residual_forward_bf16(CudaCtx *ctx, float *out, cuda_bf16 *out16, const float *a, const float *b, size_t n) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, out, F(n));
+    emu_need_device(__func__, out16, n * sizeof(cuda_bf16));
+    emu_need_device(__func__, a, F(n));
+    emu_need_device(__func__, b, F(n));
+    const EltwiseArgs e = {.out = out, .out16 = out16, .a = a, .b = b, .n = n};
     emu_enqueue(ctx->stream, run_residual_forward, &e, sizeof e);
 }
 

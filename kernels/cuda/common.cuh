@@ -13,6 +13,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm_plans.h"
 
+#define CTX_SMEM_KERNELS 64   // more than flash_attention.cu instantiates (about 30)
+
 struct CudaCtx {
     int device;
     cudaStream_t stream;          // every kernel, copy and GEMM of this context goes here
@@ -24,6 +26,13 @@ struct CudaCtx {
     void *arena;                  // scratch of one call at a time (stream order), grown on demand
     size_t arena_bytes;
     double *fetched;              // pinned: where cuda_fetch_double's copy lands
+    // Dynamic shared memory granted per kernel on this context's device (flash_attention.cu's
+    // allow_smem): asked for once, and again only for more bytes.
+    struct {
+        const void *kernel;
+        size_t bytes;
+    } smem_granted[CTX_SMEM_KERNELS];
+    int n_smem_granted;
 };
 
 // The arena: at least `bytes` of device scratch, 256-byte aligned, valid for the work this

@@ -42,9 +42,21 @@
 
 // Dynamic shared memory above 48 KiB must be asked for per kernel (HD 128: about 70 KiB
 // forward, 105 KiB for dk/dv; HD 256 needs more than an A100's 163 KiB for dk/dv).
+// The grant is per kernel and device, so the context (one device, one stage's thread) keeps
+// what it asked for and asks the driver again only for more; a full table just asks every time.
 template <typename Kernel>
-static void allow_smem(Kernel kernel, size_t bytes) {
+static void allow_smem(CudaCtx *ctx, Kernel kernel, size_t bytes) {
+    const void *key = (const void *)kernel;
+    int i = 0;
+    while (i < ctx->n_smem_granted && ctx->smem_granted[i].kernel != key) i++;
+    if (i < ctx->n_smem_granted && bytes <= ctx->smem_granted[i].bytes) return;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (i == ctx->n_smem_granted) {
+        if (i == CTX_SMEM_KERNELS) return;
+        ctx->n_smem_granted++;
+        ctx->smem_granted[i].kernel = key;
+    }
+    ctx->smem_granted[i].bytes = bytes;
 }
 
 // The fp32 kernels, out fp32 or (bf16 mode, a head dim the tensor cores do not take) bf16.
@@ -53,7 +65,7 @@ static void forward_fp32(CudaCtx *ctx, OutT *out, float *lse, const float *q, co
                          int T, int NH, int NKV, int HD) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     const size_t smem = forward_smem(HD) * sizeof(float);
-    allow_smem(flash_forward_kernel<OutT>, smem);
+    allow_smem(ctx, flash_forward_kernel<OutT>, smem);
     const dim3 grid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
     flash_forward_kernel<OutT><<<grid, FLASH_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV, HD,
                                                                            flash_scale(HD));
@@ -71,7 +83,7 @@ static void decode(CudaCtx *ctx, OutT *out, const float *q, const float *k, cons
                    int HD) {
     if (n <= 0 || NH <= 0) return;
     const size_t smem = (2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 3) * sizeof(float);
-    allow_smem(flash_decode_kernel<OutT>, smem);
+    allow_smem(ctx, flash_decode_kernel<OutT>, smem);
     flash_decode_kernel<OutT><<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
                                                                                   flash_scale(HD));
     CUDA_CHECK_LAUNCH();
@@ -122,8 +134,8 @@ static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, float *dv, float *
     float *dv_part = dv_share(dk_part, (size_t)B * T, NH, HD);
     const float scale = flash_scale(HD);
     const size_t dq_bytes = dq_smem(HD) * sizeof(float), dkdv_bytes = dkdv_smem(HD) * sizeof(float);
-    allow_smem(flash_dq_kernel, dq_bytes);
-    allow_smem(flash_dkdv_kernel, dkdv_bytes);
+    allow_smem(ctx, flash_dq_kernel, dq_bytes);
+    allow_smem(ctx, flash_dkdv_kernel, dkdv_bytes);
     const dim3 qgrid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
     flash_dq_kernel<<<qgrid, FLASH_THREADS, dq_bytes, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
                                                                      HD, scale);
@@ -155,7 +167,7 @@ void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float 
     mma_dispatch(HD, [&](auto hd) {
         constexpr int D = decltype(hd)::value;
         const size_t smem = mma_forward_smem(D) * sizeof(float);
-        allow_smem(flash_mma_forward_kernel<D>, smem);
+        allow_smem(ctx, flash_mma_forward_kernel<D>, smem);
         flash_mma_forward_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV,
                                                                                flash_scale(D));
         CUDA_CHECK_LAUNCH();
@@ -179,8 +191,8 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, floa
     mma_dispatch(HD, [&](auto hd) {
         constexpr int D = decltype(hd)::value;
         const size_t smem = mma_backward_smem(D) * sizeof(float);
-        allow_smem(flash_mma_dq_kernel<D>, smem);
-        allow_smem(flash_mma_dkdv_kernel<D>, smem);
+        allow_smem(ctx, flash_mma_dq_kernel<D>, smem);
+        allow_smem(ctx, flash_mma_dkdv_kernel<D>, smem);
         flash_mma_dq_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
                                                                           scale);
         CUDA_CHECK_LAUNCH();

@@ -58,8 +58,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         la->xmid = carve(cv, N * C);
         carve_operand(cv, narrow, &la->ln2, &la->ln2_16, N * C);
         la->rstd2 = carve(cv, N);
-        la->gate = carve(cv, N * I);
-        la->up = carve(cv, N * I);
+        carve_operand(cv, narrow, &la->gate, &la->gate_16, N * I);   // gate_16, up_16: as their GEMM stores them
+        carve_operand(cv, narrow, &la->up, &la->up_16, N * I);
         carve_operand(cv, narrow, &la->h, &la->h_16, N * I);
         if (narrow) la->dqkv_16 = carve_bf16(cv, N * (Q + 2 * KV));   // dq, dk, dv packed there
         else la->dq = carve(cv, N * Q), la->dk = carve(cv, N * KV), la->dv = carve(cv, N * KV);

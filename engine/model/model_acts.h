@@ -37,6 +37,9 @@ typedef struct {
     // head's final norm, or the message), and dxmid_16 (N, C). The fp32 dxmid is then
     // StageActs.dxmid, and StageActs.dresid keeps two rows (acts_dresid_at).
     uint16_t *dout_16, *dxmid_16;
+    // ... and gate and up (N, I) each are stored bf16 by their GEMM (gate_16, up_16; gate and up
+    // NULL): only SwiGLU reads them, forward and backward, widening them to fp32.
+    uint16_t *gate_16, *up_16;
 } LayerActs;
 
 // Two forms (engine/model/model.h): a full StageActs holds everything below; a light one (recompute)
@@ -49,7 +52,7 @@ struct StageActs {
     // attention as (B, NH, T) row statistics (lse, dsum), not (T, T) matrices (att, datt).
     bool flash_attention;
     bool no_logits;         // the backend's head needs no (N, V) logits (stage_ops.h): logits, dlogits NULL
-    bool narrow_operands;   // ln1, ln2, h, atty and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
+    bool narrow_operands;   // ln1, ln2, h, atty, gate, up and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)

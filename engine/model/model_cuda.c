@@ -17,7 +17,8 @@
 // slot, written so by the kernel that makes it (narrow_operands): ln1, ln2, h, atty, lnf, the
 // packed q|k|v and gate|up gradients, and the residual gradients dout and dxmid (each layer's
 // norm backward writes its fp32 gradient and the bf16 copy at once:
-// cuda_residual_rmsnorm_backward), so no conversion pass runs between kernels. Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
+// cuda_residual_rmsnorm_backward), so no conversion pass runs between kernels. The gate|up
+// GEMM stores gate and up bf16 too (only SwiGLU reads them, widening them). Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
 // logsumexp (LayerActs.lse), no (T, T) matrix. It reads fp32 q, k and v in both modes; bf16
 // mode runs its tensor-core kernels, which round their operands to bf16 as they load them (no
 // conversion pass), fp32 mode the fp32 ones.
@@ -515,10 +516,10 @@ static void residual_into(StageCuda *c, float *out, uint16_t *out16, const float
     else cuda_residual_forward(c->ctx, out, a, b, n);
 }
 
-// h = silu(gate) * up into the operand hidden.
-static void swiglu_into(StageCuda *c, float *wide, uint16_t *narrow, const float *gate, const float *up, int N, int I) {
-    if (c->bf16) cuda_swiglu_forward_bf16(c->ctx, narrow, gate, up, N, I);
-    else cuda_swiglu_forward(c->ctx, wide, gate, up, N, I);
+// h = silu(gate) * up into the operand hidden (bf16 mode: from the bf16 gate and up).
+static void swiglu_into(StageCuda *c, LayerActs *la, int N, int I) {
+    if (c->bf16) cuda_swiglu_forward_bf16(c->ctx, la->h_16, la->gate_16, la->up_16, N, I);
+    else cuda_swiglu_forward(c->ctx, la->h, la->gate, la->up, N, I);
 }
 
 // The bf16 working copy of device weight W (a view into c->w).
@@ -627,6 +628,15 @@ static void qkv_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const
     lin_fwd_shared(c, la->k, kv_stride, ln1, w->wk, 2, d.N, d.C, d.KV);
 }
 
+// gate, up = ln2 @ wgate^T, wup^T: one batch of two (bf16 mode: stored bf16, as SwiGLU reads them).
+static void gate_up_forward(StageCuda *c, const LayerParams *w, LayerActs *la, int N, int C, int I) {
+    if (c->bf16)
+        cuda_linear_forward_shared_to_bf16(c->ctx, la->gate_16, (size_t)(la->up_16 - la->gate_16), la->ln2_16,
+                                           w16_of(c, w->wgate), (size_t)I * C, 2, N, C, I);
+    else
+        lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), la->ln2, w->wgate, 2, N, C, I);
+}
+
 // la->ln1 and la->rstd1 are the caller's (the previous layer's fused residual, or gpu_forward).
 // out16: where out's bf16 copy goes when no norm follows (bf16 mode: the output message), or NULL.
 static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
@@ -641,9 +651,8 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
         cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
     lin_fwd(c, la->xmid, kept_operand(c, la->atty, la->atty_16), w->wo, d.N, d.Q, d.C);
     residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, d.N, d.C, eps);
-    lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), kept_operand(c, la->ln2, la->ln2_16), w->wgate, 2, d.N, d.C,
-                   d.I);
-    swiglu_into(c, la->h, la->h_16, la->gate, la->up, d.N, d.I);
+    gate_up_forward(c, w, la, d.N, d.C, d.I);
+    swiglu_into(c, la, d.N, d.I);
     lin_fwd(c, out, kept_operand(c, la->h, la->h_16), w->wdown, d.N, d.I, d.C);
     if (next.weight)
         residual_norm_into(c, out, next.out, next.out16, next.rstd, out, la->xmid, next.weight, d.N, d.C, eps);
@@ -754,7 +763,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_zero(c->ctx, a->dh, NI * sizeof(float));
     lin_bwd_in(c, a->dh, kept_operand(c, dout, la->dout_16), w->wdown, d.N, d.I, d.C);
     if (c->bf16) {   // written straight into the packed bf16 operand
-        cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh, la->gate, la->up, d.N, d.I);
+        cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh, la->gate_16, la->up_16, d.N, d.I);
     } else {
         cuda_zero(c->ctx, la->dgate, NI * sizeof(float));
         cuda_zero(c->ctx, la->dup, NI * sizeof(float));
@@ -921,10 +930,8 @@ static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, cons
                           d.HD);
     lin_fwd(c, la->xmid, kept_operand(c, la->atty, la->atty_16), w->wo, 1, d.Q, d.C);
     residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, 1, d.C, eps);
-    const void *ln2 = kept_operand(c, la->ln2, la->ln2_16);
-    lin_fwd(c, la->gate, ln2, w->wgate, 1, d.C, d.I);
-    lin_fwd(c, la->up, ln2, w->wup, 1, d.C, d.I);
-    swiglu_into(c, la->h, la->h_16, la->gate, la->up, 1, d.I);
+    gate_up_forward(c, w, la, 1, d.C, d.I);
+    swiglu_into(c, la, 1, d.I);
     lin_fwd(c, out, kept_operand(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
     residual_into(c, out, out16, out, la->xmid, (size_t)d.C);
 }

@@ -48,6 +48,10 @@ template <>
 __device__ __forceinline__ float from_f32<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+// A stored value as fp32: float as it is, bf16 widened (exact). Kernels that read bf16 mode's
+// bf16-stored GEMM outputs take their input type this way.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 // ---- gemm.cu -----------------------------------------------------------------------------
 // Row-major GEMM, C(M, N) (ldc) = alpha * op(A) @ op(B) + beta * C, fp32 C and accumulation.
@@ -62,11 +66,12 @@ void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, c
 size_t gemm_plan_bytes(void);
 void gemm_plan_release(void *value);
 // The same over `batch` independent problems at element strides sA, sB, sC (cuBLAS strided
-// batched). Entries of one call must not write overlapping C blocks.
+// batched). Entries of one call must not write overlapping C blocks. c_type: CUDA_R_32F, or
+// CUDA_R_16BF (bf16 operands only: the fp32 accumulator rounded to bf16 as it is stored).
 void gemm_rm_strided(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                      const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
-                     cudaDataType_t ab_type, float beta, float *C, int ldc, long long sC,
-                     int batch);
+                     cudaDataType_t ab_type, float beta, void *C, cudaDataType_t c_type, int ldc,
+                     long long sC, int batch);
 
 // ---- crossentropy.cu (also the fused classifier's, classifier.cu) ----------------------
 // Per row of logits(N, V): row_loss[n] = logsumexp - x[target] (double; 0 on pad rows), and

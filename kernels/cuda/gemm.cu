@@ -107,11 +107,11 @@ void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, c
 
 void gemm_rm_strided(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,
                      const void *A, int lda, long long sA, const void *B, int ldb, long long sB,
-                     cudaDataType_t ab_type, float beta, float *C, int ldc, long long sC,
-                     int batch) {
+                     cudaDataType_t ab_type, float beta, void *C, cudaDataType_t c_type, int ldc,
+                     long long sC, int batch) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         ctx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
-        &alpha, B, ab_type, ldb, sB, A, ab_type, lda, sA, &beta, C, CUDA_R_32F, ldc, sC, batch,
+        &alpha, B, ab_type, ldb, sB, A, ab_type, lda, sA, &beta, C, c_type, ldc, sC, batch,
         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }

@@ -169,6 +169,10 @@ void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, con
 void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride,
                                      const cuda_bf16 *inp, const cuda_bf16 *W, size_t W_stride,
                                      int batch, int N, int IC, int OC);
+// ... and with the outputs stored bf16 too: each fp32 accumulator rounded to nearest even as
+// it is stored (bf16 mode's gate|up, which only SwiGLU reads).
+void cuda_linear_forward_shared_to_bf16(CudaCtx *ctx, cuda_bf16 *out, size_t out_stride, const cuda_bf16 *inp,
+                                        const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC);
 // The same three with bf16 operands, fp32 accumulation, fp32 results (overwrite / +=).
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
                               const cuda_bf16 *W, int N, int IC, int OC);
@@ -241,12 +245,16 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, floa
 // out(N, FF) = silu(gate) * up     (overwrites out)
 void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const float *up,
                          int N, int FF);
-// The same with out in bf16, rounded to nearest even (the down projection's operand, bf16 mode).
-void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *gate, const float *up, int N, int FF);
-// dgate, dup (N, FF) += gradients. The _bf16 form (bf16 mode) WRITES them, rounded to bf16,
-// side by side into the packed gate|up gradient dgate_up (N, ld): columns [0, FF) and [FF, 2 FF).
-void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const float *gate,
-                               const float *up, int N, int FF);
+// bf16 mode's form: gate and up come bf16 (as cuda_linear_forward_shared_to_bf16 stores them),
+// widened exactly, and out is bf16, rounded to nearest even from the fp32 value (the down
+// projection's operand).
+void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *gate, const cuda_bf16 *up, int N,
+                              int FF);
+// dgate, dup (N, FF) += gradients. The _bf16 form (bf16 mode: gate and up bf16, widened) WRITES
+// them, rounded to bf16, side by side into the packed gate|up gradient dgate_up (N, ld):
+// columns [0, FF) and [FF, 2 FF).
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const cuda_bf16 *gate,
+                               const cuda_bf16 *up, int N, int FF);
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
                           const float *gate, const float *up, int N, int FF);
 

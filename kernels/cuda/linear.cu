@@ -3,7 +3,8 @@
 //   forward          out(N, OC)  = inp(N, IC) @ W(OC, IC)^T     ta = 0, tb = 1, beta = 0
 //   backward input   dinp(N, IC) += dout(N, OC) @ W(OC, IC)     ta = 0, tb = 0, beta = 1
 //   backward weight  dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)   ta = 1, tb = 0, beta = 1
-// The fp32 and bf16 versions differ only in the operands' type; results are fp32 either way.
+// The fp32 and bf16 versions differ only in the operands' type; results are fp32 but for the
+// batched forward's _to_bf16 form (bf16 mode's gate|up: stored bf16, read only by SwiGLU).
 #include "kernels/cuda/common.cuh"
 
 static void linear_fwd(CudaCtx *ctx, float *out, const void *inp, const void *W, int N, int IC,
@@ -22,23 +23,28 @@ static void linear_bwd_w(CudaCtx *ctx, float *dW, const void *dout, const void *
 // batch forwards sharing inp: out + b * out_stride = inp @ (W + b * W_stride)^T, one strided
 // batched GEMM (cuBLAS, which takes a batch stride of 0 for the shared input), each output
 // written in place (no split afterwards).
-static void linear_fwd_shared(CudaCtx *ctx, float *out, size_t out_stride, const void *inp,
+static void linear_fwd_shared(CudaCtx *ctx, void *out, cudaDataType_t out_type, size_t out_stride, const void *inp,
                               const void *W, size_t W_stride, int batch, int N, int IC, int OC,
                               cudaDataType_t t) {
     gemm_rm_strided(ctx, false, true, N, OC, IC, 1.0f, inp, IC, 0, W, IC, (long long)W_stride, t,
-                    0.0f, out, OC, (long long)out_stride, batch);
+                    0.0f, out, out_type, OC, (long long)out_stride, batch);
 }
 
 void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, const float *inp,
                                 const float *W, size_t W_stride, int batch, int N, int IC,
                                 int OC) {
-    linear_fwd_shared(ctx, out, out_stride, inp, W, W_stride, batch, N, IC, OC, CUDA_R_32F);
+    linear_fwd_shared(ctx, out, CUDA_R_32F, out_stride, inp, W, W_stride, batch, N, IC, OC, CUDA_R_32F);
 }
 
 void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride,
                                      const cuda_bf16 *inp, const cuda_bf16 *W, size_t W_stride,
                                      int batch, int N, int IC, int OC) {
-    linear_fwd_shared(ctx, out, out_stride, inp, W, W_stride, batch, N, IC, OC, CUDA_R_16BF);
+    linear_fwd_shared(ctx, out, CUDA_R_32F, out_stride, inp, W, W_stride, batch, N, IC, OC, CUDA_R_16BF);
+}
+
+void cuda_linear_forward_shared_to_bf16(CudaCtx *ctx, cuda_bf16 *out, size_t out_stride, const cuda_bf16 *inp,
+                                        const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC) {
+    linear_fwd_shared(ctx, out, CUDA_R_16BF, out_stride, inp, W, W_stride, batch, N, IC, OC, CUDA_R_16BF);
 }
 
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N,

@@ -51,17 +51,20 @@ static float *dzeros(size_t n) {
 }
 static cuda_bf16 *dbf(size_t n) { return dalloc(n * sizeof(cuda_bf16)); }
 
-// The layer's buffers. Weights in bf16 (the AdamW working copy); grads, activations fp32.
+// The layer's buffers. Weights in bf16 (the AdamW working copy); grads, activations fp32 but
+// for what bf16 mode keeps bf16. The MLP runs as the engine runs it in bf16 mode: wg | wu back
+// to back, one GEMM storing gate | up in bf16, SwiGLU's backward writing the packed bf16
+// gradient, one GEMM each for dxn2 and for dwg | dwu.
 struct Layer {
     cuda_bf16 *wq, *wk, *wv, *wo, *wg, *wu, *wd;
     float *ln1, *ln2, *cos_tab, *sin_tab;
     float *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd, *dln1, *dln2;
     // forward
-    float *x, *rstd1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *g, *u, *y, *x2;   // xn1, xn2, h: bf16 only
-    cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b;
+    float *x, *rstd1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *y, *x2;   // xn1, xn2, h, gate, up: bf16 only
+    cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b, *g_b, *u_b;
     // backward
-    float *dx2, *dh, *dg, *du, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
-    cuda_bf16 *dy_b, *dg_b, *du_b, *do_b, *dq_b, *dk_b, *dv_b;
+    float *dx2, *dh, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
+    cuda_bf16 *dy_b, *dgu_b, *do_b, *dq_b, *dk_b, *dv_b;   // dgu_b: (N, 2 FF), dgate | dup
 };
 
 static void layer_alloc(struct Layer *L) {
@@ -69,7 +72,7 @@ static void layer_alloc(struct Layer *L) {
     const size_t nr = (size_t)B * NH * T;   // flash attention's row statistics
     L->wq = drand_bf16((size_t)C * C, 0.03f); L->wk = drand_bf16((size_t)CKV * C, 0.03f);
     L->wv = drand_bf16((size_t)CKV * C, 0.03f); L->wo = drand_bf16((size_t)C * C, 0.03f);
-    L->wg = drand_bf16((size_t)FF * C, 0.03f); L->wu = drand_bf16((size_t)FF * C, 0.03f);
+    L->wg = drand_bf16((size_t)2 * FF * C, 0.03f); L->wu = L->wg + (size_t)FF * C;
     L->wd = drand_bf16((size_t)C * FF, 0.03f);
     L->ln1 = drand_f32(C, 1.0f); L->ln2 = drand_f32(C, 1.0f);
     L->cos_tab = dalloc(sizeof(float) * T * HD / 2); L->sin_tab = dalloc(sizeof(float) * T * HD / 2);
@@ -77,20 +80,20 @@ static void layer_alloc(struct Layer *L) {
     for (int i = 0; i < HD / 2; i++) inv_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HD);
     cuda_rope_tables(ctx, L->cos_tab, L->sin_tab, T, HD, inv_freq);
     L->dwq = dzeros((size_t)C * C); L->dwk = dzeros((size_t)CKV * C); L->dwv = dzeros((size_t)CKV * C);
-    L->dwo = dzeros((size_t)C * C); L->dwg = dzeros((size_t)FF * C); L->dwu = dzeros((size_t)FF * C);
+    L->dwo = dzeros((size_t)C * C); L->dwg = dzeros((size_t)2 * FF * C); L->dwu = L->dwg + (size_t)FF * C;
     L->dwd = dzeros((size_t)C * FF); L->dln1 = dzeros(C); L->dln2 = dzeros(C);
     L->x = drand_f32(nc, 1.0f); L->rstd1 = dzeros(N);
     L->q = dzeros(nc); L->k = dzeros(nkv); L->v = dzeros(nkv); L->lse = dzeros(nr);
     L->ao = dzeros(nc); L->o = dzeros(nc); L->x1 = dzeros(nc); L->rstd2 = dzeros(N);
-    L->g = dzeros(nf); L->u = dzeros(nf);
+    L->g_b = dbf(2 * nf); L->u_b = L->g_b + nf;
     L->y = dzeros(nc); L->x2 = dzeros(nc);
     L->xn1_b = dbf(nc);
     L->ao_b = dbf(nc); L->xn2_b = dbf(nc); L->h_b = dbf(nf);
-    L->dx2 = drand_f32(nc, 1e-3f); L->dh = dzeros(nf); L->dg = dzeros(nf); L->du = dzeros(nf);
+    L->dx2 = drand_f32(nc, 1e-3f); L->dh = dzeros(nf);
     L->dxn2 = dzeros(nc); L->dx1 = dzeros(nc); L->dao = dzeros(nc); L->dq = dzeros(nc);
     L->dk = dzeros(nkv); L->dv = dzeros(nkv); L->dxn1 = dzeros(nc); L->dx = dzeros(nc);
     L->dsum = dzeros(nr);
-    L->dy_b = dbf(nc); L->dg_b = dbf(nf); L->du_b = dbf(nf); L->do_b = dbf(nc);
+    L->dy_b = dbf(nc); L->dgu_b = dbf(2 * nf); L->do_b = dbf(nc);
     L->dq_b = dbf(nc); L->dk_b = dbf(nkv); L->dv_b = dbf(nkv);
 }
 
@@ -106,9 +109,8 @@ static void layer_forward(struct Layer *L) {
     cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
     cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
     cuda_rmsnorm_forward_bf16(ctx, L->xn2_b, L->rstd2, L->x1, L->ln2, N, C, 1e-5f);
-    cuda_linear_forward_bf16(ctx, L->g, L->xn2_b, L->wg, N, C, FF);
-    cuda_linear_forward_bf16(ctx, L->u, L->xn2_b, L->wu, N, C, FF);
-    cuda_swiglu_forward_bf16(ctx, L->h_b, L->g, L->u, N, FF);
+    cuda_linear_forward_shared_to_bf16(ctx, L->g_b, (size_t)N * FF, L->xn2_b, L->wg, (size_t)FF * C, 2, N, C, FF);
+    cuda_swiglu_forward_bf16(ctx, L->h_b, L->g_b, L->u_b, N, FF);
     cuda_linear_forward_bf16(ctx, L->y, L->h_b, L->wd, N, FF, C);
     cuda_residual_forward(ctx, L->x2, L->x1, L->y, nc);
 }
@@ -122,16 +124,10 @@ static void layer_backward(struct Layer *L) {
     cuda_zero(ctx, L->dh, nf * sizeof(float));
     cuda_linear_backward_input_bf16(ctx, L->dh, L->dy_b, L->wd, N, FF, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwd, L->dy_b, L->h_b, N, FF, C);
-    cuda_zero(ctx, L->dg, nf * sizeof(float));
-    cuda_zero(ctx, L->du, nf * sizeof(float));
-    cuda_swiglu_backward(ctx, L->dg, L->du, L->dh, L->g, L->u, N, FF);
-    cuda_f32_to_bf16(ctx, L->dg_b, L->dg, nf);
-    cuda_f32_to_bf16(ctx, L->du_b, L->du, nf);
+    cuda_swiglu_backward_bf16(ctx, L->dgu_b, 2 * FF, L->dh, L->g_b, L->u_b, N, FF);
     cuda_zero(ctx, L->dxn2, nc * sizeof(float));
-    cuda_linear_backward_input_bf16(ctx, L->dxn2, L->dg_b, L->wg, N, C, FF);
-    cuda_linear_backward_input_bf16(ctx, L->dxn2, L->du_b, L->wu, N, C, FF);
-    cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dg_b, L->xn2_b, N, C, FF);
-    cuda_linear_backward_weight_bf16(ctx, L->dwu, L->du_b, L->xn2_b, N, C, FF);
+    cuda_linear_backward_input_bf16(ctx, L->dxn2, L->dgu_b, L->wg, N, C, 2 * FF);
+    cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dgu_b, L->xn2_b, N, C, 2 * FF);
     cuda_zero(ctx, L->dx1, nc * sizeof(float));
     cuda_rmsnorm_backward(ctx, L->dx1, L->dln2, L->dxn2, L->x1, L->ln2, L->rstd2, N, C);
     cuda_residual_forward(ctx, L->dx1, L->dx1, L->dx2, nc);

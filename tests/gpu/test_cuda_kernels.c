@@ -506,10 +506,18 @@ static void test_swiglu_residual(void) {
     float *d_dout = dfloat(dout, n), *d_dg = dfloat(dg0, n), *d_du = dfloat(du0, n);
     cuda_swiglu_forward(ctx, d_out, d_gate, d_up, N, FF);
     check("swiglu_forward", d_out, out, n, 1e-6);
+    // The bf16 forms read gate and up in bf16 (as the gate|up GEMM stores them): the fp32 forms
+    // run on the same values widened are their reference, rounded.
+    float *gate_r = malloc(sizeof(float) * n), *up_r = malloc(sizeof(float) * n);
+    if (!gate_r || !up_r) abort();
+    for (size_t i = 0; i < n; i++) gate_r[i] = bf2f(f2bf(gate[i])), up_r[i] = bf2f(f2bf(up[i]));
+    float *d_gate_r = dfloat(gate_r, n), *d_up_r = dfloat(up_r, n), *d_out_r = dalloc(sizeof(float) * n);
+    cuda_bf16 *d_gate16 = dbf16(gate, n), *d_up16 = dbf16(up, n);
+    cuda_swiglu_forward(ctx, d_out_r, d_gate_r, d_up_r, N, FF);
     cuda_bf16 *d_out16 = dalloc(sizeof(cuda_bf16) * n);
-    cuda_swiglu_forward_bf16(ctx, d_out16, d_gate, d_up, N, FF);
-    check_rounded("swiglu_forward_bf16: fp32's, rounded", d_out16, d_out, n);
-    CUDA_CHECK(cudaFree(d_out16));
+    cuda_swiglu_forward_bf16(ctx, d_out16, d_gate16, d_up16, N, FF);
+    check_rounded("swiglu_forward_bf16: fp32's on bf16 inputs, rounded", d_out16, d_out_r, n);
+    CUDA_CHECK(cudaFree(d_out16)); CUDA_CHECK(cudaFree(d_out_r));
     cuda_swiglu_backward(ctx, d_dg, d_du, d_dout, d_gate, d_up, N, FF);
     check_delta("swiglu_backward dgate (+=)", d_dg, dg, dg0, n, 1e-6);
     check_delta("swiglu_backward dup (+=)", d_du, du, du0, n, 1e-6);
@@ -518,13 +526,16 @@ static void test_swiglu_residual(void) {
         float *d_g = dalloc(sizeof(float) * n), *d_u = dalloc(sizeof(float) * n);
         cuda_zero(ctx, d_g, sizeof(float) * n);
         cuda_zero(ctx, d_u, sizeof(float) * n);
-        cuda_swiglu_backward(ctx, d_g, d_u, d_dout, d_gate, d_up, N, FF);
+        cuda_swiglu_backward(ctx, d_g, d_u, d_dout, d_gate_r, d_up_r, N, FF);
         cuda_bf16 *d_p = dfill16((size_t)N * ld, 0x7fc1);
-        cuda_swiglu_backward_bf16(ctx, d_p, ld, d_dout, d_gate, d_up, N, FF);
-        check_packed_rounded("swiglu_backward_bf16: fp32's, rounded, packed", d_p, N, ld, 0x7fc1, 2,
+        cuda_swiglu_backward_bf16(ctx, d_p, ld, d_dout, d_gate16, d_up16, N, FF);
+        check_packed_rounded("swiglu_backward_bf16: fp32's on bf16 inputs, rounded, packed", d_p, N, ld, 0x7fc1, 2,
                              (const float *const[]){d_g, d_u}, (const int[]){0, FF}, (const int[]){FF, FF});
         CUDA_CHECK(cudaFree(d_g)); CUDA_CHECK(cudaFree(d_u)); CUDA_CHECK(cudaFree(d_p));
     }
+    free(gate_r); free(up_r);
+    CUDA_CHECK(cudaFree(d_gate_r)); CUDA_CHECK(cudaFree(d_up_r));
+    CUDA_CHECK(cudaFree(d_gate16)); CUDA_CHECK(cudaFree(d_up16));
 
     // residual: out = a + b (exact), then in place (out == a).
     float *sum = malloc(sizeof(float) * n);
@@ -680,6 +691,28 @@ static void test_fused_layer(void) {
     cuda_linear_forward_shared_bf16(ctx, d_o, gap, b_x, b_W, nw, batch, N, C, FF);
     for (int k = 0; k < batch; k++)
         check("linear_forward_shared bf16 (one of 3)", d_o + k * gap, want + k * gap, no, 1e-2);
+    {   // outputs stored bf16: the fp32-output form's values within a bf16 rounding (2^-8
+        // relative, more than the one rounding's 2^-9 for a different summation order), the
+        // gaps between the outputs untouched
+        cuda_bf16 *d_o16 = dfill16(batch * gap, 0x7fc1);
+        cuda_linear_forward_shared_to_bf16(ctx, d_o16, gap, b_x, b_W, nw, batch, N, C, FF);
+        float *d_wide = dalloc(sizeof(float) * no);
+        for (int k = 0; k < batch; k++) {
+            cuda_bf16_to_f32(ctx, d_wide, d_o16 + k * gap, no);
+            float *fp32_out = fetch(d_o + k * gap, no);
+            check("linear_forward_shared_to_bf16 (one of 3)", d_wide, fp32_out, no, 1.0 / 256);
+            free(fp32_out);
+        }
+        cuda_bf16 *got = malloc(sizeof(cuda_bf16) * batch * gap);
+        if (!got) abort();
+        download(got, d_o16, sizeof(cuda_bf16) * batch * gap);
+        size_t touched = 0;
+        for (int k = 0; k < batch; k++)
+            for (size_t i = no; i < gap; i++) touched += got[k * gap + i] != 0x7fc1;
+        report("linear_forward_shared_to_bf16: gaps untouched", (double)touched, 0.0);
+        free(got);
+        CUDA_CHECK(cudaFree(d_o16)); CUDA_CHECK(cudaFree(d_wide));
+    }
 
     // Packing: [a | b] (N, 2C).
     float *packed = malloc(sizeof(float) * 2 * nc);

@@ -412,9 +412,20 @@ typedef struct {
     cuda_bf16 *out16;            // the bf16 forms: swiglu forward's out, backward's packed dgate|dup; the sum's copy
     int ld;                      // the packed backward's row stride
     const float *a, *b, *dout;
+    const cuda_bf16 *a16, *b16;  // swiglu's bf16 forms: gate and up as the GEMM stored them (a, b NULL)
     size_t n;
     int N, FF;
 } EltwiseArgs;
+
+// SwiGLU's gate and up as fp32: the bf16 forms' widened into *tg, *tu (freed by the caller),
+// else the fp32 buffers as they are (*tg, *tu NULL).
+static void swiglu_inputs(const EltwiseArgs *e, const float **gate, const float **up, float **tg, float **tu) {
+    const size_t n = (size_t)e->N * e->FF;
+    *tg = e->a16 ? widen(e->a16, n) : NULL;
+    *tu = e->b16 ? widen(e->b16, n) : NULL;
+    *gate = e->a16 ? *tg : e->a;
+    *up = e->b16 ? *tu : e->b;
+}
 
 static void run_residual_forward(void *p) {
     const EltwiseArgs *e = p;
@@ -426,16 +437,24 @@ static void run_residual_forward(void *p) {
 static void run_swiglu_forward(void *p) {
     const EltwiseArgs *e = p;
     const size_t n = (size_t)e->N * e->FF;
-    float *out = e->out16 ? temp(n) : e->out;
-    swiglu_forward(out, e->a, e->b, e->N, e->FF);
+    float *out = e->out16 ? temp(n) : e->out, *tg, *tu;
+    const float *gate, *up;
+    swiglu_inputs(e, &gate, &up, &tg, &tu);
+    swiglu_forward(out, gate, up, e->N, e->FF);
     if (e->out16) round_free(e->out16, out, n);
+    free(tg);
+    free(tu);
 }
 
 static void run_swiglu_backward(void *p) {
     const EltwiseArgs *e = p;
     const size_t n = (size_t)e->N * e->FF;
-    float *tg = temp(n), *tu = temp(n);
-    swiglu_backward(tg, tu, e->dout, e->a, e->b, e->N, e->FF);
+    float *tg = temp(n), *tu = temp(n), *wg, *wu;
+    const float *gate, *up;
+    swiglu_inputs(e, &gate, &up, &wg, &wu);
+    swiglu_backward(tg, tu, e->dout, gate, up, e->N, e->FF);
+    free(wg);
+    free(wu);
     if (!e->out16) {
         add_free(e->dgate, tg, n);
         add_free(e->dup, tu, n);
@@ -474,8 +493,10 @@ static void swiglu_forward_as(CudaCtx *ctx, const char *call, EltwiseArgs e) {
     const size_t n = (size_t)e.N * e.FF;
     if (e.out16) emu_need_device(call, e.out16, n * sizeof(cuda_bf16));
     else emu_need_device(call, e.out, F(n));
-    emu_need_device(call, e.a, F(n));
-    emu_need_device(call, e.b, F(n));
+    if (e.a16) emu_need_device(call, e.a16, n * sizeof(cuda_bf16));
+    else emu_need_device(call, e.a, F(n));
+    if (e.b16) emu_need_device(call, e.b16, n * sizeof(cuda_bf16));
+    else emu_need_device(call, e.b, F(n));
     emu_enqueue(ctx->stream, run_swiglu_forward, &e, sizeof e);
 }
 
@@ -483,8 +504,9 @@ void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const floa
     swiglu_forward_as(ctx, __func__, (EltwiseArgs){.out = out, .a = gate, .b = up, .N = N, .FF = FF});
 }
 
-void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *gate, const float *up, int N, int FF) {
-    swiglu_forward_as(ctx, __func__, (EltwiseArgs){.out16 = out, .a = gate, .b = up, .N = N, .FF = FF});
+void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *gate, const cuda_bf16 *up, int N,
+                              int FF) {
+    swiglu_forward_as(ctx, __func__, (EltwiseArgs){.out16 = out, .a16 = gate, .b16 = up, .N = N, .FF = FF});
 }
 
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout, const float *gate,
@@ -500,16 +522,16 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
     emu_enqueue(ctx->stream, run_swiglu_backward, &e, sizeof e);
 }
 
-void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const float *gate,
-                               const float *up, int N, int FF) {
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const cuda_bf16 *gate,
+                               const cuda_bf16 *up, int N, int FF) {
     launch(ctx, __func__);
-    const size_t n = F((size_t)N * FF);
+    const size_t n = (size_t)N * FF;
     if (ld < 2 * FF) emu_breach(__func__, "a row stride narrower than gate and up side by side");
     if (N > 0) emu_need_device(__func__, dgate_up, ((size_t)(N - 1) * ld + 2 * (size_t)FF) * sizeof(cuda_bf16));
-    emu_need_device(__func__, dout, n);
-    emu_need_device(__func__, gate, n);
-    emu_need_device(__func__, up, n);
-    const EltwiseArgs e = {.out16 = dgate_up, .ld = ld, .dout = dout, .a = gate, .b = up, .N = N, .FF = FF};
+    emu_need_device(__func__, dout, F(n));
+    emu_need_device(__func__, gate, n * sizeof(cuda_bf16));
+    emu_need_device(__func__, up, n * sizeof(cuda_bf16));
+    const EltwiseArgs e = {.out16 = dgate_up, .ld = ld, .dout = dout, .a16 = gate, .b16 = up, .N = N, .FF = FF};
     emu_enqueue(ctx->stream, run_swiglu_backward, &e, sizeof e);
 }
 
@@ -562,6 +584,7 @@ typedef struct {
     size_t out_stride, W_stride;
     int batch, N, IC, OC;
     bool bf16;
+    cuda_bf16 *out16;   // the _to_bf16 form's outputs (out NULL): each fp32 result rounded
 } SharedArgs;
 
 static void run_linear_shared(void *p) {
@@ -571,7 +594,10 @@ static void run_linear_shared(void *p) {
     for (int b = 0; b < a->batch; b++) {
         const void *Wb = (const char *)a->W + b * a->W_stride * esz;
         float *w = a->bf16 ? widen(Wb, nw) : NULL;
-        linear_forward(a->out + b * a->out_stride, a->bf16 ? x : a->inp, a->bf16 ? w : Wb, a->N, a->IC, a->OC);
+        const size_t no = (size_t)a->N * a->OC;
+        float *y = a->out16 ? temp(no) : a->out + b * a->out_stride;
+        linear_forward(y, a->bf16 ? x : a->inp, a->bf16 ? w : Wb, a->N, a->IC, a->OC);
+        if (a->out16) round_free(a->out16 + b * a->out_stride, y, no);
         free(w);
     }
     free(x);
@@ -583,7 +609,8 @@ static void linear_shared(CudaCtx *ctx, const char *call, SharedArgs a) {
     if (a.batch <= 0 || a.N <= 0 || a.OC <= 0) return;
     const size_t esz = a.bf16 ? 2 : 4, no = (size_t)a.N * a.OC;
     if (a.out_stride < no) emu_breach(call, "the batch's outputs overlap");
-    emu_need_device(call, a.out, F((a.batch - 1) * a.out_stride + no));
+    if (a.out16) emu_need_device(call, a.out16, ((a.batch - 1) * a.out_stride + no) * sizeof(cuda_bf16));
+    else emu_need_device(call, a.out, F((a.batch - 1) * a.out_stride + no));
     emu_need_device(call, a.inp, (size_t)a.N * a.IC * esz);
     emu_need_device(call, a.W, ((a.batch - 1) * a.W_stride + (size_t)a.OC * a.IC) * esz);
     emu_enqueue(ctx->stream, run_linear_shared, &a, sizeof a);
@@ -591,12 +618,17 @@ static void linear_shared(CudaCtx *ctx, const char *call, SharedArgs a) {
 
 void cuda_linear_forward_shared(CudaCtx *ctx, float *out, size_t out_stride, const float *inp, const float *W,
                                 size_t W_stride, int batch, int N, int IC, int OC) {
-    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, false});
+    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, false, NULL});
 }
 
 void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride, const cuda_bf16 *inp,
                                      const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC) {
-    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, true});
+    linear_shared(ctx, __func__, (SharedArgs){out, inp, W, out_stride, W_stride, batch, N, IC, OC, true, NULL});
+}
+
+void cuda_linear_forward_shared_to_bf16(CudaCtx *ctx, cuda_bf16 *out, size_t out_stride, const cuda_bf16 *inp,
+                                        const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC) {
+    linear_shared(ctx, __func__, (SharedArgs){NULL, inp, W, out_stride, W_stride, batch, N, IC, OC, true, out});
 }
 
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W, int N, int IC, int OC) {

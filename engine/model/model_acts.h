@@ -35,7 +35,7 @@ typedef struct {
     // ... and so are the two residual gradients the GEMMs read: dout_16 (N, C), the layer's
     // output gradient, written by whatever wrote it in fp32 (the next layer's input half, the
     // head's final norm, or the message), and dxmid_16 (N, C). The fp32 dxmid is then
-    // StageActs.dxmid, and StageActs.dresid keeps two rows (acts_dresid_at).
+    // StageActs.dxmid, and StageActs.dresid keeps one row (acts_dresid_at).
     uint16_t *dout_16, *dxmid_16;
     // ... and gate and up (N, I) each are stored bf16 by their GEMM (gate_16, up_16; gate and up
     // NULL): only SwiGLU reads them, forward and backward, widening them to fp32.
@@ -67,7 +67,7 @@ struct StageActs {
     int32_t *tokens;        // (N) first stage: kept for the embedding gradient
     float *resid;           // (n_layers + 1, N, C): stage input, then each layer's output
     float *dresid;          // (n_layers + 1, N, C): their gradients; [0] is the stage's dinput
-                            // (narrow_operands: two rows, acts_dresid_at)
+                            // (narrow_operands: one row, acts_dresid_at)
     LayerActs *layer;       // [n_layers]
     float *lnf, *rstdf;     // (N, C), (N) last stage: final norm
     uint16_t *lnf_16;       // (N, C) last stage, narrow_operands: lnf as a bf16 operand (lnf NULL)
@@ -114,16 +114,15 @@ static inline StageDims stage_dims(const StageModel *s, const StageActs *a) {
 }
 
 // The residual stream after l layers (l = 0: the stage input) and its gradient: (N, C) each.
-// With narrow_operands the gradient rows alternate between two (l even: row 0, the stage's
-// dinput; odd: row 1): the input half walks down reading row l + 1 and writing row l, and the
-// weight half reads each layer's output gradient from its bf16 copy (LayerActs.dout_16).
+// With narrow_operands every gradient row is the one row, the stage's dinput: each layer's
+// input half reads its output gradient (into dxmid) before it writes its input gradient over
+// it, and the weight half reads each layer's output gradient from its bf16 copy
+// (LayerActs.dout_16).
 static inline float *acts_resid_at(const StageActs *a, int l) { return a->resid + (size_t)l * a->N * a->C; }
 static inline float *acts_dresid_at(const StageActs *a, int l) {
-    return a->dresid + (size_t)(a->narrow_operands ? l % 2 : l) * a->N * a->C;
+    return a->dresid + (size_t)(a->narrow_operands ? 0 : l) * a->N * a->C;
 }
 // Rows of StageActs.dresid.
-static inline int acts_dresid_rows(const StageActs *a) {
-    return a->narrow_operands && a->n_layers + 1 > 2 ? 2 : a->n_layers + 1;
-}
+static inline int acts_dresid_rows(const StageActs *a) { return a->narrow_operands ? 1 : a->n_layers + 1; }
 
 #endif

@@ -92,6 +92,12 @@ done
 "$bin" check --data "$data" --model tiny --batch 8 --seq 64 --microbatches 4 --stages 4 --schedule zb-v \
   --device cuda --precision bf16 > check-bf16.txt 2>&1
 check "check --device cuda --precision bf16 (bf16 tolerances)" [ $? -eq 0 ] || cat check-bf16.txt
+# ... and with 4 layers a stage and the backward split (zb-h1): bf16 slots keep one fp32
+# gradient row, each layer's input gradient written over its output gradient, and the weight
+# half reads the layers' bf16 copies (engine/model/model_acts.h: acts_dresid_at).
+"$bin" check --data "$data" --model tiny --batch 8 --seq 64 --microbatches 4 --stages 2 --schedule zb-h1 \
+  --device cuda --precision bf16 > check-bf16-zb.txt 2>&1
+check "check --device cuda --precision bf16, 4 layers a stage, zb-h1" [ $? -eq 0 ] || cat check-bf16-zb.txt
 
 # Checkpoint at step 5 on the GPU, resume: the same losses as the run never stopped.
 check "GPU run with checkpoints" run ck --device cuda --stages 2 --ckpt-dir ck --ckpt-every 5

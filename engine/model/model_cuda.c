@@ -18,9 +18,10 @@
 // packed q|k|v and gate|up gradients, and the residual gradients dout and dxmid (each layer's
 // norm backward writes its fp32 gradient and the bf16 copy at once:
 // cuda_residual_rmsnorm_backward), so no conversion pass runs between kernels. The gate|up
-// GEMM stores gate and up bf16 too (only SwiGLU reads them, widening them). Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
-// logsumexp (LayerActs.lse), no (T, T) matrix. It reads fp32 q, k and v in both modes; bf16
-// mode runs its tensor-core kernels, which round their operands to bf16 as they load them (no
+// GEMM stores gate and up bf16 too (only SwiGLU reads them, widening them). Attention is flash
+// attention (kernels/cuda/flash_attention.cu): a layer keeps its row logsumexp
+// (LayerActs.lse), no (T, T) matrix. It reads fp32 q, k and v in both modes; bf16 mode runs
+// its tensor-core kernels, which round their operands to bf16 as they load them (no
 // conversion pass), fp32 mode the fp32 ones.
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 //

@@ -137,6 +137,12 @@ void cuda_zero(CudaCtx *ctx, void *p, size_t bytes) {
 
 // ---- conversions -----------------------------------------------------------------------------
 
+// dst(n) = src rounded to bf16 as the kernels round (nearest even): every bf16 the emulated
+// kernels write goes through here or emu_to_bf16.
+static void round_into(cuda_bf16 *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = emu_to_bf16(src[i]);
+}
+
 typedef struct {
     void *dst;
     const void *src;
@@ -145,9 +151,7 @@ typedef struct {
 
 static void run_to_bf16(void *p) {
     const ConvertArgs *a = p;
-    cuda_bf16 *dst = a->dst;
-    const float *src = a->src;
-    for (size_t i = 0; i < a->n; i++) dst[i] = emu_to_bf16(src[i]);
+    round_into(a->dst, a->src, a->n);
 }
 
 static void run_from_bf16(void *p) {
@@ -275,7 +279,7 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout, const
 // A kernel's fp32 result, rounded into its bf16 output as the kernels' from_f32 rounds (the
 // *_bf16 forms whose output is a GEMM operand): n values of t, then t is freed.
 static void round_free(cuda_bf16 *dst, float *t, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = emu_to_bf16(t[i]);
+    round_into(dst, t, n);
     free(t);
 }
 
@@ -322,8 +326,7 @@ static void run_residual_rmsnorm_backward(void *p) {
     if (!a->a) memset(a->dinp, 0, F(n));
     else if (a->a != a->dinp) memcpy(a->dinp, a->a, F(n));
     rmsnorm_backward(a->dinp, NULL, a->dout, a->inp, a->weight, a->rstd_in, a->N, a->C);
-    if (a->out16)
-        for (size_t i = 0; i < n; i++) a->out16[i] = emu_to_bf16(a->dinp[i]);
+    if (a->out16) round_into(a->out16, a->dinp, n);
 }
 
 static void rmsnorm_forward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
@@ -430,8 +433,7 @@ static void swiglu_inputs(const EltwiseArgs *e, const float **gate, const float 
 static void run_residual_forward(void *p) {
     const EltwiseArgs *e = p;
     residual_forward(e->out, e->a, e->b, e->n);
-    if (e->out16)
-        for (size_t i = 0; i < e->n; i++) e->out16[i] = emu_to_bf16(e->out[i]);
+    if (e->out16) round_into(e->out16, e->out, e->n);
 }
 
 static void run_swiglu_forward(void *p) {
@@ -930,7 +932,6 @@ int cuda_classifier_chunk_rows(int N, int V) {
     return N > 0 && rows > (size_t)N ? N : (int)rows;
 }
 
-
 typedef struct {
     double *loss;
     float *dx, *dW;
@@ -1022,8 +1023,7 @@ typedef struct {
 static void run_adamw(void *p) {
     const AdamwArgs *a = p;
     adamw_update(a->params, a->grads, a->m, a->v, a->n, a->t, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay);
-    if (a->params_bf16)
-        for (size_t i = 0; i < a->n; i++) a->params_bf16[i] = emu_to_bf16(a->params[i]);
+    if (a->params_bf16) round_into(a->params_bf16, a->params, a->n);
 }
 
 void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, const float *grads, float *m, float *v,

@@ -49,9 +49,9 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         const bool narrow = a->narrow_operands;
         carve_operand(cv, narrow, &la->ln1, &la->ln1_16, N * C);
         la->rstd1 = carve(cv, N);
-        la->q = carve(cv, N * Q);
-        la->k = carve(cv, N * KV);
-        la->v = carve(cv, N * KV);
+        carve_operand(cv, narrow, &la->q, &la->q_16, N * Q);   // q_16, k_16, v_16: as their GEMM stores them
+        carve_operand(cv, narrow, &la->k, &la->k_16, N * KV);
+        carve_operand(cv, narrow, &la->v, &la->v_16, N * KV);
         if (a->flash_attention) la->lse = carve(cv, ATT);
         else la->att = carve(cv, ATT);
         carve_operand(cv, narrow, &la->atty, &la->atty_16, N * Q);

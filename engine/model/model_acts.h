@@ -40,6 +40,9 @@ typedef struct {
     // ... and gate and up (N, I) each are stored bf16 by their GEMM (gate_16, up_16; gate and up
     // NULL): only SwiGLU reads them, forward and backward, widening them to fp32.
     uint16_t *gate_16, *up_16;
+    // ... and so are q, k and v (q_16 (N, Q), k_16 and v_16 (N, KV); q, k and v NULL), q and k
+    // rotated in place by RoPE's bf16 form: only attention reads them, as bf16.
+    uint16_t *q_16, *k_16, *v_16;
 } LayerActs;
 
 // Two forms (engine/model/model.h): a full StageActs holds everything below; a light one (recompute)
@@ -52,7 +55,7 @@ struct StageActs {
     // attention as (B, NH, T) row statistics (lse, dsum), not (T, T) matrices (att, datt).
     bool flash_attention;
     bool no_logits;         // the backend's head needs no (N, V) logits (stage_ops.h): logits, dlogits NULL
-    bool narrow_operands;   // ln1, ln2, h, atty, gate, up and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
+    bool narrow_operands;   // ln1, ln2, h, atty, gate, up, q, k, v and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)

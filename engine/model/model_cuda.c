@@ -18,11 +18,12 @@
 // packed q|k|v and gate|up gradients, and the residual gradients dout and dxmid (each layer's
 // norm backward writes its fp32 gradient and the bf16 copy at once:
 // cuda_residual_rmsnorm_backward), so no conversion pass runs between kernels. The gate|up
-// GEMM stores gate and up bf16 too (only SwiGLU reads them, widening them). Attention is flash
-// attention (kernels/cuda/flash_attention.cu): a layer keeps its row logsumexp
-// (LayerActs.lse), no (T, T) matrix. It reads fp32 q, k and v in both modes; bf16 mode runs
-// its tensor-core kernels, which round their operands to bf16 as they load them (no
-// conversion pass), fp32 mode the fp32 ones.
+// GEMM stores gate and up bf16 too (only SwiGLU reads them, widening them), and the q|k|v GEMM
+// stores q, k and v bf16 (RoPE rotates q and k in place in bf16; only attention reads them).
+// Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
+// logsumexp (LayerActs.lse), no (T, T) matrix. bf16 mode runs its tensor-core kernels on the
+// bf16 q, k, v (the output gradient, fp32, rounded as its tiles load), fp32 mode the fp32 ones.
+// Generation's KV cache keeps what attention reads: bf16 in bf16 mode.
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 //
 // Fused projections. A GPU stage's wq|wk|wv and wgate|wup lie back to back in its one weight
@@ -422,7 +423,7 @@ static const TransportMemory CUDA_MAILBOX = {.alloc = mailbox_alloc, .free = mai
 // step: the pinned token rows, and in fp32 mode the buffer the packed gradients need (N x
 // max(Q + 2 KV, 2 I)). bf16 mode needs no more: everything a GEMM reads is bf16 in the slot
 // (narrow_operands), the fused classifier makes its own bf16 logit gradients a chunk at a time,
-// and attention reads q, k and v in fp32.
+// and attention reads the slot's own q, k and v.
 static void ensure_scratch(const StageModel *s, size_t N) {
     StageCuda *c = cuda_of(s);
     const ModelConfig *m = &s->cfg;
@@ -544,13 +545,26 @@ static void lin_bwd_w(StageCuda *c, float *dW, const void *dout, const void *in,
     else cuda_linear_backward_weight(c->ctx, dW, dout, in, N, IC, OC);
 }
 
+// A slot activation that only its own kernel reads (q, k, v, gate, up) as the projection writes
+// it: bf16 in bf16 mode, fp32 in fp32 mode.
+static void *projected(const StageCuda *c, float *wide, uint16_t *narrow) {
+    return c->bf16 ? (void *)narrow : (void *)wide;
+}
+
 // batch projections of one input whose weights lie back to back, W_b = W + b * OC * IC, into
-// outputs out + b * out_stride (N, OC) each: one GEMM.
-static void lin_fwd_shared(StageCuda *c, float *out, size_t out_stride, const void *in, const float *W, int batch,
-                           int N, int IC, int OC) {
+// outputs out + b * out_stride (N, OC) each (projected: bf16 in bf16 mode): one GEMM.
+static void proj_fwd(StageCuda *c, void *out, size_t out_stride, const void *in, const float *W, int batch, int N,
+                     int IC, int OC) {
     const size_t W_stride = (size_t)OC * IC;
-    if (c->bf16) cuda_linear_forward_shared_bf16(c->ctx, out, out_stride, in, w16_of(c, W), W_stride, batch, N, IC, OC);
+    if (c->bf16) cuda_linear_forward_shared_to_bf16(c->ctx, out, out_stride, in, w16_of(c, W), W_stride, batch, N, IC, OC);
     else cuda_linear_forward_shared(c->ctx, out, out_stride, in, W, W_stride, batch, N, IC, OC);
+}
+
+// RoPE in place on q or k (projected: bf16 in bf16 mode) of B x T rows of H heads.
+static void rope_in_place(StageCuda *c, void *x, const float *cos_tab, const float *sin_tab, int B, int T, int H,
+                          int HD) {
+    if (c->bf16) cuda_rope_forward_bf16(c->ctx, x, cos_tab, sin_tab, B, T, H, HD);
+    else cuda_rope_forward(c->ctx, x, x, cos_tab, sin_tab, B, T, H, HD);
 }
 
 // fp32 mode: the column blocks src[i] (N, cols[i]), i < n, copied side by side into the pack
@@ -603,8 +617,8 @@ static uint16_t *output_copy(const StageCuda *c, const StageModel *s, const Stag
     return ((const ActsCuda *)a->dev)->out_msg;
 }
 
-static void copy_f32(StageCuda *c, float *dst, const float *src, size_t n) {
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, cuda_ctx_stream(c->ctx)));
+static void copy_bytes(StageCuda *c, void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_ctx_stream(c->ctx)));
 }
 
 // ---- forward -----------------------------------------------------------------------------
@@ -617,25 +631,26 @@ typedef struct {
     uint16_t *out16;   // bf16 mode: the output as a bf16 GEMM operand (out NULL)
 } NextNorm;
 
-// q, k, v = ln1 @ wq^T, wk^T, wv^T: one batch of three when their shapes and their slot buffers'
-// spacing agree (Q == KV), else q alone and k, v as one batch.
+// q, k, v = ln1 @ wq^T, wk^T, wv^T (bf16 mode: stored bf16, as RoPE and attention read them):
+// one batch of three when their shapes and their slot buffers' spacing agree (Q == KV), else q
+// alone and k, v as one batch.
 static void qkv_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const void *ln1, StageDims d) {
-    const size_t kv_stride = (size_t)(la->v - la->k);
-    if (d.Q == d.KV && la->k - la->q == la->v - la->k) {
-        lin_fwd_shared(c, la->q, kv_stride, ln1, w->wq, 3, d.N, d.C, d.Q);
+    const ptrdiff_t qk = c->bf16 ? la->k_16 - la->q_16 : la->k - la->q;
+    const ptrdiff_t kv = c->bf16 ? la->v_16 - la->k_16 : la->v - la->k;
+    void *q = projected(c, la->q, la->q_16), *k = projected(c, la->k, la->k_16);
+    if (d.Q == d.KV && qk == kv) {
+        proj_fwd(c, q, (size_t)kv, ln1, w->wq, 3, d.N, d.C, d.Q);
         return;
     }
-    lin_fwd(c, la->q, ln1, w->wq, d.N, d.C, d.Q);
-    lin_fwd_shared(c, la->k, kv_stride, ln1, w->wk, 2, d.N, d.C, d.KV);
+    proj_fwd(c, q, 0, ln1, w->wq, 1, d.N, d.C, d.Q);
+    proj_fwd(c, k, (size_t)kv, ln1, w->wk, 2, d.N, d.C, d.KV);
 }
 
 // gate, up = ln2 @ wgate^T, wup^T: one batch of two (bf16 mode: stored bf16, as SwiGLU reads them).
 static void gate_up_forward(StageCuda *c, const LayerParams *w, LayerActs *la, int N, int C, int I) {
-    if (c->bf16)
-        cuda_linear_forward_shared_to_bf16(c->ctx, la->gate_16, (size_t)(la->up_16 - la->gate_16), la->ln2_16,
-                                           w16_of(c, w->wgate), (size_t)I * C, 2, N, C, I);
-    else
-        lin_fwd_shared(c, la->gate, (size_t)(la->up - la->gate), la->ln2, w->wgate, 2, N, C, I);
+    const size_t stride = c->bf16 ? (size_t)(la->up_16 - la->gate_16) : (size_t)(la->up - la->gate);
+    proj_fwd(c, projected(c, la->gate, la->gate_16), stride, kept_operand(c, la->ln2, la->ln2_16), w->wgate, 2, N, C,
+             I);
 }
 
 // la->ln1 and la->rstd1 are the caller's (the previous layer's fused residual, or gpu_forward).
@@ -644,10 +659,11 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
                           uint16_t *out16, const StageActs *a, StageDims d, float eps, NextNorm next) {
     const size_t NC = (size_t)d.N * d.C;
     qkv_forward(c, w, la, kept_operand(c, la->ln1, la->ln1_16), d);
-    cuda_rope_forward(c->ctx, la->q, la->q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
-    cuda_rope_forward(c->ctx, la->k, la->k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
+    rope_in_place(c, projected(c, la->q, la->q_16), a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
+    rope_in_place(c, projected(c, la->k, la->k_16), a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     if (c->bf16)
-        cuda_flash_attention_forward_bf16(c->ctx, la->atty_16, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
+        cuda_flash_attention_forward_bf16(c->ctx, la->atty_16, la->lse, la->q_16, la->k_16, la->v_16, d.B, d.T, d.NH,
+                                          d.NKV, d.HD);
     else
         cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
     lin_fwd(c, la->xmid, kept_operand(c, la->atty, la->atty_16), w->wo, d.N, d.Q, d.C);
@@ -783,8 +799,8 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     float *dv = c->bf16 ? a->dv : la->dv;   // bf16: a slot-wide buffer, packed below
     cuda_zero(c->ctx, dv, NKV * sizeof(float));
     if (c->bf16) {   // then dq, dk and dv side by side in the packed bf16 operand
-        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, dv, a->dsum, a->datty, la->q, la->k, la->v,
-                                           la->atty_16, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
+        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, dv, a->dsum, a->datty, la->q_16, la->k_16,
+                                           la->v_16, la->atty_16, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
         const int ld = d.Q + 2 * d.KV;
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16, ld, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16 + d.Q, ld, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV,
@@ -863,7 +879,8 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
 
 typedef struct {
     int device, T, KV, half;
-    float *k, *v;               // (n_layers, T, KV) rotated keys and values of positions [0, T)
+    size_t elem;                // bytes a cached value: 4, or 2 in bf16 mode (the slot's q, k, v are bf16)
+    void *k, *v;                // (n_layers, T, KV) rotated keys and values of positions [0, T)
     float *cos_tab, *sin_tab;   // (T, half) rotary tables of every position
 } KvCuda;
 
@@ -873,8 +890,9 @@ static void *gpu_kv_create(const StageModel *s, int T) {
     const ModelConfig *m = &s->cfg;
     const int L = s->layer_end - s->layer_begin;
     KvCuda *kv = xcalloc(1, sizeof *kv);
-    *kv = (KvCuda){.device = c->device, .T = T, .KV = m->kv_heads * m->head_dim, .half = m->head_dim / 2};
-    const size_t cache = (size_t)(L ? L : 1) * T * kv->KV * sizeof(float);
+    *kv = (KvCuda){.device = c->device, .T = T, .KV = m->kv_heads * m->head_dim, .half = m->head_dim / 2,
+                   .elem = c->bf16 ? sizeof(cuda_bf16) : sizeof(float)};
+    const size_t cache = (size_t)(L ? L : 1) * T * kv->KV * kv->elem;
     kv->k = dev_alloc(cache);
     kv->v = dev_alloc(cache);
     kv->cos_tab = dev_alloc((size_t)T * kv->half * sizeof(float));
@@ -896,8 +914,8 @@ static void gpu_kv_free(void *p) {
     free(kv);
 }
 
-static float *kv_at(const KvCuda *kv, float *cache, int l, int pos) {
-    return cache + ((size_t)l * kv->T + pos) * kv->KV;
+static void *kv_at(const KvCuda *kv, void *cache, int l, int pos) {
+    return (char *)cache + ((size_t)l * kv->T + pos) * kv->KV * kv->elem;
 }
 
 // Positions [0, n) of a prefill's keys and values (a slot of B = 1, T = kv->T), queued.
@@ -905,27 +923,29 @@ static void gpu_kv_fill(const StageModel *s, void *p, const StageActs *a, int n)
     StageCuda *c = cuda_of(s);
     KvCuda *kv = p;
     assert(a->B == 1 && a->T == kv->T && n <= kv->T);
+    const size_t bytes = (size_t)n * kv->KV * kv->elem;
     for (int l = 0; l < a->n_layers; l++) {
-        copy_f32(c, kv_at(kv, kv->k, l, 0), a->layer[l].k, (size_t)n * kv->KV);
-        copy_f32(c, kv_at(kv, kv->v, l, 0), a->layer[l].v, (size_t)n * kv->KV);
+        LayerActs *la = &a->layer[l];
+        copy_bytes(c, kv_at(kv, kv->k, l, 0), projected(c, la->k, la->k_16), bytes);
+        copy_bytes(c, kv_at(kv, kv->v, l, 0), projected(c, la->v, la->v_16), bytes);
     }
 }
 
 // layer_forward for the one row at position pos (model_decode.c's layer_decode).
 static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
                          uint16_t *out16, KvCuda *kv, int l, int pos, StageDims d, float eps) {
-    float *k = kv_at(kv, kv->k, l, pos), *v = kv_at(kv, kv->v, l, pos);
+    void *q = projected(c, la->q, la->q_16), *k = kv_at(kv, kv->k, l, pos), *v = kv_at(kv, kv->v, l, pos);
     const float *cos_at = kv->cos_tab + (size_t)pos * kv->half, *sin_at = kv->sin_tab + (size_t)pos * kv->half;
     norm_into(c, la->ln1, la->ln1_16, la->rstd1, x, w->ln1, 1, d.C, eps);
     const void *ln1 = kept_operand(c, la->ln1, la->ln1_16);
-    lin_fwd(c, la->q, ln1, w->wq, 1, d.C, d.Q);
-    lin_fwd(c, k, ln1, w->wk, 1, d.C, d.KV);
-    lin_fwd(c, v, ln1, w->wv, 1, d.C, d.KV);
-    cuda_rope_forward(c->ctx, la->q, la->q, cos_at, sin_at, 1, 1, d.NH, d.HD);
-    cuda_rope_forward(c->ctx, k, k, cos_at, sin_at, 1, 1, d.NKV, d.HD);
+    proj_fwd(c, q, 0, ln1, w->wq, 1, 1, d.C, d.Q);   // k and v straight into the cache
+    proj_fwd(c, k, 0, ln1, w->wk, 1, 1, d.C, d.KV);
+    proj_fwd(c, v, 0, ln1, w->wv, 1, 1, d.C, d.KV);
+    rope_in_place(c, q, cos_at, sin_at, 1, 1, d.NH, d.HD);
+    rope_in_place(c, k, cos_at, sin_at, 1, 1, d.NKV, d.HD);
     if (c->bf16)
-        cuda_flash_decode_bf16(c->ctx, la->atty_16, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH,
-                               d.NKV, d.HD);
+        cuda_flash_decode_bf16(c->ctx, la->atty_16, la->q_16, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1,
+                               d.NH, d.NKV, d.HD);
     else
         cuda_flash_decode(c->ctx, la->atty, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH, d.NKV,
                           d.HD);

@@ -59,16 +59,17 @@ static void allow_smem(CudaCtx *ctx, Kernel kernel, size_t bytes) {
     ctx->smem_granted[i].bytes = bytes;
 }
 
-// The fp32 kernels, out fp32 or (bf16 mode, a head dim the tensor cores do not take) bf16.
-template <typename OutT>
-static void forward_fp32(CudaCtx *ctx, OutT *out, float *lse, const float *q, const float *k, const float *v, int B,
-                         int T, int NH, int NKV, int HD) {
+// The fp32 kernels: q, k, v and out fp32, or (bf16 mode, a head dim the tensor cores do not
+// take) bf16, widened as they load and rounded as out is stored.
+template <typename OutT, typename InT>
+static void forward_fp32(CudaCtx *ctx, OutT *out, float *lse, const InT *q, const InT *k, const InT *v, int B, int T,
+                         int NH, int NKV, int HD) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     const size_t smem = forward_smem(HD) * sizeof(float);
-    allow_smem(ctx, flash_forward_kernel<OutT>, smem);
+    allow_smem(ctx, flash_forward_kernel<OutT, InT>, smem);
     const dim3 grid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
-    flash_forward_kernel<OutT><<<grid, FLASH_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV, HD,
-                                                                           flash_scale(HD));
+    flash_forward_kernel<OutT, InT><<<grid, FLASH_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV, HD,
+                                                                                flash_scale(HD));
     CUDA_CHECK_LAUNCH();
 }
 
@@ -78,14 +79,13 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
     forward_fp32(ctx, out, lse, q, k, v, B, T, NH, NKV, HD);
 }
 
-template <typename OutT>
-static void decode(CudaCtx *ctx, OutT *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
-                   int HD) {
+template <typename OutT, typename InT>
+static void decode(CudaCtx *ctx, OutT *out, const InT *q, const InT *k, const InT *v, int n, int NH, int NKV, int HD) {
     if (n <= 0 || NH <= 0) return;
     const size_t smem = (2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 3) * sizeof(float);
-    allow_smem(ctx, flash_decode_kernel<OutT>, smem);
-    flash_decode_kernel<OutT><<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
-                                                                                  flash_scale(HD));
+    allow_smem(ctx, flash_decode_kernel<OutT, InT>, smem);
+    flash_decode_kernel<OutT, InT><<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
+                                                                                       flash_scale(HD));
     CUDA_CHECK_LAUNCH();
 }
 
@@ -94,9 +94,10 @@ void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k,
     decode(ctx, out, q, k, v, n, NH, NKV, HD);
 }
 
-void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *q, const float *k, const float *v, int n, int NH,
-                            int NKV, int HD) {
-    decode(ctx, (__nv_bfloat16 *)out, q, k, v, n, NH, NKV, HD);
+void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
+                            int n, int NH, int NKV, int HD) {
+    decode(ctx, (__nv_bfloat16 *)out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, n,
+           NH, NKV, HD);
 }
 
 // D = rowsum(dout * out), then the arena for grouped queries' shares: what both backward forms
@@ -125,17 +126,17 @@ static void group_sum(CudaCtx *ctx, float *dk, float *dv, float *dk_part, int B,
     CUDA_CHECK_LAUNCH();
 }
 
-template <typename OutT>
-static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout,
-                          const float *q, const float *k, const float *v, const OutT *out, const float *lse, int B,
-                          int T, int NH, int NKV, int HD) {
+template <typename OutT, typename InT>
+static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout, const InT *q,
+                          const InT *k, const InT *v, const OutT *out, const float *lse, int B, int T, int NH, int NKV,
+                          int HD) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     float *dk_part = backward_start(ctx, dsum, dout, out, B, T, NH, NKV, HD);
     float *dv_part = dv_share(dk_part, (size_t)B * T, NH, HD);
     const float scale = flash_scale(HD);
     const size_t dq_bytes = dq_smem(HD) * sizeof(float), dkdv_bytes = dkdv_smem(HD) * sizeof(float);
-    allow_smem(ctx, flash_dq_kernel, dq_bytes);
-    allow_smem(ctx, flash_dkdv_kernel, dkdv_bytes);
+    allow_smem(ctx, flash_dq_kernel<InT>, dq_bytes);
+    allow_smem(ctx, flash_dkdv_kernel<InT>, dkdv_bytes);
     const dim3 qgrid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
     flash_dq_kernel<<<qgrid, FLASH_THREADS, dq_bytes, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
                                                                      HD, scale);
@@ -155,9 +156,12 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
 }
 
 // ---- bf16 mode: the tensor-core kernels (flash_mma_kernels.cuh) -------------------------------
-void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float *lse, const float *q, const float *k,
-                                       const float *v, int B, int T, int NH, int NKV, int HD) {
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float *lse, const cuda_bf16 *q_bits,
+                                       const cuda_bf16 *k_bits, const cuda_bf16 *v_bits, int B, int T, int NH, int NKV,
+                                       int HD) {
     __nv_bfloat16 *out = (__nv_bfloat16 *)out_bits;
+    const __nv_bfloat16 *q = (const __nv_bfloat16 *)q_bits, *k = (const __nv_bfloat16 *)k_bits;
+    const __nv_bfloat16 *v = (const __nv_bfloat16 *)v_bits;
     if (!flash_mma_takes(HD)) {
         forward_fp32(ctx, out, lse, q, k, v, B, T, NH, NKV, HD);
         return;
@@ -175,10 +179,12 @@ void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float 
 }
 
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
-                                        const float *dout, const float *q, const float *k, const float *v,
-                                        const cuda_bf16 *out_bits, const float *lse, int B, int T, int NH, int NKV,
-                                        int HD) {
+                                        const float *dout, const cuda_bf16 *q_bits, const cuda_bf16 *k_bits,
+                                        const cuda_bf16 *v_bits, const cuda_bf16 *out_bits, const float *lse, int B,
+                                        int T, int NH, int NKV, int HD) {
     const __nv_bfloat16 *out = (const __nv_bfloat16 *)out_bits;
+    const __nv_bfloat16 *q = (const __nv_bfloat16 *)q_bits, *k = (const __nv_bfloat16 *)k_bits;
+    const __nv_bfloat16 *v = (const __nv_bfloat16 *)v_bits;
     if (!flash_mma_takes(HD)) {
         backward_fp32(ctx, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
         return;

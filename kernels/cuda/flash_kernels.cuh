@@ -61,24 +61,27 @@ __device__ __forceinline__ static void flash_store(__nv_bfloat16 *p, float x) { 
 __device__ __forceinline__ static float flash_load(const float *p) { return *p; }
 __device__ __forceinline__ static float flash_load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 
-// A block's view of one (sequence, head): rows of a q-like or k-like tensor at stride ld.
+// A block's view of one (sequence, head): rows of a q-like or k-like tensor at stride ld, of
+// elements E: fp32, or bf16 (bf16 mode keeps q, k and v bf16; dout is fp32 in both modes).
+template <typename E>
 struct FlashRows {
-    const float *base;
+    const E *base;
     size_t ld;
-    __device__ const float *row(int t) const { return base + (size_t)t * ld; }
+    __device__ const E *row(int t) const { return base + (size_t)t * ld; }
 };
 
-__device__ static FlashRows head_rows(const float *x, int b, int h, int T, int H, int HD) {
-    FlashRows r = {x + ((size_t)b * T * H + h) * HD, (size_t)H * HD};
+template <typename E>
+__device__ static FlashRows<E> head_rows(const E *x, int b, int h, int T, int H, int HD) {
+    FlashRows<E> r = {x + ((size_t)b * T * H + h) * HD, (size_t)H * HD};
     return r;
 }
 
-// rows x HD of src (row stride src.ld, from row t0) into a (rows, HD + 1) shared tile.
+// rows x HD of src (row stride src.ld, from row t0) into a (rows, HD + 1) shared fp32 tile.
 // Where each row's float4s can be read at once (HD a multiple of 4 dividing 4 x the block, so
 // a thread keeps one column of float4s, and 16-byte aligned rows), a thread reads float4s and
 // divides by HD once; otherwise one float at a time. The shared tile's odd row stride takes
 // them one by one either way.
-__device__ static void load_tile(float *tile, FlashRows src, int t0, int rows, int HD) {
+__device__ static void load_tile(float *tile, FlashRows<float> src, int t0, int rows, int HD) {
     const int vecs = HD / 4;   // float4s a row
     if (HD % 4 == 0 && (int)blockDim.x % vecs == 0 && src.ld % 4 == 0 && ((size_t)src.base & 15) == 0) {
         const int step = (int)blockDim.x / vecs, c = (int)threadIdx.x % vecs;
@@ -91,6 +94,13 @@ __device__ static void load_tile(float *tile, FlashRows src, int t0, int rows, i
     }
     for (int i = threadIdx.x; i < rows * HD; i += blockDim.x)
         tile[(i / HD) * (HD + 1) + i % HD] = src.row(t0 + i / HD)[i % HD];
+}
+
+// The same from bf16 rows (bf16 mode's q, k, v at a head dim the tensor cores do not take),
+// widened exactly; one element at a time (these head dims are the fallback, not the fast path).
+__device__ static void load_tile(float *tile, FlashRows<__nv_bfloat16> src, int t0, int rows, int HD) {
+    for (int i = threadIdx.x; i < rows * HD; i += blockDim.x)
+        tile[(i / HD) * (HD + 1) + i % HD] = flash_load(&src.row(t0 + i / HD)[i % HD]);
 }
 
 // A query tile walks the key tiles up to its diagonal, so the last tiles are the longest: the
@@ -111,11 +121,10 @@ static size_t dkdv_smem(int HD) {
     return 2 * tile_floats(FLASH_BQ, HD) + 4 * tile_floats(FLASH_BK, HD) + 2 * FLASH_BQ * FLASH_SLD + 2 * FLASH_BQ;
 }
 
-template <typename OutT>
-__global__ void flash_forward_kernel(OutT *__restrict__ out, float *__restrict__ lse,
-                                     const float *__restrict__ q, const float *__restrict__ k,
-                                     const float *__restrict__ v, int T, int NH, int NKV, int HD,
-                                     float scale) {
+template <typename OutT, typename InT>
+__global__ void flash_forward_kernel(OutT *__restrict__ out, float *__restrict__ lse, const InT *__restrict__ q,
+                                     const InT *__restrict__ k, const InT *__restrict__ v, int T, int NH, int NKV,
+                                     int HD, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const int ld = HD + 1;
     float *Qs = sh, *acc = Qs + FLASH_BQ * ld, *Ks = acc + FLASH_BQ * ld, *Vs = Ks + FLASH_BK * ld;
@@ -123,8 +132,8 @@ __global__ void flash_forward_kernel(OutT *__restrict__ out, float *__restrict__
     float *m_new = alpha + FLASH_BQ;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
     const int q0 = heavy_first_tile() * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
-    const FlashRows qr = head_rows(q, b, h, T, NH, HD), kr = head_rows(k, b, kvh, T, NKV, HD),
-                    vr = head_rows(v, b, kvh, T, NKV, HD);
+    const FlashRows<InT> qr = head_rows(q, b, h, T, NH, HD), kr = head_rows(k, b, kvh, T, NKV, HD),
+                         vr = head_rows(v, b, kvh, T, NKV, HD);
     load_tile(Qs, qr, q0, nq, HD);
     for (int i = threadIdx.x; i < nq * ld; i += blockDim.x) acc[i] = 0.0f;
     for (int r = threadIdx.x; r < nq; r += blockDim.x) m[r] = -INFINITY, l[r] = 0.0f;
@@ -195,16 +204,16 @@ __global__ void flash_forward_kernel(OutT *__restrict__ out, float *__restrict__
 // [0, n), key tiles in increasing order as flash_forward_kernel walks them for that row; the
 // row's max, sum and alpha live in shared memory (one writer: thread 0). The keys past n - 1
 // that the forward's last tile would mask add nothing there, so the row is the forward's.
-template <typename OutT>
-__global__ void flash_decode_kernel(OutT *__restrict__ out, const float *__restrict__ q, const float *__restrict__ k,
-                                    const float *__restrict__ v, int n, int NH, int NKV, int HD, float scale) {
+template <typename OutT, typename InT>
+__global__ void flash_decode_kernel(OutT *__restrict__ out, const InT *__restrict__ q, const InT *__restrict__ k,
+                                    const InT *__restrict__ v, int n, int NH, int NKV, int HD, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const int ld = HD + 1;
     float *Qs = sh, *acc = Qs + ld, *Ks = acc + ld, *Vs = Ks + FLASH_BK * ld, *S = Vs + FLASH_BK * ld;
     float *row = S + FLASH_BK;   // m, l, alpha
     const int h = blockIdx.x, kvh = h / (NH / NKV);
-    const FlashRows qr = head_rows(q, 0, h, 1, NH, HD), kr = head_rows(k, 0, kvh, n, NKV, HD),
-                    vr = head_rows(v, 0, kvh, n, NKV, HD);
+    const FlashRows<InT> qr = head_rows(q, 0, h, 1, NH, HD), kr = head_rows(k, 0, kvh, n, NKV, HD),
+                         vr = head_rows(v, 0, kvh, n, NKV, HD);
     load_tile(Qs, qr, 0, 1, HD);
     for (int d = threadIdx.x; d < HD; d += blockDim.x) acc[d] = 0.0f;
     if (threadIdx.x == 0) row[0] = -INFINITY, row[1] = 0.0f;
@@ -262,9 +271,10 @@ __device__ static void backward_scores(float *P, float *dS, const float *Qs, con
         }
 }
 
+template <typename InT>
 __global__ void flash_dq_kernel(float *__restrict__ dq, const float *__restrict__ dout,
-                                const float *__restrict__ q, const float *__restrict__ k,
-                                const float *__restrict__ v, const float *__restrict__ lse,
+                                const InT *__restrict__ q, const InT *__restrict__ k,
+                                const InT *__restrict__ v, const float *__restrict__ lse,
                                 const float *__restrict__ dsum, int T, int NH, int NKV, int HD,
                                 float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
@@ -281,7 +291,7 @@ __global__ void flash_dq_kernel(float *__restrict__ dq, const float *__restrict_
         Ls[r] = lse[(size_t)bh * T + q0 + r];
         Ds[r] = dsum[(size_t)bh * T + q0 + r];
     }
-    const FlashRows kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
+    const FlashRows<InT> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     const int key_tiles = (q0 + nq - 1) / FLASH_BK + 1;
     for (int kt = 0; kt < key_tiles; kt++) {
         const int k0 = kt * FLASH_BK, nk = min(FLASH_BK, T - k0);
@@ -313,10 +323,11 @@ __global__ void flash_dq_kernel(float *__restrict__ dq, const float *__restrict_
 // the group in turn) gives the GPU g times the blocks and cuts the longest block (key tile 0)
 // to 1/g. With g = 1 the block adds into dk and dv itself; with g > 1 it stores its share to
 // dk_part and dv_part (B, T, NH, HD), and flash_group_sum_kernel adds the g shares in head order.
+template <typename InT>
 __global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dk_part,
                                   float *__restrict__ dv_part, const float *__restrict__ dout,
-                                  const float *__restrict__ q, const float *__restrict__ k,
-                                  const float *__restrict__ v, const float *__restrict__ lse,
+                                  const InT *__restrict__ q, const InT *__restrict__ k,
+                                  const InT *__restrict__ v, const float *__restrict__ lse,
                                   const float *__restrict__ dsum, int T, int NH, int NKV, int HD, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const int ld = HD + 1, g = NH / NKV;
@@ -329,7 +340,8 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv
     load_tile(Ks, head_rows(k, b, kvh, T, NKV, HD), k0, nk, HD);
     load_tile(Vs, head_rows(v, b, kvh, T, NKV, HD), k0, nk, HD);
     for (int i = threadIdx.x; i < nk * ld; i += blockDim.x) dk_acc[i] = dv_acc[i] = 0.0f;
-    const FlashRows qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
+    const FlashRows<InT> qr = head_rows(q, b, h, T, NH, HD);
+    const FlashRows<float> orr = head_rows(dout, b, h, T, NH, HD);
     for (int qt = k0 / FLASH_BQ; qt < flash_tiles(T, FLASH_BQ); qt++) {
         const int q0 = qt * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
         __syncthreads();

@@ -103,10 +103,12 @@ __device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
     return t;
 }
 
-// 64 x HD of src from row t0 into a bf16 (64, HD + 8) tile, rounded to nearest even; rows past
-// `rows` are zeros. float4 reads (HD is a multiple of 16 and rows are 16-byte aligned).
+// 64 x HD of src from row t0 into a bf16 (64, HD + 8) tile; rows past `rows` are zeros. dout
+// comes fp32 and is rounded to nearest even here, float4 reads; q, k and v come bf16 (the slot
+// keeps them so) and are copied, 8 values a 16-byte read. (HD is a multiple of 16, so rows of
+// either are 16-byte aligned, and so are the tile's rows: (HD + 8) bf16s.)
 template <int HD>
-__device__ static void load_tile_bf16(__nv_bfloat16 *tile, FlashRows src, int t0, int rows) {
+__device__ static void load_tile_bf16(__nv_bfloat16 *tile, FlashRows<float> src, int t0, int rows) {
     constexpr int vecs = HD / 4;
     for (int i = threadIdx.x; i < FLASH_MMA_ROWS * vecs; i += blockDim.x) {
         const int r = i / vecs, c = i % vecs;
@@ -115,6 +117,16 @@ __device__ static void load_tile_bf16(__nv_bfloat16 *tile, FlashRows src, int t0
         __nv_bfloat16 *d = &tile[r * (HD + 8) + 4 * c];
         d[0] = __float2bfloat16_rn(x.x), d[1] = __float2bfloat16_rn(x.y);
         d[2] = __float2bfloat16_rn(x.z), d[3] = __float2bfloat16_rn(x.w);
+    }
+}
+template <int HD>
+__device__ static void load_tile_bf16(__nv_bfloat16 *tile, FlashRows<__nv_bfloat16> src, int t0, int rows) {
+    constexpr int vecs = HD / 8;
+    for (int i = threadIdx.x; i < FLASH_MMA_ROWS * vecs; i += blockDim.x) {
+        const int r = i / vecs, c = i % vecs;
+        uint4 x = {0u, 0u, 0u, 0u};   // the bits of 8 bf16 zeros
+        if (r < rows) x = reinterpret_cast<const uint4 *>(src.row(t0 + r))[c];
+        *reinterpret_cast<uint4 *>(&tile[r * (HD + 8) + 8 * c]) = x;
     }
 }
 
@@ -190,9 +202,9 @@ __device__ static void accumulator_rows(MmaAcc &rows, float *table) {
 }
 
 template <int HD>
-__global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse, const float *__restrict__ q,
-                                         const float *__restrict__ k, const float *__restrict__ v, int T, int NH,
-                                         int NKV, float scale) {
+__global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
+                                         const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+                                         const __nv_bfloat16 *__restrict__ v, int T, int NH, int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     MmaCarve carve = {sh, 0};
     const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
@@ -206,7 +218,7 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
     const int r = 16 * warp + lane / 2, half = lane % 2, c0 = FLASH_MMA_HALF * half;   // this lane's half row
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
     const int q0 = heavy_first_tile() * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
-    const FlashRows kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
+    const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     load_tile_bf16<HD>(Qs, head_rows(q, b, h, T, NH, HD), q0, nq);
     for (int i = threadIdx.x; i < FLASH_MMA_ROWS; i += blockDim.x) m[i] = -INFINITY, l[i] = 0.0f;
     MmaAcc rows, acc[HD / 16];
@@ -260,9 +272,9 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
 // forward. Per key tile: S = q k^T and dP = dout v^T (tensor cores), then per element p =
 // flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 template <int HD>
-__global__ void flash_mma_dq_kernel(float *__restrict__ dq, const float *__restrict__ dout, const float *__restrict__ q,
-                                    const float *__restrict__ k, const float *__restrict__ v,
-                                    const float *__restrict__ lse, const float *__restrict__ dsum, int T, int NH,
+__global__ void flash_mma_dq_kernel(float *__restrict__ dq, const float *__restrict__ dout,
+                                    const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+                                    const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse, const float *__restrict__ dsum, int T, int NH,
                                     int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (P unused here)
@@ -276,7 +288,7 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const float *__restr
     load_tile_bf16<HD>(dOs, head_rows(dout, b, h, T, NH, HD), q0, nq);
     load_stats(Ls, lse + (size_t)bh * T, q0, nq);
     load_stats(Ds, dsum + (size_t)bh * T, q0, nq);
-    const FlashRows kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
+    const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     MmaAcc acc[HD / 16];
     for (int c = 0; c < HD / 16; c++) wmma::fill_fragment(acc[c], 0.0f);
     const int key_tiles = (q0 + nq - 1) / FLASH_MMA_ROWS + 1;
@@ -310,8 +322,8 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const float *__restr
 template <int HD>
 __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dk_part,
                                       float *__restrict__ dv_part, const float *__restrict__ dout,
-                                      const float *__restrict__ q, const float *__restrict__ k,
-                                      const float *__restrict__ v, const float *__restrict__ lse,
+                                      const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+                                      const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
                                       const float *__restrict__ dsum, int T, int NH, int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // S, dP, P, dS as their transposes here
@@ -324,7 +336,8 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, float *__restrict_
     const int k0 = blockIdx.x * FLASH_MMA_ROWS, nk = min(FLASH_MMA_ROWS, T - k0);
     load_tile_bf16<HD>(Ks, head_rows(k, b, kvh, T, NKV, HD), k0, nk);
     load_tile_bf16<HD>(Vs, head_rows(v, b, kvh, T, NKV, HD), k0, nk);
-    const FlashRows qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
+    const FlashRows<__nv_bfloat16> qr = head_rows(q, b, h, T, NH, HD);
+    const FlashRows<float> orr = head_rows(dout, b, h, T, NH, HD);
     MmaAcc dk_acc[HD / 16], dv_acc[HD / 16];
     for (int c = 0; c < HD / 16; c++) wmma::fill_fragment(dk_acc[c], 0.0f), wmma::fill_fragment(dv_acc[c], 0.0f);
     for (int qt = k0 / FLASH_MMA_ROWS; qt < flash_tiles(T, FLASH_MMA_ROWS); qt++) {

@@ -190,6 +190,10 @@ void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int H
 // x(B, T, H, HD) -> out, Hugging Face half-split pairs (i, i + HD/2); out may alias x.
 void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab,
                        const float *sin_tab, int B, int T, int H, int HD);
+// bf16 mode's form, in place on x(B, T, H, HD) in bf16 (q or k as their GEMM stores them): each
+// pair widened, rotated in fp32 as above, rounded to nearest even.
+void cuda_rope_forward_bf16(CudaCtx *ctx, cuda_bf16 *x, const float *cos_tab, const float *sin_tab, int B, int T, int H,
+                            int HD);
 // dx += R^T dout. dx must not alias dout.
 // The _bf16 form (bf16 mode) WRITES R^T dout, rounded to bf16, into a packed GEMM operand: head
 // h of token row n at dx + n * ld + h * HD (the q or k column block of the packed q|k|v gradient).
@@ -212,9 +216,10 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
 // tile loop for one query row, by the same flash_tile.h functions, keys in increasing order.
 void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV,
                        int HD);
-// The same with out in bf16 (bf16 mode: the o projection's operand), rounded to nearest even.
-void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *q, const float *k, const float *v, int n, int NH,
-                            int NKV, int HD);
+// bf16 mode's form: q and the cache's k, v bf16 (as the slot and the cache keep them), widened
+// exactly; out bf16 (the o projection's operand), rounded to nearest even.
+void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
+                            int n, int NH, int NKV, int HD);
 // dq, dk, dv += gradients, from forward's out and lse; dsum(B, NH, T) is caller-owned scratch
 // (overwritten with rowsum(dout * out)). With grouped queries (NH > NKV) each query head's dk
 // and dv go first to the context's arena, cuda_flash_backward_arena_bytes(B * T, NH, NKV, HD)
@@ -228,16 +233,17 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
                                    int NH, int NKV, int HD);
 
 // The bf16 mode's attention: the same contracts (and the same arena for grouped queries), on
-// tensor cores, with out in bf16 (the o projection's operand, rounded to nearest even from the
-// fp32 out; the backward's D = rowsum(dout * out) reads those rounded values). q, k, v and dout
-// (fp32 here) are rounded to bf16 as tiles load, and so are the probabilities and score
-// gradients before their products; every product accumulates in fp32 and the softmax stays
-// fp32 (flash_tile.h, "Tensor-core tiles"). Head dims that are not a multiple of 16 up to 128
-// (flash_mma_takes) run the fp32 kernels, out still bf16.
-void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const float *q, const float *k,
-                                       const float *v, int B, int T, int NH, int NKV, int HD);
+// tensor cores, with q, k and v bf16 (as their GEMM and RoPE store them) and out in bf16 (the
+// o projection's operand, rounded to nearest even from the fp32 out; the backward's D =
+// rowsum(dout * out) reads those rounded values). dout (fp32 here) is rounded to bf16 as its
+// tiles load, and so are the probabilities and score gradients before their products; every
+// product accumulates in fp32 and the softmax stays fp32 (flash_tile.h, "Tensor-core tiles").
+// Head dims that are not a multiple of 16 up to 128 (flash_mma_takes) run the fp32 kernels on
+// the widened q, k, v, out still bf16.
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const cuda_bf16 *q, const cuda_bf16 *k,
+                                       const cuda_bf16 *v, int B, int T, int NH, int NKV, int HD);
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
-                                        const float *dout, const float *q, const float *k, const float *v,
+                                        const float *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
                                         const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                                         int HD);
 

@@ -45,6 +45,23 @@ __global__ void rope_forward_kernel(float *out, const float *x, const float *__r
     }
 }
 
+// bf16 mode: x (q or k as their GEMM stored them) rotated in place, each pair widened, rotated
+// in fp32 with rope_forward_kernel's expressions, and rounded to nearest even.
+__global__ void rope_forward_bf16_kernel(__nv_bfloat16 *x, const float *__restrict__ cos_tab,
+                                         const float *__restrict__ sin_tab, int T, int H, int HD, size_t pairs) {
+    int half = HD / 2;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs; p += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(p % half);
+        size_t bth = p / half;
+        int t = (int)((bth / H) % T);
+        size_t off = bth * HD;
+        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
+        float x0 = to_f32(x[off + i]), x1 = to_f32(x[off + i + half]);
+        x[off + i] = from_f32<__nv_bfloat16>(x0 * c - x1 * s);
+        x[off + i + half] = from_f32<__nv_bfloat16>(x1 * c + x0 * s);
+    }
+}
+
 // dx += R^T dout: rotation by -angle.
 __global__ void rope_backward_kernel(float *__restrict__ dx, const float *__restrict__ dout,
                                      const float *__restrict__ cos_tab,
@@ -105,6 +122,15 @@ void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *co
     if (pairs == 0) return;
     rope_forward_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>(out, x, cos_tab, sin_tab,
                                                                        T, H, HD, pairs);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_rope_forward_bf16(CudaCtx *ctx, cuda_bf16 *x, const float *cos_tab, const float *sin_tab, int B, int T, int H,
+                            int HD) {
+    size_t pairs = (size_t)B * T * H * (HD / 2);
+    if (pairs == 0) return;
+    rope_forward_bf16_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>((__nv_bfloat16 *)x, cos_tab, sin_tab, T, H,
+                                                                            HD, pairs);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -61,7 +61,7 @@ struct Layer {
     float *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd, *dln1, *dln2;
     // forward
     float *x, *rstd1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *y, *x2;   // xn1, xn2, h, gate, up: bf16 only
-    cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b, *g_b, *u_b;
+    cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b, *g_b, *u_b, *q_b, *k_b, *v_b;   // q_b, k_b, v_b: bf16 mode's q, k, v
     // backward
     float *dx2, *dh, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
     cuda_bf16 *dy_b, *dgu_b, *do_b, *dq_b, *dk_b, *dv_b;   // dgu_b: (N, 2 FF), dgate | dup
@@ -87,7 +87,9 @@ static void layer_alloc(struct Layer *L) {
     L->ao = dzeros(nc); L->o = dzeros(nc); L->x1 = dzeros(nc); L->rstd2 = dzeros(N);
     L->g_b = dbf(2 * nf); L->u_b = L->g_b + nf;
     L->y = dzeros(nc); L->x2 = dzeros(nc);
-    L->xn1_b = dbf(nc);
+    L->xn1_b = dbf(nc); L->q_b = dbf(nc); L->k_b = dbf(nkv); L->v_b = dbf(nkv);
+    cuda_zero(ctx, L->q_b, nc * sizeof(cuda_bf16)); cuda_zero(ctx, L->k_b, nkv * sizeof(cuda_bf16));
+    cuda_zero(ctx, L->v_b, nkv * sizeof(cuda_bf16));   // attention is also timed alone, before any forward
     L->ao_b = dbf(nc); L->xn2_b = dbf(nc); L->h_b = dbf(nf);
     L->dx2 = drand_f32(nc, 1e-3f); L->dh = dzeros(nf);
     L->dxn2 = dzeros(nc); L->dx1 = dzeros(nc); L->dao = dzeros(nc); L->dq = dzeros(nc);
@@ -100,12 +102,13 @@ static void layer_alloc(struct Layer *L) {
 static void layer_forward(struct Layer *L) {
     const size_t nc = (size_t)N * C;
     cuda_rmsnorm_forward_bf16(ctx, L->xn1_b, L->rstd1, L->x, L->ln1, N, C, 1e-5f);
-    cuda_linear_forward_bf16(ctx, L->q, L->xn1_b, L->wq, N, C, C);
-    cuda_linear_forward_bf16(ctx, L->k, L->xn1_b, L->wk, N, C, CKV);
-    cuda_linear_forward_bf16(ctx, L->v, L->xn1_b, L->wv, N, C, CKV);
-    cuda_rope_forward(ctx, L->q, L->q, L->cos_tab, L->sin_tab, B, T, NH, HD);
-    cuda_rope_forward(ctx, L->k, L->k, L->cos_tab, L->sin_tab, B, T, NKV, HD);
-    cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
+    // q, k, v stored bf16 by their GEMMs and rotated in place in bf16, as the engine keeps them
+    cuda_linear_forward_shared_to_bf16(ctx, L->q_b, 0, L->xn1_b, L->wq, 0, 1, N, C, C);
+    cuda_linear_forward_shared_to_bf16(ctx, L->k_b, 0, L->xn1_b, L->wk, 0, 1, N, C, CKV);
+    cuda_linear_forward_shared_to_bf16(ctx, L->v_b, 0, L->xn1_b, L->wv, 0, 1, N, C, CKV);
+    cuda_rope_forward_bf16(ctx, L->q_b, L->cos_tab, L->sin_tab, B, T, NH, HD);
+    cuda_rope_forward_bf16(ctx, L->k_b, L->cos_tab, L->sin_tab, B, T, NKV, HD);
+    cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
     cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
     cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
     cuda_rmsnorm_forward_bf16(ctx, L->xn2_b, L->rstd2, L->x1, L->ln2, N, C, 1e-5f);
@@ -139,7 +142,7 @@ static void layer_backward(struct Layer *L) {
     cuda_zero(ctx, L->dq, nc * sizeof(float));
     cuda_zero(ctx, L->dk, nkv * sizeof(float));
     cuda_zero(ctx, L->dv, nkv * sizeof(float));
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao_b,
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q_b, L->k_b, L->v_b, L->ao_b,
                                        L->lse, B, T, NH, NKV, HD);
     // RoPE backward needs dx != dout: rotate into the (now free) ao / o buffers.
     cuda_zero(ctx, L->ao, nc * sizeof(float));
@@ -186,9 +189,9 @@ static void attention_fp32(struct Layer *L) {
                                   NH, NKV, HD);
 }
 static void attention_bf16(struct Layer *L) {
-    cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q, L->k, L->v, B, T, NH, NKV, HD);
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q, L->k, L->v, L->ao_b, L->lse, B,
-                                       T, NH, NKV, HD);
+    cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q_b, L->k_b, L->v_b, L->ao_b,
+                                       L->lse, B, T, NH, NKV, HD);
 }
 
 static void fwd_bwd(struct Layer *L) {

@@ -377,6 +377,19 @@ static void test_rope(void) {
     check("rope_forward in place (out == x)", d_x, out, nx, 1e-6);
     cuda_rope_backward(ctx, d_dx, d_dout, d_cos, d_sin, B, T, NH, HD);
     check_delta("rope_backward dx (+=)", d_dx, dx, dx0, nx, 1e-6);
+    {   // the bf16 form, in place on bf16 x (as the q|k|v GEMM stores it): the fp32 kernel's
+        // rotation of the widened x, rounded, bitwise
+        float *xw = malloc(sizeof(float) * nx);
+        if (!xw) abort();
+        for (size_t i = 0; i < nx; i++) xw[i] = bf2f(f2bf(x[i]));
+        float *d_xw = dfloat(xw, nx), *d_r = dalloc(sizeof(float) * nx);
+        cuda_rope_forward(ctx, d_r, d_xw, d_cos, d_sin, B, T, NH, HD);
+        cuda_bf16 *d_x16 = dbf16(x, nx);
+        cuda_rope_forward_bf16(ctx, d_x16, d_cos, d_sin, B, T, NH, HD);
+        check_rounded("rope_forward_bf16 (in place): fp32's of the widened x, rounded", d_x16, d_r, nx);
+        free(xw);
+        CUDA_CHECK(cudaFree(d_xw)); CUDA_CHECK(cudaFree(d_r)); CUDA_CHECK(cudaFree(d_x16));
+    }
     {   // the bf16 form writes R^T dout into a packed operand: columns [3, 3 + NH HD) of rows NH HD + 5 wide
         const int ld = NH * HD + 5;
         float *d_g = dalloc(sizeof(float) * nx);
@@ -398,8 +411,8 @@ static void test_rope(void) {
 // CPU (tests/gpu_emu/flash_emu.c: what the emulator runs), which must agree to a few ulps: the
 // two differ only in expf/logf and fused multiply-adds. The emulated tiles are scalar C (about
 // 50 s at T 1024, 32 heads of 128 on one core), so `emulated` picks the shapes that run them.
-// bf16: the tensor-core kernels (cuda_flash_attention_*_bf16) against the same fp32 CPU
-// reference on the unrounded inputs, at the bf16 GEMMs' bounds, and against the emulator's bf16
+// bf16: the tensor-core kernels (cuda_flash_attention_*_bf16, given q, k and v rounded to bf16
+// as bf16 mode keeps them) against the same fp32 CPU reference on the unrounded inputs, at the bf16 GEMMs' bounds, and against the emulator's bf16
 // tiles, which model each 16-term mma as a sum in index order: the tensor core's own order moves
 // a sum by a few fp32 ulps, and now and then that flips one bf16 rounding of a probability or a
 // score gradient. Summing the 16 in another order on the CPU (even and odd terms apart) moved
@@ -424,11 +437,15 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     add_start(dq, dq0, nq);
     add_start(dk, dk0, nk);
     add_start(dv, dv0, nk);
-    if (emulated) {
-        (bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(eout, e_lse, q, k, v, b, t, nh, nkv, hd);
+    if (emulated) {   // the bf16 form's q, k, v as the device gets them: rounded (eq, ek, ev)
+        float *eq = hcopy(q, nq), *ek = hcopy(k, nk), *ev = hcopy(v, nk);
+        for (size_t i = 0; bf16 && i < nq; i++) eq[i] = bf2f(f2bf(eq[i]));
+        for (size_t i = 0; bf16 && i < nk; i++) ek[i] = bf2f(f2bf(ek[i])), ev[i] = bf2f(f2bf(ev[i]));
+        (bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(eout, e_lse, eq, ek, ev, b, t, nh, nkv, hd);
         for (size_t i = 0; bf16 && i < nq; i++) eout[i] = bf2f(f2bf(eout[i]));   // the bf16 form's out
-        (bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(edq, edk, edv, edsum, dout, q, k, v, eout, e_lse, b, t,
-                                                              nh, nkv, hd);
+        (bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(edq, edk, edv, edsum, dout, eq, ek, ev, eout, e_lse, b,
+                                                              t, nh, nkv, hd);
+        free(eq); free(ek); free(ev);
     }
     const double cpu_out = bf16 ? 1e-2 : 1e-5, cpu_grad = bf16 ? 3e-2 : 1e-4;
     const double emu_out = bf16 ? 1e-3 : 1e-6, emu_lse = bf16 ? 1e-4 : 1e-6, emu_grad = bf16 ? 1e-3 : 1e-5;
@@ -436,6 +453,8 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     float *d_q = dfloat(q, nq), *d_k = dfloat(k, nk), *d_v = dfloat(v, nk), *d_dout = dfloat(dout, nq);
     float *d_out = dalloc(sizeof(float) * nq), *d_lse = dalloc(sizeof(float) * nr);
     cuda_bf16 *d_out16 = dalloc(sizeof(cuda_bf16) * nq);   // the bf16 form's out
+    // the bf16 form's q, k, v (the emulated tiles round the fp32 ones on load: the same values)
+    cuda_bf16 *d_q16 = dbf16(q, nq), *d_k16 = dbf16(k, nk), *d_v16 = dbf16(v, nk);
     float *d_dsum = dalloc(sizeof(float) * nr);
     float *d_dq = dfloat(dq0, nq), *d_dk = dfloat(dk0, nk), *d_dv = dfloat(dv0, nk);
     char name[160];
@@ -446,7 +465,7 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
         fn(name, __VA_ARGS__);                                                                     \
     } while (0)
     if (bf16) {   // out in bf16; widened into d_out (exactly: cuda_bf16_to_f32) to compare
-        cuda_flash_attention_forward_bf16(ctx, d_out16, d_lse, d_q, d_k, d_v, b, t, nh, nkv, hd);
+        cuda_flash_attention_forward_bf16(ctx, d_out16, d_lse, d_q16, d_k16, d_v16, b, t, nh, nkv, hd);
         cuda_bf16_to_f32(ctx, d_out, d_out16, nq);
     } else {
         cuda_flash_attention_forward(ctx, d_out, d_lse, d_q, d_k, d_v, b, t, nh, nkv, hd);
@@ -455,8 +474,8 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     if (emulated) FLASH_CHECK("out vs emulated tiles", check, d_out, eout, nq, emu_out);
     if (emulated) FLASH_CHECK("lse vs emulated tiles", check, d_lse, e_lse, nr, emu_lse);
     if (bf16)
-        cuda_flash_attention_backward_bf16(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q, d_k, d_v, d_out16, d_lse, b, t,
-                                           nh, nkv, hd);
+        cuda_flash_attention_backward_bf16(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q16, d_k16, d_v16, d_out16, d_lse,
+                                           b, t, nh, nkv, hd);
     else
         cuda_flash_attention_backward(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q, d_k, d_v, d_out, d_lse, b, t, nh, nkv,
                                       hd);
@@ -473,7 +492,8 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     float *dev[] = {d_q, d_k, d_v, d_dout, d_out, d_lse, d_dsum, d_dq, d_dk, d_dv};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) CUDA_CHECK(cudaFree(dev[i]));
-    CUDA_CHECK(cudaFree(d_out16));
+    cuda_bf16 *dev16[] = {d_out16, d_q16, d_k16, d_v16};
+    for (size_t i = 0; i < sizeof dev16 / sizeof dev16[0]; i++) CUDA_CHECK(cudaFree(dev16[i]));
 }
 
 // The file's small shape, then issue 30's: T in {1, 1024}, HD in {24, 64, 128}, GQA 32/8;

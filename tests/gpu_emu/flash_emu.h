@@ -18,8 +18,9 @@ void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const floa
                         const float *k, const float *v, const float *out, const float *lse, int B, int T, int NH,
                         int NKV, int HD);
 // The bf16 mode's tensor-core kernels (flash_mma_kernels.cuh; flash_tile.h "Tensor-core tiles"
-// says what they round): the same contracts. Head dims they do not take (flash_mma_takes) run
-// the fp32 kernels, as the GPU launcher does.
+// says what they round): the same contracts, q, k and v being bf16 values (bf16 mode keeps them
+// bf16; the GPU forms take them so) widened. Head dims the tensor cores do not take
+// (flash_mma_takes) run the fp32 kernels on those values, as the GPU launcher does.
 void flash_emu_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
                             int NH, int NKV, int HD);
 void flash_emu_backward_bf16(float *dq, float *dk, float *dv, float *dsum, const float *dout, const float *q,

@@ -610,7 +610,7 @@ static void linear_shared(CudaCtx *ctx, const char *call, SharedArgs a) {
     launch(ctx, call);
     if (a.batch <= 0 || a.N <= 0 || a.OC <= 0) return;
     const size_t esz = a.bf16 ? 2 : 4, no = (size_t)a.N * a.OC;
-    if (a.out_stride < no) emu_breach(call, "the batch's outputs overlap");
+    if (a.batch > 1 && a.out_stride < no) emu_breach(call, "the batch's outputs overlap");
     if (a.out16) emu_need_device(call, a.out16, ((a.batch - 1) * a.out_stride + no) * sizeof(cuda_bf16));
     else emu_need_device(call, a.out, F((a.batch - 1) * a.out_stride + no));
     emu_need_device(call, a.inp, (size_t)a.N * a.IC * esz);
@@ -665,7 +665,7 @@ void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *
 
 typedef struct {
     float *out, *sin_out;   // rope_tables: cos_tab, sin_tab
-    cuda_bf16 *out16;       // rope_backward's bf16 form: the packed operand, row stride ld
+    cuda_bf16 *out16;       // rope_forward's bf16 form: x, in place; rope_backward's: the packed operand, stride ld
     int ld;
     const float *x, *cos_tab, *sin_tab;
     int B, T, H, HD;
@@ -680,6 +680,16 @@ static void run_rope_tables(void *p) {
 static void run_rope_forward(void *p) {
     const RopeArgs *a = p;
     rope_forward(a->out, a->x, a->cos_tab, a->sin_tab, a->B, a->T, a->H, a->HD);
+}
+
+static void run_rope_forward_bf16(void *p) {
+    const RopeArgs *a = p;
+    const size_t n = (size_t)a->B * a->T * a->H * a->HD;
+    if (n == 0) return;
+    float *x = widen(a->out16, n), *t = temp(n);
+    rope_forward(t, x, a->cos_tab, a->sin_tab, a->B, a->T, a->H, a->HD);
+    free(x);
+    round_free(a->out16, t, n);
 }
 
 static void run_rope_backward(void *p) {
@@ -723,6 +733,16 @@ void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *co
     rope(ctx, __func__, run_rope_forward, out, x, cos_tab, sin_tab, B, T, H, HD);
 }
 
+void cuda_rope_forward_bf16(CudaCtx *ctx, cuda_bf16 *x, const float *cos_tab, const float *sin_tab, int B, int T, int H,
+                            int HD) {
+    launch(ctx, __func__);
+    emu_need_device(__func__, x, (size_t)B * T * H * HD * sizeof(cuda_bf16));
+    emu_need_device(__func__, cos_tab, F((size_t)T * HD / 2));
+    emu_need_device(__func__, sin_tab, F((size_t)T * HD / 2));
+    const RopeArgs a = {.out16 = x, .cos_tab = cos_tab, .sin_tab = sin_tab, .B = B, .T = T, .H = H, .HD = HD};
+    emu_enqueue(ctx->stream, run_rope_forward_bf16, &a, sizeof a);
+}
+
 void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab, const float *sin_tab, int B,
                         int T, int H, int HD) {
     rope(ctx, __func__, run_rope_backward, dx, dout, cos_tab, sin_tab, B, T, H, HD);
@@ -747,47 +767,76 @@ void cuda_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dx, int ld, const float *d
 // same tile functions (flash_emu.c), not the CPU's two-pass reference; the bf16 forms as the
 // tensor-core kernels round (flash_emu_*_bf16).
 
-// The bf16 forms keep out in bf16 (the GPU's tensor-core kernels round it as they write it,
-// and D = rowsum(dout * out) reads the rounded values): the emulated tiles compute fp32, the
-// result is rounded here, and the backward reads it widened.
+// The bf16 forms take q, k and v in bf16 and keep out in bf16 (the GPU's tensor-core kernels
+// round it as they write it, and D = rowsum(dout * out) reads the rounded values): the emulated
+// tiles read q, k, v widened (their rounding on load then changes nothing) and compute fp32,
+// the result is rounded here, and the backward reads it widened.
 typedef struct {
     float *out, *lse;                 // forward (out NULL in the bf16 form)
     cuda_bf16 *out16;                 // forward, the bf16 form
     float *dq, *dk, *dv, *dsum;       // backward
-    const float *q, *k, *v, *dout, *out_in, *lse_in;
+    const void *q, *k, *v;            // fp32, or bf16 in the bf16 forms
+    const float *dout, *out_in, *lse_in;
     const cuda_bf16 *out16_in;        // backward, the bf16 form (out_in NULL)
     int B, T, NH, NKV, HD;
     bool bf16;
 } AttentionArgs;
 
+// q, k and v as the emulated tiles read them: fp32 as given, or bf16 widened into copies that
+// free_qkv releases.
+typedef struct {
+    const float *q, *k, *v;
+    float *owned[3];
+} QkvF32;
+
+static QkvF32 qkv_f32(const void *q, const void *k, const void *v, size_t nq, size_t nkv, bool bf16) {
+    if (!bf16) return (QkvF32){q, k, v, {NULL, NULL, NULL}};
+    float *wq = widen(q, nq), *wk = widen(k, nkv), *wv = widen(v, nkv);
+    return (QkvF32){wq, wk, wv, {wq, wk, wv}};
+}
+
+static void free_qkv(QkvF32 *x) {
+    for (int i = 0; i < 3; i++) free(x->owned[i]);
+}
+
+static QkvF32 attention_qkv(const AttentionArgs *a) {
+    const size_t rows = (size_t)a->B * a->T;
+    return qkv_f32(a->q, a->k, a->v, rows * a->NH * a->HD, rows * a->NKV * a->HD, a->bf16);
+}
+
 static void run_attention_forward(void *p) {
     const AttentionArgs *a = p;
     const size_t nq = (size_t)a->B * a->T * a->NH * a->HD;
+    QkvF32 x = attention_qkv(a);
     float *out = a->bf16 ? temp(nq) : a->out;
-    (a->bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(out, a->lse, a->q, a->k, a->v, a->B, a->T, a->NH, a->NKV,
+    (a->bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(out, a->lse, x.q, x.k, x.v, a->B, a->T, a->NH, a->NKV,
                                                            a->HD);
     if (a->bf16) round_free(a->out16, out, nq);
+    free_qkv(&x);
 }
 
 static void run_attention_backward(void *p) {
     const AttentionArgs *a = p;
     const size_t nq = (size_t)a->B * a->T * a->NH * a->HD;
+    QkvF32 x = attention_qkv(a);
     float *out = a->bf16 ? widen(a->out16_in, nq) : NULL;
-    (a->bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(a->dq, a->dk, a->dv, a->dsum, a->dout, a->q, a->k, a->v,
+    (a->bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(a->dq, a->dk, a->dv, a->dsum, a->dout, x.q, x.k, x.v,
                                                              a->bf16 ? out : a->out_in, a->lse_in, a->B, a->T, a->NH,
                                                              a->NKV, a->HD);
     free(out);
+    free_qkv(&x);
 }
 
 // Checks every buffer (device memory of its size) and the shape flash_attention.cu takes, queues.
 static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*run)(void *)) {
     launch(ctx, call);
     const size_t nq = (size_t)a.B * a.T * a.NH * a.HD, nkv = (size_t)a.B * a.T * a.NKV * a.HD;
-    const size_t nr = (size_t)a.B * a.NH * a.T, out_bytes = a.bf16 ? nq * sizeof(cuda_bf16) : F(nq);
+    const size_t nr = (size_t)a.B * a.NH * a.T, elem = a.bf16 ? sizeof(cuda_bf16) : sizeof(float);
+    const size_t out_bytes = nq * elem;
     if (a.HD > FLASH_MAX_HD || a.NKV <= 0 || a.NH % a.NKV != 0) emu_breach(call, "a shape flash attention does not take");
-    emu_need_device(call, a.q, F(nq));
-    emu_need_device(call, a.k, F(nkv));
-    emu_need_device(call, a.v, F(nkv));
+    emu_need_device(call, a.q, nq * elem);
+    emu_need_device(call, a.k, nkv * elem);
+    emu_need_device(call, a.v, nkv * elem);
     if (a.lse) {
         emu_need_device(call, a.bf16 ? (const void *)a.out16 : (const void *)a.out, out_bytes);
         emu_need_device(call, a.lse, F(nr));
@@ -806,27 +855,30 @@ static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*ru
 
 typedef struct {
     float *out;
-    cuda_bf16 *out16;   // the bf16 form (out NULL)
-    const float *q, *k, *v;
+    cuda_bf16 *out16;      // the bf16 form (out NULL), whose q, k, v are bf16 too
+    const void *q, *k, *v;
     int n, NH, NKV, HD;
 } DecodeArgs;
 
 static void run_flash_decode(void *p) {
     const DecodeArgs *a = p;
     const size_t n = (size_t)a->NH * a->HD;
+    QkvF32 x = qkv_f32(a->q, a->k, a->v, n, (size_t)a->n * a->NKV * a->HD, a->out16 != NULL);
     float *out = a->out16 ? temp(n) : a->out;
-    flash_emu_decode(out, a->q, a->k, a->v, a->n, a->NH, a->NKV, a->HD);
+    flash_emu_decode(out, x.q, x.k, x.v, a->n, a->NH, a->NKV, a->HD);
     if (a->out16) round_free(a->out16, out, n);
+    free_qkv(&x);
 }
 
 static void flash_decode_as(CudaCtx *ctx, const char *call, DecodeArgs a) {
     launch(ctx, call);
     const size_t nq = (size_t)a.NH * a.HD, nkv = (size_t)a.n * a.NKV * a.HD;
+    const size_t elem = a.out16 ? sizeof(cuda_bf16) : sizeof(float);
     if (a.HD > FLASH_MAX_HD || a.NKV <= 0 || a.NH % a.NKV != 0) emu_breach(call, "a shape flash attention does not take");
-    emu_need_device(call, a.out16 ? (const void *)a.out16 : (const void *)a.out, a.out16 ? nq * sizeof(cuda_bf16) : F(nq));
-    emu_need_device(call, a.q, F(nq));
-    emu_need_device(call, a.k, F(nkv));
-    emu_need_device(call, a.v, F(nkv));
+    emu_need_device(call, a.out16 ? (const void *)a.out16 : (const void *)a.out, nq * elem);
+    emu_need_device(call, a.q, nq * elem);
+    emu_need_device(call, a.k, nkv * elem);
+    emu_need_device(call, a.v, nkv * elem);
     if (a.n <= 0 || a.NH <= 0) return;
     emu_enqueue(ctx->stream, run_flash_decode, &a, sizeof a);
 }
@@ -836,8 +888,8 @@ void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k,
     flash_decode_as(ctx, __func__, (DecodeArgs){.out = out, .q = q, .k = k, .v = v, .n = n, .NH = NH, .NKV = NKV, .HD = HD});
 }
 
-void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const float *q, const float *k, const float *v, int n, int NH,
-                            int NKV, int HD) {
+void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
+                            int n, int NH, int NKV, int HD) {
     flash_decode_as(ctx, __func__,
                     (DecodeArgs){.out16 = out, .q = q, .k = k, .v = v, .n = n, .NH = NH, .NKV = NKV, .HD = HD});
 }
@@ -850,8 +902,8 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
               run_attention_forward);
 }
 
-void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const float *q, const float *k,
-                                       const float *v, int B, int T, int NH, int NKV, int HD) {
+void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const cuda_bf16 *q, const cuda_bf16 *k,
+                                       const cuda_bf16 *v, int B, int T, int NH, int NKV, int HD) {
     attention(ctx, __func__,
               (AttentionArgs){.out16 = out, .lse = lse, .q = q, .k = k, .v = v, .B = B, .T = T, .NH = NH, .NKV = NKV,
                               .HD = HD, .bf16 = true},
@@ -876,7 +928,7 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
 }
 
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
-                                        const float *dout, const float *q, const float *k, const float *v,
+                                        const float *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
                                         const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                                         int HD) {
     attention_backward_as(ctx, __func__,

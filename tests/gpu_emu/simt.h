@@ -28,6 +28,9 @@ using std::min;
 struct alignas(16) float4 {
     float x, y, z, w;
 };
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };

@@ -28,6 +28,21 @@ static std::vector<float> uniform(size_t n, uint32_t seed) {
     return v;
 }
 
+// x rounded to bf16: the bits the kernels read (bf16 mode's q, k, v), and their exact widening
+// (what the emulator reads; its own rounding on load then changes nothing).
+struct Bf16Input {
+    std::vector<__nv_bfloat16> bits;
+    std::vector<float> wide;
+};
+static Bf16Input bf16_input(const std::vector<float> &x) {
+    Bf16Input r{std::vector<__nv_bfloat16>(x.size()), std::vector<float>(x.size())};
+    for (size_t i = 0; i < x.size(); i++) {
+        r.bits[i] = __float2bfloat16_rn(x[i]);
+        r.wide[i] = __bfloat162float(r.bits[i]);
+    }
+    return r;
+}
+
 static int failures;
 
 static void expect_bitwise(const char *shape, const char *what, const std::vector<float> &got,
@@ -40,11 +55,20 @@ static void expect_bitwise(const char *shape, const char *what, const std::vecto
     failures += differ != 0;
 }
 
-static void check_shape(int B, int T, int NH, int NKV, int HD) {
+// bf16_in: q, k and v come bf16, as bf16 mode hands them to these kernels at a head dim the
+// tensor cores do not take (load_tile's widening form); the emulator reads them widened.
+static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
     char shape[64];
-    snprintf(shape, sizeof shape, "B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
+    snprintf(shape, sizeof shape, "%sB%d T%d NH%d NKV%d HD%d", bf16_in ? "bf16 in " : "", B, T, NH, NKV, HD);
     const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
-    const std::vector<float> q = uniform(nq, 1), k = uniform(nk, 2), v = uniform(nk, 3), dout = uniform(nq, 4);
+    const Bf16Input q16 = bf16_input(uniform(nq, 1)), k16 = bf16_input(uniform(nk, 2)), v16 = bf16_input(uniform(nk, 3));
+    const std::vector<float> q = bf16_in ? q16.wide : uniform(nq, 1), k = bf16_in ? k16.wide : uniform(nk, 2),
+                             v = bf16_in ? v16.wide : uniform(nk, 3), dout = uniform(nq, 4);
+    // The kernels' q, k, v: the same values, as bf16 bits or as floats.
+    const auto run = [&](auto kernel) {
+        if (bf16_in) kernel(q16.bits.data(), k16.bits.data(), v16.bits.data());
+        else kernel(q.data(), k.data(), v.data());
+    };
     const std::vector<float> dq0 = uniform(nq, 5), dk0 = uniform(nk, 6), dv0 = uniform(nk, 7);   // += targets
     std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0, dsum(nr);
     std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv = dv0, e_dsum(nr);
@@ -54,8 +78,10 @@ static void check_shape(int B, int T, int NH, int NKV, int HD) {
     const float scale = flash_scale(HD);
     const dim3 qgrid{(unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH), 1};
     const dim3 kgrid{(unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NH), 1};
-    simt_launch(qgrid, FLASH_THREADS, forward_smem(HD), [&] {
-        flash_forward_kernel<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, HD, scale);
+    run([&](auto qp, auto kp, auto vp) {
+        simt_launch(qgrid, FLASH_THREADS, forward_smem(HD), [&] {
+            flash_forward_kernel(out.data(), lse.data(), qp, kp, vp, T, NH, NKV, HD, scale);
+        });
     });
     expect_bitwise(shape, "out", out, e_out);
     expect_bitwise(shape, "lse", lse, e_lse);
@@ -64,15 +90,16 @@ static void check_shape(int B, int T, int NH, int NKV, int HD) {
     });
     expect_bitwise(shape, "D", dsum, e_dsum);
     // Backward from the emulator's forward, so a forward difference cannot pass on.
-    simt_launch(qgrid, FLASH_THREADS, dq_smem(HD), [&] {
-        flash_dq_kernel(dq.data(), dout.data(), q.data(), k.data(), v.data(), e_lse.data(), e_dsum.data(), T, NH, NKV,
-                        HD, scale);
-    });
     const bool grouped = NH > NKV;   // each query head's share, then their sum (as the launcher does)
     std::vector<float> dk_part(grouped ? nq : 0, NAN), dv_part(grouped ? nq : 0, NAN);
-    simt_launch(kgrid, FLASH_THREADS, dkdv_smem(HD), [&] {
-        flash_dkdv_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(), q.data(), k.data(),
-                          v.data(), e_lse.data(), e_dsum.data(), T, NH, NKV, HD, scale);
+    run([&](auto qp, auto kp, auto vp) {
+        simt_launch(qgrid, FLASH_THREADS, dq_smem(HD), [&] {
+            flash_dq_kernel(dq.data(), dout.data(), qp, kp, vp, e_lse.data(), e_dsum.data(), T, NH, NKV, HD, scale);
+        });
+        simt_launch(kgrid, FLASH_THREADS, dkdv_smem(HD), [&] {
+            flash_dkdv_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(), qp, kp, vp,
+                              e_lse.data(), e_dsum.data(), T, NH, NKV, HD, scale);
+        });
     });
     if (grouped)
         simt_launch(dim3{(unsigned)(((size_t)B * T * NKV * HD + 255) / 256), 1, 1}, 256, 0, [&] {
@@ -94,7 +121,11 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
     char shape[64];
     snprintf(shape, sizeof shape, "mma B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
-    const std::vector<float> q = uniform(nq, 11), k = uniform(nk, 12), v = uniform(nk, 13), dout = uniform(nq, 14);
+    // q, k, v bf16 as bf16 mode keeps them (the emulator reads them widened); dout fp32, rounded
+    // by the kernels as their tiles load.
+    const Bf16Input q16 = bf16_input(uniform(nq, 11)), k16 = bf16_input(uniform(nk, 12)),
+                    v16 = bf16_input(uniform(nk, 13));
+    const std::vector<float> &q = q16.wide, &k = k16.wide, &v = v16.wide, dout = uniform(nq, 14);
     const std::vector<float> dq0 = uniform(nq, 15), dk0 = uniform(nk, 16), dv0 = uniform(nk, 17);
     std::vector<__nv_bfloat16> out16(nq);
     std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0;
@@ -109,16 +140,18 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
     mma_dispatch(HD, [&](auto hd) {
         constexpr int D = decltype(hd)::value;
         simt_launch(grid, MMA_THREADS, mma_forward_smem(D), [&] {
-            flash_mma_forward_kernel<D>(out16.data(), lse.data(), q.data(), k.data(), v.data(), T, NH, NKV, scale);
+            flash_mma_forward_kernel<D>(out16.data(), lse.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(), T,
+                                        NH, NKV, scale);
         });
         // Backward from the emulator's forward, so a forward difference cannot pass on.
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
-            flash_mma_dq_kernel<D>(dq.data(), dout.data(), q.data(), k.data(), v.data(), e_lse.data(), e_dsum.data(), T,
-                                   NH, NKV, scale);
+            flash_mma_dq_kernel<D>(dq.data(), dout.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
+                                   e_lse.data(), e_dsum.data(), T, NH, NKV, scale);
         });
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
-            flash_mma_dkdv_kernel<D>(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(), q.data(),
-                                     k.data(), v.data(), e_lse.data(), e_dsum.data(), T, NH, NKV, scale);
+            flash_mma_dkdv_kernel<D>(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(),
+                                     q16.bits.data(), k16.bits.data(), v16.bits.data(), e_lse.data(), e_dsum.data(),
+                                     T, NH, NKV, scale);
         });
     });
     if (grouped)
@@ -139,7 +172,11 @@ int main(void) {
     // one 32-column chunk; T 1; several tiles, 3 heads a group; HD 128 (four chunks).
     const int shapes[][5] = {{2, 64, 4, 2, 16}, {1, 70, 4, 1, 24}, {1, 33, 2, 2, 40},
                              {1, 1, 4, 2, 64},  {2, 45, 6, 2, 64}, {1, 40, 2, 1, 128}};
-    for (const auto &s : shapes) check_shape(s[0], s[1], s[2], s[3], s[4]);
+    for (const auto &s : shapes) check_shape(s[0], s[1], s[2], s[3], s[4], false);
+    // bf16 q, k, v through the same kernels: a head dim the tensor cores do not take, ragged,
+    // grouped; and one they do take (the widening load at float4-friendly HD).
+    check_shape(1, 70, 4, 1, 24, true);
+    check_shape(2, 45, 6, 2, 64, true);
     // Tensor cores: one whole tile, two heads a group; ragged T over two tiles with one kv head
     // for 4; T 1; three tiles, 3 heads a group, HD 48 (three 16-column blocks, not a power of
     // two); HD 128 (two passes of the output through the score tile), ragged.

@@ -79,13 +79,10 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     a->cos_tab = carve(cv, (size_t)a->T * c->head_dim / 2);
     a->sin_tab = carve(cv, (size_t)a->T * c->head_dim / 2);
     if (a->n_layers > 0) {
-        a->datty = carve(cv, N * Q);
+        carve_operand(cv, a->narrow_operands, &a->datty, &a->datty_16, N * Q);   // as its GEMM stores it
         a->drot_q = carve(cv, N * Q);
         a->drot_k = carve(cv, N * KV);
-        if (a->narrow_operands) {
-            a->dv = carve(cv, N * KV);      // packed into the layer's dqkv_16 at once
-            a->dxmid = carve(cv, N * C);    // kept as the layer's dxmid_16
-        }
+        if (a->narrow_operands) a->dxmid = carve(cv, N * C);   // kept as the layer's dxmid_16
         a->dh = carve(cv, N * I);
         if (a->flash_attention) a->dsum = carve(cv, ATT);
         else a->datt = carve(cv, ATT);

@@ -29,8 +29,8 @@ typedef struct {
     uint16_t *ln1_16, *ln2_16, *h_16, *atty_16;
     // ... and the gradients the input half hands the weight half as GEMM operands are kept
     // packed and bf16, written so by the kernels that make them: dqkv_16 (N, Q + 2 KV), dq | dk
-    // | dv side by side (attention adds dv into StageActs.dv, packed at once), and dgate_up_16
-    // (N, 2 I); dq, dk, dv, dgate and dup are then NULL.
+    // | dv side by side (RoPE's backward writes dq and dk there, attention's backward dv), and
+    // dgate_up_16 (N, 2 I); dq, dk, dv, dgate and dup are then NULL.
     uint16_t *dqkv_16, *dgate_up_16;
     // ... and so are the two residual gradients the GEMMs read: dout_16 (N, C), the layer's
     // output gradient, written by whatever wrote it in fp32 (the next layer's input half, the
@@ -79,9 +79,9 @@ struct StageActs {
     float *dlnf;            // (N, C) last stage
     float *cos_tab, *sin_tab;   // (T, HD/2) rotary tables
     // scratch shared by the layers (never needed across layers):
-    float *datty;           // (N, Q)
+    float *datty;           // (N, Q) attention output's gradient (narrow_operands: NULL, datty_16)
+    uint16_t *datty_16;     // (N, Q) narrow_operands: datty stored bf16 by its GEMM (only attention reads it)
     float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
-    float *dv;              // (N, KV) narrow_operands: a layer's dv before it is packed (else NULL)
     float *dxmid;           // (N, C) narrow_operands: a layer's dxmid (kept as LayerActs.dxmid_16; else NULL)
     float *dh;              // (N, I)
     float *datt;            // (B, NH, T, T) score gradients (NULL under flash attention)

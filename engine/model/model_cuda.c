@@ -792,22 +792,24 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     cuda_residual_rmsnorm_backward(c->ctx, dxmid, c->bf16 ? la->dxmid_16 : NULL, dout, la->dln2, la->xmid, w->ln2,
                                    la->rstd2, d.N, d.C);
     // Attention branch
-    cuda_zero(c->ctx, a->datty, NQ * sizeof(float));
-    lin_bwd_in(c, a->datty, kept_operand(c, dxmid, la->dxmid_16), w->wo, d.N, d.Q, d.C);
     cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
     cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
-    float *dv = c->bf16 ? a->dv : la->dv;   // bf16: a slot-wide buffer, packed below
-    cuda_zero(c->ctx, dv, NKV * sizeof(float));
-    if (c->bf16) {   // then dq, dk and dv side by side in the packed bf16 operand
-        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, dv, a->dsum, a->datty, la->q_16, la->k_16,
-                                           la->v_16, la->atty_16, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
+    if (c->bf16) {
+        // The attention output's gradient stored bf16 (only attention reads it); then dq, dk and
+        // dv side by side in the packed bf16 operand (attention writes dv there, RoPE dq and dk).
+        cuda_linear_backward_input_to_bf16(c->ctx, a->datty_16, la->dxmid_16, w16_of(c, w->wo), d.N, d.Q, d.C);
         const int ld = d.Q + 2 * d.KV;
+        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, la->dqkv_16 + d.Q + d.KV, ld, a->dsum,
+                                           a->datty_16, la->q_16, la->k_16, la->v_16, la->atty_16, la->lse, d.B, d.T,
+                                           d.NH, d.NKV, d.HD);
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16, ld, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16 + d.Q, ld, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV,
                                 d.HD);
-        cuda_pack_cols_bf16(c->ctx, la->dqkv_16 + d.Q + d.KV, ld, dv, d.N, d.KV);
     } else {
-        cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, dv, a->dsum, a->datty, la->q, la->k, la->v,
+        cuda_zero(c->ctx, a->datty, NQ * sizeof(float));
+        lin_bwd_in(c, a->datty, dxmid, w->wo, d.N, d.Q, d.C);
+        cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
+        cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
                                       la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
         cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
         cuda_zero(c->ctx, la->dk, NKV * sizeof(float));

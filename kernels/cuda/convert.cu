@@ -15,27 +15,17 @@ __global__ void bf16_to_f32_kernel(float *dst, const __nv_bfloat16 *src, size_t 
         dst[i] = __bfloat162float(src[i]);
 }
 
-// dst(rows, ld)[:, 0:cols] = src(rows, cols), converted to T (float: a copy; bf16: rounded).
-template <typename T>
-__global__ void pack_cols_kernel(T *dst, int ld, const float *src, int cols, size_t n) {
+// dst(rows, ld)[:, 0:cols] = src(rows, cols), a copy (fp32 mode's packed operands).
+__global__ void pack_cols_kernel(float *dst, int ld, const float *src, int cols, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        dst[(i / cols) * ld + i % cols] = from_f32<T>(src[i]);
+        dst[(i / cols) * ld + i % cols] = src[i];
 }
 
 void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols) {
     const size_t n = (size_t)rows * cols;
     if (n == 0) return;
-    pack_cols_kernel<float><<<grid_for(n, 256), 256, 0, ctx->stream>>>(dst, ld, src, cols, n);
-    CUDA_CHECK_LAUNCH();
-}
-
-void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows,
-                         int cols) {
-    const size_t n = (size_t)rows * cols;
-    if (n == 0) return;
-    pack_cols_kernel<__nv_bfloat16><<<grid_for(n, 256), 256, 0, ctx->stream>>>(as_bf16(dst), ld,
-                                                                               src, cols, n);
+    pack_cols_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(dst, ld, src, cols, n);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -16,7 +16,8 @@
 //   flash_rowsum_kernel   D = rowsum(dout * out), one thread a row.
 //   flash_dq_kernel       block (query tile, b * NH + h): dq += scale dS k, key tiles as forward.
 //   flash_dkdv_kernel     block (key tile, b * NH + h): query head h over the query tiles from the
-//                         diagonal on; dk += scale dS^T q, dv += P^T dout (with grouped queries,
+//                         diagonal on; dk += scale dS^T q, dv += P^T dout (bf16 mode: dv written
+//                         into the packed q|k|v gradient, FlashDv; with grouped queries,
 //                         each head's share to the arena, then flash_group_sum_kernel adds the
 //                         group's shares in head order). dq and dk/dv are split so each has one
 //                         writer per row, at the price of computing the backward's scores twice.
@@ -102,11 +103,12 @@ void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *q, co
 
 // D = rowsum(dout * out), then the arena for grouped queries' shares: what both backward forms
 // start with. Returns the shares (NULL without grouped queries).
-template <typename OutT>
-static float *backward_start(CudaCtx *ctx, float *dsum, const float *dout, const OutT *out, int B, int T, int NH,
-                             int NKV, int HD) {
+// (dout and out fp32, or both bf16 in bf16 mode.)
+template <typename E>
+static float *backward_start(CudaCtx *ctx, float *dsum, const E *dout, const E *out, int B, int T, int NH, int NKV,
+                             int HD) {
     const size_t rows = (size_t)B * NH * T, tokens = (size_t)B * T;
-    flash_rowsum_kernel<OutT><<<grid_for(rows, 256), 256, 0, ctx->stream>>>(dsum, dout, out, B, T, NH, HD);
+    flash_rowsum_kernel<E><<<grid_for(rows, 256), 256, 0, ctx->stream>>>(dsum, dout, out, B, T, NH, HD);
     CUDA_CHECK_LAUNCH();
     return NH > NKV ? (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD)) : NULL;
 }
@@ -116,8 +118,8 @@ static float *dv_share(float *dk_part, size_t tokens, int NH, int HD) {
     return dk_part ? dk_part + cuda_arena_round(tokens * NH * HD * sizeof(float)) / sizeof(float) : NULL;
 }
 
-// Grouped queries: dk, dv += the group's shares, in head order.
-static void group_sum(CudaCtx *ctx, float *dk, float *dv, float *dk_part, int B, int T, int NH, int NKV, int HD,
+// Grouped queries: dk += and dv put the group's shares, in head order.
+static void group_sum(CudaCtx *ctx, float *dk, FlashDv dv, float *dk_part, int B, int T, int NH, int NKV, int HD,
                       float scale) {
     if (!dk_part) return;
     const size_t tokens = (size_t)B * T;
@@ -126,17 +128,19 @@ static void group_sum(CudaCtx *ctx, float *dk, float *dv, float *dk_part, int B,
     CUDA_CHECK_LAUNCH();
 }
 
-template <typename OutT, typename InT>
-static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout, const InT *q,
-                          const InT *k, const InT *v, const OutT *out, const float *lse, int B, int T, int NH, int NKV,
+// The fp32 kernels' backward: dout, q, k, v and out all fp32, or all bf16 (bf16 mode at a head
+// dim the tensor cores do not take), widened as they load.
+template <typename E>
+static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, FlashDv dv, float *dsum, const E *dout, const E *q,
+                          const E *k, const E *v, const E *out, const float *lse, int B, int T, int NH, int NKV,
                           int HD) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     float *dk_part = backward_start(ctx, dsum, dout, out, B, T, NH, NKV, HD);
     float *dv_part = dv_share(dk_part, (size_t)B * T, NH, HD);
     const float scale = flash_scale(HD);
     const size_t dq_bytes = dq_smem(HD) * sizeof(float), dkdv_bytes = dkdv_smem(HD) * sizeof(float);
-    allow_smem(ctx, flash_dq_kernel<InT>, dq_bytes);
-    allow_smem(ctx, flash_dkdv_kernel<InT>, dkdv_bytes);
+    allow_smem(ctx, flash_dq_kernel<E>, dq_bytes);
+    allow_smem(ctx, flash_dkdv_kernel<E>, dkdv_bytes);
     const dim3 qgrid((unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH));
     flash_dq_kernel<<<qgrid, FLASH_THREADS, dq_bytes, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
                                                                      HD, scale);
@@ -152,7 +156,7 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
                                    const float *dout, const float *q, const float *k,
                                    const float *v, const float *out, const float *lse, int B, int T,
                                    int NH, int NKV, int HD) {
-    backward_fp32(ctx, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+    backward_fp32(ctx, dq, dk, FlashDv{dv, NULL, (size_t)NKV * HD}, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
 }
 
 // ---- bf16 mode: the tensor-core kernels (flash_mma_kernels.cuh) -------------------------------
@@ -178,13 +182,14 @@ void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float 
     });
 }
 
-void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
-                                        const float *dout, const cuda_bf16 *q_bits, const cuda_bf16 *k_bits,
+void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv_bits, int dv_ld, float *dsum,
+                                        const cuda_bf16 *dout_bits, const cuda_bf16 *q_bits, const cuda_bf16 *k_bits,
                                         const cuda_bf16 *v_bits, const cuda_bf16 *out_bits, const float *lse, int B,
                                         int T, int NH, int NKV, int HD) {
-    const __nv_bfloat16 *out = (const __nv_bfloat16 *)out_bits;
+    const __nv_bfloat16 *out = (const __nv_bfloat16 *)out_bits, *dout = (const __nv_bfloat16 *)dout_bits;
     const __nv_bfloat16 *q = (const __nv_bfloat16 *)q_bits, *k = (const __nv_bfloat16 *)k_bits;
     const __nv_bfloat16 *v = (const __nv_bfloat16 *)v_bits;
+    const FlashDv dv = {NULL, (__nv_bfloat16 *)dv_bits, (size_t)dv_ld};
     if (!flash_mma_takes(HD)) {
         backward_fp32(ctx, dq, dk, dv, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
         return;

@@ -62,7 +62,7 @@ __device__ __forceinline__ static float flash_load(const float *p) { return *p; 
 __device__ __forceinline__ static float flash_load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 
 // A block's view of one (sequence, head): rows of a q-like or k-like tensor at stride ld, of
-// elements E: fp32, or bf16 (bf16 mode keeps q, k and v bf16; dout is fp32 in both modes).
+// elements E: fp32, or bf16 (bf16 mode keeps q, k, v and attention's output gradient dout bf16).
 template <typename E>
 struct FlashRows {
     const E *base;
@@ -102,6 +102,20 @@ __device__ static void load_tile(float *tile, FlashRows<__nv_bfloat16> src, int 
     for (int i = threadIdx.x; i < rows * HD; i += blockDim.x)
         tile[(i / HD) * (HD + 1) + i % HD] = flash_load(&src.row(t0 + i / HD)[i % HD]);
 }
+
+// Where a backward puts dv: the fp32 dv (B, T, NKV, HD), added to (packed NULL, ld = NKV x HD);
+// or bf16 mode's packed q|k|v gradient, written once and rounded to nearest even (packed at its
+// dv column block, ld its row stride). Element (token row n, column kvh x HD + d) either way;
+// the written value is 0 + x, what adding into a zeroed dv gave (a -0 sum stores +0).
+struct FlashDv {
+    float *add;
+    __nv_bfloat16 *packed;
+    size_t ld;
+    __device__ void put(size_t row, size_t col, float x) const {
+        if (packed) packed[row * ld + col] = __float2bfloat16_rn(0.0f + x);
+        else add[row * ld + col] += x;
+    }
+};
 
 // A query tile walks the key tiles up to its diagonal, so the last tiles are the longest: the
 // grid's x runs over them from the last, and the GPU starts the long blocks first (the short
@@ -235,17 +249,17 @@ __global__ void flash_decode_kernel(OutT *__restrict__ out, const InT *__restric
 }
 
 // dsum(B, NH, T) = rowsum(dout * out): row (b * NH + h) * T + t, in index order (flash_dot's,
-// with out widened from bf16 in bf16 mode).
-template <typename OutT>
-__global__ void flash_rowsum_kernel(float *__restrict__ dsum, const float *__restrict__ dout,
-                                    const OutT *__restrict__ out, int B, int T, int NH, int HD) {
+// with dout and out widened from bf16 in bf16 mode).
+template <typename T_>
+__global__ void flash_rowsum_kernel(float *__restrict__ dsum, const T_ *__restrict__ dout, const T_ *__restrict__ out,
+                                    int B, int T, int NH, int HD) {
     const size_t rows = (size_t)B * NH * T;
     for (size_t row = (size_t)blockIdx.x * blockDim.x + threadIdx.x; row < rows;
          row += (size_t)gridDim.x * blockDim.x) {
         const int t = (int)(row % T), h = (int)(row / T % NH), b = (int)(row / ((size_t)T * NH));
         const size_t at = (((size_t)b * T + t) * NH + h) * HD;
         float s = 0.0f;
-        for (int d = 0; d < HD; d++) s += dout[at + d] * flash_load(out + at + d);
+        for (int d = 0; d < HD; d++) s += flash_load(dout + at + d) * flash_load(out + at + d);
         dsum[row] = s;
     }
 }
@@ -272,7 +286,7 @@ __device__ static void backward_scores(float *P, float *dS, const float *Qs, con
 }
 
 template <typename InT>
-__global__ void flash_dq_kernel(float *__restrict__ dq, const float *__restrict__ dout,
+__global__ void flash_dq_kernel(float *__restrict__ dq, const InT *__restrict__ dout,
                                 const InT *__restrict__ q, const InT *__restrict__ k,
                                 const InT *__restrict__ v, const float *__restrict__ lse,
                                 const float *__restrict__ dsum, int T, int NH, int NKV, int HD,
@@ -324,8 +338,8 @@ __global__ void flash_dq_kernel(float *__restrict__ dq, const float *__restrict_
 // to 1/g. With g = 1 the block adds into dk and dv itself; with g > 1 it stores its share to
 // dk_part and dv_part (B, T, NH, HD), and flash_group_sum_kernel adds the g shares in head order.
 template <typename InT>
-__global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dk_part,
-                                  float *__restrict__ dv_part, const float *__restrict__ dout,
+__global__ void flash_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
+                                  float *__restrict__ dv_part, const InT *__restrict__ dout,
                                   const InT *__restrict__ q, const InT *__restrict__ k,
                                   const InT *__restrict__ v, const float *__restrict__ lse,
                                   const float *__restrict__ dsum, int T, int NH, int NKV, int HD, float scale) {
@@ -340,8 +354,7 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv
     load_tile(Ks, head_rows(k, b, kvh, T, NKV, HD), k0, nk, HD);
     load_tile(Vs, head_rows(v, b, kvh, T, NKV, HD), k0, nk, HD);
     for (int i = threadIdx.x; i < nk * ld; i += blockDim.x) dk_acc[i] = dv_acc[i] = 0.0f;
-    const FlashRows<InT> qr = head_rows(q, b, h, T, NH, HD);
-    const FlashRows<float> orr = head_rows(dout, b, h, T, NH, HD);
+    const FlashRows<InT> qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
     for (int qt = k0 / FLASH_BQ; qt < flash_tiles(T, FLASH_BQ); qt++) {
         const int q0 = qt * FLASH_BQ, nq = min(FLASH_BQ, T - q0);
         __syncthreads();
@@ -369,12 +382,11 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv
     }
     __syncthreads();
     if (g == 1) {
-        float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD, *dvb = dv + ((size_t)b * T * NKV + kvh) * HD;
+        float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
         for (int i = threadIdx.x; i < nk * HD; i += blockDim.x) {
             const int c = i / HD, d = i % HD;
-            const size_t at = (size_t)(k0 + c) * NKV * HD + d;
-            dkb[at] += scale * dk_acc[c * ld + d];
-            dvb[at] += dv_acc[c * ld + d];
+            dkb[(size_t)(k0 + c) * NKV * HD + d] += scale * dk_acc[c * ld + d];
+            dv.put((size_t)b * T + k0 + c, (size_t)kvh * HD + d, dv_acc[c * ld + d]);
         }
         return;
     }
@@ -387,9 +399,9 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv
     }
 }
 
-// dk, dv (B, T, NKV, HD) += the g query heads' shares (B, T, NH, HD), summed in head order
-// (flash_group_sum), dk's times the scale: one thread an element.
-__global__ void flash_group_sum_kernel(float *__restrict__ dk, float *__restrict__ dv,
+// dk (B, T, NKV, HD) += and dv put (FlashDv) the g query heads' shares (B, T, NH, HD), summed in
+// head order (flash_group_sum), dk's times the scale: one thread an element.
+__global__ void flash_group_sum_kernel(float *__restrict__ dk, FlashDv dv,
                                        const float *__restrict__ dk_part, const float *__restrict__ dv_part,
                                        size_t rows, int NH, int NKV, int HD, float scale) {
     const int g = NH / NKV;
@@ -398,7 +410,7 @@ __global__ void flash_group_sum_kernel(float *__restrict__ dk, float *__restrict
         const size_t row = i / ((size_t)NKV * HD), kvh = i / HD % NKV, d = i % HD;
         const size_t first = (row * NH + kvh * g) * HD + d;   // head kvh * g of the row, column d
         dk[i] += scale * flash_group_sum(dk_part + first, HD, g);
-        dv[i] += flash_group_sum(dv_part + first, HD, g);
+        dv.put(row, kvh * HD + d, flash_group_sum(dv_part + first, HD, g));
     }
 }
 

@@ -103,22 +103,9 @@ __device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
     return t;
 }
 
-// 64 x HD of src from row t0 into a bf16 (64, HD + 8) tile; rows past `rows` are zeros. dout
-// comes fp32 and is rounded to nearest even here, float4 reads; q, k and v come bf16 (the slot
-// keeps them so) and are copied, 8 values a 16-byte read. (HD is a multiple of 16, so rows of
-// either are 16-byte aligned, and so are the tile's rows: (HD + 8) bf16s.)
-template <int HD>
-__device__ static void load_tile_bf16(__nv_bfloat16 *tile, FlashRows<float> src, int t0, int rows) {
-    constexpr int vecs = HD / 4;
-    for (int i = threadIdx.x; i < FLASH_MMA_ROWS * vecs; i += blockDim.x) {
-        const int r = i / vecs, c = i % vecs;
-        float4 x = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (r < rows) x = reinterpret_cast<const float4 *>(src.row(t0 + r))[c];
-        __nv_bfloat16 *d = &tile[r * (HD + 8) + 4 * c];
-        d[0] = __float2bfloat16_rn(x.x), d[1] = __float2bfloat16_rn(x.y);
-        d[2] = __float2bfloat16_rn(x.z), d[3] = __float2bfloat16_rn(x.w);
-    }
-}
+// 64 x HD of src from row t0 into a bf16 (64, HD + 8) tile; rows past `rows` are zeros. q, k,
+// v and dout come bf16 (the slot keeps them so) and are copied, 8 values a 16-byte read (HD is
+// a multiple of 16, so their rows are 16-byte aligned, and so are the tile's: (HD + 8) bf16s).
 template <int HD>
 __device__ static void load_tile_bf16(__nv_bfloat16 *tile, FlashRows<__nv_bfloat16> src, int t0, int rows) {
     constexpr int vecs = HD / 8;
@@ -272,7 +259,7 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
 // forward. Per key tile: S = q k^T and dP = dout v^T (tensor cores), then per element p =
 // flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 template <int HD>
-__global__ void flash_mma_dq_kernel(float *__restrict__ dq, const float *__restrict__ dout,
+__global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
                                     const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                                     const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse, const float *__restrict__ dsum, int T, int NH,
                                     int NKV, float scale) {
@@ -320,8 +307,8 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const float *__restr
 // element p (masked also past T: query rows there are padding), P^T and dS^T rounded to bf16,
 // then dv += P^T dout and dk += dS^T q.
 template <int HD>
-__global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, float *__restrict__ dv, float *__restrict__ dk_part,
-                                      float *__restrict__ dv_part, const float *__restrict__ dout,
+__global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
+                                      float *__restrict__ dv_part, const __nv_bfloat16 *__restrict__ dout,
                                       const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                                       const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
                                       const float *__restrict__ dsum, int T, int NH, int NKV, float scale) {
@@ -336,8 +323,7 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, float *__restrict_
     const int k0 = blockIdx.x * FLASH_MMA_ROWS, nk = min(FLASH_MMA_ROWS, T - k0);
     load_tile_bf16<HD>(Ks, head_rows(k, b, kvh, T, NKV, HD), k0, nk);
     load_tile_bf16<HD>(Vs, head_rows(v, b, kvh, T, NKV, HD), k0, nk);
-    const FlashRows<__nv_bfloat16> qr = head_rows(q, b, h, T, NH, HD);
-    const FlashRows<float> orr = head_rows(dout, b, h, T, NH, HD);
+    const FlashRows<__nv_bfloat16> qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
     MmaAcc dk_acc[HD / 16], dv_acc[HD / 16];
     for (int c = 0; c < HD / 16; c++) wmma::fill_fragment(dk_acc[c], 0.0f), wmma::fill_fragment(dv_acc[c], 0.0f);
     for (int qt = k0 / FLASH_MMA_ROWS; qt < flash_tiles(T, FLASH_MMA_ROWS); qt++) {
@@ -362,12 +348,12 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, float *__restrict_
         mma_accumulate<HD>(dk_acc, dSt, Qs, warp);
     }
     if (g == 1) {
-        float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD, *dvb = dv + ((size_t)b * T * NKV + kvh) * HD;
+        float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
         mma_emit_rows<HD>(dk_acc, St, warp, [&](int row, int d, float x) {
             if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] += scale * x;
         });
         mma_emit_rows<HD>(dv_acc, St, warp, [&](int row, int d, float x) {
-            if (row < nk) dvb[(size_t)(k0 + row) * NKV * HD + d] += x;
+            if (row < nk) dv.put((size_t)b * T + k0 + row, (size_t)kvh * HD + d, x);
         });
         return;
     }

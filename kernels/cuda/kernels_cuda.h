@@ -95,10 +95,9 @@ void cuda_f32_to_bf16(CudaCtx *ctx, cuda_bf16 *dst, const float *src, size_t n);
 void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n);
 
 // dst(rows, ld)[:, 0:cols] = src(rows, cols) (dst points at the block's first column): column
-// blocks packed side by side into one GEMM operand (N, sum of cols), fp32 or rounded to bf16.
+// blocks packed side by side into one GEMM operand (N, sum of cols), fp32 mode's (bf16 mode's
+// kernels write their packed operands themselves).
 void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols);
-void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows,
-                         int cols);
 
 // ---- embedding.cu ------------------------------------------------------------------------
 // out(N, C) = wte[tokens[n]]; tokens (device, N) in [0, V).
@@ -180,6 +179,10 @@ void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 
                                      const cuda_bf16 *W, int N, int IC, int OC);
 void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout,
                                       const cuda_bf16 *inp, int N, int IC, int OC);
+// dinp(N, IC) = dout(N, OC) @ W, WRITTEN and rounded to bf16 (not added: bf16 mode's attention
+// output gradient, which only attention's backward reads): one cuBLAS GEMM storing bf16.
+void cuda_linear_backward_input_to_bf16(CudaCtx *ctx, cuda_bf16 *dinp, const cuda_bf16 *dout, const cuda_bf16 *W, int N,
+                                        int IC, int OC);
 
 // ---- rope.cu -----------------------------------------------------------------------------
 // cos/sin(T, HD/2) tables, bit-for-bit the recipe of rope_tables from the host's
@@ -234,16 +237,19 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
 
 // The bf16 mode's attention: the same contracts (and the same arena for grouped queries), on
 // tensor cores, with q, k and v bf16 (as their GEMM and RoPE store them) and out in bf16 (the
-// o projection's operand, rounded to nearest even from the fp32 out; the backward's D =
-// rowsum(dout * out) reads those rounded values). dout (fp32 here) is rounded to bf16 as its
-// tiles load, and so are the probabilities and score gradients before their products; every
-// product accumulates in fp32 and the softmax stays fp32 (flash_tile.h, "Tensor-core tiles").
+// o projection's operand, rounded to nearest even from the fp32 out), and the output gradient
+// dout bf16 too (as cuda_linear_backward_input_to_bf16 stores it; the backward's D =
+// rowsum(dout * out) reads the bf16 values widened). The probabilities and score gradients are
+// rounded to bf16 before their products; every product accumulates in fp32 and the softmax
+// stays fp32 (flash_tile.h, "Tensor-core tiles").
 // Head dims that are not a multiple of 16 up to 128 (flash_mma_takes) run the fp32 kernels on
-// the widened q, k, v, out still bf16.
+// the widened q, k, v and dout, out still bf16. The backward adds into dq and dk (fp32, for RoPE's
+// backward) but WRITES dv, rounded to bf16, into the packed q|k|v gradient operand: token row
+// n's kv head h at dv[n * dv_ld + h * HD] (dv pointing at the operand's dv column block).
 void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const cuda_bf16 *q, const cuda_bf16 *k,
                                        const cuda_bf16 *v, int B, int T, int NH, int NKV, int HD);
-void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
-                                        const float *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
+void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv, int dv_ld, float *dsum,
+                                        const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
                                         const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                                         int HD);
 

@@ -4,7 +4,8 @@
 //   backward input   dinp(N, IC) += dout(N, OC) @ W(OC, IC)     ta = 0, tb = 0, beta = 1
 //   backward weight  dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)   ta = 1, tb = 0, beta = 1
 // The fp32 and bf16 versions differ only in the operands' type; results are fp32 but for the
-// batched forward's _to_bf16 form (bf16 mode's gate|up: stored bf16, read only by SwiGLU).
+// _to_bf16 forms (bf16 mode's q|k|v and gate|up, and the attention output's gradient: stored
+// bf16, each read only by one kernel).
 #include "kernels/cuda/common.cuh"
 
 static void linear_fwd(CudaCtx *ctx, float *out, const void *inp, const void *W, int N, int IC,
@@ -71,4 +72,12 @@ void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 
 void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout,
                                       const cuda_bf16 *inp, int N, int IC, int OC) {
     linear_bwd_w(ctx, dW, dout, inp, N, IC, OC, CUDA_R_16BF);
+}
+
+// The input gradient stored bf16 (beta 0): a batch of one on the strided cuBLAS path, which
+// takes a bf16 result as the gate|up forward does.
+void cuda_linear_backward_input_to_bf16(CudaCtx *ctx, cuda_bf16 *dinp, const cuda_bf16 *dout, const cuda_bf16 *W, int N,
+                                        int IC, int OC) {
+    gemm_rm_strided(ctx, false, false, N, IC, OC, 1.0f, dout, OC, 0, W, IC, 0, CUDA_R_16BF, 0.0f, dinp, CUDA_R_16BF, IC,
+                    0, 1);
 }

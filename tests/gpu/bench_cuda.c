@@ -64,7 +64,7 @@ struct Layer {
     cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b, *g_b, *u_b, *q_b, *k_b, *v_b;   // q_b, k_b, v_b: bf16 mode's q, k, v
     // backward
     float *dx2, *dh, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
-    cuda_bf16 *dy_b, *dgu_b, *do_b, *dq_b, *dk_b, *dv_b;   // dgu_b: (N, 2 FF), dgate | dup
+    cuda_bf16 *dy_b, *dgu_b, *do_b, *dq_b, *dk_b, *dv_b, *dao_b;   // dgu_b: (N, 2 FF), dgate | dup
 };
 
 static void layer_alloc(struct Layer *L) {
@@ -96,7 +96,8 @@ static void layer_alloc(struct Layer *L) {
     L->dk = dzeros(nkv); L->dv = dzeros(nkv); L->dxn1 = dzeros(nc); L->dx = dzeros(nc);
     L->dsum = dzeros(nr);
     L->dy_b = dbf(nc); L->dgu_b = dbf(2 * nf); L->do_b = dbf(nc);
-    L->dq_b = dbf(nc); L->dk_b = dbf(nkv); L->dv_b = dbf(nkv);
+    L->dq_b = dbf(nc); L->dk_b = dbf(nkv); L->dv_b = dbf(nkv); L->dao_b = dbf(nc);
+    cuda_zero(ctx, L->dao_b, nc * sizeof(cuda_bf16));   // attention is timed alone before any backward
 }
 
 static void layer_forward(struct Layer *L) {
@@ -136,14 +137,12 @@ static void layer_backward(struct Layer *L) {
     cuda_residual_forward(ctx, L->dx1, L->dx1, L->dx2, nc);
     // Attention: x1 = x + o(attn(rope(q(xn1)), rope(k(xn1)), v(xn1)))
     cuda_f32_to_bf16(ctx, L->do_b, L->dx1, nc);
-    cuda_zero(ctx, L->dao, nc * sizeof(float));
-    cuda_linear_backward_input_bf16(ctx, L->dao, L->do_b, L->wo, N, C, C);
+    cuda_linear_backward_input_to_bf16(ctx, L->dao_b, L->do_b, L->wo, N, C, C);   // stored bf16, as the engine
     cuda_linear_backward_weight_bf16(ctx, L->dwo, L->do_b, L->ao_b, N, C, C);
     cuda_zero(ctx, L->dq, nc * sizeof(float));
     cuda_zero(ctx, L->dk, nkv * sizeof(float));
-    cuda_zero(ctx, L->dv, nkv * sizeof(float));
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q_b, L->k_b, L->v_b, L->ao_b,
-                                       L->lse, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv_b, CKV, L->dsum, L->dao_b, L->q_b, L->k_b, L->v_b,
+                                       L->ao_b, L->lse, B, T, NH, NKV, HD);   // dv written in bf16
     // RoPE backward needs dx != dout: rotate into the (now free) ao / o buffers.
     cuda_zero(ctx, L->ao, nc * sizeof(float));
     cuda_zero(ctx, L->o, nkv * sizeof(float));
@@ -151,7 +150,6 @@ static void layer_backward(struct Layer *L) {
     cuda_rope_backward(ctx, L->o, L->dk, L->cos_tab, L->sin_tab, B, T, NKV, HD);
     cuda_f32_to_bf16(ctx, L->dq_b, L->ao, nc);
     cuda_f32_to_bf16(ctx, L->dk_b, L->o, nkv);
-    cuda_f32_to_bf16(ctx, L->dv_b, L->dv, nkv);
     cuda_zero(ctx, L->dxn1, nc * sizeof(float));
     cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dq_b, L->wq, N, C, C);
     cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dk_b, L->wk, N, C, CKV);
@@ -190,8 +188,8 @@ static void attention_fp32(struct Layer *L) {
 }
 static void attention_bf16(struct Layer *L) {
     cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv, L->dsum, L->dao, L->q_b, L->k_b, L->v_b, L->ao_b,
-                                       L->lse, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv_b, CKV, L->dsum, L->dao_b, L->q_b, L->k_b, L->v_b,
+                                       L->ao_b, L->lse, B, T, NH, NKV, HD);
 }
 
 static void fwd_bwd(struct Layer *L) {

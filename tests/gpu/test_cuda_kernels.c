@@ -334,6 +334,23 @@ static void test_linear_shape(int IC, int OC) {
     cuda_linear_backward_weight_bf16(ctx, d_dW, b_dout, b_inp, N, IC, OC);
     snprintf(name, sizeof name, "linear_backward_weight bf16 (%d->%d, +=)", IC, OC);
     check_delta(name, d_dW, dW, dW0, nw, 3e-2);
+    {   // the input gradient stored bf16 (written, not added): against the fp32-result form from
+        // zero, within one bf16 rounding (2^-8 relative) and a GEMM's own order
+        cuda_zero(ctx, d_dinp, sizeof(float) * ni);
+        cuda_linear_backward_input_bf16(ctx, d_dinp, b_dout, b_W, N, IC, OC);
+        float *want = fetch(d_dinp, ni);
+        cuda_bf16 *d_d16 = dfill16(ni, 0x7fc1), *got16 = malloc(sizeof(cuda_bf16) * ni);
+        float *got = malloc(sizeof(float) * ni);
+        if (!got16 || !got) abort();
+        cuda_linear_backward_input_to_bf16(ctx, d_d16, b_dout, b_W, N, IC, OC);
+        download(got16, d_d16, sizeof(cuda_bf16) * ni);
+        for (size_t i = 0; i < ni; i++) got[i] = bf2f(got16[i]);
+        float *d_got = dfloat(got, ni);
+        snprintf(name, sizeof name, "linear_backward_input_to_bf16 (%d->%d): the fp32 result's, rounded", IC, OC);
+        check(name, d_got, want, ni, 1.0 / 256);
+        free(want); free(got16); free(got);
+        CUDA_CHECK(cudaFree(d_d16)); CUDA_CHECK(cudaFree(d_got));
+    }
 
     free(inp); free(W); free(dout); free(out); free(dinp0); free(dW0); free(dinp); free(dW);
     CUDA_CHECK(cudaFree(d_inp)); CUDA_CHECK(cudaFree(d_W)); CUDA_CHECK(cudaFree(d_dout));
@@ -411,7 +428,7 @@ static void test_rope(void) {
 // CPU (tests/gpu_emu/flash_emu.c: what the emulator runs), which must agree to a few ulps: the
 // two differ only in expf/logf and fused multiply-adds. The emulated tiles are scalar C (about
 // 50 s at T 1024, 32 heads of 128 on one core), so `emulated` picks the shapes that run them.
-// bf16: the tensor-core kernels (cuda_flash_attention_*_bf16, given q, k and v rounded to bf16
+// bf16: the tensor-core kernels (cuda_flash_attention_*_bf16, given q, k, v and dout rounded to bf16
 // as bf16 mode keeps them) against the same fp32 CPU reference on the unrounded inputs, at the bf16 GEMMs' bounds, and against the emulator's bf16
 // tiles, which model each 16-term mma as a sum in index order: the tensor core's own order moves
 // a sum by a few fp32 ulps, and now and then that flips one bf16 rounding of a probability or a
@@ -437,15 +454,17 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     add_start(dq, dq0, nq);
     add_start(dk, dk0, nk);
     add_start(dv, dv0, nk);
-    if (emulated) {   // the bf16 form's q, k, v as the device gets them: rounded (eq, ek, ev)
-        float *eq = hcopy(q, nq), *ek = hcopy(k, nk), *ev = hcopy(v, nk);
-        for (size_t i = 0; bf16 && i < nq; i++) eq[i] = bf2f(f2bf(eq[i]));
+    if (emulated) {   // the bf16 form's q, k, v and dout as the device gets them: rounded (eq, ek, ev, ed)
+        float *eq = hcopy(q, nq), *ek = hcopy(k, nk), *ev = hcopy(v, nk), *ed = hcopy(dout, nq);
+        if (bf16) memset(edv, 0, nk * sizeof *edv);   // the bf16 form writes dv (rounded): from 0, rounded below
+        for (size_t i = 0; bf16 && i < nq; i++) eq[i] = bf2f(f2bf(eq[i])), ed[i] = bf2f(f2bf(ed[i]));
         for (size_t i = 0; bf16 && i < nk; i++) ek[i] = bf2f(f2bf(ek[i])), ev[i] = bf2f(f2bf(ev[i]));
         (bf16 ? flash_emu_forward_bf16 : flash_emu_forward)(eout, e_lse, eq, ek, ev, b, t, nh, nkv, hd);
         for (size_t i = 0; bf16 && i < nq; i++) eout[i] = bf2f(f2bf(eout[i]));   // the bf16 form's out
-        (bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(edq, edk, edv, edsum, dout, eq, ek, ev, eout, e_lse, b,
+        (bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(edq, edk, edv, edsum, ed, eq, ek, ev, eout, e_lse, b,
                                                               t, nh, nkv, hd);
-        free(eq); free(ek); free(ev);
+        for (size_t i = 0; bf16 && i < nk; i++) edv[i] = bf2f(f2bf(edv[i])) + dv0[i];   // as d_dv is compared
+        free(eq); free(ek); free(ev); free(ed);
     }
     const double cpu_out = bf16 ? 1e-2 : 1e-5, cpu_grad = bf16 ? 3e-2 : 1e-4;
     const double emu_out = bf16 ? 1e-3 : 1e-6, emu_lse = bf16 ? 1e-4 : 1e-6, emu_grad = bf16 ? 1e-3 : 1e-5;
@@ -454,7 +473,7 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     float *d_out = dalloc(sizeof(float) * nq), *d_lse = dalloc(sizeof(float) * nr);
     cuda_bf16 *d_out16 = dalloc(sizeof(cuda_bf16) * nq);   // the bf16 form's out
     // the bf16 form's q, k, v (the emulated tiles round the fp32 ones on load: the same values)
-    cuda_bf16 *d_q16 = dbf16(q, nq), *d_k16 = dbf16(k, nk), *d_v16 = dbf16(v, nk);
+    cuda_bf16 *d_q16 = dbf16(q, nq), *d_k16 = dbf16(k, nk), *d_v16 = dbf16(v, nk), *d_dout16 = dbf16(dout, nq);
     float *d_dsum = dalloc(sizeof(float) * nr);
     float *d_dq = dfloat(dq0, nq), *d_dk = dfloat(dk0, nk), *d_dv = dfloat(dv0, nk);
     char name[160];
@@ -473,12 +492,30 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     FLASH_CHECK("out vs CPU", check, d_out, out, nq, cpu_out);
     if (emulated) FLASH_CHECK("out vs emulated tiles", check, d_out, eout, nq, emu_out);
     if (emulated) FLASH_CHECK("lse vs emulated tiles", check, d_lse, e_lse, nr, emu_lse);
-    if (bf16)
-        cuda_flash_attention_backward_bf16(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q16, d_k16, d_v16, d_out16, d_lse,
-                                           b, t, nh, nkv, hd);
-    else
+    if (bf16) {   // dv written, rounded, into a packed operand 5 columns wider: widened + dv0 into d_dv to compare
+        const size_t ld = (size_t)nkv * hd + 5, rows = (size_t)b * t, width = (size_t)nkv * hd;
+        cuda_bf16 *d_p = dfill16(rows * ld, 0x7fc1);
+        cuda_flash_attention_backward_bf16(ctx, d_dq, d_dk, d_p, (int)ld, d_dsum, d_dout16, d_q16, d_k16, d_v16, d_out16,
+                                           d_lse, b, t, nh, nkv, hd);
+        cuda_bf16 *p = malloc(rows * ld * sizeof *p);
+        float *w = malloc(nk * sizeof *w);
+        if (!p || !w) abort();
+        download(p, d_p, rows * ld * sizeof *p);
+        size_t strays = 0;
+        for (size_t i = 0; i < rows * ld; i++) {
+            if (i % ld < width) w[i / ld * width + i % ld] = bf2f(p[i]) + dv0[i / ld * width + i % ld];
+            else strays += p[i] != 0x7fc1;
+        }
+        upload(d_dv, w, nk * sizeof *w);
+        snprintf(name, sizeof name, "flash bf16 B%d T%d NH%d NKV%d HD%d dv packed: gaps untouched", b, t, nh, nkv, hd);
+        report(name, (double)strays, 0.0);
+        cuda_ctx_synchronize(ctx);   // w is freed next
+        free(p); free(w);
+        CUDA_CHECK(cudaFree(d_p));
+    } else {
         cuda_flash_attention_backward(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q, d_k, d_v, d_out, d_lse, b, t, nh, nkv,
                                       hd);
+    }
     FLASH_CHECK("dq (+=) vs CPU", check_delta, d_dq, dq, dq0, nq, cpu_grad);
     FLASH_CHECK("dk (+=, GQA) vs CPU", check_delta, d_dk, dk, dk0, nk, cpu_grad);
     FLASH_CHECK("dv (+=, GQA) vs CPU", check_delta, d_dv, dv, dv0, nk, cpu_grad);
@@ -492,7 +529,7 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     float *dev[] = {d_q, d_k, d_v, d_dout, d_out, d_lse, d_dsum, d_dq, d_dk, d_dv};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) CUDA_CHECK(cudaFree(dev[i]));
-    cuda_bf16 *dev16[] = {d_out16, d_q16, d_k16, d_v16};
+    cuda_bf16 *dev16[] = {d_out16, d_q16, d_k16, d_v16, d_dout16};
     for (size_t i = 0; i < sizeof dev16 / sizeof dev16[0]; i++) CUDA_CHECK(cudaFree(dev16[i]));
 }
 
@@ -736,29 +773,22 @@ static void test_fused_layer(void) {
 
     // Packing: [a | b] (N, 2C).
     float *packed = malloc(sizeof(float) * 2 * nc);
-    cuda_bf16 *packed16 = malloc(sizeof(cuda_bf16) * 2 * nc), *got16 = malloc(sizeof(cuda_bf16) * 2 * nc);
-    if (!packed || !packed16 || !got16) abort();
+    if (!packed) abort();
     for (int r = 0; r < N; r++)
         for (int k = 0; k < C; k++) {
             packed[(size_t)r * 2 * C + k] = a[(size_t)r * C + k];
             packed[(size_t)r * 2 * C + C + k] = b[(size_t)r * C + k];
         }
-    for (size_t i = 0; i < 2 * nc; i++) packed16[i] = f2bf(packed[i]);
     float *d_p = dalloc(sizeof(float) * 2 * nc);
-    cuda_bf16 *d_p16 = dalloc(sizeof(cuda_bf16) * 2 * nc);
     cuda_pack_cols(ctx, d_p, 2 * C, d_x, N, C);
     cuda_pack_cols(ctx, d_p + C, 2 * C, d_b, N, C);
     check("pack_cols fp32 (exact)", d_p, packed, 2 * nc, 0.0);
-    cuda_pack_cols_bf16(ctx, d_p16, 2 * C, d_x, N, C);
-    cuda_pack_cols_bf16(ctx, d_p16 + C, 2 * C, d_b, N, C);
-    download(got16, d_p16, sizeof(cuda_bf16) * 2 * nc);
-    check_true("pack_cols bf16: rounded as f32_to_bf16", memcmp(got16, packed16, sizeof(cuda_bf16) * 2 * nc) == 0);
 
     free(a); free(b); free(w); free(sum); free(out); free(rstd); free(W); free(want);
-    free(packed); free(packed16); free(got16);
+    free(packed);
     CUDA_CHECK(cudaFree(d_a)); CUDA_CHECK(cudaFree(d_b)); CUDA_CHECK(cudaFree(d_w)); CUDA_CHECK(cudaFree(d_out));
     CUDA_CHECK(cudaFree(d_rstd)); CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_W)); CUDA_CHECK(cudaFree(d_o));
-    CUDA_CHECK(cudaFree(b_x)); CUDA_CHECK(cudaFree(b_W)); CUDA_CHECK(cudaFree(d_p)); CUDA_CHECK(cudaFree(d_p16));
+    CUDA_CHECK(cudaFree(b_x)); CUDA_CHECK(cudaFree(b_W)); CUDA_CHECK(cudaFree(d_p));
 }
 
 static void test_adamw(void) {

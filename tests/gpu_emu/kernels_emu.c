@@ -178,38 +178,24 @@ void cuda_bf16_to_f32(CudaCtx *ctx, float *dst, const cuda_bf16 *src, size_t n) 
 }
 
 typedef struct {
-    void *dst;
+    float *dst;
     const float *src;
     int ld, rows, cols;
-    bool bf16;
 } PackArgs;
 
 static void run_pack_cols(void *p) {
     const PackArgs *a = p;
-    for (int r = 0; r < a->rows; r++)
-        for (int k = 0; k < a->cols; k++) {
-            const float x = a->src[(size_t)r * a->cols + k];
-            const size_t at = (size_t)r * a->ld + k;
-            if (a->bf16) ((cuda_bf16 *)a->dst)[at] = emu_to_bf16(x);
-            else ((float *)a->dst)[at] = x;
-        }
-}
-
-static void pack_cols(CudaCtx *ctx, const char *call, PackArgs a) {
-    launch(ctx, call);
-    if (a.rows <= 0 || a.cols <= 0) return;
-    if (a.cols > a.ld) emu_breach(call, "a block wider than the packed row");
-    emu_need_device(call, a.src, F((size_t)a.rows * a.cols));
-    emu_need_device(call, a.dst, ((size_t)(a.rows - 1) * a.ld + a.cols) * (a.bf16 ? 2 : 4));
-    emu_enqueue(ctx->stream, run_pack_cols, &a, sizeof a);
+    for (int r = 0; r < a->rows; r++) memcpy(a->dst + (size_t)r * a->ld, a->src + (size_t)r * a->cols, F(a->cols));
 }
 
 void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols) {
-    pack_cols(ctx, __func__, (PackArgs){dst, src, ld, rows, cols, false});
-}
-
-void cuda_pack_cols_bf16(CudaCtx *ctx, cuda_bf16 *dst, int ld, const float *src, int rows, int cols) {
-    pack_cols(ctx, __func__, (PackArgs){dst, src, ld, rows, cols, true});
+    launch(ctx, __func__);
+    if (rows <= 0 || cols <= 0) return;
+    if (cols > ld) emu_breach(__func__, "a block wider than the packed row");
+    emu_need_device(__func__, src, F((size_t)rows * cols));
+    emu_need_device(__func__, dst, F((size_t)(rows - 1) * ld + cols));
+    const PackArgs a = {dst, src, ld, rows, cols};
+    emu_enqueue(ctx->stream, run_pack_cols, &a, sizeof a);
 }
 
 // A host fp32 copy of a device bf16 operand (freed by the caller), made when the work runs.
@@ -548,6 +534,7 @@ typedef struct {
     const void *x, *w;  // forward: inp, W; backward input: dout, W; backward weight: dout, inp
     size_t nx, nw;      // their element counts
     int N, IC, OC;
+    cuda_bf16 *y16;     // backward input's _to_bf16 form: dinp written, rounded (y NULL)
 } LinearArgs;
 
 static void run_linear(void *p) {
@@ -556,7 +543,15 @@ static void run_linear(void *p) {
     const float *xs = a->bf16 ? x : a->x, *ws = a->bf16 ? w : a->w;
     switch (a->kind) {
     case LIN_FORWARD: linear_forward(a->y, xs, ws, a->N, a->IC, a->OC); break;
-    case LIN_BACKWARD_INPUT: linear_backward_input(a->y, xs, ws, a->N, a->IC, a->OC, true); break;
+    case LIN_BACKWARD_INPUT:
+        if (a->y16) {
+            float *t = temp((size_t)a->N * a->IC);
+            linear_backward_input(t, xs, ws, a->N, a->IC, a->OC, false);
+            round_free(a->y16, t, (size_t)a->N * a->IC);
+        } else {
+            linear_backward_input(a->y, xs, ws, a->N, a->IC, a->OC, true);
+        }
+        break;
     case LIN_BACKWARD_WEIGHT: linear_backward_weight(a->y, xs, ws, a->N, a->IC, a->OC); break;
     }
     free(x);
@@ -576,7 +571,7 @@ static void linear(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, f
     if (kind == LIN_FORWARD) plan_gemm(ctx, false, true, N, OC, IC, x, IC, w, IC, bf16, y, OC);
     if (kind == LIN_BACKWARD_INPUT) plan_gemm(ctx, false, false, N, IC, OC, x, OC, w, IC, bf16, y, IC);
     if (kind == LIN_BACKWARD_WEIGHT) plan_gemm(ctx, true, false, OC, IC, N, x, OC, w, IC, bf16, y, IC);
-    const LinearArgs a = {kind, bf16, y, x, w, nx, nw, N, IC, OC};
+    const LinearArgs a = {kind, bf16, y, x, w, nx, nw, N, IC, OC, NULL};
     emu_enqueue(ctx->stream, run_linear, &a, sizeof a);
 }
 
@@ -659,6 +654,20 @@ void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 
 void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout, const cuda_bf16 *inp, int N,
                                       int IC, int OC) {
     linear(ctx, __func__, LIN_BACKWARD_WEIGHT, true, dW, dout, inp, N, IC, OC);
+}
+
+// linear.cu's strided cuBLAS GEMM storing bf16 (a batch of one: no cuBLASLt plan).
+void cuda_linear_backward_input_to_bf16(CudaCtx *ctx, cuda_bf16 *dinp, const cuda_bf16 *dout, const cuda_bf16 *W, int N,
+                                        int IC, int OC) {
+    launch(ctx, __func__);
+    if (N <= 0 || IC <= 0) return;
+    const size_t NO = (size_t)N * OC, OI = (size_t)OC * IC;
+    emu_need_device(__func__, dinp, (size_t)N * IC * sizeof(cuda_bf16));
+    emu_need_device(__func__, dout, NO * sizeof(cuda_bf16));
+    emu_need_device(__func__, W, OI * sizeof(cuda_bf16));
+    const LinearArgs a = {.kind = LIN_BACKWARD_INPUT, .bf16 = true, .x = dout, .w = W, .nx = NO, .nw = OI, .N = N,
+                          .IC = IC, .OC = OC, .y16 = dinp};
+    emu_enqueue(ctx->stream, run_linear, &a, sizeof a);
 }
 
 // ---- rope ------------------------------------------------------------------------------------
@@ -775,9 +784,11 @@ typedef struct {
     float *out, *lse;                 // forward (out NULL in the bf16 form)
     cuda_bf16 *out16;                 // forward, the bf16 form
     float *dq, *dk, *dv, *dsum;       // backward
-    const void *q, *k, *v;            // fp32, or bf16 in the bf16 forms
-    const float *dout, *out_in, *lse_in;
+    const void *q, *k, *v, *dout;     // fp32, or bf16 in the bf16 forms
+    const float *out_in, *lse_in;
     const cuda_bf16 *out16_in;        // backward, the bf16 form (out_in NULL)
+    cuda_bf16 *dv16;                  // backward, the bf16 form: dv written into the packed operand (dv NULL)
+    int dv_ld;                        // ... its row stride
     int B, T, NH, NKV, HD;
     bool bf16;
 } AttentionArgs;
@@ -818,12 +829,18 @@ static void run_attention_forward(void *p) {
 static void run_attention_backward(void *p) {
     const AttentionArgs *a = p;
     const size_t nq = (size_t)a->B * a->T * a->NH * a->HD;
+    const size_t rows = (size_t)a->B * a->T, width = (size_t)a->NKV * a->HD;
     QkvF32 x = attention_qkv(a);
-    float *out = a->bf16 ? widen(a->out16_in, nq) : NULL;
-    (a->bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(a->dq, a->dk, a->dv, a->dsum, a->dout, x.q, x.k, x.v,
-                                                             a->bf16 ? out : a->out_in, a->lse_in, a->B, a->T, a->NH,
-                                                             a->NKV, a->HD);
-    free(out);
+    float *out16 = a->bf16 ? widen(a->out16_in, nq) : NULL, *dout16 = a->bf16 ? widen(a->dout, nq) : NULL;
+    const float *out = a->bf16 ? out16 : a->out_in, *dout = a->bf16 ? dout16 : (const float *)a->dout;
+    float *dv = a->dv16 ? calloc(rows * width, sizeof(float)) : a->dv;   // the bf16 form: 0 + dv, rounded below
+    if (!dv) emu_breach("attention backward", "out of host memory");
+    (a->bf16 ? flash_emu_backward_bf16 : flash_emu_backward)(a->dq, a->dk, dv, a->dsum, dout, x.q, x.k, x.v, out,
+                                                             a->lse_in, a->B, a->T, a->NH, a->NKV, a->HD);
+    for (size_t r = 0; a->dv16 && r < rows; r++) round_into(a->dv16 + r * a->dv_ld, dv + r * width, width);
+    if (a->dv16) free(dv);
+    free(out16);
+    free(dout16);
     free_qkv(&x);
 }
 
@@ -841,13 +858,19 @@ static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*ru
         emu_need_device(call, a.bf16 ? (const void *)a.out16 : (const void *)a.out, out_bytes);
         emu_need_device(call, a.lse, F(nr));
     } else {
-        emu_need_device(call, a.dout, F(nq));
+        emu_need_device(call, a.dout, nq * elem);
         emu_need_device(call, a.bf16 ? (const void *)a.out16_in : (const void *)a.out_in, out_bytes);
         emu_need_device(call, a.lse_in, F(nr));
         emu_need_device(call, a.dsum, F(nr));
         emu_need_device(call, a.dq, F(nq));
         emu_need_device(call, a.dk, F(nkv));
-        emu_need_device(call, a.dv, F(nkv));
+        if (!a.dv16) {
+            emu_need_device(call, a.dv, F(nkv));
+        } else {
+            const size_t rows = (size_t)a.B * a.T, width = (size_t)a.NKV * a.HD;
+            if ((size_t)a.dv_ld < width) emu_breach(call, "a row stride narrower than the dv it packs");
+            if (rows) emu_need_device(call, a.dv16, ((rows - 1) * a.dv_ld + width) * sizeof(cuda_bf16));
+        }
     }
     if (nr == 0) return;
     emu_enqueue(ctx->stream, run, &a, sizeof a);
@@ -927,12 +950,12 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
                                           .HD = HD});
 }
 
-void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
-                                        const float *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
+void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv, int dv_ld, float *dsum,
+                                        const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
                                         const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                                         int HD) {
     attention_backward_as(ctx, __func__,
-                          (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k,
+                          (AttentionArgs){.dq = dq, .dk = dk, .dv16 = dv, .dv_ld = dv_ld, .dsum = dsum, .dout = dout, .q = q, .k = k,
                                           .v = v, .out16_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH,
                                           .NKV = NKV, .HD = HD, .bf16 = true});
 }

@@ -43,6 +43,26 @@ static Bf16Input bf16_input(const std::vector<float> &x) {
     return r;
 }
 
+// dv as bf16 mode's backward puts it (FlashDv): written, rounded, into a packed operand whose
+// rows run 8 columns past the block, a fill the kernels must leave alone.
+struct PackedDv {
+    static constexpr uint16_t fill = 0x7fc1;
+    size_t width, ld;
+    std::vector<__nv_bfloat16> bits;
+    PackedDv(size_t rows, size_t width) : width(width), ld(width + 8), bits(rows * (width + 8), __nv_bfloat16{fill}) {}
+    FlashDv sink() { return FlashDv{nullptr, bits.data(), ld}; }
+    // The block widened; gap values that are not the fill count into *strays.
+    std::vector<float> block(size_t *strays) const {
+        std::vector<float> x(bits.size() / ld * width);
+        *strays = 0;
+        for (size_t i = 0; i < bits.size(); i++) {
+            if (i % ld < width) x[i / ld * width + i % ld] = __bfloat162float(bits[i]);
+            else *strays += bits[i].bits != fill;
+        }
+        return x;
+    }
+};
+
 static int failures;
 
 static void expect_bitwise(const char *shape, const char *what, const std::vector<float> &got,
@@ -56,21 +76,37 @@ static void expect_bitwise(const char *shape, const char *what, const std::vecto
 }
 
 // bf16_in: q, k and v come bf16, as bf16 mode hands them to these kernels at a head dim the
-// tensor cores do not take (load_tile's widening form); the emulator reads them widened.
+// tensor cores do not take (load_tile's widening form; the emulator reads them widened), and
+// dv goes out packed in bf16, as bf16 mode's backward puts it.
+// The packed dv against the emulator's (from 0) rounded, bitwise, and its gaps untouched.
+static void expect_packed_dv(const char *shape, const PackedDv &dv16, const std::vector<float> &e_dv) {
+    size_t strays = 0;
+    const std::vector<float> got = dv16.block(&strays);
+    std::vector<float> want(e_dv.size());
+    for (size_t i = 0; i < want.size(); i++) want[i] = flash_bf16(e_dv[i]);
+    expect_bitwise(shape, "dv (packed bf16)", got, want);
+    printf("%-28s %-4s %s\n", shape, "dv gaps", strays ? "FAIL" : "ok");
+    failures += strays != 0;
+}
+
 static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
     char shape[64];
     snprintf(shape, sizeof shape, "%sB%d T%d NH%d NKV%d HD%d", bf16_in ? "bf16 in " : "", B, T, NH, NKV, HD);
     const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
     const Bf16Input q16 = bf16_input(uniform(nq, 1)), k16 = bf16_input(uniform(nk, 2)), v16 = bf16_input(uniform(nk, 3));
+    const Bf16Input d16 = bf16_input(uniform(nq, 4));
     const std::vector<float> q = bf16_in ? q16.wide : uniform(nq, 1), k = bf16_in ? k16.wide : uniform(nk, 2),
-                             v = bf16_in ? v16.wide : uniform(nk, 3), dout = uniform(nq, 4);
-    // The kernels' q, k, v: the same values, as bf16 bits or as floats.
+                             v = bf16_in ? v16.wide : uniform(nk, 3), dout = bf16_in ? d16.wide : uniform(nq, 4);
+    // The kernels' q, k, v and dout: the same values, as bf16 bits or as floats.
     const auto run = [&](auto kernel) {
-        if (bf16_in) kernel(q16.bits.data(), k16.bits.data(), v16.bits.data());
-        else kernel(q.data(), k.data(), v.data());
+        if (bf16_in) kernel(q16.bits.data(), k16.bits.data(), v16.bits.data(), d16.bits.data());
+        else kernel(q.data(), k.data(), v.data(), dout.data());
     };
-    const std::vector<float> dq0 = uniform(nq, 5), dk0 = uniform(nk, 6), dv0 = uniform(nk, 7);   // += targets
+    // += targets; with bf16 q, k, v dv is written packed (bf16 mode's form), so it starts at 0 here
+    const std::vector<float> dq0 = uniform(nq, 5), dk0 = uniform(nk, 6), dv0 = bf16_in ? std::vector<float>(nk) : uniform(nk, 7);
     std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0, dsum(nr);
+    PackedDv dv16((size_t)B * T, (size_t)NKV * HD);
+    const FlashDv dv_sink = bf16_in ? dv16.sink() : FlashDv{dv.data(), nullptr, (size_t)NKV * HD};
     std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv = dv0, e_dsum(nr);
     flash_emu_forward(e_out.data(), e_lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
     flash_emu_backward(e_dq.data(), e_dk.data(), e_dv.data(), e_dsum.data(), dout.data(), q.data(), k.data(),
@@ -78,7 +114,7 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
     const float scale = flash_scale(HD);
     const dim3 qgrid{(unsigned)flash_tiles(T, FLASH_BQ), (unsigned)(B * NH), 1};
     const dim3 kgrid{(unsigned)flash_tiles(T, FLASH_BK), (unsigned)(B * NH), 1};
-    run([&](auto qp, auto kp, auto vp) {
+    run([&](auto qp, auto kp, auto vp, auto) {
         simt_launch(qgrid, FLASH_THREADS, forward_smem(HD), [&] {
             flash_forward_kernel(out.data(), lse.data(), qp, kp, vp, T, NH, NKV, HD, scale);
         });
@@ -92,23 +128,24 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
     // Backward from the emulator's forward, so a forward difference cannot pass on.
     const bool grouped = NH > NKV;   // each query head's share, then their sum (as the launcher does)
     std::vector<float> dk_part(grouped ? nq : 0, NAN), dv_part(grouped ? nq : 0, NAN);
-    run([&](auto qp, auto kp, auto vp) {
+    run([&](auto qp, auto kp, auto vp, auto dp) {
         simt_launch(qgrid, FLASH_THREADS, dq_smem(HD), [&] {
-            flash_dq_kernel(dq.data(), dout.data(), qp, kp, vp, e_lse.data(), e_dsum.data(), T, NH, NKV, HD, scale);
+            flash_dq_kernel(dq.data(), dp, qp, kp, vp, e_lse.data(), e_dsum.data(), T, NH, NKV, HD, scale);
         });
         simt_launch(kgrid, FLASH_THREADS, dkdv_smem(HD), [&] {
-            flash_dkdv_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(), qp, kp, vp,
+            flash_dkdv_kernel(dk.data(), dv_sink, dk_part.data(), dv_part.data(), dp, qp, kp, vp,
                               e_lse.data(), e_dsum.data(), T, NH, NKV, HD, scale);
         });
     });
     if (grouped)
         simt_launch(dim3{(unsigned)(((size_t)B * T * NKV * HD + 255) / 256), 1, 1}, 256, 0, [&] {
-            flash_group_sum_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
+            flash_group_sum_kernel(dk.data(), dv_sink, dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
                                    scale);
         });
     expect_bitwise(shape, "dq", dq, e_dq);
     expect_bitwise(shape, "dk", dk, e_dk);
-    expect_bitwise(shape, "dv", dv, e_dv);
+    if (bf16_in) expect_packed_dv(shape, dv16, e_dv);
+    else expect_bitwise(shape, "dv", dv, e_dv);
 }
 
 // The tensor-core kernels (flash_mma_kernels.cuh, simt.h's wmma) against the emulator's bf16
@@ -121,15 +158,16 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
     char shape[64];
     snprintf(shape, sizeof shape, "mma B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
-    // q, k, v bf16 as bf16 mode keeps them (the emulator reads them widened); dout fp32, rounded
-    // by the kernels as their tiles load.
+    // q, k, v and dout bf16 as bf16 mode keeps them (the emulator reads them widened)
     const Bf16Input q16 = bf16_input(uniform(nq, 11)), k16 = bf16_input(uniform(nk, 12)),
                     v16 = bf16_input(uniform(nk, 13));
-    const std::vector<float> &q = q16.wide, &k = k16.wide, &v = v16.wide, dout = uniform(nq, 14);
-    const std::vector<float> dq0 = uniform(nq, 15), dk0 = uniform(nk, 16), dv0 = uniform(nk, 17);
+    const Bf16Input d16 = bf16_input(uniform(nq, 14));
+    const std::vector<float> &q = q16.wide, &k = k16.wide, &v = v16.wide, &dout = d16.wide;
+    const std::vector<float> dq0 = uniform(nq, 15), dk0 = uniform(nk, 16);   // += targets; dv is written packed
     std::vector<__nv_bfloat16> out16(nq);
-    std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0;
-    std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv = dv0, e_dsum(nr);
+    std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0;
+    PackedDv dv16((size_t)B * T, (size_t)NKV * HD);
+    std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv(nk), e_dsum(nr);
     flash_emu_forward_bf16(e_out.data(), e_lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
     flash_emu_backward_bf16(e_dq.data(), e_dk.data(), e_dv.data(), e_dsum.data(), dout.data(), q.data(), k.data(),
                             v.data(), e_out.data(), e_lse.data(), B, T, NH, NKV, HD);
@@ -145,18 +183,18 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
         });
         // Backward from the emulator's forward, so a forward difference cannot pass on.
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
-            flash_mma_dq_kernel<D>(dq.data(), dout.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
+            flash_mma_dq_kernel<D>(dq.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
                                    e_lse.data(), e_dsum.data(), T, NH, NKV, scale);
         });
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
-            flash_mma_dkdv_kernel<D>(dk.data(), dv.data(), dk_part.data(), dv_part.data(), dout.data(),
+            flash_mma_dkdv_kernel<D>(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), d16.bits.data(),
                                      q16.bits.data(), k16.bits.data(), v16.bits.data(), e_lse.data(), e_dsum.data(),
                                      T, NH, NKV, scale);
         });
     });
     if (grouped)
         simt_launch(dim3{(unsigned)(((size_t)B * T * NKV * HD + 255) / 256), 1, 1}, 256, 0, [&] {
-            flash_group_sum_kernel(dk.data(), dv.data(), dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
+            flash_group_sum_kernel(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
                                    scale);
         });
     for (size_t i = 0; i < nq; i++) out[i] = __bfloat162float(out16[i]), e_out[i] = flash_bf16(e_out[i]);
@@ -164,7 +202,7 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
     expect_bitwise(shape, "lse", lse, e_lse);
     expect_bitwise(shape, "dq", dq, e_dq);
     expect_bitwise(shape, "dk", dk, e_dk);
-    expect_bitwise(shape, "dv", dv, e_dv);
+    expect_packed_dv(shape, dv16, e_dv);
 }
 
 int main(void) {

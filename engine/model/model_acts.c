@@ -83,7 +83,7 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         a->drot_q = carve(cv, N * Q);
         a->drot_k = carve(cv, N * KV);
         if (a->narrow_operands) a->dxmid = carve(cv, N * C);   // kept as the layer's dxmid_16
-        a->dh = carve(cv, N * I);
+        carve_operand(cv, a->narrow_operands, &a->dh, &a->dh_16, N * I);   // as its GEMM stores it
         if (a->flash_attention) a->dsum = carve(cv, ATT);
         else a->datt = carve(cv, ATT);
     }

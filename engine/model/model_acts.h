@@ -83,7 +83,8 @@ struct StageActs {
     uint16_t *datty_16;     // (N, Q) narrow_operands: datty stored bf16 by its GEMM (only attention reads it)
     float *drot_q, *drot_k; // (N, Q), (N, KV) gradients after rotary
     float *dxmid;           // (N, C) narrow_operands: a layer's dxmid (kept as LayerActs.dxmid_16; else NULL)
-    float *dh;              // (N, I)
+    float *dh;              // (N, I) the MLP hidden's gradient (narrow_operands: NULL, dh_16)
+    uint16_t *dh_16;        // (N, I) narrow_operands: dh stored bf16 by its GEMM (only SwiGLU reads it)
     float *datt;            // (B, NH, T, T) score gradients (NULL under flash attention)
     float *dsum;            // (B, NH, T) flash attention: rowsum(dout * out) (else NULL)
     char *arena;            // on the stage's device

@@ -777,11 +777,12 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     const size_t NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q, NKV = (size_t)d.N * d.KV;
     const size_t NC = (size_t)d.N * d.C;
     // MLP branch
-    cuda_zero(c->ctx, a->dh, NI * sizeof(float));
-    lin_bwd_in(c, a->dh, kept_operand(c, dout, la->dout_16), w->wdown, d.N, d.I, d.C);
-    if (c->bf16) {   // written straight into the packed bf16 operand
-        cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh, la->gate_16, la->up_16, d.N, d.I);
+    if (c->bf16) {   // dh stored bf16 (only SwiGLU reads it); dgate | dup written into the packed bf16 operand
+        cuda_linear_backward_input_to_bf16(c->ctx, a->dh_16, la->dout_16, w16_of(c, w->wdown), d.N, d.I, d.C);
+        cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh_16, la->gate_16, la->up_16, d.N, d.I);
     } else {
+        cuda_zero(c->ctx, a->dh, NI * sizeof(float));
+        lin_bwd_in(c, a->dh, dout, w->wdown, d.N, d.I, d.C);
         cuda_zero(c->ctx, la->dgate, NI * sizeof(float));
         cuda_zero(c->ctx, la->dup, NI * sizeof(float));
         cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);

@@ -180,7 +180,8 @@ void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 
 void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout,
                                       const cuda_bf16 *inp, int N, int IC, int OC);
 // dinp(N, IC) = dout(N, OC) @ W, WRITTEN and rounded to bf16 (not added: bf16 mode's attention
-// output gradient, which only attention's backward reads): one cuBLAS GEMM storing bf16.
+// output gradient and the MLP hidden's, each read only by one kernel, attention's backward and
+// SwiGLU's): one cuBLAS GEMM storing bf16.
 void cuda_linear_backward_input_to_bf16(CudaCtx *ctx, cuda_bf16 *dinp, const cuda_bf16 *dout, const cuda_bf16 *W, int N,
                                         int IC, int OC);
 
@@ -262,10 +263,10 @@ void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const floa
 // projection's operand).
 void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *gate, const cuda_bf16 *up, int N,
                               int FF);
-// dgate, dup (N, FF) += gradients. The _bf16 form (bf16 mode: gate and up bf16, widened) WRITES
-// them, rounded to bf16, side by side into the packed gate|up gradient dgate_up (N, ld):
-// columns [0, FF) and [FF, 2 FF).
-void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const cuda_bf16 *gate,
+// dgate, dup (N, FF) += gradients. The _bf16 form (bf16 mode: dout, gate and up bf16, widened;
+// dout as cuda_linear_backward_input_to_bf16 stores it) WRITES them, rounded to bf16, side by
+// side into the packed gate|up gradient dgate_up (N, ld): columns [0, FF) and [FF, 2 FF).
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const cuda_bf16 *dout, const cuda_bf16 *gate,
                                const cuda_bf16 *up, int N, int FF);
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
                           const float *gate, const float *up, int N, int FF);

@@ -31,12 +31,13 @@ __global__ void swiglu_backward_kernel(float *__restrict__ dgate, float *__restr
 }
 
 // bf16 mode: dgate and dup written (not added), rounded to bf16, side by side into the packed
-// (N, ld) gate|up gradient: columns [0, FF) and [FF, 2 FF) of each row; gate and up bf16.
+// (N, ld) gate|up gradient: columns [0, FF) and [FF, 2 FF) of each row; dout, gate and up bf16.
 __global__ void swiglu_backward_packed_kernel(__nv_bfloat16 *__restrict__ dgate_up, int ld,
-                                              const float *__restrict__ dout, const __nv_bfloat16 *__restrict__ gate,
+                                              const __nv_bfloat16 *__restrict__ dout,
+                                              const __nv_bfloat16 *__restrict__ gate,
                                               const __nv_bfloat16 *__restrict__ up, int FF, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = to_f32(gate[i]), u = to_f32(up[i]), d = dout[i];
+        float g = to_f32(gate[i]), u = to_f32(up[i]), d = to_f32(dout[i]);
         float s = 1.0f / (1.0f + expf(-g));
         __nv_bfloat16 *row = dgate_up + (i / FF) * (size_t)ld;
         row[i % FF] = from_f32<__nv_bfloat16>(d * u * (s * (1.0f + g * (1.0f - s))));
@@ -71,11 +72,12 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const cuda_bf16 *gate,
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const cuda_bf16 *dout, const cuda_bf16 *gate,
                                const cuda_bf16 *up, int N, int FF) {
     size_t n = (size_t)N * FF;
     if (n == 0) return;
     swiglu_backward_packed_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(
-        (__nv_bfloat16 *)dgate_up, ld, dout, (const __nv_bfloat16 *)gate, (const __nv_bfloat16 *)up, FF, n);
+        (__nv_bfloat16 *)dgate_up, ld, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)gate,
+        (const __nv_bfloat16 *)up, FF, n);
     CUDA_CHECK_LAUNCH();
 }

@@ -63,8 +63,8 @@ struct Layer {
     float *x, *rstd1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *y, *x2;   // xn1, xn2, h, gate, up: bf16 only
     cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b, *g_b, *u_b, *q_b, *k_b, *v_b;   // q_b, k_b, v_b: bf16 mode's q, k, v
     // backward
-    float *dx2, *dh, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
-    cuda_bf16 *dy_b, *dgu_b, *do_b, *dq_b, *dk_b, *dv_b, *dao_b;   // dgu_b: (N, 2 FF), dgate | dup
+    float *dx2, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
+    cuda_bf16 *dy_b, *dgu_b, *do_b, *dq_b, *dk_b, *dv_b, *dao_b, *dh_b;   // dgu_b: (N, 2 FF), dgate | dup
 };
 
 static void layer_alloc(struct Layer *L) {
@@ -91,7 +91,7 @@ static void layer_alloc(struct Layer *L) {
     cuda_zero(ctx, L->q_b, nc * sizeof(cuda_bf16)); cuda_zero(ctx, L->k_b, nkv * sizeof(cuda_bf16));
     cuda_zero(ctx, L->v_b, nkv * sizeof(cuda_bf16));   // attention is also timed alone, before any forward
     L->ao_b = dbf(nc); L->xn2_b = dbf(nc); L->h_b = dbf(nf);
-    L->dx2 = drand_f32(nc, 1e-3f); L->dh = dzeros(nf);
+    L->dx2 = drand_f32(nc, 1e-3f); L->dh_b = dbf(nf);
     L->dxn2 = dzeros(nc); L->dx1 = dzeros(nc); L->dao = dzeros(nc); L->dq = dzeros(nc);
     L->dk = dzeros(nkv); L->dv = dzeros(nkv); L->dxn1 = dzeros(nc); L->dx = dzeros(nc);
     L->dsum = dzeros(nr);
@@ -122,13 +122,12 @@ static void layer_forward(struct Layer *L) {
 // Backward from dx2 (the gradient of the layer's output). Activation gradients are zeroed
 // per use, as the accumulate contract asks of the caller.
 static void layer_backward(struct Layer *L) {
-    const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV, nf = (size_t)N * FF;
+    const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV;
     // MLP: x2 = x1 + down(swiglu(gate(xn2), up(xn2)))
     cuda_f32_to_bf16(ctx, L->dy_b, L->dx2, nc);
-    cuda_zero(ctx, L->dh, nf * sizeof(float));
-    cuda_linear_backward_input_bf16(ctx, L->dh, L->dy_b, L->wd, N, FF, C);
+    cuda_linear_backward_input_to_bf16(ctx, L->dh_b, L->dy_b, L->wd, N, FF, C);   // stored bf16, as the engine
     cuda_linear_backward_weight_bf16(ctx, L->dwd, L->dy_b, L->h_b, N, FF, C);
-    cuda_swiglu_backward_bf16(ctx, L->dgu_b, 2 * FF, L->dh, L->g_b, L->u_b, N, FF);
+    cuda_swiglu_backward_bf16(ctx, L->dgu_b, 2 * FF, L->dh_b, L->g_b, L->u_b, N, FF);
     cuda_zero(ctx, L->dxn2, nc * sizeof(float));
     cuda_linear_backward_input_bf16(ctx, L->dxn2, L->dgu_b, L->wg, N, C, 2 * FF);
     cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dgu_b, L->xn2_b, N, C, 2 * FF);

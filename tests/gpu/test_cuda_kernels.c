@@ -578,17 +578,23 @@ static void test_swiglu_residual(void) {
     cuda_swiglu_backward(ctx, d_dg, d_du, d_dout, d_gate, d_up, N, FF);
     check_delta("swiglu_backward dgate (+=)", d_dg, dg, dg0, n, 1e-6);
     check_delta("swiglu_backward dup (+=)", d_du, du, du0, n, 1e-6);
-    {   // the bf16 form writes dgate | dup side by side: rows 2 FF + 3 wide
+    {   // the bf16 form (dout bf16 too) writes dgate | dup side by side: rows 2 FF + 3 wide
         const int ld = 2 * FF + 3;
-        float *d_g = dalloc(sizeof(float) * n), *d_u = dalloc(sizeof(float) * n);
+        float *d_g = dalloc(sizeof(float) * n), *d_u = dalloc(sizeof(float) * n), *dout_r = malloc(sizeof(float) * n);
+        if (!dout_r) abort();
+        for (size_t i = 0; i < n; i++) dout_r[i] = bf2f(f2bf(dout[i]));
+        float *d_dout_r = dfloat(dout_r, n);
+        cuda_bf16 *d_dout16 = dbf16(dout, n);
         cuda_zero(ctx, d_g, sizeof(float) * n);
         cuda_zero(ctx, d_u, sizeof(float) * n);
-        cuda_swiglu_backward(ctx, d_g, d_u, d_dout, d_gate_r, d_up_r, N, FF);
+        cuda_swiglu_backward(ctx, d_g, d_u, d_dout_r, d_gate_r, d_up_r, N, FF);
         cuda_bf16 *d_p = dfill16((size_t)N * ld, 0x7fc1);
-        cuda_swiglu_backward_bf16(ctx, d_p, ld, d_dout, d_gate16, d_up16, N, FF);
+        cuda_swiglu_backward_bf16(ctx, d_p, ld, d_dout16, d_gate16, d_up16, N, FF);
         check_packed_rounded("swiglu_backward_bf16: fp32's on bf16 inputs, rounded, packed", d_p, N, ld, 0x7fc1, 2,
                              (const float *const[]){d_g, d_u}, (const int[]){0, FF}, (const int[]){FF, FF});
+        free(dout_r);
         CUDA_CHECK(cudaFree(d_g)); CUDA_CHECK(cudaFree(d_u)); CUDA_CHECK(cudaFree(d_p));
+        CUDA_CHECK(cudaFree(d_dout_r)); CUDA_CHECK(cudaFree(d_dout16));
     }
     free(gate_r); free(up_r);
     CUDA_CHECK(cudaFree(d_gate_r)); CUDA_CHECK(cudaFree(d_up_r));

@@ -402,6 +402,7 @@ typedef struct {
     int ld;                      // the packed backward's row stride
     const float *a, *b, *dout;
     const cuda_bf16 *a16, *b16;  // swiglu's bf16 forms: gate and up as the GEMM stored them (a, b NULL)
+    const cuda_bf16 *dout16;     // swiglu backward's bf16 form: dout as its GEMM stored it (dout NULL)
     size_t n;
     int N, FF;
 } EltwiseArgs;
@@ -440,9 +441,11 @@ static void run_swiglu_backward(void *p) {
     float *tg = temp(n), *tu = temp(n), *wg, *wu;
     const float *gate, *up;
     swiglu_inputs(e, &gate, &up, &wg, &wu);
-    swiglu_backward(tg, tu, e->dout, gate, up, e->N, e->FF);
+    float *wd = e->dout16 ? widen(e->dout16, n) : NULL;
+    swiglu_backward(tg, tu, e->dout16 ? wd : e->dout, gate, up, e->N, e->FF);
     free(wg);
     free(wu);
+    free(wd);
     if (!e->out16) {
         add_free(e->dgate, tg, n);
         add_free(e->dup, tu, n);
@@ -510,16 +513,16 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
     emu_enqueue(ctx->stream, run_swiglu_backward, &e, sizeof e);
 }
 
-void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const float *dout, const cuda_bf16 *gate,
+void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const cuda_bf16 *dout, const cuda_bf16 *gate,
                                const cuda_bf16 *up, int N, int FF) {
     launch(ctx, __func__);
     const size_t n = (size_t)N * FF;
     if (ld < 2 * FF) emu_breach(__func__, "a row stride narrower than gate and up side by side");
     if (N > 0) emu_need_device(__func__, dgate_up, ((size_t)(N - 1) * ld + 2 * (size_t)FF) * sizeof(cuda_bf16));
-    emu_need_device(__func__, dout, F(n));
+    emu_need_device(__func__, dout, n * sizeof(cuda_bf16));
     emu_need_device(__func__, gate, n * sizeof(cuda_bf16));
     emu_need_device(__func__, up, n * sizeof(cuda_bf16));
-    const EltwiseArgs e = {.out16 = dgate_up, .ld = ld, .dout = dout, .a16 = gate, .b16 = up, .N = N, .FF = FF};
+    const EltwiseArgs e = {.out16 = dgate_up, .ld = ld, .dout16 = dout, .a16 = gate, .b16 = up, .N = N, .FF = FF};
     emu_enqueue(ctx->stream, run_swiglu_backward, &e, sizeof e);
 }
 

@@ -22,7 +22,8 @@
 // stores q, k and v bf16 (RoPE rotates q and k in place in bf16; only attention reads them).
 // Attention is flash attention (kernels/cuda/flash_attention.cu): a layer keeps its row
 // logsumexp (LayerActs.lse), no (T, T) matrix. bf16 mode runs its tensor-core kernels on the
-// bf16 q, k, v (the output gradient, fp32, rounded as its tiles load), fp32 mode the fp32 ones.
+// bf16 q, k, v and output gradient (datty_16, also stored bf16 by its GEMM), fp32 mode the
+// fp32 ones.
 // Generation's KV cache keeps what attention reads: bf16 in bf16 mode.
 // The scratch belongs to the stage, not to a slot: a stage runs one action at a time.
 //
@@ -556,7 +557,8 @@ static void *projected(const StageCuda *c, float *wide, uint16_t *narrow) {
 static void proj_fwd(StageCuda *c, void *out, size_t out_stride, const void *in, const float *W, int batch, int N,
                      int IC, int OC) {
     const size_t W_stride = (size_t)OC * IC;
-    if (c->bf16) cuda_linear_forward_shared_to_bf16(c->ctx, out, out_stride, in, w16_of(c, W), W_stride, batch, N, IC, OC);
+    if (c->bf16)
+        cuda_linear_forward_shared_to_bf16(c->ctx, out, out_stride, in, w16_of(c, W), W_stride, batch, N, IC, OC);
     else cuda_linear_forward_shared(c->ctx, out, out_stride, in, W, W_stride, batch, N, IC, OC);
 }
 

@@ -96,7 +96,7 @@ __device__ static void load_tile(float *tile, FlashRows<float> src, int t0, int 
         tile[(i / HD) * (HD + 1) + i % HD] = src.row(t0 + i / HD)[i % HD];
 }
 
-// The same from bf16 rows (bf16 mode's q, k, v at a head dim the tensor cores do not take),
+// The same from bf16 rows (bf16 mode's q, k, v, dout at a head dim the tensor cores do not take),
 // widened exactly; one element at a time (these head dims are the fallback, not the fast path).
 __device__ static void load_tile(float *tile, FlashRows<__nv_bfloat16> src, int t0, int rows, int HD) {
     for (int i = threadIdx.x; i < rows * HD; i += blockDim.x)

@@ -115,9 +115,9 @@ FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
 
 
 // ---- Tensor-core tiles (kernels/cuda/flash_mma_kernels.cuh: bf16 mode) ---------------------
-// The bf16 kernels run the products on tensor cores: q, k and v come bf16 (bf16 mode stores
-// them so), dout is rounded to bf16 as it loads, and so are the probabilities before P v and P^T dout and the score gradients
-// before dS k and dS^T q; every product accumulates in fp32, and the softmax and everything
+// The bf16 kernels run the products on tensor cores: q, k, v and dout come bf16 (bf16 mode
+// stores them so), and the probabilities are rounded to bf16 before P v and P^T dout and the
+// score gradients before dS k and dS^T q; every product accumulates in fp32, and the softmax and everything
 // else stays fp32 (the steps above). Tiles are 64 rows (4 warps of 16) by 64, and a product is
 // summed 16 terms at a time (one mma of depth 16), each 16 added to the running sum. The
 // emulator's model of one mma is the 16 products summed in index order from +0, then added to

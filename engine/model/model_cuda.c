@@ -534,7 +534,7 @@ static void lin_fwd(StageCuda *c, float *out, const void *in, const float *W, in
     else cuda_linear_forward(c->ctx, out, in, W, N, IC, OC);
 }
 
-// dinp(N, IC) += dout(N, OC) @ W
+// dinp(N, IC) = dout(N, OC) @ W (written: no zeroing first)
 static void lin_bwd_in(StageCuda *c, float *dinp, const void *dout, const float *W, int N, int IC, int OC) {
     if (c->bf16) cuda_linear_backward_input_bf16(c->ctx, dinp, dout, w16_of(c, W), N, IC, OC);
     else cuda_linear_backward_input(c->ctx, dinp, dout, W, N, IC, OC);
@@ -773,30 +773,23 @@ static uint16_t *dresid_copy(const StageCuda *c, const StageModel *s, const Stag
 }
 
 // dx (dx16: its bf16 copy, or NULL) from the layer's output gradient dout (bf16 mode: read by
-// the GEMMs as la->dout_16).
+// the GEMMs as la->dout_16). Every activation gradient here is written by the call that makes
+// it (kernels_cuda.h's contract), so none is zeroed first.
 static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x,
                                  const float *dout, float *dx, uint16_t *dx16, StageActs *a, StageDims d) {
-    const size_t NI = (size_t)d.N * d.I, NQ = (size_t)d.N * d.Q, NKV = (size_t)d.N * d.KV;
-    const size_t NC = (size_t)d.N * d.C;
     // MLP branch
     if (c->bf16) {   // dh stored bf16 (only SwiGLU reads it); dgate | dup written into the packed bf16 operand
         cuda_linear_backward_input_to_bf16(c->ctx, a->dh_16, la->dout_16, w16_of(c, w->wdown), d.N, d.I, d.C);
         cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh_16, la->gate_16, la->up_16, d.N, d.I);
     } else {
-        cuda_zero(c->ctx, a->dh, NI * sizeof(float));
         lin_bwd_in(c, a->dh, dout, w->wdown, d.N, d.I, d.C);
-        cuda_zero(c->ctx, la->dgate, NI * sizeof(float));
-        cuda_zero(c->ctx, la->dup, NI * sizeof(float));
         cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
     }
-    cuda_zero(c->ctx, la->dln2, NC * sizeof(float));
     lin_bwd_in(c, la->dln2, packed_dgate_up(c, la, d), w->wgate, d.N, d.C, 2 * d.I);   // gate|up at once
     float *dxmid = c->bf16 ? a->dxmid : la->dxmid;   // bf16: a slot-wide buffer, kept as dxmid_16
     cuda_residual_rmsnorm_backward(c->ctx, dxmid, c->bf16 ? la->dxmid_16 : NULL, dout, la->dln2, la->xmid, w->ln2,
                                    la->rstd2, d.N, d.C);
     // Attention branch
-    cuda_zero(c->ctx, a->drot_q, NQ * sizeof(float));
-    cuda_zero(c->ctx, a->drot_k, NKV * sizeof(float));
     if (c->bf16) {
         // The attention output's gradient stored bf16 (only attention reads it); then dq, dk and
         // dv side by side in the packed bf16 operand (attention writes dv there, RoPE dq and dk).
@@ -809,17 +802,12 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16 + d.Q, ld, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV,
                                 d.HD);
     } else {
-        cuda_zero(c->ctx, a->datty, NQ * sizeof(float));
         lin_bwd_in(c, a->datty, dxmid, w->wo, d.N, d.Q, d.C);
-        cuda_zero(c->ctx, la->dv, NKV * sizeof(float));
         cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
                                       la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
-        cuda_zero(c->ctx, la->dq, NQ * sizeof(float));
-        cuda_zero(c->ctx, la->dk, NKV * sizeof(float));
         cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
         cuda_rope_backward(c->ctx, la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     }
-    cuda_zero(c->ctx, la->dln1, NC * sizeof(float));
     lin_bwd_in(c, la->dln1, packed_dqkv(c, la, d), w->wq, d.N, d.C, d.Q + 2 * d.KV);   // q|k|v at once
     cuda_residual_rmsnorm_backward(c->ctx, dx, dx16, dxmid, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
 }

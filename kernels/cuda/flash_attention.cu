@@ -14,13 +14,14 @@
 //   flash_forward_kernel  block (query tile, b * NH + h): key tiles 0, 1, ... up to the diagonal.
 //   flash_decode_kernel   block h: generation's one query row against the cached keys, as forward.
 //   flash_rowsum_kernel   D = rowsum(dout * out), one thread a row.
-//   flash_dq_kernel       block (query tile, b * NH + h): dq += scale dS k, key tiles as forward.
+//   flash_dq_kernel       block (query tile, b * NH + h): dq = scale dS k, key tiles as forward.
 //   flash_dkdv_kernel     block (key tile, b * NH + h): query head h over the query tiles from the
-//                         diagonal on; dk += scale dS^T q, dv += P^T dout (bf16 mode: dv written
-//                         into the packed q|k|v gradient, FlashDv; with grouped queries,
-//                         each head's share to the arena, then flash_group_sum_kernel adds the
-//                         group's shares in head order). dq and dk/dv are split so each has one
-//                         writer per row, at the price of computing the backward's scores twice.
+//                         diagonal on; dk = scale dS^T q, dv = P^T dout (bf16 mode: dv into the
+//                         packed q|k|v gradient, FlashDv; with grouped queries, each head's
+//                         share to the arena, then flash_group_sum_kernel sums the group's
+//                         shares in head order). dq and dk/dv are split so each has one writer
+//                         per row, at the price of computing the backward's scores twice.
+// Each writer writes its gradient once (flash_written), so no caller zeroes dq, dk or dv first.
 // Shared tiles are (rows, HD + 1) and score tiles (BQ, BK + 1): the odd strides spread a
 // column's reads over the banks. fp32 throughout, on CUDA cores (see flash_tile.h: nothing is
 // rounded to bf16).
@@ -118,7 +119,7 @@ static float *dv_share(float *dk_part, size_t tokens, int NH, int HD) {
     return dk_part ? dk_part + cuda_arena_round(tokens * NH * HD * sizeof(float)) / sizeof(float) : NULL;
 }
 
-// Grouped queries: dk += and dv put the group's shares, in head order.
+// Grouped queries: dk and dv written from the group's shares, summed in head order.
 static void group_sum(CudaCtx *ctx, float *dk, FlashDv dv, float *dk_part, int B, int T, int NH, int NKV, int HD,
                       float scale) {
     if (!dk_part) return;

@@ -103,17 +103,20 @@ __device__ static void load_tile(float *tile, FlashRows<__nv_bfloat16> src, int 
         tile[(i / HD) * (HD + 1) + i % HD] = flash_load(&src.row(t0 + i / HD)[i % HD]);
 }
 
-// Where a backward puts dv: the fp32 dv (B, T, NKV, HD), added to (packed NULL, ld = NKV x HD);
-// or bf16 mode's packed q|k|v gradient, written once and rounded to nearest even (packed at its
-// dv column block, ld its row stride). Element (token row n, column kvh x HD + d) either way;
-// the written value is 0 + x, what adding into a zeroed dv gave (a -0 sum stores +0).
+// The backward's outputs are written once each, never added to, so nothing zeroes them first;
+// the value written is 0 + x, what adding into a zeroed buffer gave (a -0 sum stores +0).
+__device__ static float flash_written(float x) { return 0.0f + x; }
+
+// Where a backward puts dv: the fp32 dv (B, T, NKV, HD) (packed NULL, ld = NKV x HD); or bf16
+// mode's packed q|k|v gradient, rounded to nearest even (packed at its dv column block, ld its
+// row stride). Element (token row n, column kvh x HD + d) either way, written once.
 struct FlashDv {
-    float *add;
+    float *wide;
     __nv_bfloat16 *packed;
     size_t ld;
     __device__ void put(size_t row, size_t col, float x) const {
-        if (packed) packed[row * ld + col] = __float2bfloat16_rn(0.0f + x);
-        else add[row * ld + col] += x;
+        if (packed) packed[row * ld + col] = __float2bfloat16_rn(flash_written(x));
+        else wide[row * ld + col] = flash_written(x);
     }
 };
 
@@ -328,15 +331,15 @@ __global__ void flash_dq_kernel(float *__restrict__ dq, const InT *__restrict__ 
     float *db = dq + ((size_t)b * T * NH + h) * HD;
     for (int i = threadIdx.x; i < nq * HD; i += blockDim.x) {
         const int r = i / HD, d = i % HD;
-        db[(size_t)(q0 + r) * NH * HD + d] += scale * acc[r * ld + d];
+        db[(size_t)(q0 + r) * NH * HD + d] = flash_written(scale * acc[r * ld + d]);
     }
 }
 
 // Block (key tile, b * NH + h): query head h's share of its kv head's dk and dv for the key
 // tile, over the query tiles from the diagonal on. One query head a block (not the g heads of
 // the group in turn) gives the GPU g times the blocks and cuts the longest block (key tile 0)
-// to 1/g. With g = 1 the block adds into dk and dv itself; with g > 1 it stores its share to
-// dk_part and dv_part (B, T, NH, HD), and flash_group_sum_kernel adds the g shares in head order.
+// to 1/g. With g = 1 the block writes dk and dv itself; with g > 1 it stores its share to
+// dk_part and dv_part (B, T, NH, HD), and flash_group_sum_kernel sums the g shares in head order.
 template <typename InT>
 __global__ void flash_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
                                   float *__restrict__ dv_part, const InT *__restrict__ dout,
@@ -385,7 +388,7 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__r
         float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
         for (int i = threadIdx.x; i < nk * HD; i += blockDim.x) {
             const int c = i / HD, d = i % HD;
-            dkb[(size_t)(k0 + c) * NKV * HD + d] += scale * dk_acc[c * ld + d];
+            dkb[(size_t)(k0 + c) * NKV * HD + d] = flash_written(scale * dk_acc[c * ld + d]);
             dv.put((size_t)b * T + k0 + c, (size_t)kvh * HD + d, dv_acc[c * ld + d]);
         }
         return;
@@ -399,8 +402,8 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__r
     }
 }
 
-// dk (B, T, NKV, HD) += and dv put (FlashDv) the g query heads' shares (B, T, NH, HD), summed in
-// head order (flash_group_sum), dk's times the scale: one thread an element.
+// dk (B, T, NKV, HD) and dv (FlashDv) written: the g query heads' shares (B, T, NH, HD), summed
+// in head order (flash_group_sum), dk's times the scale: one thread an element.
 __global__ void flash_group_sum_kernel(float *__restrict__ dk, FlashDv dv,
                                        const float *__restrict__ dk_part, const float *__restrict__ dv_part,
                                        size_t rows, int NH, int NKV, int HD, float scale) {
@@ -409,7 +412,7 @@ __global__ void flash_group_sum_kernel(float *__restrict__ dk, FlashDv dv,
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const size_t row = i / ((size_t)NKV * HD), kvh = i / HD % NKV, d = i % HD;
         const size_t first = (row * NH + kvh * g) * HD + d;   // head kvh * g of the row, column d
-        dk[i] += scale * flash_group_sum(dk_part + first, HD, g);
+        dk[i] = flash_written(scale * flash_group_sum(dk_part + first, HD, g));
         dv.put(row, kvh * HD + d, flash_group_sum(dv_part + first, HD, g));
     }
 }

@@ -255,7 +255,7 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
     if (half == 0 && r < nq) lse[(size_t)bh * T + q0 + r] = flash_logsumexp(m[r], l[r]);
 }
 
-// dq += scale dS k: block (query tile, b * NH + h), warp w its 16 query rows, key tiles as
+// dq = scale dS k: block (query tile, b * NH + h), warp w its 16 query rows, key tiles as
 // forward. Per key tile: S = q k^T and dP = dout v^T (tensor cores), then per element p =
 // flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 template <int HD>
@@ -297,7 +297,7 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 
     }
     float *db = dq + ((size_t)b * T * NH + h) * HD;
     mma_emit_rows<HD>(acc, S, warp, [&](int row, int d, float x) {
-        if (row < nq) db[(size_t)(q0 + row) * NH * HD + d] += scale * x;
+        if (row < nq) db[(size_t)(q0 + row) * NH * HD + d] = flash_written(scale * x);
     });
 }
 
@@ -350,7 +350,7 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float 
     if (g == 1) {
         float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
         mma_emit_rows<HD>(dk_acc, St, warp, [&](int row, int d, float x) {
-            if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] += scale * x;
+            if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] = flash_written(scale * x);
         });
         mma_emit_rows<HD>(dv_acc, St, warp, [&](int row, int d, float x) {
             if (row < nk) dv.put((size_t)b * T + k0 + row, (size_t)kvh * HD + d, x);

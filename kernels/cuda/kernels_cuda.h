@@ -2,7 +2,10 @@
 //
 // Same dimension letters, layouts, argument order and semantics as kernels/cpu/kernels.h
 // (read it first): row-major contiguous tensors, linear weights in (OC, IC) layout with
-// y = x @ W^T, and every *_backward ACCUMULATES (+=) into the gradient buffers it is given.
+// y = x @ W^T, and its contract for *_backward: parameter gradients, and the input gradients
+// of RMSNorm and the embedding, ACCUMULATE (+=); the input gradients of the linear layer,
+// RoPE, attention and SwiGLU are WRITTEN (each is the first write into its buffer, so nobody
+// zeroes it first). Each declaration says which.
 // Differences, all forced by the device:
 //   * Every function takes a CudaCtx first: it carries the CUDA stream all work is queued
 //     on (functions return before the work is done; stream order is the only ordering),
@@ -20,10 +23,11 @@
 //     the reference path, for `pptrain check` and parity tests (flash attention's fp32 form
 //     runs its products on CUDA cores);
 //   * the *_bf16 names take bf16 GEMM operands (the bf16 working copy of the weights that
-//     cuda_adamw_update writes, bf16 activations from cuda_f32_to_bf16) and accumulate in
-//     fp32 into fp32 outputs (cuBLAS(Lt) with CUBLAS_COMPUTE_32F); flash attention's bf16
-//     form takes fp32 tensors and rounds its tensor-core operands itself;
-//   * cuda_f32_to_bf16 / cuda_bf16_to_f32 convert inter-stage messages and GEMM inputs.
+//     cuda_adamw_update writes; bf16 activations, written so by the kernel that makes them)
+//     and accumulate in fp32 (cuBLAS(Lt) with CUBLAS_COMPUTE_32F), into fp32 outputs or,
+//     for the *_to_bf16 forms, bf16 ones; flash attention's bf16 form takes bf16 q, k, v
+//     and runs its products on tensor cores;
+//   * cuda_f32_to_bf16 / cuda_bf16_to_f32 convert inter-stage messages.
 // bf16 buffers are typed cuda_bf16 (the 16 raw bits, round-to-nearest-even from fp32), so C
 // callers need no CUDA C++ type.
 //
@@ -153,7 +157,7 @@ void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16
 // out(N, OC) = inp(N, IC) @ W(OC, IC)^T        (overwrites out)
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W,
                          int N, int IC, int OC);
-// dinp(N, IC) += dout(N, OC) @ W(OC, IC)
+// dinp(N, IC) = dout(N, OC) @ W(OC, IC)        (overwrites dinp, which is not read: no zeroing first)
 void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W,
                                 int N, int IC, int OC);
 // dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)
@@ -172,7 +176,7 @@ void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride
 // it is stored (bf16 mode's gate|up, which only SwiGLU reads).
 void cuda_linear_forward_shared_to_bf16(CudaCtx *ctx, cuda_bf16 *out, size_t out_stride, const cuda_bf16 *inp,
                                         const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC);
-// The same three with bf16 operands, fp32 accumulation, fp32 results (overwrite / +=).
+// The same three with bf16 operands, fp32 accumulation, fp32 results (overwrite, overwrite, +=).
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
                               const cuda_bf16 *W, int N, int IC, int OC);
 void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout,
@@ -198,8 +202,8 @@ void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *co
 // pair widened, rotated in fp32 as above, rounded to nearest even.
 void cuda_rope_forward_bf16(CudaCtx *ctx, cuda_bf16 *x, const float *cos_tab, const float *sin_tab, int B, int T, int H,
                             int HD);
-// dx += R^T dout. dx must not alias dout.
-// The _bf16 form (bf16 mode) WRITES R^T dout, rounded to bf16, into a packed GEMM operand: head
+// dx = R^T dout (written). dx must not alias dout.
+// The _bf16 form (bf16 mode) writes R^T dout, rounded to bf16, into a packed GEMM operand: head
 // h of token row n at dx + n * ld + h * HD (the q or k column block of the packed q|k|v gradient).
 void cuda_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dx, int ld, const float *dout, const float *cos_tab,
                              const float *sin_tab, int B, int T, int H, int HD);
@@ -224,7 +228,8 @@ void cuda_flash_decode(CudaCtx *ctx, float *out, const float *q, const float *k,
 // exactly; out bf16 (the o projection's operand), rounded to nearest even.
 void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
                             int n, int NH, int NKV, int HD);
-// dq, dk, dv += gradients, from forward's out and lse; dsum(B, NH, T) is caller-owned scratch
+// dq, dk, dv = gradients, from forward's out and lse: WRITTEN, each element once (not read, so
+// not zeroed first; the value is 0 + x, what adding into zeros gave). dsum(B, NH, T) is caller-owned scratch
 // (overwritten with rowsum(dout * out)). With grouped queries (NH > NKV) each query head's dk
 // and dv go first to the context's arena, cuda_flash_backward_arena_bytes(B * T, NH, NKV, HD)
 // of it (two (B, T, NH, HD) fp32 tensors), then sum over the group in head order.
@@ -244,9 +249,9 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
 // rounded to bf16 before their products; every product accumulates in fp32 and the softmax
 // stays fp32 (flash_tile.h, "Tensor-core tiles").
 // Head dims that are not a multiple of 16 up to 128 (flash_mma_takes) run the fp32 kernels on
-// the widened q, k, v and dout, out still bf16. The backward adds into dq and dk (fp32, for RoPE's
-// backward) but WRITES dv, rounded to bf16, into the packed q|k|v gradient operand: token row
-// n's kv head h at dv[n * dv_ld + h * HD] (dv pointing at the operand's dv column block).
+// the widened q, k, v and dout, out still bf16. The backward writes dq and dk in fp32 (for RoPE's
+// backward) and dv rounded to bf16 into the packed q|k|v gradient operand: token row n's kv
+// head h at dv[n * dv_ld + h * HD] (dv pointing at the operand's dv column block).
 void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse, const cuda_bf16 *q, const cuda_bf16 *k,
                                        const cuda_bf16 *v, int B, int T, int NH, int NKV, int HD);
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv, int dv_ld, float *dsum,
@@ -263,8 +268,8 @@ void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const floa
 // projection's operand).
 void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *gate, const cuda_bf16 *up, int N,
                               int FF);
-// dgate, dup (N, FF) += gradients. The _bf16 form (bf16 mode: dout, gate and up bf16, widened;
-// dout as cuda_linear_backward_input_to_bf16 stores it) WRITES them, rounded to bf16, side by
+// dgate, dup (N, FF) = gradients (written). The _bf16 form (bf16 mode: dout, gate and up bf16,
+// widened; dout as cuda_linear_backward_input_to_bf16 stores it) writes them, rounded to bf16, side by
 // side into the packed gate|up gradient dgate_up (N, ld): columns [0, FF) and [FF, 2 FF).
 void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const cuda_bf16 *dout, const cuda_bf16 *gate,
                                const cuda_bf16 *up, int N, int FF);

@@ -1,8 +1,11 @@
 // Linear layer y = x @ W^T with W in (OC, IC) layout (kernels/cpu/linear.c), on cuBLASLt.
 // Row-major GEMM shapes (see gemm.cu for the column-major mapping):
 //   forward          out(N, OC)  = inp(N, IC) @ W(OC, IC)^T     ta = 0, tb = 1, beta = 0
-//   backward input   dinp(N, IC) += dout(N, OC) @ W(OC, IC)     ta = 0, tb = 0, beta = 1
+//   backward input   dinp(N, IC)  = dout(N, OC) @ W(OC, IC)     ta = 0, tb = 0, beta = 0
 //   backward weight  dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)   ta = 1, tb = 0, beta = 1
+// The input gradient is written, not added: each has one writer (its layer's backward), so no
+// zeroing pass comes first (with beta 0 cuBLAS does not read dinp at all). The weight gradient
+// accumulates over microbatches.
 // The fp32 and bf16 versions differ only in the operands' type; results are fp32 but for the
 // _to_bf16 forms (bf16 mode's q|k|v and gate|up, and the attention output's gradient: stored
 // bf16, each read only by one kernel).
@@ -14,7 +17,7 @@ static void linear_fwd(CudaCtx *ctx, float *out, const void *inp, const void *W,
 }
 static void linear_bwd_inp(CudaCtx *ctx, float *dinp, const void *dout, const void *W, int N,
                            int IC, int OC, cudaDataType_t t) {
-    gemm_rm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, W, IC, t, 1.0f, dinp, IC);
+    gemm_rm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, W, IC, t, 0.0f, dinp, IC);
 }
 static void linear_bwd_w(CudaCtx *ctx, float *dW, const void *dout, const void *inp, int N,
                          int IC, int OC, cudaDataType_t t) {

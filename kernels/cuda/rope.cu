@@ -62,7 +62,7 @@ __global__ void rope_forward_bf16_kernel(__nv_bfloat16 *x, const float *__restri
     }
 }
 
-// dx += R^T dout: rotation by -angle.
+// dx = R^T dout (written): rotation by -angle.
 __global__ void rope_backward_kernel(float *__restrict__ dx, const float *__restrict__ dout,
                                      const float *__restrict__ cos_tab,
                                      const float *__restrict__ sin_tab, int T, int H, int HD,
@@ -76,8 +76,8 @@ __global__ void rope_backward_kernel(float *__restrict__ dx, const float *__rest
         size_t off = bth * HD;
         float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
         float g0 = dout[off + i], g1 = dout[off + i + half];
-        dx[off + i] += g0 * c + g1 * s;
-        dx[off + i + half] += g1 * c - g0 * s;
+        dx[off + i] = g0 * c + g1 * s;
+        dx[off + i + half] = g1 * c - g0 * s;
     }
 }
 

@@ -25,8 +25,8 @@ __global__ void swiglu_backward_kernel(float *__restrict__ dgate, float *__restr
         float g = gate[i], d = dout[i];
         // silu'(g) = s (1 + g (1 - s)), s = sigmoid(g)
         float s = 1.0f / (1.0f + expf(-g));
-        dgate[i] += d * up[i] * (s * (1.0f + g * (1.0f - s)));
-        dup[i] += d * (g * s);
+        dgate[i] = d * up[i] * (s * (1.0f + g * (1.0f - s)));   // written, as the bf16 form
+        dup[i] = d * (g * s);
     }
 }
 

@@ -51,114 +51,99 @@ static float *dzeros(size_t n) {
 }
 static cuda_bf16 *dbf(size_t n) { return dalloc(n * sizeof(cuda_bf16)); }
 
-// The layer's buffers. Weights in bf16 (the AdamW working copy); grads, activations fp32 but
-// for what bf16 mode keeps bf16. The MLP runs as the engine runs it in bf16 mode: wg | wu back
-// to back, one GEMM storing gate | up in bf16, SwiGLU's backward writing the packed bf16
-// gradient, one GEMM each for dxn2 and for dwg | dwu.
+// The layer's buffers, as a bf16-mode slot keeps them (engine/model/model_cuda.c): weights in
+// bf16 (the AdamW working copy), wq | wk | wv and wg | wu back to back; norms' outputs, q, k, v,
+// attention's output, gate | up and h in bf16; the residual stream, xmid and the norms' input
+// gradients in fp32; the packed bf16 gradients of q | k | v and gate | up, written in place.
 struct Layer {
     cuda_bf16 *wq, *wk, *wv, *wo, *wg, *wu, *wd;
     float *ln1, *ln2, *cos_tab, *sin_tab;
-    float *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd, *dln1, *dln2;
-    // forward
-    float *x, *rstd1, *q, *k, *v, *lse, *ao, *o, *x1, *rstd2, *y, *x2;   // xn1, xn2, h, gate, up: bf16 only
-    cuda_bf16 *xn1_b, *ao_b, *xn2_b, *h_b, *g_b, *u_b, *q_b, *k_b, *v_b;   // q_b, k_b, v_b: bf16 mode's q, k, v
-    // backward
-    float *dx2, *dxn2, *dx1, *dao, *dq, *dk, *dv, *dxn1, *dx, *dsum;
-    cuda_bf16 *dy_b, *dgu_b, *do_b, *dq_b, *dk_b, *dv_b, *dao_b, *dh_b;   // dgu_b: (N, 2 FF), dgate | dup
+    float *dwq, *dwo, *dwg, *dwd, *dln1w, *dln2w;   // dwq: dwq | dwk | dwv; dwg: dwg | dwu
+    // forward: x in, out (the next layer's input) and its norm's output next_b
+    float *x, *rstd1, *lse, *xmid, *rstd2, *out, *rstd_next;
+    cuda_bf16 *ln1_b, *q_b, *k_b, *v_b, *ao_b, *ln2_b, *g_b, *u_b, *h_b, *next_b;
+    // backward: dout (and dout_b, as the next layer's backward leaves it) in, dx out
+    float *dout, *dln2, *dxmid, *dq, *dk, *dln1, *dx, *dsum;
+    cuda_bf16 *dout_b, *dh_b, *dgu_b, *dxmid_b, *dao_b, *dqkv_b, *dx_b;   // dgu_b (N, 2 FF), dqkv_b (N, C + 2 CKV)
+    // attention alone in fp32 (the fp32 kernels' timing)
+    float *q, *k, *v, *ao, *dao, *dv;
 };
 
 static void layer_alloc(struct Layer *L) {
     const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV, nf = (size_t)N * FF;
     const size_t nr = (size_t)B * NH * T;   // flash attention's row statistics
-    L->wq = drand_bf16((size_t)C * C, 0.03f); L->wk = drand_bf16((size_t)CKV * C, 0.03f);
-    L->wv = drand_bf16((size_t)CKV * C, 0.03f); L->wo = drand_bf16((size_t)C * C, 0.03f);
-    L->wg = drand_bf16((size_t)2 * FF * C, 0.03f); L->wu = L->wg + (size_t)FF * C;
+    L->wq = drand_bf16((size_t)(C + 2 * CKV) * C, 0.03f);
+    L->wk = L->wq + (size_t)C * C, L->wv = L->wk + (size_t)CKV * C;
+    L->wo = drand_bf16((size_t)C * C, 0.03f);
+    L->wg = drand_bf16((size_t)2 * FF * C, 0.03f), L->wu = L->wg + (size_t)FF * C;
     L->wd = drand_bf16((size_t)C * FF, 0.03f);
-    L->ln1 = drand_f32(C, 1.0f); L->ln2 = drand_f32(C, 1.0f);
-    L->cos_tab = dalloc(sizeof(float) * T * HD / 2); L->sin_tab = dalloc(sizeof(float) * T * HD / 2);
+    L->ln1 = drand_f32(C, 1.0f), L->ln2 = drand_f32(C, 1.0f);
+    L->cos_tab = dalloc(sizeof(float) * T * HD / 2), L->sin_tab = dalloc(sizeof(float) * T * HD / 2);
     float inv_freq[HD / 2];
     for (int i = 0; i < HD / 2; i++) inv_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HD);
     cuda_rope_tables(ctx, L->cos_tab, L->sin_tab, T, HD, inv_freq);
-    L->dwq = dzeros((size_t)C * C); L->dwk = dzeros((size_t)CKV * C); L->dwv = dzeros((size_t)CKV * C);
-    L->dwo = dzeros((size_t)C * C); L->dwg = dzeros((size_t)2 * FF * C); L->dwu = L->dwg + (size_t)FF * C;
-    L->dwd = dzeros((size_t)C * FF); L->dln1 = dzeros(C); L->dln2 = dzeros(C);
-    L->x = drand_f32(nc, 1.0f); L->rstd1 = dzeros(N);
-    L->q = dzeros(nc); L->k = dzeros(nkv); L->v = dzeros(nkv); L->lse = dzeros(nr);
-    L->ao = dzeros(nc); L->o = dzeros(nc); L->x1 = dzeros(nc); L->rstd2 = dzeros(N);
-    L->g_b = dbf(2 * nf); L->u_b = L->g_b + nf;
-    L->y = dzeros(nc); L->x2 = dzeros(nc);
-    L->xn1_b = dbf(nc); L->q_b = dbf(nc); L->k_b = dbf(nkv); L->v_b = dbf(nkv);
-    cuda_zero(ctx, L->q_b, nc * sizeof(cuda_bf16)); cuda_zero(ctx, L->k_b, nkv * sizeof(cuda_bf16));
-    cuda_zero(ctx, L->v_b, nkv * sizeof(cuda_bf16));   // attention is also timed alone, before any forward
-    L->ao_b = dbf(nc); L->xn2_b = dbf(nc); L->h_b = dbf(nf);
-    L->dx2 = drand_f32(nc, 1e-3f); L->dh_b = dbf(nf);
-    L->dxn2 = dzeros(nc); L->dx1 = dzeros(nc); L->dao = dzeros(nc); L->dq = dzeros(nc);
-    L->dk = dzeros(nkv); L->dv = dzeros(nkv); L->dxn1 = dzeros(nc); L->dx = dzeros(nc);
-    L->dsum = dzeros(nr);
-    L->dy_b = dbf(nc); L->dgu_b = dbf(2 * nf); L->do_b = dbf(nc);
-    L->dq_b = dbf(nc); L->dk_b = dbf(nkv); L->dv_b = dbf(nkv); L->dao_b = dbf(nc);
-    cuda_zero(ctx, L->dao_b, nc * sizeof(cuda_bf16));   // attention is timed alone before any backward
+    L->dwq = dzeros((size_t)(C + 2 * CKV) * C), L->dwo = dzeros((size_t)C * C);
+    L->dwg = dzeros((size_t)2 * FF * C), L->dwd = dzeros((size_t)C * FF);
+    L->dln1w = dzeros(C), L->dln2w = dzeros(C);
+    L->x = drand_f32(nc, 1.0f), L->rstd1 = dzeros(N), L->lse = dzeros(nr);
+    L->xmid = dzeros(nc), L->rstd2 = dzeros(N), L->out = dzeros(nc), L->rstd_next = dzeros(N);
+    L->ln1_b = dbf(nc), L->q_b = dbf(nc), L->k_b = dbf(2 * nkv), L->v_b = L->k_b + nkv;
+    L->ao_b = dbf(nc), L->ln2_b = dbf(nc), L->g_b = dbf(2 * nf), L->u_b = L->g_b + nf;
+    L->h_b = dbf(nf), L->next_b = dbf(nc);
+    cuda_rmsnorm_forward_bf16(ctx, L->ln1_b, L->rstd1, L->x, L->ln1, N, C, 1e-5f);   // the previous layer's part
+    L->dout = drand_f32(nc, 1e-3f), L->dout_b = drand_bf16(nc, 1e-3f);   // as the next layer's backward leaves them
+    L->dln2 = dzeros(nc), L->dxmid = dzeros(nc), L->dq = dzeros(nc), L->dk = dzeros(nkv);
+    L->dln1 = dzeros(nc), L->dx = dzeros(nc), L->dsum = dzeros(nr);
+    L->dh_b = dbf(nf), L->dgu_b = dbf(2 * nf), L->dxmid_b = dbf(nc), L->dao_b = dbf(nc);
+    L->dqkv_b = dbf((size_t)N * (C + 2 * CKV)), L->dx_b = dbf(nc);
+    L->q = dzeros(nc), L->k = dzeros(nkv), L->v = dzeros(nkv), L->ao = dzeros(nc), L->dao = dzeros(nc);
+    L->dv = dzeros(nkv);
+    // attention is also timed alone, before any forward or backward: its bf16 inputs start at 0
+    cuda_zero(ctx, L->q_b, nc * sizeof(cuda_bf16));
+    cuda_zero(ctx, L->k_b, 2 * nkv * sizeof(cuda_bf16));
+    cuda_zero(ctx, L->dao_b, nc * sizeof(cuda_bf16));
 }
 
+// The engine's bf16 layer_forward: q alone and k | v as one batch (grouped queries), RoPE in
+// place, attention, the o projection, the residual fused with the second norm, gate | up as
+// one batch, SwiGLU, the down projection, and the residual fused with the next layer's norm.
 static void layer_forward(struct Layer *L) {
-    const size_t nc = (size_t)N * C;
-    cuda_rmsnorm_forward_bf16(ctx, L->xn1_b, L->rstd1, L->x, L->ln1, N, C, 1e-5f);
-    // q, k, v stored bf16 by their GEMMs and rotated in place in bf16, as the engine keeps them
-    cuda_linear_forward_shared_to_bf16(ctx, L->q_b, 0, L->xn1_b, L->wq, 0, 1, N, C, C);
-    cuda_linear_forward_shared_to_bf16(ctx, L->k_b, 0, L->xn1_b, L->wk, 0, 1, N, C, CKV);
-    cuda_linear_forward_shared_to_bf16(ctx, L->v_b, 0, L->xn1_b, L->wv, 0, 1, N, C, CKV);
+    cuda_linear_forward_shared_to_bf16(ctx, L->q_b, 0, L->ln1_b, L->wq, 0, 1, N, C, C);
+    cuda_linear_forward_shared_to_bf16(ctx, L->k_b, (size_t)N * CKV, L->ln1_b, L->wk, (size_t)CKV * C, 2, N, C, CKV);
     cuda_rope_forward_bf16(ctx, L->q_b, L->cos_tab, L->sin_tab, B, T, NH, HD);
     cuda_rope_forward_bf16(ctx, L->k_b, L->cos_tab, L->sin_tab, B, T, NKV, HD);
     cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
-    cuda_linear_forward_bf16(ctx, L->o, L->ao_b, L->wo, N, C, C);
-    cuda_residual_forward(ctx, L->x1, L->x, L->o, nc);
-    cuda_rmsnorm_forward_bf16(ctx, L->xn2_b, L->rstd2, L->x1, L->ln2, N, C, 1e-5f);
-    cuda_linear_forward_shared_to_bf16(ctx, L->g_b, (size_t)N * FF, L->xn2_b, L->wg, (size_t)FF * C, 2, N, C, FF);
+    cuda_linear_forward_bf16(ctx, L->xmid, L->ao_b, L->wo, N, C, C);
+    cuda_residual_rmsnorm_forward_bf16(ctx, L->xmid, L->ln2_b, L->rstd2, L->xmid, L->x, L->ln2, N, C, 1e-5f);
+    cuda_linear_forward_shared_to_bf16(ctx, L->g_b, (size_t)N * FF, L->ln2_b, L->wg, (size_t)FF * C, 2, N, C, FF);
     cuda_swiglu_forward_bf16(ctx, L->h_b, L->g_b, L->u_b, N, FF);
-    cuda_linear_forward_bf16(ctx, L->y, L->h_b, L->wd, N, FF, C);
-    cuda_residual_forward(ctx, L->x2, L->x1, L->y, nc);
+    cuda_linear_forward_bf16(ctx, L->out, L->h_b, L->wd, N, FF, C);
+    cuda_residual_rmsnorm_forward_bf16(ctx, L->out, L->next_b, L->rstd_next, L->out, L->xmid, L->ln1, N, C, 1e-5f);
 }
 
-// Backward from dx2 (the gradient of the layer's output). Activation gradients are zeroed
-// per use, as the accumulate contract asks of the caller.
+// The engine's bf16 layer_backward_input then layer_backward_weight: every activation gradient
+// written by the call that makes it, the packed q | k | v and gate | up gradients one GEMM
+// each, the weight half last (as zero-bubble schedules split it off).
 static void layer_backward(struct Layer *L) {
-    const size_t nc = (size_t)N * C, nkv = (size_t)N * CKV;
-    // MLP: x2 = x1 + down(swiglu(gate(xn2), up(xn2)))
-    cuda_f32_to_bf16(ctx, L->dy_b, L->dx2, nc);
-    cuda_linear_backward_input_to_bf16(ctx, L->dh_b, L->dy_b, L->wd, N, FF, C);   // stored bf16, as the engine
-    cuda_linear_backward_weight_bf16(ctx, L->dwd, L->dy_b, L->h_b, N, FF, C);
+    const int QKV = C + 2 * CKV;
+    cuda_linear_backward_input_to_bf16(ctx, L->dh_b, L->dout_b, L->wd, N, FF, C);
     cuda_swiglu_backward_bf16(ctx, L->dgu_b, 2 * FF, L->dh_b, L->g_b, L->u_b, N, FF);
-    cuda_zero(ctx, L->dxn2, nc * sizeof(float));
-    cuda_linear_backward_input_bf16(ctx, L->dxn2, L->dgu_b, L->wg, N, C, 2 * FF);
-    cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dgu_b, L->xn2_b, N, C, 2 * FF);
-    cuda_zero(ctx, L->dx1, nc * sizeof(float));
-    cuda_rmsnorm_backward(ctx, L->dx1, L->dln2, L->dxn2, L->x1, L->ln2, L->rstd2, N, C);
-    cuda_residual_forward(ctx, L->dx1, L->dx1, L->dx2, nc);
-    // Attention: x1 = x + o(attn(rope(q(xn1)), rope(k(xn1)), v(xn1)))
-    cuda_f32_to_bf16(ctx, L->do_b, L->dx1, nc);
-    cuda_linear_backward_input_to_bf16(ctx, L->dao_b, L->do_b, L->wo, N, C, C);   // stored bf16, as the engine
-    cuda_linear_backward_weight_bf16(ctx, L->dwo, L->do_b, L->ao_b, N, C, C);
-    cuda_zero(ctx, L->dq, nc * sizeof(float));
-    cuda_zero(ctx, L->dk, nkv * sizeof(float));
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv_b, CKV, L->dsum, L->dao_b, L->q_b, L->k_b, L->v_b,
-                                       L->ao_b, L->lse, B, T, NH, NKV, HD);   // dv written in bf16
-    // RoPE backward needs dx != dout: rotate into the (now free) ao / o buffers.
-    cuda_zero(ctx, L->ao, nc * sizeof(float));
-    cuda_zero(ctx, L->o, nkv * sizeof(float));
-    cuda_rope_backward(ctx, L->ao, L->dq, L->cos_tab, L->sin_tab, B, T, NH, HD);
-    cuda_rope_backward(ctx, L->o, L->dk, L->cos_tab, L->sin_tab, B, T, NKV, HD);
-    cuda_f32_to_bf16(ctx, L->dq_b, L->ao, nc);
-    cuda_f32_to_bf16(ctx, L->dk_b, L->o, nkv);
-    cuda_zero(ctx, L->dxn1, nc * sizeof(float));
-    cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dq_b, L->wq, N, C, C);
-    cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dk_b, L->wk, N, C, CKV);
-    cuda_linear_backward_input_bf16(ctx, L->dxn1, L->dv_b, L->wv, N, C, CKV);
-    cuda_linear_backward_weight_bf16(ctx, L->dwq, L->dq_b, L->xn1_b, N, C, C);
-    cuda_linear_backward_weight_bf16(ctx, L->dwk, L->dk_b, L->xn1_b, N, C, CKV);
-    cuda_linear_backward_weight_bf16(ctx, L->dwv, L->dv_b, L->xn1_b, N, C, CKV);
-    cuda_zero(ctx, L->dx, nc * sizeof(float));
-    cuda_rmsnorm_backward(ctx, L->dx, L->dln1, L->dxn1, L->x, L->ln1, L->rstd1, N, C);
-    cuda_residual_forward(ctx, L->dx, L->dx, L->dx1, nc);
+    cuda_linear_backward_input_bf16(ctx, L->dln2, L->dgu_b, L->wg, N, C, 2 * FF);
+    cuda_residual_rmsnorm_backward(ctx, L->dxmid, L->dxmid_b, L->dout, L->dln2, L->xmid, L->ln2, L->rstd2, N, C);
+    cuda_linear_backward_input_to_bf16(ctx, L->dao_b, L->dxmid_b, L->wo, N, C, C);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dqkv_b + C + CKV, QKV, L->dsum, L->dao_b, L->q_b, L->k_b,
+                                       L->v_b, L->ao_b, L->lse, B, T, NH, NKV, HD);
+    cuda_rope_backward_bf16(ctx, L->dqkv_b, QKV, L->dq, L->cos_tab, L->sin_tab, B, T, NH, HD);
+    cuda_rope_backward_bf16(ctx, L->dqkv_b + C, QKV, L->dk, L->cos_tab, L->sin_tab, B, T, NKV, HD);
+    cuda_linear_backward_input_bf16(ctx, L->dln1, L->dqkv_b, L->wq, N, C, QKV);
+    cuda_residual_rmsnorm_backward(ctx, L->dx, L->dx_b, L->dxmid, L->dln1, L->x, L->ln1, L->rstd1, N, C);
+    // the weight half
+    cuda_linear_backward_weight_bf16(ctx, L->dwd, L->dout_b, L->h_b, N, FF, C);
+    cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dgu_b, L->ln2_b, N, C, 2 * FF);
+    cuda_rmsnorm_backward(ctx, NULL, L->dln2w, L->dln2, L->xmid, L->ln2, L->rstd2, N, C);
+    cuda_linear_backward_weight_bf16(ctx, L->dwo, L->dxmid_b, L->ao_b, N, C, C);
+    cuda_linear_backward_weight_bf16(ctx, L->dwq, L->dqkv_b, L->ln1_b, N, C, QKV);
+    cuda_rmsnorm_backward(ctx, NULL, L->dln1w, L->dln1, L->x, L->ln1, L->rstd1, N, C);
 }
 
 // Milliseconds per call of fn, averaged over iters after one warm-up call.
@@ -187,8 +172,8 @@ static void attention_fp32(struct Layer *L) {
 }
 static void attention_bf16(struct Layer *L) {
     cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dv_b, CKV, L->dsum, L->dao_b, L->q_b, L->k_b, L->v_b,
-                                       L->ao_b, L->lse, B, T, NH, NKV, HD);
+    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dqkv_b + C + CKV, C + 2 * CKV, L->dsum, L->dao_b, L->q_b,
+                                       L->k_b, L->v_b, L->ao_b, L->lse, B, T, NH, NKV, HD);
 }
 
 static void fwd_bwd(struct Layer *L) {

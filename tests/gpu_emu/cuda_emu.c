@@ -29,7 +29,7 @@
 // Timing events carry the host clock of the moment their stream ran to them
 // (cudaEventElapsedTime); PPTRAIN_EMU_KERNEL_US=N makes every kernel take N microseconds more.
 // PPTRAIN_EMU_FAIL_CALL=N [PPTRAIN_EMU_FAIL_RANK=R] makes a CUDA call fail (injected_failure).
-// PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, three lines on stderr
+// PPTRAIN_EMU_COUNT_SYNCS=1 prints, at exit, four lines on stderr
 //   pptrain (GPU emulation): N host syncs            (" (rank R)" added under mpirun)
 // counting every call that made the host wait for device work not yet done (a stream or event
 // synchronize, a copy to pageable memory, a cudaFree), summed over the process's threads, and
@@ -38,7 +38,10 @@
 // heuristic query on a GPU, and
 //   pptrain (GPU emulation): K kernel calls
 // the kernels/cuda calls that queued work (kernels_emu.c: one item each; on a GPU most are one
-// launch, a few several: attention, the loss, an RMSNorm weight gradient).
+// launch, a few several: attention, the loss, an RMSNorm weight gradient), and
+//   pptrain (GPU emulation): Z memsets
+// the device memsets queued (cudaMemsetAsync of a nonzero size: cuda_zero), each a pass over
+// its bytes on a GPU.
 // Not emulated: the kernels themselves (tests/gpu/test_cuda_kernels runs those on a GPU).
 #include <pthread.h>
 #include <stdio.h>
@@ -78,11 +81,12 @@ static uint64_t rng_state;
 static unsigned long host_syncs;
 static unsigned long gemm_plans_built;   // atomic: stages build theirs on their own threads
 static unsigned long kernels_queued;     // atomic: emu_enqueue's calls, one a kernels/cuda call
+static unsigned long memsets_queued;     // atomic: cudaMemsetAsync's of a nonzero size
 
 void emu_count_gemm_plan(void) { __atomic_fetch_add(&gemm_plans_built, 1, __ATOMIC_RELAXED); }
 
-// At exit: "pptrain (GPU emulation): N host syncs", then "... M GEMM plans built" and "... K
-// kernel calls", each with " (rank R)" under mpirun.
+// At exit: "pptrain (GPU emulation): N host syncs", then "... M GEMM plans built", "... K
+// kernel calls" and "... Z memsets", each with " (rank R)" under mpirun.
 static void print_syncs(void) {
     const char *rank = getenv("OMPI_COMM_WORLD_RANK");
     fprintf(stderr, "pptrain (GPU emulation): %lu host syncs%s%s%s\n", host_syncs, rank ? " (rank " : "",
@@ -93,6 +97,8 @@ static void print_syncs(void) {
     fprintf(stderr, "pptrain (GPU emulation): %lu kernel calls%s%s%s\n",
             __atomic_load_n(&kernels_queued, __ATOMIC_RELAXED), rank ? " (rank " : "", rank ? rank : "",
             rank ? ")" : "");
+    fprintf(stderr, "pptrain (GPU emulation): %lu memsets%s%s%s\n", __atomic_load_n(&memsets_queued, __ATOMIC_RELAXED),
+            rank ? " (rank " : "", rank ? rank : "", rank ? ")" : "");
 }
 
 // Reads PPTRAIN_EMU_SEED and PPTRAIN_EMU_COUNT_SYNCS once, before main.
@@ -686,7 +692,10 @@ static void run_memset(void *p) {
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
     emu_need_device(__func__, p, bytes);
     const MemsetArgs a = {p, value, bytes};
-    if (bytes) enqueue_work(stream, run_memset, &a, sizeof a);
+    if (bytes) {
+        __atomic_fetch_add(&memsets_queued, 1, __ATOMIC_RELAXED);
+        enqueue_work(stream, run_memset, &a, sizeof a);
+    }
     return cudaSuccess;
 }
 

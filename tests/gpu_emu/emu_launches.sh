@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu_emu/emu_launches.sh: the kernel calls one layer costs per microbatch (forward, and
 # both backward halves) on a GPU stage, counted by the emulator (PPTRAIN_EMU_COUNT_SYNCS=1:
-# "K kernel calls", tests/gpu_emu/cuda_emu.c: memsets and copies not included) as the difference
+# "K kernel calls", tests/gpu_emu/cuda_emu.c: memsets and copies not included; its memsets
+# are counted apart, "Z memsets", and a layer must have none) as the difference
 # between a 2-layer and a 1-layer model over one step of M microbatches, divided by M.
 # The fused projections and residual norms (engine/model/model_cuda.c) set the counts:
 #   bf16, grouped queries (kv heads < heads): 56, down from 66 before the fusions:
@@ -41,26 +42,36 @@ model() {   # model LAYERS KV_HEADS: a config file named after them (the tiny pr
  "num_key_value_heads": %d, "vocab_size": 259, "max_position_embeddings": 256}' "$1" "$2" > "l$1kv$2.json"
   echo "l$1kv$2.json"
 }
-calls() {   # calls LAYERS KV_HEADS args...: kernel calls of a 1-step run
-  local cfg
-  cfg=$(model "$1" "$2")
-  shift 2
+calls() {   # calls WHAT LAYERS KV_HEADS args...: the "kernel calls" or "memsets" of a 1-step run
+  local what=$1 cfg
+  cfg=$(model "$2" "$3")
+  shift 3
   PPTRAIN_EMU_COUNT_SYNCS=1 timeout 120 "$bin" train --data "$data" --model "$cfg" --batch 8 --seq 64 \
-    --microbatches $M --steps 1 --device cuda --db '' "$@" 2>&1 >/dev/null | awk '/kernel calls/ { print $4 }'
+    --microbatches $M --steps 1 --device cuda --db '' "$@" 2>&1 >/dev/null | awk -v w="$what" '$0 ~ w { print $4 }'
 }
-per_layer() {   # per_layer WANT KV_HEADS args...: a layer's kernel calls per microbatch are WANT
-  local want=$1 kv=$2 one two
+# per_layer WANT KV_HEADS args...: a layer's kernel calls per microbatch are WANT, and its
+# memsets none: every activation gradient is written by the call that makes it
+# (kernels/cuda/kernels_cuda.h), so nothing in a layer is zeroed (11 memsets a layer in fp32
+# and 4 in bf16 before that).
+per_layer() {
+  local want=$1 kv=$2 one two z1 z2
   shift 2
-  one=$(calls 1 "$kv" "$@")
-  two=$(calls 2 "$kv" "$@")
+  one=$(calls "kernel calls" 1 "$kv" "$@")
+  two=$(calls "kernel calls" 2 "$kv" "$@")
   if [ -z "$one" ] || [ -z "$two" ] || [ $(((two - one) % M)) -ne 0 ] || [ $(((two - one) / M)) -ne "$want" ]; then
     echo "  kv $kv $*: ${one:-?} kernel calls with 1 layer, ${two:-?} with 2, over $M microbatches: not $want a layer"
     return 1
   fi
+  z1=$(calls memsets 1 "$kv" "$@")
+  z2=$(calls memsets 2 "$kv" "$@")
+  if [ -z "$z1" ] || [ -z "$z2" ] || [ "$z1" -ne "$z2" ]; then
+    echo "  kv $kv $*: ${z1:-?} memsets with 1 layer, ${z2:-?} with 2: a layer zeroes something"
+    return 1
+  fi
 }
 
-check "bf16, grouped queries: 27 kernel calls a layer and microbatch (66 unfused, 56 before flash attention, 49 before bf16 operands)" per_layer 27 2
-check "bf16, no grouped queries: 26 kernel calls a layer and microbatch" per_layer 26 4
-check "fp32, grouped queries: 37 kernel calls a layer and microbatch" per_layer 37 2 --precision fp32
-check "fp32, no grouped queries: 36 kernel calls a layer and microbatch" per_layer 36 4 --precision fp32
+check "bf16, grouped queries: 27 kernel calls and no memset a layer and microbatch (66 unfused, 56 before flash attention, 49 before bf16 operands)" per_layer 27 2
+check "bf16, no grouped queries: 26 kernel calls and no memset a layer and microbatch" per_layer 26 4
+check "fp32, grouped queries: 37 kernel calls and no memset a layer and microbatch" per_layer 37 2 --precision fp32
+check "fp32, no grouped queries: 36 kernel calls and no memset a layer and microbatch" per_layer 36 4 --precision fp32
 cli_finish

@@ -28,6 +28,8 @@ static Shape shape_of(int B, int T, int NH, int NKV, int HD) {
 static size_t qrow(const Shape *s, int b, int t, int h) { return (((size_t)b * s->T + t) * s->NH + h) * s->HD; }
 static size_t krow(const Shape *s, int b, int t, int h) { return (((size_t)b * s->T + t) * s->NKV + h) * s->HD; }
 static size_t stat(const Shape *s, int b, int h, int t) { return ((size_t)b * s->NH + h) * s->T + t; }
+// A gradient as the kernels write it (flash_written): 0 + x, what adding into zeros gave.
+static float written(float x) { return 0.0f + x; }
 static int min_int(int a, int b) { return a < b ? a : b; }
 
 static void *scratch(size_t floats) {
@@ -132,13 +134,13 @@ static void dq_tile(const Shape *s, float *dq, const float *dout, const float *q
                 acc[r * HD + d] += flash_strided_dot(&dS[r * FLASH_BK], 1, k + krow(s, b, k0, kvh) + d, ldk, nk);
     }
     for (int r = 0; r < nq; r++)
-        for (int d = 0; d < HD; d++) dq[qrow(s, b, q0 + r, h) + d] += s->scale * acc[r * HD + d];
+        for (int d = 0; d < HD; d++) dq[qrow(s, b, q0 + r, h) + d] = written(s->scale * acc[r * HD + d]);
 }
 
 // flash_dkdv_kernel: block (key tile kt, query head h of sequence b), the query tiles that see
 // the key tile, increasing, into head h's share (row-major (BK, HD) at share + j * BK * HD for
 // the group's j-th head); then flash_group_sum_kernel (or, with one head a group, the block
-// itself) adds the group's shares in head order to dk and dv.
+// itself) writes dk and dv from the group's shares, summed in head order.
 static void dkdv_tile(const Shape *s, float *dk, float *dv, const float *dout, const float *q, const float *k,
                       const float *v, const float *lse, const float *dsum, int b, int kvh, int kt, float *P, float *dS,
                       float *dk_share, float *dv_share) {
@@ -160,8 +162,8 @@ static void dkdv_tile(const Shape *s, float *dk, float *dv, const float *dout, c
     }
     for (int c = 0; c < nk; c++)
         for (int d = 0; d < HD; d++) {
-            dk[krow(s, b, k0 + c, kvh) + d] += s->scale * flash_group_sum(&dk_share[c * HD + d], tile, s->g);
-            dv[krow(s, b, k0 + c, kvh) + d] += flash_group_sum(&dv_share[c * HD + d], tile, s->g);
+            dk[krow(s, b, k0 + c, kvh) + d] = written(s->scale * flash_group_sum(&dk_share[c * HD + d], tile, s->g));
+            dv[krow(s, b, k0 + c, kvh) + d] = written(flash_group_sum(&dv_share[c * HD + d], tile, s->g));
         }
 }
 
@@ -293,7 +295,7 @@ static void mma_dq_tile(const Shape *s, float *dq, const float *dout, const floa
         }
     }
     for (int r = 0; r < nq; r++)
-        for (int d = 0; d < HD; d++) dq[qrow(s, b, q0 + r, h) + d] += s->scale * acc[r * HD + d];
+        for (int d = 0; d < HD; d++) dq[qrow(s, b, q0 + r, h) + d] = written(s->scale * acc[r * HD + d]);
 }
 
 // flash_mma_dkdv_kernel: block (key tile kt, query head h), head h's share into share (64, HD).
@@ -354,10 +356,11 @@ void flash_emu_backward_bf16(float *dq, float *dk, float *dv, float *dsum, const
                 for (int j = 0; j < s.g; j++)
                     mma_dkdv_share(&s, dk_share + j * tile, dv_share + j * tile, dout, q, k, v, lse, dsum, b,
                                    kvh * s.g + j, kt, Q, dO, K, V);
-                for (int r = 0; r < nk; r++)   // g = 1: the block adds its own; else flash_group_sum_kernel
+                for (int r = 0; r < nk; r++)   // g = 1: the block writes its own; else flash_group_sum_kernel
                     for (int d = 0; d < HD; d++) {
-                        dk[krow(&s, b, k0 + r, kvh) + d] += s.scale * flash_group_sum(&dk_share[r * HD + d], (long)tile, s.g);
-                        dv[krow(&s, b, k0 + r, kvh) + d] += flash_group_sum(&dv_share[r * HD + d], (long)tile, s.g);
+                        const size_t at = krow(&s, b, k0 + r, kvh) + d;
+                        dk[at] = written(s.scale * flash_group_sum(&dk_share[r * HD + d], (long)tile, s.g));
+                        dv[at] = written(flash_group_sum(&dv_share[r * HD + d], (long)tile, s.g));
                     }
             }
     free(Q);

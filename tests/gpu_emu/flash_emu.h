@@ -13,7 +13,8 @@ void flash_emu_forward(float *out, float *lse, const float *q, const float *k, c
                        int NKV, int HD);
 // Generation's decode (cuda_flash_decode): q(NH, HD) of position n - 1 against k, v(n, NKV, HD).
 void flash_emu_decode(float *out, const float *q, const float *k, const float *v, int n, int NH, int NKV, int HD);
-// dq, dk, dv += gradients; dsum (overwritten) receives D = rowsum(dout * out).
+// dq, dk, dv = gradients, written as the kernels write them (0 + x: not read); dsum
+// (overwritten) receives D = rowsum(dout * out).
 void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const float *dout, const float *q,
                         const float *k, const float *v, const float *out, const float *lse, int B, int T, int NH,
                         int NKV, int HD);

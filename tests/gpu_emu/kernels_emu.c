@@ -214,8 +214,9 @@ static float *temp(size_t n) {
     return t;
 }
 
-static void add_free(float *dst, float *t, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] += t[i];
+// A written output (not read: no zeroing comes first), from the temporary t, which is freed.
+static void write_free(float *dst, float *t, size_t n) {
+    memcpy(dst, t, n * sizeof *t);
     free(t);
 }
 
@@ -447,8 +448,8 @@ static void run_swiglu_backward(void *p) {
     free(wu);
     free(wd);
     if (!e->out16) {
-        add_free(e->dgate, tg, n);
-        add_free(e->dup, tu, n);
+        write_free(e->dgate, tg, n);
+        write_free(e->dup, tu, n);
         return;
     }
     for (size_t r = 0; r < (size_t)e->N; r++)   // the bf16 form: written side by side, rounded
@@ -552,7 +553,7 @@ static void run_linear(void *p) {
             linear_backward_input(t, xs, ws, a->N, a->IC, a->OC, false);
             round_free(a->y16, t, (size_t)a->N * a->IC);
         } else {
-            linear_backward_input(a->y, xs, ws, a->N, a->IC, a->OC, true);
+            linear_backward_input(a->y, xs, ws, a->N, a->IC, a->OC, false);   // written, as beta 0
         }
         break;
     case LIN_BACKWARD_WEIGHT: linear_backward_weight(a->y, xs, ws, a->N, a->IC, a->OC); break;
@@ -710,7 +711,7 @@ static void run_rope_backward(void *p) {
     float *t = temp(n);
     rope_backward(t, a->x, a->cos_tab, a->sin_tab, a->B, a->T, a->H, a->HD);
     if (!a->out16) {
-        add_free(a->out, t, n);
+        write_free(a->out, t, n);
         return;
     }
     const size_t rows = (size_t)a->B * a->T, width = (size_t)a->H * a->HD;   // the bf16 form: written, packed

@@ -11,6 +11,7 @@
 #include "tests/gpu_emu/simt.h"
 #include "kernels/cuda/flash_mma_kernels.cuh"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -68,7 +69,8 @@ static int failures;
 static void expect_bitwise(const char *shape, const char *what, const std::vector<float> &got,
                            const std::vector<float> &want) {
     size_t differ = 0;
-    for (size_t i = 0; i < got.size(); i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    for (size_t i = 0; i < got.size(); i++)   // a NaN is an element nobody wrote: the outputs start so
+        differ += memcmp(&got[i], &want[i], sizeof(float)) != 0 || std::isnan(got[i]);
     printf("%-28s %-4s %s", shape, what, differ ? "FAIL" : "ok");
     if (differ) printf(" (%zu of %zu elements differ)", differ, got.size());
     printf("\n");
@@ -102,8 +104,9 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
         if (bf16_in) kernel(q16.bits.data(), k16.bits.data(), v16.bits.data(), d16.bits.data());
         else kernel(q.data(), k.data(), v.data(), dout.data());
     };
-    // += targets; with bf16 q, k, v dv is written packed (bf16 mode's form), so it starts at 0 here
-    const std::vector<float> dq0 = uniform(nq, 5), dk0 = uniform(nk, 6), dv0 = bf16_in ? std::vector<float>(nk) : uniform(nk, 7);
+    // dq, dk, dv are written, not read: they start at NaN, which a read would carry into the
+    // bitwise checks (with bf16 q, k, v dv is written packed, bf16 mode's form)
+    const std::vector<float> dq0(nq, NAN), dk0(nk, NAN), dv0(nk, NAN);
     std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0, dv = dv0, dsum(nr);
     PackedDv dv16((size_t)B * T, (size_t)NKV * HD);
     const FlashDv dv_sink = bf16_in ? dv16.sink() : FlashDv{dv.data(), nullptr, (size_t)NKV * HD};
@@ -163,7 +166,7 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
                     v16 = bf16_input(uniform(nk, 13));
     const Bf16Input d16 = bf16_input(uniform(nq, 14));
     const std::vector<float> &q = q16.wide, &k = k16.wide, &v = v16.wide, &dout = d16.wide;
-    const std::vector<float> dq0 = uniform(nq, 15), dk0 = uniform(nk, 16);   // += targets; dv is written packed
+    const std::vector<float> dq0(nq, NAN), dk0(nk, NAN);   // written, not read (NaN would show); dv packed
     std::vector<__nv_bfloat16> out16(nq);
     std::vector<float> out(nq), lse(nr), dq = dq0, dk = dk0;
     PackedDv dv16((size_t)B * T, (size_t)NKV * HD);

@@ -43,6 +43,13 @@ static float *fzero(size_t n) {
     return x;
 }
 
+// n quiet NaNs: the start of an output the kernels must write without reading.
+static float *fnan(size_t n) {
+    float *x = fzero(n);
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+    return x;
+}
+
 // max |got - want| over n values, and max |want|.
 static double max_diff(const float *got, const float *want, size_t n, double *scale_out) {
     double d = 0.0, m = 0.0;
@@ -113,7 +120,7 @@ static void check_bf16(int T, int HD, int NH, int NKV, const float *q, const flo
     Reference ref = reference_attention(rq, rk, rv, rdo, T, HD, NH, NKV);
     const float *out = ref.out, *att = ref.att, *dq = ref.dq, *dk = ref.dk, *dv = ref.dv;
     float *fout = fzero(nq), *lse = fzero(nrow), *dsum = fzero(nrow);
-    float *fdq = fzero(nq), *fdk = fzero(nkv), *fdv = fzero(nkv);
+    float *fdq = fnan(nq), *fdk = fnan(nkv), *fdv = fnan(nkv);   // written, not read: NaN would show
     flash_emu_forward_bf16(fout, lse, q, k, v, B, T, NH, NKV, HD);
     for (size_t i = 0; i < nq; i++) fout[i] = flash_bf16(fout[i]);   // the engine keeps out in bf16
     flash_emu_backward_bf16(fdq, fdk, fdv, dsum, dout, q, k, v, fout, lse, B, T, NH, NKV, HD);
@@ -166,15 +173,12 @@ static void test_shape(int T, int HD, int NH, int NKV) {
     float *q = frand(nq), *k = frand(nkv), *v = frand(nkv), *dout = frand(nq);
     Reference ref = reference_attention(q, k, v, dout, T, HD, NH, NKV);
     const float *out = ref.out, *att = ref.att, *dq = ref.dq, *dk = ref.dk, *dv = ref.dv;
-    // Flash: the gradients accumulate (+=) into buffers that start at a known value.
+    // Flash: the gradients are written, not added: their buffers start at NaN, which a read
+    // would carry into the checks.
     float *fout = fzero(nq), *lse = fzero(nrow), *dsum = fzero(nrow);
-    float *fdq = fzero(nq), *fdk = fzero(nkv), *fdv = fzero(nkv);
-    for (size_t i = 0; i < nq; i++) fdq[i] = 1.0f;
-    for (size_t i = 0; i < nkv; i++) fdk[i] = fdv[i] = -1.0f;
+    float *fdq = fnan(nq), *fdk = fnan(nkv), *fdv = fnan(nkv);
     flash_emu_forward(fout, lse, q, k, v, B, T, NH, NKV, HD);
     flash_emu_backward(fdq, fdk, fdv, dsum, dout, q, k, v, fout, lse, B, T, NH, NKV, HD);
-    for (size_t i = 0; i < nq; i++) fdq[i] -= 1.0f;
-    for (size_t i = 0; i < nkv; i++) fdk[i] += 1.0f, fdv[i] += 1.0f;
 
     // Tolerance: fp32 unit roundoff u = 2^-24, inputs in [-1, 1], first-order error bounds.
     //  * Scores: flash's fp32 dot of HD terms (|q_d k_d| <= 1) is off by at most HD * u * HD * scale

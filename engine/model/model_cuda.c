@@ -694,8 +694,9 @@ static void stage_rows(StageCuda *c, StageActs *a, const int32_t *tokens, const 
     CUDA_CHECK(cudaEventRecord(r->staged, st));
 }
 
-// The fused classifier over the final norm's output: the loss (+= *loss), dlnf (+= dx) and the
-// head's weight gradient (+= dW), each when non-NULL, with the slot's targets and loss scale.
+// The fused classifier over the final norm's output: the loss (+= *loss), dlnf (written into
+// dx) and the head's weight gradient (+= dW), each when non-NULL, with the slot's targets and
+// loss scale.
 static void head(StageCuda *c, const StageActs *a, double *loss, float *dx, float *dW, StageDims d) {
     const ActsCuda *ac = a->dev;
     const void *x = kept_operand(c, a->lnf, a->lnf_16);
@@ -746,8 +747,7 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
         return 0.0;
     }
     ac->loss_scale = loss_scale;
-    cuda_zero(c->ctx, a->dlnf, NC * sizeof(float));
-    head(c, a, c->totals, a->dlnf, NULL, d);
+    head(c, a, c->totals, a->dlnf, NULL, d);   // dlnf written
     return 0.0;   // the loss stays on the device: gpu_step_loss
 }
 

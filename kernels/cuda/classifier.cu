@@ -4,13 +4,15 @@
 // For rows r0, r0 + R, ... of x(N, C) (R = cuda_classifier_chunk_rows(N, V)):
 //   logits(R, V) = x[r0 : r0+R] @ W(V, C)^T                   (fp32, in the context's arena)
 //   row_loss[r0 + i] = logsumexp(logits[i]) - logits[i][target]     (crossentropy_rows)
-//   then, when a gradient is asked for, in place:
+//   then, when a gradient is asked for, in place (fp32) or into the arena (bf16, below):
 //   dlogits = scale * (softmax - onehot)                      (zero on pad rows)
-//   dx[r0 : r0+R] += dlogits @ W                              (dx != NULL)
+//   dx[r0 : r0+R]  = dlogits @ W                              (dx != NULL; written, beta 0)
 //   dW            += dlogits^T @ x[r0 : r0+R]                 (dW != NULL)
 // and at the end *loss += scale * sum of row_loss(N) in one fixed tree (loss != NULL), exactly
-// as cuda_crossentropy_forward_backward adds it. In bf16 mode the GEMM operands are bf16 (x
-// and W as given, dlogits converted per chunk into the arena); results stay fp32.
+// as cuda_crossentropy_forward_backward adds it. In bf16 mode the GEMM operands are bf16: x
+// and W as given, and dlogits, which the loss kernel writes in bf16 itself (each value the
+// fp32 one rounded), so no conversion pass reads the chunk's fp32 dlogits back; results stay
+// fp32.
 // The chunk's logits are the only large scratch: R x V floats, R chosen so they fit
 // CUDA_CLASSIFIER_CHUNK_BYTES; cuda_classifier_arena_bytes says the whole arena a call takes
 // (both in kernels_cuda.h).
@@ -30,21 +32,18 @@ static void classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const v
     char *arena = (char *)ctx_arena(ctx, cuda_classifier_arena_bytes(N, V, bf16));
     double *row_loss = (double *)arena;
     float *logits = (float *)(arena + cuda_arena_round((size_t)N * sizeof(double)));
-    cuda_bf16 *dlogits16 =
-        (cuda_bf16 *)((char *)logits + cuda_arena_round((size_t)R * V * sizeof(float)));
+    __nv_bfloat16 *dl16 = (__nv_bfloat16 *)((char *)logits + cuda_arena_round((size_t)R * V * sizeof(float)));
     for (int r0 = 0; r0 < N; r0 += R) {
         const int rows = N - r0 < R ? N - r0 : R;
         const void *xr = (const char *)x + (size_t)r0 * C * esz;
         gemm_rm(ctx, false, true, rows, V, C, 1.0f, xr, C, W, C, t, 0.0f, logits, V);
-        crossentropy_rows(ctx, grad ? logits : NULL, row_loss + r0, logits, targets + r0, rows, V,
-                          scale);
+        const int32_t *tr = targets + r0;
+        double *rl = row_loss + r0;
+        if (bf16) crossentropy_rows(ctx, grad ? dl16 : (__nv_bfloat16 *)NULL, rl, logits, tr, rows, V, scale);
+        else crossentropy_rows(ctx, grad ? logits : (float *)NULL, rl, logits, tr, rows, V, scale);
         if (!grad) continue;
-        const void *dl = logits;
-        if (bf16) {
-            cuda_f32_to_bf16(ctx, dlogits16, logits, (size_t)rows * V);
-            dl = dlogits16;
-        }
-        if (dx) gemm_rm(ctx, false, false, rows, C, V, 1.0f, dl, V, W, C, t, 1.0f, dx + (size_t)r0 * C, C);
+        const void *dl = bf16 ? (const void *)dl16 : (const void *)logits;
+        if (dx) gemm_rm(ctx, false, false, rows, C, V, 1.0f, dl, V, W, C, t, 0.0f, dx + (size_t)r0 * C, C);
         if (dW) gemm_rm(ctx, true, false, V, C, rows, 1.0f, dl, V, xr, C, t, 1.0f, dW, C);
     }
     if (loss) crossentropy_sum(ctx, loss, row_loss, N, scale);

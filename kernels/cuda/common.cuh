@@ -78,6 +78,10 @@ void gemm_rm_strided(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float 
 // when dlogits is non-NULL it is overwritten with scale * (softmax - onehot) (may alias logits).
 void crossentropy_rows(CudaCtx *ctx, float *dlogits, double *row_loss, const float *logits,
                        const int32_t *targets, int N, int V, float scale);
+// The same with dlogits written in bf16, each the fp32 value rounded to nearest even (the
+// fused classifier's bf16 GEMM operand, with no conversion pass after): must not alias logits.
+void crossentropy_rows(CudaCtx *ctx, __nv_bfloat16 *dlogits, double *row_loss, const float *logits,
+                       const int32_t *targets, int N, int V, float scale);
 // *loss += scale * sum of row_loss(N), one block in a fixed order.
 void crossentropy_sum(CudaCtx *ctx, double *loss, const double *row_loss, int N, float scale);
 

@@ -4,18 +4,22 @@
 // the arena and one block adds scale * (their sum, in a fixed order) to the device loss.
 #include "kernels/cuda/common.cuh"
 
-// One block per row. dlogits may alias logits: every read of the row (max, sum, x[target])
-// completes before the block barrier inside block_sum, and only then is the row written.
-__global__ void crossentropy_rows_kernel(float *dlogits, double *row_loss, const float *logits,
+// One block per row. dlogits is D: fp32, which may alias logits (every read of the row's max,
+// sum and x[target] completes before the block barrier inside block_sum, and only then is the
+// row written; each later element is read, then written, by one thread), or bf16, each value
+// rounded from the fp32 one (a separate buffer: a bf16 store would overlap fp32 values still
+// unread).
+template <typename D>
+__global__ void crossentropy_rows_kernel(D *dlogits, double *row_loss, const float *logits,
                                          const int32_t *__restrict__ targets, int V,
                                          float scale) {
     const size_t n = blockIdx.x;
     const float *x = logits + n * V;
-    float *d = dlogits ? dlogits + n * V : nullptr;
+    D *d = dlogits ? dlogits + n * V : nullptr;
     const int target = targets[n];
     if (target < 0) {                                   // pad: no loss, zero gradient
         if (d)
-            for (int j = threadIdx.x; j < V; j += blockDim.x) d[j] = 0.0f;
+            for (int j = threadIdx.x; j < V; j += blockDim.x) d[j] = from_f32<D>(0.0f);
         if (threadIdx.x == 0) row_loss[n] = 0.0;
         return;                                         // the whole block takes this branch
     }
@@ -31,7 +35,7 @@ __global__ void crossentropy_rows_kernel(float *dlogits, double *row_loss, const
         const float k = (float)((double)scale / sum);
         for (int j = threadIdx.x; j < V; j += blockDim.x) {
             float g = expf(x[j] - m) * k;
-            d[j] = j == target ? g - scale : g;
+            d[j] = from_f32<D>(j == target ? g - scale : g);
         }
     }
 }
@@ -45,14 +49,24 @@ __global__ void crossentropy_sum_kernel(double *loss, const double *__restrict__
     if (threadIdx.x == 0) *loss += (double)scale * s;
 }
 
-void crossentropy_rows(CudaCtx *ctx, float *dlogits, double *row_loss, const float *logits,
-                       const int32_t *targets, int N, int V, float scale) {
+template <typename D>
+static void rows(CudaCtx *ctx, D *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int V,
+                 float scale) {
     if (N <= 0) return;
     // Large vocabularies (32k..128k) want a full block per row; small ones waste it.
     const int block = V >= 8192 ? 1024 : 256;
-    crossentropy_rows_kernel<<<(unsigned)N, block, 0, ctx->stream>>>(dlogits, row_loss, logits,
-                                                                     targets, V, scale);
+    crossentropy_rows_kernel<D><<<(unsigned)N, block, 0, ctx->stream>>>(dlogits, row_loss, logits, targets, V, scale);
     CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_rows(CudaCtx *ctx, float *dlogits, double *row_loss, const float *logits,
+                       const int32_t *targets, int N, int V, float scale) {
+    rows(ctx, dlogits, row_loss, logits, targets, N, V, scale);
+}
+
+void crossentropy_rows(CudaCtx *ctx, __nv_bfloat16 *dlogits, double *row_loss, const float *logits,
+                       const int32_t *targets, int N, int V, float scale) {
+    rows(ctx, dlogits, row_loss, logits, targets, N, V, scale);
 }
 
 void crossentropy_sum(CudaCtx *ctx, double *loss, const double *row_loss, int N, float scale) {

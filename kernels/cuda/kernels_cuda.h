@@ -301,11 +301,12 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
 // rows (in order): the chunk's fp32 logits in the context's arena, its rows' losses (as
 // cuda_crossentropy_forward_backward: pads contribute nothing), and when dx or dW is non-NULL
 // dlogits = scale * (softmax - onehot) in place, then
-//   dx(N, C) += dlogits @ W   (the chunk's rows)        dW(V, C) += dlogits^T @ x
+//   dx(N, C) = dlogits @ W   (the chunk's rows; written)  dW(V, C) += dlogits^T @ x
 // *loss += scale * (sum of the N row losses) at the end (NULL: not computed). Each of loss,
 // dx, dW may be NULL. cuda_classifier_arena_bytes(N, V, bf16) (below) is what the call takes
 // of the arena (reserve it: cuda_ctx_reserve). The bf16 form takes bf16 x and W and rounds each
-// chunk's dlogits to bf16 for the two gradient GEMMs, as every bf16 GEMM operand.
+// chunk's dlogits to bf16 for the two gradient GEMMs, as every bf16 GEMM operand (the loss
+// kernel writes them so: no conversion pass).
 int cuda_classifier_chunk_rows(int N, int V);
 // The GPU's own chunking, in plain C for every build (an estimate, the stage's reservation:
 // engine/model/model_cuda_arena.c): the chunk's fp32 logits take at most

@@ -1039,9 +1039,9 @@ static void run_classifier(void *p) {
         linear_forward(logits, xr, W, rows, a->C, a->V);
         loss += crossentropy_forward_backward(grad ? logits : NULL, logits, a->targets + r0, rows, a->V, a->scale);
         if (!grad) continue;
-        if (a->bf16)   // classifier.cu converts the chunk's dlogits for the two GEMMs
+        if (a->bf16)   // classifier.cu's loss kernel writes the chunk's dlogits rounded, for the two GEMMs
             for (size_t i = 0; i < n; i++) logits[i] = emu_from_bf16(emu_to_bf16(logits[i]));
-        if (a->dx) linear_backward_input(a->dx + (size_t)r0 * a->C, logits, W, rows, a->C, a->V, true);
+        if (a->dx) linear_backward_input(a->dx + (size_t)r0 * a->C, logits, W, rows, a->C, a->V, false);   // written
         if (a->dW) linear_backward_weight(a->dW, logits, xr, rows, a->C, a->V);
     }
     if (a->loss) *a->loss += loss;

@@ -208,7 +208,47 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
     expect_packed_dv(shape, dv16, e_dv);
 }
 
+// D = rowsum(dout * out) (flash_rowsum_kernel) in both of its read paths against flash_dot on
+// the widened values, bitwise: 16-byte loads where HD x the element is a multiple of 16 and
+// the tensors are 16-byte aligned, one element at a time otherwise (odd_start shifts both
+// tensors one element off their 16-byte alignment). E: float, or __nv_bfloat16 (bf16 mode).
+template <typename E>
+static void check_rowsum(int B, int T, int NH, int HD, bool odd_start) {
+    char shape[80];
+    snprintf(shape, sizeof shape, "D%s%s B%d T%d NH%d HD%d", sizeof(E) == 2 ? " bf16" : "", odd_start ? " odd" : "",
+             B, T, NH, HD);
+    const size_t n = (size_t)B * T * NH * HD, rows = (size_t)B * NH * T, skip = odd_start ? 1 : 0;
+    const Bf16Input d16 = bf16_input(uniform(n, 21)), o16 = bf16_input(uniform(n, 22));
+    std::vector<E> dout(n + skip), out(n + skip);
+    for (size_t i = 0; i < n; i++) {
+        if constexpr (sizeof(E) == 2) dout[skip + i] = d16.bits[i], out[skip + i] = o16.bits[i];
+        else dout[skip + i] = d16.wide[i], out[skip + i] = o16.wide[i];
+    }
+    std::vector<float> got(rows, NAN), want(rows);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const size_t at = (((size_t)b * T + t) * NH + h) * HD;
+                want[((size_t)b * NH + h) * T + t] = flash_dot(&d16.wide[at], &o16.wide[at], HD);
+            }
+    simt_launch(dim3{(unsigned)((rows + 255) / 256), 1, 1}, 256, 0, [&] {
+        flash_rowsum_kernel<E>(got.data(), dout.data() + skip, out.data() + skip, B, T, NH, HD);
+    });
+    expect_bitwise(shape, "", got, want);
+}
+
 int main(void) {
+    // D's two read paths: 16-byte runs (HD 24 and 128 in fp32, 64 and 48 in bf16: 6, 32, 8 and
+    // 6 runs a row, in whole and partial groups of 4 loads); one element at a time (HD 6, and
+    // shapes one element off alignment).
+    check_rowsum<float>(2, 33, 3, 24, false);
+    check_rowsum<float>(1, 5, 2, 128, false);
+    check_rowsum<__nv_bfloat16>(2, 33, 3, 64, false);
+    check_rowsum<__nv_bfloat16>(1, 7, 4, 48, false);
+    check_rowsum<float>(1, 9, 2, 6, false);
+    check_rowsum<__nv_bfloat16>(1, 9, 2, 6, false);
+    check_rowsum<float>(2, 33, 3, 24, true);
+    check_rowsum<__nv_bfloat16>(2, 33, 3, 64, true);
     // B T NH NKV HD: whole tiles; ragged T with one kv head for 4; a lone ragged tile and HD past
     // one 32-column chunk; T 1; several tiles, 3 heads a group; HD 128 (four chunks).
     const int shapes[][5] = {{2, 64, 4, 2, 16}, {1, 70, 4, 1, 24}, {1, 33, 2, 2, 40},

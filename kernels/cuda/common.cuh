@@ -12,6 +12,7 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm_plans.h"
+#include "kernels/cuda/device_math.cuh"
 
 #define CTX_SMEM_KERNELS 64   // more than flash_attention.cu instantiates (about 30)
 
@@ -39,19 +40,6 @@ struct CudaCtx {
 // call queues (the next call on the same stream may reuse it: stream order keeps them apart).
 // Growing waits for the stream before freeing the old block, so queued work never sees it go.
 void *ctx_arena(CudaCtx *ctx, size_t bytes);
-
-// An fp32 result stored as T: float as it is, bf16 rounded to nearest even (NaN stays NaN), as
-// cuda_f32_to_bf16 rounds. Kernels whose output is a GEMM operand in bf16 mode take T.
-template <typename T>
-__device__ __forceinline__ T from_f32(float x);
-template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
-// A stored value as fp32: float as it is, bf16 widened (exact). Kernels that read bf16 mode's
-// bf16-stored GEMM outputs take their input type this way.
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 // ---- gemm.cu -----------------------------------------------------------------------------
 // Row-major GEMM, C(M, N) (ldc) = alpha * op(A) @ op(B) + beta * C, fp32 C and accumulation.
@@ -92,54 +80,6 @@ static inline unsigned grid_for(size_t n, int block) {
     size_t blocks = (n + (size_t)block - 1) / (size_t)block;
     if (blocks > 65536) blocks = 65536;
     return blocks ? (unsigned)blocks : 1u;
-}
-
-// ---- device reductions -------------------------------------------------------------------
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-// Sum (or max) over the whole block, returned to every thread. blockDim.x a multiple of 32,
-// at most 1024. Fixed order for a given blockDim (deterministic). Contains __syncthreads:
-// every thread of the block must call it.
-template <typename T>
-__device__ T block_sum(T v) {
-    __shared__ T sh[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    if (wid == 0) {
-        T w = lane < nw ? sh[lane] : T(0);
-        w = warp_sum(w);
-        if (lane == 0) sh[0] = w;
-    }
-    __syncthreads();
-    T r = sh[0];
-    __syncthreads();                  // sh may be reused by the next call
-    return r;
-}
-__device__ inline float block_max(float v) {
-    __shared__ float sh[32];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    if (wid == 0) {
-        float w = lane < nw ? sh[lane] : -INFINITY;
-        w = warp_max(w);
-        if (lane == 0) sh[0] = w;
-    }
-    __syncthreads();
-    float r = sh[0];
-    __syncthreads();
-    return r;
 }
 
 static inline __nv_bfloat16 *as_bf16(cuda_bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }

@@ -1,9 +1,11 @@
-// tests/gpu_emu/simt.h: the part of CUDA C++ that kernels/cuda/flash_kernels.cuh is written in,
-// for a host C++ compiler, so a test can run a kernel's own source on the CPU:
+// tests/gpu_emu/simt.h: the part of CUDA C++ that kernels/cuda/flash_kernels.cuh and the other
+// *_kernels.cuh headers are written in, for a host C++ compiler, so a test can run a kernel's
+// own source on the CPU:
 //   simt_launch(grid, threads, shared_floats, body) runs the grid's blocks one after another;
 //   each block's threads are host threads that meet at a barrier for __syncthreads() (each
 //   warp of 32 at its own for __syncwarp()), and its dynamic shared memory is a fresh buffer
-//   of all-ones bytes, NaN as a float and as a bf16 (a read before a write shows);
+//   of all-ones bytes, NaN as a float and as a bf16 (a read before a write shows); warp
+//   shuffles (__shfl_xor_sync) and static __shared__ arrays;
 //   __nv_bfloat16 and nvcuda::wmma's bf16 16 x 16 x 16 tiles (below) for the tensor-core kernels.
 // What it cannot show: races inside a phase (threads here interleave as the OS likes, not as a
 // warp does), and anything about speed. Include before the kernels' header.
@@ -39,6 +41,7 @@ inline dim3 blockDim, gridDim;
 inline thread_local float *simt_shared;
 inline std::barrier<> *simt_barrier;
 inline thread_local std::barrier<> *simt_warp_barrier;
+inline thread_local double *simt_warp_exchange;   // the warp's 32 slots for __shfl_xor_sync
 
 #define __global__
 #define __device__
@@ -47,6 +50,23 @@ inline thread_local std::barrier<> *simt_warp_barrier;
 #define __syncthreads() simt_barrier->arrive_and_wait()
 #define __syncwarp() simt_warp_barrier->arrive_and_wait()
 #define DYNAMIC_SHARED_FLOATS(name) float *name = simt_shared
+// A kernel's static __shared__ array: one for the whole program, which is one block's as long
+// as blocks run one after another (simt_launch's do); not reset between blocks (nor is a GPU's).
+#define __shared__ static
+
+// v of lane (this lane ^ o) of the warp: each lane posts its value, the warp meets, each reads
+// its partner's, the warp meets again (so the slots can be reused). float and double values
+// pass through a double exactly.
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned, T v, int o) {
+    const unsigned lane = threadIdx.x % 32;
+    simt_warp_exchange[lane] = (double)v;
+    __syncwarp();
+    const T r = (T)simt_warp_exchange[lane ^ (unsigned)o];
+    __syncwarp();
+    return r;
+}
 
 template <typename Body>
 static void simt_launch(dim3 grid, unsigned threads, size_t shared_floats, Body body) {
@@ -61,6 +81,7 @@ static void simt_launch(dim3 grid, unsigned threads, size_t shared_floats, Body 
             std::deque<std::barrier<>> warps;   // a warp's barrier: its 32 threads, or the rest
             for (unsigned w = 0; w < (threads + 31) / 32; w++)
                 warps.emplace_back((std::ptrdiff_t)std::min(32u, threads - 32 * w));
+            std::vector<double> exchange(32 * warps.size());
             std::vector<std::thread> team;
             for (unsigned t = 0; t < threads; t++)
                 team.emplace_back([&, t] {
@@ -68,6 +89,7 @@ static void simt_launch(dim3 grid, unsigned threads, size_t shared_floats, Body 
                     blockIdx = dim3{bx, by, 0};
                     simt_shared = shared.data();
                     simt_warp_barrier = &warps[t / 32];
+                    simt_warp_exchange = exchange.data() + 32 * (t / 32);
                     body();
                 });
             for (std::thread &th : team) th.join();
@@ -84,6 +106,9 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
     memcpy(&u, &f, sizeof u);
     return __nv_bfloat16{(uint16_t)(u >> 16)};
 }
+inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+// fp32 multiply, rounded to nearest, never contracted into a multiply-add (as on the GPU).
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __bfloat162float(__nv_bfloat16 b) {
     const uint32_t u = (uint32_t)b.bits << 16;
     float f;

@@ -1,0 +1,294 @@
+// tests/gpu_emu/test_kernels_simt.cc: the elementwise CUDA kernels' own source
+// (kernels/cuda/{rmsnorm,rope,swiglu,residual,crossentropy}_kernels.cuh) run on CPU threads
+// (simt.h), as test_flash_simt runs attention's. Without a GPU nothing else executes these
+// lines: the emulator stands in for each kernels/cuda call with the CPU backend's kernel.
+//
+// Two kinds of check:
+//   * against the CPU backend (kernels/cpu), norm-relative, at fp32 bounds: the kernels sum in
+//     their own order (a warp's lanes, then a butterfly), so bits may differ, but an index off
+//     by one, a lost row or a wrong stride is an O(1) error;
+//   * the bf16 forms bitwise against their fp32 forms' outputs rounded to nearest even (the
+//     same source run on the widened inputs): the contract each bf16 form states in
+//     kernels_cuda.h. Packed outputs must leave their gaps (a NaN fill) untouched.
+// Written outputs start at NaN, so a kernel that reads one (adds to it) or skips an element
+// fails. Shapes are ragged (rows not a multiple of a block's, widths not of a warp's), and the
+// grid-stride kernels get fewer threads than elements.
+#include "tests/gpu_emu/simt.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/crossentropy_kernels.cuh"
+#include "kernels/cuda/residual_kernels.cuh"
+#include "kernels/cuda/rmsnorm_kernels.cuh"
+#include "kernels/cuda/rope_kernels.cuh"
+#include "kernels/cuda/swiglu_kernels.cuh"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+extern "C" {
+#include "kernels/cpu/kernels.h"
+}
+
+using Floats = std::vector<float>;
+using Bf16s = std::vector<__nv_bfloat16>;
+
+static int failures;
+
+static Floats uniform(size_t n, uint32_t seed, float amp = 1.0f) {
+    Floats v(n);
+    for (float &x : v) {
+        seed = seed * 1664525u + 1013904223u;
+        x = amp * ((float)(seed >> 8) / 8388608.0f - 1.0f);
+    }
+    return v;
+}
+static Bf16s to_bf16(const Floats &x) {
+    Bf16s r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = __float2bfloat16_rn(x[i]);
+    return r;
+}
+static Floats widen(const Bf16s &x) {
+    Floats r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = __bfloat162float(x[i]);
+    return r;
+}
+static const __nv_bfloat16 nan16 = {0x7fc1};
+
+static void report(const char *what, bool ok, const char *detail) {
+    printf("%-58s %s%s\n", what, ok ? "ok" : "FAIL", detail);
+    failures += !ok;
+}
+// |got - want| / max(|want|, 1e-30) in the 2-norm; NaN anywhere fails.
+static void expect_close(const char *what, const Floats &got, const Floats &want, double tol) {
+    double d = 0.0, w = 0.0;
+    bool nan = false;
+    for (size_t i = 0; i < got.size(); i++) {
+        nan |= std::isnan(got[i]);
+        d += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        w += (double)want[i] * want[i];
+    }
+    const double err = std::sqrt(d) / std::max(std::sqrt(w), 1e-30);
+    char detail[64];
+    snprintf(detail, sizeof detail, " (rel err %.2e, bound %.0e)", err, tol);
+    report(what, !nan && err <= tol, detail);
+}
+static void expect_bitwise(const char *what, const Floats &got, const Floats &want) {
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0 || std::isnan(got[i]);
+    char detail[64];
+    snprintf(detail, sizeof detail, differ ? " (%zu of %zu differ)" : "", differ, got.size());
+    report(what, differ == 0, detail);
+}
+// got (bf16) == want (fp32) rounded, bit for bit.
+static void expect_rounded(const char *what, const Bf16s &got, const Floats &want) {
+    expect_bitwise(what, widen(got), widen(to_bf16(want)));
+}
+// A packed (rows, ld) bf16 buffer: columns [col0, col0 + width) of each row are want's row
+// (rows, width) rounded; every other column still the NaN fill.
+static void expect_packed(const char *what, const Bf16s &got, size_t ld, size_t col0, const Floats &want,
+                          size_t width) {
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        const size_t r = i / ld, c = i % ld;
+        if (c >= col0 && c < col0 + width) bad += got[i].bits != __float2bfloat16_rn(want[r * width + c - col0]).bits;
+        else bad += got[i].bits != nan16.bits;
+    }
+    char detail[64];
+    snprintf(detail, sizeof detail, bad ? " (%zu of %zu wrong)" : "", bad, got.size());
+    report(what, bad == 0, detail);
+}
+
+template <typename Body>
+static void run(unsigned blocks, unsigned threads, Body body) {
+    simt_launch(dim3{blocks, 1, 1}, threads, 0, body);
+}
+
+// ---- rmsnorm_kernels.cuh ------------------------------------------------------------------
+static void test_rmsnorm(void) {
+    const int N = 13, C = 72;   // 2 blocks of 8 rows, the second partial; 72 = 2 x 32 + 8 lanes' worth
+    const float eps = 1e-5f;
+    const size_t n = (size_t)N * C;
+    const Floats x = uniform(n, 1, 2.0f), w = uniform(C, 2), b = uniform(n, 3), dout = uniform(n, 4);
+    const unsigned blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK, threads = 32 * RMSNORM_ROWS_PER_BLOCK;
+    Floats out(n, NAN), rstd(N, NAN), want(n), want_rstd(N);
+    rmsnorm_forward(want.data(), want_rstd.data(), x.data(), w.data(), N, C, eps);
+    run(blocks, threads, [&] { rmsnorm_forward_kernel<float>(out.data(), rstd.data(), x.data(), w.data(), N, C, eps); });
+    expect_close("rmsnorm forward: out", out, want, 1e-6);
+    expect_close("rmsnorm forward: rstd", rstd, want_rstd, 1e-6);
+    Bf16s out16(n, nan16);
+    Floats rstd16(N, NAN);
+    run(blocks, threads, [&] { rmsnorm_forward_kernel<__nv_bfloat16>(out16.data(), rstd16.data(), x.data(), w.data(), N, C, eps); });
+    expect_rounded("rmsnorm forward bf16: fp32's out rounded", out16, out);
+    expect_bitwise("rmsnorm forward bf16: rstd", rstd16, rstd);
+
+    // The residual add in front, in place (sum == a, as the layers call it).
+    Floats sum = x, rout(n, NAN), rrstd(N, NAN), want_sum(n);
+    residual_forward(want_sum.data(), x.data(), b.data(), n);
+    rmsnorm_forward(want.data(), want_rstd.data(), want_sum.data(), w.data(), N, C, eps);
+    run(blocks, threads, [&] {
+        residual_rmsnorm_forward_kernel<float>(sum.data(), rout.data(), rrstd.data(), sum.data(), b.data(), w.data(), N, C, eps);
+    });
+    expect_bitwise("residual + rmsnorm forward: the sum, in place", sum, want_sum);
+    expect_close("residual + rmsnorm forward: out", rout, want, 1e-6);
+    Floats sum16 = x;
+    Bf16s rout16(n, nan16);
+    run(blocks, threads, [&] {
+        residual_rmsnorm_forward_kernel<__nv_bfloat16>(sum16.data(), rout16.data(), rrstd.data(), sum16.data(), b.data(),
+                                                       w.data(), N, C, eps);
+    });
+    expect_rounded("residual + rmsnorm forward bf16: fp32's out rounded", rout16, rout);
+
+    // Input gradient: resid + the norm's term, written with its bf16 copy.
+    Floats dinp(n, NAN), term(n, 0.0f), want_d = b;
+    rmsnorm_backward(term.data(), NULL, dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    rmsnorm_backward(want_d.data(), NULL, dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    Bf16s dinp16(n, nan16);
+    run(blocks, threads, [&] {
+        rmsnorm_backward_input_kernel(dinp.data(), dinp16.data(), b.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    });
+    expect_close("rmsnorm backward: dinp = resid + term", dinp, want_d, 1e-5);
+    expect_rounded("rmsnorm backward: dinp's bf16 copy", dinp16, dinp);
+    Floats alone(n, NAN);
+    run(blocks, threads, [&] {
+        rmsnorm_backward_input_kernel(alone.data(), nullptr, nullptr, dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    });
+    expect_close("rmsnorm backward: resid NULL, the term", alone, term, 1e-5);
+    Floats acc = b;
+    run(blocks, threads, [&] {
+        rmsnorm_backward_input_kernel(acc.data(), nullptr, acc.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    });
+    expect_close("rmsnorm backward: resid == dinp accumulates", acc, want_d, 1e-5);
+}
+
+// ---- swiglu_kernels.cuh -------------------------------------------------------------------
+static void test_swiglu(void) {
+    const int N = 5, FF = 70;
+    const size_t n = (size_t)N * FF;   // 350 elements over 2 blocks of 64 threads: grid-stride
+    const Floats gate = uniform(n, 5, 4.0f), up = uniform(n, 6, 2.0f), dout = uniform(n, 7);
+    Floats out(n, NAN), want(n), dg(n, NAN), du(n, NAN), want_dg(n), want_du(n);
+    swiglu_forward(want.data(), gate.data(), up.data(), N, FF);
+    swiglu_backward(want_dg.data(), want_du.data(), dout.data(), gate.data(), up.data(), N, FF);
+    run(2, 64, [&] { swiglu_forward_kernel<float, float>(out.data(), gate.data(), up.data(), n); });
+    expect_close("swiglu forward", out, want, 1e-6);
+    run(2, 64, [&] { swiglu_backward_kernel(dg.data(), du.data(), dout.data(), gate.data(), up.data(), n); });
+    expect_close("swiglu backward: dgate (written)", dg, want_dg, 1e-6);
+    expect_close("swiglu backward: dup (written)", du, want_du, 1e-6);
+
+    // bf16 forms: gate, up, dout bf16 (as their GEMMs store them); the fp32 forms on the widened
+    // values, rounded, are their results.
+    const Bf16s g16 = to_bf16(gate), u16 = to_bf16(up), d16 = to_bf16(dout);
+    const Floats gw = widen(g16), uw = widen(u16), dw = widen(d16);
+    Floats ref(n), rdg(n), rdu(n);
+    run(2, 64, [&] { swiglu_forward_kernel<float, float>(ref.data(), gw.data(), uw.data(), n); });
+    run(2, 64, [&] { swiglu_backward_kernel(rdg.data(), rdu.data(), dw.data(), gw.data(), uw.data(), n); });
+    Bf16s h16(n, nan16);
+    run(2, 64, [&] { swiglu_forward_kernel<__nv_bfloat16, __nv_bfloat16>(h16.data(), g16.data(), u16.data(), n); });
+    expect_rounded("swiglu forward bf16: fp32's rounded", h16, ref);
+    const int ld = 2 * FF + 3;
+    Bf16s packed((size_t)N * ld, nan16);
+    run(2, 64, [&] {
+        swiglu_backward_packed_kernel(packed.data(), ld, d16.data(), g16.data(), u16.data(), FF, n);
+    });
+    // each block checked with the other's columns refilled: together, every column of every row
+    Bf16s packed_g = packed, packed_u = packed;
+    for (size_t r = 0; r < (size_t)N; r++)
+        for (int c = 0; c < FF; c++) packed_g[r * ld + FF + c] = nan16, packed_u[r * ld + c] = nan16;
+    expect_packed("swiglu backward packed: dgate block, gaps untouched", packed_g, ld, 0, rdg, FF);
+    expect_packed("swiglu backward packed: dup block, gaps untouched", packed_u, ld, FF, rdu, FF);
+}
+
+// ---- rope_kernels.cuh ---------------------------------------------------------------------
+static void test_rope(void) {
+    const int B = 2, T = 5, H = 3, HD = 8, half = HD / 2;
+    const size_t n = (size_t)B * T * H * HD, pairs = n / 2, nt = (size_t)T * half;
+    float inv_freq[half];
+    rope_inv_freq(inv_freq, HD, 10000.0f, NULL);
+    Floats cos_tab(nt), sin_tab(nt), gcos(nt, NAN), gsin(nt, NAN);
+    rope_tables(cos_tab.data(), sin_tab.data(), T, HD, inv_freq);
+    RopeInvFreq f{};
+    for (int i = 0; i < half; i++) f.v[i] = inv_freq[i];
+    run(1, 16, [&] { rope_tables_kernel(gcos.data(), gsin.data(), T, half, f); });
+    expect_close("rope tables: cos", gcos, cos_tab, 1e-7);
+    expect_close("rope tables: sin", gsin, sin_tab, 1e-7);
+
+    const Floats x = uniform(n, 8), dout = uniform(n, 9);
+    Floats out(n, NAN), want(n), dx(n, NAN), want_dx(n);
+    rope_forward(want.data(), x.data(), cos_tab.data(), sin_tab.data(), B, T, H, HD);
+    rope_backward(want_dx.data(), dout.data(), cos_tab.data(), sin_tab.data(), B, T, H, HD);
+    run(2, 32, [&] { rope_forward_kernel(out.data(), x.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    expect_close("rope forward", out, want, 1e-6);
+    Floats inplace = x;
+    run(2, 32, [&] { rope_forward_kernel(inplace.data(), inplace.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    expect_bitwise("rope forward in place: as out-of-place", inplace, out);
+    run(2, 32, [&] { rope_backward_kernel(dx.data(), dout.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    expect_close("rope backward: dx (written)", dx, want_dx, 1e-6);
+
+    // bf16 forms: x rotated in place in bf16; the gradient packed into (rows, ld) at column 3.
+    Bf16s x16 = to_bf16(x);
+    const Floats xw = widen(x16);
+    Floats ref(n);
+    run(2, 32, [&] { rope_forward_kernel(ref.data(), xw.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    run(2, 32, [&] { rope_forward_bf16_kernel(x16.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    expect_rounded("rope forward bf16 in place: fp32's on widened x, rounded", x16, ref);
+    const int ld = H * HD + 5;
+    Bf16s packed((size_t)B * T * ld, nan16);
+    run(2, 32, [&] {
+        rope_backward_packed_kernel(packed.data() + 3, ld, dout.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs);
+    });
+    expect_packed("rope backward packed: fp32's rounded, gaps untouched", packed, ld, 3, dx, (size_t)H * HD);
+}
+
+// ---- residual_kernels.cuh -----------------------------------------------------------------
+static void test_residual(void) {
+    const size_t n = 300;
+    const Floats a = uniform(n, 10), b = uniform(n, 11);
+    Floats want(n), out(n, NAN);
+    residual_forward(want.data(), a.data(), b.data(), n);
+    Bf16s out16(n, nan16);
+    run(2, 64, [&] { residual_kernel(out.data(), out16.data(), a.data(), b.data(), n); });
+    expect_bitwise("residual: a + b", out, want);
+    expect_rounded("residual: the sum's bf16 copy", out16, out);
+    Floats inplace = a;
+    run(2, 64, [&] { residual_kernel(inplace.data(), nullptr, inplace.data(), b.data(), n); });
+    expect_bitwise("residual in place (out == a)", inplace, want);
+}
+
+// ---- crossentropy_kernels.cuh -------------------------------------------------------------
+static void test_crossentropy(void) {
+    const int N = 6, V = 300;   // 64 threads a row: 2 warps, 5 elements a thread, the last partial
+    const size_t n = (size_t)N * V;
+    const float scale = 0.25f;
+    const Floats logits = uniform(n, 12, 3.0f);
+    const std::vector<int32_t> targets = {3, 299, -1, 0, 150, 77};   // row 2 a pad
+    Floats want(n);
+    const double want_loss = crossentropy_forward_backward(want.data(), logits.data(), targets.data(), N, V, scale);
+    Floats d = logits;   // fp32: in place, as the fused classifier runs it
+    std::vector<double> row_loss(N, NAN);
+    run(N, 64, [&] { crossentropy_rows_kernel<float>(d.data(), row_loss.data(), d.data(), targets.data(), V, scale); });
+    expect_close("cross-entropy rows: dlogits in place", d, want, 1e-6);
+    std::vector<double> loss = {0.5};   // += onto a running total
+    run(1, 64, [&] { crossentropy_sum_kernel(loss.data(), row_loss.data(), N, scale); });
+    char detail[80];
+    const double err = std::fabs(loss[0] - 0.5 - want_loss) / std::fabs(want_loss);
+    snprintf(detail, sizeof detail, " (rel err %.2e, bound 1e-6)", err);
+    report("cross-entropy sum: loss += scale x the row losses", err <= 1e-6, detail);
+    Bf16s d16(n, nan16);
+    std::vector<double> row_loss16(N, NAN);
+    run(N, 64, [&] {
+        crossentropy_rows_kernel<__nv_bfloat16>(d16.data(), row_loss16.data(), logits.data(), targets.data(), V, scale);
+    });
+    expect_rounded("cross-entropy rows bf16: fp32's dlogits rounded", d16, d);
+    const bool same = memcmp(row_loss16.data(), row_loss.data(), N * sizeof(double)) == 0;
+    report("cross-entropy rows bf16: the row losses, bitwise", same, "");
+}
+
+int main(void) {
+    test_rmsnorm();
+    test_swiglu();
+    test_rope();
+    test_residual();
+    test_crossentropy();
+    printf("test_kernels_simt: %d failed\n", failures);
+    return failures != 0;
+}

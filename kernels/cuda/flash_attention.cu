@@ -124,7 +124,7 @@ static void group_sum(CudaCtx *ctx, float *dk, FlashDv dv, float *dk_part, int B
                       float scale) {
     if (!dk_part) return;
     const size_t tokens = (size_t)B * T;
-    flash_group_sum_kernel<<<grid_for(tokens * NKV * HD, 256), 256, 0, ctx->stream>>>(
+    flash_group_sum_kernel<<<grid_for(tokens, 1), 256, 0, ctx->stream>>>(   // a block a token row at a time
         dk, dv, dk_part, dv_share(dk_part, tokens, NH, HD), tokens, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
 }

@@ -436,18 +436,19 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__r
 }
 
 // dk (B, T, NKV, HD) and dv (FlashDv) written: the g query heads' shares (B, T, NH, HD), summed
-// in head order (flash_group_sum), dk's times the scale: one thread an element.
+// in head order (flash_group_sum), dk's times the scale. Blocks take token rows in turn and a
+// block's threads the row's NKV x HD elements (one 32-bit division an element, for its head).
 __global__ void flash_group_sum_kernel(float *__restrict__ dk, FlashDv dv,
                                        const float *__restrict__ dk_part, const float *__restrict__ dv_part,
                                        size_t rows, int NH, int NKV, int HD, float scale) {
-    const int g = NH / NKV;
-    const size_t n = rows * (size_t)NKV * HD;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const size_t row = i / ((size_t)NKV * HD), kvh = i / HD % NKV, d = i % HD;
-        const size_t first = (row * NH + kvh * g) * HD + d;   // head kvh * g of the row, column d
-        dk[i] = flash_written(scale * flash_group_sum(dk_part + first, HD, g));
-        dv.put(row, kvh * HD + d, flash_group_sum(dv_part + first, HD, g));
-    }
+    const int g = NH / NKV, width = NKV * HD;
+    for (size_t row = blockIdx.x; row < rows; row += gridDim.x)
+        for (int c = threadIdx.x; c < width; c += blockDim.x) {
+            const int kvh = c / HD, d = c - kvh * HD;
+            const size_t first = (row * NH + (size_t)kvh * g) * HD + d;   // head kvh * g of the row, column d
+            dk[row * width + c] = flash_written(scale * flash_group_sum(dk_part + first, HD, g));
+            dv.put(row, (size_t)c, flash_group_sum(dv_part + first, HD, g));
+        }
 }
 
 static float flash_scale(int HD) { return (float)(1.0 / sqrt((double)HD)); }

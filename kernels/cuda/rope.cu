@@ -22,38 +22,46 @@ void cuda_rope_tables(CudaCtx *ctx, float *cos_tab, float *sin_tab, int T, int H
     CUDA_CHECK_LAUNCH();
 }
 
+// A block a token row at a time (rope_rows): a warp's multiple of threads for the row's pairs,
+// 256 at most; as many blocks as rows, up to grid_for's cap (blocks then take rows in turn).
+static unsigned rope_threads(int H, int HD) {
+    const int per_row = H * (HD / 2), warps = (per_row + 31) / 32;
+    return 32u * (unsigned)(warps < 8 ? warps : 8);
+}
+
 void cuda_rope_forward(CudaCtx *ctx, float *out, const float *x, const float *cos_tab,
                        const float *sin_tab, int B, int T, int H, int HD) {
-    size_t pairs = (size_t)B * T * H * (HD / 2);
-    if (pairs == 0) return;
-    rope_forward_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>(out, x, cos_tab, sin_tab,
-                                                                       T, H, HD, pairs);
+    const int N = B * T;
+    if (N <= 0 || H <= 0 || HD < 2) return;
+    rope_forward_kernel<<<grid_for((size_t)N, 1), rope_threads(H, HD), 0, ctx->stream>>>(out, x, cos_tab, sin_tab, N,
+                                                                                       T, H, HD);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_rope_forward_bf16(CudaCtx *ctx, cuda_bf16 *x, const float *cos_tab, const float *sin_tab, int B, int T, int H,
                             int HD) {
-    size_t pairs = (size_t)B * T * H * (HD / 2);
-    if (pairs == 0) return;
-    rope_forward_bf16_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>((__nv_bfloat16 *)x, cos_tab, sin_tab, T, H,
-                                                                            HD, pairs);
+    const int N = B * T;
+    if (N <= 0 || H <= 0 || HD < 2) return;
+    rope_forward_bf16_kernel<<<grid_for((size_t)N, 1), rope_threads(H, HD), 0, ctx->stream>>>((__nv_bfloat16 *)x,
+                                                                                            cos_tab, sin_tab, N, T, H,
+                                                                                            HD);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_rope_backward(CudaCtx *ctx, float *dx, const float *dout, const float *cos_tab,
                         const float *sin_tab, int B, int T, int H, int HD) {
-    size_t pairs = (size_t)B * T * H * (HD / 2);
-    if (pairs == 0) return;
-    rope_backward_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>(dx, dout, cos_tab,
-                                                                        sin_tab, T, H, HD, pairs);
+    const int N = B * T;
+    if (N <= 0 || H <= 0 || HD < 2) return;
+    rope_backward_kernel<<<grid_for((size_t)N, 1), rope_threads(H, HD), 0, ctx->stream>>>(dx, dout, cos_tab, sin_tab,
+                                                                                         N, T, H, HD);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dx, int ld, const float *dout, const float *cos_tab,
                              const float *sin_tab, int B, int T, int H, int HD) {
-    size_t pairs = (size_t)B * T * H * (HD / 2);
-    if (pairs == 0) return;
-    rope_backward_packed_kernel<<<grid_for(pairs, 256), 256, 0, ctx->stream>>>((__nv_bfloat16 *)dx, ld, dout, cos_tab,
-                                                                               sin_tab, T, H, HD, pairs);
+    const int N = B * T;
+    if (N <= 0 || H <= 0 || HD < 2) return;
+    rope_backward_packed_kernel<<<grid_for((size_t)N, 1), rope_threads(H, HD), 0, ctx->stream>>>(
+        (__nv_bfloat16 *)dx, ld, dout, cos_tab, sin_tab, N, T, H, HD);
     CUDA_CHECK_LAUNCH();
 }

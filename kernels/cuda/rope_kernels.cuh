@@ -27,77 +27,74 @@ __global__ void rope_tables_kernel(float *cos_tab, float *sin_tab, int T, int ha
     }
 }
 
-// One thread per pair (b, t, h, i < half): reads both halves, then writes both, so out may
-// alias x (each pair has exactly one owner).
+// The rotation pairs (head h, index i < HD/2) of rows n = b * T + t of an (N = B x T, H, HD)
+// tensor: blocks take rows in turn, a block's threads the row's H x HD/2 pairs, and
+// pair(n, h, i, c, s) runs once a pair with the row's cos and sin of index i. A thread divides
+// once a row (n % T) and once a pair (j / half, 32-bit), where one thread a pair over the
+// whole tensor divided 64-bit indices three times a pair: more time than the pair's bytes.
+template <typename Pair>
+__device__ __forceinline__ static void rope_rows(int N, int T, int H, int HD, const float *__restrict__ cos_tab,
+                                                 const float *__restrict__ sin_tab, Pair pair) {
+    const int half = HD / 2, per_row = H * half;
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const size_t at = (size_t)(n % T) * half;
+        for (int j = threadIdx.x; j < per_row; j += blockDim.x) {
+            const int h = j / half, i = j - h * half;
+            pair(n, h, i, cos_tab[at + i], sin_tab[at + i]);
+        }
+    }
+}
+
+// Each pair reads both halves, then writes both, so out may alias x (a pair has one owner).
 __global__ void rope_forward_kernel(float *out, const float *x, const float *__restrict__ cos_tab,
-                                    const float *__restrict__ sin_tab, int T, int H, int HD,
-                                    size_t pairs) {
-    int half = HD / 2;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs;
-         p += (size_t)gridDim.x * blockDim.x) {
-        int i = (int)(p % half);
-        size_t bth = p / half;                      // (b*T + t)*H + h
-        int t = (int)((bth / H) % T);
-        size_t off = bth * HD;                      // start of head h of row (b, t)
-        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
-        float x0 = x[off + i], x1 = x[off + i + half];
+                                    const float *__restrict__ sin_tab, int N, int T, int H, int HD) {
+    const int half = HD / 2;
+    rope_rows(N, T, H, HD, cos_tab, sin_tab, [&](int n, int h, int i, float c, float s) {
+        const size_t off = ((size_t)n * H + h) * HD;
+        const float x0 = x[off + i], x1 = x[off + i + half];
         out[off + i] = x0 * c - x1 * s;
         out[off + i + half] = x1 * c + x0 * s;
-    }
+    });
 }
 
 // bf16 mode: x (q or k as their GEMM stored them) rotated in place, each pair widened, rotated
 // in fp32 with rope_forward_kernel's expressions, and rounded to nearest even.
 __global__ void rope_forward_bf16_kernel(__nv_bfloat16 *x, const float *__restrict__ cos_tab,
-                                         const float *__restrict__ sin_tab, int T, int H, int HD, size_t pairs) {
-    int half = HD / 2;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs; p += (size_t)gridDim.x * blockDim.x) {
-        int i = (int)(p % half);
-        size_t bth = p / half;
-        int t = (int)((bth / H) % T);
-        size_t off = bth * HD;
-        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
-        float x0 = to_f32(x[off + i]), x1 = to_f32(x[off + i + half]);
+                                         const float *__restrict__ sin_tab, int N, int T, int H, int HD) {
+    const int half = HD / 2;
+    rope_rows(N, T, H, HD, cos_tab, sin_tab, [&](int n, int h, int i, float c, float s) {
+        const size_t off = ((size_t)n * H + h) * HD;
+        const float x0 = to_f32(x[off + i]), x1 = to_f32(x[off + i + half]);
         x[off + i] = from_f32<__nv_bfloat16>(x0 * c - x1 * s);
         x[off + i + half] = from_f32<__nv_bfloat16>(x1 * c + x0 * s);
-    }
+    });
 }
 
 // dx = R^T dout (written): rotation by -angle.
 __global__ void rope_backward_kernel(float *__restrict__ dx, const float *__restrict__ dout,
-                                     const float *__restrict__ cos_tab,
-                                     const float *__restrict__ sin_tab, int T, int H, int HD,
-                                     size_t pairs) {
-    int half = HD / 2;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs;
-         p += (size_t)gridDim.x * blockDim.x) {
-        int i = (int)(p % half);
-        size_t bth = p / half;
-        int t = (int)((bth / H) % T);
-        size_t off = bth * HD;
-        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
-        float g0 = dout[off + i], g1 = dout[off + i + half];
+                                     const float *__restrict__ cos_tab, const float *__restrict__ sin_tab, int N,
+                                     int T, int H, int HD) {
+    const int half = HD / 2;
+    rope_rows(N, T, H, HD, cos_tab, sin_tab, [&](int n, int h, int i, float c, float s) {
+        const size_t off = ((size_t)n * H + h) * HD;
+        const float g0 = dout[off + i], g1 = dout[off + i + half];
         dx[off + i] = g0 * c + g1 * s;
         dx[off + i + half] = g1 * c - g0 * s;
-    }
+    });
 }
 
 // bf16 mode: R^T dout written (not added), rounded to bf16, into a packed GEMM operand: head h
 // of token row n at dx[n * ld + h * HD] (q's or k's column block of the packed q|k|v gradient).
 __global__ void rope_backward_packed_kernel(__nv_bfloat16 *__restrict__ dx, int ld, const float *__restrict__ dout,
                                             const float *__restrict__ cos_tab, const float *__restrict__ sin_tab,
-                                            int T, int H, int HD, size_t pairs) {
-    int half = HD / 2;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs; p += (size_t)gridDim.x * blockDim.x) {
-        int i = (int)(p % half);
-        size_t bth = p / half;
-        int t = (int)((bth / H) % T);
-        size_t off = bth * HD, at = (bth / H) * (size_t)ld + (bth % H) * (size_t)HD;
-        float c = cos_tab[(size_t)t * half + i], s = sin_tab[(size_t)t * half + i];
-        float g0 = dout[off + i], g1 = dout[off + i + half];
+                                            int N, int T, int H, int HD) {
+    const int half = HD / 2;
+    rope_rows(N, T, H, HD, cos_tab, sin_tab, [&](int n, int h, int i, float c, float s) {
+        const size_t off = ((size_t)n * H + h) * HD, at = (size_t)n * ld + (size_t)h * HD;
+        const float g0 = dout[off + i], g1 = dout[off + i + half];
         dx[at + i] = from_f32<__nv_bfloat16>(g0 * c + g1 * s);
         dx[at + i + half] = from_f32<__nv_bfloat16>(g1 * c - g0 * s);
-    }
+    });
 }
 
 #endif

@@ -33,10 +33,9 @@ void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *d
 
 void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const cuda_bf16 *dout, const cuda_bf16 *gate,
                                const cuda_bf16 *up, int N, int FF) {
-    size_t n = (size_t)N * FF;
-    if (n == 0) return;
-    swiglu_backward_packed_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(
+    if (N <= 0 || FF <= 0) return;   // a block a row at a time (the kernel's comment)
+    swiglu_backward_packed_kernel<<<grid_for((size_t)N, 1), 256, 0, ctx->stream>>>(
         (__nv_bfloat16 *)dgate_up, ld, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)gate,
-        (const __nv_bfloat16 *)up, FF, n);
+        (const __nv_bfloat16 *)up, N, FF);
     CUDA_CHECK_LAUNCH();
 }

@@ -34,16 +34,22 @@ __global__ void swiglu_backward_kernel(float *__restrict__ dgate, float *__restr
 
 // bf16 mode: dgate and dup written (not added), rounded to bf16, side by side into the packed
 // (N, ld) gate|up gradient: columns [0, FF) and [FF, 2 FF) of each row; dout, gate and up bf16.
+// Blocks take rows in turn and a block's threads the row's columns, so no thread divides (one
+// thread an element of the whole (N, FF) divided a 64-bit index by FF for its row, at a cost
+// above the element's bytes).
 __global__ void swiglu_backward_packed_kernel(__nv_bfloat16 *__restrict__ dgate_up, int ld,
                                               const __nv_bfloat16 *__restrict__ dout,
                                               const __nv_bfloat16 *__restrict__ gate,
-                                              const __nv_bfloat16 *__restrict__ up, int FF, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = to_f32(gate[i]), u = to_f32(up[i]), d = to_f32(dout[i]);
-        float s = 1.0f / (1.0f + expf(-g));
-        __nv_bfloat16 *row = dgate_up + (i / FF) * (size_t)ld;
-        row[i % FF] = from_f32<__nv_bfloat16>(d * u * (s * (1.0f + g * (1.0f - s))));
-        row[FF + i % FF] = from_f32<__nv_bfloat16>(d * (g * s));
+                                              const __nv_bfloat16 *__restrict__ up, int N, int FF) {
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const size_t in = (size_t)n * FF;
+        __nv_bfloat16 *row = dgate_up + (size_t)n * ld;
+        for (int j = threadIdx.x; j < FF; j += blockDim.x) {
+            float g = to_f32(gate[in + j]), u = to_f32(up[in + j]), d = to_f32(dout[in + j]);
+            float s = 1.0f / (1.0f + expf(-g));
+            row[j] = from_f32<__nv_bfloat16>(d * u * (s * (1.0f + g * (1.0f - s))));
+            row[FF + j] = from_f32<__nv_bfloat16>(d * (g * s));
+        }
     }
 }
 

@@ -187,8 +187,8 @@ static void test_swiglu(void) {
     expect_rounded("swiglu forward bf16: fp32's rounded", h16, ref);
     const int ld = 2 * FF + 3;
     Bf16s packed((size_t)N * ld, nan16);
-    run(2, 64, [&] {
-        swiglu_backward_packed_kernel(packed.data(), ld, d16.data(), g16.data(), u16.data(), FF, n);
+    run(2, 32, [&] {   // 5 rows of 70 over 2 blocks of 32 threads: rows in turn, a row's columns in turn
+        swiglu_backward_packed_kernel(packed.data(), ld, d16.data(), g16.data(), u16.data(), N, FF);
     });
     // each block checked with the other's columns refilled: together, every column of every row
     Bf16s packed_g = packed, packed_u = packed;
@@ -200,8 +200,10 @@ static void test_swiglu(void) {
 
 // ---- rope_kernels.cuh ---------------------------------------------------------------------
 static void test_rope(void) {
-    const int B = 2, T = 5, H = 3, HD = 8, half = HD / 2;
-    const size_t n = (size_t)B * T * H * HD, pairs = n / 2, nt = (size_t)T * half;
+    // 10 token rows of 12 pairs over 3 blocks of 8 threads: blocks take rows in turn, threads
+    // a row's pairs in turn
+    const int B = 2, T = 5, N = B * T, H = 3, HD = 8, half = HD / 2;
+    const size_t n = (size_t)B * T * H * HD, nt = (size_t)T * half;
     float inv_freq[half];
     rope_inv_freq(inv_freq, HD, 10000.0f, NULL);
     Floats cos_tab(nt), sin_tab(nt), gcos(nt, NAN), gsin(nt, NAN);
@@ -216,25 +218,25 @@ static void test_rope(void) {
     Floats out(n, NAN), want(n), dx(n, NAN), want_dx(n);
     rope_forward(want.data(), x.data(), cos_tab.data(), sin_tab.data(), B, T, H, HD);
     rope_backward(want_dx.data(), dout.data(), cos_tab.data(), sin_tab.data(), B, T, H, HD);
-    run(2, 32, [&] { rope_forward_kernel(out.data(), x.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    run(3, 8, [&] { rope_forward_kernel(out.data(), x.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_close("rope forward", out, want, 1e-6);
     Floats inplace = x;
-    run(2, 32, [&] { rope_forward_kernel(inplace.data(), inplace.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    run(3, 8, [&] { rope_forward_kernel(inplace.data(), inplace.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_bitwise("rope forward in place: as out-of-place", inplace, out);
-    run(2, 32, [&] { rope_backward_kernel(dx.data(), dout.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    run(3, 8, [&] { rope_backward_kernel(dx.data(), dout.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_close("rope backward: dx (written)", dx, want_dx, 1e-6);
 
     // bf16 forms: x rotated in place in bf16; the gradient packed into (rows, ld) at column 3.
     Bf16s x16 = to_bf16(x);
     const Floats xw = widen(x16);
     Floats ref(n);
-    run(2, 32, [&] { rope_forward_kernel(ref.data(), xw.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
-    run(2, 32, [&] { rope_forward_bf16_kernel(x16.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs); });
+    run(3, 8, [&] { rope_forward_kernel(ref.data(), xw.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
+    run(3, 8, [&] { rope_forward_bf16_kernel(x16.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_rounded("rope forward bf16 in place: fp32's on widened x, rounded", x16, ref);
     const int ld = H * HD + 5;
     Bf16s packed((size_t)B * T * ld, nan16);
-    run(2, 32, [&] {
-        rope_backward_packed_kernel(packed.data() + 3, ld, dout.data(), cos_tab.data(), sin_tab.data(), T, H, HD, pairs);
+    run(3, 8, [&] {
+        rope_backward_packed_kernel(packed.data() + 3, ld, dout.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD);
     });
     expect_packed("rope backward packed: fp32's rounded, gaps untouched", packed, ld, 3, dx, (size_t)H * HD);
 }

@@ -67,8 +67,8 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         else la->dxmid = carve(cv, N * C);
         if (narrow) la->dgate_up_16 = carve_bf16(cv, N * 2 * I);
         else la->dgate = carve(cv, N * I), la->dup = carve(cv, N * I);
-        la->dln1 = carve(cv, N * C);
-        la->dln2 = carve(cv, N * C);
+        carve_operand(cv, narrow, &la->dln1, &la->dln1_16, N * C);   // dln1_16, dln2_16: as their GEMM stores them
+        carve_operand(cv, narrow, &la->dln2, &la->dln2_16, N * C);
     }
     if (s->has_head) {
         carve_operand(cv, a->narrow_operands, &a->lnf, &a->lnf_16, N * C);

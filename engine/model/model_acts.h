@@ -43,6 +43,10 @@ typedef struct {
     // ... and so are q, k and v (q_16 (N, Q), k_16 and v_16 (N, KV); q, k and v NULL), q and k
     // rotated in place by RoPE's bf16 form: only attention reads them, as bf16.
     uint16_t *q_16, *k_16, *v_16;
+    // ... and the norms' output gradients dln1_16, dln2_16 (N, C) each (dln1, dln2 NULL), stored
+    // bf16 by the input-gradient GEMMs of the projections after each norm: the norm's backward
+    // reads them, widened, in both halves (its input gradient, then its weight's).
+    uint16_t *dln1_16, *dln2_16;
 } LayerActs;
 
 // Two forms (engine/model/model.h): a full StageActs holds everything below; a light one (recompute)

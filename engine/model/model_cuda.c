@@ -772,6 +772,29 @@ static uint16_t *dresid_copy(const StageCuda *c, const StageModel *s, const Stag
     return s->has_embed ? NULL : ((const ActsCuda *)a->dev)->din_msg;
 }
 
+// A norm's input gradient through the projections after it: their input-gradient GEMM (the
+// packed gradient dproj (N, OC) of the OC = all their outputs, weights W back to back) into the
+// norm output's gradient dln (N, C), kept for the weight half (bf16 mode: stored bf16, dln16),
+// then dx = resid + the norm's term (dx16: its bf16 copy, or NULL).
+static void norm_input_grad(StageCuda *c, float *dln, uint16_t *dln16, const void *dproj, const float *W, int OC,
+                            float *dx, uint16_t *dx16, const float *resid, const float *inp, const float *weight,
+                            const float *rstd, StageDims d) {
+    if (c->bf16) {
+        cuda_linear_backward_input_to_bf16(c->ctx, dln16, dproj, w16_of(c, W), d.N, d.C, OC);
+        cuda_residual_rmsnorm_backward_bf16(c->ctx, dx, dx16, resid, dln16, inp, weight, rstd, d.N, d.C);
+    } else {
+        lin_bwd_in(c, dln, dproj, W, d.N, d.C, OC);
+        cuda_residual_rmsnorm_backward(c->ctx, dx, dx16, resid, dln, inp, weight, rstd, d.N, d.C);
+    }
+}
+
+// A norm's weight gradient (+= dweight) from its output gradient as the input half kept it.
+static void norm_weight_grad(StageCuda *c, float *dweight, const float *dln, const uint16_t *dln16, const float *inp,
+                             const float *weight, const float *rstd, StageDims d) {
+    if (c->bf16) cuda_rmsnorm_dweight_bf16(c->ctx, dweight, dln16, inp, rstd, d.N, d.C);
+    else cuda_rmsnorm_backward(c->ctx, NULL, dweight, dln, inp, weight, rstd, d.N, d.C);
+}
+
 // dx (dx16: its bf16 copy, or NULL) from the layer's output gradient dout (bf16 mode: read by
 // the GEMMs as la->dout_16). Every activation gradient here is written by the call that makes
 // it (kernels_cuda.h's contract), so none is zeroed first.
@@ -785,10 +808,9 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
         lin_bwd_in(c, a->dh, dout, w->wdown, d.N, d.I, d.C);
         cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
     }
-    lin_bwd_in(c, la->dln2, packed_dgate_up(c, la, d), w->wgate, d.N, d.C, 2 * d.I);   // gate|up at once
     float *dxmid = c->bf16 ? a->dxmid : la->dxmid;   // bf16: a slot-wide buffer, kept as dxmid_16
-    cuda_residual_rmsnorm_backward(c->ctx, dxmid, c->bf16 ? la->dxmid_16 : NULL, dout, la->dln2, la->xmid, w->ln2,
-                                   la->rstd2, d.N, d.C);
+    norm_input_grad(c, la->dln2, la->dln2_16, packed_dgate_up(c, la, d), w->wgate, 2 * d.I, dxmid,
+                    c->bf16 ? la->dxmid_16 : NULL, dout, la->xmid, w->ln2, la->rstd2, d);   // gate|up at once
     // Attention branch
     if (c->bf16) {
         // The attention output's gradient stored bf16 (only attention reads it); then dq, dk and
@@ -808,8 +830,8 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
         cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
         cuda_rope_backward(c->ctx, la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     }
-    lin_bwd_in(c, la->dln1, packed_dqkv(c, la, d), w->wq, d.N, d.C, d.Q + 2 * d.KV);   // q|k|v at once
-    cuda_residual_rmsnorm_backward(c->ctx, dx, dx16, dxmid, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
+    norm_input_grad(c, la->dln1, la->dln1_16, packed_dqkv(c, la, d), w->wq, d.Q + 2 * d.KV, dx, dx16, dxmid, x, w->ln1,
+                    la->rstd1, d);   // q|k|v at once
 }
 
 // Queued, not waited for: the input-gradient message is handed over as forward's output is. In
@@ -837,11 +859,11 @@ static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParam
                                   const float *x, const float *dout, StageDims d) {
     lin_bwd_w(c, g->wdown, kept_operand(c, dout, la->dout_16), kept_operand(c, la->h, la->h_16), d.N, d.I, d.C);
     lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), kept_operand(c, la->ln2, la->ln2_16), d.N, d.C, 2 * d.I);
-    cuda_rmsnorm_backward(c->ctx, NULL, g->ln2, la->dln2, la->xmid, w->ln2, la->rstd2, d.N, d.C);
+    norm_weight_grad(c, g->ln2, la->dln2, la->dln2_16, la->xmid, w->ln2, la->rstd2, d);
     lin_bwd_w(c, g->wo, kept_operand(c, la->dxmid, la->dxmid_16), kept_operand(c, la->atty, la->atty_16), d.N, d.Q,
               d.C);
     lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), kept_operand(c, la->ln1, la->ln1_16), d.N, d.C, d.Q + 2 * d.KV);
-    cuda_rmsnorm_backward(c->ctx, NULL, g->ln1, la->dln1, x, w->ln1, la->rstd1, d.N, d.C);
+    norm_weight_grad(c, g->ln1, la->dln1, la->dln1_16, x, w->ln1, la->rstd1, d);
 }
 
 static void gpu_backward_weight(StageModel *s, StageActs *a) {

@@ -151,6 +151,14 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
 void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
                                     const float *dout, const float *inp, const float *weight, const float *rstd, int N,
                                     int C);
+// bf16 mode's forms, with the norm output's gradient dout (N, C) in bf16 (as the input-gradient
+// GEMM of the projections after the norm stores it), widened exactly: the residual-fused input
+// gradient as above, and the weight gradient dweight(C) += sum_n dout * inp * rstd.
+void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+                                         const cuda_bf16 *dout, const float *inp, const float *weight,
+                                         const float *rstd, int N, int C);
+void cuda_rmsnorm_dweight_bf16(CudaCtx *ctx, float *dweight, const cuda_bf16 *dout, const float *inp, const float *rstd,
+                               int N, int C);
 
 // ---- linear.cu (cuBLASLt) ----------------------------------------------------------------
 // fp32 operands, fp32 accumulation (no TF32).

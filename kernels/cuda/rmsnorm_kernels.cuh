@@ -55,51 +55,56 @@ __global__ void residual_rmsnorm_forward_kernel(float *sum, T *__restrict__ out,
 
 // dinp = resid + (rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp)), row by row: resid NULL
 // adds to zero, resid == dinp accumulates (each element read, then written, by one lane). dinp16
-// (may be NULL) gets the bf16 copy of the value written, rounded to nearest even.
+// (may be NULL) gets the bf16 copy of the value written, rounded to nearest even. dout is D:
+// fp32, or bf16 (bf16 mode stores the norm output's gradient so), widened.
+template <typename D>
 __global__ void rmsnorm_backward_input_kernel(float *dinp, __nv_bfloat16 *__restrict__ dinp16, const float *resid,
-                                              const float *__restrict__ dout, const float *__restrict__ inp,
+                                              const D *__restrict__ dout, const float *__restrict__ inp,
                                               const float *__restrict__ weight, const float *__restrict__ rstd, int N,
                                               int C) {
     int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
     const size_t base = (size_t)row * C;
-    const float *x = inp + base, *d = dout + base;
+    const float *x = inp + base;
+    const D *d = dout + base;
     double wdx = 0.0;
-    for (int c = lane; c < C; c += 32) wdx += (double)d[c] * x[c] * weight[c];
+    for (int c = lane; c < C; c += 32) wdx += (double)to_f32(d[c]) * x[c] * weight[c];
     wdx = warp_sum(wdx);
     double r = rstd[row];
     float a = (float)r, b = (float)(r * r * r * wdx / C);
     for (int c = lane; c < C; c += 32) {
         const float from = resid ? resid[base + c] : 0.0f;
-        const float g = from + (a * (weight[c] * d[c]) - b * x[c]);
+        const float g = from + (a * (weight[c] * to_f32(d[c])) - b * x[c]);
         dinp[base + c] = g;
         if (dinp16) dinp16[base + c] = __float2bfloat16(g);
     }
 }
 
-// partial(chunks, C) = per-chunk sums of dout * (inp * rstd). Block (32, 8): x = column,
-// y = row phase; grid (column blocks, chunks). Shared-memory combine over y in fixed order.
-__global__ void rmsnorm_dweight_partial_kernel(double *__restrict__ partial,
-                                               const float *__restrict__ dout,
-                                               const float *__restrict__ inp,
-                                               const float *__restrict__ rstd, int N, int C,
-                                               int chunk) {
+// partial(chunks, C) = per-chunk sums of dout * (inp * rstd) (dout D: fp32, or bf16 widened).
+// Block of 256 threads, RMSNORM_DWEIGHT_THREADS: x = thread % 32 the column, y = thread / 32
+// the row phase; grid (column blocks, chunks). Shared-memory combine over y in fixed order.
+#define RMSNORM_DWEIGHT_THREADS 256
+template <typename D>
+__global__ void rmsnorm_dweight_partial_kernel(double *__restrict__ partial, const D *__restrict__ dout,
+                                               const float *__restrict__ inp, const float *__restrict__ rstd, int N,
+                                               int C, int chunk) {
     __shared__ double sh[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    int c = blockIdx.x * 32 + tx;
     int r0 = blockIdx.y * chunk;
     int r1 = min(r0 + chunk, N);
     double acc = 0.0;
     if (c < C)
-        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+        for (int r = r0 + ty; r < r1; r += 8) {
             size_t i = (size_t)r * C + c;
-            acc += (double)dout[i] * (inp[i] * rstd[r]);
+            acc += (double)to_f32(dout[i]) * (inp[i] * rstd[r]);
         }
-    sh[threadIdx.y][threadIdx.x] = acc;
+    sh[ty][tx] = acc;
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
+    if (ty == 0 && c < C) {
         double s = 0.0;
-        for (int y = 0; y < 8; y++) s += sh[y][threadIdx.x];
+        for (int y = 0; y < 8; y++) s += sh[y][tx];
         partial[(size_t)blockIdx.y * C + c] = s;
     }
 }

@@ -53,8 +53,9 @@ static cuda_bf16 *dbf(size_t n) { return dalloc(n * sizeof(cuda_bf16)); }
 
 // The layer's buffers, as a bf16-mode slot keeps them (engine/model/model_cuda.c): weights in
 // bf16 (the AdamW working copy), wq | wk | wv and wg | wu back to back; norms' outputs, q, k, v,
-// attention's output, gate | up and h in bf16; the residual stream, xmid and the norms' input
-// gradients in fp32; the packed bf16 gradients of q | k | v and gate | up, written in place.
+// attention's output, gate | up and h in bf16; the residual stream, xmid and the residual
+// gradients in fp32; the norms' output gradients and the packed gradients of q | k | v and
+// gate | up in bf16, written in place by the GEMMs and kernels that make them.
 struct Layer {
     cuda_bf16 *wq, *wk, *wv, *wo, *wg, *wu, *wd;
     float *ln1, *ln2, *cos_tab, *sin_tab;
@@ -63,8 +64,9 @@ struct Layer {
     float *x, *rstd1, *lse, *xmid, *rstd2, *out, *rstd_next;
     cuda_bf16 *ln1_b, *q_b, *k_b, *v_b, *ao_b, *ln2_b, *g_b, *u_b, *h_b, *next_b;
     // backward: dout (and dout_b, as the next layer's backward leaves it) in, dx out
-    float *dout, *dln2, *dxmid, *dq, *dk, *dln1, *dx, *dsum;
-    cuda_bf16 *dout_b, *dh_b, *dgu_b, *dxmid_b, *dao_b, *dqkv_b, *dx_b;   // dgu_b (N, 2 FF), dqkv_b (N, C + 2 CKV)
+    float *dout, *dxmid, *dq, *dk, *dx, *dsum;
+    // dgu_b (N, 2 FF), dqkv_b (N, C + 2 CKV)
+    cuda_bf16 *dout_b, *dh_b, *dgu_b, *dln2_b, *dxmid_b, *dao_b, *dqkv_b, *dln1_b, *dx_b;
     // attention alone in fp32 (the fp32 kernels' timing)
     float *q, *k, *v, *ao, *dao, *dv;
 };
@@ -92,10 +94,9 @@ static void layer_alloc(struct Layer *L) {
     L->h_b = dbf(nf), L->next_b = dbf(nc);
     cuda_rmsnorm_forward_bf16(ctx, L->ln1_b, L->rstd1, L->x, L->ln1, N, C, 1e-5f);   // the previous layer's part
     L->dout = drand_f32(nc, 1e-3f), L->dout_b = drand_bf16(nc, 1e-3f);   // as the next layer's backward leaves them
-    L->dln2 = dzeros(nc), L->dxmid = dzeros(nc), L->dq = dzeros(nc), L->dk = dzeros(nkv);
-    L->dln1 = dzeros(nc), L->dx = dzeros(nc), L->dsum = dzeros(nr);
-    L->dh_b = dbf(nf), L->dgu_b = dbf(2 * nf), L->dxmid_b = dbf(nc), L->dao_b = dbf(nc);
-    L->dqkv_b = dbf((size_t)N * (C + 2 * CKV)), L->dx_b = dbf(nc);
+    L->dxmid = dzeros(nc), L->dq = dzeros(nc), L->dk = dzeros(nkv), L->dx = dzeros(nc), L->dsum = dzeros(nr);
+    L->dh_b = dbf(nf), L->dgu_b = dbf(2 * nf), L->dln2_b = dbf(nc), L->dxmid_b = dbf(nc), L->dao_b = dbf(nc);
+    L->dqkv_b = dbf((size_t)N * (C + 2 * CKV)), L->dln1_b = dbf(nc), L->dx_b = dbf(nc);
     L->q = dzeros(nc), L->k = dzeros(nkv), L->v = dzeros(nkv), L->ao = dzeros(nc), L->dao = dzeros(nc);
     L->dv = dzeros(nkv);
     // attention is also timed alone, before any forward or backward: its bf16 inputs start at 0
@@ -128,22 +129,23 @@ static void layer_backward(struct Layer *L) {
     const int QKV = C + 2 * CKV;
     cuda_linear_backward_input_to_bf16(ctx, L->dh_b, L->dout_b, L->wd, N, FF, C);
     cuda_swiglu_backward_bf16(ctx, L->dgu_b, 2 * FF, L->dh_b, L->g_b, L->u_b, N, FF);
-    cuda_linear_backward_input_bf16(ctx, L->dln2, L->dgu_b, L->wg, N, C, 2 * FF);
-    cuda_residual_rmsnorm_backward(ctx, L->dxmid, L->dxmid_b, L->dout, L->dln2, L->xmid, L->ln2, L->rstd2, N, C);
+    cuda_linear_backward_input_to_bf16(ctx, L->dln2_b, L->dgu_b, L->wg, N, C, 2 * FF);
+    cuda_residual_rmsnorm_backward_bf16(ctx, L->dxmid, L->dxmid_b, L->dout, L->dln2_b, L->xmid, L->ln2, L->rstd2, N,
+                                        C);
     cuda_linear_backward_input_to_bf16(ctx, L->dao_b, L->dxmid_b, L->wo, N, C, C);
     cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dqkv_b + C + CKV, QKV, L->dsum, L->dao_b, L->q_b, L->k_b,
                                        L->v_b, L->ao_b, L->lse, B, T, NH, NKV, HD);
     cuda_rope_backward_bf16(ctx, L->dqkv_b, QKV, L->dq, L->cos_tab, L->sin_tab, B, T, NH, HD);
     cuda_rope_backward_bf16(ctx, L->dqkv_b + C, QKV, L->dk, L->cos_tab, L->sin_tab, B, T, NKV, HD);
-    cuda_linear_backward_input_bf16(ctx, L->dln1, L->dqkv_b, L->wq, N, C, QKV);
-    cuda_residual_rmsnorm_backward(ctx, L->dx, L->dx_b, L->dxmid, L->dln1, L->x, L->ln1, L->rstd1, N, C);
+    cuda_linear_backward_input_to_bf16(ctx, L->dln1_b, L->dqkv_b, L->wq, N, C, QKV);
+    cuda_residual_rmsnorm_backward_bf16(ctx, L->dx, L->dx_b, L->dxmid, L->dln1_b, L->x, L->ln1, L->rstd1, N, C);
     // the weight half
     cuda_linear_backward_weight_bf16(ctx, L->dwd, L->dout_b, L->h_b, N, FF, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dgu_b, L->ln2_b, N, C, 2 * FF);
-    cuda_rmsnorm_backward(ctx, NULL, L->dln2w, L->dln2, L->xmid, L->ln2, L->rstd2, N, C);
+    cuda_rmsnorm_dweight_bf16(ctx, L->dln2w, L->dln2_b, L->xmid, L->rstd2, N, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwo, L->dxmid_b, L->ao_b, N, C, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwq, L->dqkv_b, L->ln1_b, N, C, QKV);
-    cuda_rmsnorm_backward(ctx, NULL, L->dln1w, L->dln1, L->x, L->ln1, L->rstd1, N, C);
+    cuda_rmsnorm_dweight_bf16(ctx, L->dln1w, L->dln1_b, L->x, L->rstd1, N, C);
 }
 
 // Milliseconds per call of fn, averaged over iters after one warm-up call.

@@ -299,6 +299,31 @@ static void test_rmsnorm(void) {
     float *fused = fetch(d_fused, NC), *accumulated = fetch(d_dinp, NC);
     check_true("residual_rmsnorm_backward resid == dinp: rmsnorm_backward's bits",
                memcmp(fused, accumulated, sizeof(float) * NC) == 0);
+    {   // bf16 mode's forms read dout (the norm output's gradient) in bf16: the fp32 forms on the
+        // widened dout are their results, bit for bit (the same kernels, a widening load)
+        float *dout_r = malloc(sizeof(float) * NC);
+        if (!dout_r) abort();
+        for (size_t i = 0; i < NC; i++) dout_r[i] = bf2f(f2bf(dout[i]));
+        float *d_dout_r = dfloat(dout_r, NC), *d_want = dalloc(sizeof(float) * NC), *d_got = dnan(NC);
+        cuda_bf16 *d_dout16 = dbf16(dout, NC), *d_got16 = dfill16(NC, 0x7fc1);
+        cuda_residual_rmsnorm_backward(ctx, d_want, NULL, d_resid, d_dout_r, d_inp, d_w, d_rstd, N, C);
+        cuda_residual_rmsnorm_backward_bf16(ctx, d_got, d_got16, d_resid, d_dout16, d_inp, d_w, d_rstd, N, C);
+        float *want = fetch(d_want, NC), *got = fetch(d_got, NC);
+        check_true("residual_rmsnorm_backward_bf16: fp32's on the widened dout, bitwise",
+                   memcmp(want, got, sizeof(float) * NC) == 0);
+        check_rounded("residual_rmsnorm_backward_bf16 bf16 copy: its value, rounded", d_got16, d_got, NC);
+        float *d_dw_want = dfloat(dw0, C), *d_dw_got = dfloat(dw0, C);
+        cuda_rmsnorm_backward(ctx, NULL, d_dw_want, d_dout_r, d_inp, d_w, d_rstd, N, C);
+        cuda_rmsnorm_dweight_bf16(ctx, d_dw_got, d_dout16, d_inp, d_rstd, N, C);
+        float *dw_want = fetch(d_dw_want, C), *dw_got = fetch(d_dw_got, C);
+        check_true("rmsnorm_dweight_bf16 (+=): fp32's on the widened dout, bitwise",
+                   memcmp(dw_want, dw_got, sizeof(float) * C) == 0);
+        check_delta("rmsnorm_dweight_bf16 (+=) vs CPU", d_dw_got, dw, dw0, C, 1e-2);
+        free(dout_r); free(want); free(got); free(dw_want); free(dw_got);
+        CUDA_CHECK(cudaFree(d_dout_r)); CUDA_CHECK(cudaFree(d_want)); CUDA_CHECK(cudaFree(d_got));
+        CUDA_CHECK(cudaFree(d_dout16)); CUDA_CHECK(cudaFree(d_got16));
+        CUDA_CHECK(cudaFree(d_dw_want)); CUDA_CHECK(cudaFree(d_dw_got));
+    }
     free(zero); free(term); free(fused); free(accumulated);
     CUDA_CHECK(cudaFree(d_resid)); CUDA_CHECK(cudaFree(d_fused)); CUDA_CHECK(cudaFree(d_fused16));
     free(inp); free(w); free(out); free(rstd); free(dout); free(dinp0); free(dw0);

@@ -276,11 +276,18 @@ typedef struct {
     float *sum;                  // the fused residual's (residual_rmsnorm)
     const float *a, *b;          // the forward's residual add's terms; a: the backward's resid
     const float *inp, *weight, *dout, *rstd_in;
+    const cuda_bf16 *dout16;     // the backward's bf16 forms: dout in bf16 (dout NULL), widened
     int N, C;
     float eps;
     void *arena;
     size_t arena_bytes;
 } RmsnormArgs;
+
+// The backward's dout as fp32: a->dout, or a->dout16 widened into *owned (free it after).
+static const float *rmsnorm_dout(const RmsnormArgs *a, float **owned) {
+    *owned = a->dout16 ? widen(a->dout16, (size_t)a->N * a->C) : NULL;
+    return a->dout16 ? *owned : a->dout;
+}
 
 static void run_rmsnorm_forward(void *p) {
     const RmsnormArgs *a = p;
@@ -301,7 +308,9 @@ static void run_residual_rmsnorm_forward(void *p) {
 
 static void run_rmsnorm_backward(void *p) {
     const RmsnormArgs *a = p;
-    rmsnorm_backward(a->dinp, a->dweight, a->dout, a->inp, a->weight, a->rstd_in, a->N, a->C);
+    float *owned;
+    rmsnorm_backward(a->dinp, a->dweight, rmsnorm_dout(a, &owned), a->inp, a->weight, a->rstd_in, a->N, a->C);
+    free(owned);
     if (a->arena) emu_poison(a->arena, a->arena_bytes);
 }
 
@@ -312,7 +321,9 @@ static void run_residual_rmsnorm_backward(void *p) {
     const size_t n = (size_t)a->N * a->C;
     if (!a->a) memset(a->dinp, 0, F(n));
     else if (a->a != a->dinp) memcpy(a->dinp, a->a, F(n));
-    rmsnorm_backward(a->dinp, NULL, a->dout, a->inp, a->weight, a->rstd_in, a->N, a->C);
+    float *owned;
+    rmsnorm_backward(a->dinp, NULL, rmsnorm_dout(a, &owned), a->inp, a->weight, a->rstd_in, a->N, a->C);
+    free(owned);
     if (a->out16) round_into(a->out16, a->dinp, n);
 }
 
@@ -360,41 +371,70 @@ void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out
                                      .C = C, .eps = eps});
 }
 
-void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
-                           const float *weight, const float *rstd, int N, int C) {
-    launch(ctx, __func__);
-    if (dinp) emu_need_device(__func__, dinp, F((size_t)N * C));
-    if (dweight) emu_need_device(__func__, dweight, F(C));
-    emu_need_device(__func__, dout, F((size_t)N * C));
-    emu_need_device(__func__, inp, F((size_t)N * C));
-    emu_need_device(__func__, weight, F(C));
-    emu_need_device(__func__, rstd, F(N));
-    if (N <= 0 || C <= 0) return;
-    RmsnormArgs a = {.dinp = dinp, .dweight = dweight, .dout = dout, .inp = inp, .weight = weight, .rstd_in = rstd,
-                     .N = N, .C = C};
-    if (dweight) {
-        a.arena_bytes = cuda_rmsnorm_arena_bytes(N, C);
-        a.arena = arena_for(ctx, __func__, a.arena_bytes);
+// The backward's dout (fp32, or bf16 in the _bf16 forms) must be the device's.
+static void need_rmsnorm_dout(const char *call, const RmsnormArgs *a) {
+    const size_t NC = (size_t)a->N * a->C;
+    if (a->dout16) emu_need_device(call, a->dout16, NC * sizeof(cuda_bf16));
+    else emu_need_device(call, a->dout, F(NC));
+}
+
+static void rmsnorm_backward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
+    launch(ctx, call);
+    if (a.dinp) emu_need_device(call, a.dinp, F((size_t)a.N * a.C));
+    if (a.dweight) emu_need_device(call, a.dweight, F(a.C));
+    need_rmsnorm_dout(call, &a);
+    emu_need_device(call, a.inp, F((size_t)a.N * a.C));
+    if (a.weight) emu_need_device(call, a.weight, F(a.C));
+    emu_need_device(call, a.rstd_in, F(a.N));
+    if (a.N <= 0 || a.C <= 0) return;
+    if (a.dweight) {
+        a.arena_bytes = cuda_rmsnorm_arena_bytes(a.N, a.C);
+        a.arena = arena_for(ctx, call, a.arena_bytes);
     }
     emu_enqueue(ctx->stream, run_rmsnorm_backward, &a, sizeof a);
+}
+
+void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
+                           const float *weight, const float *rstd, int N, int C) {
+    rmsnorm_backward_as(ctx, __func__,
+                        (RmsnormArgs){.dinp = dinp, .dweight = dweight, .dout = dout, .inp = inp, .weight = weight,
+                                      .rstd_in = rstd, .N = N, .C = C});
+}
+
+void cuda_rmsnorm_dweight_bf16(CudaCtx *ctx, float *dweight, const cuda_bf16 *dout, const float *inp, const float *rstd,
+                               int N, int C) {
+    rmsnorm_backward_as(ctx, __func__,
+                        (RmsnormArgs){.dweight = dweight, .dout16 = dout, .inp = inp, .rstd_in = rstd, .N = N, .C = C});
+}
+
+static void residual_rmsnorm_backward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
+    launch(ctx, call);
+    const size_t NC = (size_t)a.N * a.C;
+    emu_need_device(call, a.dinp, F(NC));
+    if (a.out16) emu_need_device(call, a.out16, NC * sizeof(cuda_bf16));
+    if (a.a) emu_need_device(call, a.a, F(NC));
+    need_rmsnorm_dout(call, &a);
+    emu_need_device(call, a.inp, F(NC));
+    emu_need_device(call, a.weight, F(a.C));
+    emu_need_device(call, a.rstd_in, F(a.N));
+    if (a.N <= 0 || a.C <= 0) return;
+    emu_enqueue(ctx->stream, run_residual_rmsnorm_backward, &a, sizeof a);
 }
 
 void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
                                     const float *dout, const float *inp, const float *weight, const float *rstd, int N,
                                     int C) {
-    launch(ctx, __func__);
-    const size_t NC = (size_t)N * C;
-    emu_need_device(__func__, dinp, F(NC));
-    if (dinp16) emu_need_device(__func__, dinp16, NC * sizeof(cuda_bf16));
-    if (resid) emu_need_device(__func__, resid, F(NC));
-    emu_need_device(__func__, dout, F(NC));
-    emu_need_device(__func__, inp, F(NC));
-    emu_need_device(__func__, weight, F(C));
-    emu_need_device(__func__, rstd, F(N));
-    if (N <= 0 || C <= 0) return;
-    const RmsnormArgs a = {.dinp = dinp, .out16 = dinp16, .a = resid, .dout = dout, .inp = inp, .weight = weight,
-                           .rstd_in = rstd, .N = N, .C = C};
-    emu_enqueue(ctx->stream, run_residual_rmsnorm_backward, &a, sizeof a);
+    residual_rmsnorm_backward_as(ctx, __func__,
+                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .a = resid, .dout = dout, .inp = inp,
+                                               .weight = weight, .rstd_in = rstd, .N = N, .C = C});
+}
+
+void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+                                         const cuda_bf16 *dout, const float *inp, const float *weight,
+                                         const float *rstd, int N, int C) {
+    residual_rmsnorm_backward_as(ctx, __func__,
+                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .a = resid, .dout16 = dout, .inp = inp,
+                                               .weight = weight, .rstd_in = rstd, .N = N, .C = C});
 }
 
 typedef struct {

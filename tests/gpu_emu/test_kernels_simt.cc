@@ -13,8 +13,10 @@
 // Written outputs start at NaN, so a kernel that reads one (adds to it) or skips an element
 // fails. Shapes are ragged (rows not a multiple of a block's, widths not of a warp's), and the
 // grid-stride kernels get fewer threads than elements.
-#include "tests/gpu_emu/simt.h"
-#include "kernels/cuda/device_math.cuh"
+#include "tests/gpu_emu/simt.h"   // first: the CUDA dialect the kernels below are written in
+
+#include "kernels/cuda/device_math.cuh"   // then the helpers they share
+
 #include "kernels/cuda/crossentropy_kernels.cuh"
 #include "kernels/cuda/residual_kernels.cuh"
 #include "kernels/cuda/rmsnorm_kernels.cuh"
@@ -75,7 +77,8 @@ static void expect_close(const char *what, const Floats &got, const Floats &want
 }
 static void expect_bitwise(const char *what, const Floats &got, const Floats &want) {
     size_t differ = 0;
-    for (size_t i = 0; i < got.size(); i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0 || std::isnan(got[i]);
+    for (size_t i = 0; i < got.size(); i++)
+        differ += memcmp(&got[i], &want[i], sizeof(float)) != 0 || std::isnan(got[i]);
     char detail[64];
     snprintf(detail, sizeof detail, differ ? " (%zu of %zu differ)" : "", differ, got.size());
     report(what, differ == 0, detail);
@@ -99,8 +102,7 @@ static void expect_packed(const char *what, const Bf16s &got, size_t ld, size_t 
     report(what, bad == 0, detail);
 }
 
-template <typename Body>
-static void run(unsigned blocks, unsigned threads, Body body) {
+template <typename Body> static void run(unsigned blocks, unsigned threads, Body body) {
     simt_launch(dim3{blocks, 1, 1}, threads, 0, body);
 }
 
@@ -110,15 +112,18 @@ static void test_rmsnorm(void) {
     const float eps = 1e-5f;
     const size_t n = (size_t)N * C;
     const Floats x = uniform(n, 1, 2.0f), w = uniform(C, 2), b = uniform(n, 3), dout = uniform(n, 4);
-    const unsigned blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK, threads = 32 * RMSNORM_ROWS_PER_BLOCK;
+    const unsigned blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK,
+                   threads = 32 * RMSNORM_ROWS_PER_BLOCK;
     Floats out(n, NAN), rstd(N, NAN), want(n), want_rstd(N);
     rmsnorm_forward(want.data(), want_rstd.data(), x.data(), w.data(), N, C, eps);
-    run(blocks, threads, [&] { rmsnorm_forward_kernel<float>(out.data(), rstd.data(), x.data(), w.data(), N, C, eps); });
+    run(blocks, threads,
+        [&] { rmsnorm_forward_kernel<float>(out.data(), rstd.data(), x.data(), w.data(), N, C, eps); });
     expect_close("rmsnorm forward: out", out, want, 1e-6);
     expect_close("rmsnorm forward: rstd", rstd, want_rstd, 1e-6);
     Bf16s out16(n, nan16);
     Floats rstd16(N, NAN);
-    run(blocks, threads, [&] { rmsnorm_forward_kernel<__nv_bfloat16>(out16.data(), rstd16.data(), x.data(), w.data(), N, C, eps); });
+    run(blocks, threads,
+        [&] { rmsnorm_forward_kernel<__nv_bfloat16>(out16.data(), rstd16.data(), x.data(), w.data(), N, C, eps); });
     expect_rounded("rmsnorm forward bf16: fp32's out rounded", out16, out);
     expect_bitwise("rmsnorm forward bf16: rstd", rstd16, rstd);
 
@@ -127,15 +132,16 @@ static void test_rmsnorm(void) {
     residual_forward(want_sum.data(), x.data(), b.data(), n);
     rmsnorm_forward(want.data(), want_rstd.data(), want_sum.data(), w.data(), N, C, eps);
     run(blocks, threads, [&] {
-        residual_rmsnorm_forward_kernel<float>(sum.data(), rout.data(), rrstd.data(), sum.data(), b.data(), w.data(), N, C, eps);
+        residual_rmsnorm_forward_kernel<float>(sum.data(), rout.data(), rrstd.data(), sum.data(), b.data(), w.data(), N,
+                                               C, eps);
     });
     expect_bitwise("residual + rmsnorm forward: the sum, in place", sum, want_sum);
     expect_close("residual + rmsnorm forward: out", rout, want, 1e-6);
     Floats sum16 = x;
     Bf16s rout16(n, nan16);
     run(blocks, threads, [&] {
-        residual_rmsnorm_forward_kernel<__nv_bfloat16>(sum16.data(), rout16.data(), rrstd.data(), sum16.data(), b.data(),
-                                                       w.data(), N, C, eps);
+        residual_rmsnorm_forward_kernel<__nv_bfloat16>(sum16.data(), rout16.data(), rrstd.data(), sum16.data(),
+                                                       b.data(), w.data(), N, C, eps);
     });
     expect_rounded("residual + rmsnorm forward bf16: fp32's out rounded", rout16, rout);
 
@@ -145,20 +151,61 @@ static void test_rmsnorm(void) {
     rmsnorm_backward(want_d.data(), NULL, dout.data(), x.data(), w.data(), rstd.data(), N, C);
     Bf16s dinp16(n, nan16);
     run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel(dinp.data(), dinp16.data(), b.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+        rmsnorm_backward_input_kernel<float>(dinp.data(), dinp16.data(), b.data(), dout.data(), x.data(), w.data(),
+                                             rstd.data(), N, C);
     });
     expect_close("rmsnorm backward: dinp = resid + term", dinp, want_d, 1e-5);
     expect_rounded("rmsnorm backward: dinp's bf16 copy", dinp16, dinp);
     Floats alone(n, NAN);
     run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel(alone.data(), nullptr, nullptr, dout.data(), x.data(), w.data(), rstd.data(), N, C);
+        rmsnorm_backward_input_kernel<float>(alone.data(), nullptr, nullptr, dout.data(), x.data(), w.data(),
+                                             rstd.data(), N, C);
     });
     expect_close("rmsnorm backward: resid NULL, the term", alone, term, 1e-5);
     Floats acc = b;
     run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel(acc.data(), nullptr, acc.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+        rmsnorm_backward_input_kernel<float>(acc.data(), nullptr, acc.data(), dout.data(), x.data(), w.data(),
+                                             rstd.data(), N, C);
     });
     expect_close("rmsnorm backward: resid == dinp accumulates", acc, want_d, 1e-5);
+
+    // bf16 mode's dout (the norm output's gradient as its GEMM stores it): the fp32 form on the
+    // widened values, bit for bit.
+    const Bf16s d16 = to_bf16(dout);
+    const Floats dw16 = widen(d16);
+    Floats ref(n, NAN), got(n, NAN);
+    run(blocks, threads, [&] {
+        rmsnorm_backward_input_kernel<float>(ref.data(), nullptr, b.data(), dw16.data(), x.data(), w.data(),
+                                             rstd.data(), N, C);
+    });
+    run(blocks, threads, [&] {
+        rmsnorm_backward_input_kernel<__nv_bfloat16>(got.data(), nullptr, b.data(), d16.data(), x.data(), w.data(),
+                                                     rstd.data(), N, C);
+    });
+    expect_bitwise("rmsnorm backward, bf16 dout: fp32's on the widened dout", got, ref);
+
+    // The weight gradient: per-chunk partial sums (chunks of 4 rows here, so 4 chunks, the last
+    // partial; 3 column blocks, the last partial), then their sum in chunk order, += dweight.
+    const int chunk = 4, chunks = (N + chunk - 1) / chunk;
+    const Floats dw0 = uniform(C, 13);
+    Floats want_w = dw0, got_w = dw0, got_w16 = dw0;
+    rmsnorm_backward(NULL, want_w.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    std::vector<double> partial((size_t)chunks * C, NAN), partial16((size_t)chunks * C, NAN);
+    simt_launch(dim3{(unsigned)((C + 31) / 32), (unsigned)chunks, 1}, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+        rmsnorm_dweight_partial_kernel<float>(partial.data(), dout.data(), x.data(), rstd.data(), N, C, chunk);
+    });
+    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w.data(), partial.data(), chunks, C); });
+    expect_close("rmsnorm weight gradient (+=)", got_w, want_w, 1e-6);
+    simt_launch(dim3{(unsigned)((C + 31) / 32), (unsigned)chunks, 1}, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+        rmsnorm_dweight_partial_kernel<__nv_bfloat16>(partial16.data(), d16.data(), x.data(), rstd.data(), N, C, chunk);
+    });
+    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w16.data(), partial16.data(), chunks, C); });
+    Floats ref_w = dw0;
+    simt_launch(dim3{(unsigned)((C + 31) / 32), (unsigned)chunks, 1}, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+        rmsnorm_dweight_partial_kernel<float>(partial.data(), dw16.data(), x.data(), rstd.data(), N, C, chunk);
+    });
+    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(ref_w.data(), partial.data(), chunks, C); });
+    expect_bitwise("rmsnorm weight gradient, bf16 dout: fp32's on the widened dout", got_w16, ref_w);
 }
 
 // ---- swiglu_kernels.cuh -------------------------------------------------------------------
@@ -221,7 +268,8 @@ static void test_rope(void) {
     run(3, 8, [&] { rope_forward_kernel(out.data(), x.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_close("rope forward", out, want, 1e-6);
     Floats inplace = x;
-    run(3, 8, [&] { rope_forward_kernel(inplace.data(), inplace.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
+    run(3, 8,
+        [&] { rope_forward_kernel(inplace.data(), inplace.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_bitwise("rope forward in place: as out-of-place", inplace, out);
     run(3, 8, [&] { rope_backward_kernel(dx.data(), dout.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_close("rope backward: dx (written)", dx, want_dx, 1e-6);

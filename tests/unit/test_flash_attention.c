@@ -275,7 +275,7 @@ static void test_slot_bytes(void) {
     // gradient once it has read it), not layers + 1, and dxmid one (N, C) buffer a slot.
     // And gate and up (N, I) each are stored bf16 by their GEMM, and so are q (N, Q), k and v
     // (N, KV) by theirs, and the slot's attention output gradient (N, Q) and MLP hidden gradient
-    // (N, I) by theirs.
+    // (N, I) by theirs, and each layer's norm output gradients dln1 and dln2 (N, C) by theirs.
     const size_t N = (size_t)rows * T, C = (size_t)cfg.hidden, I = (size_t)cfg.intermediate;
     const size_t Q = (size_t)cfg.heads * cfg.head_dim, KV = (size_t)cfg.kv_heads * cfg.head_dim;
     const size_t half_c = carved(N * C) - carved(N * C / 2), half_i = carved(N * I) - carved(N * I / 2);
@@ -283,7 +283,7 @@ static void test_slot_bytes(void) {
     const size_t grads = carved(N * Q) + 2 * carved(N * KV) + 2 * carved(N * I) - carved(N * (Q + 2 * KV) / 2) -
                          carved(N * I);
     const size_t dresid = carved(N * C) - 2 * carved(N * C / 2);   // per layer: fp32 dxmid -> dout_16 + dxmid_16
-    const size_t saved = (size_t)cfg.layers * (2 * half_c + 3 * half_i + 2 * half_q + 2 * half_kv + grads + dresid) +
+    const size_t saved = (size_t)cfg.layers * (4 * half_c + 3 * half_i + 2 * half_q + 2 * half_kv + grads + dresid) +
                          half_c + half_q + half_i + (size_t)cfg.layers * carved(N * C) - carved(N * C);
     const size_t gpu16 = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA, true);
     CHECK(gpu - gpu16 == saved, "bf16: %zu fewer bytes, want %zu", gpu - gpu16, saved);

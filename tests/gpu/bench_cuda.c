@@ -1,7 +1,8 @@
 // Forward + backward of one Llama decoder layer at 125M-parameter shapes on the bf16 GEMM
 // path (C = 768, 12 heads of 64, 4 kv heads, FF = 2048, T = 1024, B = 4), timed with CUDA
 // events, plus one large bf16 and fp32 GEMM for the device's reference rate.
-//   bench_cuda [iterations]        (built, not run by ctest; prints TFLOP/s)
+//   bench_cuda [iterations]        (built, not run by ctest; prints TFLOP/s; the emulated build
+//                                   at a small shape is: bench_cuda_emulated)
 // FLOPs counted: every GEMM, and flash attention's products over the causal pairs as it
 // computes them (below). Elementwise kernels are timed but not counted. The layer runs the bf16
 // mode's attention (tensor cores); attention alone is also timed in both forms.
@@ -11,8 +12,14 @@
 #include <string.h>
 #include "kernels/cuda/kernels_cuda.h"
 
+#ifndef BENCH_CUDA_SMALL
 enum { B = 4, T = 1024, N = B * T, C = 768, NH = 12, NKV = 4, HD = C / NH, CKV = NKV * HD,
        FF = 2048 };
+enum { GEMM_OC = 3072 };
+#else   // the same calls at a shape the GPU emulator runs in seconds (tests/gpu_emu: bench_cuda_emulated)
+enum { B = 2, T = 64, N = B * T, C = 64, NH = 4, NKV = 2, HD = C / NH, CKV = NKV * HD, FF = 128 };
+enum { GEMM_OC = 256 };
+#endif
 
 static CudaCtx *ctx;
 
@@ -187,7 +194,6 @@ static void fwd_bwd(struct Layer *L) {
 static struct Layer *gemm_layer;
 static cuda_bf16 *gA_b, *gW_b;
 static float *gA_f, *gW_f, *gOut;
-enum { GEMM_OC = 3072 };
 static void gemm_bf16(struct Layer *L) { (void)L; cuda_linear_forward_bf16(ctx, gOut, gA_b, gW_b, N, C, GEMM_OC); }
 static void gemm_f32(struct Layer *L) { (void)L; cuda_linear_forward(ctx, gOut, gA_f, gW_f, N, C, GEMM_OC); }
 

@@ -534,12 +534,6 @@ static void lin_fwd(StageCuda *c, float *out, const void *in, const float *W, in
     else cuda_linear_forward(c->ctx, out, in, W, N, IC, OC);
 }
 
-// dinp(N, IC) = dout(N, OC) @ W (written: no zeroing first)
-static void lin_bwd_in(StageCuda *c, float *dinp, const void *dout, const float *W, int N, int IC, int OC) {
-    if (c->bf16) cuda_linear_backward_input_bf16(c->ctx, dinp, dout, w16_of(c, W), N, IC, OC);
-    else cuda_linear_backward_input(c->ctx, dinp, dout, W, N, IC, OC);
-}
-
 // dW(OC, IC) += dout(N, OC)^T @ in(N, IC)
 static void lin_bwd_w(StageCuda *c, float *dW, const void *dout, const void *in, int N, int IC, int OC) {
     if (c->bf16) cuda_linear_backward_weight_bf16(c->ctx, dW, dout, in, N, IC, OC);
@@ -772,6 +766,11 @@ static uint16_t *dresid_copy(const StageCuda *c, const StageModel *s, const Stag
     return s->has_embed ? NULL : ((const ActsCuda *)a->dev)->din_msg;
 }
 
+// Input gradients through a linear layer are written by their GEMM in both modes (no zeroing
+// first): fp32 mode's with cuda_linear_backward_input, bf16 mode's stored bf16 by
+// cuda_linear_backward_input_to_bf16 (each has one reader, or the weight half reads it as a
+// bf16 operand), so bf16 mode makes no fp32-result input-gradient GEMM.
+
 // A norm's input gradient through the projections after it: their input-gradient GEMM (the
 // packed gradient dproj (N, OC) of the OC = all their outputs, weights W back to back) into the
 // norm output's gradient dln (N, C), kept for the weight half (bf16 mode: stored bf16, dln16),
@@ -783,7 +782,7 @@ static void norm_input_grad(StageCuda *c, float *dln, uint16_t *dln16, const voi
         cuda_linear_backward_input_to_bf16(c->ctx, dln16, dproj, w16_of(c, W), d.N, d.C, OC);
         cuda_residual_rmsnorm_backward_bf16(c->ctx, dx, dx16, resid, dln16, inp, weight, rstd, d.N, d.C);
     } else {
-        lin_bwd_in(c, dln, dproj, W, d.N, d.C, OC);
+        cuda_linear_backward_input(c->ctx, dln, dproj, W, d.N, d.C, OC);
         cuda_residual_rmsnorm_backward(c->ctx, dx, dx16, resid, dln, inp, weight, rstd, d.N, d.C);
     }
 }
@@ -805,7 +804,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
         cuda_linear_backward_input_to_bf16(c->ctx, a->dh_16, la->dout_16, w16_of(c, w->wdown), d.N, d.I, d.C);
         cuda_swiglu_backward_bf16(c->ctx, la->dgate_up_16, 2 * d.I, a->dh_16, la->gate_16, la->up_16, d.N, d.I);
     } else {
-        lin_bwd_in(c, a->dh, dout, w->wdown, d.N, d.I, d.C);
+        cuda_linear_backward_input(c->ctx, a->dh, dout, w->wdown, d.N, d.I, d.C);
         cuda_swiglu_backward(c->ctx, la->dgate, la->dup, a->dh, la->gate, la->up, d.N, d.I);
     }
     float *dxmid = c->bf16 ? a->dxmid : la->dxmid;   // bf16: a slot-wide buffer, kept as dxmid_16
@@ -824,7 +823,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
         cuda_rope_backward_bf16(c->ctx, la->dqkv_16 + d.Q, ld, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV,
                                 d.HD);
     } else {
-        lin_bwd_in(c, a->datty, dxmid, w->wo, d.N, d.Q, d.C);
+        cuda_linear_backward_input(c->ctx, a->datty, dxmid, w->wo, d.N, d.Q, d.C);
         cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,
                                       la->atty, la->lse, d.B, d.T, d.NH, d.NKV, d.HD);
         cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);

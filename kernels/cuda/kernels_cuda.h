@@ -185,6 +185,8 @@ void cuda_linear_forward_shared_bf16(CudaCtx *ctx, float *out, size_t out_stride
 void cuda_linear_forward_shared_to_bf16(CudaCtx *ctx, cuda_bf16 *out, size_t out_stride, const cuda_bf16 *inp,
                                         const cuda_bf16 *W, size_t W_stride, int batch, int N, int IC, int OC);
 // The same three with bf16 operands, fp32 accumulation, fp32 results (overwrite, overwrite, +=).
+// bf16 mode's engine calls the forward and the weight form; its input gradients are stored bf16
+// (the _to_bf16 form below), which test_cuda_kernels holds to this fp32-result one.
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
                               const cuda_bf16 *W, int N, int IC, int OC);
 void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout,

@@ -27,7 +27,8 @@
 // rounded to bf16).
 //
 // The bf16 mode runs the *_bf16 functions at the end: the same walk in 64-row tiles, 4 warps of
-// 16 rows, with every product on tensor cores (kernels/cuda/flash_mma_kernels.cuh; what they
+// 16 rows, with every product on tensor cores (mma.sync, the softmax in registers:
+// kernels/cuda/flash_mma_kernels.cuh; what they
 // round is in flash_tile.h, "Tensor-core tiles"). Head dims that are not a multiple of 16 up to
 // 128 fall back to the fp32 kernels.
 //
@@ -42,8 +43,9 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/flash_mma_kernels.cuh"
 
-// Dynamic shared memory above 48 KiB must be asked for per kernel (HD 128: about 70 KiB
-// forward, 105 KiB for dk/dv; HD 256 needs more than an A100's 163 KiB for dk/dv).
+// Dynamic shared memory above 48 KiB must be asked for per kernel (the tensor-core kernels at
+// HD 128: about 51 KiB forward, 68 KiB backward; the fp32 dk/dv kernel at HD 256 needs more
+// than an A100's 163 KiB).
 // The grant is per kernel and device, so the context (one device, one stage's thread) keeps
 // what it asked for and asks the driver again only for more; a full table just asks every time.
 template <typename Kernel>

@@ -1,42 +1,33 @@
 // kernels/cuda/flash_mma_kernels.cuh: flash attention on tensor cores, the bf16 mode's kernels
 // (kernels/cuda/flash_attention.cu launches them; flash_kernels.cuh holds the fp32 ones, whose
-// walk over tiles these repeat). The products q k^T, P v, dout v^T, dS k, k q^T, v dout^T,
-// P^T dout and dS^T q run as nvcuda::wmma 16 x 16 x 16 bf16 tiles with fp32 accumulators; the
-// online softmax, the probabilities and the score gradients are fp32 on CUDA cores, between
-// the products, through shared memory. flash_tile.h ("Tensor-core tiles") says what is
-// rounded to bf16 and in what order each sum is taken; tests/gpu_emu/flash_emu.c computes the
-// same numbers element by element, and tests/gpu_emu/test_flash_simt.cc runs this source on
-// CPU threads (simt.h emulates wmma) and holds it bitwise to that.
+// walk over tiles these repeat). Every product (q k^T, P v, dout v^T, dS k, k q^T, v dout^T,
+// P^T dout, dS^T q) runs as mma.sync m16n8k16 with bf16 operands and fp32 accumulators
+// (mma_sync.cuh), FlashAttention-2's way: the scores stay in their accumulators, the softmax
+// runs on them in registers (each element's row and column known from the published layout),
+// and the rounded probabilities and score gradients become the next product's A operand
+// without touching shared memory. flash_tile.h ("Tensor-core tiles") says what is rounded to
+// bf16 and in what order each sum is taken; tests/gpu_emu/flash_emu.c computes the same numbers
+// element by element, and tests/gpu_emu/test_flash_simt.cc runs this source on CPU threads
+// (simt.h emulates mma.sync and ldmatrix on those layouts) and holds it bitwise to that.
 //
 // A block is 4 warps; a tile is 64 rows, warp w owning rows 16 w .. 16 w + 15 (query rows in
 // forward and dq, key rows in dk/dv), so each warp's products, softmax rows and accumulators
-// are its own and the warp syncs alone between them; the block syncs only around tile loads.
-// Shared tiles: bf16 (64, HD + 8) operands, fp32 (64, 68) score tiles, bf16 (64, 72)
-// probability tiles (the pads keep wmma's 32-byte alignment and spread rows over the banks).
-// Rows past T load as zeros and their probabilities are masked to 0, so they add exact zeros.
-// A warp's accumulators stay in registers across the whole walk (HD / 16 tiles each); the
-// forward's rescale by alpha needs each accumulator element's row, which the hardware's
-// fragment layout does not publish, so the block loads a tile of row numbers once
-// (accumulator_rows) and reads every element's row from it.
+// are its own; the block syncs only around tile loads. Shared memory holds only the bf16
+// (64, HD + 8) operand tiles (the pad puts ldmatrix's 8 rows of 16 bytes in 8 different bank
+// groups) and, for dk/dv, the query tile's row statistics. Lane 4 g + t holds rows g and g + 8
+// of its warp's 16 and columns 2t, 2t + 1 of every 8: a score row's 64 columns are its quad's 4
+// lanes' 16 each, and the row's max and sum meet over the quad by two shuffles. Rows past T
+// load as zeros and their probabilities are masked to 0, so they add exact zeros.
 #ifndef PPTRAIN_KERNELS_CUDA_FLASH_MMA_KERNELS_CUH
 #define PPTRAIN_KERNELS_CUDA_FLASH_MMA_KERNELS_CUH
-#ifdef __CUDACC__
-#include <mma.h>
-#endif
 #include "kernels/cuda/flash_kernels.cuh"
-
-namespace wmma = nvcuda::wmma;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> MmaA;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> MmaB;    // (depth, col) rows
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> MmaBt;   // a tile's rows as columns
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> MmaAcc;
+#include "kernels/cuda/mma_sync.cuh"
 
 #define MMA_WARPS 4
 #define MMA_THREADS (32 * MMA_WARPS)
-#define MMA_SLD (FLASH_MMA_ROWS + 4)   // fp32 score tile row stride
-#define MMA_PLD (FLASH_MMA_ROWS + 8)   // bf16 probability tile row stride
-static_assert(FLASH_MMA_ROWS == 16 * MMA_WARPS && FLASH_MMA_ROWS == 2 * FLASH_MMA_HALF,
-              "a tile is a warp's 16 rows each, a score row two lanes' halves");
+#define MMA_FULL 0xffffffffu
+static_assert(FLASH_MMA_ROWS == 16 * MMA_WARPS && FLASH_MMA_ROWS == 64,
+              "a tile is a warp's 16 rows each, 8 column blocks");
 
 // f(MmaHeadDim<HD>()) for the head dims the kernels are built for (flash_mma_takes), so a
 // caller names the kernels' template argument once: f's `decltype(hd)::value`.
@@ -60,7 +51,7 @@ static void mma_dispatch(int HD, F f) {
 }
 static_assert(FLASH_MMA_MAX_HD == 128, "mma_dispatch lists the multiples of 16 up to FLASH_MMA_MAX_HD");
 
-// Shared memory, carved in 32-byte pieces (wmma's alignment) from the block's floats.
+// Shared memory, carved in 32-byte pieces from the block's floats (ldmatrix reads 16-byte rows).
 struct MmaCarve {
     float *base;
     size_t used;   // floats
@@ -74,22 +65,15 @@ struct MmaCarve {
 // The same carving counted on the host: a kernel's shared bytes.
 static size_t mma_pieces(size_t floats) { return (floats + 7) / 8 * 8; }
 static size_t mma_operand_floats(int HD) { return mma_pieces((size_t)FLASH_MMA_ROWS * (HD + 8) / 2); }
-static size_t mma_forward_smem(int HD) {   // Q K V, S, P, row numbers, m l alpha, two lanes' max and sum
-    return 3 * mma_operand_floats(HD) + mma_pieces(FLASH_MMA_ROWS * MMA_SLD) + mma_pieces(FLASH_MMA_ROWS * MMA_PLD / 2) +
-           mma_pieces(256) + 3 * mma_pieces(FLASH_MMA_ROWS) + 2 * mma_pieces(2 * FLASH_MMA_ROWS);
-}
-static size_t mma_backward_smem(int HD) {   // mma_backward_tiles: 4 operands, 2 score and 2 probability tiles, L, D
-    return 4 * mma_operand_floats(HD) + 2 * mma_pieces(FLASH_MMA_ROWS * MMA_SLD) +
-           2 * mma_pieces(FLASH_MMA_ROWS * MMA_PLD / 2) + 2 * mma_pieces(FLASH_MMA_ROWS);
+static size_t mma_forward_smem(int HD) { return 3 * mma_operand_floats(HD); }   // Q K V
+static size_t mma_backward_smem(int HD) {   // mma_backward_tiles: 4 operands, the query rows' L and D
+    return 4 * mma_operand_floats(HD) + 2 * mma_pieces(FLASH_MMA_ROWS);
 }
 
-// The backward kernels' shared memory, one layout for both (mma_backward_smem counts it): the
-// four bf16 operand tiles, two fp32 score tiles, two bf16 probability tiles, the rows' L and D.
+// The backward kernels' shared memory, one layout for both (mma_backward_smem counts it).
 struct MmaBackwardTiles {
     __nv_bfloat16 *Q, *dO, *K, *V;
-    float *S, *dP;           // (64, MMA_SLD)
-    __nv_bfloat16 *P, *dS;   // (64, MMA_PLD)
-    float *L, *D;            // (64)
+    float *L, *D;   // (64): dk/dv's query tile's statistics
 };
 template <int HD>
 __device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
@@ -97,8 +81,6 @@ __device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
     const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
     MmaBackwardTiles t;
     t.Q = carve.bf16s(operand), t.dO = carve.bf16s(operand), t.K = carve.bf16s(operand), t.V = carve.bf16s(operand);
-    t.S = carve.floats(FLASH_MMA_ROWS * MMA_SLD), t.dP = carve.floats(FLASH_MMA_ROWS * MMA_SLD);
-    t.P = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD), t.dS = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD);
     t.L = carve.floats(FLASH_MMA_ROWS), t.D = carve.floats(FLASH_MMA_ROWS);
     return t;
 }
@@ -122,71 +104,56 @@ __device__ static void load_stats(float *dst, const float *stats, int t0, int ro
     for (int r = threadIdx.x; r < FLASH_MMA_ROWS; r += blockDim.x) dst[r] = r < rows ? stats[t0 + r] : 0.0f;
 }
 
-// out(16, 16) = sum over the depth HD of A's 16 rows against B's 16 rows (both bf16 (rows,
-// HD + 8) tiles): A B^T, the scores of query rows against key rows or the like.
-template <int HD>
-__device__ static void mma_rows_dot(MmaAcc &out, const __nv_bfloat16 *A, const __nv_bfloat16 *B) {
-    wmma::fill_fragment(out, 0.0f);
-    for (int c = 0; c < HD / 16; c++) {
-        MmaA a;
-        MmaBt b;
-        wmma::load_matrix_sync(a, A + 16 * c, HD + 8);
-        wmma::load_matrix_sync(b, B + 16 * c, HD + 8);
-        wmma::mma_sync(out, a, b, out);
-    }
-}
+// This lane's place in its warp's accumulators: element e of column block j is row
+// r0 + g + 8 (e / 2), column 8 j + 2 t + e % 2.
+struct MmaLane {
+    int r0, g, t;
+    __device__ MmaLane() : r0(16 * (int)(threadIdx.x / 32)), g((int)(threadIdx.x % 32) / 4), t((int)threadIdx.x % 4) {}
+    __device__ int row(int e) const { return r0 + g + 8 * (e / 2); }
+    __device__ int col(int j, int e) const { return 8 * j + 2 * t + e % 2; }
+};
 
-// The warp's 16 rows of a (64, 64) fp32 tile: S[16 w + i][16 j + c] = (A_w B_j^T) for the 4
-// column blocks j: A's rows 16 w.., B's rows 16 j.. (bf16 operand tiles).
-template <int HD>
-__device__ static void mma_scores(float *S, const __nv_bfloat16 *A, const __nv_bfloat16 *B, int warp) {
-    for (int j = 0; j < MMA_WARPS; j++) {
-        MmaAcc s;
-        mma_rows_dot<HD>(s, A + 16 * warp * (HD + 8), B + 16 * j * (HD + 8));
-        wmma::store_matrix_sync(S + 16 * warp * MMA_SLD + 16 * j, s, MMA_SLD, wmma::mem_row_major);
-    }
-}
-
-// acc[c] += P_w X[:, 16 c ..] for every column block c: the warp's 16 rows of a bf16 (64, 72)
-// probability-like tile against the 64 rows of a bf16 operand tile X, 16 of its rows a step.
-template <int HD>
-__device__ static void mma_accumulate(MmaAcc *acc, const __nv_bfloat16 *P, const __nv_bfloat16 *X, int warp) {
-    for (int c = 0; c < HD / 16; c++)
-        for (int j = 0; j < MMA_WARPS; j++) {
-            MmaA a;
-            MmaB b;
-            wmma::load_matrix_sync(a, P + 16 * warp * MMA_PLD + 16 * j, MMA_PLD);
-            wmma::load_matrix_sync(b, X + 16 * j * (HD + 8) + 16 * c, HD + 8);
-            wmma::mma_sync(acc[c], a, b, acc[c]);
+// acc[j] (j < N / 8) = rows r0 .. r0 + 15 of A against rows n0 + 8 j .. n0 + 8 j + 7 of Bt, both
+// bf16 (64, HD + 8) tiles, over the depth HD 16 at a time in order: (16, N) scores A Bt^T.
+template <int HD, int N>
+__device__ static void mma_scores(float (*acc)[4], const __nv_bfloat16 *A, int r0, const __nv_bfloat16 *Bt, int n0) {
+    for (int j = 0; j < N / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int c = 0; c < HD; c += 16) {
+        uint32_t a[4];
+        ldmatrix_x4(a, ldmatrix_block_row(A, HD + 8, r0, c));
+        for (int j = 0; j < N / 8; j += 2) {
+            uint32_t b[4];
+            ldmatrix_x4(b, ldmatrix_bt_row(Bt, HD + 8, n0 + 8 * j, c));
+            mma_bf16_16816(acc[j], a, b[0], b[1], acc[j]);
+            mma_bf16_16816(acc[j + 1], a, b[2], b[3], acc[j + 1]);
         }
+    }
 }
 
-// Writes the warp's 16 x HD accumulator rows out, 64 columns at a time through its rows of the
-// fp32 tile S: emit(row in the tile, column, value) for every element.
+// acc[c] (c < HD / 8) += p X: p the warp's (16, N) accumulators (already bf16 values), X's rows
+// x0 .. x0 + N - 1 (a bf16 (64, HD + 8) tile) the depth, 16 of it a step in order.
+template <int HD, int N>
+__device__ static void mma_accumulate(float (*acc)[4], const float (*p)[4], const __nv_bfloat16 *X, int x0) {
+    for (int k = 0; k < N / 8; k += 2) {
+        uint32_t a[4];
+        mma_a_from_c(a, p[k], p[k + 1]);
+        for (int c = 0; c < HD / 8; c += 2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, ldmatrix_block_row(X, HD + 8, x0 + 8 * k, 8 * c));
+            mma_bf16_16816(acc[c], a, b[0], b[1], acc[c]);
+            mma_bf16_16816(acc[c + 1], a, b[2], b[3], acc[c + 1]);
+        }
+    }
+}
+
+// emit(row in the tile, column, value) for every element of this lane's (16, HD) accumulators.
 template <int HD, typename Emit>
-__device__ static void mma_emit_rows(const MmaAcc *acc, float *S, int warp, Emit emit) {
-    const int lane = threadIdx.x % 32;
-    for (int c0 = 0; c0 < HD / 16; c0 += 4) {
-        const int blocks = min(4, HD / 16 - c0);
-        __syncwarp();   // the warp's earlier readers of S are done
-        for (int c = 0; c < blocks; c++)
-            wmma::store_matrix_sync(S + 16 * warp * MMA_SLD + 16 * c, acc[c0 + c], MMA_SLD, wmma::mem_row_major);
-        __syncwarp();
-        for (int i = lane; i < 16 * 16 * blocks; i += 32) {
-            const int r = 16 * warp + i / (16 * blocks), col = i % (16 * blocks);
-            emit(r, 16 * c0 + col, S[r * MMA_SLD + col]);
-        }
-    }
+__device__ static void mma_emit(const float (*acc)[4], const MmaLane &ln, Emit emit) {
+    for (int c = 0; c < HD / 8; c++)
+        for (int e = 0; e < 4; e++) emit(ln.row(e), ln.col(c, e), acc[c][e]);
 }
 
-// The block's table of each accumulator element's row (within its 16 x 16 tile): `rows` is
-// loaded from a tile whose elements are their row numbers, so rows.x[e] is element e's row in
-// the hardware's layout. Block-wide (a __syncthreads inside).
-__device__ static void accumulator_rows(MmaAcc &rows, float *table) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) table[i] = (float)(i / 16);
-    __syncthreads();
-    wmma::load_matrix_sync(rows, table, 16, wmma::mem_row_major);
-}
+__device__ __forceinline__ static float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
 template <int HD>
 __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
@@ -196,116 +163,118 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
     MmaCarve carve = {sh, 0};
     const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
     __nv_bfloat16 *Qs = carve.bf16s(operand), *Ks = carve.bf16s(operand), *Vs = carve.bf16s(operand);
-    float *S = carve.floats(FLASH_MMA_ROWS * MMA_SLD);
-    __nv_bfloat16 *P = carve.bf16s(FLASH_MMA_ROWS * MMA_PLD);
-    float *table = carve.floats(256), *m = carve.floats(FLASH_MMA_ROWS), *l = carve.floats(FLASH_MMA_ROWS);
-    float *alpha = carve.floats(FLASH_MMA_ROWS), *half_max = carve.floats(2 * FLASH_MMA_ROWS);
-    float *half_sum = carve.floats(2 * FLASH_MMA_ROWS);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = 16 * warp + lane / 2, half = lane % 2, c0 = FLASH_MMA_HALF * half;   // this lane's half row
+    const MmaLane ln;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
     const int q0 = heavy_first_tile() * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     load_tile_bf16<HD>(Qs, head_rows(q, b, h, T, NH, HD), q0, nq);
-    for (int i = threadIdx.x; i < FLASH_MMA_ROWS; i += blockDim.x) m[i] = -INFINITY, l[i] = 0.0f;
-    MmaAcc rows, acc[HD / 16];
-    accumulator_rows(rows, table);
-    for (int c = 0; c < HD / 16; c++) wmma::fill_fragment(acc[c], 0.0f);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};   // rows g and g + 8: the quad's copies agree
+    float acc[HD / 8][4];
+    for (int c = 0; c < HD / 8; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     const int key_tiles = (q0 + nq - 1) / FLASH_MMA_ROWS + 1;   // causal: none past the last query
     for (int kt = 0; kt < key_tiles; kt++) {
-        const int k0 = kt * FLASH_MMA_ROWS, nk = min(FLASH_MMA_ROWS, T - k0);
+        const int k0 = kt * FLASH_MMA_ROWS;
         __syncthreads();   // the previous tile's readers are done
-        load_tile_bf16<HD>(Ks, kr, k0, nk);
-        load_tile_bf16<HD>(Vs, vr, k0, nk);
+        load_tile_bf16<HD>(Ks, kr, k0, min(FLASH_MMA_ROWS, T - k0));
+        load_tile_bf16<HD>(Vs, vr, k0, min(FLASH_MMA_ROWS, T - k0));
         __syncthreads();
-        mma_scores<HD>(S, Qs, Ks, warp);
-        __syncwarp();
-        // The online softmax of row r, this lane's half: scaled and masked scores, the half's max;
-        // then the row's max (both halves), its probabilities rounded to bf16, the half's sum of
-        // those; then one lane updates the row's m, l and alpha. Keys past T are above the
-        // diagonal of every row before T.
-        float *s = &S[r * MMA_SLD + c0];
-        for (int c = 0; c < FLASH_MMA_HALF; c++) s[c] = k0 + c0 + c <= q0 + r ? scale * s[c] : -INFINITY;
-        half_max[2 * r + half] = flash_row_max(-INFINITY, s, FLASH_MMA_HALF);
-        __syncwarp();
-        const float m_new = fmaxf(fmaxf(m[r], half_max[2 * r]), half_max[2 * r + 1]);
-        for (int c = 0; c < FLASH_MMA_HALF; c++) {
-            const __nv_bfloat16 p = __float2bfloat16_rn(flash_exp(s[c], m_new));
-            P[r * MMA_PLD + c0 + c] = p;
-            s[c] = __bfloat162float(p);
-        }
-        half_sum[2 * r + half] = flash_row_sum(s, FLASH_MMA_HALF);
-        __syncwarp();
-        if (half == 0) {
-            alpha[r] = flash_rescale(m[r], m_new);
+        float s[8][4];
+        mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0);
+        // The online softmax of this lane's two rows: scaled and masked scores and their max over
+        // the quad; probabilities rounded to bf16 and their sum (flash_mma_row_sum's order: this
+        // lane's 16 in column order, then the quad's pairwise); then m, l, and acc by alpha. Keys
+        // past T are above the diagonal of every row before T.
+        for (int i = 0; i < 2; i++) {
+            const int qpos = q0 + ln.row(2 * i);
+            float mx = -INFINITY;
+            for (int j = 0; j < 8; j++)
+                for (int e = 2 * i; e < 2 * i + 2; e++) {
+                    s[j][e] = k0 + ln.col(j, e) <= qpos ? scale * s[j][e] : -INFINITY;
+                    mx = fmaxf(mx, s[j][e]);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 2));
+            const float m_new = fmaxf(m[i], mx), alpha = flash_rescale(m[i], m_new);
+            float sum = 0.0f;
+            for (int j = 0; j < 8; j++)
+                for (int e = 2 * i; e < 2 * i + 2; e++) {
+                    s[j][e] = bf16_round(flash_exp(s[j][e], m_new));
+                    sum += s[j][e];
+                }
+            sum += __shfl_xor_sync(MMA_FULL, sum, 1);
+            sum += __shfl_xor_sync(MMA_FULL, sum, 2);
             if (m_new != -INFINITY) {
-                l[r] = l[r] * alpha[r] + (half_sum[2 * r] + half_sum[2 * r + 1]);
-                m[r] = m_new;
+                l[i] = l[i] * alpha + sum;
+                m[i] = m_new;
             }
+            for (int c = 0; c < HD / 8; c++) acc[c][2 * i] *= alpha, acc[c][2 * i + 1] *= alpha;
         }
-        __syncwarp();
-        for (int c = 0; c < HD / 16; c++)   // acc = alpha acc, then + P v
-            for (int e = 0; e < acc[c].num_elements; e++) acc[c].x[e] *= alpha[16 * warp + (int)rows.x[e]];
-        mma_accumulate<HD>(acc, P, Vs, warp);
+        mma_accumulate<HD, 64>(acc, s, Vs, 0);
     }
     __nv_bfloat16 *ob = out + ((size_t)b * T * NH + h) * HD;   // bf16: the o projection's operand
-    mma_emit_rows<HD>(acc, S, warp, [&](int row, int d, float x) {
-        if (row < nq) flash_store(&ob[(size_t)(q0 + row) * NH * HD + d], x / l[row]);
+    mma_emit<HD>(acc, ln, [&](int row, int d, float x) {
+        if (row < nq) flash_store(&ob[(size_t)(q0 + row) * NH * HD + d], x / l[(row - ln.r0) / 8]);
     });
-    if (half == 0 && r < nq) lse[(size_t)bh * T + q0 + r] = flash_logsumexp(m[r], l[r]);
+    for (int i = 0; i < 2; i++) {
+        const int row = ln.row(2 * i);
+        if (ln.t == 0 && row < nq) lse[(size_t)bh * T + q0 + row] = flash_logsumexp(m[i], l[i]);
+    }
 }
 
 // dq = scale dS k: block (query tile, b * NH + h), warp w its 16 query rows, key tiles as
-// forward. Per key tile: S = q k^T and dP = dout v^T (tensor cores), then per element p =
+// forward. Per key tile: S = q k^T and dP = dout v^T in accumulators, then per element p =
 // flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 template <int HD>
 __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
                                     const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                                    const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse, const float *__restrict__ dsum, int T, int NH,
-                                    int NKV, float scale) {
+                                    const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
+                                    const float *__restrict__ dsum, int T, int NH, int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
-    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (P unused here)
-    __nv_bfloat16 *Qs = t.Q, *dOs = t.dO, *Ks = t.K, *Vs = t.V, *dS = t.dS;
-    float *S = t.S, *dP = t.dP, *Ls = t.L, *Ds = t.D;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = 16 * warp + lane / 2, c0 = FLASH_MMA_HALF * (lane % 2);
+    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (L, D unused here: this lane's rows' in registers)
+    const MmaLane ln;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
     const int q0 = heavy_first_tile() * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
-    load_tile_bf16<HD>(Qs, head_rows(q, b, h, T, NH, HD), q0, nq);
-    load_tile_bf16<HD>(dOs, head_rows(dout, b, h, T, NH, HD), q0, nq);
-    load_stats(Ls, lse + (size_t)bh * T, q0, nq);
-    load_stats(Ds, dsum + (size_t)bh * T, q0, nq);
+    load_tile_bf16<HD>(t.Q, head_rows(q, b, h, T, NH, HD), q0, nq);
+    load_tile_bf16<HD>(t.dO, head_rows(dout, b, h, T, NH, HD), q0, nq);
+    float L[2], D[2];   // rows g and g + 8 (padded rows: 0, finite)
+    for (int i = 0; i < 2; i++) {
+        const int row = ln.row(2 * i);
+        L[i] = row < nq ? lse[(size_t)bh * T + q0 + row] : 0.0f;
+        D[i] = row < nq ? dsum[(size_t)bh * T + q0 + row] : 0.0f;
+    }
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
-    MmaAcc acc[HD / 16];
-    for (int c = 0; c < HD / 16; c++) wmma::fill_fragment(acc[c], 0.0f);
+    float acc[HD / 8][4];
+    for (int c = 0; c < HD / 8; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     const int key_tiles = (q0 + nq - 1) / FLASH_MMA_ROWS + 1;
     for (int kt = 0; kt < key_tiles; kt++) {
-        const int k0 = kt * FLASH_MMA_ROWS, nk = min(FLASH_MMA_ROWS, T - k0);
+        const int k0 = kt * FLASH_MMA_ROWS;
         __syncthreads();
-        load_tile_bf16<HD>(Ks, kr, k0, nk);
-        load_tile_bf16<HD>(Vs, vr, k0, nk);
+        load_tile_bf16<HD>(t.K, kr, k0, min(FLASH_MMA_ROWS, T - k0));
+        load_tile_bf16<HD>(t.V, vr, k0, min(FLASH_MMA_ROWS, T - k0));
         __syncthreads();
-        mma_scores<HD>(S, Qs, Ks, warp);
-        mma_scores<HD>(dP, dOs, Vs, warp);
-        __syncwarp();
-        for (int c = c0; c < c0 + FLASH_MMA_HALF; c++) {
-            const float p = flash_prob(k0 + c <= q0 + r ? scale * S[r * MMA_SLD + c] : -INFINITY, Ls[r]);
-            dS[r * MMA_PLD + c] = __float2bfloat16_rn(flash_dscore(p, dP[r * MMA_SLD + c], Ds[r]));
-        }
-        __syncwarp();
-        mma_accumulate<HD>(acc, dS, Ks, warp);
+        float s[8][4], dp[8][4];
+        mma_scores<HD, 64>(s, t.Q, ln.r0, t.K, 0);
+        mma_scores<HD, 64>(dp, t.dO, ln.r0, t.V, 0);
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                const float p = flash_prob(k0 + ln.col(j, e) <= q0 + ln.row(e) ? scale * s[j][e] : -INFINITY, L[e / 2]);
+                s[j][e] = bf16_round(flash_dscore(p, dp[j][e], D[e / 2]));
+            }
+        mma_accumulate<HD, 64>(acc, s, t.K, 0);
     }
     float *db = dq + ((size_t)b * T * NH + h) * HD;
-    mma_emit_rows<HD>(acc, S, warp, [&](int row, int d, float x) {
+    mma_emit<HD>(acc, ln, [&](int row, int d, float x) {
         if (row < nq) db[(size_t)(q0 + row) * NH * HD + d] = flash_written(scale * x);
     });
 }
 
 // Block (key tile, b * NH + h), warp w its 16 key rows: query head h's share of dk and dv over
 // the query tiles from the diagonal on, as flash_dkdv_kernel (the same g = 1 / g > 1 split and
-// flash_group_sum_kernel after it). Per query tile: S^T = k q^T and dP^T = v dout^T, then per
-// element p (masked also past T: query rows there are padding), P^T and dS^T rounded to bf16,
-// then dv += P^T dout and dk += dS^T q.
+// flash_group_sum_kernel after it). Per query tile, in two halves of 32 query columns (so the
+// score accumulators take 32 registers, not 64, beside dk's and dv's): S^T = k q^T and dP^T =
+// v dout^T, then per element p (masked also past T: query rows there are padding), P^T and
+// dS^T rounded to bf16, then dv += P^T dout and dk += dS^T q. The halves keep each sum's order:
+// the query tile's 64 rows 16 at a time, in order.
 template <int HD>
 __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
                                       float *__restrict__ dv_part, const __nv_bfloat16 *__restrict__ dout,
@@ -313,55 +282,57 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float 
                                       const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
                                       const float *__restrict__ dsum, int T, int NH, int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
-    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // S, dP, P, dS as their transposes here
-    __nv_bfloat16 *Qs = t.Q, *dOs = t.dO, *Ks = t.K, *Vs = t.V, *Pt = t.P, *dSt = t.dS;
-    float *St = t.S, *dPt = t.dP, *Ls = t.L, *Ds = t.D;
-    const int g = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = 16 * warp + lane / 2, c0 = FLASH_MMA_HALF * (lane % 2);   // key row, query half
-    const int b = blockIdx.y / NH, h = blockIdx.y % NH, kvh = h / g;
+    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);
+    const MmaLane ln;   // rows: keys; columns: queries
+    const int g = NH / NKV, b = blockIdx.y / NH, h = blockIdx.y % NH, kvh = h / g;
     const size_t bh = blockIdx.y;
     const int k0 = blockIdx.x * FLASH_MMA_ROWS, nk = min(FLASH_MMA_ROWS, T - k0);
-    load_tile_bf16<HD>(Ks, head_rows(k, b, kvh, T, NKV, HD), k0, nk);
-    load_tile_bf16<HD>(Vs, head_rows(v, b, kvh, T, NKV, HD), k0, nk);
+    load_tile_bf16<HD>(t.K, head_rows(k, b, kvh, T, NKV, HD), k0, nk);
+    load_tile_bf16<HD>(t.V, head_rows(v, b, kvh, T, NKV, HD), k0, nk);
     const FlashRows<__nv_bfloat16> qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
-    MmaAcc dk_acc[HD / 16], dv_acc[HD / 16];
-    for (int c = 0; c < HD / 16; c++) wmma::fill_fragment(dk_acc[c], 0.0f), wmma::fill_fragment(dv_acc[c], 0.0f);
+    float dk_acc[HD / 8][4], dv_acc[HD / 8][4];
+    for (int c = 0; c < HD / 8; c++)
+        for (int e = 0; e < 4; e++) dk_acc[c][e] = dv_acc[c][e] = 0.0f;
     for (int qt = k0 / FLASH_MMA_ROWS; qt < flash_tiles(T, FLASH_MMA_ROWS); qt++) {
         const int q0 = qt * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
         __syncthreads();
-        load_tile_bf16<HD>(Qs, qr, q0, nq);
-        load_tile_bf16<HD>(dOs, orr, q0, nq);
-        load_stats(Ls, lse + bh * T, q0, nq);
-        load_stats(Ds, dsum + bh * T, q0, nq);
+        load_tile_bf16<HD>(t.Q, qr, q0, nq);
+        load_tile_bf16<HD>(t.dO, orr, q0, nq);
+        load_stats(t.L, lse + bh * T, q0, nq);
+        load_stats(t.D, dsum + bh * T, q0, nq);
         __syncthreads();
-        mma_scores<HD>(St, Ks, Qs, warp);
-        mma_scores<HD>(dPt, Vs, dOs, warp);
-        __syncwarp();
-        for (int c = c0; c < c0 + FLASH_MMA_HALF; c++) {
-            const bool seen = c < nq && k0 + r <= q0 + c;
-            const float p = flash_prob(seen ? scale * St[r * MMA_SLD + c] : -INFINITY, Ls[c]);
-            Pt[r * MMA_PLD + c] = __float2bfloat16_rn(p);
-            dSt[r * MMA_PLD + c] = __float2bfloat16_rn(flash_dscore(p, dPt[r * MMA_SLD + c], Ds[c]));
+        for (int half = 0; half < 2; half++) {
+            const int c0 = 32 * half;
+            float st[4][4], dpt[4][4];
+            mma_scores<HD, 32>(st, t.K, ln.r0, t.Q, c0);
+            mma_scores<HD, 32>(dpt, t.V, ln.r0, t.dO, c0);
+            for (int j = 0; j < 4; j++)
+                for (int e = 0; e < 4; e++) {
+                    const int c = c0 + ln.col(j, e);
+                    const bool seen = c < nq && k0 + ln.row(e) <= q0 + c;
+                    const float p = flash_prob(seen ? scale * st[j][e] : -INFINITY, t.L[c]);
+                    dpt[j][e] = bf16_round(flash_dscore(p, dpt[j][e], t.D[c]));
+                    st[j][e] = bf16_round(p);
+                }
+            mma_accumulate<HD, 32>(dv_acc, st, t.dO, c0);
+            mma_accumulate<HD, 32>(dk_acc, dpt, t.Q, c0);
         }
-        __syncwarp();
-        mma_accumulate<HD>(dv_acc, Pt, dOs, warp);
-        mma_accumulate<HD>(dk_acc, dSt, Qs, warp);
     }
     if (g == 1) {
         float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
-        mma_emit_rows<HD>(dk_acc, St, warp, [&](int row, int d, float x) {
+        mma_emit<HD>(dk_acc, ln, [&](int row, int d, float x) {
             if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] = flash_written(scale * x);
         });
-        mma_emit_rows<HD>(dv_acc, St, warp, [&](int row, int d, float x) {
+        mma_emit<HD>(dv_acc, ln, [&](int row, int d, float x) {
             if (row < nk) dv.put((size_t)b * T + k0 + row, (size_t)kvh * HD + d, x);
         });
         return;
     }
     float *dkp = dk_part + ((size_t)b * T * NH + h) * HD, *dvp = dv_part + ((size_t)b * T * NH + h) * HD;
-    mma_emit_rows<HD>(dk_acc, St, warp, [&](int row, int d, float x) {
+    mma_emit<HD>(dk_acc, ln, [&](int row, int d, float x) {
         if (row < nk) dkp[(size_t)(k0 + row) * NH * HD + d] = x;
     });
-    mma_emit_rows<HD>(dv_acc, St, warp, [&](int row, int d, float x) {
+    mma_emit<HD>(dv_acc, ln, [&](int row, int d, float x) {
         if (row < nk) dvp[(size_t)(k0 + row) * NH * HD + d] = x;
     });
 }

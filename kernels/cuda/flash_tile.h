@@ -122,10 +122,10 @@ FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
 // summed 16 terms at a time (one mma of depth 16), each 16 added to the running sum. The
 // emulator's model of one mma is the 16 products summed in index order from +0, then added to
 // the accumulator; the tensor core's own order inside the 16 is unpublished, so the GPU agrees
-// with the emulator to rounding, not bitwise. A softmax row is two lanes' halves of 32.
+// with the emulator to rounding, not bitwise. A softmax row of a 64-key tile is 4 lanes'
+// (mma.sync's layout: lane t of the row's quad holds columns 8 j + 2 t and 8 j + 2 t + 1).
 #define FLASH_MMA_ROWS 64     // query rows and key rows per tile
 #define FLASH_MMA_DEPTH 16    // products one mma sums
-#define FLASH_MMA_HALF 32     // the columns of a score row one lane takes
 #define FLASH_MMA_MAX_HD 128  // head dims the mma kernels take: multiples of 16 up to this
 
 // Whether the tensor-core kernels take head dim HD (the others run the fp32 kernels).
@@ -139,6 +139,18 @@ FLASH_FN float flash_bf16(float x) {
     b.u += 0x7fffu + ((b.u >> 16) & 1u);
     b.u &= 0xffff0000u;
     return b.f;
+}
+
+// The sum of a row's 64 probabilities p as the forward kernel takes it: each of the row's 4
+// lanes sums its 16 (columns 8 j + 2 t, 8 j + 2 t + 1, j = 0 .. 7) in that order from +0,
+// then the lanes' sums meet pairwise over the quad, (s0 + s1) + (s2 + s3).
+FLASH_FN float flash_mma_row_sum(const float *p) {
+    float s[4];
+    for (int t = 0; t < 4; t++) {
+        s[t] = 0.0f;
+        for (int j = 0; j < 8; j++) s[t] += p[8 * j + 2 * t], s[t] += p[8 * j + 2 * t + 1];
+    }
+    return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 // acc + (sum over k < 16 of a[k * lda] * b[k * ldb], in index order from +0): one mma step of

@@ -196,7 +196,7 @@ void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const floa
 // ---- The tensor-core kernels (kernels/cuda/flash_mma_kernels.cuh), bf16 mode ---------------
 // Tiles of FLASH_MMA_ROWS, operands rounded to bf16 into zero-padded (64, HD) copies as the
 // kernels load them, every product summed by flash_mma_dot / flash_mma_step (16 terms a step)
-// in the kernels' order, softmax rows in two halves of 32 as the kernels' two lanes a row.
+// in the kernels' order, softmax rows summed as the kernels' 4 lanes a row (flash_mma_row_sum).
 #define MR FLASH_MMA_ROWS
 
 // rows [t0, t0 + n) of head h of a q-like (stride NH) or k-like (NKV) tensor, rounded to bf16,
@@ -228,12 +228,11 @@ static void mma_forward_tile(const Shape *s, float *out, float *lse, const float
                 const float dot = flash_mma_dot(0.0f, &Q[r * HD], 1, &K[c * HD], 1, HD);
                 S[c] = k0 + c <= q0 + r ? s->scale * dot : -INFINITY;
             }
-            const float m_new = fmaxf(fmaxf(m[r], flash_row_max(-INFINITY, S, FLASH_MMA_HALF)),
-                                      flash_row_max(-INFINITY, S + FLASH_MMA_HALF, FLASH_MMA_HALF));
+            const float m_new = flash_row_max(m[r], S, MR);
             for (int c = 0; c < MR; c++) P[c] = flash_bf16(flash_exp(S[c], m_new));
             const float alpha = flash_rescale(m[r], m_new);
             if (m_new != -INFINITY) {
-                l[r] = l[r] * alpha + (flash_row_sum(P, FLASH_MMA_HALF) + flash_row_sum(P + FLASH_MMA_HALF, FLASH_MMA_HALF));
+                l[r] = l[r] * alpha + flash_mma_row_sum(P);
                 m[r] = m_new;
             }
             for (int d = 0; d < HD; d++)

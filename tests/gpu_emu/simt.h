@@ -6,7 +6,7 @@
 //   warp of 32 at its own for __syncwarp()), and its dynamic shared memory is a fresh buffer
 //   of all-ones bytes, NaN as a float and as a bf16 (a read before a write shows); warp
 //   shuffles (__shfl_xor_sync) and static __shared__ arrays;
-//   __nv_bfloat16 and nvcuda::wmma's bf16 16 x 16 x 16 tiles (below) for the tensor-core kernels.
+//   __nv_bfloat16, and mma.sync and ldmatrix (below) for the tensor-core kernels.
 // What it cannot show: races inside a phase (threads here interleave as the OS likes, not as a
 // warp does), and anything about speed. Include before the kernels' header.
 #ifndef PPTRAIN_TESTS_GPU_EMU_SIMT_H
@@ -19,7 +19,6 @@
 #include <cstring>
 #include <deque>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/flash_tile.h"
@@ -42,6 +41,17 @@ inline thread_local float *simt_shared;
 inline std::barrier<> *simt_barrier;
 inline thread_local std::barrier<> *simt_warp_barrier;
 inline thread_local double *simt_warp_exchange;   // the warp's 32 slots for __shfl_xor_sync
+inline thread_local uint64_t *simt_warp_words;    // the warp's 2 x 32 x 16 slots for mma and ldmatrix
+inline thread_local unsigned simt_warp_posts;     // this lane's mma and ldmatrix calls so far
+
+// This lane's 16 slots for its next mma or ldmatrix, and the slots of lane l for the same call
+// (simt_lane_slots): the warp's calls alternate between two sets of slots, so one meeting per
+// call is enough. A lane reaches call n + 2's writes only after the meeting of call n + 1,
+// which every lane reaches only after reading call n's.
+inline uint64_t *simt_post_slots(void) {
+    return simt_warp_words + 32 * 16 * (simt_warp_posts++ % 2) + 16 * (threadIdx.x % 32);
+}
+inline const uint64_t *simt_lane_slots(const uint64_t *mine, int l) { return mine - 16 * (threadIdx.x % 32) + 16 * l; }
 
 #define __global__
 #define __device__
@@ -82,6 +92,7 @@ static void simt_launch(dim3 grid, unsigned threads, size_t shared_floats, Body 
             for (unsigned w = 0; w < (threads + 31) / 32; w++)
                 warps.emplace_back((std::ptrdiff_t)std::min(32u, threads - 32 * w));
             std::vector<double> exchange(32 * warps.size());
+            std::vector<uint64_t> words(2 * 32 * 16 * warps.size());
             std::vector<std::thread> team;
             for (unsigned t = 0; t < threads; t++)
                 team.emplace_back([&, t] {
@@ -90,6 +101,8 @@ static void simt_launch(dim3 grid, unsigned threads, size_t shared_floats, Body 
                     simt_shared = shared.data();
                     simt_warp_barrier = &warps[t / 32];
                     simt_warp_exchange = exchange.data() + 32 * (t / 32);
+                    simt_warp_words = words.data() + 2 * 32 * 16 * (t / 32);
+                    simt_warp_posts = 0;
                     body();
                 });
             for (std::thread &th : team) th.join();
@@ -116,66 +129,63 @@ inline float __bfloat162float(__nv_bfloat16 b) {
     return f;
 }
 
-// nvcuda::wmma for 16 x 16 x 16 tiles of bf16 operands and fp32 accumulators. On the GPU a
-// fragment is spread over the warp's 32 lanes in an unpublished layout; here every thread holds
-// the whole tile, element (i, j) at x[16 i + j] (a: rows i of the product, depth j; b: depth
-// i, column j), so code that touches x[e] only through a layout it asked the hardware for
-// (an accumulator loaded from a tile of known values) runs the same. Each thread computes the
-// whole product (mma_sync: flash_mma_step per element, the emulator's model); a store writes
-// from lane 0 alone, so another lane that reads it before a __syncwarp() reads old bytes.
-namespace nvcuda {
-namespace wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
+// The warp-level tensor-core instructions the mma kernels use (kernels/cuda/mma_sync.cuh gives
+// them as PTX on the GPU): mma.sync m16n8k16 with bf16 operands and fp32 accumulators, and
+// ldmatrix x4 (plain and .trans). Their per-lane register layouts are the ones the PTX ISA
+// publishes ("Matrix Fragments for mma.m16n8k16", "ldmatrix"); with lane = 4 g + t:
+//   A (16 x 16, row-major):  reg 0 = (g, 2t | 2t+1), reg 1 = (g+8, 2t | 2t+1),
+//                            reg 2 = (g, 2t+8 | 2t+9), reg 3 = (g+8, 2t+8 | 2t+9)
+//   B (16 x 8, depth x col): reg 0 = (2t | 2t+1, g), reg 1 = (2t+8 | 2t+9, g)
+//   C, D (16 x 8, fp32):     (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)
+// (a register's two bf16s: the first in its low 16 bits). Each lane posts its registers, the
+// warp meets, and each lane rebuilds the whole operands from the posts and computes its own
+// outputs: an element is flash_mma_step over its row of A and column of B, the emulator's model
+// of an mma. A kernel that puts a value where the published layout does not computes a
+// different product here, as it would on the GPU. (That these are the hardware's layouts is
+// the PTX ISA's word, which only a GPU run of test_cuda_kernels checks.)
+inline uint32_t simt_pair(const __nv_bfloat16 *p) { return (uint32_t)p[0].bits | (uint32_t)p[1].bits << 16; }
+inline float simt_half(uint32_t r, int hi) { return __bfloat162float(__nv_bfloat16{(uint16_t)(hi ? r >> 16 : r)}); }
 
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-    static_assert(M == 16 && N == 16 && K == 16, "simt.h emulates 16 x 16 x 16 tiles only");
-    static constexpr int num_elements = 256;
-    float x[256];
-};
+inline void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, const float c[4]) {
+    uint64_t *post = simt_post_slots();
+    for (int i = 0; i < 4; i++) post[i] = a[i];
+    post[4] = b0, post[5] = b1;
+    __syncwarp();
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; l++) {
+        const uint64_t *from = simt_lane_slots(post, l);
+        const int g = l / 4, t = l % 4;
+        for (int hi = 0; hi < 2; hi++) {
+            A[g][2 * t + hi] = simt_half((uint32_t)from[0], hi);
+            A[g + 8][2 * t + hi] = simt_half((uint32_t)from[1], hi);
+            A[g][2 * t + 8 + hi] = simt_half((uint32_t)from[2], hi);
+            A[g + 8][2 * t + 8 + hi] = simt_half((uint32_t)from[3], hi);
+            B[2 * t + hi][g] = simt_half((uint32_t)from[4], hi);
+            B[2 * t + 8 + hi][g] = simt_half((uint32_t)from[5], hi);
+        }
+    }
+    const int g = (int)(threadIdx.x % 32) / 4, t = (int)threadIdx.x % 4;
+    const float c_in[4] = {c[0], c[1], c[2], c[3]};   // d may be c
+    for (int e = 0; e < 4; e++) {
+        const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+        d[e] = flash_mma_step(c_in[e], &A[row][0], 1, &B[0][col], 8);
+    }
+}
 
-inline void fill_fragment(fragment<accumulator, 16, 16, 16, float> &f, float v) {
-    for (float &e : f.x) e = v;
+// ldmatrix x4: lane l gives the address of row l % 8 of 8 x 8 matrix l / 8 (8 bf16s, 16 bytes);
+// register j gets matrix j's (row g, columns 2t | 2t+1), or with trans its (rows 2t | 2t+1,
+// column g).
+inline void simt_ldmatrix_x4(uint32_t r[4], const __nv_bfloat16 *row, bool trans) {
+    uint64_t *post = simt_post_slots();
+    post[0] = (uint64_t)(uintptr_t)row;
+    __syncwarp();
+    const int g = (int)(threadIdx.x % 32) / 4, t = (int)threadIdx.x % 4;
+    for (int j = 0; j < 4; j++) {
+        const auto at = [&](int l) { return (const __nv_bfloat16 *)(uintptr_t)simt_lane_slots(post, 8 * j + l)[0]; };
+        if (trans) r[j] = (uint32_t)at(2 * t)[g].bits | (uint32_t)at(2 * t + 1)[g].bits << 16;
+        else r[j] = simt_pair(at(g) + 2 * t);
+    }
 }
-// Operand tiles from bf16 memory with leading dimension ldm, in the fragment's own layout.
-template <typename Use, typename Layout>
-inline void load_matrix_sync(fragment<Use, 16, 16, 16, __nv_bfloat16, Layout> &f, const __nv_bfloat16 *p,
-                             unsigned ldm) {
-    // x(i, j) is (row, depth) of a and (depth, column) of b; row_major stores a row's elements
-    // side by side (p[i * ldm + j]), col_major a column's (p[j * ldm + i]).
-    constexpr bool row = std::is_same_v<Layout, row_major>;
-    static_assert(std::is_same_v<Use, matrix_a> || std::is_same_v<Use, matrix_b>, "operands are matrix_a or matrix_b");
-    static_assert(row || std::is_same_v<Layout, col_major>, "operand layouts are row_major or col_major");
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) f.x[16 * i + j] = __bfloat162float(row ? p[i * ldm + j] : p[j * ldm + i]);
-}
-inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm,
-                             layout_t layout) {
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) f.x[16 * i + j] = layout == mem_row_major ? p[i * ldm + j] : p[j * ldm + i];
-}
-inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm,
-                              layout_t layout) {
-    if (threadIdx.x % 32 != 0) return;
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) (layout == mem_row_major ? p[i * ldm + j] : p[j * ldm + i]) = f.x[16 * i + j];
-}
-// d = c + a b: element (i, j) is flash_mma_step(c(i, j), row i of a, column j of b).
-template <typename LayoutA, typename LayoutB>
-inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
-                     const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LayoutA> &a,
-                     const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> &b,
-                     const fragment<accumulator, 16, 16, 16, float> &c) {
-    float out[256];
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) out[16 * i + j] = flash_mma_step(c.x[16 * i + j], &a.x[16 * i], 1, &b.x[j], 16);
-    memcpy(d.x, out, sizeof out);
-}
-}  // namespace wmma
-}  // namespace nvcuda
+inline void ldmatrix_x4(uint32_t r[4], const __nv_bfloat16 *row) { simt_ldmatrix_x4(r, row, false); }
+inline void ldmatrix_x4_trans(uint32_t r[4], const __nv_bfloat16 *row) { simt_ldmatrix_x4(r, row, true); }
 #endif

@@ -151,18 +151,24 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
     else expect_bitwise(shape, "dv", dv, e_dv);
 }
 
-// The tensor-core kernels (flash_mma_kernels.cuh, simt.h's wmma) against the emulator's bf16
-// tiles (flash_emu_forward_bf16 / _backward_bf16; the kernel's out is bf16, the emulator's
-// fp32 out rounded), bitwise, as above: both run the emulator's
-// model of an mma, so equal bits say the kernels hand every 16 x 16 tile to the right product,
-// keep each warp's rows apart, rescale each accumulator element by its own row's alpha, and
-// pad and mask ragged tiles to exact zeros.
-static void check_mma_shape(int B, int T, int NH, int NKV, int HD) {
+// The tensor-core kernels (flash_mma_kernels.cuh, on simt.h's mma.sync and ldmatrix) against
+// the emulator's bf16 tiles (flash_emu_forward_bf16 / _backward_bf16; the kernel's out is bf16,
+// the emulator's fp32 out rounded), bitwise, as above: both run the emulator's model of an mma,
+// so equal bits say the kernels put every operand value where the published fragment layouts
+// want it, read each accumulator element as its own row and column (the mask, the row's
+// statistics, alpha), meet a row's max and sum over the right lanes in flash_mma_row_sum's
+// order, keep each warp's rows apart, and pad and mask ragged tiles to exact zeros.
+// q_gain scales q: at 1 (uniform in [-1, 1]) a row's bf16 probabilities span a few binades and
+// every fp32 sum of them is exact in any order; at 32 they span dozens, so a sum taken in
+// another order than flash_mma_row_sum's (the forward's l) changes bits.
+static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain = 1.0f) {
     char shape[64];
-    snprintf(shape, sizeof shape, "mma B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
+    snprintf(shape, sizeof shape, "mma B%d T%d NH%d NKV%d HD%d%s", B, T, NH, NKV, HD, q_gain != 1.0f ? " sharp" : "");
     const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD, nr = (size_t)B * NH * T;
     // q, k, v and dout bf16 as bf16 mode keeps them (the emulator reads them widened)
-    const Bf16Input q16 = bf16_input(uniform(nq, 11)), k16 = bf16_input(uniform(nk, 12)),
+    std::vector<float> q_in = uniform(nq, 11);
+    for (float &x : q_in) x *= q_gain;
+    const Bf16Input q16 = bf16_input(q_in), k16 = bf16_input(uniform(nk, 12)),
                     v16 = bf16_input(uniform(nk, 13));
     const Bf16Input d16 = bf16_input(uniform(nq, 14));
     const std::vector<float> &q = q16.wide, &k = k16.wide, &v = v16.wide, &dout = d16.wide;
@@ -264,6 +270,7 @@ int main(void) {
     const int mma_shapes[][5] = {{1, 64, 4, 2, 16}, {1, 70, 4, 1, 32}, {1, 1, 2, 1, 64},
                                  {1, 150, 3, 1, 48}, {1, 80, 2, 2, 128}};
     for (const auto &s : mma_shapes) check_mma_shape(s[0], s[1], s[2], s[3], s[4]);
+    check_mma_shape(1, 130, 2, 1, 64, 32.0f);   // probabilities over many binades: the sums' order shows
     printf("test_flash_simt: %d failed\n", failures);
     return failures != 0;
 }

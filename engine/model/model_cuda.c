@@ -813,15 +813,12 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     // Attention branch
     if (c->bf16) {
         // The attention output's gradient stored bf16 (only attention reads it); then dq, dk and
-        // dv side by side in the packed bf16 operand (attention writes dv there, RoPE dq and dk).
+        // dv side by side in the packed bf16 operand, dq and dk through RoPE's backward (in the
+        // attention kernels' registers where they can: drot_q and drot_k take the rest).
         cuda_linear_backward_input_to_bf16(c->ctx, a->datty_16, la->dxmid_16, w16_of(c, w->wo), d.N, d.Q, d.C);
-        const int ld = d.Q + 2 * d.KV;
-        cuda_flash_attention_backward_bf16(c->ctx, a->drot_q, a->drot_k, la->dqkv_16 + d.Q + d.KV, ld, a->dsum,
-                                           a->datty_16, la->q_16, la->k_16, la->v_16, la->atty_16, la->lse, d.B, d.T,
-                                           d.NH, d.NKV, d.HD);
-        cuda_rope_backward_bf16(c->ctx, la->dqkv_16, ld, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
-        cuda_rope_backward_bf16(c->ctx, la->dqkv_16 + d.Q, ld, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV,
-                                d.HD);
+        cuda_flash_attention_rope_backward_bf16(c->ctx, la->dqkv_16, d.Q + 2 * d.KV, a->drot_q, a->drot_k, a->dsum,
+                                                a->datty_16, la->q_16, la->k_16, la->v_16, la->atty_16, la->lse,
+                                                a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.NKV, d.HD);
     } else {
         cuda_linear_backward_input(c->ctx, a->datty, dxmid, w->wo, d.N, d.Q, d.C);
         cuda_flash_attention_backward(c->ctx, a->drot_q, a->drot_k, la->dv, a->dsum, a->datty, la->q, la->k, la->v,

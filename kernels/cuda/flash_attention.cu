@@ -30,7 +30,9 @@
 // 16 rows, with every product on tensor cores (mma.sync, the softmax in registers:
 // kernels/cuda/flash_mma_kernels.cuh; what they
 // round is in flash_tile.h, "Tensor-core tiles"). Head dims that are not a multiple of 16 up to
-// 128 fall back to the fp32 kernels.
+// 128 fall back to the fp32 kernels. The engine calls the backward as
+// cuda_flash_attention_rope_backward_bf16: the tensor-core kernels rotate dq (and dk, without
+// grouped queries) back by RoPE in registers and write them bf16 into the packed q|k|v gradient.
 //
 // Every product of two shared tiles (scores, P v, dS k, dS^T q, P^T dout) is register-tiled:
 // thread t computes a 2 x 4 micro-tile, rows t / 8 and t / 8 + 16, columns t % 8 + 8 j, so
@@ -185,10 +187,12 @@ void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float 
     });
 }
 
-void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv_bits, int dv_ld, float *dsum,
-                                        const cuda_bf16 *dout_bits, const cuda_bf16 *q_bits, const cuda_bf16 *k_bits,
-                                        const cuda_bf16 *v_bits, const cuda_bf16 *out_bits, const float *lse, int B,
-                                        int T, int NH, int NKV, int HD) {
+// The bf16 backward; rq.dst / rk.dst: the tensor-core kernels write dq / dk (the latter
+// without grouped queries only) through RoPE's backward into the packed gradient instead.
+static void backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv_bits, int dv_ld, float *dsum,
+                          const cuda_bf16 *dout_bits, const cuda_bf16 *q_bits, const cuda_bf16 *k_bits,
+                          const cuda_bf16 *v_bits, const cuda_bf16 *out_bits, const float *lse, int B, int T, int NH,
+                          int NKV, int HD, FlashRopeOut rq, FlashRopeOut rk) {
     const __nv_bfloat16 *out = (const __nv_bfloat16 *)out_bits, *dout = (const __nv_bfloat16 *)dout_bits;
     const __nv_bfloat16 *q = (const __nv_bfloat16 *)q_bits, *k = (const __nv_bfloat16 *)k_bits;
     const __nv_bfloat16 *v = (const __nv_bfloat16 *)v_bits;
@@ -208,11 +212,35 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda
         allow_smem(ctx, flash_mma_dq_kernel<D>, smem);
         allow_smem(ctx, flash_mma_dkdv_kernel<D>, smem);
         flash_mma_dq_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
-                                                                          scale);
+                                                                          scale, rq);
         CUDA_CHECK_LAUNCH();
         flash_mma_dkdv_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
-                                                                            lse, dsum, T, NH, NKV, scale);
+                                                                            lse, dsum, T, NH, NKV, scale, rk);
         CUDA_CHECK_LAUNCH();
     });
     group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale);
+}
+
+void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv, int dv_ld, float *dsum,
+                                        const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
+                                        const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV, int HD) {
+    const FlashRopeOut none = {NULL, NULL, NULL, 0};
+    backward_bf16(ctx, dq, dk, dv, dv_ld, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD, none, none);
+}
+
+// RoPE's backward fused where the tensor-core kernels hold a whole head's row (dq always, dk
+// without grouped queries); the rest as the unfused pair of calls makes it.
+void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int ld, float *dq, float *dk, float *dsum,
+                                             const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k,
+                                             const cuda_bf16 *v, const cuda_bf16 *out, const float *lse,
+                                             const float *cos_tab, const float *sin_tab, int B, int T, int NH, int NKV,
+                                             int HD) {
+    const size_t Q = (size_t)NH * HD, KV = (size_t)NKV * HD;
+    const bool fuse_q = flash_mma_takes(HD), fuse_k = fuse_q && NH == NKV;
+    __nv_bfloat16 *packed = (__nv_bfloat16 *)dqkv;
+    const FlashRopeOut rq = {cos_tab, sin_tab, fuse_q ? packed : NULL, (size_t)ld};
+    const FlashRopeOut rk = {cos_tab, sin_tab, fuse_k ? packed + Q : NULL, (size_t)ld};
+    backward_bf16(ctx, dq, dk, dqkv + Q + KV, ld, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD, rq, rk);
+    if (!fuse_q) cuda_rope_backward_bf16(ctx, dqkv, ld, dq, cos_tab, sin_tab, B, T, NH, HD);
+    if (!fuse_k) cuda_rope_backward_bf16(ctx, dqkv + Q, ld, dk, cos_tab, sin_tab, B, T, NKV, HD);
 }

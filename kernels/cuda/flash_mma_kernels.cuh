@@ -155,6 +155,37 @@ __device__ static void mma_emit(const float (*acc)[4], const MmaLane &ln, Emit e
 
 __device__ __forceinline__ static float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
+// Where a backward kernel may write dq or dk rotated back by RoPE (R^T, rope_backward_packed_kernel's
+// expressions), rounded to bf16, into the packed q|k|v gradient: head h of token row n at
+// dst[n * ld + h * HD], with the cos/sin tables (T, HD / 2) of rope_tables_kernel. dst NULL:
+// the kernel writes the fp32 gradient instead, for RoPE's backward kernel to rotate.
+struct FlashRopeOut {
+    const float *cos_tab, *sin_tab;
+    __nv_bfloat16 *dst;
+    size_t ld;
+};
+
+// The warp's (16, HD) gradient rows x = scale * acc of tile rows from t0 (positions t0 + row of
+// sequence b, rows past `rows` dropped) through RoPE's backward: a lane holds columns i and
+// i + HD / 2 of its rows in accumulator blocks c and c + HD / 16, so each rotation pair is one
+// lane's, and the fp32 gradient never goes to memory.
+template <int HD>
+__device__ static void mma_emit_rope(const float (*acc)[4], const MmaLane &ln, float scale, const FlashRopeOut &rope,
+                                     int b, int T, int t0, int rows, int head) {
+    constexpr int half = HD / 2, hc = HD / 16;
+    for (int c = 0; c < hc; c++)
+        for (int e = 0; e < 4; e++) {
+            const int row = ln.row(e), i = ln.col(c, e);
+            if (row >= rows) continue;
+            const size_t tab = (size_t)(t0 + row) * half + i;
+            const float cs = rope.cos_tab[tab], sn = rope.sin_tab[tab];
+            const float g0 = flash_written(scale * acc[c][e]), g1 = flash_written(scale * acc[c + hc][e]);
+            __nv_bfloat16 *x = rope.dst + ((size_t)b * T + t0 + row) * rope.ld + (size_t)head * HD;
+            x[i] = __float2bfloat16_rn(g0 * cs + g1 * sn);
+            x[i + half] = __float2bfloat16_rn(g1 * cs - g0 * sn);
+        }
+}
+
 template <int HD>
 __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
                                          const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
@@ -224,11 +255,13 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
 // dq = scale dS k: block (query tile, b * NH + h), warp w its 16 query rows, key tiles as
 // forward. Per key tile: S = q k^T and dP = dout v^T in accumulators, then per element p =
 // flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
+// dq goes to dq in fp32, or with rq.dst through RoPE's backward into the packed gradient.
 template <int HD>
 __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
                                     const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                                     const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
-                                    const float *__restrict__ dsum, int T, int NH, int NKV, float scale) {
+                                    const float *__restrict__ dsum, int T, int NH, int NKV, float scale,
+                                    FlashRopeOut rq) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (L, D unused here: this lane's rows' in registers)
     const MmaLane ln;
@@ -262,6 +295,10 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 
             }
         mma_accumulate<HD, 64>(acc, s, t.K, 0);
     }
+    if (rq.dst) {
+        mma_emit_rope<HD>(acc, ln, scale, rq, b, T, q0, nq, h);
+        return;
+    }
     float *db = dq + ((size_t)b * T * NH + h) * HD;
     mma_emit<HD>(acc, ln, [&](int row, int d, float x) {
         if (row < nq) db[(size_t)(q0 + row) * NH * HD + d] = flash_written(scale * x);
@@ -274,13 +311,15 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 
 // score accumulators take 32 registers, not 64, beside dk's and dv's): S^T = k q^T and dP^T =
 // v dout^T, then per element p (masked also past T: query rows there are padding), P^T and
 // dS^T rounded to bf16, then dv += P^T dout and dk += dS^T q. The halves keep each sum's order:
-// the query tile's 64 rows 16 at a time, in order.
+// the query tile's 64 rows 16 at a time, in order. Without grouped queries dk goes to dk in
+// fp32, or with rk.dst through RoPE's backward into the packed gradient.
 template <int HD>
 __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
                                       float *__restrict__ dv_part, const __nv_bfloat16 *__restrict__ dout,
                                       const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                                       const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
-                                      const float *__restrict__ dsum, int T, int NH, int NKV, float scale) {
+                                      const float *__restrict__ dsum, int T, int NH, int NKV, float scale,
+                                      FlashRopeOut rk) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);
     const MmaLane ln;   // rows: keys; columns: queries
@@ -320,9 +359,11 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float 
     }
     if (g == 1) {
         float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
-        mma_emit<HD>(dk_acc, ln, [&](int row, int d, float x) {
-            if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] = flash_written(scale * x);
-        });
+        if (rk.dst) mma_emit_rope<HD>(dk_acc, ln, scale, rk, b, T, k0, nk, kvh);
+        else
+            mma_emit<HD>(dk_acc, ln, [&](int row, int d, float x) {
+                if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] = flash_written(scale * x);
+            });
         mma_emit<HD>(dv_acc, ln, [&](int row, int d, float x) {
             if (row < nk) dv.put((size_t)b * T + k0 + row, (size_t)kvh * HD + d, x);
         });

@@ -268,6 +268,18 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda
                                         const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k, const cuda_bf16 *v,
                                         const cuda_bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                                         int HD);
+// The engine's form: attention's backward and then RoPE's (cuda_rope_backward_bf16), into the
+// packed q|k|v gradient operand dqkv (token row n at dqkv[n * ld]: q's NH x HD columns, k's
+// NKV x HD, v's NKV x HD), the same values as the three calls. Where the tensor-core kernels
+// hold a whole head's gradient row, they rotate it in registers and write it bf16, so dq and
+// dk skip their fp32 round trip and RoPE's own pass: dq at head dims flash_mma_takes, dk when
+// also NH == NKV (with grouped queries dk is summed after the kernel). dq and dk (fp32, (B, T,
+// NH or NKV, HD)) take the rest.
+void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int ld, float *dq, float *dk, float *dsum,
+                                             const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k,
+                                             const cuda_bf16 *v, const cuda_bf16 *out, const float *lse,
+                                             const float *cos_tab, const float *sin_tab, int B, int T, int NH, int NKV,
+                                             int HD);
 
 // ---- swiglu.cu ---------------------------------------------------------------------------
 // out(N, FF) = silu(gate) * up     (overwrites out)

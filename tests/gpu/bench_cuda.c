@@ -140,10 +140,8 @@ static void layer_backward(struct Layer *L) {
     cuda_residual_rmsnorm_backward_bf16(ctx, L->dxmid, L->dxmid_b, L->dout, L->dln2_b, L->xmid, L->ln2, L->rstd2, N,
                                         C);
     cuda_linear_backward_input_to_bf16(ctx, L->dao_b, L->dxmid_b, L->wo, N, C, C);
-    cuda_flash_attention_backward_bf16(ctx, L->dq, L->dk, L->dqkv_b + C + CKV, QKV, L->dsum, L->dao_b, L->q_b, L->k_b,
-                                       L->v_b, L->ao_b, L->lse, B, T, NH, NKV, HD);
-    cuda_rope_backward_bf16(ctx, L->dqkv_b, QKV, L->dq, L->cos_tab, L->sin_tab, B, T, NH, HD);
-    cuda_rope_backward_bf16(ctx, L->dqkv_b + C, QKV, L->dk, L->cos_tab, L->sin_tab, B, T, NKV, HD);
+    cuda_flash_attention_rope_backward_bf16(ctx, L->dqkv_b, QKV, L->dq, L->dk, L->dsum, L->dao_b, L->q_b, L->k_b,
+                                            L->v_b, L->ao_b, L->lse, L->cos_tab, L->sin_tab, B, T, NH, NKV, HD);
     cuda_linear_backward_input_to_bf16(ctx, L->dln1_b, L->dqkv_b, L->wq, N, C, QKV);
     cuda_residual_rmsnorm_backward_bf16(ctx, L->dx, L->dx_b, L->dxmid, L->dln1_b, L->x, L->ln1, L->rstd1, N, C);
     // the weight half

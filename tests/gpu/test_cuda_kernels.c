@@ -457,6 +457,60 @@ static void test_rope(void) {
     CUDA_CHECK(cudaFree(d_out)); CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dx));
 }
 
+// cuda_flash_attention_rope_backward_bf16 against the unfused calls it replaces (attention's
+// backward, whose fp32 dq and dk the caller made, then cuda_rope_backward_bf16 of each) in one
+// packed q|k|v gradient 3 columns wider than q|k|v: dv bitwise, the rotated dq and dk within one
+// bf16 rounding (the fused kernels rotate in registers; a compiler may contract the rotation's
+// multiply-adds differently in the two kernels), the pad untouched.
+static void check_rope_fused(CudaCtx *ctx, int b, int t, int nh, int nkv, int hd, const float *d_dq, const float *d_dk,
+                             float *d_dsum, const cuda_bf16 *d_dout16, const cuda_bf16 *d_q16, const cuda_bf16 *d_k16,
+                             const cuda_bf16 *d_v16, const cuda_bf16 *d_out16, const float *d_lse) {
+    const int half = hd / 2, Q = nh * hd, KV = nkv * hd, ld = Q + 2 * KV + 3;
+    const size_t rows = (size_t)b * t, n = rows * ld;
+    float *cos_tab = malloc(sizeof(float) * t * half), *sin_tab = malloc(sizeof(float) * t * half);
+    if (!cos_tab || !sin_tab) abort();
+    for (int p = 0; p < t; p++)
+        for (int i = 0; i < half; i++) {
+            const double angle = (double)p * pow(10000.0, -2.0 * i / hd);
+            cos_tab[p * half + i] = (float)cos(angle), sin_tab[p * half + i] = (float)sin(angle);
+        }
+    float *d_cos = dfloat(cos_tab, (size_t)t * half), *d_sin = dfloat(sin_tab, (size_t)t * half);
+    float *d_sq = dnan((size_t)rows * Q), *d_sk = dnan((size_t)rows * KV);
+    cuda_bf16 *d_want = dfill16(n, 0x7fc1), *d_got = dfill16(n, 0x7fc1);
+    cuda_flash_attention_backward_bf16(ctx, d_sq, d_sk, d_want + Q + KV, ld, d_dsum, d_dout16, d_q16, d_k16, d_v16,
+                                       d_out16, d_lse, b, t, nh, nkv, hd);
+    cuda_rope_backward_bf16(ctx, d_want, ld, d_dq, d_cos, d_sin, b, t, nh, hd);
+    cuda_rope_backward_bf16(ctx, d_want + Q, ld, d_dk, d_cos, d_sin, b, t, nkv, hd);
+    cuda_flash_attention_rope_backward_bf16(ctx, d_got, ld, d_sq, d_sk, d_dsum, d_dout16, d_q16, d_k16, d_v16, d_out16,
+                                            d_lse, d_cos, d_sin, b, t, nh, nkv, hd);
+    cuda_bf16 *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    if (!want || !got) abort();
+    download(want, d_want, n * sizeof *want);
+    download(got, d_got, n * sizeof *got);
+    double qk_diff = 0.0, qk_max = 0.0, dv_err = 0.0, pad = 0.0;   // q|k: largest difference over largest value
+    for (size_t i = 0; i < n; i++) {
+        const size_t col = i % ld;
+        const double g = bf2f(got[i]), w = bf2f(want[i]);
+        if (col >= (size_t)(Q + 2 * KV)) pad += got[i] != 0x7fc1;
+        else if (col >= (size_t)(Q + KV)) dv_err += got[i] != want[i];
+        else {
+            qk_diff = isnan(g) || isnan(w) ? INFINITY : fmax(qk_diff, fabs(g - w));
+            qk_max = fmax(qk_max, fabs(w));
+        }
+    }
+    const double qk_err = qk_max > 0.0 ? qk_diff / qk_max : qk_diff;
+    char name[160];
+    snprintf(name, sizeof name, "flash bf16 B%d T%d NH%d NKV%d HD%d rope fused: dq, dk vs unfused", b, t, nh, nkv, hd);
+    report(name, qk_err, 1.0 / 128);
+    snprintf(name, sizeof name, "flash bf16 B%d T%d NH%d NKV%d HD%d rope fused: dv bitwise, pad untouched", b, t, nh,
+             nkv, hd);
+    report(name, dv_err + pad, 0.0);
+    free(cos_tab); free(sin_tab); free(want); free(got);
+    float *dev[] = {d_cos, d_sin, d_sq, d_sk};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) CUDA_CHECK(cudaFree(dev[i]));
+    CUDA_CHECK(cudaFree(d_want)); CUDA_CHECK(cudaFree(d_got));
+}
+
 // Flash attention (flash_attention.cu) at one shape, against the CPU reference attention
 // (fp32 two-pass softmax over the full (T, T) scores) and against the same tiles run on the
 // CPU (tests/gpu_emu/flash_emu.c: what the emulator runs), which must agree to a few ulps: the
@@ -542,6 +596,7 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
         cuda_ctx_synchronize(ctx);   // w is freed next
         free(p); free(w);
         CUDA_CHECK(cudaFree(d_p));
+        check_rope_fused(ctx, b, t, nh, nkv, hd, d_dq, d_dk, d_dsum, d_dout16, d_q16, d_k16, d_v16, d_out16, d_lse);
     } else {
         cuda_flash_attention_backward(ctx, d_dq, d_dk, d_dv, d_dsum, d_dout, d_q, d_k, d_v, d_out, d_lse, b, t, nh, nkv,
                                       hd);
@@ -566,7 +621,8 @@ static void test_flash_attention_at(int b, int t, int nh, int nkv, int hd, bool 
 // The file's small shape, then issue 30's: T in {1, 1024}, HD in {24, 64, 128}, GQA 32/8;
 // against the emulated tiles at every shape but T 1024 with HD 24 and 128 (time). The bf16
 // (tensor-core) kernels at the small shape, T 1 and 1024 at HD 64 (the 125m preset's), a ragged
-// T over four 64-row tiles at HD 128, and HD 24, which they do not take (the fp32 kernels run).
+// T over four 64-row tiles at HD 128, HD 24, which they do not take (the fp32 kernels run), and
+// a ragged T without grouped queries (as 125m has them: RoPE's backward fused into dk as well).
 static void test_attention(void) {
     test_flash_attention_at(B, T, NH, NKV, HD, true, false);
     const int Ts[] = {1, 1024}, HDs[] = {24, 64, 128};
@@ -577,6 +633,7 @@ static void test_attention(void) {
     test_flash_attention_at(1, 1024, 32, 8, 64, false, true);
     test_flash_attention_at(2, 200, 8, 2, 128, true, true);
     test_flash_attention_at(1, 100, 8, 2, 24, true, true);
+    test_flash_attention_at(2, 130, 4, 4, 64, true, true);   // no grouped queries: RoPE fused into dk too (125m's)
 }
 
 static void test_swiglu_residual(void) {

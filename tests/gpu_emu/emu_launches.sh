@@ -28,6 +28,10 @@
 #     dxmid and of dxmid into dx went with them (copies are not counted here);
 #   then 1 more, to 27 and 26: attention's backward writes dv straight into the packed q|k|v
 #     gradient (bf16), so the last packing call is gone (and the zeroing of dv, a memset);
+#   then 1 and 2 more, to 26 and 24: attention's backward runs RoPE's backward on dq (and,
+#     without grouped queries, on dk) in its kernels' registers and writes them into the packed
+#     gradient (cuda_flash_attention_rope_backward_bf16), so RoPE's backward call for q is gone,
+#     and for k too where no group sum comes between;
 #   fp32: 37 with grouped queries (37 before the fusions too) and 36 without: the forward saves
 #     as in bf16, but fp32 operands were never converted, so in each backward half the packing of
 #     the gradient blocks (2 + 3 calls) adds back what the merged GEMMs save (1 + 2) and more.
@@ -70,8 +74,8 @@ per_layer() {
   fi
 }
 
-check "bf16, grouped queries: 27 kernel calls and no memset a layer and microbatch (66 unfused, 56 before flash attention, 49 before bf16 operands)" per_layer 27 2
-check "bf16, no grouped queries: 26 kernel calls and no memset a layer and microbatch" per_layer 26 4
+check "bf16, grouped queries: 26 kernel calls and no memset a layer and microbatch (66 unfused, 56 before flash attention, 49 before bf16 operands)" per_layer 26 2
+check "bf16, no grouped queries: 24 kernel calls and no memset a layer and microbatch" per_layer 24 4
 check "fp32, grouped queries: 37 kernel calls and no memset a layer and microbatch" per_layer 37 2 --precision fp32
 check "fp32, no grouped queries: 36 kernel calls and no memset a layer and microbatch" per_layer 36 4 --precision fp32
 cli_finish

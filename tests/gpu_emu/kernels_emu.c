@@ -888,7 +888,8 @@ static void run_attention_backward(void *p) {
     free_qkv(&x);
 }
 
-// Checks every buffer (device memory of its size) and the shape flash_attention.cu takes, queues.
+// Checks every buffer (device memory of its size) and the shape flash_attention.cu takes, queues
+// run (NULL: the caller queues).
 static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*run)(void *)) {
     launch(ctx, call);
     const size_t nq = (size_t)a.B * a.T * a.NH * a.HD, nkv = (size_t)a.B * a.T * a.NKV * a.HD;
@@ -916,7 +917,7 @@ static void attention(CudaCtx *ctx, const char *call, AttentionArgs a, void (*ru
             if (rows) emu_need_device(call, a.dv16, ((rows - 1) * a.dv_ld + width) * sizeof(cuda_bf16));
         }
     }
-    if (nr == 0) return;
+    if (nr == 0 || !run) return;
     emu_enqueue(ctx->stream, run, &a, sizeof a);
 }
 
@@ -1002,6 +1003,54 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda
                           (AttentionArgs){.dq = dq, .dk = dk, .dv16 = dv, .dv_ld = dv_ld, .dsum = dsum, .dout = dout, .q = q, .k = k,
                                           .v = v, .out16_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH,
                                           .NKV = NKV, .HD = HD, .bf16 = true});
+}
+
+// The fused form (flash_attention.cu): one call runs attention's backward and then, where the
+// GPU's tensor-core kernels rotate dq and dk in registers (dq at head dims flash_mma_takes, dk
+// also without grouped queries), RoPE's backward into the packed gradient, as one queued
+// kernel call; the rest go through cuda_rope_backward_bf16 as separate calls, as on the GPU.
+// Its values are the unfused calls': rope_backward of the emulated fp32 dq and dk, rounded.
+typedef struct {
+    AttentionArgs attention;
+    RopeArgs q, k;
+    bool fuse_q, fuse_k;
+} AttentionRopeArgs;
+
+static void run_attention_rope_backward(void *p) {
+    AttentionRopeArgs *a = p;
+    run_attention_backward(&a->attention);
+    if (a->fuse_q) run_rope_backward(&a->q);
+    if (a->fuse_k) run_rope_backward(&a->k);
+}
+
+void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int ld, float *dq, float *dk, float *dsum,
+                                             const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k,
+                                             const cuda_bf16 *v, const cuda_bf16 *out, const float *lse,
+                                             const float *cos_tab, const float *sin_tab, int B, int T, int NH, int NKV,
+                                             int HD) {
+    const char *call = __func__;
+    const size_t Q = (size_t)NH * HD, KV = (size_t)NKV * HD, rows = (size_t)B * T;
+    if ((size_t)ld < Q + 2 * KV) emu_breach(call, "a row stride narrower than the q|k|v gradient it packs");
+    if (rows) emu_need_device(call, dqkv, ((rows - 1) * ld + Q + 2 * KV) * sizeof(cuda_bf16));
+    emu_need_device(call, cos_tab, F((size_t)T * HD / 2));
+    emu_need_device(call, sin_tab, F((size_t)T * HD / 2));
+    AttentionRopeArgs a = {
+        .attention = {.dq = dq, .dk = dk, .dv16 = dqkv + Q + KV, .dv_ld = ld, .dsum = dsum, .dout = dout, .q = q,
+                      .k = k, .v = v, .out16_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD,
+                      .bf16 = true},
+        .q = {.out16 = dqkv, .ld = ld, .x = dq, .cos_tab = cos_tab, .sin_tab = sin_tab, .B = B, .T = T, .H = NH,
+              .HD = HD},
+        .k = {.out16 = dqkv + Q, .ld = ld, .x = dk, .cos_tab = cos_tab, .sin_tab = sin_tab, .B = B, .T = T, .H = NKV,
+              .HD = HD},
+        .fuse_q = flash_mma_takes(HD),
+        .fuse_k = flash_mma_takes(HD) && NH == NKV,
+    };
+    if (B > 0 && T > 0 && NKV > 0 && NH > NKV)
+        (void)arena_for(ctx, call, cuda_flash_backward_arena_bytes((size_t)B * T, NH, NKV, HD));
+    attention(ctx, call, a.attention, NULL);   // checks the attention's buffers and shape
+    if (rows && NH > 0) emu_enqueue(ctx->stream, run_attention_rope_backward, &a, sizeof a);
+    if (!a.fuse_q) cuda_rope_backward_bf16(ctx, dqkv, ld, dq, cos_tab, sin_tab, B, T, NH, HD);
+    if (!a.fuse_k) cuda_rope_backward_bf16(ctx, dqkv + Q, ld, dk, cos_tab, sin_tab, B, T, NKV, HD);
 }
 
 // ---- the loss, the optimizer, the norm -------------------------------------------------------

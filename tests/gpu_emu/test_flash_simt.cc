@@ -9,7 +9,9 @@
 // (NaN), no GQA head mix-up or share summed out of order. Shapes are small: every block is
 // 128 host threads.
 #include "tests/gpu_emu/simt.h"
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/flash_mma_kernels.cuh"
+#include "kernels/cuda/rope_kernels.cuh"
 
 #include <cmath>
 #include <cstdint>
@@ -151,6 +153,75 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
     else expect_bitwise(shape, "dv", dv, e_dv);
 }
 
+// cuda_flash_attention_rope_backward_bf16's fusion: the dq kernel (and without grouped queries
+// the dk/dv kernel) rotating its rows back by RoPE in registers and writing them bf16 into the
+// packed q|k|v gradient, against what the unfused calls write there (rope_backward_packed_kernel
+// over the kernels' fp32 dq and dk, given here), bitwise, the gaps between blocks untouched.
+static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16Input &q16, const Bf16Input &k16,
+                             const Bf16Input &v16, const Bf16Input &d16, const std::vector<float> &lse, const std::vector<float> &dsum,
+                             const std::vector<float> &dq, const std::vector<float> &dk) {
+    char shape[80];
+    snprintf(shape, sizeof shape, "rope B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
+    const int half = HD / 2, Q = NH * HD, KV = NKV * HD, ld = Q + 2 * KV + 3, N = B * T;
+    std::vector<float> cos_tab((size_t)T * half), sin_tab((size_t)T * half);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const float angle = (float)t * powf(10000.0f, -2.0f * (float)i / (float)HD);
+            cos_tab[(size_t)t * half + i] = cosf(angle), sin_tab[(size_t)t * half + i] = sinf(angle);
+        }
+    const __nv_bfloat16 fill{0x7fc1};
+    std::vector<__nv_bfloat16> want((size_t)N * ld, fill), got((size_t)N * ld, fill);
+    const dim3 rows{(unsigned)std::min(N, 4), 1, 1};
+    simt_launch(rows, 64, 0, [&] {
+        rope_backward_packed_kernel(want.data(), ld, dq.data(), cos_tab.data(), sin_tab.data(), N, T, NH, HD);
+    });
+    simt_launch(rows, 64, 0, [&] {
+        rope_backward_packed_kernel(want.data() + Q, ld, dk.data(), cos_tab.data(), sin_tab.data(), N, T, NKV, HD);
+    });
+    const bool grouped = NH > NKV;
+    const FlashRopeOut rq = {cos_tab.data(), sin_tab.data(), got.data(), (size_t)ld};
+    const FlashRopeOut rk = {cos_tab.data(), sin_tab.data(), grouped ? nullptr : got.data() + Q, (size_t)ld};
+    std::vector<float> dq_unused((size_t)N * Q, NAN), dk32((size_t)N * KV, NAN);
+    std::vector<float> dk_part(grouped ? (size_t)N * Q : 0, NAN), dv_part(grouped ? (size_t)N * Q : 0, NAN);
+    PackedDv dv16((size_t)N, (size_t)KV);
+    const dim3 grid{(unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH), 1};
+    const float scale = flash_scale(HD);
+    mma_dispatch(HD, [&](auto hd) {
+        constexpr int D = decltype(hd)::value;
+        simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
+            flash_mma_dq_kernel<D>(dq_unused.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
+                                   lse.data(), dsum.data(), T, NH, NKV, scale, rq);
+        });
+        simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
+            flash_mma_dkdv_kernel<D>(dk32.data(), dv16.sink(), dk_part.data(), dv_part.data(), d16.bits.data(),
+                                     q16.bits.data(), k16.bits.data(), v16.bits.data(), lse.data(), dsum.data(), T, NH, NKV,
+                                     scale, rk);
+        });
+    });
+    if (grouped) {   // as the fused call does: the group's sum in fp32, then RoPE's own kernel
+        simt_launch(dim3{(unsigned)std::min(N, 4), 1, 1}, 256, 0, [&] {
+            flash_group_sum_kernel(dk32.data(), dv16.sink(), dk_part.data(), dv_part.data(), (size_t)N, NH, NKV, HD,
+                                   scale);
+        });
+        simt_launch(rows, 64, 0, [&] {
+            rope_backward_packed_kernel(got.data() + Q, ld, dk32.data(), cos_tab.data(), sin_tab.data(), N, T, NKV, HD);
+        });
+    }
+    size_t differ = 0, q_nan = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        const size_t col = i % ld;
+        if (col >= (size_t)(Q + KV)) continue;   // dv's block (PackedDv above) and the pad: never written here
+        differ += got[i].bits != want[i].bits;
+        q_nan += std::isnan(__bfloat162float(got[i]));
+    }
+    size_t pad = 0;
+    for (size_t i = 0; i < got.size(); i++) pad += i % ld >= (size_t)(Q + KV) && got[i].bits != fill.bits;
+    const bool ok = differ == 0 && q_nan == 0 && pad == 0;
+    printf("%-28s q|k rotated, packed %s (%zu of %zu differ, %zu NaN, %zu pad written)\n", shape, ok ? "ok" : "FAIL",
+           differ, (size_t)N * (Q + KV), q_nan, pad);
+    failures += !ok;
+}
+
 // The tensor-core kernels (flash_mma_kernels.cuh, on simt.h's mma.sync and ldmatrix) against
 // the emulator's bf16 tiles (flash_emu_forward_bf16 / _backward_bf16; the kernel's out is bf16,
 // the emulator's fp32 out rounded), bitwise, as above: both run the emulator's model of an mma,
@@ -184,6 +255,7 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
     const dim3 grid{(unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH), 1};
     const bool grouped = NH > NKV;
     std::vector<float> dk_part(grouped ? nq : 0, NAN), dv_part(grouped ? nq : 0, NAN);
+    const FlashRopeOut no_rope = {nullptr, nullptr, nullptr, 0};
     mma_dispatch(HD, [&](auto hd) {
         constexpr int D = decltype(hd)::value;
         simt_launch(grid, MMA_THREADS, mma_forward_smem(D), [&] {
@@ -193,12 +265,12 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
         // Backward from the emulator's forward, so a forward difference cannot pass on.
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dq_kernel<D>(dq.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
-                                   e_lse.data(), e_dsum.data(), T, NH, NKV, scale);
+                                   e_lse.data(), e_dsum.data(), T, NH, NKV, scale, no_rope);
         });
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dkdv_kernel<D>(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), d16.bits.data(),
                                      q16.bits.data(), k16.bits.data(), v16.bits.data(), e_lse.data(), e_dsum.data(),
-                                     T, NH, NKV, scale);
+                                     T, NH, NKV, scale, no_rope);
         });
     });
     if (grouped)
@@ -212,6 +284,7 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
     expect_bitwise(shape, "dq", dq, e_dq);
     expect_bitwise(shape, "dk", dk, e_dk);
     expect_packed_dv(shape, dv16, e_dv);
+    check_rope_fused(B, T, NH, NKV, HD, q16, k16, v16, d16, e_lse, e_dsum, dq, dk);
 }
 
 // D = rowsum(dout * out) (flash_rowsum_kernel) in both of its read paths against flash_dot on

@@ -176,6 +176,10 @@ static int gpu_attach(StageModel *s, int device, bool bf16, Error *err) {
         error_set(err, "CUDA device %d does not exist (%d visible)", device, cuda_device_count());
         return -1;
     }
+    if ((why = cuda_device_unsupported_reason(device))) {
+        error_set(err, "%s", why);
+        return -1;
+    }
     if (!projections_adjacent(s)) {
         error_set(err, "--device cuda: the layers' q|k|v or gate|up weights are not stored back to back "
                        "(a model with biases runs on CPU stages only)");

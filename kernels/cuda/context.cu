@@ -78,6 +78,29 @@ extern "C" const char *cuda_unavailable_reason(void) {
     return NULL;
 }
 
+// A kernel that does nothing: whether the runtime finds code for it on a device says whether
+// this build's fat binary holds code that device loads (SASS for its architecture, or PTX it
+// can compile).
+__global__ static void probe_kernel(void) {}
+
+extern "C" const char *cuda_device_unsupported_reason(int device) {
+    static char reason[320];
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;   // cuda_ctx_create reports what is wrong with the device
+    }
+    cudaFuncAttributes attr;
+    int current = 0;
+    (void)cudaGetDevice(&current);
+    const bool switched = current != device && cudaSetDevice(device) == cudaSuccess;
+    const bool has_code = cudaFuncGetAttributes(&attr, probe_kernel) == cudaSuccess;
+    (void)cudaGetLastError();
+    if (switched) (void)cudaSetDevice(current);
+    const CudaDeviceFacts facts = {device, prop.name, prop.major, prop.minor, has_code};
+    return cuda_support_problem(reason, sizeof reason, &facts);
+}
+
 extern "C" CudaCtx *cuda_ctx_create(int device) {
     int n = cuda_device_count();
     if (device < 0 || device >= n) {

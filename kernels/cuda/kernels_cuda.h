@@ -69,6 +69,21 @@ int cuda_device_count(void);
 // (cudaErrorInsufficientDriver)", for `--device cuda` to print and exit 2. Static storage.
 const char *cuda_unavailable_reason(void);
 
+// Whether this build's kernels run on GPU `device` (which exists): NULL if they do, else one
+// line saying why not in plain words (compute capability under CUDA_MIN_MAJOR.0, or a build
+// without code the device can load, and what to do).
+const char *cuda_device_unsupported_reason(int device);
+// What that is decided from (kernels/cuda/device_support.c, plain C: the emulator fills it in
+// too), and the decision: NULL, or the line written into buf.
+#define CUDA_MIN_MAJOR 8
+typedef struct {
+    int device;
+    const char *name;   // the runtime's device name
+    int major, minor;   // compute capability
+    int has_code;       // a kernel of this build loads on the device
+} CudaDeviceFacts;
+const char *cuda_support_problem(char *buf, size_t size, const CudaDeviceFacts *f);
+
 typedef struct CudaCtx CudaCtx;
 // Makes `device` current, creates a non-blocking stream, cuBLAS and cuBLASLt handles bound
 // to it and a 32 MiB cuBLASLt workspace. Aborts (one line) on failure: check

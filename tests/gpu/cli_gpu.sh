@@ -213,6 +213,10 @@ expect_refusal() {   # expect_refusal "text" args...: one line on stderr, exit 2
 check "--recompute all on GPUs: one line, exit 2" expect_refusal "--recompute all runs on CPU stages only" \
   --device cuda --recompute all
 check "--transport mpi on GPUs: one line, exit 2" expect_refusal "use --transport nccl" --device cuda --transport mpi
+if [ -n "${PPTRAIN_EMU_GPUS:-}" ]; then   # the emulated GPUs pretend a T4 (PPTRAIN_EMU_CC)
+  PPTRAIN_EMU_CC=7.5 check "a GPU under compute capability 8.0 (a T4): one line, exit 2" expect_refusal \
+    "GPU 0 (emulated GPU) has compute capability 7.5; pptrain's GPU kernels need 8.0 or newer" --device cuda
+fi
 # Tied embeddings on one GPU stage: the head accumulates into the embedding itself; within
 # fp32 tolerance of the CPU stages' E + H. Split across GPU stages, and biases: refused.
 fx="$src/tests/fixtures/hf_variants"

@@ -17,6 +17,7 @@
 // breach: a caller reserves so that no step grows it (kernels_cuda.h). Not counted: cub's
 // temporary storage of the embedding's sort, which only the GPU knows.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,18 @@ struct CudaCtx {
 int cuda_device_count(void) { return emu_devices(); }
 
 const char *cuda_unavailable_reason(void) { return NULL; }
+
+// PPTRAIN_EMU_CC=MAJOR.MINOR: the compute capability the emulated GPUs pretend to have (default
+// 9.0, an H100), as a build for 8.0 and 9.0 (CMake's default) would see it: code loads on 8.x
+// and newer.
+const char *cuda_device_unsupported_reason(int device) {
+    static char reason[320];
+    const char *cc = getenv("PPTRAIN_EMU_CC");
+    int major = 9, minor = 0;
+    if (cc && sscanf(cc, "%d.%d", &major, &minor) != 2) emu_breach(__func__, "PPTRAIN_EMU_CC is not MAJOR.MINOR");
+    const CudaDeviceFacts facts = {device, "emulated GPU", major, minor, major >= 8};
+    return cuda_support_problem(reason, sizeof reason, &facts);
+}
 
 CudaCtx *cuda_ctx_create(int device) {
     if (cudaSetDevice(device) != cudaSuccess) emu_breach("cuda_ctx_create", "no such device");

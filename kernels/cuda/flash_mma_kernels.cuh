@@ -115,13 +115,17 @@ struct MmaLane {
 
 // acc[j] (j < N / 8) = rows r0 .. r0 + 15 of A against rows n0 + 8 j .. n0 + 8 j + 7 of Bt, both
 // bf16 (64, HD + 8) tiles, over the depth HD 16 at a time in order: (16, N) scores A Bt^T.
+// Only column blocks [jb, je) are computed (even bounds), the rest left 0: on a diagonal tile a
+// warp's rows see some blocks only masked (mma_diagonal_blocks).
 template <int HD, int N>
-__device__ static void mma_scores(float (*acc)[4], const __nv_bfloat16 *A, int r0, const __nv_bfloat16 *Bt, int n0) {
+__device__ static void mma_scores(float (*acc)[4], const __nv_bfloat16 *A, int r0, const __nv_bfloat16 *Bt, int n0,
+                                  int jb = 0, int je = N / 8) {
     for (int j = 0; j < N / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     for (int c = 0; c < HD; c += 16) {
         uint32_t a[4];
         ldmatrix_x4(a, ldmatrix_block_row(A, HD + 8, r0, c));
-        for (int j = 0; j < N / 8; j += 2) {
+        for (int j = 0; j < N / 8; j += 2) {   // unrolled: acc's indices stay constants (registers)
+            if (j < jb || j >= je) continue;
             uint32_t b[4];
             ldmatrix_x4(b, ldmatrix_bt_row(Bt, HD + 8, n0 + 8 * j, c));
             mma_bf16_16816(acc[j], a, b[0], b[1], acc[j]);
@@ -131,10 +135,14 @@ __device__ static void mma_scores(float (*acc)[4], const __nv_bfloat16 *A, int r
 }
 
 // acc[c] (c < HD / 8) += p X: p the warp's (16, N) accumulators (already bf16 values), X's rows
-// x0 .. x0 + N - 1 (a bf16 (64, HD + 8) tile) the depth, 16 of it a step in order.
+// x0 .. x0 + N - 1 (a bf16 (64, HD + 8) tile) the depth, 16 of it a step in order. Column blocks
+// of p outside [kb, ke) (even bounds) must be all zeros, and are skipped: their steps would
+// add +0 (a step's 16 products sum from +0), which changes no accumulator.
 template <int HD, int N>
-__device__ static void mma_accumulate(float (*acc)[4], const float (*p)[4], const __nv_bfloat16 *X, int x0) {
-    for (int k = 0; k < N / 8; k += 2) {
+__device__ static void mma_accumulate(float (*acc)[4], const float (*p)[4], const __nv_bfloat16 *X, int x0,
+                                      int kb = 0, int ke = N / 8) {
+    for (int k = 0; k < N / 8; k += 2) {   // unrolled: p's indices stay constants (registers)
+        if (k < kb || k >= ke) continue;
         uint32_t a[4];
         mma_a_from_c(a, p[k], p[k + 1]);
         for (int c = 0; c < HD / 8; c += 2) {
@@ -144,6 +152,20 @@ __device__ static void mma_accumulate(float (*acc)[4], const float (*p)[4], cons
             mma_bf16_16816(acc[c + 1], a, b[2], b[3], acc[c + 1]);
         }
     }
+}
+
+// On a diagonal tile (query tile = key tile, both 64 rows from the same position), the column
+// blocks of 8 a warp's 16 rows see any unmasked element in. Queries against keys (forward,
+// dq): key blocks up to the warp's last row, [0, 2 w + 2). Keys against queries (dk/dv): query
+// blocks from the warp's first row, [2 w, 8). Every other block's elements are masked: their
+// probabilities and score gradients are exact zeros, so neither their scores nor their
+// products are computed. Off the diagonal every block is seen: [0, 8).
+struct MmaBlocks {
+    int begin, end;
+};
+__device__ static MmaBlocks mma_diagonal_blocks(bool diagonal, bool keys_rows, int r0) {
+    if (!diagonal) return MmaBlocks{0, 8};
+    return keys_rows ? MmaBlocks{r0 / 8, 8} : MmaBlocks{0, r0 / 8 + 2};
 }
 
 // emit(row in the tile, column, value) for every element of this lane's (16, HD) accumulators.
@@ -186,8 +208,13 @@ __device__ static void mma_emit_rope(const float (*acc)[4], const MmaLane &ln, f
         }
 }
 
+// Blocks an SM should hold at once, for __launch_bounds__: up to head dim 64 the kernels need
+// about 128 registers a thread, and 4 blocks of 128 threads fit 64 K registers at 128 each;
+// ptxas would otherwise take 129 and leave room for 3. Above 64, whatever ptxas needs.
+#define MMA_MIN_BLOCKS(HD) ((HD) <= 64 ? 4 : 1)
+
 template <int HD>
-__global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
+__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
                                          const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                                          const __nv_bfloat16 *__restrict__ v, int T, int NH, int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
@@ -210,7 +237,8 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
         load_tile_bf16<HD>(Vs, vr, k0, min(FLASH_MMA_ROWS, T - k0));
         __syncthreads();
         float s[8][4];
-        mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0);
+        const MmaBlocks seen = mma_diagonal_blocks(k0 == q0, false, ln.r0);
+        mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
         // The online softmax of this lane's two rows: scaled and masked scores and their max over
         // the quad; probabilities rounded to bf16 and their sum (flash_mma_row_sum's order: this
         // lane's 16 in column order, then the quad's pairwise); then m, l, and acc by alpha. Keys
@@ -240,7 +268,7 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
             }
             for (int c = 0; c < HD / 8; c++) acc[c][2 * i] *= alpha, acc[c][2 * i + 1] *= alpha;
         }
-        mma_accumulate<HD, 64>(acc, s, Vs, 0);
+        mma_accumulate<HD, 64>(acc, s, Vs, 0, seen.begin, seen.end);
     }
     __nv_bfloat16 *ob = out + ((size_t)b * T * NH + h) * HD;   // bf16: the o projection's operand
     mma_emit<HD>(acc, ln, [&](int row, int d, float x) {
@@ -257,7 +285,7 @@ __global__ void flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float 
 // flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 // dq goes to dq in fp32, or with rq.dst through RoPE's backward into the packed gradient.
 template <int HD>
-__global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
+__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
                                     const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                                     const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
                                     const float *__restrict__ dsum, int T, int NH, int NKV, float scale,
@@ -286,14 +314,15 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 
         load_tile_bf16<HD>(t.V, vr, k0, min(FLASH_MMA_ROWS, T - k0));
         __syncthreads();
         float s[8][4], dp[8][4];
-        mma_scores<HD, 64>(s, t.Q, ln.r0, t.K, 0);
-        mma_scores<HD, 64>(dp, t.dO, ln.r0, t.V, 0);
+        const MmaBlocks seen = mma_diagonal_blocks(k0 == q0, false, ln.r0);
+        mma_scores<HD, 64>(s, t.Q, ln.r0, t.K, 0, seen.begin, seen.end);
+        mma_scores<HD, 64>(dp, t.dO, ln.r0, t.V, 0, seen.begin, seen.end);
         for (int j = 0; j < 8; j++)
             for (int e = 0; e < 4; e++) {
                 const float p = flash_prob(k0 + ln.col(j, e) <= q0 + ln.row(e) ? scale * s[j][e] : -INFINITY, L[e / 2]);
                 s[j][e] = bf16_round(flash_dscore(p, dp[j][e], D[e / 2]));
             }
-        mma_accumulate<HD, 64>(acc, s, t.K, 0);
+        mma_accumulate<HD, 64>(acc, s, t.K, 0, seen.begin, seen.end);
     }
     if (rq.dst) {
         mma_emit_rope<HD>(acc, ln, scale, rq, b, T, q0, nq, h);
@@ -314,7 +343,7 @@ __global__ void flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 
 // the query tile's 64 rows 16 at a time, in order. Without grouped queries dk goes to dk in
 // fp32, or with rk.dst through RoPE's backward into the packed gradient.
 template <int HD>
-__global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
+__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
                                       float *__restrict__ dv_part, const __nv_bfloat16 *__restrict__ dout,
                                       const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                                       const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
@@ -340,11 +369,13 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float 
         load_stats(t.L, lse + bh * T, q0, nq);
         load_stats(t.D, dsum + bh * T, q0, nq);
         __syncthreads();
+        const MmaBlocks seen = mma_diagonal_blocks(q0 == k0, true, ln.r0);
         for (int half = 0; half < 2; half++) {
-            const int c0 = 32 * half;
+            const int c0 = 32 * half, jb = min(max(seen.begin - 4 * half, 0), 4);   // this half's first seen block
+            if (jb == 4) continue;   // every column of the half masked for the warp's rows
             float st[4][4], dpt[4][4];
-            mma_scores<HD, 32>(st, t.K, ln.r0, t.Q, c0);
-            mma_scores<HD, 32>(dpt, t.V, ln.r0, t.dO, c0);
+            mma_scores<HD, 32>(st, t.K, ln.r0, t.Q, c0, jb);
+            mma_scores<HD, 32>(dpt, t.V, ln.r0, t.dO, c0, jb);
             for (int j = 0; j < 4; j++)
                 for (int e = 0; e < 4; e++) {
                     const int c = c0 + ln.col(j, e);
@@ -353,8 +384,8 @@ __global__ void flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float 
                     dpt[j][e] = bf16_round(flash_dscore(p, dpt[j][e], t.D[c]));
                     st[j][e] = bf16_round(p);
                 }
-            mma_accumulate<HD, 32>(dv_acc, st, t.dO, c0);
-            mma_accumulate<HD, 32>(dk_acc, dpt, t.Q, c0);
+            mma_accumulate<HD, 32>(dv_acc, st, t.dO, c0, jb);
+            mma_accumulate<HD, 32>(dk_acc, dpt, t.Q, c0, jb);
         }
     }
     if (g == 1) {

@@ -57,6 +57,7 @@ inline const uint64_t *simt_lane_slots(const uint64_t *mine, int l) { return min
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __syncthreads() simt_barrier->arrive_and_wait()
 #define __syncwarp() simt_warp_barrier->arrive_and_wait()
 #define DYNAMIC_SHARED_FLOATS(name) float *name = simt_shared

@@ -65,37 +65,71 @@ struct MmaCarve {
 // The same carving counted on the host: a kernel's shared bytes.
 static size_t mma_pieces(size_t floats) { return (floats + 7) / 8 * 8; }
 static size_t mma_operand_floats(int HD) { return mma_pieces((size_t)FLASH_MMA_ROWS * (HD + 8) / 2); }
-static size_t mma_forward_smem(int HD) { return 3 * mma_operand_floats(HD); }   // Q K V
-static size_t mma_backward_smem(int HD) {   // mma_backward_tiles: 4 operands, the query rows' L and D
-    return 4 * mma_operand_floats(HD) + 2 * mma_pieces(FLASH_MMA_ROWS);
+// Every kernel keeps its own tile(s) and walks the others tile by tile, double-buffered: while
+// it computes on one buffer, cp.async fills the other with the next tile (mma_walk_tiles).
+static size_t mma_forward_smem(int HD) { return 5 * mma_operand_floats(HD); }   // Q; K V twice
+static size_t mma_backward_smem(int HD) {   // mma_backward_tiles: 2 own, 2 x 2 walked, 2 x (L, D)
+    return 6 * mma_operand_floats(HD) + mma_pieces(4 * FLASH_MMA_ROWS);
 }
 
-// The backward kernels' shared memory, one layout for both (mma_backward_smem counts it).
+// The backward kernels' shared memory, one layout for both (mma_backward_smem counts it): the
+// block's own two tiles (q and dout for dq; k and v for dk/dv), the walked two (k and v; q and
+// dout) in 2 buffers, and dk/dv's walked query tile's statistics L and D in 2 buffers.
 struct MmaBackwardTiles {
-    __nv_bfloat16 *Q, *dO, *K, *V;
-    float *L, *D;   // (64): dk/dv's query tile's statistics
+    __nv_bfloat16 *own[2], *walked;
+    float *stats;
+    size_t operand;   // a tile's elements
+    // Walked tile `which` (0: k or q; 1: v or dout) in buffer `buffer`.
+    __device__ __nv_bfloat16 *walk(int buffer, int which) const {
+        return walked + (size_t)(2 * buffer + which) * operand;
+    }
+    __device__ float *L(int buffer) const { return stats + 2 * FLASH_MMA_ROWS * buffer; }
+    __device__ float *D(int buffer) const { return L(buffer) + FLASH_MMA_ROWS; }
 };
 template <int HD>
 __device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
     MmaCarve carve = {sh, 0};
-    const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
     MmaBackwardTiles t;
-    t.Q = carve.bf16s(operand), t.dO = carve.bf16s(operand), t.K = carve.bf16s(operand), t.V = carve.bf16s(operand);
-    t.L = carve.floats(FLASH_MMA_ROWS), t.D = carve.floats(FLASH_MMA_ROWS);
+    t.operand = (size_t)FLASH_MMA_ROWS * (HD + 8);   // 64 (HD + 8) bf16s: a multiple of 16 bytes
+    t.own[0] = carve.bf16s(t.operand), t.own[1] = carve.bf16s(t.operand);
+    t.walked = carve.bf16s(4 * t.operand);
+    t.stats = carve.floats(4 * FLASH_MMA_ROWS);
     return t;
 }
 
-// 64 x HD of src from row t0 into a bf16 (64, HD + 8) tile; rows past `rows` are zeros. q, k,
-// v and dout come bf16 (the slot keeps them so) and are copied, 8 values a 16-byte read (HD is
-// a multiple of 16, so their rows are 16-byte aligned, and so are the tile's: (HD + 8) bf16s).
+// 64 x HD of src from row t0 into a bf16 (64, HD + 8) tile, by cp.async (the rows in flight in
+// the group the caller's next cp_async_commit closes); rows past `rows` are zeroed at once.
+// q, k, v and dout come bf16 (the slot keeps them so), 8 values a 16-byte copy (HD is a
+// multiple of 16, so their rows are 16-byte aligned, and so are the tile's: (HD + 8) bf16s).
 template <int HD>
-__device__ static void load_tile_bf16(__nv_bfloat16 *tile, FlashRows<__nv_bfloat16> src, int t0, int rows) {
+__device__ static void load_tile_async(__nv_bfloat16 *tile, FlashRows<__nv_bfloat16> src, int t0, int rows) {
     constexpr int vecs = HD / 8;
     for (int i = threadIdx.x; i < FLASH_MMA_ROWS * vecs; i += blockDim.x) {
         const int r = i / vecs, c = i % vecs;
-        uint4 x = {0u, 0u, 0u, 0u};   // the bits of 8 bf16 zeros
-        if (r < rows) x = reinterpret_cast<const uint4 *>(src.row(t0 + r))[c];
-        *reinterpret_cast<uint4 *>(&tile[r * (HD + 8) + 8 * c]) = x;
+        __nv_bfloat16 *dst = &tile[r * (HD + 8) + 8 * c];
+        if (r < rows) cp_async16(dst, reinterpret_cast<const uint4 *>(src.row(t0 + r)) + c);
+        else *reinterpret_cast<uint4 *>(dst) = uint4{0u, 0u, 0u, 0u};   // the bits of 8 bf16 zeros
+    }
+}
+
+// The walk over tiles first .. last - 1, double-buffered: load(tile, buffer) starts a tile's
+// copies (load_tile_async, and any plain stores), compute(tile, buffer) uses it. The next tile's
+// copies are in flight while a tile is computed on; a tile is waited for (cp_async_wait<1>: all
+// but the newest group, the next tile's) and the block syncs before it is read, and the block
+// syncs again after, before the next iteration refills that buffer. Copies the caller started
+// before (its own tiles) and did not commit go in the first tile's group.
+template <typename Load, typename Compute>
+__device__ __forceinline__ static void mma_walk_tiles(int first, int last, Load load, Compute compute) {
+    load(first, 0);
+    cp_async_commit();
+    for (int tile = first; tile < last; tile++) {
+        const int buffer = (tile - first) & 1;
+        if (tile + 1 < last) load(tile + 1, buffer ^ 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        compute(tile, buffer);
+        __syncthreads();
     }
 }
 
@@ -214,28 +248,31 @@ __device__ static void mma_emit_rope(const float (*acc)[4], const MmaLane &ln, f
 #define MMA_MIN_BLOCKS(HD) ((HD) <= 64 ? 4 : 1)
 
 template <int HD>
-__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
-                                         const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                                         const __nv_bfloat16 *__restrict__ v, int T, int NH, int NKV, float scale) {
+__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD))
+flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
+                         const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+                         const __nv_bfloat16 *__restrict__ v, int T, int NH, int NKV, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     MmaCarve carve = {sh, 0};
     const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
-    __nv_bfloat16 *Qs = carve.bf16s(operand), *Ks = carve.bf16s(operand), *Vs = carve.bf16s(operand);
+    __nv_bfloat16 *Qs = carve.bf16s(operand), *KVs = carve.bf16s(4 * operand);   // K, V in 2 buffers
     const MmaLane ln;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
     const int q0 = heavy_first_tile() * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
-    load_tile_bf16<HD>(Qs, head_rows(q, b, h, T, NH, HD), q0, nq);
+    load_tile_async<HD>(Qs, head_rows(q, b, h, T, NH, HD), q0, nq);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};   // rows g and g + 8: the quad's copies agree
     float acc[HD / 8][4];
     for (int c = 0; c < HD / 8; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     const int key_tiles = (q0 + nq - 1) / FLASH_MMA_ROWS + 1;   // causal: none past the last query
-    for (int kt = 0; kt < key_tiles; kt++) {
+    const auto load = [&](int kt, int buffer) {
         const int k0 = kt * FLASH_MMA_ROWS;
-        __syncthreads();   // the previous tile's readers are done
-        load_tile_bf16<HD>(Ks, kr, k0, min(FLASH_MMA_ROWS, T - k0));
-        load_tile_bf16<HD>(Vs, vr, k0, min(FLASH_MMA_ROWS, T - k0));
-        __syncthreads();
+        load_tile_async<HD>(KVs + 2 * buffer * operand, kr, k0, min(FLASH_MMA_ROWS, T - k0));
+        load_tile_async<HD>(KVs + (2 * buffer + 1) * operand, vr, k0, min(FLASH_MMA_ROWS, T - k0));
+    };
+    mma_walk_tiles(0, key_tiles, load, [&](int kt, int buffer) {
+        const int k0 = kt * FLASH_MMA_ROWS;
+        const __nv_bfloat16 *Ks = KVs + 2 * buffer * operand, *Vs = Ks + operand;
         float s[8][4];
         const MmaBlocks seen = mma_diagonal_blocks(k0 == q0, false, ln.r0);
         mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
@@ -269,11 +306,12 @@ __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_for
             for (int c = 0; c < HD / 8; c++) acc[c][2 * i] *= alpha, acc[c][2 * i + 1] *= alpha;
         }
         mma_accumulate<HD, 64>(acc, s, Vs, 0, seen.begin, seen.end);
-    }
-    __nv_bfloat16 *ob = out + ((size_t)b * T * NH + h) * HD;   // bf16: the o projection's operand
-    mma_emit<HD>(acc, ln, [&](int row, int d, float x) {
-        if (row < nq) flash_store(&ob[(size_t)(q0 + row) * NH * HD + d], x / l[(row - ln.r0) / 8]);
     });
+    __nv_bfloat16 *ob = out + ((size_t)b * T * NH + h) * HD;   // bf16: the o projection's operand
+    for (int c = 0; c < HD / 8; c++)   // (mma_emit's walk, with each element's l by its index)
+        for (int e = 0; e < 4; e++)
+            if (ln.row(e) < nq)
+                flash_store(&ob[(size_t)(q0 + ln.row(e)) * NH * HD + ln.col(c, e)], acc[c][e] / l[e / 2]);
     for (int i = 0; i < 2; i++) {
         const int row = ln.row(2 * i);
         if (ln.t == 0 && row < nq) lse[(size_t)bh * T + q0 + row] = flash_logsumexp(m[i], l[i]);
@@ -285,45 +323,46 @@ __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_for
 // flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 // dq goes to dq in fp32, or with rq.dst through RoPE's backward into the packed gradient.
 template <int HD>
-__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
-                                    const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                                    const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
-                                    const float *__restrict__ dsum, int T, int NH, int NKV, float scale,
-                                    FlashRopeOut rq) {
+__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD))
+flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
+                    const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
+                    const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
+                    const float *__restrict__ dsum, int T, int NH, int NKV, float scale, FlashRopeOut rq) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (L, D unused here: this lane's rows' in registers)
     const MmaLane ln;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
     const int q0 = heavy_first_tile() * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
-    load_tile_bf16<HD>(t.Q, head_rows(q, b, h, T, NH, HD), q0, nq);
-    load_tile_bf16<HD>(t.dO, head_rows(dout, b, h, T, NH, HD), q0, nq);
-    float L[2], D[2];   // rows g and g + 8 (padded rows: 0, finite)
-    for (int i = 0; i < 2; i++) {
-        const int row = ln.row(2 * i);
-        L[i] = row < nq ? lse[(size_t)bh * T + q0 + row] : 0.0f;
-        D[i] = row < nq ? dsum[(size_t)bh * T + q0 + row] : 0.0f;
-    }
+    const __nv_bfloat16 *Qs = t.own[0], *dOs = t.own[1];
+    load_tile_async<HD>(t.own[0], head_rows(q, b, h, T, NH, HD), q0, nq);
+    load_tile_async<HD>(t.own[1], head_rows(dout, b, h, T, NH, HD), q0, nq);
+    float *Ls = t.L(0), *Ds = t.D(0);   // the query tile's statistics (padded rows: 0, finite)
+    load_stats(Ls, lse + (size_t)bh * T, q0, nq);
+    load_stats(Ds, dsum + (size_t)bh * T, q0, nq);
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     float acc[HD / 8][4];
     for (int c = 0; c < HD / 8; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     const int key_tiles = (q0 + nq - 1) / FLASH_MMA_ROWS + 1;
-    for (int kt = 0; kt < key_tiles; kt++) {
+    const auto load = [&](int kt, int buffer) {
         const int k0 = kt * FLASH_MMA_ROWS;
-        __syncthreads();
-        load_tile_bf16<HD>(t.K, kr, k0, min(FLASH_MMA_ROWS, T - k0));
-        load_tile_bf16<HD>(t.V, vr, k0, min(FLASH_MMA_ROWS, T - k0));
-        __syncthreads();
+        load_tile_async<HD>(t.walk(buffer, 0), kr, k0, min(FLASH_MMA_ROWS, T - k0));
+        load_tile_async<HD>(t.walk(buffer, 1), vr, k0, min(FLASH_MMA_ROWS, T - k0));
+    };
+    mma_walk_tiles(0, key_tiles, load, [&](int kt, int buffer) {
+        const int k0 = kt * FLASH_MMA_ROWS;
+        const __nv_bfloat16 *Ks = t.walk(buffer, 0), *Vs = t.walk(buffer, 1);
         float s[8][4], dp[8][4];
         const MmaBlocks seen = mma_diagonal_blocks(k0 == q0, false, ln.r0);
-        mma_scores<HD, 64>(s, t.Q, ln.r0, t.K, 0, seen.begin, seen.end);
-        mma_scores<HD, 64>(dp, t.dO, ln.r0, t.V, 0, seen.begin, seen.end);
+        mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
+        mma_scores<HD, 64>(dp, dOs, ln.r0, Vs, 0, seen.begin, seen.end);
         for (int j = 0; j < 8; j++)
             for (int e = 0; e < 4; e++) {
-                const float p = flash_prob(k0 + ln.col(j, e) <= q0 + ln.row(e) ? scale * s[j][e] : -INFINITY, L[e / 2]);
-                s[j][e] = bf16_round(flash_dscore(p, dp[j][e], D[e / 2]));
+                const int row = ln.row(e);
+                const float p = flash_prob(k0 + ln.col(j, e) <= q0 + row ? scale * s[j][e] : -INFINITY, Ls[row]);
+                s[j][e] = bf16_round(flash_dscore(p, dp[j][e], Ds[row]));
             }
-        mma_accumulate<HD, 64>(acc, s, t.K, 0, seen.begin, seen.end);
-    }
+        mma_accumulate<HD, 64>(acc, s, Ks, 0, seen.begin, seen.end);
+    });
     if (rq.dst) {
         mma_emit_rope<HD>(acc, ln, scale, rq, b, T, q0, nq, h);
         return;
@@ -343,51 +382,55 @@ __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_dq_
 // the query tile's 64 rows 16 at a time, in order. Without grouped queries dk goes to dk in
 // fp32, or with rk.dst through RoPE's backward into the packed gradient.
 template <int HD>
-__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD)) flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part,
-                                      float *__restrict__ dv_part, const __nv_bfloat16 *__restrict__ dout,
-                                      const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                                      const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
-                                      const float *__restrict__ dsum, int T, int NH, int NKV, float scale,
-                                      FlashRopeOut rk) {
+__global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD))
+flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk_part, float *__restrict__ dv_part,
+                      const __nv_bfloat16 *__restrict__ dout, const __nv_bfloat16 *__restrict__ q,
+                      const __nv_bfloat16 *__restrict__ k, const __nv_bfloat16 *__restrict__ v,
+                      const float *__restrict__ lse, const float *__restrict__ dsum, int T, int NH, int NKV,
+                      float scale, FlashRopeOut rk) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);
     const MmaLane ln;   // rows: keys; columns: queries
     const int g = NH / NKV, b = blockIdx.y / NH, h = blockIdx.y % NH, kvh = h / g;
     const size_t bh = blockIdx.y;
     const int k0 = blockIdx.x * FLASH_MMA_ROWS, nk = min(FLASH_MMA_ROWS, T - k0);
-    load_tile_bf16<HD>(t.K, head_rows(k, b, kvh, T, NKV, HD), k0, nk);
-    load_tile_bf16<HD>(t.V, head_rows(v, b, kvh, T, NKV, HD), k0, nk);
+    const __nv_bfloat16 *Ks = t.own[0], *Vs = t.own[1];
+    load_tile_async<HD>(t.own[0], head_rows(k, b, kvh, T, NKV, HD), k0, nk);
+    load_tile_async<HD>(t.own[1], head_rows(v, b, kvh, T, NKV, HD), k0, nk);
     const FlashRows<__nv_bfloat16> qr = head_rows(q, b, h, T, NH, HD), orr = head_rows(dout, b, h, T, NH, HD);
     float dk_acc[HD / 8][4], dv_acc[HD / 8][4];
     for (int c = 0; c < HD / 8; c++)
         for (int e = 0; e < 4; e++) dk_acc[c][e] = dv_acc[c][e] = 0.0f;
-    for (int qt = k0 / FLASH_MMA_ROWS; qt < flash_tiles(T, FLASH_MMA_ROWS); qt++) {
+    const auto load = [&](int qt, int buffer) {
         const int q0 = qt * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
-        __syncthreads();
-        load_tile_bf16<HD>(t.Q, qr, q0, nq);
-        load_tile_bf16<HD>(t.dO, orr, q0, nq);
-        load_stats(t.L, lse + bh * T, q0, nq);
-        load_stats(t.D, dsum + bh * T, q0, nq);
-        __syncthreads();
+        load_tile_async<HD>(t.walk(buffer, 0), qr, q0, nq);
+        load_tile_async<HD>(t.walk(buffer, 1), orr, q0, nq);
+        load_stats(t.L(buffer), lse + bh * T, q0, nq);
+        load_stats(t.D(buffer), dsum + bh * T, q0, nq);
+    };
+    mma_walk_tiles(k0 / FLASH_MMA_ROWS, flash_tiles(T, FLASH_MMA_ROWS), load, [&](int qt, int buffer) {
+        const int q0 = qt * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
+        const __nv_bfloat16 *Qs = t.walk(buffer, 0), *dOs = t.walk(buffer, 1);
+        const float *Ls = t.L(buffer), *Ds = t.D(buffer);
         const MmaBlocks seen = mma_diagonal_blocks(q0 == k0, true, ln.r0);
         for (int half = 0; half < 2; half++) {
             const int c0 = 32 * half, jb = min(max(seen.begin - 4 * half, 0), 4);   // this half's first seen block
             if (jb == 4) continue;   // every column of the half masked for the warp's rows
             float st[4][4], dpt[4][4];
-            mma_scores<HD, 32>(st, t.K, ln.r0, t.Q, c0, jb);
-            mma_scores<HD, 32>(dpt, t.V, ln.r0, t.dO, c0, jb);
+            mma_scores<HD, 32>(st, Ks, ln.r0, Qs, c0, jb);
+            mma_scores<HD, 32>(dpt, Vs, ln.r0, dOs, c0, jb);
             for (int j = 0; j < 4; j++)
                 for (int e = 0; e < 4; e++) {
                     const int c = c0 + ln.col(j, e);
-                    const bool seen = c < nq && k0 + ln.row(e) <= q0 + c;
-                    const float p = flash_prob(seen ? scale * st[j][e] : -INFINITY, t.L[c]);
-                    dpt[j][e] = bf16_round(flash_dscore(p, dpt[j][e], t.D[c]));
+                    const bool unmasked = c < nq && k0 + ln.row(e) <= q0 + c;
+                    const float p = flash_prob(unmasked ? scale * st[j][e] : -INFINITY, Ls[c]);
+                    dpt[j][e] = bf16_round(flash_dscore(p, dpt[j][e], Ds[c]));
                     st[j][e] = bf16_round(p);
                 }
-            mma_accumulate<HD, 32>(dv_acc, st, t.dO, c0, jb);
-            mma_accumulate<HD, 32>(dk_acc, dpt, t.Q, c0, jb);
+            mma_accumulate<HD, 32>(dv_acc, st, dOs, c0, jb);
+            mma_accumulate<HD, 32>(dk_acc, dpt, Qs, c0, jb);
         }
-    }
+    });
     if (g == 1) {
         float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
         if (rk.dst) mma_emit_rope<HD>(dk_acc, ln, scale, rk, b, T, k0, nk, kvh);

@@ -1,6 +1,6 @@
 // kernels/cuda/mma_sync.cuh: the warp-level tensor-core instructions the bf16 flash attention
 // kernels (flash_mma_kernels.cuh) are built from, as PTX: mma.sync m16n8k16 (bf16 operands,
-// fp32 accumulators) and ldmatrix x4, plain and transposed (sm_80 and later).
+// fp32 accumulators), ldmatrix x4, plain and transposed, and cp.async (sm_80 and later).
 //
 // Unlike nvcuda::wmma, whose fragments' layout is unpublished, these instructions' per-lane
 // register layouts are part of the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating
@@ -48,6 +48,20 @@ __device__ __forceinline__ static void ldmatrix_x4_trans(uint32_t r[4], const __
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+}
+
+// 16 bytes from global to shared memory without passing through registers (cp.async, sm_80):
+// the copy runs while the thread goes on, in the group the next cp_async_commit closes, and
+// lands by the time cp_async_wait<N> returns for all but this thread's newest N groups. Other
+// threads see it after that wait and a __syncthreads.
+__device__ __forceinline__ static void cp_async16(void *smem, const void *gmem) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(gmem));
+}
+__device__ __forceinline__ static void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ static void cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 #endif
 

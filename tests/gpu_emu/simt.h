@@ -44,6 +44,19 @@ inline thread_local double *simt_warp_exchange;   // the warp's 32 slots for __s
 inline thread_local uint64_t *simt_warp_words;    // the warp's 2 x 32 x 16 slots for mma and ldmatrix
 inline thread_local unsigned simt_warp_posts;     // this lane's mma and ldmatrix calls so far
 
+// cp.async: each thread's copies wait in its groups and land only when cp_async_wait lets
+// them (all but the newest N groups), so a kernel that reads a tile before waiting for it (or
+// before the __syncthreads after) reads what was there: NaN, or the tile before.
+struct SimtCopy {
+    void *dst;
+    const void *src;
+    unsigned group;
+};
+inline thread_local std::vector<SimtCopy> simt_copies;   // this thread's, oldest first
+inline thread_local unsigned simt_groups;                // groups committed so far
+inline void cp_async16(void *smem, const void *gmem) { simt_copies.push_back(SimtCopy{smem, gmem, simt_groups}); }
+inline void cp_async_commit(void) { simt_groups++; }
+
 // This lane's 16 slots for its next mma or ldmatrix, and the slots of lane l for the same call
 // (simt_lane_slots): the warp's calls alternate between two sets of slots, so one meeting per
 // call is enough. A lane reaches call n + 2's writes only after the meeting of call n + 1,
@@ -104,6 +117,8 @@ static void simt_launch(dim3 grid, unsigned threads, size_t shared_floats, Body 
                     simt_warp_exchange = exchange.data() + 32 * (t / 32);
                     simt_warp_words = words.data() + 2 * 32 * 16 * (t / 32);
                     simt_warp_posts = 0;
+                    simt_copies.clear();
+                    simt_groups = 0;
                     body();
                 });
             for (std::thread &th : team) th.join();
@@ -187,6 +202,16 @@ inline void simt_ldmatrix_x4(uint32_t r[4], const __nv_bfloat16 *row, bool trans
         else r[j] = simt_pair(at(g) + 2 * t);
     }
 }
+// cp.async's wait (the copies' record is above, with simt_launch's thread state): lands this
+// thread's copies of all but its newest N committed groups.
+template <int N>
+inline void cp_async_wait(void) {
+    size_t i = 0;
+    for (; i < simt_copies.size() && simt_copies[i].group + N < simt_groups; i++)
+        memcpy(simt_copies[i].dst, simt_copies[i].src, 16);
+    simt_copies.erase(simt_copies.begin(), simt_copies.begin() + (std::ptrdiff_t)i);
+}
+
 inline void ldmatrix_x4(uint32_t r[4], const __nv_bfloat16 *row) { simt_ldmatrix_x4(r, row, false); }
 inline void ldmatrix_x4_trans(uint32_t r[4], const __nv_bfloat16 *row) { simt_ldmatrix_x4(r, row, true); }
 #endif

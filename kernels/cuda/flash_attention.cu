@@ -93,7 +93,7 @@ void cuda_flash_attention_forward(CudaCtx *ctx, float *out, float *lse, const fl
 template <typename OutT, typename InT>
 static void decode(CudaCtx *ctx, OutT *out, const InT *q, const InT *k, const InT *v, int n, int NH, int NKV, int HD) {
     if (n <= 0 || NH <= 0) return;
-    const size_t smem = (2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 3) * sizeof(float);
+    const size_t smem = decode_smem(HD) * sizeof(float);
     allow_smem(ctx, flash_decode_kernel<OutT, InT>, smem);
     flash_decode_kernel<OutT, InT><<<(unsigned)NH, FLASH_THREADS, smem, ctx->stream>>>(out, q, k, v, n, NH, NKV, HD,
                                                                                        flash_scale(HD));

@@ -139,6 +139,9 @@ static size_t dq_smem(int HD) {
 static size_t dkdv_smem(int HD) {
     return 2 * tile_floats(FLASH_BQ, HD) + 4 * tile_floats(FLASH_BK, HD) + 2 * FLASH_BQ * FLASH_SLD + 2 * FLASH_BQ;
 }
+static size_t decode_smem(int HD) {   // q, acc; a key and a value tile; a score row; m, l, alpha, m'
+    return 2 * tile_floats(1, HD) + 2 * tile_floats(FLASH_BK, HD) + FLASH_BK + 4;
+}
 
 template <typename OutT, typename InT>
 __global__ void flash_forward_kernel(OutT *__restrict__ out, float *__restrict__ lse, const InT *__restrict__ q,
@@ -221,15 +224,19 @@ __global__ void flash_forward_kernel(OutT *__restrict__ out, float *__restrict__
 
 // Generation's decode: block h, the one query row (position n - 1) of head h against keys
 // [0, n), key tiles in increasing order as flash_forward_kernel walks them for that row; the
-// row's max, sum and alpha live in shared memory (one writer: thread 0). The keys past n - 1
-// that the forward's last tile would mask add nothing there, so the row is the forward's.
+// row's max, sum, alpha and new max live in shared memory. flash_softmax_update's steps, spread:
+// thread 0 takes the tile's max (a max has no order) and, after the block's threads have each
+// exponentiated their scores, the sum in index order; so the row is flash_softmax_update's bit
+// for bit, and the 32 exponentials of a tile run side by side, not one after another on one
+// thread. The keys past n - 1 that the forward's last tile would mask add nothing there, so the
+// row is the forward's.
 template <typename OutT, typename InT>
 __global__ void flash_decode_kernel(OutT *__restrict__ out, const InT *__restrict__ q, const InT *__restrict__ k,
                                     const InT *__restrict__ v, int n, int NH, int NKV, int HD, float scale) {
     DYNAMIC_SHARED_FLOATS(sh);
     const int ld = HD + 1;
     float *Qs = sh, *acc = Qs + ld, *Ks = acc + ld, *Vs = Ks + FLASH_BK * ld, *S = Vs + FLASH_BK * ld;
-    float *row = S + FLASH_BK;   // m, l, alpha
+    float *row = S + FLASH_BK;   // m, l, alpha, m'
     const int h = blockIdx.x, kvh = h / (NH / NKV);
     const FlashRows<InT> qr = head_rows(q, 0, h, 1, NH, HD), kr = head_rows(k, 0, kvh, n, NKV, HD),
                          vr = head_rows(v, 0, kvh, n, NKV, HD);
@@ -245,7 +252,11 @@ __global__ void flash_decode_kernel(OutT *__restrict__ out, const InT *__restric
         for (int c = threadIdx.x; c < nk; c += blockDim.x)
             S[c] = flash_score(Qs, &Ks[c * ld], HD, scale, n - 1, k0 + c);
         __syncthreads();
-        if (threadIdx.x == 0) row[2] = flash_softmax_update(&row[0], &row[1], S, nk);
+        if (threadIdx.x == 0) row[3] = flash_row_max(row[0], S, nk), row[2] = flash_rescale(row[0], row[3]);
+        __syncthreads();
+        for (int c = threadIdx.x; c < nk; c += blockDim.x) S[c] = flash_exp(S[c], row[3]);
+        __syncthreads();
+        if (threadIdx.x == 0 && row[3] != -INFINITY) row[1] = row[1] * row[2] + flash_row_sum(S, nk), row[0] = row[3];
         __syncthreads();
         for (int d = threadIdx.x; d < HD; d += blockDim.x) acc[d] = flash_acc_update(acc[d], row[2], S, &Vs[d], ld, nk);
     }

@@ -287,6 +287,31 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
     check_rope_fused(B, T, NH, NKV, HD, q16, k16, v16, d16, e_lse, e_dsum, dq, dk);
 }
 
+// Generation's decode (flash_decode_kernel: one query row against n cached keys, its tiles'
+// softmax spread over the block) against flash_emu_decode, bitwise: fp32, and bf16 q, k, v
+// (widened on load) with the out rounded.
+static void check_decode(int n, int NH, int NKV, int HD) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "decode n%d NH%d NKV%d HD%d", n, NH, NKV, HD);
+    const Bf16Input q16 = bf16_input(uniform((size_t)NH * HD, 31)), k16 = bf16_input(uniform((size_t)n * NKV * HD, 32)),
+                    v16 = bf16_input(uniform((size_t)n * NKV * HD, 33));
+    std::vector<float> want((size_t)NH * HD), got((size_t)NH * HD, NAN);
+    flash_emu_decode(want.data(), q16.wide.data(), k16.wide.data(), v16.wide.data(), n, NH, NKV, HD);
+    const float scale = flash_scale(HD);
+    simt_launch(dim3{(unsigned)NH, 1, 1}, FLASH_THREADS, decode_smem(HD), [&] {
+        flash_decode_kernel<float, float>(got.data(), q16.wide.data(), k16.wide.data(), v16.wide.data(), n, NH, NKV,
+                                          HD, scale);
+    });
+    expect_bitwise(shape, "out", got, want);
+    std::vector<__nv_bfloat16> got16((size_t)NH * HD, __nv_bfloat16{0x7fc1});
+    simt_launch(dim3{(unsigned)NH, 1, 1}, FLASH_THREADS, decode_smem(HD), [&] {
+        flash_decode_kernel<__nv_bfloat16, __nv_bfloat16>(got16.data(), q16.bits.data(), k16.bits.data(),
+                                                          v16.bits.data(), n, NH, NKV, HD, scale);
+    });
+    for (size_t i = 0; i < got.size(); i++) got[i] = __bfloat162float(got16[i]), want[i] = flash_bf16(want[i]);
+    expect_bitwise(shape, "out (bf16)", got, want);
+}
+
 // D = rowsum(dout * out) (flash_rowsum_kernel) in both of its read paths against flash_dot on
 // the widened values, bitwise: 16-byte loads where HD x the element is a multiple of 16 and
 // the tensors are 16-byte aligned, one element at a time otherwise (odd_start shifts both
@@ -344,6 +369,10 @@ int main(void) {
                                  {1, 150, 3, 1, 48}, {1, 80, 2, 2, 128}};
     for (const auto &s : mma_shapes) check_mma_shape(s[0], s[1], s[2], s[3], s[4]);
     check_mma_shape(1, 130, 2, 1, 64, 32.0f);   // probabilities over many binades: the sums' order shows
+    // Decode: one key; a ragged last tile over 3; 3 query heads a group, HD 128.
+    check_decode(1, 2, 1, 16);
+    check_decode(70, 4, 2, 24);
+    check_decode(40, 3, 1, 128);
     printf("test_flash_simt: %d failed\n", failures);
     return failures != 0;
 }

@@ -58,7 +58,7 @@ static const char *plain_reason(cudaError_t err) {
 }
 
 extern "C" const char *cuda_unavailable_reason(void) {
-    static char reason[320];
+    static thread_local char reason[320];   // stage threads attach their GPUs at once
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
@@ -84,7 +84,7 @@ extern "C" const char *cuda_unavailable_reason(void) {
 __global__ static void probe_kernel(void) {}
 
 extern "C" const char *cuda_device_unsupported_reason(int device) {
-    static char reason[320];
+    static thread_local char reason[320];   // stage threads attach their GPUs at once
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
         (void)cudaGetLastError();

@@ -66,12 +66,12 @@ typedef uint16_t cuda_bf16;          // bfloat16 bits: 1 sign, 8 exponent, 7 man
 int cuda_device_count(void);
 // NULL when at least one device is usable, otherwise one line (no newline) saying why not in
 // plain words, e.g. "no NVIDIA driver is loaded, or it is older than this CUDA runtime needs
-// (cudaErrorInsufficientDriver)", for `--device cuda` to print and exit 2. Static storage.
+// (cudaErrorInsufficientDriver)", for `--device cuda` to print and exit 2. Thread-local storage.
 const char *cuda_unavailable_reason(void);
 
 // Whether this build's kernels run on GPU `device` (which exists): NULL if they do, else one
 // line saying why not in plain words (compute capability under CUDA_MIN_MAJOR.0, or a build
-// without code the device can load, and what to do).
+// without code the device can load, and what to do). Thread-local storage.
 const char *cuda_device_unsupported_reason(int device);
 // What that is decided from (kernels/cuda/device_support.c, plain C: the emulator fills it in
 // too), and the decision: NULL, or the line written into buf.

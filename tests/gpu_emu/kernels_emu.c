@@ -52,7 +52,7 @@ const char *cuda_unavailable_reason(void) { return NULL; }
 // 9.0, an H100), as a build for 8.0 and 9.0 (CMake's default) would see it: code loads on 8.x
 // and newer.
 const char *cuda_device_unsupported_reason(int device) {
-    static char reason[320];
+    static _Thread_local char reason[320];   // stage threads attach their GPUs at once
     const char *cc = getenv("PPTRAIN_EMU_CC");
     int major = 9, minor = 0;
     if (cc && sscanf(cc, "%d.%d", &major, &minor) != 2) emu_breach(__func__, "PPTRAIN_EMU_CC is not MAJOR.MINOR");

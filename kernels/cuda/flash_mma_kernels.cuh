@@ -63,12 +63,12 @@ struct MmaCarve {
     __device__ __nv_bfloat16 *bf16s(size_t n) { return reinterpret_cast<__nv_bfloat16 *>(floats((n + 1) / 2)); }
 };
 // The same carving counted on the host: a kernel's shared bytes.
-static size_t mma_pieces(size_t floats) { return (floats + 7) / 8 * 8; }
-static size_t mma_operand_floats(int HD) { return mma_pieces((size_t)FLASH_MMA_ROWS * (HD + 8) / 2); }
+static constexpr size_t mma_pieces(size_t floats) { return (floats + 7) / 8 * 8; }
+static constexpr size_t mma_operand_floats(int HD) { return mma_pieces((size_t)FLASH_MMA_ROWS * (HD + 8) / 2); }
 // Every kernel keeps its own tile(s) and walks the others tile by tile, double-buffered: while
 // it computes on one buffer, cp.async fills the other with the next tile (mma_walk_tiles).
-static size_t mma_forward_smem(int HD) { return 5 * mma_operand_floats(HD); }   // Q; K V twice
-static size_t mma_backward_smem(int HD) {   // mma_backward_tiles: 2 own, 2 x 2 walked, 2 x (L, D)
+static constexpr size_t mma_forward_smem(int HD) { return 5 * mma_operand_floats(HD); }   // Q; K V twice
+static constexpr size_t mma_backward_smem(int HD) {   // mma_backward_tiles: 2 own, 2 x 2 walked, 2 x (L, D)
     return 6 * mma_operand_floats(HD) + mma_pieces(4 * FLASH_MMA_ROWS);
 }
 
@@ -246,6 +246,11 @@ __device__ static void mma_emit_rope(const float (*acc)[4], const MmaLane &ln, f
 // about 128 registers a thread, and 4 blocks of 128 threads fit 64 K registers at 128 each;
 // ptxas would otherwise take 129 and leave room for 3. Above 64, whatever ptxas needs.
 #define MMA_MIN_BLOCKS(HD) ((HD) <= 64 ? 4 : 1)
+// ... and their shared memory must let them: an H100 SM's 228 KiB, less the 1 KiB the runtime
+// keeps a block, holds 4 blocks of each kernel at head dim 64 (with a tile more, the backward would not).
+static_assert(4 * (mma_forward_smem(64) * sizeof(float) + 1024) <= 228 * 1024 &&
+                  4 * (mma_backward_smem(64) * sizeof(float) + 1024) <= 228 * 1024,
+              "4 blocks of each tensor-core attention kernel fit an H100 SM at head dim 64");
 
 template <int HD>
 __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD))

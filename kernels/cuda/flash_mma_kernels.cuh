@@ -22,6 +22,7 @@
 #define PPTRAIN_KERNELS_CUDA_FLASH_MMA_KERNELS_CUH
 #include "kernels/cuda/flash_kernels.cuh"
 #include "kernels/cuda/mma_sync.cuh"
+#include "kernels/cuda/rope_pair.cuh"
 
 #define MMA_WARPS 4
 #define MMA_THREADS (32 * MMA_WARPS)
@@ -211,8 +212,8 @@ __device__ static void mma_emit(const float (*acc)[4], const MmaLane &ln, Emit e
 
 __device__ __forceinline__ static float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-// Where a backward kernel may write dq or dk rotated back by RoPE (R^T, rope_backward_packed_kernel's
-// expressions), rounded to bf16, into the packed q|k|v gradient: head h of token row n at
+// Where a backward kernel may write dq or dk rotated back by RoPE (rope_pair_backward, as
+// rope_backward_packed_kernel), rounded to bf16, into the packed q|k|v gradient: head h of token row n at
 // dst[n * ld + h * HD], with the cos/sin tables (T, HD / 2) of rope_tables_kernel. dst NULL:
 // the kernel writes the fp32 gradient instead, for RoPE's backward kernel to rotate.
 struct FlashRopeOut {
@@ -234,11 +235,12 @@ __device__ static void mma_emit_rope(const float (*acc)[4], const MmaLane &ln, f
             const int row = ln.row(e), i = ln.col(c, e);
             if (row >= rows) continue;
             const size_t tab = (size_t)(t0 + row) * half + i;
-            const float cs = rope.cos_tab[tab], sn = rope.sin_tab[tab];
-            const float g0 = flash_written(scale * acc[c][e]), g1 = flash_written(scale * acc[c + hc][e]);
+            const RopePair g = rope_pair_backward(flash_written(scale * acc[c][e]),
+                                                  flash_written(scale * acc[c + hc][e]), rope.cos_tab[tab],
+                                                  rope.sin_tab[tab]);
             __nv_bfloat16 *x = rope.dst + ((size_t)b * T + t0 + row) * rope.ld + (size_t)head * HD;
-            x[i] = __float2bfloat16_rn(g0 * cs + g1 * sn);
-            x[i + half] = __float2bfloat16_rn(g1 * cs - g0 * sn);
+            x[i] = __float2bfloat16_rn(g.lo);
+            x[i + half] = __float2bfloat16_rn(g.hi);
         }
 }
 

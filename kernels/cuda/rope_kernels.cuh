@@ -4,6 +4,7 @@
 // kernels/cuda/common.cuh on the GPU, after simt.h and device_math.cuh on the CPU.
 #ifndef PPTRAIN_KERNELS_CUDA_ROPE_KERNELS_CUH
 #define PPTRAIN_KERNELS_CUDA_ROPE_KERNELS_CUH
+#include "kernels/cuda/rope_pair.cuh"
 
 #define ROPE_MAX_HALF 512                          // HD <= 1024
 
@@ -77,9 +78,9 @@ __global__ void rope_backward_kernel(float *__restrict__ dx, const float *__rest
     const int half = HD / 2;
     rope_rows(N, T, H, HD, cos_tab, sin_tab, [&](int n, int h, int i, float c, float s) {
         const size_t off = ((size_t)n * H + h) * HD;
-        const float g0 = dout[off + i], g1 = dout[off + i + half];
-        dx[off + i] = g0 * c + g1 * s;
-        dx[off + i + half] = g1 * c - g0 * s;
+        const RopePair g = rope_pair_backward(dout[off + i], dout[off + i + half], c, s);
+        dx[off + i] = g.lo;
+        dx[off + i + half] = g.hi;
     });
 }
 
@@ -91,9 +92,9 @@ __global__ void rope_backward_packed_kernel(__nv_bfloat16 *__restrict__ dx, int 
     const int half = HD / 2;
     rope_rows(N, T, H, HD, cos_tab, sin_tab, [&](int n, int h, int i, float c, float s) {
         const size_t off = ((size_t)n * H + h) * HD, at = (size_t)n * ld + (size_t)h * HD;
-        const float g0 = dout[off + i], g1 = dout[off + i + half];
-        dx[at + i] = from_f32<__nv_bfloat16>(g0 * c + g1 * s);
-        dx[at + i + half] = from_f32<__nv_bfloat16>(g1 * c - g0 * s);
+        const RopePair g = rope_pair_backward(dout[off + i], dout[off + i + half], c, s);
+        dx[at + i] = from_f32<__nv_bfloat16>(g.lo);
+        dx[at + i + half] = from_f32<__nv_bfloat16>(g.hi);
     });
 }
 

@@ -241,7 +241,7 @@ void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int 
                                              const float *cos_tab, const float *sin_tab, int B, int T, int NH, int NKV,
                                              int HD) {
     const size_t Q = (size_t)NH * HD, KV = (size_t)NKV * HD;
-    const bool fuse_q = flash_mma_takes(HD), fuse_k = fuse_q && NH == NKV;
+    const bool fuse_q = flash_rope_fused_q(HD), fuse_k = flash_rope_fused_k(HD, NH, NKV);
     __nv_bfloat16 *packed = (__nv_bfloat16 *)dqkv;
     const FlashRopeOut rq = {cos_tab, sin_tab, fuse_q ? packed : NULL, (size_t)ld};
     const FlashRopeOut rk = {cos_tab, sin_tab, fuse_k ? packed + Q : NULL, (size_t)ld};

@@ -993,10 +993,11 @@ void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *lse,
 
 // Grouped queries take their heads' shares of dk and dv from the arena (flash_attention.cu);
 // the emulated tiles keep theirs in flash_emu.c's scratch, so only the size is checked.
-static void attention_backward_as(CudaCtx *ctx, const char *call, AttentionArgs a) {
+// run: run_attention_backward, or NULL where the caller queues its own (the fused form).
+static void attention_backward_as(CudaCtx *ctx, const char *call, AttentionArgs a, void (*run)(void *)) {
     if (a.B > 0 && a.T > 0 && a.NKV > 0 && a.NH > a.NKV)
         (void)arena_for(ctx, call, cuda_flash_backward_arena_bytes((size_t)a.B * a.T, a.NH, a.NKV, a.HD));
-    attention(ctx, call, a, run_attention_backward);
+    attention(ctx, call, a, run);
 }
 
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum, const float *dout,
@@ -1005,7 +1006,8 @@ void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv
     attention_backward_as(ctx, __func__,
                           (AttentionArgs){.dq = dq, .dk = dk, .dv = dv, .dsum = dsum, .dout = dout, .q = q, .k = k,
                                           .v = v, .out_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH, .NKV = NKV,
-                                          .HD = HD});
+                                          .HD = HD},
+                          run_attention_backward);
 }
 
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv, int dv_ld, float *dsum,
@@ -1015,7 +1017,8 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda
     attention_backward_as(ctx, __func__,
                           (AttentionArgs){.dq = dq, .dk = dk, .dv16 = dv, .dv_ld = dv_ld, .dsum = dsum, .dout = dout, .q = q, .k = k,
                                           .v = v, .out16_in = out, .lse_in = lse, .B = B, .T = T, .NH = NH,
-                                          .NKV = NKV, .HD = HD, .bf16 = true});
+                                          .NKV = NKV, .HD = HD, .bf16 = true},
+                          run_attention_backward);
 }
 
 // The fused form (flash_attention.cu): one call runs attention's backward and then, where the
@@ -1055,12 +1058,10 @@ void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int 
               .HD = HD},
         .k = {.out16 = dqkv + Q, .ld = ld, .x = dk, .cos_tab = cos_tab, .sin_tab = sin_tab, .B = B, .T = T, .H = NKV,
               .HD = HD},
-        .fuse_q = flash_mma_takes(HD),
-        .fuse_k = flash_mma_takes(HD) && NH == NKV,
+        .fuse_q = flash_rope_fused_q(HD),
+        .fuse_k = flash_rope_fused_k(HD, NH, NKV),
     };
-    if (B > 0 && T > 0 && NKV > 0 && NH > NKV)
-        (void)arena_for(ctx, call, cuda_flash_backward_arena_bytes((size_t)B * T, NH, NKV, HD));
-    attention(ctx, call, a.attention, NULL);   // checks the attention's buffers and shape
+    attention_backward_as(ctx, call, a.attention, NULL);   // the arena, the buffers and the shape
     if (rows && NH > 0) emu_enqueue(ctx->stream, run_attention_rope_backward, &a, sizeof a);
     if (!a.fuse_q) cuda_rope_backward_bf16(ctx, dqkv, ld, dq, cos_tab, sin_tab, B, T, NH, HD);
     if (!a.fuse_k) cuda_rope_backward_bf16(ctx, dqkv + Q, ld, dk, cos_tab, sin_tab, B, T, NKV, HD);

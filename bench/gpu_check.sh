@@ -10,6 +10,8 @@
 #   one layer                   bench_cuda: a 125m decoder layer forward + backward, TFLOP/s
 #   MFU                         125m at seq 1024 (the llama2 tokenizer of tests/fixtures): 1 stage;
 #                               4 stages on one GPU; 2 GPUs over nccl where there are 2
+#   kernels of one step         where a 125m step's GPU time goes, by kernel (Nsight Compute, where
+#                               ncu is on the PATH): one line in the table, the top 12 after it
 # usage: bench/gpu_check.sh [BUILD_DIR]          (default: build; run from the source tree)
 # GPU_CHECK_LOGS=DIR keeps every part's output there.
 set -u
@@ -106,5 +108,35 @@ else
   row "MFU 125m, 2 GPUs over nccl" "skipped: one GPU"
 fi
 
+# 6. Where a 125m step's GPU time goes: each kernel of one training step (one microbatch of 16
+# sequences, the MFU rows' microbatch) timed by Nsight Compute, summed by kernel name
+# (bench/ncu_kernel_table.awk). Caches and clocks are left as the run has them, so the times are
+# those of the kernels in their place; ncu runs them one at a time, so no two overlap.
+if command -v ncu > /dev/null; then
+  why=""
+  rm -f "$work/ncu.csv" "$work/kernels.txt"
+  if timeout 180 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --print-kernel-base function --log-file "$work/ncu.csv" "$bin" train --data "$work/corpus.txt" --batching pack \
+    --model 125m --seq 1024 --batch 16 --microbatches 1 --steps 1 --lr 3e-4 --device cuda --db '' \
+    --tokenizer "$src/tests/fixtures/tokenizers/llama2/tokenizer.json" > "$work/ncu_run.txt" 2>&1 &&
+    awk -f "$src/bench/ncu_kernel_table.awk" "$work/ncu.csv" > "$work/kernels.txt"; then
+    row "kernels of one 125m step (ncu, B 16 x 1024)" "$(awk -v summary=1 -f "$src/bench/ncu_kernel_table.awk" "$work/ncu.csv")"
+  else
+    # awk's one line, else ncu's last words (its log file), else the run's
+    for f in "$work/kernels.txt" "$work/ncu.csv" "$work/ncu_run.txt"; do
+      [ -s "$f" ] && { why=$(tail -1 "$f"); break; }
+    done
+    row "kernels of one 125m step (ncu, B 16 x 1024)" "FAIL: ${why:-ncu printed nothing} (logs: GPU_CHECK_LOGS)"
+    rm -f "$work/kernels.txt"
+  fi
+else
+  row "kernels of one 125m step" "skipped: no ncu (Nsight Compute) on the PATH"
+fi
+
 echo "pptrain gpu_check, $(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus"
 cat "$table"
+if [ -s "$work/kernels.txt" ]; then
+  echo
+  echo "Where one 125m step's GPU time goes (ncu, one microbatch of 16 x 1024, kernels one at a time):"
+  cat "$work/kernels.txt"
+fi

@@ -337,13 +337,14 @@ void cuda_crossentropy_forward_backward(CudaCtx *ctx, float *dlogits, double *lo
 // all N rows at once, so no (N, V) tensor exists. Per chunk of R = cuda_classifier_chunk_rows
 // rows (in order): the chunk's fp32 logits in the context's arena, its rows' losses (as
 // cuda_crossentropy_forward_backward: pads contribute nothing), and when dx or dW is non-NULL
-// dlogits = scale * (softmax - onehot) in place, then
-//   dx(N, C) = dlogits @ W   (the chunk's rows; written)  dW(V, C) += dlogits^T @ x
+// dlogits = scale * (softmax - onehot) in place; then, per group of G rows
+// (cuda_classifier_group_rows: a chunk in fp32, CUDA_CLASSIFIER_GROUP_CHUNKS chunks in bf16),
+//   dx(N, C) = dlogits @ W   (the group's rows; written)  dW(V, C) += dlogits^T @ x
 // *loss += scale * (sum of the N row losses) at the end (NULL: not computed). Each of loss,
 // dx, dW may be NULL. cuda_classifier_arena_bytes(N, V, bf16) (below) is what the call takes
 // of the arena (reserve it: cuda_ctx_reserve). The bf16 form takes bf16 x and W and rounds each
-// chunk's dlogits to bf16 for the two gradient GEMMs, as every bf16 GEMM operand (the loss
-// kernel writes them so: no conversion pass).
+// chunk's dlogits to bf16 into its group's buffer for the two gradient GEMMs, as every bf16
+// GEMM operand (the loss kernel writes them so: no conversion pass).
 int cuda_classifier_chunk_rows(int N, int V);
 // The GPU's own chunking, in plain C for every build (an estimate, the stage's reservation:
 // engine/model/model_cuda_arena.c): the chunk's fp32 logits take at most
@@ -357,12 +358,23 @@ static inline int cuda_classifier_gpu_chunk_rows(int N, int V) {
     if (rows < 1) rows = 1;
     return N > 0 && rows > (size_t)N ? N : (int)rows;
 }
-// Row losses (N doubles), the chunk's logits (R x V floats), in bf16 mode their bf16 copy.
+// The rows of one pair of gradient GEMMs (dx, dW; classifier.cu says why): a chunk's in fp32,
+// CUDA_CLASSIFIER_GROUP_CHUNKS chunks' in bf16, whose dlogits are bf16 (at most N).
+#define CUDA_CLASSIFIER_GROUP_CHUNKS 4
+static inline int cuda_classifier_rows_of_group(int N, int chunk_rows, bool bf16) {
+    const long g = (long)chunk_rows * (bf16 ? CUDA_CLASSIFIER_GROUP_CHUNKS : 1);
+    return g > N ? N : (int)g;
+}
+static inline int cuda_classifier_group_rows(int N, int V, bool bf16) {
+    return cuda_classifier_rows_of_group(N, cuda_classifier_chunk_rows(N, V), bf16);
+}
+// Row losses (N doubles), the chunk's logits (R x V floats), in bf16 mode the group's dlogits
+// (G x V bf16s).
 static inline size_t cuda_classifier_arena_bytes(int N, int V, bool bf16) {
     if (N <= 0) return 0;
-    const size_t chunk = (size_t)cuda_classifier_gpu_chunk_rows(N, V) * (size_t)V;
-    return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round(chunk * sizeof(float)) +
-           (bf16 ? cuda_arena_round(chunk * sizeof(cuda_bf16)) : 0);
+    const int R = cuda_classifier_gpu_chunk_rows(N, V);
+    return cuda_arena_round((size_t)N * sizeof(double)) + cuda_arena_round((size_t)R * V * sizeof(float)) +
+           (bf16 ? cuda_arena_round((size_t)cuda_classifier_rows_of_group(N, R, true) * V * sizeof(cuda_bf16)) : 0);
 }
 void cuda_classifier(CudaCtx *ctx, double *loss, float *dx, float *dW, const float *x,
                      const float *W, const int32_t *targets, int N, int C, int V, float scale);

@@ -740,7 +740,12 @@ static void test_crossentropy(void) {
 // (the last one short); fp32 bounds as the linears' (only the order of the sums over rows
 // changes: dW sums chunk by chunk), bf16 as the bf16 GEMMs'.
 static void test_classifier(int VL) {
-    enum { NR = 700 };
+    // Rows enough for two whole gradient groups of the bf16 form and a short third, itself a
+    // whole chunk and half of one: 524 rows a chunk and 2096 a group at 32000 on a GPU (4978
+    // rows), 333 and 1332 at 50257 (3163); the emulator's 16 KiB chunks are a row or a few, and
+    // 701 rows end in a short group there.
+    const int R = cuda_classifier_chunk_rows(1 << 30, VL), G = cuda_classifier_group_rows(1 << 30, VL, true);
+    const int NR = 2 * G + R + R / 2 > 701 ? 2 * G + R + R / 2 : 701;
     const size_t nx = (size_t)NR * C, nw = (size_t)VL * C, nl = (size_t)NR * VL;
     int32_t *targets = malloc(NR * sizeof *targets);
     if (!targets) abort();
@@ -756,12 +761,10 @@ static void test_classifier(int VL) {
     const double loss = crossentropy_forward_backward(logits, logits, targets, NR, VL, scale);
     linear_backward_input(dx, logits, W, NR, C, VL, false);
     linear_backward_weight(dW, logits, x, NR, C, VL);
-    char what[64];
-    // 524 rows a chunk at 32000 and 333 at 50257 on a GPU (two and three chunks, the last one
-    // short); the emulator's 16 KiB chunks are a row or a few.
-    const int R = cuda_classifier_chunk_rows(NR, VL);
-    snprintf(what, sizeof what, "classifier: chunks of %d rows at V=%d, more than one", R, VL);
-    check_true(what, R < NR);
+    char what[96];
+    snprintf(what, sizeof what, "classifier: %d rows at V=%d, groups of %d (%d-row chunks), the last short", NR, VL,
+             G, R);
+    check_true(what, R < G && 2 * G < NR && NR % G != 0 && cuda_classifier_group_rows(NR, VL, false) == R);
 
     int32_t *d_t = dalloc(NR * sizeof *targets);
     upload(d_t, targets, NR * sizeof *targets);

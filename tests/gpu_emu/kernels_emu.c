@@ -1122,33 +1122,40 @@ typedef struct {
     int N, C, V;
     float scale;
     bool bf16;
-    void *arena;          // the row losses, then the chunk's logits (and their bf16 copy), as classifier.cu carves it
+    void *arena;          // the row losses, the chunk's logits (and the group's bf16 dlogits), as classifier.cu carves it
     size_t arena_bytes;
 } ClassifierArgs;
 
 static void run_classifier(void *p) {
     const ClassifierArgs *a = p;
-    const int R = cuda_classifier_chunk_rows(a->N, a->V);
+    const int R = cuda_classifier_chunk_rows(a->N, a->V), G = cuda_classifier_group_rows(a->N, a->V, a->bf16);
     const bool grad = a->dx || a->dW;
     float *xw = a->bf16 ? widen(a->x, (size_t)a->N * a->C) : NULL;
     float *Ww = a->bf16 ? widen(a->W, (size_t)a->V * a->C) : NULL;
     const float *x = a->bf16 ? xw : a->x, *W = a->bf16 ? Ww : a->W;
     float *logits = (float *)((char *)a->arena + cuda_arena_round((size_t)a->N * sizeof(double)));
+    // the group's dlogits, widened (classifier.cu keeps them in the arena: bf16, or in fp32
+    // mode the one chunk's logits, overwritten)
+    float *dl = grad ? malloc(sizeof(float) * (size_t)G * a->V) : NULL;
+    if (grad && !dl) abort();
     double loss = 0.0;
-    for (int r0 = 0; r0 < a->N; r0 += R) {
-        const int rows = a->N - r0 < R ? a->N - r0 : R;
-        const float *xr = x + (size_t)r0 * a->C;
-        const size_t n = (size_t)rows * a->V;
-        linear_forward(logits, xr, W, rows, a->C, a->V);
-        loss += crossentropy_forward_backward(grad ? logits : NULL, logits, a->targets + r0, rows, a->V, a->scale);
+    for (int g0 = 0; g0 < a->N; g0 += G) {
+        const int grows = a->N - g0 < G ? a->N - g0 : G;
+        for (int r0 = g0; r0 < g0 + grows; r0 += R) {
+            const int rows = g0 + grows - r0 < R ? g0 + grows - r0 : R;
+            float *d = grad ? dl + (size_t)(r0 - g0) * a->V : NULL;
+            linear_forward(logits, x + (size_t)r0 * a->C, W, rows, a->C, a->V);
+            loss += crossentropy_forward_backward(d, logits, a->targets + r0, rows, a->V, a->scale);
+            if (d && a->bf16)   // classifier.cu's loss kernel writes the dlogits rounded, for the two GEMMs
+                for (size_t i = 0; i < (size_t)rows * a->V; i++) d[i] = emu_from_bf16(emu_to_bf16(d[i]));
+        }
         if (!grad) continue;
-        if (a->bf16)   // classifier.cu's loss kernel writes the chunk's dlogits rounded, for the two GEMMs
-            for (size_t i = 0; i < n; i++) logits[i] = emu_from_bf16(emu_to_bf16(logits[i]));
-        if (a->dx) linear_backward_input(a->dx + (size_t)r0 * a->C, logits, W, rows, a->C, a->V, false);   // written
-        if (a->dW) linear_backward_weight(a->dW, logits, xr, rows, a->C, a->V);
+        if (a->dx) linear_backward_input(a->dx + (size_t)g0 * a->C, dl, W, grows, a->C, a->V, false);   // written
+        if (a->dW) linear_backward_weight(a->dW, dl, x + (size_t)g0 * a->C, grows, a->C, a->V);
     }
     if (a->loss) *a->loss += loss;
     emu_poison(a->arena, a->arena_bytes);
+    free(dl);
     free(xw);
     free(Ww);
 }
@@ -1165,16 +1172,21 @@ static void classifier(CudaCtx *ctx, const char *call, ClassifierArgs a) {
     if (a.N <= 0) return;
     a.arena_bytes = cuda_classifier_arena_bytes(a.N, a.V, a.bf16);
     a.arena = arena_for(ctx, call, a.arena_bytes);
-    // classifier.cu's GEMMs, chunk by chunk (the logits after the row losses in the arena)
-    const int R = cuda_classifier_chunk_rows(a.N, a.V);
+    // classifier.cu's GEMMs: each chunk's logits (after the row losses in the arena), then each
+    // group's two gradient GEMMs
+    const int R = cuda_classifier_chunk_rows(a.N, a.V), G = cuda_classifier_group_rows(a.N, a.V, a.bf16);
     const float *logits = (const float *)((char *)a.arena + cuda_arena_round((size_t)a.N * sizeof(double)));
     const void *dl = a.bf16 ? (const char *)logits + cuda_arena_round(F((size_t)R * a.V)) : (const void *)logits;
-    for (int r0 = 0; r0 < a.N; r0 += R) {
-        const int rows = a.N - r0 < R ? a.N - r0 : R;
-        const void *xr = (const char *)a.x + (size_t)r0 * a.C * esz;
-        plan_gemm(ctx, false, true, rows, a.V, a.C, xr, a.C, a.W, a.C, a.bf16, logits, a.V);
-        if (a.dx) plan_gemm(ctx, false, false, rows, a.C, a.V, dl, a.V, a.W, a.C, a.bf16, a.dx + (size_t)r0 * a.C, a.C);
-        if (a.dW) plan_gemm(ctx, true, false, a.V, a.C, rows, dl, a.V, xr, a.C, a.bf16, a.dW, a.C);
+    for (int g0 = 0; g0 < a.N; g0 += G) {
+        const int grows = a.N - g0 < G ? a.N - g0 : G;
+        for (int r0 = g0; r0 < g0 + grows; r0 += R) {
+            const int rows = g0 + grows - r0 < R ? g0 + grows - r0 : R;
+            plan_gemm(ctx, false, true, rows, a.V, a.C, (const char *)a.x + (size_t)r0 * a.C * esz, a.C, a.W, a.C,
+                      a.bf16, logits, a.V);
+        }
+        const void *xg = (const char *)a.x + (size_t)g0 * a.C * esz;
+        if (a.dx) plan_gemm(ctx, false, false, grows, a.C, a.V, dl, a.V, a.W, a.C, a.bf16, a.dx + (size_t)g0 * a.C, a.C);
+        if (a.dW) plan_gemm(ctx, true, false, a.V, a.C, grows, dl, a.V, xg, a.C, a.bf16, a.dW, a.C);
     }
     emu_enqueue(ctx->stream, run_classifier, &a, sizeof a);
 }

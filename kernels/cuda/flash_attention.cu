@@ -32,7 +32,8 @@
 // round is in flash_tile.h, "Tensor-core tiles"). Head dims that are not a multiple of 16 up to
 // 128 fall back to the fp32 kernels. The engine calls the backward as
 // cuda_flash_attention_rope_backward_bf16: the tensor-core kernels rotate dq (and dk, without
-// grouped queries) back by RoPE in registers and write them bf16 into the packed q|k|v gradient.
+// grouped queries) back by RoPE in registers and write them bf16 into the packed q|k|v gradient;
+// with grouped queries the group sum rotates dk as it sums it.
 //
 // Every product of two shared tiles (scores, P v, dS k, dS^T q, P^T dout) is register-tiled:
 // thread t computes a 2 x 4 micro-tile, rows t / 8 and t / 8 + 16, columns t % 8 + 8 j, so
@@ -128,13 +129,14 @@ static float *dv_share(float *dk_part, size_t tokens, int NH, int HD) {
     return dk_part ? dk_part + cuda_arena_round(tokens * NH * HD * sizeof(float)) / sizeof(float) : NULL;
 }
 
-// Grouped queries: dk and dv written from the group's shares, summed in head order.
+// Grouped queries: dk and dv written from the group's shares, summed in head order (dk rotated
+// back by RoPE into the packed gradient instead, where rk.dst).
 static void group_sum(CudaCtx *ctx, float *dk, FlashDv dv, float *dk_part, int B, int T, int NH, int NKV, int HD,
-                      float scale) {
+                      float scale, FlashRopeOut rk) {
     if (!dk_part) return;
     const size_t tokens = (size_t)B * T;
     flash_group_sum_kernel<<<grid_for(tokens, 1), 256, 0, ctx->stream>>>(   // a block a token row at a time
-        dk, dv, dk_part, dv_share(dk_part, tokens, NH, HD), tokens, NH, NKV, HD, scale);
+        dk, dv, dk_part, dv_share(dk_part, tokens, NH, HD), tokens, T, NH, NKV, HD, scale, rk);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -159,7 +161,7 @@ static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, FlashDv dv, float 
     flash_dkdv_kernel<<<kgrid, FLASH_THREADS, dkdv_bytes, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
                                                                          lse, dsum, T, NH, NKV, HD, scale);
     CUDA_CHECK_LAUNCH();
-    group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale);
+    group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale, FlashRopeOut{NULL, NULL, NULL, 0});
 }
 
 void cuda_flash_attention_backward(CudaCtx *ctx, float *dq, float *dk, float *dv, float *dsum,
@@ -223,7 +225,7 @@ static void backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv_bits
                                                                             lse, dsum, T, NH, NKV, scale, rk);
         CUDA_CHECK_LAUNCH();
     });
-    group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale);
+    group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale, rk);
 }
 
 void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv, int dv_ld, float *dsum,
@@ -233,19 +235,20 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda
     backward_bf16(ctx, dq, dk, dv, dv_ld, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD, none, none);
 }
 
-// RoPE's backward fused where the tensor-core kernels hold a whole head's row (dq always, dk
-// without grouped queries); the rest as the unfused pair of calls makes it.
+// RoPE's backward fused where the tensor-core kernels run (flash_rope_fused: dq and dk in their
+// registers, or dk in the group sum with grouped queries); elsewhere as the unfused calls make it.
 void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int ld, float *dq, float *dk, float *dsum,
                                              const cuda_bf16 *dout, const cuda_bf16 *q, const cuda_bf16 *k,
                                              const cuda_bf16 *v, const cuda_bf16 *out, const float *lse,
                                              const float *cos_tab, const float *sin_tab, int B, int T, int NH, int NKV,
                                              int HD) {
     const size_t Q = (size_t)NH * HD, KV = (size_t)NKV * HD;
-    const bool fuse_q = flash_rope_fused_q(HD), fuse_k = flash_rope_fused_k(HD, NH, NKV);
+    const bool fused = flash_rope_fused(HD);
     __nv_bfloat16 *packed = (__nv_bfloat16 *)dqkv;
-    const FlashRopeOut rq = {cos_tab, sin_tab, fuse_q ? packed : NULL, (size_t)ld};
-    const FlashRopeOut rk = {cos_tab, sin_tab, fuse_k ? packed + Q : NULL, (size_t)ld};
+    const FlashRopeOut rq = {cos_tab, sin_tab, fused ? packed : NULL, (size_t)ld};
+    const FlashRopeOut rk = {cos_tab, sin_tab, fused ? packed + Q : NULL, (size_t)ld};
     backward_bf16(ctx, dq, dk, dqkv + Q + KV, ld, dsum, dout, q, k, v, out, lse, B, T, NH, NKV, HD, rq, rk);
-    if (!fuse_q) cuda_rope_backward_bf16(ctx, dqkv, ld, dq, cos_tab, sin_tab, B, T, NH, HD);
-    if (!fuse_k) cuda_rope_backward_bf16(ctx, dqkv + Q, ld, dk, cos_tab, sin_tab, B, T, NKV, HD);
+    if (fused) return;
+    cuda_rope_backward_bf16(ctx, dqkv, ld, dq, cos_tab, sin_tab, B, T, NH, HD);
+    cuda_rope_backward_bf16(ctx, dqkv + Q, ld, dk, cos_tab, sin_tab, B, T, NKV, HD);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "kernels/cuda/flash_tile.h"
+#include "kernels/cuda/rope_pair.cuh"
 
 #ifndef DYNAMIC_SHARED_FLOATS   // the block's dynamic shared memory as floats (simt.h: a buffer)
 #define DYNAMIC_SHARED_FLOATS(name) extern __shared__ float name[]
@@ -120,6 +121,16 @@ struct FlashDv {
         if (packed) packed[row * ld + col] = __float2bfloat16_rn(flash_written(x));
         else wide[row * ld + col] = flash_written(x);
     }
+};
+
+// Where a backward kernel may write dq or dk rotated back by RoPE (rope_pair_backward, as
+// rope_backward_packed_kernel), rounded to bf16, into the packed q|k|v gradient: head h of token row n at
+// dst[n * ld + h * HD], with the cos/sin tables (T, HD / 2) of rope_tables_kernel. dst NULL:
+// the kernel writes the fp32 gradient instead, for RoPE's backward kernel to rotate.
+struct FlashRopeOut {
+    const float *cos_tab, *sin_tab;
+    __nv_bfloat16 *dst;
+    size_t ld;
 };
 
 // A query tile walks the key tiles up to its diagonal, so the last tiles are the longest: the
@@ -447,19 +458,35 @@ __global__ void flash_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__r
 }
 
 // dk (B, T, NKV, HD) and dv (FlashDv) written: the g query heads' shares (B, T, NH, HD), summed
-// in head order (flash_group_sum), dk's times the scale. Blocks take token rows in turn and a
-// block's threads the row's NKV x HD elements (one 32-bit division an element, for its head).
+// in head order (flash_group_sum), dk's times the scale. Blocks take token rows (position
+// row % T) in turn and a block's threads the row's NKV x HD elements (one 32-bit division an
+// element, for its head). With rk.dst, dk is not written: each rotation pair (columns i and
+// i + HD / 2 of a kv head) is summed, rotated back by RoPE and written bf16 into the packed
+// gradient, the bits rope_backward_packed_kernel would make of the fp32 dk.
 __global__ void flash_group_sum_kernel(float *__restrict__ dk, FlashDv dv,
                                        const float *__restrict__ dk_part, const float *__restrict__ dv_part,
-                                       size_t rows, int NH, int NKV, int HD, float scale) {
-    const int g = NH / NKV, width = NKV * HD;
-    for (size_t row = blockIdx.x; row < rows; row += gridDim.x)
+                                       size_t rows, int T, int NH, int NKV, int HD, float scale, FlashRopeOut rk) {
+    const int g = NH / NKV, width = NKV * HD, half = HD / 2;
+    for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
         for (int c = threadIdx.x; c < width; c += blockDim.x) {
             const int kvh = c / HD, d = c - kvh * HD;
             const size_t first = (row * NH + (size_t)kvh * g) * HD + d;   // head kvh * g of the row, column d
-            dk[row * width + c] = flash_written(scale * flash_group_sum(dk_part + first, HD, g));
+            if (!rk.dst) dk[row * width + c] = flash_written(scale * flash_group_sum(dk_part + first, HD, g));
             dv.put(row, (size_t)c, flash_group_sum(dv_part + first, HD, g));
         }
+        if (!rk.dst) continue;
+        const size_t tab = (size_t)(row % (size_t)T) * half;
+        for (int j = threadIdx.x; j < NKV * half; j += blockDim.x) {
+            const int kvh = j / half, i = j - kvh * half;
+            const size_t first = (row * NH + (size_t)kvh * g) * HD + i;
+            const RopePair p = rope_pair_backward(flash_written(scale * flash_group_sum(dk_part + first, HD, g)),
+                                                  flash_written(scale * flash_group_sum(dk_part + first + half, HD, g)),
+                                                  rk.cos_tab[tab + i], rk.sin_tab[tab + i]);
+            __nv_bfloat16 *x = rk.dst + row * rk.ld + (size_t)kvh * HD;
+            x[i] = __float2bfloat16_rn(p.lo);
+            x[i + half] = __float2bfloat16_rn(p.hi);
+        }
+    }
 }
 
 static float flash_scale(int HD) { return (float)(1.0 / sqrt((double)HD)); }

@@ -22,7 +22,6 @@
 #define PPTRAIN_KERNELS_CUDA_FLASH_MMA_KERNELS_CUH
 #include "kernels/cuda/flash_kernels.cuh"
 #include "kernels/cuda/mma_sync.cuh"
-#include "kernels/cuda/rope_pair.cuh"
 
 #define MMA_WARPS 4
 #define MMA_THREADS (32 * MMA_WARPS)
@@ -211,16 +210,6 @@ __device__ static void mma_emit(const float (*acc)[4], const MmaLane &ln, Emit e
 }
 
 __device__ __forceinline__ static float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
-// Where a backward kernel may write dq or dk rotated back by RoPE (rope_pair_backward, as
-// rope_backward_packed_kernel), rounded to bf16, into the packed q|k|v gradient: head h of token row n at
-// dst[n * ld + h * HD], with the cos/sin tables (T, HD / 2) of rope_tables_kernel. dst NULL:
-// the kernel writes the fp32 gradient instead, for RoPE's backward kernel to rotate.
-struct FlashRopeOut {
-    const float *cos_tab, *sin_tab;
-    __nv_bfloat16 *dst;
-    size_t ld;
-};
 
 // The warp's (16, HD) gradient rows x = scale * acc of tile rows from t0 (positions t0 + row of
 // sequence b, rows past `rows` dropped) through RoPE's backward: a lane holds columns i and

@@ -131,12 +131,12 @@ FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
 // Whether the tensor-core kernels take head dim HD (the others run the fp32 kernels).
 FLASH_FN int flash_mma_takes(int HD) { return HD > 0 && HD % FLASH_MMA_DEPTH == 0 && HD <= FLASH_MMA_MAX_HD; }
 
-// Which gradients cuda_flash_attention_rope_backward_bf16's kernels rotate back by RoPE in their
-// registers: dq wherever the tensor-core kernels run (a block holds whole rows of its head), dk
-// only without grouped queries (with them, a kv head's dk is the sum of its query heads' shares,
-// summed after the kernel). RoPE's own kernel rotates the rest.
-FLASH_FN int flash_rope_fused_q(int HD) { return flash_mma_takes(HD); }
-FLASH_FN int flash_rope_fused_k(int HD, int NH, int NKV) { return flash_mma_takes(HD) && NH == NKV; }
+// Whether cuda_flash_attention_rope_backward_bf16's kernels rotate dq and dk back by RoPE
+// themselves: wherever the tensor-core kernels run. dq, and dk without grouped queries, in the
+// kernels' registers (a block holds whole rows of its head); dk with grouped queries in the group
+// sum after them (a kv head's dk is the sum of its query heads' shares). At the other head dims
+// RoPE's own kernel rotates both.
+FLASH_FN int flash_rope_fused(int HD) { return flash_mma_takes(HD); }
 
 // x rounded to the nearest bfloat16 (ties to even), as a float; NaN stays NaN.
 FLASH_FN float flash_bf16(float x) {

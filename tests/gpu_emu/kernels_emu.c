@@ -1022,21 +1022,22 @@ void cuda_flash_attention_backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda
 }
 
 // The fused form (flash_attention.cu): one call runs attention's backward and then, where the
-// GPU's tensor-core kernels rotate dq and dk in registers (dq at head dims flash_mma_takes, dk
-// also without grouped queries), RoPE's backward into the packed gradient, as one queued
-// kernel call; the rest go through cuda_rope_backward_bf16 as separate calls, as on the GPU.
+// GPU's kernels rotate dq and dk themselves (head dims flash_rope_fused: the tensor-core kernels'
+// registers, or the group sum), RoPE's backward into the packed gradient, as one queued kernel
+// call; elsewhere both go through cuda_rope_backward_bf16 as separate calls, as on the GPU.
 // Its values are the unfused calls': rope_backward of the emulated fp32 dq and dk, rounded.
 typedef struct {
     AttentionArgs attention;
     RopeArgs q, k;
-    bool fuse_q, fuse_k;
+    bool fused;
 } AttentionRopeArgs;
 
 static void run_attention_rope_backward(void *p) {
     AttentionRopeArgs *a = p;
     run_attention_backward(&a->attention);
-    if (a->fuse_q) run_rope_backward(&a->q);
-    if (a->fuse_k) run_rope_backward(&a->k);
+    if (!a->fused) return;
+    run_rope_backward(&a->q);
+    run_rope_backward(&a->k);
 }
 
 void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int ld, float *dq, float *dk, float *dsum,
@@ -1058,13 +1059,13 @@ void cuda_flash_attention_rope_backward_bf16(CudaCtx *ctx, cuda_bf16 *dqkv, int 
               .HD = HD},
         .k = {.out16 = dqkv + Q, .ld = ld, .x = dk, .cos_tab = cos_tab, .sin_tab = sin_tab, .B = B, .T = T, .H = NKV,
               .HD = HD},
-        .fuse_q = flash_rope_fused_q(HD),
-        .fuse_k = flash_rope_fused_k(HD, NH, NKV),
+        .fused = flash_rope_fused(HD),
     };
     attention_backward_as(ctx, call, a.attention, NULL);   // the arena, the buffers and the shape
     if (rows && NH > 0) emu_enqueue(ctx->stream, run_attention_rope_backward, &a, sizeof a);
-    if (!a.fuse_q) cuda_rope_backward_bf16(ctx, dqkv, ld, dq, cos_tab, sin_tab, B, T, NH, HD);
-    if (!a.fuse_k) cuda_rope_backward_bf16(ctx, dqkv + Q, ld, dk, cos_tab, sin_tab, B, T, NKV, HD);
+    if (a.fused) return;
+    cuda_rope_backward_bf16(ctx, dqkv, ld, dq, cos_tab, sin_tab, B, T, NH, HD);
+    cuda_rope_backward_bf16(ctx, dqkv + Q, ld, dk, cos_tab, sin_tab, B, T, NKV, HD);
 }
 
 // ---- the loss, the optimizer, the norm -------------------------------------------------------

@@ -144,8 +144,8 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
     });
     if (grouped)
         simt_launch(dim3{(unsigned)(((size_t)B * T * NKV * HD + 255) / 256), 1, 1}, 256, 0, [&] {
-            flash_group_sum_kernel(dk.data(), dv_sink, dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
-                                   scale);
+            flash_group_sum_kernel(dk.data(), dv_sink, dk_part.data(), dv_part.data(), (size_t)B * T, T, NH, NKV, HD,
+                                   scale, FlashRopeOut{nullptr, nullptr, nullptr, 0});
         });
     expect_bitwise(shape, "dq", dq, e_dq);
     expect_bitwise(shape, "dk", dk, e_dk);
@@ -154,9 +154,10 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
 }
 
 // cuda_flash_attention_rope_backward_bf16's fusion: the dq kernel (and without grouped queries
-// the dk/dv kernel) rotating its rows back by RoPE in registers and writing them bf16 into the
-// packed q|k|v gradient, against what the unfused calls write there (rope_backward_packed_kernel
-// over the kernels' fp32 dq and dk, given here), bitwise, the gaps between blocks untouched.
+// the dk/dv kernel, with them the group sum) rotating its rows back by RoPE and writing them bf16
+// into the packed q|k|v gradient, against what the unfused calls write there
+// (rope_backward_packed_kernel over the kernels' fp32 dq and dk, given here), bitwise, the gaps
+// between blocks untouched, and no fp32 dk written.
 static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16Input &q16, const Bf16Input &k16,
                              const Bf16Input &v16, const Bf16Input &d16, const std::vector<float> &lse, const std::vector<float> &dsum,
                              const std::vector<float> &dq, const std::vector<float> &dk) {
@@ -180,7 +181,7 @@ static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16In
     });
     const bool grouped = NH > NKV;
     const FlashRopeOut rq = {cos_tab.data(), sin_tab.data(), got.data(), (size_t)ld};
-    const FlashRopeOut rk = {cos_tab.data(), sin_tab.data(), grouped ? nullptr : got.data() + Q, (size_t)ld};
+    const FlashRopeOut rk = {cos_tab.data(), sin_tab.data(), got.data() + Q, (size_t)ld};
     std::vector<float> dq_unused((size_t)N * Q, NAN), dk32((size_t)N * KV, NAN);
     std::vector<float> dk_part(grouped ? (size_t)N * Q : 0, NAN), dv_part(grouped ? (size_t)N * Q : 0, NAN);
     PackedDv dv16((size_t)N, (size_t)KV);
@@ -198,15 +199,13 @@ static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16In
                                      scale, rk);
         });
     });
-    if (grouped) {   // as the fused call does: the group's sum in fp32, then RoPE's own kernel
+    if (grouped)   // as the fused call does: the group's sum rotated as it is summed
         simt_launch(dim3{(unsigned)std::min(N, 4), 1, 1}, 256, 0, [&] {
-            flash_group_sum_kernel(dk32.data(), dv16.sink(), dk_part.data(), dv_part.data(), (size_t)N, NH, NKV, HD,
-                                   scale);
+            flash_group_sum_kernel(dk32.data(), dv16.sink(), dk_part.data(), dv_part.data(), (size_t)N, T, NH, NKV, HD,
+                                   scale, rk);
         });
-        simt_launch(rows, 64, 0, [&] {
-            rope_backward_packed_kernel(got.data() + Q, ld, dk32.data(), cos_tab.data(), sin_tab.data(), N, T, NKV, HD);
-        });
-    }
+    size_t dk_written = 0;
+    for (float x : dk32) dk_written += !std::isnan(x);
     size_t differ = 0, q_nan = 0;
     for (size_t i = 0; i < got.size(); i++) {
         const size_t col = i % ld;
@@ -216,9 +215,9 @@ static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16In
     }
     size_t pad = 0;
     for (size_t i = 0; i < got.size(); i++) pad += i % ld >= (size_t)(Q + KV) && got[i].bits != fill.bits;
-    const bool ok = differ == 0 && q_nan == 0 && pad == 0;
-    printf("%-28s q|k rotated, packed %s (%zu of %zu differ, %zu NaN, %zu pad written)\n", shape, ok ? "ok" : "FAIL",
-           differ, (size_t)N * (Q + KV), q_nan, pad);
+    const bool ok = differ == 0 && q_nan == 0 && pad == 0 && dk_written == 0;
+    printf("%-28s q|k rotated, packed %s (%zu of %zu differ, %zu NaN, %zu pad written, %zu fp32 dk written)\n", shape,
+           ok ? "ok" : "FAIL", differ, (size_t)N * (Q + KV), q_nan, pad, dk_written);
     failures += !ok;
 }
 
@@ -275,8 +274,8 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
     });
     if (grouped)
         simt_launch(dim3{(unsigned)(((size_t)B * T * NKV * HD + 255) / 256), 1, 1}, 256, 0, [&] {
-            flash_group_sum_kernel(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), (size_t)B * T, NH, NKV, HD,
-                                   scale);
+            flash_group_sum_kernel(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), (size_t)B * T, T, NH, NKV,
+                                   HD, scale, no_rope);
         });
     for (size_t i = 0; i < nq; i++) out[i] = __bfloat162float(out16[i]), e_out[i] = flash_bf16(e_out[i]);
     expect_bitwise(shape, "out (bf16)", out, e_out);
@@ -362,10 +361,11 @@ int main(void) {
     // grouped; and one they do take (the widening load at float4-friendly HD).
     check_shape(1, 70, 4, 1, 24, true);
     check_shape(2, 45, 6, 2, 64, true);
-    // Tensor cores: one whole tile, two heads a group; ragged T over two tiles with one kv head
-    // for 4; T 1; three tiles, 3 heads a group, HD 48 (three 16-column blocks, not a power of
-    // two); HD 128 (two passes of the output through the score tile), ragged.
-    const int mma_shapes[][5] = {{1, 64, 4, 2, 16}, {1, 70, 4, 1, 32}, {1, 1, 2, 1, 64},
+    // Tensor cores: two sequences of one whole tile, two heads a group (RoPE's table row is the
+    // position, not the token row); ragged T over two tiles with one kv head for 4; T 1; three
+    // tiles, 3 heads a group, HD 48 (three 16-column blocks, not a power of two); HD 128 (two
+    // passes of the output through the score tile), ragged.
+    const int mma_shapes[][5] = {{2, 64, 4, 2, 16}, {1, 70, 4, 1, 32}, {1, 1, 2, 1, 64},
                                  {1, 150, 3, 1, 48}, {1, 80, 2, 2, 128}};
     for (const auto &s : mma_shapes) check_mma_shape(s[0], s[1], s[2], s[3], s[4]);
     check_mma_shape(1, 130, 2, 1, 64, 32.0f);   // probabilities over many binades: the sums' order shows

@@ -1,5 +1,5 @@
 // tests/gpu_emu/test_kernels_simt.cc: the elementwise CUDA kernels' own source
-// (kernels/cuda/{rmsnorm,rope,swiglu,residual,crossentropy}_kernels.cuh) run on CPU threads
+// (kernels/cuda/{rmsnorm,rope,swiglu,residual,crossentropy,embedding}_kernels.cuh) run on CPU threads
 // (simt.h), as test_flash_simt runs attention's. Without a GPU nothing else executes these
 // lines: the emulator stands in for each kernels/cuda call with the CPU backend's kernel.
 //
@@ -18,11 +18,13 @@
 #include "kernels/cuda/device_math.cuh"   // then the helpers they share
 
 #include "kernels/cuda/crossentropy_kernels.cuh"
+#include "kernels/cuda/embedding_kernels.cuh"
 #include "kernels/cuda/residual_kernels.cuh"
 #include "kernels/cuda/rmsnorm_kernels.cuh"
 #include "kernels/cuda/rope_kernels.cuh"
 #include "kernels/cuda/swiglu_kernels.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -333,12 +335,58 @@ static void test_crossentropy(void) {
     report("cross-entropy rows bf16: the row losses, bitwise", same, "");
 }
 
+// ---- embedding_kernels.cuh ----------------------------------------------------------------
+static void test_embedding(void) {
+    // 37 rows of 72 columns from a 11-token table: tokens repeat (runs of several rows, not
+    // adjacent), the first and last ids appear, id 5 never does.
+    const int N = 37, C = 72, V = 11, unused = 5;
+    std::vector<int32_t> tokens(N);
+    for (int n = 0; n < N; n++) {
+        const int t = (n * 7 + n / 5) % (V - 1);
+        tokens[n] = t >= unused ? t + 1 : t;
+    }
+    tokens[0] = 0;
+    tokens[N - 1] = V - 1;
+    const Floats wte = uniform((size_t)V * C, 41), dout = uniform((size_t)N * C, 42);
+    Floats out((size_t)N * C, NAN), want((size_t)N * C);
+    embedding_forward(want.data(), tokens.data(), wte.data(), N, C);
+    run(5, 32, [&] { embedding_forward_kernel(out.data(), tokens.data(), wte.data(), N, C); });   // fewer than rows, columns
+    expect_bitwise("embedding forward: the rows copied (5 blocks, 32 threads)", out, want);
+
+    // The backward as embedding.cu runs it: iota, a stable sort of (token, row) (cub's there,
+    // std::stable_sort here), then one block a sorted position and column block.
+    std::vector<int32_t> rows(N, -1);
+    run(2, 8, [&] { iota_kernel(rows.data(), N); });
+    bool iota = true;
+    for (int n = 0; n < N; n++) iota &= rows[n] == n;
+    report("embedding backward: iota (2 blocks, 8 threads)", iota, "");
+    std::stable_sort(rows.begin(), rows.end(), [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
+    std::vector<int32_t> keys(N);
+    for (int n = 0; n < N; n++) keys[n] = tokens[rows[n]];
+    const Floats dwte0 = uniform((size_t)V * C, 43);
+    Floats dwte = dwte0, want_dwte = dwte0;
+    embedding_backward(want_dwte.data(), dout.data(), tokens.data(), N, C);
+    const unsigned block = 32;
+    simt_launch(dim3{(unsigned)N, (unsigned)((C + block - 1) / block), 1}, block, 0, [&] {
+        embedding_backward_runs_kernel(dwte.data(), dout.data(), keys.data(), rows.data(), N, C);
+    });
+    // Each token's run is summed, then added (the CPU adds row by row): close, not bitwise; a
+    // lost row or a run cut short is an O(1) error. The id never used keeps its row exactly.
+    Floats d(dwte.size()), w(dwte.size());
+    for (size_t i = 0; i < dwte.size(); i++) d[i] = dwte[i] - dwte0[i], w[i] = want_dwte[i] - dwte0[i];
+    expect_close("embedding backward: dwte += each token's rows", d, w, 1e-6);
+    bool kept = std::find(tokens.begin(), tokens.end(), unused) == tokens.end();
+    for (int c = 0; kept && c < C; c++) kept = dwte[(size_t)unused * C + c] == dwte0[(size_t)unused * C + c];
+    report("embedding backward: an unused id's row untouched", kept, "");
+}
+
 int main(void) {
     test_rmsnorm();
     test_swiglu();
     test_rope();
     test_residual();
     test_crossentropy();
+    test_embedding();
     printf("test_kernels_simt: %d failed\n", failures);
     return failures != 0;
 }

@@ -189,7 +189,7 @@ void cuda_flash_attention_forward_bf16(CudaCtx *ctx, cuda_bf16 *out_bits, float 
         const size_t smem = mma_forward_smem(D) * sizeof(float);
         allow_smem(ctx, flash_mma_forward_kernel<D>, smem);
         flash_mma_forward_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(out, lse, q, k, v, T, NH, NKV,
-                                                                               flash_scale(D));
+                                                                               mma_scales(flash_scale(D)));
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -219,10 +219,11 @@ static void backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv_bits
         allow_smem(ctx, flash_mma_dq_kernel<D>, smem);
         allow_smem(ctx, flash_mma_dkdv_kernel<D>, smem);
         flash_mma_dq_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
-                                                                          scale, rq);
+                                                                          mma_scales(scale), rq);
         CUDA_CHECK_LAUNCH();
         flash_mma_dkdv_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
-                                                                            lse, dsum, T, NH, NKV, scale, rk);
+                                                                            lse, dsum, T, NH, NKV, mma_scales(scale),
+                                                                            rk);
         CUDA_CHECK_LAUNCH();
     });
     group_sum(ctx, dk, dv, dk_part, B, T, NH, NKV, HD, scale, rk);

@@ -134,8 +134,20 @@ __device__ __forceinline__ static void mma_walk_tiles(int first, int last, Load 
 }
 
 // 64 row statistics from stats + t0 (rows past `rows`: 0, so padded rows stay finite).
+// The kernels' scale and the base-2 softmax's (flash_mma_log2_scale), passed as a kernel
+// parameter, so both are read from the constant bank where used: worked out in the kernel, the
+// second took a register, and the dk/dv kernel at head dim 64 spilled.
+struct MmaScales {
+    float scale, c2;
+};
+static inline MmaScales mma_scales(float scale) { return MmaScales{scale, flash_mma_log2_scale(scale)}; }
+
 __device__ static void load_stats(float *dst, const float *stats, int t0, int rows) {
     for (int r = threadIdx.x; r < FLASH_MMA_ROWS; r += blockDim.x) dst[r] = r < rows ? stats[t0 + r] : 0.0f;
+}
+// The same for the logsumexps, each as the base-2 softmax takes it (flash_mma_lse2).
+__device__ static void load_lse2(float *dst, const float *lse, int t0, int rows) {
+    for (int r = threadIdx.x; r < FLASH_MMA_ROWS; r += blockDim.x) dst[r] = r < rows ? flash_mma_lse2(lse[t0 + r]) : 0.0f;
 }
 
 // This lane's place in its warp's accumulators: element e of column block j is row
@@ -247,7 +259,7 @@ template <int HD>
 __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD))
 flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ lse,
                          const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                         const __nv_bfloat16 *__restrict__ v, int T, int NH, int NKV, float scale) {
+                         const __nv_bfloat16 *__restrict__ v, int T, int NH, int NKV, MmaScales sc) {
     DYNAMIC_SHARED_FLOATS(sh);
     MmaCarve carve = {sh, 0};
     const size_t operand = (size_t)FLASH_MMA_ROWS * (HD + 8);
@@ -272,25 +284,25 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
         float s[8][4];
         const MmaBlocks seen = mma_diagonal_blocks(k0 == q0, false, ln.r0);
         mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
-        // The online softmax of this lane's two rows: scaled and masked scores and their max over
-        // the quad; probabilities rounded to bf16 and their sum (flash_mma_row_sum's order: this
-        // lane's 16 in column order, then the quad's pairwise); then m, l, and acc by alpha. Keys
-        // past T are above the diagonal of every row before T.
+        // The online softmax of this lane's two rows: masked raw scores and their max over the
+        // quad; probabilities 2^(s c - m c) rounded to bf16 and their sum (flash_mma_row_sum's
+        // order: this lane's 16 in column order, then the quad's pairwise); then m, l, and acc by
+        // alpha. Keys past T are above the diagonal of every row before T.
         for (int i = 0; i < 2; i++) {
             const int qpos = q0 + ln.row(2 * i);
             float mx = -INFINITY;
             for (int j = 0; j < 8; j++)
                 for (int e = 2 * i; e < 2 * i + 2; e++) {
-                    s[j][e] = k0 + ln.col(j, e) <= qpos ? scale * s[j][e] : -INFINITY;
+                    s[j][e] = k0 + ln.col(j, e) <= qpos ? s[j][e] : -INFINITY;
                     mx = fmaxf(mx, s[j][e]);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 2));
-            const float m_new = fmaxf(m[i], mx), alpha = flash_rescale(m[i], m_new);
+            const float m_new = fmaxf(m[i], mx), alpha = flash_mma_rescale(m[i], m_new, sc.c2), mc = m_new * sc.c2;
             float sum = 0.0f;
             for (int j = 0; j < 8; j++)
                 for (int e = 2 * i; e < 2 * i + 2; e++) {
-                    s[j][e] = bf16_round(flash_exp(s[j][e], m_new));
+                    s[j][e] = bf16_round(flash_mma_exp(s[j][e], mc, sc.c2));
                     sum += s[j][e];
                 }
             sum += __shfl_xor_sync(MMA_FULL, sum, 1);
@@ -310,20 +322,20 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
                 flash_store(&ob[(size_t)(q0 + ln.row(e)) * NH * HD + ln.col(c, e)], acc[c][e] / l[e / 2]);
     for (int i = 0; i < 2; i++) {
         const int row = ln.row(2 * i);
-        if (ln.t == 0 && row < nq) lse[(size_t)bh * T + q0 + row] = flash_logsumexp(m[i], l[i]);
+        if (ln.t == 0 && row < nq) lse[(size_t)bh * T + q0 + row] = flash_mma_logsumexp(m[i], l[i], sc.scale);
     }
 }
 
 // dq = scale dS k: block (query tile, b * NH + h), warp w its 16 query rows, key tiles as
 // forward. Per key tile: S = q k^T and dP = dout v^T in accumulators, then per element p =
-// flash_prob(scale s or -inf, L), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
+// flash_mma_prob(s or -inf, L2), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 // dq goes to dq in fp32, or with rq.dst through RoPE's backward into the packed gradient.
 template <int HD>
 __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD))
 flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
                     const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
                     const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
-                    const float *__restrict__ dsum, int T, int NH, int NKV, float scale, FlashRopeOut rq) {
+                    const float *__restrict__ dsum, int T, int NH, int NKV, MmaScales sc, FlashRopeOut rq) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (L, D unused here: this lane's rows' in registers)
     const MmaLane ln;
@@ -333,7 +345,7 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
     load_tile_async<HD>(t.own[0], head_rows(q, b, h, T, NH, HD), q0, nq);
     load_tile_async<HD>(t.own[1], head_rows(dout, b, h, T, NH, HD), q0, nq);
     float *Ls = t.L(0), *Ds = t.D(0);   // the query tile's statistics (padded rows: 0, finite)
-    load_stats(Ls, lse + (size_t)bh * T, q0, nq);
+    load_lse2(Ls, lse + (size_t)bh * T, q0, nq);
     load_stats(Ds, dsum + (size_t)bh * T, q0, nq);
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     float acc[HD / 8][4];
@@ -354,18 +366,18 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
         for (int j = 0; j < 8; j++)
             for (int e = 0; e < 4; e++) {
                 const int row = ln.row(e);
-                const float p = flash_prob(k0 + ln.col(j, e) <= q0 + row ? scale * s[j][e] : -INFINITY, Ls[row]);
+                const float p = flash_mma_prob(k0 + ln.col(j, e) <= q0 + row ? s[j][e] : -INFINITY, Ls[row], sc.c2);
                 s[j][e] = bf16_round(flash_dscore(p, dp[j][e], Ds[row]));
             }
         mma_accumulate<HD, 64>(acc, s, Ks, 0, seen.begin, seen.end);
     });
     if (rq.dst) {
-        mma_emit_rope<HD>(acc, ln, scale, rq, b, T, q0, nq, h);
+        mma_emit_rope<HD>(acc, ln, sc.scale, rq, b, T, q0, nq, h);
         return;
     }
     float *db = dq + ((size_t)b * T * NH + h) * HD;
     mma_emit<HD>(acc, ln, [&](int row, int d, float x) {
-        if (row < nq) db[(size_t)(q0 + row) * NH * HD + d] = flash_written(scale * x);
+        if (row < nq) db[(size_t)(q0 + row) * NH * HD + d] = flash_written(sc.scale * x);
     });
 }
 
@@ -383,7 +395,7 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
                       const __nv_bfloat16 *__restrict__ dout, const __nv_bfloat16 *__restrict__ q,
                       const __nv_bfloat16 *__restrict__ k, const __nv_bfloat16 *__restrict__ v,
                       const float *__restrict__ lse, const float *__restrict__ dsum, int T, int NH, int NKV,
-                      float scale, FlashRopeOut rk) {
+                      MmaScales sc, FlashRopeOut rk) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);
     const MmaLane ln;   // rows: keys; columns: queries
@@ -401,7 +413,7 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
         const int q0 = qt * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
         load_tile_async<HD>(t.walk(buffer, 0), qr, q0, nq);
         load_tile_async<HD>(t.walk(buffer, 1), orr, q0, nq);
-        load_stats(t.L(buffer), lse + bh * T, q0, nq);
+        load_lse2(t.L(buffer), lse + bh * T, q0, nq);
         load_stats(t.D(buffer), dsum + bh * T, q0, nq);
     };
     mma_walk_tiles(k0 / FLASH_MMA_ROWS, flash_tiles(T, FLASH_MMA_ROWS), load, [&](int qt, int buffer) {
@@ -419,7 +431,7 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
                 for (int e = 0; e < 4; e++) {
                     const int c = c0 + ln.col(j, e);
                     const bool unmasked = c < nq && k0 + ln.row(e) <= q0 + c;
-                    const float p = flash_prob(unmasked ? scale * st[j][e] : -INFINITY, Ls[c]);
+                    const float p = flash_mma_prob(unmasked ? st[j][e] : -INFINITY, Ls[c], sc.c2);
                     dpt[j][e] = bf16_round(flash_dscore(p, dpt[j][e], Ds[c]));
                     st[j][e] = bf16_round(p);
                 }
@@ -429,10 +441,10 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
     });
     if (g == 1) {
         float *dkb = dk + ((size_t)b * T * NKV + kvh) * HD;
-        if (rk.dst) mma_emit_rope<HD>(dk_acc, ln, scale, rk, b, T, k0, nk, kvh);
+        if (rk.dst) mma_emit_rope<HD>(dk_acc, ln, sc.scale, rk, b, T, k0, nk, kvh);
         else
             mma_emit<HD>(dk_acc, ln, [&](int row, int d, float x) {
-                if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] = flash_written(scale * x);
+                if (row < nk) dkb[(size_t)(k0 + row) * NKV * HD + d] = flash_written(sc.scale * x);
             });
         mma_emit<HD>(dv_acc, ln, [&](int row, int d, float x) {
             if (row < nk) dv.put((size_t)b * T + k0 + row, (size_t)kvh * HD + d, x);

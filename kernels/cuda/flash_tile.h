@@ -17,8 +17,8 @@
 // The fp32 kernels (flash_kernels.cuh: fp32 mode, and head dims the tensor cores do not take)
 // do all arithmetic in fp32, nothing rounded to bf16. Every sum here runs in one fixed order
 // (index order), so a tile's results depend only on its inputs, not on how the GPU spreads the
-// tile's elements over threads. The bf16 mode's tensor-core kernels reuse the softmax steps
-// and round their products' operands: "Tensor-core tiles" at the end.
+// tile's elements over threads. The bf16 mode's tensor-core kernels take the same softmax steps
+// in base 2 and round their products' operands: "Tensor-core tiles" at the end.
 #ifndef PPTRAIN_KERNELS_CUDA_FLASH_TILE_H
 #define PPTRAIN_KERNELS_CUDA_FLASH_TILE_H
 #include <math.h>
@@ -118,7 +118,7 @@ FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
 // The bf16 kernels run the products on tensor cores: q, k, v and dout come bf16 (bf16 mode
 // stores them so), and the probabilities are rounded to bf16 before P v and P^T dout and the
 // score gradients before dS k and dS^T q; every product accumulates in fp32, and the softmax and everything
-// else stays fp32 (the steps above). Tiles are 64 rows (4 warps of 16) by 64, and a product is
+// else stays fp32 (the steps above, in base 2: flash_mma_exp below). Tiles are 64 rows (4 warps of 16) by 64, and a product is
 // summed 16 terms at a time (one mma of depth 16), each 16 added to the running sum. The
 // emulator's model of one mma is the 16 products summed in index order from +0, then added to
 // the accumulator; the tensor core's own order inside the 16 is unpublished, so the GPU agrees
@@ -158,6 +158,44 @@ FLASH_FN float flash_mma_row_sum(const float *p) {
         for (int j = 0; j < 8; j++) s[t] += p[8 * j + 2 * t], s[t] += p[8 * j + 2 * t + 1];
     }
     return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// The tensor-core kernels' softmax runs in base 2 with the scale folded in, as FlashAttention-2
+// does: the scores stay as the mma made them (s, unscaled) and a row's max m is taken over those,
+// so each probability costs one multiply-add and one exp2 (a single MUFU.EX2 on the GPU), where
+// expf of a scaled score took about 10 instructions of the FP32 pipe besides its EX2. With
+// c = scale log2(e):  p = 2^(s c - m c),  alpha = 2^((m - m') c),  and the row's kept
+// logsumexp L = m scale + log(l) stays the natural one; the backward recomputes
+// p = 2^(s c - L log2(e)) (flash_mma_prob, from L2 = flash_mma_lse2(L) taken once a row).
+// In exact arithmetic these are the fp32 kernels' probabilities; in fp32 they differ by a few
+// units in the last place, far under the bf16 rounding they feed.
+FLASH_FN float flash_mma_log2_scale(float scale) { return scale * 1.44269504088896341f; }
+// 2^x: on the GPU one MUFU.EX2 (ex2.approx.ftz, about 2 units in the last place; a result under
+// 2^-126, a probability nothing can see, flushes to 0, which spares exp2f's rescaling of
+// subnormals), on the host exp2f.
+#ifdef __CUDA_ARCH__
+FLASH_FN float flash_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+#else
+FLASH_FN float flash_exp2(float x) { return exp2f(x); }
+#endif
+// p = 2^(s c - m c) for a raw score s (-inf where masked) against the row's max times c,
+// mc = m' c: 0 while the row has seen only masked keys (mc = -inf).
+FLASH_FN float flash_mma_exp(float s, float mc, float c) { return mc == -INFINITY ? 0.0f : flash_exp2(fmaf(s, c, -mc)); }
+// alpha = 2^((m - m') c): 0 on the row's first tile (m = -inf), 1 while m' = -inf.
+FLASH_FN float flash_mma_rescale(float m, float m_new, float c) {
+    return m_new == -INFINITY ? 1.0f : flash_exp2((m - m_new) * c);
+}
+// The row's natural logsumexp from its raw max and its sum.
+FLASH_FN float flash_mma_logsumexp(float m, float l, float scale) { return m * scale + logf(l); }
+// L log2(e): what the backward's probabilities are taken against.
+FLASH_FN float flash_mma_lse2(float lse) { return lse * 1.44269504088896341f; }
+// Backward: p = 2^(s c - L2) for a raw score s (0 where masked, s = -inf).
+FLASH_FN float flash_mma_prob(float s, float lse2, float c) {
+    return s == -INFINITY ? 0.0f : flash_exp2(fmaf(s, c, -lse2));
 }
 
 // acc + (sum over k < 16 of a[k * lda] * b[k * ldb], in index order from +0): one mma step of

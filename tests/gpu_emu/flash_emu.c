@@ -196,7 +196,8 @@ void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const floa
 // ---- The tensor-core kernels (kernels/cuda/flash_mma_kernels.cuh), bf16 mode ---------------
 // Tiles of FLASH_MMA_ROWS, operands rounded to bf16 into zero-padded (64, HD) copies as the
 // kernels load them, every product summed by flash_mma_dot / flash_mma_step (16 terms a step)
-// in the kernels' order, softmax rows summed as the kernels' 4 lanes a row (flash_mma_row_sum).
+// in the kernels' order, softmax rows summed as the kernels' 4 lanes a row (flash_mma_row_sum),
+// the softmax in base 2 on the raw scores (flash_mma_exp and its neighbours, flash_tile.h).
 #define MR FLASH_MMA_ROWS
 
 // rows [t0, t0 + n) of head h of a q-like (stride NH) or k-like (NKV) tensor, rounded to bf16,
@@ -212,6 +213,7 @@ static void bf16_tile(float *tile, const float *x, const Shape *s, int b, int h,
 static void mma_forward_tile(const Shape *s, float *out, float *lse, const float *q, const float *k, const float *v,
                              int b, int h, int qt, float *Q, float *K, float *V, float *acc) {
     const int q0 = qt * MR, nq = min_int(MR, s->T - q0), kvh = h / s->g, HD = s->HD;
+    const float c2 = flash_mma_log2_scale(s->scale);
     float m[MR], l[MR], S[MR], P[MR];
     bf16_tile(Q, q, s, b, h, s->NH, q0, nq);
     for (int r = 0; r < nq; r++) {
@@ -226,11 +228,11 @@ static void mma_forward_tile(const Shape *s, float *out, float *lse, const float
         for (int r = 0; r < nq; r++) {
             for (int c = 0; c < MR; c++) {
                 const float dot = flash_mma_dot(0.0f, &Q[r * HD], 1, &K[c * HD], 1, HD);
-                S[c] = k0 + c <= q0 + r ? s->scale * dot : -INFINITY;
+                S[c] = k0 + c <= q0 + r ? dot : -INFINITY;
             }
-            const float m_new = flash_row_max(m[r], S, MR);
-            for (int c = 0; c < MR; c++) P[c] = flash_bf16(flash_exp(S[c], m_new));
-            const float alpha = flash_rescale(m[r], m_new);
+            const float m_new = flash_row_max(m[r], S, MR), mc = m_new * c2;
+            for (int c = 0; c < MR; c++) P[c] = flash_bf16(flash_mma_exp(S[c], mc, c2));
+            const float alpha = flash_mma_rescale(m[r], m_new, c2);
             if (m_new != -INFINITY) {
                 l[r] = l[r] * alpha + flash_mma_row_sum(P);
                 m[r] = m_new;
@@ -241,7 +243,7 @@ static void mma_forward_tile(const Shape *s, float *out, float *lse, const float
     }
     for (int r = 0; r < nq; r++) {
         for (int d = 0; d < HD; d++) out[qrow(s, b, q0 + r, h) + d] = acc[r * HD + d] / l[r];
-        lse[stat(s, b, h, q0 + r)] = flash_logsumexp(m[r], l[r]);
+        lse[stat(s, b, h, q0 + r)] = flash_mma_logsumexp(m[r], l[r], s->scale);
     }
 }
 
@@ -263,12 +265,13 @@ void flash_emu_forward_bf16(float *out, float *lse, const float *q, const float 
     free(acc);
 }
 
-// One backward element: p = flash_prob(scale s or -inf, L) and dS = flash_dscore(p, dp, D),
-// from the (query, key) pair's two mma dots over the bf16 rows; *p_out gets p.
+// One backward element: p = flash_mma_prob(s or -inf, L2) and dS = flash_dscore(p, dp, D), from
+// the (query, key) pair's two mma dots over the bf16 rows (L2 = flash_mma_lse2(L), as the
+// kernels load it); *p_out gets p.
 static float mma_dscore(const Shape *s, bool seen, const float *qrow_, const float *krow_, const float *dorow,
-                        const float *vrow, float L, float D, float *p_out) {
+                        const float *vrow, float L2, float D, float *p_out) {
     const float sc = flash_mma_dot(0.0f, qrow_, 1, krow_, 1, s->HD), dp = flash_mma_dot(0.0f, dorow, 1, vrow, 1, s->HD);
-    const float p = flash_prob(seen ? s->scale * sc : -INFINITY, L);
+    const float p = flash_mma_prob(seen ? sc : -INFINITY, L2, flash_mma_log2_scale(s->scale));
     *p_out = p;
     return flash_dscore(p, dp, D);
 }
@@ -287,7 +290,7 @@ static void mma_dq_tile(const Shape *s, float *dq, const float *dout, const floa
         bf16_tile(K, k, s, b, kvh, s->NKV, k0, min_int(MR, s->T - k0));
         bf16_tile(V, v, s, b, kvh, s->NKV, k0, min_int(MR, s->T - k0));
         for (int r = 0; r < nq; r++) {
-            const float L = lse[stat(s, b, h, q0 + r)], D = dsum[stat(s, b, h, q0 + r)];
+            const float L = flash_mma_lse2(lse[stat(s, b, h, q0 + r)]), D = dsum[stat(s, b, h, q0 + r)];
             for (int c = 0; c < MR; c++)
                 dS[c] = flash_bf16(mma_dscore(s, k0 + c <= q0 + r, &Q[r * HD], &K[c * HD], &dO[r * HD], &V[c * HD], L, D, &p));
             for (int d = 0; d < HD; d++) acc[r * HD + d] = flash_mma_dot(acc[r * HD + d], dS, 1, &K[d], HD, MR);
@@ -311,7 +314,7 @@ static void mma_dkdv_share(const Shape *s, float *dk_share, float *dv_share, con
         bf16_tile(Q, q, s, b, h, s->NH, q0, nq);
         bf16_tile(dO, dout, s, b, h, s->NH, q0, nq);
         for (int c = 0; c < MR; c++) {   // padded query rows: statistics 0, as the kernel loads them
-            L[c] = c < nq ? lse[stat(s, b, h, q0 + c)] : 0.0f;
+            L[c] = c < nq ? flash_mma_lse2(lse[stat(s, b, h, q0 + c)]) : 0.0f;
             D[c] = c < nq ? dsum[stat(s, b, h, q0 + c)] : 0.0f;
         }
         for (int r = 0; r < nk; r++) {

@@ -191,12 +191,12 @@ static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16In
         constexpr int D = decltype(hd)::value;
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dq_kernel<D>(dq_unused.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
-                                   lse.data(), dsum.data(), T, NH, NKV, scale, rq);
+                                   lse.data(), dsum.data(), T, NH, NKV, mma_scales(scale), rq);
         });
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dkdv_kernel<D>(dk32.data(), dv16.sink(), dk_part.data(), dv_part.data(), d16.bits.data(),
                                      q16.bits.data(), k16.bits.data(), v16.bits.data(), lse.data(), dsum.data(), T, NH, NKV,
-                                     scale, rk);
+                                     mma_scales(scale), rk);
         });
     });
     if (grouped)   // as the fused call does: the group's sum rotated as it is summed
@@ -259,17 +259,17 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
         constexpr int D = decltype(hd)::value;
         simt_launch(grid, MMA_THREADS, mma_forward_smem(D), [&] {
             flash_mma_forward_kernel<D>(out16.data(), lse.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(), T,
-                                        NH, NKV, scale);
+                                        NH, NKV, mma_scales(scale));
         });
         // Backward from the emulator's forward, so a forward difference cannot pass on.
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dq_kernel<D>(dq.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
-                                   e_lse.data(), e_dsum.data(), T, NH, NKV, scale, no_rope);
+                                   e_lse.data(), e_dsum.data(), T, NH, NKV, mma_scales(scale), no_rope);
         });
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dkdv_kernel<D>(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), d16.bits.data(),
                                      q16.bits.data(), k16.bits.data(), v16.bits.data(), e_lse.data(), e_dsum.data(),
-                                     T, NH, NKV, scale, no_rope);
+                                     T, NH, NKV, mma_scales(scale), no_rope);
         });
     });
     if (grouped)

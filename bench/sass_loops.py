@@ -68,19 +68,24 @@ def functions(sass):
 
 
 def hot_loop(code):
-    """The body of the backward branch whose span holds the most HMMAs: [instruction]."""
-    best, best_hmma = None, -1
+    """The loop (a backward branch's span) densest in HMMAs: the walk over tiles, whose body is
+    all products and softmax. Loops around it hold more HMMAs more thinly (the diagonal tile's
+    body, peeled off the walk, and the code between); [instruction], and how many of those
+    instructions sit in loops inside it (whose trip counts the code alone does not give)."""
+    loops = []
     for addr, ins in code:
         m = re.search(r"\bBRA (?:!?U?P\w+, )?0x([0-9a-f]+)", ins)
-        if not m or int(m.group(1), 16) >= addr:
-            continue
-        start = int(m.group(1), 16)
-        body = [i for a, i in code if start <= a <= addr]
-        hmma = sum("HMMA" in i for i in body)
-        if hmma > best_hmma:
-            best, best_hmma = body, hmma
-    return best or []
-
+        if m and int(m.group(1), 16) < addr:
+            loops.append((int(m.group(1), 16), addr))
+    best, best_density, inner = [], 0.0, 0
+    for start, end in loops:
+        body = [i for a, i in code if start <= a <= end]
+        density = sum("HMMA" in i for i in body) / len(body)
+        if density > best_density:
+            nested = [(c, d) for c, d in loops if start <= c and d <= end and (c, d) != (start, end)]
+            best, best_density = body, density
+            inner = sum(1 for a, _ in code if any(c <= a <= d for c, d in nested))
+    return best, inner
 
 def opcode(ins):
     return re.sub(r"^@!?U?P\w+\s+", "", ins).split()[0].split(".")[0]
@@ -91,8 +96,8 @@ def report(sass, hd):
     for name, code in functions(sass).items():
         for k in KERNELS:
             if re.match(rf"_Z\d+flash_mma_{k}_kernelILi{hd}E", name):
-                body = hot_loop(code)
-                rows[k] = (len(body), collections.Counter(opcode(i) for i in body))
+                body, inner = hot_loop(code)
+                rows[k] = (len(body), inner, collections.Counter(opcode(i) for i in body))
     return rows
 
 
@@ -112,10 +117,11 @@ def main():
             if k not in rows:
                 print(f"  {k:8} {tree}: no such kernel")
                 continue
-            n, ops = rows[k]
+            n, inner, ops = rows[k]
             hmma = ops["HMMA"]
             per = f"{n / hmma:.1f}" if hmma else "-"
-            print(f"  {k:8} {n:5} instructions, {hmma:3} HMMA, {per:>5} a HMMA   ({tree})")
+            nested = f", {inner} of them in inner loops" if inner else ""
+            print(f"  {k:8} {n:5} instructions{nested}, {hmma:3} HMMA, {per:>5} a HMMA   ({tree})")
             print("           " + ", ".join(f"{op} {c}" for op, c in ops.most_common(14)))
 
 

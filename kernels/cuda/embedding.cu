@@ -7,7 +7,8 @@
 void cuda_embedding_forward(CudaCtx *ctx, float *out, const int32_t *tokens, const float *wte,
                             int N, int C) {
     if (N <= 0 || C <= 0) return;
-    embedding_forward_kernel<<<grid_for((size_t)N, 1), 256, 0, ctx->stream>>>(out, tokens, wte, N, C);   // a block a row
+    // a block a row at a time
+    embedding_forward_kernel<<<grid_for((size_t)N, 1), 256, 0, ctx->stream>>>(out, tokens, wte, N, C);
     CUDA_CHECK_LAUNCH();
 }
 

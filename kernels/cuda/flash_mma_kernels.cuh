@@ -101,36 +101,55 @@ __device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
 // the group the caller's next cp_async_commit closes); rows past `rows` are zeroed at once.
 // q, k, v and dout come bf16 (the slot keeps them so), 8 values a 16-byte copy (HD is a
 // multiple of 16, so their rows are 16-byte aligned, and so are the tile's: (HD + 8) bf16s).
+// Each of the block's MMA_THREADS threads (every mma kernel runs with that many) takes the same
+// number of copies, HD / 16, unrolled: a loop here was the tile loop's longest inner one.
 template <int HD>
 __device__ static void load_tile_async(__nv_bfloat16 *tile, FlashRows<__nv_bfloat16> src, int t0, int rows) {
-    constexpr int vecs = HD / 8;
-    for (int i = threadIdx.x; i < FLASH_MMA_ROWS * vecs; i += blockDim.x) {
-        const int r = i / vecs, c = i % vecs;
+    constexpr int vecs = HD / 8, copies = FLASH_MMA_ROWS * vecs / MMA_THREADS;
+    static_assert(FLASH_MMA_ROWS * vecs % MMA_THREADS == 0, "every thread takes as many copies");
+    for (int k = 0; k < copies; k++) {
+        const int i = (int)threadIdx.x + k * MMA_THREADS, r = i / vecs, c = i % vecs;
         __nv_bfloat16 *dst = &tile[r * (HD + 8) + 8 * c];
         if (r < rows) cp_async16(dst, reinterpret_cast<const uint4 *>(src.row(t0 + r)) + c);
         else *reinterpret_cast<uint4 *>(dst) = uint4{0u, 0u, 0u, 0u};   // the bits of 8 bf16 zeros
     }
 }
 
+// Whether a tile is on the diagonal, at compile time (mma_walk_tiles passes it to compute).
+template <bool B>
+struct MmaOnDiagonal {
+    static constexpr bool value = B;
+};
+
 // The walk over tiles first .. last - 1, double-buffered: load(tile, buffer) starts a tile's
-// copies (load_tile_async, and any plain stores), compute(tile, buffer) uses it. The next tile's
-// copies are in flight while a tile is computed on; a tile is waited for (cp_async_wait<1>: all
-// but the newest group, the next tile's) and the block syncs before it is read, and the block
-// syncs again after, before the next iteration refills that buffer. Copies the caller started
-// before (its own tiles) and did not commit go in the first tile's group.
+// copies (load_tile_async, and any plain stores), compute(tile, buffer, on_diagonal) uses it.
+// The next tile's copies are in flight while a tile is computed on; a tile is waited for
+// (cp_async_wait<1>: all but the newest group, the next tile's) and the block syncs before it is
+// read, and the block syncs again after, before the next iteration refills that buffer. Copies
+// the caller started before (its own tiles) and did not commit go in the first tile's group.
+// The tile `diagonal` (the block's own position: the first tile, or the last) gets
+// on_diagonal = MmaOnDiagonal<true>() and every other MmaOnDiagonal<false>(), so compute is
+// built twice and the loop holds only the second: tiles off the diagonal run without the causal
+// mask's compares and selects and without the branches around column blocks that
+// mma_diagonal_blocks may skip. Off the diagonal the mask keeps every element and no block is
+// skipped, so both forms compute the same bits.
 template <typename Load, typename Compute>
-__device__ __forceinline__ static void mma_walk_tiles(int first, int last, Load load, Compute compute) {
+__device__ __forceinline__ static void mma_walk_tiles(int first, int last, int diagonal, Load load, Compute compute) {
     load(first, 0);
     cp_async_commit();
-    for (int tile = first; tile < last; tile++) {
+    const auto step = [&](int tile, auto on_diagonal) {
         const int buffer = (tile - first) & 1;
         if (tile + 1 < last) load(tile + 1, buffer ^ 1);
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
-        compute(tile, buffer);
+        compute(tile, buffer, on_diagonal);
         __syncthreads();
-    }
+    };
+    int tile = first;
+    if (tile < last && tile == diagonal) step(tile++, MmaOnDiagonal<true>());   // dk/dv: the first
+    for (; tile < last && tile != diagonal; tile++) step(tile, MmaOnDiagonal<false>());
+    if (tile < last && tile == diagonal) step(tile, MmaOnDiagonal<true>());     // forward, dq: the last
 }
 
 // 64 row statistics from stats + t0 (rows past `rows`: 0, so padded rows stay finite).
@@ -143,11 +162,14 @@ struct MmaScales {
 static inline MmaScales mma_scales(float scale) { return MmaScales{scale, flash_mma_log2_scale(scale)}; }
 
 __device__ static void load_stats(float *dst, const float *stats, int t0, int rows) {
-    for (int r = threadIdx.x; r < FLASH_MMA_ROWS; r += blockDim.x) dst[r] = r < rows ? stats[t0 + r] : 0.0f;
+    static_assert(FLASH_MMA_ROWS <= MMA_THREADS, "a thread a row");
+    const int r = threadIdx.x;
+    if (r < FLASH_MMA_ROWS) dst[r] = r < rows ? stats[t0 + r] : 0.0f;
 }
 // The same for the logsumexps, each as the base-2 softmax takes it (flash_mma_lse2).
 __device__ static void load_lse2(float *dst, const float *lse, int t0, int rows) {
-    for (int r = threadIdx.x; r < FLASH_MMA_ROWS; r += blockDim.x) dst[r] = r < rows ? flash_mma_lse2(lse[t0 + r]) : 0.0f;
+    const int r = threadIdx.x;
+    if (r < FLASH_MMA_ROWS) dst[r] = r < rows ? flash_mma_lse2(lse[t0 + r]) : 0.0f;
 }
 
 // This lane's place in its warp's accumulators: element e of column block j is row
@@ -209,8 +231,9 @@ __device__ static void mma_accumulate(float (*acc)[4], const float (*p)[4], cons
 struct MmaBlocks {
     int begin, end;
 };
-__device__ static MmaBlocks mma_diagonal_blocks(bool diagonal, bool keys_rows, int r0) {
-    if (!diagonal) return MmaBlocks{0, 8};
+template <bool Diagonal>
+__device__ static MmaBlocks mma_diagonal_blocks(bool keys_rows, int r0) {
+    if (!Diagonal) return MmaBlocks{0, 8};
     return keys_rows ? MmaBlocks{r0 / 8, 8} : MmaBlocks{0, r0 / 8 + 2};
 }
 
@@ -278,11 +301,12 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
         load_tile_async<HD>(KVs + 2 * buffer * operand, kr, k0, min(FLASH_MMA_ROWS, T - k0));
         load_tile_async<HD>(KVs + (2 * buffer + 1) * operand, vr, k0, min(FLASH_MMA_ROWS, T - k0));
     };
-    mma_walk_tiles(0, key_tiles, load, [&](int kt, int buffer) {
+    mma_walk_tiles(0, key_tiles, q0 / FLASH_MMA_ROWS, load, [&](int kt, int buffer, auto on_diagonal) {
+        constexpr bool diagonal = decltype(on_diagonal)::value;
         const int k0 = kt * FLASH_MMA_ROWS;
         const __nv_bfloat16 *Ks = KVs + 2 * buffer * operand, *Vs = Ks + operand;
         float s[8][4];
-        const MmaBlocks seen = mma_diagonal_blocks(k0 == q0, false, ln.r0);
+        const MmaBlocks seen = mma_diagonal_blocks<diagonal>(false, ln.r0);
         mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
         // The online softmax of this lane's two rows: masked raw scores and their max over the
         // quad; probabilities 2^(s c - m c) rounded to bf16 and their sum (flash_mma_row_sum's
@@ -293,7 +317,7 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
             float mx = -INFINITY;
             for (int j = 0; j < 8; j++)
                 for (int e = 2 * i; e < 2 * i + 2; e++) {
-                    s[j][e] = k0 + ln.col(j, e) <= qpos ? s[j][e] : -INFINITY;
+                    if (diagonal) s[j][e] = k0 + ln.col(j, e) <= qpos ? s[j][e] : -INFINITY;
                     mx = fmaxf(mx, s[j][e]);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 1));
@@ -356,17 +380,19 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
         load_tile_async<HD>(t.walk(buffer, 0), kr, k0, min(FLASH_MMA_ROWS, T - k0));
         load_tile_async<HD>(t.walk(buffer, 1), vr, k0, min(FLASH_MMA_ROWS, T - k0));
     };
-    mma_walk_tiles(0, key_tiles, load, [&](int kt, int buffer) {
+    mma_walk_tiles(0, key_tiles, q0 / FLASH_MMA_ROWS, load, [&](int kt, int buffer, auto on_diagonal) {
+        constexpr bool diagonal = decltype(on_diagonal)::value;
         const int k0 = kt * FLASH_MMA_ROWS;
         const __nv_bfloat16 *Ks = t.walk(buffer, 0), *Vs = t.walk(buffer, 1);
         float s[8][4], dp[8][4];
-        const MmaBlocks seen = mma_diagonal_blocks(k0 == q0, false, ln.r0);
+        const MmaBlocks seen = mma_diagonal_blocks<diagonal>(false, ln.r0);
         mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
         mma_scores<HD, 64>(dp, dOs, ln.r0, Vs, 0, seen.begin, seen.end);
         for (int j = 0; j < 8; j++)
             for (int e = 0; e < 4; e++) {
                 const int row = ln.row(e);
-                const float p = flash_mma_prob(k0 + ln.col(j, e) <= q0 + row ? s[j][e] : -INFINITY, Ls[row], sc.c2);
+                const bool unmasked = !diagonal || k0 + ln.col(j, e) <= q0 + row;
+                const float p = flash_mma_prob(unmasked ? s[j][e] : -INFINITY, Ls[row], sc.c2);
                 s[j][e] = bf16_round(flash_dscore(p, dp[j][e], Ds[row]));
             }
         mma_accumulate<HD, 64>(acc, s, Ks, 0, seen.begin, seen.end);
@@ -416,11 +442,13 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
         load_lse2(t.L(buffer), lse + bh * T, q0, nq);
         load_stats(t.D(buffer), dsum + bh * T, q0, nq);
     };
-    mma_walk_tiles(k0 / FLASH_MMA_ROWS, flash_tiles(T, FLASH_MMA_ROWS), load, [&](int qt, int buffer) {
+    mma_walk_tiles(k0 / FLASH_MMA_ROWS, flash_tiles(T, FLASH_MMA_ROWS), k0 / FLASH_MMA_ROWS, load,
+                   [&](int qt, int buffer, auto on_diagonal) {
+        constexpr bool diagonal = decltype(on_diagonal)::value;
         const int q0 = qt * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
         const __nv_bfloat16 *Qs = t.walk(buffer, 0), *dOs = t.walk(buffer, 1);
         const float *Ls = t.L(buffer), *Ds = t.D(buffer);
-        const MmaBlocks seen = mma_diagonal_blocks(q0 == k0, true, ln.r0);
+        const MmaBlocks seen = mma_diagonal_blocks<diagonal>(true, ln.r0);
         for (int half = 0; half < 2; half++) {
             const int c0 = 32 * half, jb = min(max(seen.begin - 4 * half, 0), 4);   // this half's first seen block
             if (jb == 4) continue;   // every column of the half masked for the warp's rows
@@ -430,7 +458,7 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
             for (int j = 0; j < 4; j++)
                 for (int e = 0; e < 4; e++) {
                     const int c = c0 + ln.col(j, e);
-                    const bool unmasked = c < nq && k0 + ln.row(e) <= q0 + c;
+                    const bool unmasked = c < nq && (!diagonal || k0 + ln.row(e) <= q0 + c);
                     const float p = flash_mma_prob(unmasked ? st[j][e] : -INFINITY, Ls[c], sc.c2);
                     dpt[j][e] = bf16_round(flash_dscore(p, dpt[j][e], Ds[c]));
                     st[j][e] = bf16_round(p);

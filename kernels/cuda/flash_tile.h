@@ -184,7 +184,9 @@ FLASH_FN float flash_exp2(float x) { return exp2f(x); }
 #endif
 // p = 2^(s c - m c) for a raw score s (-inf where masked) against the row's max times c,
 // mc = m' c: 0 while the row has seen only masked keys (mc = -inf).
-FLASH_FN float flash_mma_exp(float s, float mc, float c) { return mc == -INFINITY ? 0.0f : flash_exp2(fmaf(s, c, -mc)); }
+FLASH_FN float flash_mma_exp(float s, float mc, float c) {
+    return mc == -INFINITY ? 0.0f : flash_exp2(fmaf(s, c, -mc));
+}
 // alpha = 2^((m - m') c): 0 on the row's first tile (m = -inf), 1 while m' = -inf.
 FLASH_FN float flash_mma_rescale(float m, float m_new, float c) {
     return m_new == -INFINITY ? 1.0f : flash_exp2((m - m_new) * c);

@@ -7,7 +7,9 @@ it.
 For each of flash_mma_forward_kernel, flash_mma_dq_kernel and flash_mma_dkdv_kernel at the head
 dim asked for, it finds the loop that holds the most HMMA (tensor-core) instructions, the walk
 over the other tiles: one trip is one 64-row tile for one warp (for the dk/dv kernel, one of a
-tile's two halves of 32 query columns, which the compiler keeps as a loop). It prints the loop's instruction
+tile's two halves of 32 query columns, which the compiler keeps as a loop; at head dims where
+nvcc keeps a product's own loop rolled, 128 for one, the densest loop is that inner one, so read
+the default, 64). It prints the loop's instruction
 count, its HMMAs, the instructions per HMMA, and the most frequent opcodes. Away from the
 diagonal every instruction of the body runs once a trip, so the count is what a warp issues per
 tile; a warp scheduler issues one instruction a cycle, and an m16n8k16 HMMA keeps a Hopper SM

@@ -101,17 +101,33 @@ __device__ static MmaBackwardTiles mma_backward_tiles(float *sh) {
 // the group the caller's next cp_async_commit closes); rows past `rows` are zeroed at once.
 // q, k, v and dout come bf16 (the slot keeps them so), 8 values a 16-byte copy (HD is a
 // multiple of 16, so their rows are 16-byte aligned, and so are the tile's: (HD + 8) bf16s).
-// Each of the block's MMA_THREADS threads (every mma kernel runs with that many) takes the same
-// number of copies, HD / 16, unrolled: a loop here was the tile loop's longest inner one.
+// Each of the block's MMA_THREADS threads (every mma kernel runs with that many) takes HD / 16
+// of the tile's 16-byte copies, unrolled. Where a row's copies divide the block (HD 16, 32, 64,
+// 128), a thread keeps one column c of rows r0, r0 + R, ... (R = MMA_THREADS / (HD / 8) rows a
+// pass), their addresses one 64-bit product from the tile's first row: written as src.row(t0 +
+// r) for each, the addresses took about a sixth of the tile loop's instructions. Otherwise
+// (HD 48, 80, 96, 112) each copy finds its row and column.
 template <int HD>
 __device__ static void load_tile_async(__nv_bfloat16 *tile, FlashRows<__nv_bfloat16> src, int t0, int rows) {
     constexpr int vecs = HD / 8, copies = FLASH_MMA_ROWS * vecs / MMA_THREADS;
     static_assert(FLASH_MMA_ROWS * vecs % MMA_THREADS == 0, "every thread takes as many copies");
-    for (int k = 0; k < copies; k++) {
-        const int i = (int)threadIdx.x + k * MMA_THREADS, r = i / vecs, c = i % vecs;
-        __nv_bfloat16 *dst = &tile[r * (HD + 8) + 8 * c];
-        if (r < rows) cp_async16(dst, reinterpret_cast<const uint4 *>(src.row(t0 + r)) + c);
-        else *reinterpret_cast<uint4 *>(dst) = uint4{0u, 0u, 0u, 0u};   // the bits of 8 bf16 zeros
+    if constexpr (MMA_THREADS % vecs == 0) {
+        constexpr int R = MMA_THREADS / vecs;
+        const int r0 = (int)threadIdx.x / vecs, c = (int)threadIdx.x % vecs;
+        const __nv_bfloat16 *from = src.row(t0 + r0) + 8 * c;
+        const size_t pass = (size_t)R * src.ld;   // elements between a thread's rows
+        __nv_bfloat16 *to = tile + r0 * (HD + 8) + 8 * c;
+        for (int k = 0; k < copies; k++) {
+            if (r0 + k * R < rows) cp_async16(to + k * R * (HD + 8), from + k * pass);
+            else *reinterpret_cast<uint4 *>(to + k * R * (HD + 8)) = uint4{0u, 0u, 0u, 0u};   // 8 bf16 zeros
+        }
+    } else {
+        for (int k = 0; k < copies; k++) {
+            const int i = (int)threadIdx.x + k * MMA_THREADS, r = i / vecs, c = i % vecs;
+            __nv_bfloat16 *dst = &tile[r * (HD + 8) + 8 * c];
+            if (r < rows) cp_async16(dst, reinterpret_cast<const uint4 *>(src.row(t0 + r)) + c);
+            else *reinterpret_cast<uint4 *>(dst) = uint4{0u, 0u, 0u, 0u};   // the bits of 8 bf16 zeros
+        }
     }
 }
 

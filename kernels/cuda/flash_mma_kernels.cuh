@@ -168,7 +168,6 @@ __device__ __forceinline__ static void mma_walk_tiles(int first, int last, int d
     if (tile < last && tile == diagonal) step(tile, MmaOnDiagonal<true>());     // forward, dq: the last
 }
 
-// 64 row statistics from stats + t0 (rows past `rows`: 0, so padded rows stay finite).
 // The kernels' scale and the base-2 softmax's (flash_mma_log2_scale), passed as a kernel
 // parameter, so both are read from the constant bank where used: worked out in the kernel, the
 // second took a register, and the dk/dv kernel at head dim 64 spilled.
@@ -177,6 +176,8 @@ struct MmaScales {
 };
 static inline MmaScales mma_scales(float scale) { return MmaScales{scale, flash_mma_log2_scale(scale)}; }
 
+// 64 row statistics from stats + t0 (rows past `rows`: 0, so padded rows stay finite), a thread
+// a row.
 __device__ static void load_stats(float *dst, const float *stats, int t0, int rows) {
     static_assert(FLASH_MMA_ROWS <= MMA_THREADS, "a thread a row");
     const int r = threadIdx.x;

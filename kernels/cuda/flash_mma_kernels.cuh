@@ -219,22 +219,22 @@ __device__ static void mma_scores(float (*acc)[4], const __nv_bfloat16 *A, int r
     }
 }
 
-// acc[c] (c < HD / 8) += p X: p the warp's (16, N) accumulators (already bf16 values), X's rows
-// x0 .. x0 + N - 1 (a bf16 (64, HD + 8) tile) the depth, 16 of it a step in order. Column blocks
-// of p outside [kb, ke) (even bounds) must be all zeros, and are skipped: their steps would
-// add +0 (a step's 16 products sum from +0), which changes no accumulator.
+// acc[c] (c < HD / 8) += p X: p the warp's (16, N) probabilities or score gradients as bf16 A
+// operands (pa[k]: column blocks 2k, 2k + 1, mma_a_slot), X's rows x0 .. x0 + N - 1 (a bf16
+// (64, HD + 8) tile) the depth, 16 of it a step in order. Column blocks of p outside [kb, ke)
+// (even bounds) must be all zeros, and are skipped: their steps would add +0 (a step's 16
+// products sum from +0), which changes no accumulator. The kernels round and pack p where they
+// make it (one conversion a pair, where rounding each to a float and packing again took five).
 template <int HD, int N>
-__device__ static void mma_accumulate(float (*acc)[4], const float (*p)[4], const __nv_bfloat16 *X, int x0,
+__device__ static void mma_accumulate(float (*acc)[4], const uint32_t (*pa)[4], const __nv_bfloat16 *X, int x0,
                                       int kb = 0, int ke = N / 8) {
-    for (int k = 0; k < N / 8; k += 2) {   // unrolled: p's indices stay constants (registers)
+    for (int k = 0; k < N / 8; k += 2) {   // unrolled: pa's indices stay constants (registers)
         if (k < kb || k >= ke) continue;
-        uint32_t a[4];
-        mma_a_from_c(a, p[k], p[k + 1]);
         for (int c = 0; c < HD / 8; c += 2) {
             uint32_t b[4];
             ldmatrix_x4_trans(b, ldmatrix_block_row(X, HD + 8, x0 + 8 * k, 8 * c));
-            mma_bf16_16816(acc[c], a, b[0], b[1], acc[c]);
-            mma_bf16_16816(acc[c + 1], a, b[2], b[3], acc[c + 1]);
+            mma_bf16_16816(acc[c], pa[k / 2], b[0], b[1], acc[c]);
+            mma_bf16_16816(acc[c + 1], pa[k / 2], b[2], b[3], acc[c + 1]);
         }
     }
 }
@@ -261,7 +261,6 @@ __device__ static void mma_emit(const float (*acc)[4], const MmaLane &ln, Emit e
         for (int e = 0; e < 4; e++) emit(ln.row(e), ln.col(c, e), acc[c][e]);
 }
 
-__device__ __forceinline__ static float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
 // The warp's (16, HD) gradient rows x = scale * acc of tile rows from t0 (positions t0 + row of
 // sequence b, rows past `rows` dropped) through RoPE's backward: a lane holds columns i and
@@ -323,6 +322,7 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
         const int k0 = kt * FLASH_MMA_ROWS;
         const __nv_bfloat16 *Ks = KVs + 2 * buffer * operand, *Vs = Ks + operand;
         float s[8][4];
+        uint32_t pa[4][4];   // the probabilities, rounded, as P v's A operands
         const MmaBlocks seen = mma_diagonal_blocks<diagonal>(false, ln.r0);
         mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
         // The online softmax of this lane's two rows: masked raw scores and their max over the
@@ -341,11 +341,13 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
             mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 2));
             const float m_new = fmaxf(m[i], mx), alpha = flash_mma_rescale(m[i], m_new, sc.c2), mc = m_new * sc.c2;
             float sum = 0.0f;
-            for (int j = 0; j < 8; j++)
-                for (int e = 2 * i; e < 2 * i + 2; e++) {
-                    s[j][e] = bf16_round(flash_mma_exp(s[j][e], mc, sc.c2));
-                    sum += s[j][e];
-                }
+            for (int j = 0; j < 8; j++) {
+                const uint32_t two = pack_bf16x2(flash_mma_exp(s[j][2 * i], mc, sc.c2),
+                                                 flash_mma_exp(s[j][2 * i + 1], mc, sc.c2));
+                mma_a_slot(pa, j, i) = two;
+                sum += bf16x2_lo(two);   // the rounded probabilities, as the product takes them
+                sum += bf16x2_hi(two);
+            }
             sum += __shfl_xor_sync(MMA_FULL, sum, 1);
             sum += __shfl_xor_sync(MMA_FULL, sum, 2);
             if (m_new != -INFINITY) {
@@ -354,7 +356,7 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
             }
             for (int c = 0; c < HD / 8; c++) acc[c][2 * i] *= alpha, acc[c][2 * i + 1] *= alpha;
         }
-        mma_accumulate<HD, 64>(acc, s, Vs, 0, seen.begin, seen.end);
+        mma_accumulate<HD, 64>(acc, pa, Vs, 0, seen.begin, seen.end);
     });
     __nv_bfloat16 *ob = out + ((size_t)b * T * NH + h) * HD;   // bf16: the o projection's operand
     for (int c = 0; c < HD / 8; c++)   // (mma_emit's walk, with each element's l by its index)
@@ -405,14 +407,19 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
         const MmaBlocks seen = mma_diagonal_blocks<diagonal>(false, ln.r0);
         mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
         mma_scores<HD, 64>(dp, dOs, ln.r0, Vs, 0, seen.begin, seen.end);
+        uint32_t pa[4][4];   // dS rounded, as dS k's A operands
         for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                const int row = ln.row(e);
-                const bool unmasked = !diagonal || k0 + ln.col(j, e) <= q0 + row;
-                const float p = flash_mma_prob(unmasked ? s[j][e] : -INFINITY, Ls[row], sc.c2);
-                s[j][e] = bf16_round(flash_dscore(p, dp[j][e], Ds[row]));
+            for (int h = 0; h < 2; h++) {   // rows g + 8 h: elements 2 h, 2 h + 1
+                const int row = ln.row(2 * h);
+                float ds[2];
+                for (int e = 2 * h; e < 2 * h + 2; e++) {
+                    const bool unmasked = !diagonal || k0 + ln.col(j, e) <= q0 + row;
+                    const float p = flash_mma_prob(unmasked ? s[j][e] : -INFINITY, Ls[row], sc.c2);
+                    ds[e - 2 * h] = flash_dscore(p, dp[j][e], Ds[row]);
+                }
+                mma_a_slot(pa, j, h) = pack_bf16x2(ds[0], ds[1]);
             }
-        mma_accumulate<HD, 64>(acc, s, Ks, 0, seen.begin, seen.end);
+        mma_accumulate<HD, 64>(acc, pa, Ks, 0, seen.begin, seen.end);
     });
     if (rq.dst) {
         mma_emit_rope<HD>(acc, ln, sc.scale, rq, b, T, q0, nq, h);
@@ -472,16 +479,21 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
             float st[4][4], dpt[4][4];
             mma_scores<HD, 32>(st, Ks, ln.r0, Qs, c0, jb);
             mma_scores<HD, 32>(dpt, Vs, ln.r0, dOs, c0, jb);
+            uint32_t pt[2][4], dst[2][4];   // P^T and dS^T rounded, as the A operands of dv's and dk's products
             for (int j = 0; j < 4; j++)
-                for (int e = 0; e < 4; e++) {
-                    const int c = c0 + ln.col(j, e);
-                    const bool unmasked = c < nq && (!diagonal || k0 + ln.row(e) <= q0 + c);
-                    const float p = flash_mma_prob(unmasked ? st[j][e] : -INFINITY, Ls[c], sc.c2);
-                    dpt[j][e] = bf16_round(flash_dscore(p, dpt[j][e], Ds[c]));
-                    st[j][e] = bf16_round(p);
+                for (int h = 0; h < 2; h++) {   // key rows g + 8 h: elements 2 h, 2 h + 1
+                    float p2[2], ds[2];
+                    for (int e = 2 * h; e < 2 * h + 2; e++) {
+                        const int c = c0 + ln.col(j, e);
+                        const bool unmasked = c < nq && (!diagonal || k0 + ln.row(e) <= q0 + c);
+                        p2[e - 2 * h] = flash_mma_prob(unmasked ? st[j][e] : -INFINITY, Ls[c], sc.c2);
+                        ds[e - 2 * h] = flash_dscore(p2[e - 2 * h], dpt[j][e], Ds[c]);
+                    }
+                    mma_a_slot(pt, j, h) = pack_bf16x2(p2[0], p2[1]);
+                    mma_a_slot(dst, j, h) = pack_bf16x2(ds[0], ds[1]);
                 }
-            mma_accumulate<HD, 32>(dv_acc, st, dOs, c0, jb);
-            mma_accumulate<HD, 32>(dk_acc, dpt, Qs, c0, jb);
+            mma_accumulate<HD, 32>(dv_acc, pt, dOs, c0, jb);
+            mma_accumulate<HD, 32>(dk_acc, dst, Qs, c0, jb);
         }
     });
     if (g == 1) {

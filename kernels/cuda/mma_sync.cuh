@@ -14,7 +14,7 @@
 //   C, D (16 x 8, fp32):     c[0] = (g, 2t), c[1] = (g, 2t+1), c[2] = (g+8, 2t), c[3] = (g+8, 2t+1)
 // A register holds two bf16s, the first in its low 16 bits. So two 16 x 8 accumulators side by
 // side (columns 0-7, 8-15), rounded and paired, are the A operand of a 16 x 16 x 16 product
-// whose depth is their columns: mma_a_from_c.
+// whose depth is their columns: mma_a_slot says where each pair goes.
 //
 // tests/gpu_emu/simt.h gives the same functions to a host compiler, built on these layouts, so
 // tests/gpu_emu/test_flash_simt.cc runs the kernels on CPU threads.
@@ -65,22 +65,43 @@ __device__ __forceinline__ static void cp_async_wait(void) {
 }
 #endif
 
-// Two floats rounded to bf16 (nearest even) in one register, lo in the low 16 bits.
+// Two floats rounded to bf16 (nearest even) in one register, lo in the low 16 bits: on the GPU
+// one cvt.rn.bf16x2.f32 (its first source goes to the high half), which nvcc did not always
+// make of two roundings and a shift.
 __device__ __forceinline__ static uint32_t pack_bf16x2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+    uint32_t two;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(two) : "f"(hi), "f"(lo));
+    return two;
+#else
     const __nv_bfloat16 l = __float2bfloat16_rn(lo), h = __float2bfloat16_rn(hi);
     uint16_t lb, hb;
     memcpy(&lb, &l, sizeof lb);
     memcpy(&hb, &h, sizeof hb);
     return (uint32_t)lb | (uint32_t)hb << 16;
+#endif
 }
 
-// The A operand (16 x 16) whose depth columns are those of two accumulators side by side:
-// lo (columns 0-7) and hi (8-15), each element rounded to bf16.
-__device__ __forceinline__ static void mma_a_from_c(uint32_t a[4], const float lo[4], const float hi[4]) {
-    a[0] = pack_bf16x2(lo[0], lo[1]);
-    a[1] = pack_bf16x2(lo[2], lo[3]);
-    a[2] = pack_bf16x2(hi[0], hi[1]);
-    a[3] = pack_bf16x2(hi[2], hi[3]);
+// The two bf16s of a register, widened (exactly): lo from the low 16 bits, hi from the high.
+__device__ __forceinline__ static float bf16x2_lo(uint32_t x) {
+    const uint32_t bits = x << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+__device__ __forceinline__ static float bf16x2_hi(uint32_t x) {
+    const uint32_t bits = x & 0xffff0000u;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+// A warp's (16, N) accumulators, rounded to bf16, as the A operands of a product whose depth is
+// their columns: operand k (k < N / 16) takes column blocks 2k (columns 0-7 of its depth) and
+// 2k + 1 (8-15). The pair a lane holds in block j, row g + 8 h (h = e / 2: elements 2h, 2h + 1,
+// packed by pack_bf16x2), is register h + 2 (j % 2) of operand j / 2 (the A layout above).
+__device__ __forceinline__ static uint32_t &mma_a_slot(uint32_t (*a)[4], int j, int h) {
+    return a[j / 2][h + 2 * (j % 2)];
 }
 
 // The ldmatrix x4 row address this lane gives for the 16 x 16 block of a bf16 tile (row stride

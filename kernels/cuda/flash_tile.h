@@ -117,11 +117,11 @@ FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
 // ---- Tensor-core tiles (kernels/cuda/flash_mma_kernels.cuh: bf16 mode) ---------------------
 // The bf16 kernels run the products on tensor cores: q, k, v and dout come bf16 (bf16 mode
 // stores them so), and the probabilities are rounded to bf16 before P v and P^T dout and the
-// score gradients before dS k and dS^T q; every product accumulates in fp32, and the softmax and everything
-// else stays fp32 (the steps above, in base 2: flash_mma_exp below). Tiles are 64 rows (4 warps of 16) by 64, and a product is
-// summed 16 terms at a time (one mma of depth 16), each 16 added to the running sum. The
-// emulator's model of one mma is the 16 products summed in index order from +0, then added to
-// the accumulator; the tensor core's own order inside the 16 is unpublished, so the GPU agrees
+// score gradients before dS k and dS^T q; every product accumulates in fp32, and the softmax and
+// everything else stays fp32 (the steps above, in base 2: flash_mma_exp below). Tiles are 64
+// rows (4 warps of 16) by 64, and a product is summed 16 terms at a time (one mma of depth 16),
+// each 16 added to the running sum. The emulator's model of one mma is the 16 products summed in
+// index order from +0, then added to the accumulator; the tensor core's own order inside the 16 is unpublished, so the GPU agrees
 // with the emulator to rounding, not bitwise. A softmax row of a 64-key tile is 4 lanes'
 // (mma.sync's layout: lane t of the row's quad holds columns 8 j + 2 t and 8 j + 2 t + 1).
 #define FLASH_MMA_ROWS 64     // query rows and key rows per tile
@@ -169,7 +169,8 @@ FLASH_FN float flash_mma_row_sum(const float *p) {
 // p = 2^(s c - L log2(e)) (flash_mma_prob, from L2 = flash_mma_lse2(L) taken once a row).
 // In exact arithmetic these are the fp32 kernels' probabilities; in fp32 they differ by a few
 // units in the last place, far under the bf16 rounding they feed.
-FLASH_FN float flash_mma_log2_scale(float scale) { return scale * 1.44269504088896341f; }
+#define FLASH_LOG2E 1.44269504088896341f
+FLASH_FN float flash_mma_log2_scale(float scale) { return scale * FLASH_LOG2E; }
 // 2^x: on the GPU one MUFU.EX2 (ex2.approx.ftz, about 2 units in the last place; a result under
 // 2^-126, a probability nothing can see, flushes to 0, which spares exp2f's rescaling of
 // subnormals), on the host exp2f.
@@ -194,7 +195,7 @@ FLASH_FN float flash_mma_rescale(float m, float m_new, float c) {
 // The row's natural logsumexp from its raw max and its sum.
 FLASH_FN float flash_mma_logsumexp(float m, float l, float scale) { return m * scale + logf(l); }
 // L log2(e): what the backward's probabilities are taken against.
-FLASH_FN float flash_mma_lse2(float lse) { return lse * 1.44269504088896341f; }
+FLASH_FN float flash_mma_lse2(float lse) { return lse * FLASH_LOG2E; }
 // Backward: p = 2^(s c - L2) for a raw score s (0 where masked, s = -inf).
 FLASH_FN float flash_mma_prob(float s, float lse2, float c) {
     return s == -INFINITY ? 0.0f : flash_exp2(fmaf(s, c, -lse2));

@@ -350,7 +350,8 @@ static void test_embedding(void) {
     const Floats wte = uniform((size_t)V * C, 41), dout = uniform((size_t)N * C, 42);
     Floats out((size_t)N * C, NAN), want((size_t)N * C);
     embedding_forward(want.data(), tokens.data(), wte.data(), N, C);
-    run(5, 32, [&] { embedding_forward_kernel(out.data(), tokens.data(), wte.data(), N, C); });   // fewer than rows, columns
+    // 5 blocks and 32 threads: fewer than the rows and the columns
+    run(5, 32, [&] { embedding_forward_kernel(out.data(), tokens.data(), wte.data(), N, C); });
     expect_bitwise("embedding forward: the rows copied (5 blocks, 32 threads)", out, want);
 
     // The backward as embedding.cu runs it: iota, a stable sort of (token, row) (cub's there,

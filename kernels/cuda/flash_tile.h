@@ -122,8 +122,9 @@ FLASH_FN float flash_group_sum(const float *x, long stride, int g) {
 // rows (4 warps of 16) by 64, and a product is summed 16 terms at a time (one mma of depth 16),
 // each 16 added to the running sum. The emulator's model of one mma is the 16 products summed in
 // index order from +0, then added to the accumulator; the tensor core's own order inside the 16
-// is unpublished, so the GPU agrees with the emulator to rounding, not bitwise. A softmax row of a 64-key tile is 4 lanes'
-// (mma.sync's layout: lane t of the row's quad holds columns 8 j + 2 t and 8 j + 2 t + 1).
+// is unpublished, so the GPU agrees with the emulator to rounding, not bitwise. A softmax row of
+// a 64-key tile is 4 lanes' (mma.sync's layout: lane t of the row's quad holds columns 8 j + 2 t
+// and 8 j + 2 t + 1).
 #define FLASH_MMA_ROWS 64     // query rows and key rows per tile
 #define FLASH_MMA_DEPTH 16    // products one mma sums
 #define FLASH_MMA_MAX_HD 128  // head dims the mma kernels take: multiples of 16 up to this

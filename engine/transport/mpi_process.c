@@ -21,14 +21,46 @@ static const ProgressSlot *root_slot;     // rank 0's progress slot, when anothe
 static bool mpi_finalized;
 static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals silent
 
-// mpirun tears the job down (SIGCONT, SIGTERM, SIGKILL) as soon as one rank exits non-zero; a
-// failed rank other than 0 gives rank 0, which records the run and says who stopped, up to
-// ROOT_GRACE_S to exit first.
+// mpirun tears the job down (SIGCONT, SIGTERM, then SIGKILL) as soon as one rank exits
+// non-zero, so a failed rank other than 0 lets rank 0, which says who stopped and records the
+// run's end, exit first. How long it waits depends on what rank 0's progress slot says:
+//   not given up  rank 0 has not heard of the failure yet, or is the rank that stopped: up to
+//                 ROOT_GRACE_S (its wait sees the abort notice within milliseconds if it can);
+//   given up      rank 0 is on its way out: recording the end may wait out a store another
+//                 process holds locked (the recorder's patience is a minute), so up to
+//                 ROOT_REPORT_S. Leaving earlier would have mpirun kill it mid-report: its
+//                 line lost, and the run left 'running' in the store.
 #define ROOT_GRACE_S 2.0
+#define ROOT_REPORT_S 90.0
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// The process exists and has not exited (a zombie, not yet reaped by mpirun, has).
+static bool process_running(pid_t pid) {
+    if (kill(pid, 0) != 0) return false;
+    char path[32], stat[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return true;   // no procfs: kill(2) is all there is
+    const size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *state = strrchr(stat, ')');   // "pid (comm) S ...": comm may hold spaces
+    return !(state && state[1] == ' ' && state[2] == 'Z');
+}
+
 static void wait_for_root(void) {
     const pid_t pid = root_slot ? (pid_t)atomic_load(&root_slot->pid) : 0;
     const struct timespec pause = {0, 10 * 1000 * 1000};
-    for (int i = 0; pid > 0 && i < (int)(ROOT_GRACE_S * 100) && kill(pid, 0) == 0; i++) nanosleep(&pause, NULL);
+    const double t0 = monotonic_s();
+    while (pid > 0 && process_running(pid)) {
+        const double limit = atomic_load(&root_slot->gave_up) ? ROOT_REPORT_S : ROOT_GRACE_S;
+        if (monotonic_s() - t0 > limit) return;
+        nanosleep(&pause, NULL);
+    }
 }
 
 static void mpi_process_finalize(void) {

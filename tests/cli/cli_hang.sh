@@ -4,8 +4,9 @@
 # once in the norm all-reduce: rank 0's line names the stalled rank, its stage, action and
 # microbatch (the others' lines say they wait on it; when rank 0 itself is stalled, theirs
 # name it), and mpirun returns (every rank gone) within --timeout + 5 s of a healthy run's
-# start-up. Also: the gradient all-reduce (--dp 2), SIGSTOP of rank 2, kill -9 of rank 1 (the
-# survivors name it, the store records the run failed with that line), and local threads.
+# start-up. Also: rank 0 slow to record the failure (its store locked), the gradient
+# all-reduce (--dp 2), SIGSTOP of rank 2, kill -9 of rank 1 (the survivors name it, the store
+# records the run failed with that line), and local threads.
 # (Ctrl-C under mpirun is not here: its checkpoint must beat mpirun's SIGKILL one second after
 # SIGTERM, which a loaded CI machine does not promise.)
 # usage: cli_hang.sh PPTRAIN SOURCE_DIR
@@ -57,6 +58,37 @@ for r in 1 2 3; do
   stall "norm$r" "$r" norm
   names "norm$r" "pptrain: rank $r (stage $r) stopped making progress in the norm and loss all-reduce of step 1"
 done
+# Rank 0 slow to report: another process holds the store locked from before the stall until
+# 3 s after another rank's line says it failed, so recording the run's end waits that long
+# (past the 2 s the others give a rank 0 that has not heard of the failure). The others wait
+# for rank 0 to exit (it has given up, so it is reporting) rather than exit first and have
+# mpirun kill it mid-report: its line stays, and the store has the run failed with that line,
+# not left 'running'.
+rm -f runs.db
+hold_s=3
+t1=$(now)
+timeout 120 "${mpi[@]}" -x PPTRAIN_TEST_STALL="2:1:norm" -np 4 "$bin" "${args[@]}" --steps 2 --transport mpi \
+  > locked.txt 2>&1 &
+mp=$!
+for ((i = 0; i < 600; i++)); do grep -q 'recording run' locked.txt && break; sleep 0.02; done
+{
+  echo "begin exclusive;"
+  for ((i = 0; i < 600; i++)); do grep -q 'waits on rank 2' locked.txt && break; sleep 0.02; done
+  sleep "$hold_s"
+  echo "commit;"
+} | sqlite3 runs.db &
+locker=$!
+wait "$mp"
+check "locked: exits non-zero" [ $? -ne 0 ]
+wait "$locker"
+elapsed=$(awk -v a="$(now)" -v b="$t1" 'BEGIN { print a - b }')
+check "locked: every rank gone in ${elapsed} s (limit ${limit} + ${hold_s} s)" within "$elapsed" "$(awk -v a="$limit" \
+  -v b="$hold_s" 'BEGIN { print a + b }')"
+names locked "pptrain: rank 2 (stage 2) stopped making progress in the norm and loss all-reduce of step 1"
+check "locked: the store has the run failed, naming rank 2" [ "$(sqlite3 runs.db \
+  "select status from runs where error like 'rank 2 (stage 2) stopped making progress%'")" = failed ]
+rm -f runs.db
+
 # In the gradient all-reduce over replicas: 2 stages x 2 replicas, world rank 3 = stage 1 of replica 1.
 stall grads3 3 grads --stages 2 --dp 2
 names grads3 "pptrain: rank 3 (stage 1) stopped making progress in the gradient all-reduce over replicas of step 1"

@@ -1,26 +1,8 @@
 // fp32 <-> bf16 conversion: GEMM operands and inter-stage messages (DESIGN.md "Numerics"),
-// and the packing of column blocks side by side into one GEMM operand (fused projections).
+// and the packing of column blocks side by side into one GEMM operand (fused projections); the
+// kernels: convert_kernels.cuh.
 #include "kernels/cuda/common.cuh"
-
-// One element per thread step; __float2bfloat16 rounds to nearest even and keeps NaN a NaN.
-__global__ void f32_to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = __float2bfloat16(src[i]);
-}
-
-__global__ void bf16_to_f32_kernel(float *dst, const __nv_bfloat16 *src, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = __bfloat162float(src[i]);
-}
-
-// dst(rows, ld)[:, 0:cols] = src(rows, cols), a copy (fp32 mode's packed operands).
-__global__ void pack_cols_kernel(float *dst, int ld, const float *src, int cols, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[(i / cols) * ld + i % cols] = src[i];
-}
+#include "kernels/cuda/convert_kernels.cuh"
 
 void cuda_pack_cols(CudaCtx *ctx, float *dst, int ld, const float *src, int rows, int cols) {
     const size_t n = (size_t)rows * cols;

@@ -129,7 +129,9 @@ static void simt_launch(dim3 grid, unsigned threads, size_t shared_floats, Body 
 struct __nv_bfloat16 {
     uint16_t bits;
 };
+// A NaN becomes the canonical NaN 0x7fff, as cvt.rn.bf16.f32 and cuda_bf16.hpp's host path make it.
 inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    if (f != f) return __nv_bfloat16{0x7fff};
     f = flash_bf16(f);
     uint32_t u;
     memcpy(&u, &f, sizeof u);

@@ -1,5 +1,6 @@
 // tests/gpu_emu/test_kernels_simt.cc: the elementwise CUDA kernels' own source
-// (kernels/cuda/{rmsnorm,rope,swiglu,residual,crossentropy,embedding}_kernels.cuh) run on CPU threads
+// (kernels/cuda/{rmsnorm,rope,swiglu,residual,crossentropy,embedding,adamw,gradnorm,convert}_kernels.cuh)
+// run on CPU threads
 // (simt.h), as test_flash_simt runs attention's. Without a GPU nothing else executes these
 // lines: the emulator stands in for each kernels/cuda call with the CPU backend's kernel.
 //
@@ -17,8 +18,11 @@
 
 #include "kernels/cuda/device_math.cuh"   // then the helpers they share
 
+#include "kernels/cuda/adamw_kernels.cuh"
+#include "kernels/cuda/convert_kernels.cuh"
 #include "kernels/cuda/crossentropy_kernels.cuh"
 #include "kernels/cuda/embedding_kernels.cuh"
+#include "kernels/cuda/gradnorm_kernels.cuh"
 #include "kernels/cuda/residual_kernels.cuh"
 #include "kernels/cuda/rmsnorm_kernels.cuh"
 #include "kernels/cuda/rope_kernels.cuh"
@@ -32,6 +36,8 @@
 
 extern "C" {
 #include "kernels/cpu/kernels.h"
+#define PPTRAIN_KERNELS_CUDA_SIZES_ONLY   // the launch sizes (cuda_grad_sum_squares_blocks), not the toolkit
+#include "kernels/cuda/kernels_cuda.h"
 }
 
 using Floats = std::vector<float>;
@@ -381,6 +387,147 @@ static void test_embedding(void) {
     report("embedding backward: an unused id's row untouched", kept, "");
 }
 
+// ---- adamw_kernels.cuh --------------------------------------------------------------------
+// Three steps (t = 1, 2 and 9: the bias corrections change) on 1000 values with weight decay,
+// 3 blocks of 64 threads: bitwise adamw_update's params and moments (same operations, same
+// order, nothing contracted here), and the bf16 copy the rounded params.
+static void test_adamw(void) {
+    const size_t n = 1000;
+    const double lr = 3e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, wd = 0.1;
+    Floats p = uniform(n, 51), m = uniform(n, 52, 0.01f), v = uniform(n, 53, 0.001f);
+    for (float &x : v) x = std::fabs(x);
+    Floats cp = p, cm = m, cv = v;
+    Bf16s p16(n, nan16);
+    bool same = true, rounded = true;
+    for (int t : {1, 2, 9}) {
+        const Floats g = uniform(n, 60 + (uint32_t)t, 0.5f);
+        adamw_update(cp.data(), g.data(), cm.data(), cv.data(), n, t, lr, beta1, beta2, eps, wd);
+        const AdamwScalars sc = adamw_scalars(t, lr, beta1, beta2, eps, wd);
+        run(3, 64, [&] { adamw_kernel(p.data(), p16.data(), g.data(), m.data(), v.data(), n, sc); });
+        const size_t bytes = n * sizeof(float);
+        same &= memcmp(p.data(), cp.data(), bytes) == 0 && memcmp(m.data(), cm.data(), bytes) == 0 &&
+                memcmp(v.data(), cv.data(), bytes) == 0;
+        for (size_t i = 0; i < n; i++) rounded &= p16[i].bits == __float2bfloat16_rn(cp[i]).bits;
+    }
+    report("adamw: params, m and v bitwise adamw_update's (3 steps)", same, "");
+    report("adamw: the bf16 copy is the params rounded", rounded, "");
+    // Without a bf16 copy (fp32 mode) the same fp32 update.
+    Floats q = uniform(n, 51), qm = uniform(n, 52, 0.01f), qv = uniform(n, 53, 0.001f);
+    for (float &x : qv) x = std::fabs(x);
+    Floats want = q, wm = qm, wv = qv;
+    const Floats g = uniform(n, 61, 0.5f);
+    adamw_update(want.data(), g.data(), wm.data(), wv.data(), n, 1, lr, beta1, beta2, eps, wd);
+    const AdamwScalars sc = adamw_scalars(1, lr, beta1, beta2, eps, wd);
+    run(2, 32, [&] { adamw_kernel(q.data(), nullptr, g.data(), qm.data(), qv.data(), n, sc); });
+    expect_bitwise("adamw: no bf16 copy, the same params", q, want);
+}
+
+// ---- gradnorm_kernels.cuh -----------------------------------------------------------------
+// The sum of squares as cuda_grad_sum_squares runs it (cuda_grad_sum_squares_blocks blocks of
+// GRADNORM_BLOCK, then one block over the partials, added to what *sumsq held) against
+// grad_sum_squares: another order, so close (1e-12: a lost or doubled value is about 1e-4 of
+// the total here). Then scale and clip, bitwise g times grad_scale's and grad_clip_factor's.
+static void test_gradnorm(void) {
+    const size_t n = 5 * 1024 + 37;   // 6 blocks, the last one ragged
+    const Floats g = uniform(n, 71);
+    const int blocks = cuda_grad_sum_squares_blocks(n);
+    std::vector<double> partial((size_t)blocks, NAN);
+    double sumsq = 2.5;   // a previous tensor's share
+    run((unsigned)blocks, GRADNORM_BLOCK, [&] { sumsq_partial_kernel(partial.data(), g.data(), n); });
+    run(1, GRADNORM_BLOCK, [&] { sumsq_final_kernel(&sumsq, partial.data(), blocks); });
+    const double want = 2.5 + grad_sum_squares(g.data(), n);
+    const double err = std::fabs(sumsq - want) / want;
+    char detail[64];
+    snprintf(detail, sizeof detail, " (%d blocks, rel err %.1e)", blocks, err);
+    report("gradnorm: sum of squares, added to *sumsq", err <= 1e-12, detail);
+    // Fewer blocks than values need (the 1024-block cap of a large tensor): the grid strides.
+    std::vector<double> few(2, NAN);
+    double strided = 0.0;
+    run(2, 64, [&] { sumsq_partial_kernel(few.data(), g.data(), n); });
+    run(1, 32, [&] { sumsq_final_kernel(&strided, few.data(), 2); });
+    const double err2 = std::fabs(strided - (want - 2.5)) / (want - 2.5);
+    snprintf(detail, sizeof detail, " (rel err %.1e)", err2);
+    report("gradnorm: sum of squares, 2 blocks of 64 striding", err2 <= 1e-12, detail);
+    // More partials than the final block's threads (1024 of a large tensor, 256 threads).
+    std::vector<double> many(100);
+    double many_sum = 0.0, many_want = 0.0;
+    for (size_t i = 0; i < many.size(); i++) many[i] = 1.0 + (double)i * i, many_want += many[i];
+    run(1, 32, [&] { sumsq_final_kernel(&many_sum, many.data(), (int)many.size()); });
+    report("gradnorm: 100 partials summed by 32 threads", many_sum == many_want, "");
+
+    Floats scaled = g, want_scaled = g;
+    grad_scale(want_scaled.data(), n, 0.37f);
+    run(3, 64, [&] { scale_kernel(scaled.data(), n, 0.37f); });
+    expect_bitwise("gradnorm: scale", scaled, want_scaled);
+    // max_norm 1.5 clips (the norm is about 41), 100 does not (the factor is exactly 1).
+    for (float max_norm : {1.5f, 100.0f}) {
+        Floats clipped = g, want_clipped = g;
+        const float f = grad_clip_factor(std::sqrt(sumsq), max_norm);
+        for (float &x : want_clipped) x *= f;
+        run(3, 64, [&] { clip_kernel(clipped.data(), n, &sumsq, max_norm); });
+        char what[80];
+        snprintf(what, sizeof what, "gradnorm: clip to %g (factor %.4g)", max_norm, f);
+        expect_bitwise(what, clipped, want_clipped);
+    }
+}
+
+// ---- convert_kernels.cuh ------------------------------------------------------------------
+// fp32 -> bf16 against round to nearest even written out here on the bits: ties both ways, a
+// carry into the exponent, the largest float (rounds to infinity), subnormals, signed zeros,
+// infinities and NaN (the canonical NaN 0x7fff, whatever its sign and payload, as the GPU's
+// cvt.rn.bf16.f32 gives); then back (exact), and the column packing.
+static uint16_t bf16_bits_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static void test_convert(void) {
+    Floats x = uniform(777, 81, 100.0f);
+    const uint32_t edges[] = {0x3f808000u, 0x3f818000u, 0x3f80c000u, 0x3f807fffu, 0x3fffc000u, 0x7f7fffffu,
+                              0x00000001u, 0x00418000u, 0x80000000u, 0x00000000u, 0x7f800000u, 0xff800000u,
+                              0x7fc00000u, 0xffa00001u, 0xc0ff8000u};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) x[i * 37] = from_bits(edges[i]);
+    Bf16s b(x.size(), nan16);
+    run(3, 64, [&] { f32_to_bf16_kernel(b.data(), x.data(), x.size()); });
+    size_t bad = 0;
+    for (size_t i = 0; i < x.size(); i++) bad += b[i].bits != bf16_bits_rne(x[i]);
+    char detail[64];
+    snprintf(detail, sizeof detail, bad ? " (%zu of %zu wrong)" : "", bad, x.size());
+    report("convert: fp32 -> bf16 rounds to nearest even (edges too)", bad == 0, detail);
+
+    Floats back(x.size(), NAN);
+    run(2, 32, [&] { bf16_to_f32_kernel(back.data(), b.data(), b.size()); });
+    bad = 0;
+    for (size_t i = 0; i < x.size(); i++) {
+        uint32_t u;
+        memcpy(&u, &back[i], sizeof u);
+        bad += u != (uint32_t)b[i].bits << 16;
+    }
+    snprintf(detail, sizeof detail, bad ? " (%zu of %zu wrong)" : "", bad, x.size());
+    report("convert: bf16 -> fp32 widens exactly", bad == 0, detail);
+
+    // 7 rows of 13 columns into a buffer 20 wide at column 4 (as a fused operand's second block).
+    const int rows = 7, cols = 13, ld = 20, col0 = 4;
+    const Floats src = uniform((size_t)rows * cols, 82);
+    Floats dst((size_t)rows * ld, NAN);
+    run(2, 32, [&] { pack_cols_kernel(dst.data() + col0, ld, src.data(), cols, (size_t)rows * cols); });
+    bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < ld; c++) {
+            const float got = dst[(size_t)r * ld + c];
+            if (c >= col0 && c < col0 + cols) bad += memcmp(&got, &src[(size_t)r * cols + c - col0], sizeof got) != 0;
+            else bad += !std::isnan(got);
+        }
+    snprintf(detail, sizeof detail, bad ? " (%d wrong)" : "", (int)bad);
+    report("convert: pack columns 4..16 of 20, the rest untouched", bad == 0, detail);
+}
+
 int main(void) {
     test_rmsnorm();
     test_swiglu();
@@ -388,6 +535,9 @@ int main(void) {
     test_residual();
     test_crossentropy();
     test_embedding();
+    test_adamw();
+    test_gradnorm();
+    test_convert();
     printf("test_kernels_simt: %d failed\n", failures);
     return failures != 0;
 }

@@ -1,0 +1,50 @@
+// kernels/cuda/adamw_kernels.cuh: the kernel of adamw.cu (which launches it) and the step's
+// scalars, in the subset of CUDA C++ that tests/gpu_emu/simt.h also gives a host compiler, so
+// tests/gpu_emu/test_kernels_simt.cc runs this same source on CPU threads. Include after
+// kernels/cuda/common.cuh on the GPU, after simt.h and device_math.cuh on the CPU.
+#ifndef PPTRAIN_KERNELS_CUDA_ADAMW_KERNELS_CUH
+#define PPTRAIN_KERNELS_CUDA_ADAMW_KERNELS_CUH
+#include <math.h>
+
+// The step's scalars, computed on the host in double and rounded to fp32 as adamw_update
+// (kernels/cpu/adamw.c) does.
+struct AdamwScalars {
+    float decay, w1, w2, b2, eps, step_size, bc2_sqrt;
+};
+
+// Step t (1-based) of AdamW with these hyperparameters.
+static inline AdamwScalars adamw_scalars(int t, double lr, double beta1, double beta2, double eps,
+                                         double weight_decay) {
+    const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+    AdamwScalars s;
+    s.decay = (float)(1.0 - lr * weight_decay);
+    s.w1 = (float)(1.0 - beta1);
+    s.w2 = (float)(1.0 - beta2);
+    s.b2 = (float)beta2;
+    s.eps = (float)eps;
+    s.step_size = (float)(lr / bc1);
+    s.bc2_sqrt = (float)sqrt(bc2);
+    return s;
+}
+
+// One grid-stride pass over n values: params, m and v (fp32) updated in place, term for term as
+// adamw_update; params_bf16 (may be NULL) gets the bf16 working copy the bf16 GEMMs read. The
+// same operations in the same order: bitwise the CPU's where nothing is contracted into a
+// multiply-add (the host test); nvcc contracts by default, so on a GPU within an ulp or so.
+__global__ void adamw_kernel(float *__restrict__ params, __nv_bfloat16 *__restrict__ params_bf16,
+                             const float *__restrict__ grads, float *__restrict__ m, float *__restrict__ v, size_t n,
+                             AdamwScalars s) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float g = grads[i];
+        float p = params[i] * s.decay;
+        float mi = m[i];
+        mi += s.w1 * (g - mi);                   // exp_avg.lerp_(grad, 1 - beta1)
+        float vi = v[i] * s.b2 + s.w2 * g * g;   // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+        p -= s.step_size * (mi / (sqrtf(vi) / s.bc2_sqrt + s.eps));
+        params[i] = p;
+        m[i] = mi;
+        v[i] = vi;
+        if (params_bf16) params_bf16[i] = __float2bfloat16(p);
+    }
+}
+#endif

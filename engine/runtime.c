@@ -144,8 +144,18 @@ static int stack_pop(FreeStack *st) {
 
 static void stack_push(FreeStack *st, int k) { st->free[st->n_free++] = k; }
 
-static void pool_init(StagePool *p, StageModel *model, int n_slots, int n_ws, bool light, int rows, int T,
-                      size_t msg_bytes) {
+// Whether this rank's list runs a backward (B, I or W) of the stage: without one (an evaluation's
+// or a sample's schedule) its slots are forward-only (stage_acts_set_forward_only).
+static bool list_trains(const ScheduleList *l, int stage) {
+    for (int i = 0; i < l->n; i++) {
+        const Action a = l->actions[i];
+        if (a.stage == stage && (a.type == ACT_B || a.type == ACT_I || a.type == ACT_W)) return true;
+    }
+    return false;
+}
+
+static void pool_init(StagePool *p, StageModel *model, int n_slots, int n_ws, bool light, bool forward_only, int rows,
+                      int T, size_t msg_bytes) {
     p->model = model;
     p->n_slots = n_slots;
     p->n_ws = n_ws;
@@ -153,6 +163,7 @@ static void pool_init(StagePool *p, StageModel *model, int n_slots, int n_ws, bo
     p->msg = xmalloc(sizeof(void *) * (size_t)(n_slots ? n_slots : 1));
     for (int k = 0; k < n_slots; k++) {
         p->acts[k] = light ? stage_acts_create_light(model, rows, T) : stage_acts_create(model, rows, T);
+        stage_acts_set_forward_only(p->acts[k], forward_only);
         p->msg[k] = stage_msg_alloc(model, msg_bytes);
     }
     p->ws = xmalloc(sizeof(StageActs *) * (size_t)(n_ws ? n_ws : 1));
@@ -204,7 +215,8 @@ Runtime *runtime_create_opts(const Schedule *sched, int rank, StageModel *const 
         const int l = rt->local[s];
         if (l < 0) continue;
         rt->msg_bytes = stage_msg_bytes(stages[s], rows, T);
-        pool_init(&rt->pool[l], stages[s], peak[l], peak_ws[l], rt->recompute, rows, T, rt->msg_bytes);
+        pool_init(&rt->pool[l], stages[s], peak[l], peak_ws[l], rt->recompute, !list_trains(rt->list, s), rows, T,
+                  rt->msg_bytes);
     }
     free(peak);
     free(peak_ws);

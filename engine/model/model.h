@@ -188,6 +188,10 @@ typedef struct StageActs StageActs;
 StageActs *stage_acts_create(const StageModel *s, int B, int T);
 void stage_acts_free(StageActs *a);
 size_t stage_acts_bytes(const StageModel *s, int B, int T);
+// A slot whose forwards no backward follows (an evaluation's, a sample's; off at creation): a
+// backend may then leave out what only the backward reads. A CUDA last stage computes its
+// head's gradients in a training forward (stage_forward) and only the loss in this one.
+void stage_acts_set_forward_only(StageActs *a, bool forward_only);
 // The same for a stage of s's shape on `device`, whatever s's own backend (a shell without
 // one, e.g. the banner's for stages of other processes): a CUDA stage keeps its attention
 // as O(T) row statistics per head (flash attention), a CPU stage the (T, T) probabilities;
@@ -205,7 +209,10 @@ size_t stage_cuda_arena_bytes(const StageModel *s, int B, int T, bool low_precis
 //   tokens and targets are host memory on every device.
 //   last stage: targets(B*T) (-1 = ignore) give the loss and its gradient right away;
 //               returns loss_scale * sum of per-token losses (see crossentropy_forward_backward);
-//               a GPU stage returns 0 and keeps it on the device for stage_step_loss.
+//               a GPU stage returns 0 and keeps it on the device for stage_step_loss, and
+//               (unless the slot is forward-only) adds the LM head's weight gradient to its
+//               gradients here, from the same pass over the logits (its weight half then
+//               has only the other parameters' to add).
 //   other stages: return 0 and the output is at stage_acts_output().
 double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input,
                      const int32_t *targets, float loss_scale);

@@ -60,6 +60,7 @@ struct StageActs {
     bool flash_attention;
     bool no_logits;         // the backend's head needs no (N, V) logits (stage_ops.h): logits, dlogits NULL
     bool narrow_operands;   // ln1, ln2, h, atty, gate, up, q, k, v and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
+    bool forward_only;      // no backward follows this slot's forwards (stage_acts_set_forward_only)
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)
     float *output;          // (N, C) stage output (non-last stages)

@@ -745,7 +745,12 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
         return 0.0;
     }
     ac->loss_scale = loss_scale;
-    head(c, a, c->totals, a->dlnf, NULL, d);   // dlnf written
+    // Training: the head's whole gradient from this one pass over the chunks' logits: dlnf (read
+    // by both halves of the final norm's backward) and the head's weight gradient, added now,
+    // so the weight half does not compute the (N, V) logits a second time (a GEMM of N V C
+    // multiply-adds, 1 of the head's 4 before). An evaluation or a sample: the loss alone.
+    if (a->forward_only) head(c, a, c->totals, NULL, NULL, d);
+    else head(c, a, c->totals, a->dlnf, c->dg.lm_head, d);
     return 0.0;   // the loss stays on the device: gpu_step_loss
 }
 
@@ -870,11 +875,9 @@ static void gpu_backward_weight(StageModel *s, StageActs *a) {
     StageCuda *c = cuda_of(s);
     c->norm_read = false;
     const StageDims d = stage_dims(s, a);
-    if (s->has_head) {
-        head(c, a, NULL, NULL, c->dg.lm_head, d);
+    if (s->has_head)   // the head's own weight gradient came with the forward (gpu_forward)
         cuda_rmsnorm_backward(c->ctx, NULL, c->dg.norm, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf,
                               d.N, d.C);
-    }
     for (int l = a->n_layers - 1; l >= 0; l--)
         layer_backward_weight(c, &c->dw.layer[l], &c->dg.layer[l], &a->layer[l], acts_resid_at(a, l),
                               acts_dresid_at(a, l + 1), d);

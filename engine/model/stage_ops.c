@@ -10,6 +10,8 @@ void stage_acts_free(StageActs *a) {
     if (a) a->ops->acts_free(a);
 }
 
+void stage_acts_set_forward_only(StageActs *a, bool forward_only) { a->forward_only = forward_only; }
+
 double stage_forward(StageModel *s, StageActs *a, const int32_t *tokens, const void *input, const int32_t *targets,
                      float loss_scale) {
     return s->ops->forward(s, a, tokens, input, targets, loss_scale);

@@ -54,6 +54,20 @@ nccl_run() {   # nccl_run NAME NP args...: NP processes over nccl
 run cpu || { echo "FAIL: the CPU reference run"; exit 1; }
 check "GPU fp32, 4 stages on 4 GPUs (local), runs" run local --device cuda --precision fp32 --stages 4 --schedule 1f1b
 check "GPU fp32, 4 stages (local): within 1e-4 of the CPU's" within cpu.losses local.losses 1e-4
+# Validation runs on forward-only slots (an evaluation's schedule has no backward): there the
+# last stage computes the loss alone, no head gradient (engine/model/model_cuda.c). Validating
+# every 2 steps leaves the training losses bitwise as they were, and the validation losses are
+# within 1e-4 of the CPU's.
+vals() { sqlite3 "$1" "SELECT step, printf('%.17g', val_loss) FROM evals ORDER BY step" 2>/dev/null; }
+val=(--val-data "$data" --val-every 2 --val-batches 2)
+check "CPU validating every 2 steps, runs" run cpu_val "${val[@]}"
+check "GPU fp32 validating every 2 steps (4 stages, local), runs" run local_val --device cuda --precision fp32 \
+  --stages 4 --schedule 1f1b "${val[@]}"
+check "GPU validating: the training losses bitwise those without" cmp -s local.losses local_val.losses
+vals cpu_val.db > cpu_val.vals
+vals local_val.db > local_val.vals
+two_rounds_within() { [ "$(wc -l < "$1")" -eq 2 ] && within "$1" "$2" 1e-4; }
+check "GPU validation: 2 rounds, within 1e-4 of the CPU's" two_rounds_within cpu_val.vals local_val.vals
 printf '{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
  "num_key_value_heads": 4, "vocab_size": 259, "max_position_embeddings": 256}' > mha.json
 mha=(--model mha.json)

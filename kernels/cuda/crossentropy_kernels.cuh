@@ -25,12 +25,26 @@ __global__ void crossentropy_rows_kernel(D *dlogits, double *row_loss, const flo
         return;                                         // the whole block takes this branch
     }
     const float xt = x[target];
-    float m = -INFINITY;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, x[j]);
-    m = block_max(m);
-    double sum = 0.0;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) sum += (double)expf(x[j] - m);
-    sum = block_sum(sum);
+    // The row's max and its sum of exponentials in one read of the row (an online softmax): each
+    // thread keeps a running max mt and sum st = sum of e^(x - mt) over its elements, a new max
+    // rescaling st by e^(mt_old - mt); then the block's max m, and sum = sum of st e^(mt - m).
+    // The dlogits below read the row once more: twice in all, where a pass for the max and one
+    // for the sum made it three (the logits are R x V fp32, 67 MB a chunk at V 32000, larger
+    // than an H100's L2). Each term is e^(x - mt) e^(mt - m), a product of two rounded
+    // exponentials, where the CPU rounds e^(x - m) once: a few ulps of the sum, not bitwise.
+    float mt = -INFINITY;
+    double st = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        const float xj = x[j];
+        if (xj > mt) {   // the first element too: st is 0, and expf(-inf) 0
+            st = st * (double)expf(mt - xj) + 1.0;
+            mt = xj;
+        } else {
+            st += (double)expf(xj - mt);
+        }
+    }
+    const float m = block_max(mt);
+    double sum = block_sum(st * (double)expf(mt - m));   // a thread with no elements: 0 x 0
     if (threadIdx.x == 0) row_loss[n] = (double)m + log(sum) - (double)xt;
     if (d) {
         const float k = (float)((double)scale / sum);

@@ -317,7 +317,9 @@ static void test_crossentropy(void) {
     const int N = 6, V = 300;   // 64 threads a row: 2 warps, 5 elements a thread, the last partial
     const size_t n = (size_t)N * V;
     const float scale = 0.25f;
-    const Floats logits = uniform(n, 12, 3.0f);
+    Floats logits = uniform(n, 12, 3.0f);
+    // Row 3 increasing: each thread's running max (the online softmax) moves at every element.
+    for (int j = 0; j < V; j++) logits[(size_t)3 * V + j] = (float)j * 0.01f;
     const std::vector<int32_t> targets = {3, 299, -1, 0, 150, 77};   // row 2 a pad
     Floats want(n);
     const double want_loss = crossentropy_forward_backward(want.data(), logits.data(), targets.data(), N, V, scale);
@@ -339,6 +341,19 @@ static void test_crossentropy(void) {
     expect_rounded("cross-entropy rows bf16: fp32's dlogits rounded", d16, d);
     const bool same = memcmp(row_loss16.data(), row_loss.data(), N * sizeof(double)) == 0;
     report("cross-entropy rows bf16: the row losses, bitwise", same, "");
+
+    // Rows narrower than the block (40 values, 64 threads: 24 threads hold none).
+    const int V2 = 40;
+    Floats narrow = uniform((size_t)2 * V2, 13, 3.0f), want2((size_t)2 * V2);
+    const std::vector<int32_t> t2 = {39, 5};
+    const double want_loss2 = crossentropy_forward_backward(want2.data(), narrow.data(), t2.data(), 2, V2, 1.0f);
+    std::vector<double> rl2(2, NAN), loss2 = {0.0};
+    run(2, 64, [&] { crossentropy_rows_kernel<float>(narrow.data(), rl2.data(), narrow.data(), t2.data(), V2, 1.0f); });
+    run(1, 64, [&] { crossentropy_sum_kernel(loss2.data(), rl2.data(), 2, 1.0f); });
+    expect_close("cross-entropy rows: 40 values over 64 threads", narrow, want2, 1e-6);
+    const double err2 = std::fabs(loss2[0] - want_loss2) / std::fabs(want_loss2);
+    snprintf(detail, sizeof detail, " (rel err %.2e, bound 1e-6)", err2);
+    report("cross-entropy sum: 40 values over 64 threads", err2 <= 1e-6, detail);
 }
 
 // ---- embedding_kernels.cuh ----------------------------------------------------------------

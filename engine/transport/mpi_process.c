@@ -2,6 +2,7 @@
 // byte broadcast, and a rank's last words on a signal (mpi_process.h).
 #include "engine/transport/mpi_process.h"
 
+#include "engine/clock.h"
 #include "engine/transport/progress.h"
 
 #include <fcntl.h>
@@ -32,12 +33,6 @@ static volatile sig_atomic_t mpi_failed;  // a step failed: no finalize, signals
 //                 line lost, and the run left 'running' in the store.
 #define ROOT_GRACE_S 2.0
 #define ROOT_REPORT_S 90.0
-static double monotonic_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 // The process exists and has not exited (a zombie, not yet reaped by mpirun, has).
 static bool process_running(pid_t pid) {
     if (kill(pid, 0) != 0) return false;
@@ -55,10 +50,10 @@ static bool process_running(pid_t pid) {
 static void wait_for_root(void) {
     const pid_t pid = root_slot ? (pid_t)atomic_load(&root_slot->pid) : 0;
     const struct timespec pause = {0, 10 * 1000 * 1000};
-    const double t0 = monotonic_s();
+    const double t0 = clock_now_s();
     while (pid > 0 && process_running(pid)) {
         const double limit = atomic_load(&root_slot->gave_up) ? ROOT_REPORT_S : ROOT_GRACE_S;
-        if (monotonic_s() - t0 > limit) return;
+        if (clock_now_s() - t0 > limit) return;
         nanosleep(&pause, NULL);
     }
 }

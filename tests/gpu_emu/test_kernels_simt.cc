@@ -403,38 +403,43 @@ static void test_embedding(void) {
 }
 
 // ---- adamw_kernels.cuh --------------------------------------------------------------------
+// Params, first and second moments (v >= 0) before the first step.
+struct AdamwState {
+    Floats p, m, v;
+};
+static AdamwState adamw_start(size_t n) {
+    AdamwState s{uniform(n, 51), uniform(n, 52, 0.01f), uniform(n, 53, 0.001f)};
+    for (float &x : s.v) x = std::fabs(x);
+    return s;
+}
 // Three steps (t = 1, 2 and 9: the bias corrections change) on 1000 values with weight decay,
 // 3 blocks of 64 threads: bitwise adamw_update's params and moments (same operations, same
 // order, nothing contracted here), and the bf16 copy the rounded params.
 static void test_adamw(void) {
     const size_t n = 1000;
     const double lr = 3e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, wd = 0.1;
-    Floats p = uniform(n, 51), m = uniform(n, 52, 0.01f), v = uniform(n, 53, 0.001f);
-    for (float &x : v) x = std::fabs(x);
-    Floats cp = p, cm = m, cv = v;
+    AdamwState k = adamw_start(n), c = k;   // the kernel's and the CPU's
     Bf16s p16(n, nan16);
     bool same = true, rounded = true;
     for (int t : {1, 2, 9}) {
         const Floats g = uniform(n, 60 + (uint32_t)t, 0.5f);
-        adamw_update(cp.data(), g.data(), cm.data(), cv.data(), n, t, lr, beta1, beta2, eps, wd);
+        adamw_update(c.p.data(), g.data(), c.m.data(), c.v.data(), n, t, lr, beta1, beta2, eps, wd);
         const AdamwScalars sc = adamw_scalars(t, lr, beta1, beta2, eps, wd);
-        run(3, 64, [&] { adamw_kernel(p.data(), p16.data(), g.data(), m.data(), v.data(), n, sc); });
+        run(3, 64, [&] { adamw_kernel(k.p.data(), p16.data(), g.data(), k.m.data(), k.v.data(), n, sc); });
         const size_t bytes = n * sizeof(float);
-        same &= memcmp(p.data(), cp.data(), bytes) == 0 && memcmp(m.data(), cm.data(), bytes) == 0 &&
-                memcmp(v.data(), cv.data(), bytes) == 0;
-        for (size_t i = 0; i < n; i++) rounded &= p16[i].bits == __float2bfloat16_rn(cp[i]).bits;
+        same &= memcmp(k.p.data(), c.p.data(), bytes) == 0 && memcmp(k.m.data(), c.m.data(), bytes) == 0 &&
+                memcmp(k.v.data(), c.v.data(), bytes) == 0;
+        for (size_t i = 0; i < n; i++) rounded &= p16[i].bits == __float2bfloat16_rn(c.p[i]).bits;
     }
     report("adamw: params, m and v bitwise adamw_update's (3 steps)", same, "");
     report("adamw: the bf16 copy is the params rounded", rounded, "");
     // Without a bf16 copy (fp32 mode) the same fp32 update.
-    Floats q = uniform(n, 51), qm = uniform(n, 52, 0.01f), qv = uniform(n, 53, 0.001f);
-    for (float &x : qv) x = std::fabs(x);
-    Floats want = q, wm = qm, wv = qv;
+    AdamwState q = adamw_start(n), want = q;
     const Floats g = uniform(n, 61, 0.5f);
-    adamw_update(want.data(), g.data(), wm.data(), wv.data(), n, 1, lr, beta1, beta2, eps, wd);
+    adamw_update(want.p.data(), g.data(), want.m.data(), want.v.data(), n, 1, lr, beta1, beta2, eps, wd);
     const AdamwScalars sc = adamw_scalars(1, lr, beta1, beta2, eps, wd);
-    run(2, 32, [&] { adamw_kernel(q.data(), nullptr, g.data(), qm.data(), qv.data(), n, sc); });
-    expect_bitwise("adamw: no bf16 copy, the same params", q, want);
+    run(2, 32, [&] { adamw_kernel(q.p.data(), nullptr, g.data(), q.m.data(), q.v.data(), n, sc); });
+    expect_bitwise("adamw: no bf16 copy, the same params", q.p, want.p);
 }
 
 // ---- gradnorm_kernels.cuh -----------------------------------------------------------------

@@ -261,7 +261,6 @@ __device__ static void mma_emit(const float (*acc)[4], const MmaLane &ln, Emit e
         for (int e = 0; e < 4; e++) emit(ln.row(e), ln.col(c, e), acc[c][e]);
 }
 
-
 // The warp's (16, HD) gradient rows x = scale * acc of tile rows from t0 (positions t0 + row of
 // sequence b, rows past `rows` dropped) through RoPE's backward: a lane holds columns i and
 // i + HD / 2 of its rows in accumulator blocks c and c + HD / 16, so each rotation pair is one

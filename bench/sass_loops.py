@@ -7,14 +7,16 @@ it.
 For each of flash_mma_forward_kernel, flash_mma_dq_kernel and flash_mma_dkdv_kernel at the head
 dim asked for, it finds the loop that holds the most HMMA (tensor-core) instructions, the walk
 over the other tiles: one trip is one 64-row tile for one warp (for the dk/dv kernel, one of a
-tile's two halves of 32 query columns, which the compiler keeps as a loop; at head dims where
-nvcc keeps a product's own loop rolled, 128 for one, the densest loop is that inner one, so read
-the default, 64). It prints the loop's instruction
+tile's two halves of 32 query columns, which the compiler keeps as a loop; where nvcc keeps a
+product's own loop rolled, as it did at head dim 128 before 2026-11-27's second session, the
+densest loop is that inner one, which the HMMA count shows). It prints the loop's instruction
 count, its HMMAs, the instructions per HMMA, and the most frequent opcodes. Away from the
 diagonal every instruction of the body runs once a trip, so the count is what a warp issues per
 tile; a warp scheduler issues one instruction a cycle, and an m16n8k16 HMMA keeps a Hopper SM
 sub-partition's tensor core busy for about 4 cycles, so many more than 4 instructions per HMMA
-leave the tensor cores waiting on issue.
+leave the tensor cores waiting on issue. The kernels are built with FLASH_MMA_SASS_FULL_TILES,
+which drops load_tile_async's ragged-tile branch (its zero fill), so the loop holds the code a
+whole tile runs, and only that (built for use, a ragged last tile takes that other branch).
 
   bench/sass_loops.py [--hd 64] [--arch sm_90] [--tree DIR] [--compare DIR2]
 
@@ -47,7 +49,7 @@ def sass_of(tree, arch):
     """cuobjdump -sass of flash_attention.cu built from TREE for ARCH."""
     with tempfile.TemporaryDirectory() as work:
         obj = os.path.join(work, "fa.o")
-        cmd = [tool("nvcc", "NVCC"), "-DPPTRAIN_HAVE_CUDA", "-I", tree, "-O3", "-std=c++17",
+        cmd = [tool("nvcc", "NVCC"), "-DPPTRAIN_HAVE_CUDA", "-DFLASH_MMA_SASS_FULL_TILES", "-I", tree, "-O3", "-std=c++17",
                f"--generate-code=arch=compute_{arch[3:]},code={arch}", "-c",
                os.path.join(tree, "kernels/cuda/flash_attention.cu"), "-o", obj]
         subprocess.run(cmd, check=True)

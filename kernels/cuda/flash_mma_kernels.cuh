@@ -117,6 +117,13 @@ __device__ static void load_tile_async(__nv_bfloat16 *tile, FlashRows<__nv_bfloa
         const __nv_bfloat16 *from = src.row(t0 + r0) + 8 * c;
         const size_t pass = (size_t)R * src.ld;   // elements between a thread's rows
         __nv_bfloat16 *to = tile + r0 * (HD + 8) + 8 * c;
+#ifdef FLASH_MMA_SASS_FULL_TILES   // bench/sass_loops.py: the code a full tile runs, alone
+        rows = FLASH_MMA_ROWS;
+#endif
+        if (rows == FLASH_MMA_ROWS) {   // every tile but a ragged last one: no row to test
+            for (int k = 0; k < copies; k++) cp_async16(to + k * R * (HD + 8), from + k * pass);
+            return;
+        }
         for (int k = 0; k < copies; k++) {
             if (r0 + k * R < rows) cp_async16(to + k * R * (HD + 8), from + k * pass);
             else *reinterpret_cast<uint4 *>(to + k * R * (HD + 8)) = uint4{0u, 0u, 0u, 0u};   // 8 bf16 zeros

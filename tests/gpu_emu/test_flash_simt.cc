@@ -32,13 +32,15 @@ static std::vector<float> uniform(size_t n, uint32_t seed) {
 }
 
 // x rounded to bf16: the bits the kernels read (bf16 mode's q, k, v), and their exact widening
-// (what the emulator reads; its own rounding on load then changes nothing).
+// (what the emulator reads; its own rounding on load then changes nothing). The bits run on past
+// x as NaN, as many again: a kernel that reads rows past T of the last sequence (a ragged tile
+// copied whole) reads NaN, and a zero probability times NaN shows in its results.
 struct Bf16Input {
     std::vector<__nv_bfloat16> bits;
     std::vector<float> wide;
 };
 static Bf16Input bf16_input(const std::vector<float> &x) {
-    Bf16Input r{std::vector<__nv_bfloat16>(x.size()), std::vector<float>(x.size())};
+    Bf16Input r{std::vector<__nv_bfloat16>(2 * x.size(), __nv_bfloat16{0x7fc1}), std::vector<float>(x.size())};
     for (size_t i = 0; i < x.size(); i++) {
         r.bits[i] = __float2bfloat16_rn(x[i]);
         r.wide[i] = __bfloat162float(r.bits[i]);
@@ -364,9 +366,10 @@ int main(void) {
     // Tensor cores: two sequences of one whole tile, two heads a group (RoPE's table row is the
     // position, not the token row); ragged T over two tiles with one kv head for 4; T 1; three
     // tiles, 3 heads a group, HD 48 (three 16-column blocks, not a power of two); HD 128 (two
-    // passes of the output through the score tile), ragged.
+    // passes of the output through the score tile), ragged; a last tile one row short of whole
+    // (load_tile_async's zero fill, not its whole-tile copies, for it).
     const int mma_shapes[][5] = {{2, 64, 4, 2, 16}, {1, 70, 4, 1, 32}, {1, 1, 2, 1, 64},
-                                 {1, 150, 3, 1, 48}, {1, 80, 2, 2, 128}};
+                                 {1, 150, 3, 1, 48}, {1, 80, 2, 2, 128}, {1, 127, 2, 1, 64}};
     for (const auto &s : mma_shapes) check_mma_shape(s[0], s[1], s[2], s[3], s[4]);
     check_mma_shape(1, 130, 2, 1, 64, 32.0f);   // probabilities over many binades: the sums' order shows
     // Decode: one key; a ragged last tile over 3; 3 query heads a group, HD 128.

@@ -183,8 +183,7 @@ struct MmaScales {
 };
 static inline MmaScales mma_scales(float scale) { return MmaScales{scale, flash_mma_log2_scale(scale)}; }
 
-// 64 row statistics from stats + t0 (rows past `rows`: 0, so padded rows stay finite), a thread
-// a row.
+// 64 row statistics from stats + t0 (rows past `rows`: 0), a thread a row.
 __device__ static void load_stats(float *dst, const float *stats, int t0, int rows) {
     static_assert(FLASH_MMA_ROWS <= MMA_THREADS, "a thread a row");
     const int r = threadIdx.x;
@@ -345,7 +344,8 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
                 }
             mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 2));
-            const float m_new = fmaxf(m[i], mx), alpha = flash_mma_rescale(m[i], m_new, sc.c2), mc = m_new * sc.c2;
+            const float m_new = fmaxf(m[i], mx), alpha = flash_mma_rescale(m[i], m_new, sc.c2);
+            const float mc = flash_mma_max_c(m_new, sc.c2);
             float sum = 0.0f;
             for (int j = 0; j < 8; j++) {
                 const uint32_t two = pack_bf16x2(flash_mma_exp(s[j][2 * i], mc, sc.c2),
@@ -386,14 +386,14 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
                     const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
                     const float *__restrict__ dsum, int T, int NH, int NKV, MmaScales sc, FlashRopeOut rq) {
     DYNAMIC_SHARED_FLOATS(sh);
-    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // (L, D unused here: this lane's rows' in registers)
+    const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // L and D: the query tile's own
     const MmaLane ln;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, kvh = h / (NH / NKV);
     const int q0 = heavy_first_tile() * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
     const __nv_bfloat16 *Qs = t.own[0], *dOs = t.own[1];
     load_tile_async<HD>(t.own[0], head_rows(q, b, h, T, NH, HD), q0, nq);
     load_tile_async<HD>(t.own[1], head_rows(dout, b, h, T, NH, HD), q0, nq);
-    float *Ls = t.L(0), *Ds = t.D(0);   // the query tile's statistics (padded rows: 0, finite)
+    float *Ls = t.L(0), *Ds = t.D(0);   // the query tile's statistics
     load_lse2(Ls, lse + (size_t)bh * T, q0, nq);
     load_stats(Ds, dsum + (size_t)bh * T, q0, nq);
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
@@ -441,7 +441,8 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
 // the query tiles from the diagonal on, as flash_dkdv_kernel (the same g = 1 / g > 1 split and
 // flash_group_sum_kernel after it). Per query tile, in two halves of 32 query columns (so the
 // score accumulators take 32 registers, not 64, beside dk's and dv's): S^T = k q^T and dP^T =
-// v dout^T, then per element p (masked also past T: query rows there are padding), P^T and
+// v dout^T, then per element p (query rows past T need no mask: their q and dout rows are
+// zeros, so their dP and D are 0, their dS exact zeros, and P dout adds zeros), P^T and
 // dS^T rounded to bf16, then dv += P^T dout and dk += dS^T q. The halves keep each sum's order:
 // the query tile's 64 rows 16 at a time, in order. Without grouped queries dk goes to dk in
 // fp32, or with rk.dst through RoPE's backward into the packed gradient.
@@ -475,7 +476,7 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
     mma_walk_tiles(k0 / FLASH_MMA_ROWS, flash_tiles(T, FLASH_MMA_ROWS), k0 / FLASH_MMA_ROWS, load,
                    [&](int qt, int buffer, auto on_diagonal) {
         constexpr bool diagonal = decltype(on_diagonal)::value;
-        const int q0 = qt * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
+        const int q0 = qt * FLASH_MMA_ROWS;
         const __nv_bfloat16 *Qs = t.walk(buffer, 0), *dOs = t.walk(buffer, 1);
         const float *Ls = t.L(buffer), *Ds = t.D(buffer);
         const MmaBlocks seen = mma_diagonal_blocks<diagonal>(true, ln.r0);
@@ -491,7 +492,7 @@ flash_mma_dkdv_kernel(float *__restrict__ dk, FlashDv dv, float *__restrict__ dk
                     float p2[2], ds[2];
                     for (int e = 2 * h; e < 2 * h + 2; e++) {
                         const int c = c0 + ln.col(j, e);
-                        const bool unmasked = c < nq && (!diagonal || k0 + ln.row(e) <= q0 + c);
+                        const bool unmasked = !diagonal || k0 + ln.row(e) <= q0 + c;
                         p2[e - 2 * h] = flash_mma_prob(unmasked ? st[j][e] : -INFINITY, Ls[c], sc.c2);
                         ds[e - 2 * h] = flash_dscore(p2[e - 2 * h], dpt[j][e], Ds[c]);
                     }

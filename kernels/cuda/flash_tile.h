@@ -184,11 +184,12 @@ FLASH_FN float flash_exp2(float x) {
 #else
 FLASH_FN float flash_exp2(float x) { return exp2f(x); }
 #endif
-// p = 2^(s c - m c) for a raw score s (-inf where masked) against the row's max times c,
-// mc = m' c: 0 while the row has seen only masked keys (mc = -inf).
-FLASH_FN float flash_mma_exp(float s, float mc, float c) {
-    return mc == -INFINITY ? 0.0f : flash_exp2(fmaf(s, c, -mc));
-}
+// The row's max m' times c, as flash_mma_exp takes it: 0 while the row has seen only masked
+// keys (m' = -inf; its scores are all -inf, so its probabilities come out 2^-inf = 0), which
+// spares flash_mma_exp a compare and select per element (one a row here).
+FLASH_FN float flash_mma_max_c(float m_new, float c) { return m_new == -INFINITY ? 0.0f : m_new * c; }
+// p = 2^(s c - m c) for a raw score s (-inf where masked), mc = flash_mma_max_c(m', c).
+FLASH_FN float flash_mma_exp(float s, float mc, float c) { return flash_exp2(fmaf(s, c, -mc)); }
 // alpha = 2^((m - m') c): 0 on the row's first tile (m = -inf), 1 while m' = -inf.
 FLASH_FN float flash_mma_rescale(float m, float m_new, float c) {
     return m_new == -INFINITY ? 1.0f : flash_exp2((m - m_new) * c);
@@ -197,10 +198,11 @@ FLASH_FN float flash_mma_rescale(float m, float m_new, float c) {
 FLASH_FN float flash_mma_logsumexp(float m, float l, float scale) { return m * scale + logf(l); }
 // L log2(e): what the backward's probabilities are taken against.
 FLASH_FN float flash_mma_lse2(float lse) { return lse * FLASH_LOG2E; }
-// Backward: p = 2^(s c - L2) for a raw score s (0 where masked, s = -inf).
-FLASH_FN float flash_mma_prob(float s, float lse2, float c) {
-    return s == -INFINITY ? 0.0f : flash_exp2(fmaf(s, c, -lse2));
-}
+// Backward: p = 2^(s c - L2) for a raw score s (0 where masked, s = -inf: 2^-inf is +0 on
+// both sides, as long as L2 is not -inf, and a logsumexp is never: every row, padding
+// included, sees key 0, and padded rows take L2 = 0). Unguarded, so the kernels' element loops
+// have no compare and no branch around it.
+FLASH_FN float flash_mma_prob(float s, float lse2, float c) { return flash_exp2(fmaf(s, c, -lse2)); }
 
 // acc + (sum over k < 16 of a[k * lda] * b[k * ldb], in index order from +0): one mma step of
 // one element, as the emulator models it.

@@ -230,7 +230,7 @@ static void mma_forward_tile(const Shape *s, float *out, float *lse, const float
                 const float dot = flash_mma_dot(0.0f, &Q[r * HD], 1, &K[c * HD], 1, HD);
                 S[c] = k0 + c <= q0 + r ? dot : -INFINITY;
             }
-            const float m_new = flash_row_max(m[r], S, MR), mc = m_new * c2;
+            const float m_new = flash_row_max(m[r], S, MR), mc = flash_mma_max_c(m_new, c2);
             for (int c = 0; c < MR; c++) P[c] = flash_bf16(flash_mma_exp(S[c], mc, c2));
             const float alpha = flash_mma_rescale(m[r], m_new, c2);
             if (m_new != -INFINITY) {

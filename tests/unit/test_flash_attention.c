@@ -292,8 +292,26 @@ static void test_slot_bytes(void) {
            cfg.name, rows, T, cpu / 1048576.0, gpu / 1048576.0, gpu16 / 1048576.0);
 }
 
+// The base-2 softmax's edges, which no causal row reaches (every row sees key 0 first) and the
+// kernels therefore never show: a row that has seen only masked keys gets probabilities 0, not
+// NaN (2^(-inf c + inf)), and alpha 1; a masked score's backward probability is 0 whatever the
+// row's logsumexp.
+static void test_softmax_edges(void) {
+    const float c = flash_mma_log2_scale(0.125f), mc = flash_mma_max_c(-INFINITY, c);
+    CHECK(flash_mma_exp(-INFINITY, mc, c) == 0.0f, "all-masked row: p = %g, not 0", flash_mma_exp(-INFINITY, mc, c));
+    CHECK(flash_mma_max_c(3.0f, c) == 3.0f * c, "m' c of a seen row: %g", flash_mma_max_c(3.0f, c));
+    CHECK(flash_mma_exp(3.0f, flash_mma_max_c(3.0f, c), c) == 1.0f, "the row's max: p != 1");
+    CHECK(flash_mma_rescale(-INFINITY, -INFINITY, c) == 1.0f, "all-masked row: alpha != 1");
+    CHECK(flash_mma_rescale(-INFINITY, 2.0f, c) == 0.0f, "first seen tile: alpha != 0");
+    const float lse2s[] = {0.0f, -30.0f, 30.0f, INFINITY};
+    for (size_t i = 0; i < sizeof lse2s / sizeof lse2s[0]; i++)
+        CHECK(flash_mma_prob(-INFINITY, lse2s[i], c) == 0.0f, "masked score against L2 %g: p = %g", lse2s[i],
+              flash_mma_prob(-INFINITY, lse2s[i], c));
+}
+
 int main(void) {
     test_slot_bytes();
+    test_softmax_edges();
     const int Ts[] = {1, 7, 64, 257}, HDs[] = {16, 24, 32, 64, 80, 128, FLASH_MAX_HD}, heads[][2] = {{4, 4}, {8, 2}};
     for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
         for (size_t h = 0; h < sizeof HDs / sizeof HDs[0]; h++)

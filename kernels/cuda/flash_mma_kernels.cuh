@@ -245,6 +245,23 @@ __device__ static void mma_accumulate(float (*acc)[4], const uint32_t (*pa)[4], 
     }
 }
 
+// l += the row sums of the (16, N) probabilities in pa (mma_a_slot's operands), by one mma a
+// depth step against a B operand of ones: l, a 16 x 8 accumulator, gets each row's sum in all
+// 8 columns, so a lane holds its rows' sums (l[0] row g, l[2] row g + 8) with no shuffle, and
+// the sum is of the rounded probabilities P v takes, summed as the tensor core sums them: 16 at a
+// time, each 16 added to the running sum (flash_mma_dot's order on the emulator). Summed on
+// the FP32 pipe instead, a forward tile took 64 more instructions (unpacking the bf16 pairs,
+// 32 adds, the quad's shuffles) where this takes 4 HMMAs. Only depth blocks [kb, ke) are added,
+// as mma_accumulate: the others' probabilities are zeros.
+template <int N>
+__device__ static void mma_row_sums(float l[4], const uint32_t (*pa)[4], int kb = 0, int ke = N / 8) {
+    constexpr uint32_t ones = 0x3f803f80u;   // two bf16 1.0s
+    for (int k = 0; k < N / 8; k += 2) {
+        if (k < kb || k >= ke) continue;
+        mma_bf16_16816(l, pa[k / 2], ones, ones, l);
+    }
+}
+
 // On a diagonal tile (query tile = key tile, both 64 rows from the same position), the column
 // blocks of 8 a warp's 16 rows see any unmasked element in. Queries against keys (forward,
 // dq): key blocks up to the warp's last row, [0, 2 w + 2). Keys against queries (dk/dv): query
@@ -313,7 +330,8 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
     const int q0 = heavy_first_tile() * FLASH_MMA_ROWS, nq = min(FLASH_MMA_ROWS, T - q0);
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     load_tile_async<HD>(Qs, head_rows(q, b, h, T, NH, HD), q0, nq);
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};   // rows g and g + 8: the quad's copies agree
+    float m[2] = {-INFINITY, -INFINITY};   // rows g and g + 8: the quad's copies agree
+    float l[4] = {0.0f, 0.0f, 0.0f, 0.0f};   // their sums, l[0] and l[2] (mma_row_sums: columns alike)
     float acc[HD / 8][4];
     for (int c = 0; c < HD / 8; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     const int key_tiles = (q0 + nq - 1) / FLASH_MMA_ROWS + 1;   // causal: none past the last query
@@ -331,9 +349,10 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
         const MmaBlocks seen = mma_diagonal_blocks<diagonal>(false, ln.r0);
         mma_scores<HD, 64>(s, Qs, ln.r0, Ks, 0, seen.begin, seen.end);
         // The online softmax of this lane's two rows: masked raw scores and their max over the
-        // quad; probabilities 2^(s c - m c) rounded to bf16 and their sum (flash_mma_row_sum's
-        // order: this lane's 16 in column order, then the quad's pairwise); then m, l, and acc by
-        // alpha. Keys past T are above the diagonal of every row before T.
+        // quad; probabilities 2^(s c - m c) rounded to bf16; then m, and l and acc by alpha; then
+        // P v, and l + the rounded probabilities (mma_row_sums). Keys past T are above the
+        // diagonal of every row before T. A row that has seen only masked keys (m' = -inf: none
+        // does, key 0 is every row's) would keep alpha 1 and add zeros.
         for (int i = 0; i < 2; i++) {
             const int qpos = q0 + ln.row(2 * i);
             float mx = -INFINITY;
@@ -346,32 +365,24 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
             mx = fmaxf(mx, __shfl_xor_sync(MMA_FULL, mx, 2));
             const float m_new = fmaxf(m[i], mx), alpha = flash_mma_rescale(m[i], m_new, sc.c2);
             const float mc = flash_mma_max_c(m_new, sc.c2);
-            float sum = 0.0f;
-            for (int j = 0; j < 8; j++) {
-                const uint32_t two = pack_bf16x2(flash_mma_exp(s[j][2 * i], mc, sc.c2),
-                                                 flash_mma_exp(s[j][2 * i + 1], mc, sc.c2));
-                mma_a_slot(pa, j, i) = two;
-                sum += bf16x2_lo(two);   // the rounded probabilities, as the product takes them
-                sum += bf16x2_hi(two);
-            }
-            sum += __shfl_xor_sync(MMA_FULL, sum, 1);
-            sum += __shfl_xor_sync(MMA_FULL, sum, 2);
-            if (m_new != -INFINITY) {
-                l[i] = l[i] * alpha + sum;
-                m[i] = m_new;
-            }
+            for (int j = 0; j < 8; j++)
+                mma_a_slot(pa, j, i) = pack_bf16x2(flash_mma_exp(s[j][2 * i], mc, sc.c2),
+                                                   flash_mma_exp(s[j][2 * i + 1], mc, sc.c2));
+            m[i] = m_new;
+            l[2 * i] *= alpha, l[2 * i + 1] *= alpha;
             for (int c = 0; c < HD / 8; c++) acc[c][2 * i] *= alpha, acc[c][2 * i + 1] *= alpha;
         }
         mma_accumulate<HD, 64>(acc, pa, Vs, 0, seen.begin, seen.end);
+        mma_row_sums<64>(l, pa, seen.begin, seen.end);
     });
     __nv_bfloat16 *ob = out + ((size_t)b * T * NH + h) * HD;   // bf16: the o projection's operand
     for (int c = 0; c < HD / 8; c++)   // (mma_emit's walk, with each element's l by its index)
         for (int e = 0; e < 4; e++)
             if (ln.row(e) < nq)
-                flash_store(&ob[(size_t)(q0 + ln.row(e)) * NH * HD + ln.col(c, e)], acc[c][e] / l[e / 2]);
+                flash_store(&ob[(size_t)(q0 + ln.row(e)) * NH * HD + ln.col(c, e)], acc[c][e] / l[e & 2]);
     for (int i = 0; i < 2; i++) {
         const int row = ln.row(2 * i);
-        if (ln.t == 0 && row < nq) lse[(size_t)bh * T + q0 + row] = flash_mma_logsumexp(m[i], l[i], sc.scale);
+        if (ln.t == 0 && row < nq) lse[(size_t)bh * T + q0 + row] = flash_mma_logsumexp(m[i], l[2 * i], sc.scale);
     }
 }
 

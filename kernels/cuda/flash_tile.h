@@ -149,18 +149,6 @@ FLASH_FN float flash_bf16(float x) {
     return b.f;
 }
 
-// The sum of a row's 64 probabilities p as the forward kernel takes it: each of the row's 4
-// lanes sums its 16 (columns 8 j + 2 t, 8 j + 2 t + 1, j = 0 .. 7) in that order from +0,
-// then the lanes' sums meet pairwise over the quad, (s0 + s1) + (s2 + s3).
-FLASH_FN float flash_mma_row_sum(const float *p) {
-    float s[4];
-    for (int t = 0; t < 4; t++) {
-        s[t] = 0.0f;
-        for (int j = 0; j < 8; j++) s[t] += p[8 * j + 2 * t], s[t] += p[8 * j + 2 * t + 1];
-    }
-    return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
 // The tensor-core kernels' softmax runs in base 2 with the scale folded in, as FlashAttention-2
 // does: the scores stay as the mma made them (s, unscaled) and a row's max m is taken over those,
 // so each probability costs one multiply-add and one exp2 (a single MUFU.EX2 on the GPU), where

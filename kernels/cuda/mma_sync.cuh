@@ -82,20 +82,6 @@ __device__ __forceinline__ static uint32_t pack_bf16x2(float lo, float hi) {
 #endif
 }
 
-// The two bf16s of a register, widened (exactly): lo from the low 16 bits, hi from the high.
-__device__ __forceinline__ static float bf16x2_lo(uint32_t x) {
-    const uint32_t bits = x << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-__device__ __forceinline__ static float bf16x2_hi(uint32_t x) {
-    const uint32_t bits = x & 0xffff0000u;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 // A warp's (16, N) accumulators, rounded to bf16, as the A operands of a product whose depth is
 // their columns: operand k (k < N / 16) takes column blocks 2k (columns 0-7 of its depth) and
 // 2k + 1 (8-15). The pair a lane holds in block j, row g + 8 h (h = e / 2: elements 2h, 2h + 1,

@@ -196,7 +196,8 @@ void flash_emu_backward(float *dq, float *dk, float *dv, float *dsum, const floa
 // ---- The tensor-core kernels (kernels/cuda/flash_mma_kernels.cuh), bf16 mode ---------------
 // Tiles of FLASH_MMA_ROWS, operands rounded to bf16 into zero-padded (64, HD) copies as the
 // kernels load them, every product summed by flash_mma_dot / flash_mma_step (16 terms a step)
-// in the kernels' order, softmax rows summed as the kernels' 4 lanes a row (flash_mma_row_sum),
+// in the kernels' order, softmax rows summed as the forward kernel sums them, by an mma against
+// ones (mma_row_sums: flash_mma_dot of the row and a 1),
 // the softmax in base 2 on the raw scores (flash_mma_exp and its neighbours, flash_tile.h).
 #define MR FLASH_MMA_ROWS
 
@@ -214,6 +215,7 @@ static void mma_forward_tile(const Shape *s, float *out, float *lse, const float
                              int b, int h, int qt, float *Q, float *K, float *V, float *acc) {
     const int q0 = qt * MR, nq = min_int(MR, s->T - q0), kvh = h / s->g, HD = s->HD;
     const float c2 = flash_mma_log2_scale(s->scale);
+    const float one = 1.0f;
     float m[MR], l[MR], S[MR], P[MR];
     bf16_tile(Q, q, s, b, h, s->NH, q0, nq);
     for (int r = 0; r < nq; r++) {
@@ -233,10 +235,8 @@ static void mma_forward_tile(const Shape *s, float *out, float *lse, const float
             const float m_new = flash_row_max(m[r], S, MR), mc = flash_mma_max_c(m_new, c2);
             for (int c = 0; c < MR; c++) P[c] = flash_bf16(flash_mma_exp(S[c], mc, c2));
             const float alpha = flash_mma_rescale(m[r], m_new, c2);
-            if (m_new != -INFINITY) {
-                l[r] = l[r] * alpha + flash_mma_row_sum(P);
-                m[r] = m_new;
-            }
+            l[r] = flash_mma_dot(l[r] * alpha, P, 1, &one, 0, MR);
+            m[r] = m_new;
             for (int d = 0; d < HD; d++)
                 acc[r * HD + d] = flash_mma_dot(acc[r * HD + d] * alpha, P, 1, &V[d], HD, MR);
         }

@@ -228,11 +228,12 @@ static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16In
 // the emulator's fp32 out rounded), bitwise, as above: both run the emulator's model of an mma,
 // so equal bits say the kernels put every operand value where the published fragment layouts
 // want it, read each accumulator element as its own row and column (the mask, the row's
-// statistics, alpha), meet a row's max and sum over the right lanes in flash_mma_row_sum's
-// order, keep each warp's rows apart, and pad and mask ragged tiles to exact zeros.
+// statistics, alpha), meet a row's max over the right lanes, sum a row as the forward's
+// mma_row_sums does (16 at a time against ones), keep each warp's rows apart, and pad and mask
+// ragged tiles to exact zeros.
 // q_gain scales q: at 1 (uniform in [-1, 1]) a row's bf16 probabilities span a few binades and
 // every fp32 sum of them is exact in any order; at 32 they span dozens, so a sum taken in
-// another order than flash_mma_row_sum's (the forward's l) changes bits.
+// another order than mma_row_sums' (the forward's l) changes bits.
 static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain = 1.0f) {
     char shape[64];
     snprintf(shape, sizeof shape, "mma B%d T%d NH%d NKV%d HD%d%s", B, T, NH, NKV, HD, q_gain != 1.0f ? " sharp" : "");

@@ -9,6 +9,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <initializer_list>
+
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm_plans.h"
@@ -80,6 +83,15 @@ static inline unsigned grid_for(size_t n, int block) {
     size_t blocks = (n + (size_t)block - 1) / (size_t)block;
     if (blocks > 65536) blocks = 65536;
     return blocks ? (unsigned)blocks : 1u;
+}
+
+// Whether Bf16x8's 16-byte loads and stores can walk rows of `width` bf16s at stride ld from
+// these pointers: every pointer 16-byte aligned and width and ld multiples of 8.
+static inline bool bf16_vectors(size_t width, size_t ld, std::initializer_list<const void *> ptrs) {
+    if (width % 8 || ld % 8) return false;
+    for (const void *p : ptrs)
+        if ((uintptr_t)p % 16) return false;
+    return true;
 }
 
 static inline __nv_bfloat16 *as_bf16(cuda_bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }

@@ -17,9 +17,18 @@ void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const floa
     swiglu_forward(ctx, out, gate, up, N, FF);
 }
 
+// 8 elements a 16-byte load where the three are aligned (as the arena's are), else one at a time.
 void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *gate, const cuda_bf16 *up, int N,
                               int FF) {
-    swiglu_forward(ctx, (__nv_bfloat16 *)out, (const __nv_bfloat16 *)gate, (const __nv_bfloat16 *)up, N, FF);
+    const size_t n = (size_t)N * FF;
+    if (!bf16_vectors(0, 0, {out, gate, up})) {
+        swiglu_forward(ctx, as_bf16(out), as_bf16(gate), as_bf16(up), N, FF);
+        return;
+    }
+    if (n == 0) return;
+    swiglu_forward_bf16x8_kernel<<<grid_for((n + 7) / 8, 256), 256, 0, ctx->stream>>>(as_bf16(out), as_bf16(gate),
+                                                                                     as_bf16(up), n);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
@@ -36,6 +45,6 @@ void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const 
     if (N <= 0 || FF <= 0) return;   // a block a row at a time (the kernel's comment)
     swiglu_backward_packed_kernel<<<grid_for((size_t)N, 1), 256, 0, ctx->stream>>>(
         (__nv_bfloat16 *)dgate_up, ld, (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)gate,
-        (const __nv_bfloat16 *)up, N, FF);
+        (const __nv_bfloat16 *)up, N, FF, bf16_vectors((size_t)FF, (size_t)ld, {dgate_up, dout, gate, up}));
     CUDA_CHECK_LAUNCH();
 }

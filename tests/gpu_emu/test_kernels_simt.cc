@@ -217,6 +217,38 @@ static void test_rmsnorm(void) {
 }
 
 // ---- swiglu_kernels.cuh -------------------------------------------------------------------
+// n bf16s 16-byte aligned, as Bf16x8's loads want them (a std::vector's data need not be).
+struct Bf16Buffer {
+    std::vector<Bf16x8> vecs;
+    explicit Bf16Buffer(size_t n) : vecs((n + 7) / 8) {
+        for (Bf16x8 &v : vecs)
+            for (__nv_bfloat16 &x : v.v) x = nan16;
+    }
+    __nv_bfloat16 *data() { return vecs[0].v; }
+};
+
+// swiglu_backward_packed_kernel over N rows of FF into rows of ld (16-byte aligned), against the
+// fp32 gradients rdg and rdu of the widened inputs rounded, each block checked with the other's
+// columns refilled: together, every column of every row, and the gaps untouched.
+static void check_swiglu_packed(const char *how, int N, int FF, int ld, const Bf16s &d16, const Bf16s &g16,
+                                const Bf16s &u16, const Floats &rdg, const Floats &rdu, bool vectors) {
+    const size_t cells = (size_t)N * ld;
+    Bf16Buffer out(cells), d(d16.size()), g(g16.size()), u(u16.size());
+    std::copy(d16.begin(), d16.end(), d.data()), std::copy(g16.begin(), g16.end(), g.data());
+    std::copy(u16.begin(), u16.end(), u.data());
+    run(2, 32, [&] {   // N rows over 2 blocks of 32 threads: rows in turn, a row's columns in turn
+        swiglu_backward_packed_kernel(out.data(), ld, d.data(), g.data(), u.data(), N, FF, vectors);
+    });
+    Bf16s packed_g(out.data(), out.data() + cells), packed_u = packed_g;
+    for (size_t r = 0; r < (size_t)N; r++)
+        for (int c = 0; c < FF; c++) packed_g[r * ld + FF + c] = nan16, packed_u[r * ld + c] = nan16;
+    char what[96];
+    snprintf(what, sizeof what, "swiglu backward packed%s: dgate block, gaps untouched", how);
+    expect_packed(what, packed_g, ld, 0, rdg, FF);
+    snprintf(what, sizeof what, "swiglu backward packed%s: dup block, gaps untouched", how);
+    expect_packed(what, packed_u, ld, FF, rdu, FF);
+}
+
 static void test_swiglu(void) {
     const int N = 5, FF = 70;
     const size_t n = (size_t)N * FF;   // 350 elements over 2 blocks of 64 threads: grid-stride
@@ -240,17 +272,21 @@ static void test_swiglu(void) {
     Bf16s h16(n, nan16);
     run(2, 64, [&] { swiglu_forward_kernel<__nv_bfloat16, __nv_bfloat16>(h16.data(), g16.data(), u16.data(), n); });
     expect_rounded("swiglu forward bf16: fp32's rounded", h16, ref);
-    const int ld = 2 * FF + 3;
-    Bf16s packed((size_t)N * ld, nan16);
-    run(2, 32, [&] {   // 5 rows of 70 over 2 blocks of 32 threads: rows in turn, a row's columns in turn
-        swiglu_backward_packed_kernel(packed.data(), ld, d16.data(), g16.data(), u16.data(), N, FF);
-    });
-    // each block checked with the other's columns refilled: together, every column of every row
-    Bf16s packed_g = packed, packed_u = packed;
-    for (size_t r = 0; r < (size_t)N; r++)
-        for (int c = 0; c < FF; c++) packed_g[r * ld + FF + c] = nan16, packed_u[r * ld + c] = nan16;
-    expect_packed("swiglu backward packed: dgate block, gaps untouched", packed_g, ld, 0, rdg, FF);
-    expect_packed("swiglu backward packed: dup block, gaps untouched", packed_u, ld, FF, rdu, FF);
+    // 16-byte vectors: 350 = 43 x 8 + 6, so the last 6 one at a time (from a 16-byte aligned
+    // copy: a vector's struct puts the data where the GPU's arena would)
+    Bf16Buffer v_out(n), v_g(n), v_u(n);
+    std::copy(g16.begin(), g16.end(), v_g.data()), std::copy(u16.begin(), u16.end(), v_u.data());
+    run(2, 16, [&] { swiglu_forward_bf16x8_kernel(v_out.data(), v_g.data(), v_u.data(), n); });
+    expect_rounded("swiglu forward bf16, 8 a load: fp32's rounded", Bf16s(v_out.data(), v_out.data() + n), ref);
+    check_swiglu_packed("", N, FF, 2 * FF + 3, d16, g16, u16, rdg, rdu, false);
+    // and the packed backward by vectors: 72 columns (9 vectors) a row, rows 8 apart past them
+    const int FV = 72;
+    const size_t nv = (size_t)N * FV;
+    const Bf16s gv = to_bf16(uniform(nv, 15, 4.0f)), uv = to_bf16(uniform(nv, 16, 2.0f)), dv = to_bf16(uniform(nv, 17));
+    Floats rdgv(nv), rduv(nv);
+    run(2, 64, [&] { swiglu_backward_kernel(rdgv.data(), rduv.data(), widen(dv).data(), widen(gv).data(),
+                                            widen(uv).data(), nv); });
+    check_swiglu_packed(", 8 a load", N, FV, 2 * FV + 8, dv, gv, uv, rdgv, rduv, true);
 }
 
 // ---- rope_kernels.cuh ---------------------------------------------------------------------

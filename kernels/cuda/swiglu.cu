@@ -21,11 +21,11 @@ void cuda_swiglu_forward(CudaCtx *ctx, float *out, const float *gate, const floa
 void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *gate, const cuda_bf16 *up, int N,
                               int FF) {
     const size_t n = (size_t)N * FF;
-    if (!bf16_vectors(0, 0, {out, gate, up})) {
+    if (n == 0) return;
+    if (!bf16_aligned16({out, gate, up})) {   // a tail of n % 8 is the kernel's own
         swiglu_forward(ctx, as_bf16(out), as_bf16(gate), as_bf16(up), N, FF);
         return;
     }
-    if (n == 0) return;
     swiglu_forward_bf16x8_kernel<<<grid_for((n + 7) / 8, 256), 256, 0, ctx->stream>>>(as_bf16(out), as_bf16(gate),
                                                                                      as_bf16(up), n);
     CUDA_CHECK_LAUNCH();

@@ -49,7 +49,8 @@ def sass_of(tree, arch):
     """cuobjdump -sass of flash_attention.cu built from TREE for ARCH."""
     with tempfile.TemporaryDirectory() as work:
         obj = os.path.join(work, "fa.o")
-        cmd = [tool("nvcc", "NVCC"), "-DPPTRAIN_HAVE_CUDA", "-DFLASH_MMA_SASS_FULL_TILES", "-I", tree, "-O3", "-std=c++17",
+        cmd = [tool("nvcc", "NVCC"), "-DPPTRAIN_HAVE_CUDA", "-DFLASH_MMA_SASS_FULL_TILES", "-I", tree, "-O3",
+               "-std=c++17",
                f"--generate-code=arch=compute_{arch[3:]},code={arch}", "-c",
                os.path.join(tree, "kernels/cuda/flash_attention.cu"), "-o", obj]
         subprocess.run(cmd, check=True)

@@ -636,6 +636,34 @@ static void test_attention(void) {
     test_flash_attention_at(2, 130, 4, 4, 64, true, true);   // no grouped queries: RoPE fused into dk too (125m's)
 }
 
+// SwiGLU's bf16 forms where they move 16 bytes a load (cudaMalloc's buffers are aligned): the
+// forward over a length with a tail past the vectors (3 x 173 = 64 x 8 + 7), the packed
+// backward at a width and stride of whole vectors (176 and 2 x 176 + 8), each against the fp32
+// forms on the bf16 values widened, rounded. (test_swiglu_residual's shapes take the forward
+// without a tail and the backward one value at a time.)
+static void test_swiglu_vectors(void) {
+    const int rows = 3, fwd = 173, bwd = 176, ld = 2 * bwd + 8;
+    const size_t n = (size_t)rows * bwd;   // enough for both
+    float *gate = hrand(n, 4.0f), *up = hrand(n, 2.0f), *dout = hrand(n, 1.0f);
+    for (size_t i = 0; i < n; i++) gate[i] = bf2f(f2bf(gate[i])), up[i] = bf2f(f2bf(up[i])), dout[i] = bf2f(f2bf(dout[i]));
+    float *d_gate = dfloat(gate, n), *d_up = dfloat(up, n), *d_dout = dfloat(dout, n);
+    cuda_bf16 *d_gate16 = dbf16(gate, n), *d_up16 = dbf16(up, n), *d_dout16 = dbf16(dout, n);
+    float *d_out = dalloc(sizeof(float) * n), *d_g = dalloc(sizeof(float) * n), *d_u = dalloc(sizeof(float) * n);
+    cuda_bf16 *d_out16 = dfill16(n, 0x7fc1), *d_p = dfill16((size_t)rows * ld, 0x7fc1);
+    cuda_swiglu_forward(ctx, d_out, d_gate, d_up, rows, fwd);
+    cuda_swiglu_forward_bf16(ctx, d_out16, d_gate16, d_up16, rows, fwd);
+    check_rounded("swiglu_forward_bf16 by vectors, a tail of 7: fp32's rounded", d_out16, d_out, (size_t)rows * fwd);
+    cuda_swiglu_backward(ctx, d_g, d_u, d_dout, d_gate, d_up, rows, bwd);
+    cuda_swiglu_backward_bf16(ctx, d_p, ld, d_dout16, d_gate16, d_up16, rows, bwd);
+    check_packed_rounded("swiglu_backward_bf16 by vectors: fp32's rounded, packed", d_p, rows, ld, 0x7fc1, 2,
+                         (const float *const[]){d_g, d_u}, (const int[]){0, bwd}, (const int[]){bwd, bwd});
+    free(gate); free(up); free(dout);
+    CUDA_CHECK(cudaFree(d_gate)); CUDA_CHECK(cudaFree(d_up)); CUDA_CHECK(cudaFree(d_dout));
+    CUDA_CHECK(cudaFree(d_gate16)); CUDA_CHECK(cudaFree(d_up16)); CUDA_CHECK(cudaFree(d_dout16));
+    CUDA_CHECK(cudaFree(d_out)); CUDA_CHECK(cudaFree(d_g)); CUDA_CHECK(cudaFree(d_u));
+    CUDA_CHECK(cudaFree(d_out16)); CUDA_CHECK(cudaFree(d_p));
+}
+
 static void test_swiglu_residual(void) {
     const size_t n = (size_t)N * FF;
     float *gate = hrand(n, 4.0f), *up = hrand(n, 2.0f), *out = malloc(sizeof(float) * n);
@@ -955,6 +983,7 @@ int main(void) {
     test_rope();
     test_attention();
     test_swiglu_residual();
+    test_swiglu_vectors();
     test_crossentropy();
     test_classifier(32000);
     test_classifier(50257);

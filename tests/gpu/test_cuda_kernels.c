@@ -645,7 +645,11 @@ static void test_swiglu_vectors(void) {
     const int rows = 3, fwd = 173, bwd = 176, ld = 2 * bwd + 8;
     const size_t n = (size_t)rows * bwd;   // enough for both
     float *gate = hrand(n, 4.0f), *up = hrand(n, 2.0f), *dout = hrand(n, 1.0f);
-    for (size_t i = 0; i < n; i++) gate[i] = bf2f(f2bf(gate[i])), up[i] = bf2f(f2bf(up[i])), dout[i] = bf2f(f2bf(dout[i]));
+    for (size_t i = 0; i < n; i++) {   // bf16 values, so the fp32 forms read what the bf16 forms read
+        gate[i] = bf2f(f2bf(gate[i]));
+        up[i] = bf2f(f2bf(up[i]));
+        dout[i] = bf2f(f2bf(dout[i]));
+    }
     float *d_gate = dfloat(gate, n), *d_up = dfloat(up, n), *d_dout = dfloat(dout, n);
     cuda_bf16 *d_gate16 = dbf16(gate, n), *d_up16 = dbf16(up, n), *d_dout16 = dbf16(dout, n);
     float *d_out = dalloc(sizeof(float) * n), *d_g = dalloc(sizeof(float) * n), *d_u = dalloc(sizeof(float) * n);

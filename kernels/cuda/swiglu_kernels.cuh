@@ -9,11 +9,12 @@
 __device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 // Its gradients for dout d: dgate = d u silu'(g), silu'(g) = s (1 + g (1 - s)), s = sigmoid(g);
 // dup = d silu(g), silu(g) taken as g s.
+__device__ __forceinline__ float swiglu_sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 __device__ __forceinline__ float swiglu_dgate(float g, float u, float d) {
-    const float s = 1.0f / (1.0f + expf(-g));
+    const float s = swiglu_sigmoid(g);
     return d * u * (s * (1.0f + g * (1.0f - s)));
 }
-__device__ __forceinline__ float swiglu_dup(float g, float d) { return d * (g * (1.0f / (1.0f + expf(-g)))); }
+__device__ __forceinline__ float swiglu_dup(float g, float d) { return d * (g * swiglu_sigmoid(g)); }
 
 // In: the type gate and up are stored in. Out: fp32, or bf16 rounded from the fp32 value (the
 // down projection's operand).

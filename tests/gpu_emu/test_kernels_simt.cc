@@ -1,7 +1,6 @@
 // tests/gpu_emu/test_kernels_simt.cc: the elementwise CUDA kernels' own source
 // (kernels/cuda/{rmsnorm,rope,swiglu,residual,crossentropy,embedding,adamw,gradnorm,convert}_kernels.cuh)
-// run on CPU threads
-// (simt.h), as test_flash_simt runs attention's. Without a GPU nothing else executes these
+// run on CPU threads (simt.h), as test_flash_simt runs attention's. Without a GPU nothing else executes these
 // lines: the emulator stands in for each kernels/cuda call with the CPU backend's kernel.
 //
 // Two kinds of check:

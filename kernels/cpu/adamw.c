@@ -1,15 +1,13 @@
 // AdamW step, term for term as torch.optim.AdamW (single-tensor path) computes it in fp32.
 #include <math.h>
+#include "kernels/adamw_scalars.h"
 #include "kernels/cpu/kernels.h"
 
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, int t,
                   double lr, double beta1, double beta2, double eps, double weight_decay) {
-    // Scalars in double, as torch computes them from Python floats, then used in fp32.
-    const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
-    const float decay = (float)(1.0 - lr * weight_decay);
-    const float w1 = (float)(1.0 - beta1), w2 = (float)(1.0 - beta2);
-    const float b2 = (float)beta2, epsf = (float)eps;
-    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    const AdamwScalars s = adamw_scalars(t, lr, beta1, beta2, eps, weight_decay);
+    const float decay = s.decay, w1 = s.w1, w2 = s.w2, b2 = s.b2, epsf = s.eps;
+    const float step_size = s.step_size, bc2_sqrt = s.bc2_sqrt;
     float *restrict p = params, *restrict mm = m, *restrict vv = v;
     const float *restrict g = grads;
     #pragma omp parallel for schedule(static) if (n >= KERNEL_PARALLEL_MIN_WORK)

@@ -1,31 +1,11 @@
-// kernels/cuda/adamw_kernels.cuh: the kernel of adamw.cu (which launches it) and the step's
-// scalars, in the subset of CUDA C++ that tests/gpu_emu/simt.h also gives a host compiler, so
+// kernels/cuda/adamw_kernels.cuh: the kernel of adamw.cu (which launches it), in the subset of
+// CUDA C++ that tests/gpu_emu/simt.h also gives a host compiler, so
 // tests/gpu_emu/test_kernels_simt.cc runs this same source on CPU threads. Include after
-// kernels/cuda/common.cuh on the GPU, after simt.h and device_math.cuh on the CPU.
+// kernels/cuda/common.cuh on the GPU, after simt.h and device_math.cuh on the CPU. The step's
+// scalars come from kernels/adamw_scalars.h, which the CPU's update takes too.
 #ifndef PPTRAIN_KERNELS_CUDA_ADAMW_KERNELS_CUH
 #define PPTRAIN_KERNELS_CUDA_ADAMW_KERNELS_CUH
-#include <math.h>
-
-// The step's scalars, computed on the host in double and rounded to fp32 as adamw_update
-// (kernels/cpu/adamw.c) does.
-struct AdamwScalars {
-    float decay, w1, w2, b2, eps, step_size, bc2_sqrt;
-};
-
-// Step t (1-based) of AdamW with these hyperparameters.
-static inline AdamwScalars adamw_scalars(int t, double lr, double beta1, double beta2, double eps,
-                                         double weight_decay) {
-    const double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
-    AdamwScalars s;
-    s.decay = (float)(1.0 - lr * weight_decay);
-    s.w1 = (float)(1.0 - beta1);
-    s.w2 = (float)(1.0 - beta2);
-    s.b2 = (float)beta2;
-    s.eps = (float)eps;
-    s.step_size = (float)(lr / bc1);
-    s.bc2_sqrt = (float)sqrt(bc2);
-    return s;
-}
+#include "kernels/adamw_scalars.h"
 
 // One grid-stride pass over n values: params, m and v (fp32) updated in place, term for term as
 // adamw_update; params_bf16 (may be NULL) gets the bf16 working copy the bf16 GEMMs read. The

@@ -357,6 +357,11 @@ bool run_options_given(const RunOptions *ro, const char *flag) {
     return false;
 }
 
+void run_options_set_given(RunOptions *ro, const char *flag) {
+    for (int k = 0; k < N_RUN_OPTIONS; k++)
+        if (strcmp(flag, RUN_OPTIONS[k].flag) == 0) ro->given |= 1ull << k;
+}
+
 RunOptions run_options_defaults(void) {
     RunOptions ro = {.rc = run_config_defaults(), .pipe = pipeline_options_defaults()};
     snprintf(ro.pipe.schedule, sizeof ro.pipe.schedule, "1f1b");

@@ -39,4 +39,7 @@ void run_options_usage_sample(FILE *out);
 // Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
 // values except where the user gave new ones.
 bool run_options_given(const RunOptions *ro, const char *flag);
+// Marks a flag given, as if the command line had set it (the console's form, for a value the user
+// changed there).
+void run_options_set_given(RunOptions *ro, const char *flag);
 #endif

@@ -44,14 +44,19 @@ static void inherit_checkpoints(RunOptions *ro, const char *source_dir) {
     snprintf(ro->ckpt_dir, sizeof ro->ckpt_dir, "%s", dir);
 }
 
-// The checkpoint's run, laid out as the user now asks: layout flags, --steps and --data win.
-static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only, Error *err) {
+int run_session_check_kept(const RunOptions *ro, Error *err) {
     for (size_t i = 0; i < sizeof KEPT_ON_RESUME / sizeof KEPT_ON_RESUME[0]; i++)
         if (run_options_given(ro, KEPT_ON_RESUME[i])) {
             error_set(err, "%s cannot be changed on --resume: a resumed run keeps its checkpoint's model, data "
                            "order, batch, sequence length and optimizer", KEPT_ON_RESUME[i]);
             return -1;
         }
+    return 0;
+}
+
+// The checkpoint's run, laid out as the user now asks: layout flags, --steps and --data win.
+static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only, Error *err) {
+    if (run_session_check_kept(ro, err)) return -1;
     RunConfig rc = st->rc;
     PipelineOptions po = st->po;
     if (run_options_given(ro, "--data")) snprintf(rc.data_path, sizeof rc.data_path, "%s", ro->rc.data_path);
@@ -78,8 +83,12 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only,
     po.transport = ro->pipe.transport;   // how this process was launched decides, not the checkpoint
     po.mpi_comm = ro->pipe.mpi_comm;
     if (st->step >= rc.steps && !weights_only) {
-        error_set(err, "the checkpoint is at step %d, the end of its %d-step run (give --steps N to go on)", st->step,
-                  rc.steps);
+        if (run_options_given(ro, "--steps"))
+            error_set(err, "--steps %d does not go past the checkpoint's step %d (give --steps N with N > %d)",
+                      rc.steps, st->step, st->step);
+        else
+            error_set(err, "the checkpoint is at step %d, the end of its %d-step run (give --steps N to go on)",
+                      st->step, rc.steps);
         return -1;
     }
     ro->rc = rc;

@@ -39,6 +39,9 @@ typedef struct {
 // run_session calls it; a face may call it first to show what will run. Idempotent.
 // Returns 0, or -1 with a one-line user error (exit 2).
 int run_session_prepare(RunSession *s, Error *err);
+// One line, -1, when ro gives a flag a resumed run keeps from its checkpoint (--batch, --seq,
+// --model, the optimizer's, ...: run_session_prepare refuses them the same way); else 0.
+int run_session_check_kept(const RunOptions *ro, Error *err);
 // Closes the source folder run_session_prepare opened (run_session does it at its end).
 void run_session_release(RunSession *s);
 // Runs s->ro to the end (or until the view's should_stop says stop: a final checkpoint is

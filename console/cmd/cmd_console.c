@@ -14,6 +14,7 @@
 #include "console/cli.h"
 #include "console/cli_options.h"
 #include "console/run_options.h"
+#include "console/run_session.h"
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_term.h"
 #include "engine/transport/mpi_process.h"
@@ -83,6 +84,9 @@ static int parse(int argc, char **argv, int first, bool default_data, ConsoleFla
                  Error *err) {
     char **rest = xmalloc(sizeof(char *) * (size_t)(argc + 2));
     int n = 0;
+    // A --resume goes on with its checkpoint's data unless --data is given: the demo text
+    // would otherwise count as given and replace it.
+    for (int i = first; i < argc; i++) default_data &= strcmp(argv[i], "--resume") != 0;
     if (default_data) {
         rest[n++] = "--data";
         rest[n++] = CONSOLE_DATA;
@@ -150,16 +154,40 @@ static void app_free(TuiApp *app) {
     free(app);
 }
 
+// A --resume: the options of the run it continues (its checkpoint's, with those given on the
+// command line), as run_session will take them, so the form shows that run and Enter starts it.
+static int resumed_options(RunOptions *ro, Error *err) {
+    RunSession *s = xcalloc(1, sizeof *s);
+    s->ro = *ro;
+    const int rc = run_session_prepare(s, err);
+    if (rc == 0) *ro = s->ro;
+    run_session_release(s);
+    free(s);
+    return rc;
+}
+
 // Rank 0 (or the only process): the console.
 static int console_main(const ConsoleFlags *f, const RunOptions *ro, bool mpi, int world) {
     TuiTerm term;
     Error err = {{0}};
     TuiApp *app = app_new(ro, mpi, world);
     // The runner starts first: under MPI its communicator is made together with the other
-    // ranks', and it tells them to quit when the terminal cannot be opened.
+    // ranks', and it tells them to quit when the terminal cannot be opened (or a --resume
+    // cannot be resumed).
     if (tui_runner_start(app->runner, app->snap, mpi, &err)) {
         app_free(app);
         return cli_fail(&err);
+    }
+    if (ro->resume[0]) {
+        RunOptions resumed = *ro;
+        if (resumed_options(&resumed, &err)) {
+            tui_runner_shutdown(app->runner);
+            app_free(app);
+            return cli_fail(&err);
+        }
+        tui_setup_free(&app->setup);
+        tui_setup_init(&app->setup, &resumed);
+        tui_view_identity(app->view, &resumed.rc, &resumed.pipe);
     }
     if (tui_term_open(&term, f->ascii, mpi, &err)) {
         tui_runner_shutdown(app->runner);

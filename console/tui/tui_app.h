@@ -63,6 +63,7 @@ typedef struct {
     char problem[512];                    // why the run cannot start ("" when it can)
     char suggestion[512];                 // plan --from-run latest's best layout ("" when none)
     bool suggested;                       // suggestion is current (cleared on entering the screen)
+    RunOptions resumed;                   // ro.resume set: the form's values as it opened on the checkpoint's run
 } TuiSetup;
 
 // ---- history ---------------------------------------------------------------------------------

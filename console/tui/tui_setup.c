@@ -16,6 +16,7 @@
 #include "console/tui/tui_app.h"
 #include "console/tui/tui_draw.h"
 #include "console/plan_from_run.h"
+#include "console/run_session.h"
 #include "engine/schedule/schedule.h"
 
 static int min_i(int a, int b) { return a < b ? a : b; }
@@ -85,6 +86,7 @@ void tui_setup_init(TuiSetup *s, const RunOptions *ro) {
     if (s->ro.pipe.virtual_stages == 0) s->ro.pipe.virtual_stages = 2;
     scan_schedules(s);
     s->cursor = s->chosen;
+    s->resumed = s->ro;
 }
 
 void tui_setup_free(TuiSetup *s) { tui_plan_free(&s->plan); }
@@ -118,6 +120,34 @@ static void setup_enter(TuiApp *app) {
 
 // ---- options and validation ---------------------------------------------------------------------
 
+// A resumed run (console --resume, its first run): the form opened on the checkpoint's options,
+// and a field changed since counts as given, as on a command line: run_session takes a new
+// layout, steps or data, and refuses a change to what a resumed run keeps (its batch, seq,
+// model, lr, warmup) in one line, where unmarked it would have gone back to the checkpoint's
+// without a word.
+static void mark_changed_fields(const TuiSetup *s, const char *schedule, RunOptions *ro) {
+    const RunOptions *now = &s->ro, *was = &s->resumed;
+    const struct {
+        bool changed;
+        const char *flag;
+    } fields[] = {
+        {strcmp(schedule, was->pipe.schedule) != 0, "--schedule"},
+        {now->pipe.ranks != was->pipe.ranks, "--stages"},
+        {now->pipe.virtual_stages != was->pipe.virtual_stages, "--virtual"},
+        {now->pipe.dp != was->pipe.dp, "--dp"},
+        {now->rc.microbatches != was->rc.microbatches, "--microbatches"},
+        {now->rc.batch != was->rc.batch, "--batch"},
+        {now->rc.seq_len != was->rc.seq_len, "--seq"},
+        {strcmp(now->rc.model.name, was->rc.model.name) != 0, "--model"},
+        {now->rc.steps != was->rc.steps, "--steps"},
+        {now->rc.optim.lr != was->rc.optim.lr, "--lr"},
+        {now->rc.optim.warmup_steps != was->rc.optim.warmup_steps, "--warmup"},
+        {strcmp(now->rc.data_path, was->rc.data_path) != 0, "--data"},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (fields[i].changed) run_options_set_given(ro, fields[i].flag);
+}
+
 // The form's choice as run options (before validation).
 static void form_options(const TuiSetup *s, RunOptions *ro) {
     *ro = s->ro;
@@ -130,6 +160,7 @@ static void form_options(const TuiSetup *s, RunOptions *ro) {
         ro->pipe.virtual_stages = s->plan.S / s->plan.P;
     }
     ro->rc.optim.total_steps = ro->rc.steps;   // resume: --resume on the command line, for the first run only
+    if (ro->resume[0]) mark_changed_fields(s, name, ro);
 }
 
 static void replan(TuiApp *app) {
@@ -152,6 +183,7 @@ int tui_setup_options(TuiApp *app, RunOptions *ro, Error *err) {
     TuiSetup *s = &app->setup;
     if (s->dirty) replan(app);
     form_options(s, ro);
+    if (ro->resume[0] && run_session_check_kept(ro, err)) return -1;
     if (!s->plan_ok) {
         error_set(err, "%s", s->problem);
         return -1;

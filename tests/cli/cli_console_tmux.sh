@@ -6,7 +6,8 @@
 # key bar answers a mouse click; help, a bad theme file, a terminal too small and back, and a
 # quit that asks first while a run is live (it stops with a checkpoint). Both runs land in
 # the run store. Last, a run on OpenBLAS's AVX2 kernels: the header says when that leaves an
-# AVX-512 CPU's AVX-512 unused. The captures are kept in $PPTRAIN_CAPTURE_DIR when that is set.
+# AVX-512 CPU's AVX-512 unused; and console --resume, whose form opens on the run it continues.
+# The captures are kept in $PPTRAIN_CAPTURE_DIR when that is set.
 # usage: cli_console_tmux.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
 if ! command -v tmux >/dev/null; then
@@ -206,5 +207,61 @@ wait_for 5 ' P1 V1 D1 M1 .* B8 T64 ' "train --tui runs train's one stage, batch 
 tm send-keys q
 for _ in $(seq 50); do [ -s "$work/tui_exit.txt" ] && break; sleep 0.2; done
 check "train --tui exits 0" [ "$(cat "$work/tui_exit.txt" 2>/dev/null)" = 0 ]
+
+# console --resume RUN: the form opens on the run it continues (its batch, seq, lr, warmup and
+# data, not the console's defaults) and Enter runs it on its own data to the loss `train
+# --resume` reaches; a changed batch is refused on the form in one line, a changed layout is
+# taken. A finished run without --steps is one line, exit 2, before the screen opens.
+tm kill-server 2>/dev/null
+mkdir -p "$work/resume" && cd "$work/resume" || exit 1   # no CSV here: the form lists the 8 built-in schedules
+"$bin" train --data "$src/tests/fixtures/text" --stages 2 --microbatches 2 --batch 8 --seq 32 --steps 6 --lr 2e-3 \
+  --warmup 2 --ckpt-dir "$work/resume/ck" --db "$work/resume/r.db" > /dev/null 2>&1
+check "a run to resume" [ $? -eq 0 ]
+"$bin" console --resume 1 --db "$work/resume/r.db" > /dev/null 2> "$work/resume/end.txt"
+check "console --resume of a finished run without --steps: exit 2" [ $? -eq 2 ]
+check "... in one line" [ "$(cat "$work/resume/end.txt")" = \
+  "pptrain: the checkpoint is at step 6, the end of its 6-step run (give --steps N to go on)" ]
+"$bin" train --resume 1 --steps 5 --db "$work/resume/r.db" > /dev/null 2> "$work/resume/short.txt"
+check "--steps short of the checkpoint says so" [ "$(cat "$work/resume/short.txt")" = \
+  "pptrain: --steps 5 does not go past the checkpoint's step 6 (give --steps N with N > 6)" ]
+console_resume() {   # console_resume: the console on run 1's checkpoint, to step 8
+  tm new-session -d -x 120 -y 40 "cd '$work/resume' && '$bin' console --resume 1 --steps 8 --db '$work/resume/r.db' \
+    2>> '$work/resume/stderr.txt'; echo \$? > '$work/resume/exit.txt'"
+  wait_for 10 '^[│x] *batch B +8 ' "console --resume: the form shows the checkpoint's batch"
+}
+console_resume
+wait_for 5 '^[│x] *seq T +32 ' "... its seq"
+wait_for 5 '^[│x] *lr +0\.002 ' "... its lr"
+wait_for 5 '^[│x] *warmup +2 ' "... its warmup"
+wait_for 5 '^[│x] *steps +8 ' "... the --steps given"
+wait_for 5 '^[│x] *data +.*fixtures/text' "... its data, not the console's demo text"
+for _ in $(seq 11); do tm send-keys Down; done   # from 1f1b, the second of 8 schedules, to batch
+tm send-keys Right
+wait_for 5 '--batch cannot be changed on --resume' "a changed batch is refused on the form"
+tm send-keys Left
+wait_gone 5 'cannot be changed on --resume' "batch back: the refusal goes"
+tm send-keys Enter
+wait_for 30 '^pptrain finished +run 2 .* P2 V1 D1 M2 .* B8 T32 ' "the resumed run finishes, as its checkpoint laid it out"
+tm send-keys q
+for _ in $(seq 50); do [ -s "$work/resume/exit.txt" ] && break; sleep 0.2; done
+check "console --resume exits 0" [ "$(cat "$work/resume/exit.txt" 2>/dev/null)" = 0 ]
+rm -f "$work/resume/exit.txt"
+console_resume
+for _ in $(seq 7); do tm send-keys Down; done   # to stages
+tm send-keys Right
+wait_for 5 '^[│x] *stages P +3 ' "stages changed on the form"
+tm send-keys Enter
+wait_for 30 '^pptrain finished +run 3 .* P3 V1 D1 M2 ' "a changed layout is taken"
+tm send-keys q
+for _ in $(seq 50); do [ -s "$work/resume/exit.txt" ] && break; sleep 0.2; done
+"$bin" train --resume 1 --steps 8 --db "$work/resume/r.db" > /dev/null 2>&1
+losses() { sqlite3 "$work/resume/r.db" "SELECT group_concat(step || ':' || loss, ' ') FROM
+  (SELECT step, loss FROM steps WHERE run_id = $1 ORDER BY step)" 2>&1; }
+console_run=$(losses 2) train_run=$(losses 4)
+if [[ "$console_run" =~ ^7:.*\ 8: ]] && [ "$console_run" = "$train_run" ]; then pass
+else fail "console --resume against train --resume: '$console_run' / '$train_run'"; fi
+check "the resumed run read its own data" grep -q "fixtures/text" <(sqlite3 "$work/resume/r.db" "SELECT config_json FROM runs WHERE id = 2")
+if [ ! -s "$work/resume/stderr.txt" ]; then pass; else fail "stderr not empty:"; cat "$work/resume/stderr.txt"; fi
+cd "$work" || exit 1
 
 cli_finish

@@ -145,6 +145,10 @@ const ParamInfo *stage_find_param(const StageModel *s, const char *name);
 // the stage's first tensor; stage_grad_sum_squares: out[i] for each of the stage's n_params
 // tensors (a device backend may give the whole stage's sum in out[0]: stage_ops.h).
 int model_param_tensors(const ModelConfig *cfg);
+// The whole model's tensors (every layer, the embedding, the norm, the head unless tied) in HF
+// order, as one stage holding them all lays them out: malloc'd, *n of them. What a folder of its
+// weights must hold, and all it may hold (storage/checkpoint.c refuses the rest).
+ParamInfo *model_param_infos(const ModelConfig *cfg, int *n);
 int stage_param_base(const StageModel *s);
 
 // Tied embeddings. stage_tied_grad: this stage's gradient of the tied matrix, (V, C): the

@@ -92,6 +92,17 @@ int model_param_tensors(const ModelConfig *cfg) {
     return count_tensors(cfg, cfg->layers, true, true);
 }
 
+ParamInfo *model_param_infos(const ModelConfig *cfg, int *n) {
+    StageModel shell = {.cfg = *cfg, .layer_begin = 0, .layer_end = cfg->layers, .has_embed = true, .has_head = true};
+    ParamLayout pl = {.s = &shell};
+    layout_params(&pl);
+    shell.params = xcalloc((size_t)pl.count, sizeof *shell.params);
+    pl = (ParamLayout){.s = &shell};
+    layout_params(&pl);
+    *n = pl.count;
+    return shell.params;
+}
+
 int stage_param_base(const StageModel *s) {
     // The embedding (unless this stage holds it) and every layer before layer_begin.
     return count_tensors(&s->cfg, s->layer_begin, !s->has_embed, false);

@@ -589,6 +589,114 @@ static int untie_if_different(Checkpoint *c, Error *err) {
     return 0;
 }
 
+// ---- tensors the model does not use ----------------------------------------------------------
+// Weights are read by name (ckpt_tensor_source), so a tensor no name asks for would be dropped
+// without a word: a folder of 8 layers under a config.json of 4 would train as a 4-layer model.
+// Every tensor of the folder's model files must be one of the model's (model_param_infos), or
+// one of the harmless tensors real Llama checkpoints carry.
+
+#define ROTARY_INV_FREQ "self_attn.rotary_emb.inv_freq"
+
+static int by_param_name(const void *a, const void *b) {
+    return strcmp(((const ParamInfo *)a)->name, ((const ParamInfo *)b)->name);
+}
+
+// The model's tensors sorted by name, for in_params.
+static ParamInfo *sorted_params(const ModelConfig *m, int *n) {
+    ParamInfo *p = model_param_infos(m, n);
+    qsort(p, (size_t)*n, sizeof *p, by_param_name);
+    return p;
+}
+
+static bool in_params(const ParamInfo *p, int n, const char *name) {
+    ParamInfo key;
+    const size_t len = strlen(name);
+    if (len >= sizeof key.name) return false;   // longer than any parameter's name
+    memcpy(key.name, name, len + 1);
+    return bsearch(&key, p, (size_t)n, sizeof *p, by_param_name) != NULL;
+}
+
+// "model.layers.N.REST": N (-1 when the name is not a layer's) and REST.
+static long layer_of(const char *name, const char **rest) {
+    const char prefix[] = "model.layers.";
+    const char *s = name + sizeof prefix - 1;
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0 || *s < '0' || *s > '9' || (*s == '0' && s[1] != '.'))
+        return -1;
+    long n = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (n > 99999999L) return -1;   // no model has that many layers
+        n = n * 10 + (*s - '0');
+    }
+    if (*s != '.') return -1;
+    *rest = s + 1;
+    return n;
+}
+
+// Tensors transformers ignores too: the rotary inverse frequencies, which pptrain computes from
+// config.json (older transformers saved one per layer; later ones keep one model-level buffer and
+// do not save it, a tool that did is just as harmless); lm_head.weight beside a config that ties
+// it (untie_if_different kept it tied: it equals the embedding).
+static bool harmless(const ModelConfig *m, const char *name) {
+    const char *rest;
+    const long layer = layer_of(name, &rest);
+    if (layer >= 0 && layer < m->layers && strcmp(rest, ROTARY_INV_FREQ) == 0) return true;
+    return strcmp(name, "model.rotary_emb.inv_freq") == 0 ||
+           (m->tie_word_embeddings && strcmp(name, "lm_head.weight") == 0);
+}
+
+// Why the model does not use this tensor: a layer config.json does not have, a bias it turns
+// off, or no tensor of a Llama model at all.
+static void why_unused(const ModelConfig *m, const char *name, char *why, size_t cap) {
+    const char *rest;
+    const long layer = layer_of(name, &rest);
+    snprintf(why, cap, "not a tensor of a Llama model");
+    if (layer < 0) return;
+    char first[200];
+    snprintf(first, sizeof first, "model.layers.0.%s", rest);
+    ModelConfig one = *m;   // one layer with every bias: each tensor a layer can hold
+    one.layers = 1;
+    one.attention_bias = one.mlp_bias = true;
+    int n_all, n_attn;
+    ParamInfo *all = sorted_params(&one, &n_all);
+    one.mlp_bias = false;
+    ParamInfo *attn = sorted_params(&one, &n_attn);
+    const bool in_layer = strcmp(rest, ROTARY_INV_FREQ) == 0 || in_params(all, n_all, first);
+    if (in_layer && layer >= m->layers)
+        snprintf(why, cap, "config.json says %d layer%s", m->layers, m->layers == 1 ? "" : "s");
+    else if (in_params(attn, n_attn, first)) snprintf(why, cap, "config.json says attention_bias false");
+    else if (in_params(all, n_all, first)) snprintf(why, cap, "config.json says mlp_bias false");
+    free(all);
+    free(attn);
+}
+
+// Refuses a folder whose model files hold a tensor the model does not use, naming the first (in
+// file order), how many more there are, and why. A file this process does not have
+// (CKPT_OPEN_CHECK_ON_READ) is not looked at.
+static int refuse_unused(const Checkpoint *c, Error *err) {
+    int n_used;
+    ParamInfo *used = sorted_params(&c->model, &n_used);
+    const SafetensorsFile *first_file = NULL;
+    const char *first = NULL;
+    int unused = 0;
+    for (int i = 0; i < c->n_model; i++)
+        for (int k = 0; c->model_files[i] && k < safetensors_count(c->model_files[i]); k++) {
+            const char *name = safetensors_tensor(c->model_files[i], k)->name;
+            if (in_params(used, n_used, name) || harmless(&c->model, name)) continue;
+            if (!unused++) {
+                first_file = c->model_files[i];
+                first = name;
+            }
+        }
+    free(used);
+    if (!unused) return 0;
+    char why[160], more[64] = "";
+    why_unused(&c->model, first, why, sizeof why);
+    if (unused > 1) snprintf(more, sizeof more, " and %d more", unused - 1);
+    error_set(err, "%s: tensor '%s'%s %s not used: %s", safetensors_path(first_file), first, more,
+              unused > 1 ? "are" : "is", why);
+    return -1;
+}
+
 Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Error *err) {
     Checkpoint *c = xcalloc(1, sizeof *c);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
@@ -612,7 +720,8 @@ Checkpoint *ckpt_open(const char *dir, bool need_state, CkptOpenCheck check, Err
     join(path, sizeof path, dir, CKPT_CONFIG_FILE);
     if (model_config_from_json(&c->model, path, err)) goto fail;
     if (c->has_state) snprintf(c->model.name, sizeof c->model.name, "%s", c->state.rc.model.name);
-    if (open_model_files(c, err) || untie_if_different(c, err) || identity_check(dir, err)) goto fail;
+    if (open_model_files(c, err) || untie_if_different(c, err) || refuse_unused(c, err) || identity_check(dir, err))
+        goto fail;
     if (c->has_state) {
         const char *names[8192];
         int n = 0;

@@ -81,7 +81,9 @@ typedef struct Checkpoint Checkpoint;
 // recorded size and sha256, and so must every file checksums.sha256 lists (when the folder has
 // one). NULL
 // with a one-line err ("DIR: model-00002-of-00004.safetensors: sha256 does not match the
-// manifest").
+// manifest"), also when its model files hold a tensor the model of config.json does not use
+// ("DIR/model.safetensors: tensor 'model.layers.4.mlp.up_proj.weight' and 8 more are not used:
+// config.json says 4 layers"); older transformers' rotary inv_freq and a tied lm_head are not such.
 typedef enum {
     CKPT_OPEN_TRUSTED = 0,        // the caller has checked every file (ckpt_find_resume with shards)
     CKPT_OPEN_VERIFY = 1,         // every file of the seal and the manifest, now

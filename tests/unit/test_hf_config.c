@@ -7,7 +7,9 @@
 //  - a duplicate key, at any depth, in a config, a trainer state or an index is refused by
 //    name and file, where cJSON alone would read the first and Python the last;
 //  - a tied config beside an lm_head.weight equal to the embedding stays tied; beside a
-//    different one it is untied (as transformers does), said in ckpt_note, and the head read.
+//    different one it is untied (as transformers does), said in ckpt_note, and the head read;
+//  - a tensor the model does not use (a layer beyond config.json's, a bias it turns off, a name
+//    of no Llama) is refused, named with its file and why; the rotary inv_freq loads.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include "engine/run_json.h"
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
+#include "storage/safetensors.h"
 #include "test_util.h"
 
 #define DIMS "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, " \
@@ -224,7 +227,79 @@ static void tied_with_own_head(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+// dir/model.safetensors of the 2-layer untied model of DIMS (its tensors in HF order, after
+// n_extra zero vectors of 4 floats named `extra`), beside a config.json of `config`.
+static void write_extra_folder(const char *dir, const char *config, int n_extra, const char *const *extra) {
+    ModelConfig cfg;
+    Error err = {{0}};
+    char path[256];
+    model_config_from_json_text(&cfg, "{" DIMS "}", "two", &err);
+    StageModel *sm = stage_create(&cfg, 0, cfg.layers, true, true, 7, &err);
+    const int n = n_extra + sm->n_params;
+    SafetensorsWriteTensor *t = calloc((size_t)n, sizeof *t);
+    int64_t (*shapes)[2] = calloc((size_t)n, sizeof *shapes);
+    static const float zeros[4];
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *p = i < n_extra ? NULL : &sm->params[i - n_extra];
+        shapes[i][0] = p ? p->rows : 4;
+        shapes[i][1] = p ? p->cols : 0;
+        t[i] = (SafetensorsWriteTensor){p ? p->name : extra[i], ST_F32, p && p->cols ? 2 : 1, shapes[i],
+                                        p ? (const void *)(sm->weights + p->offset) : zeros};
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(safetensors_write(path, n, t, 0, NULL, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    atomic_write_file(path, config, strlen(config), &err);
+    free(shapes);
+    free(t);
+    stage_free(sm);
+}
+
+// A tensor the model does not use is refused when the folder is opened, named with its file and
+// why; the rotary inv_freq older transformers saved is not such a tensor.
+static void unused_tensors(void) {
+    char dir[] = "/tmp/pptrain_hf_unused_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    Error err = {{0}};
+    const char one_layer[] = "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 1, "
+                             "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 300}";
+    write_extra_folder(dir, one_layer, 0, NULL);
+    Checkpoint *c = ckpt_open(dir, false, CKPT_OPEN_VERIFY, &err);
+    CHECK(!c && strstr(err.msg, "/model.safetensors: tensor 'model.layers.1.self_attn.q_proj.weight' and 8 more are "
+                                "not used: config.json says 1 layer") && strstr(err.msg, dir),
+          "a second layer under a config of one: %s", err.msg);
+    ckpt_close(c);
+    struct { const char *extra, *why; } bad[] = {
+        {"model.extra.weight", "tensor 'model.extra.weight' is not used: not a tensor of a Llama model"},
+        {"model.layers.1.mlp.up_proj.bias", "tensor 'model.layers.1.mlp.up_proj.bias' is not used: config.json says "
+                                            "mlp_bias false"},
+        {"model.layers.0.self_attn.o_proj.bias", "config.json says attention_bias false"},
+        {"model.layers.2.post_attention_layernorm.weight", "config.json says 2 layers"},
+        {"model.layers.2.self_attn.rotary_emb.inv_freq", "config.json says 2 layers"},
+        {"model.layers.01.mlp.up_proj.bias", "not a tensor of a Llama model"},
+        {"model.layers.0.mlp.experts", "not a tensor of a Llama model"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_extra_folder(dir, "{" DIMS "}", 1, &bad[i].extra);
+        c = ckpt_open(dir, false, CKPT_OPEN_VERIFY, &err);
+        CHECK(!c && strstr(err.msg, bad[i].why), "%s: %s", bad[i].extra, c ? "opened" : err.msg);
+        ckpt_close(c);
+    }
+    const char *rotary[] = {"model.layers.0.self_attn.rotary_emb.inv_freq",
+                            "model.layers.1.self_attn.rotary_emb.inv_freq", "model.rotary_emb.inv_freq"};
+    write_extra_folder(dir, "{" DIMS "}", 3, rotary);
+    c = ckpt_open(dir, false, CKPT_OPEN_VERIFY, &err);
+    StageModel *sm = c ? ckpt_load_model(c, &err) : NULL;
+    CHECK(sm != NULL, "the rotary inv_freq of older transformers loads: %s", err.msg);
+    stage_free(sm);
+    ckpt_close(c);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(void) {
+    unused_tensors();
     tied_with_own_head();
     configs_as_published();
     token_ids();

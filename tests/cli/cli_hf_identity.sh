@@ -5,8 +5,9 @@
 #    generation_config.json and tokenizer files, byte for byte and sha256-recorded, through
 #    --init-from, --resume and export; a run without --init-from keeps the byte tokenizer's ids;
 #  - a tied config beside an lm_head that differs from the embedding is untied, as transformers does;
-#  - NaN or Inf in --init-from weights, and a duplicate JSON key in any file read: exit 2,
-#    one line naming the tensor or the key and the file;
+#  - NaN or Inf in --init-from weights, a tensor the model does not use (more layers than
+#    config.json, an extra tensor), and a duplicate JSON key in any file read: exit 2, one line
+#    naming the tensor or the key and the file; the rotary inv_freq older transformers saved loads;
 #  - check reads --init-from and --resume weights and vocabulary, and refuses flags it ignores.
 # usage: cli_hf_identity.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -113,6 +114,46 @@ expect_refusal "NaN at load" "tensor model.embed_tokens.weight holds NaN at elem
 expect_refusal "-Inf at load" "tensor model.norm.weight holds Inf at element 3" train --init-from inf "${small[@]}" --steps 1
 expect_refusal "NaN in check" "holds NaN" check --init-from nan --data "$data"
 check "a refused --init-from writes no checkpoint" bash -c "! ls nan-ckpt 2>/dev/null"
+
+# A tensor the model does not use: refused when the folder is opened, naming it, its file and why
+# (weights are read by name; an unread one was dropped without a word). Tensors real Llama
+# checkpoints carry and transformers ignores still load: the rotary inv_freq of older transformers.
+add_tensor() {   # add_tensor FILE NAME DIMS NUMEL: FILE gains an F32 tensor of zeros, shape [DIMS], first
+  local f=$1 name=$2 dims=$3 numel=$4 n data head len i
+  n=$(hdr "$f")
+  data=$(($(stat -c %s "$f") - 8 - n))
+  head=$(head -c $((8 + n)) "$f" | tail -c "$n" | sed 's/ *$//')
+  head="{\"$name\":{\"dtype\":\"F32\",\"shape\":[$dims],\"data_offsets\":[$data,$((data + 4 * numel))]},${head#\{}"
+  while [ $((${#head} % 8)) -ne 0 ]; do head="$head "; done
+  len=${#head}
+  { for i in 0 1 2 3 4 5 6 7; do printf "$(printf '\\x%02x' $((len >> (8 * i) & 255)))"; done
+    printf '%s' "$head"; tail -c "$data" "$f"; head -c $((4 * numel)) /dev/zero; } > "$f.new" && mv "$f.new" "$f"
+}
+cp -r base fewer && sed -i 's/"num_hidden_layers":[[:space:]]*8/"num_hidden_layers": 4/' fewer/config.json
+unused="fewer/model.safetensors: tensor 'model.layers.4.self_attn.q_proj.weight' and 35 more are not used: "
+unused+="config.json says 4 layers"
+expect_refusal "8 layers under a config of 4" "--init-from: $unused" train --init-from fewer "${small[@]}" --steps 1
+expect_refusal "8 layers under a config of 4, check" "$unused" check --init-from fewer --data "$data"
+expect_refusal "8 layers under a config of 4, sample" "$unused" sample fewer --prompt hi --tokens 2
+cp -r base extra && add_tensor extra/model.safetensors model.extra.weight 2,3 6
+expect_refusal "an extra tensor" \
+  "extra/model.safetensors: tensor 'model.extra.weight' is not used: not a tensor of a Llama model" \
+  train --init-from extra "${small[@]}" --steps 1
+cp -r base bias && add_tensor bias/model.safetensors model.layers.2.self_attn.k_proj.bias 32 32
+expect_refusal "a bias the config turns off" \
+  "tensor 'model.layers.2.self_attn.k_proj.bias' is not used: config.json says attention_bias false" \
+  train --init-from bias "${small[@]}" --steps 1
+cp -r base rotary
+for l in 0 1 2 3 4 5 6 7; do
+  add_tensor rotary/model.safetensors "model.layers.$l.self_attn.rotary_emb.inv_freq" 8 8
+done
+"$bin" train --init-from rotary "${small[@]}" --steps 1 > rotary.txt 2> rotary-err.txt
+check "older transformers' rotary_emb.inv_freq per layer loads, without a word ($(head -c 300 rotary-err.txt))" \
+  bash -c "grep -q '^done' rotary.txt && [ ! -s rotary-err.txt ]"
+"$bin" check --init-from rotary --data "$data" --batch 4 --seq 32 > rotary-check.txt 2>/dev/null
+"$bin" check --init-from base --data "$data" --batch 4 --seq 32 > base-loss.txt 2>/dev/null
+check "and computes the loss of the same folder without them" \
+  bash -c "grep -q '^  loss' base-loss.txt && cmp -s <(grep '^  loss' rotary-check.txt) <(grep '^  loss' base-loss.txt)"
 
 # Duplicate keys: refused by name and file, wherever pptrain reads JSON.
 cp -r base dup && sed -i 's/"hidden_size":/"hidden_size": 128, "hidden_size":/' dup/config.json

@@ -125,7 +125,7 @@ static int prepare_source(RunSession *s, Error *err) {
         const bool one_process = !transport_multi_process(ro->pipe.transport);
         Error warning;
         if (ckpt_find_resume(ro->resume, ro->db_path, one_process, s->source_dir, sizeof s->source_dir,
-                             &s->resumed_from, &warning, err))
+                             &s->resumed_from, &warning, s->newest_intact ? &s->fell_back : NULL, err))
             return -1;
         if (warning.msg[0] && mpi_process_launch_rank() == 0) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
         s->source = ckpt_open(s->source_dir, true, one_process ? CKPT_OPEN_TRUSTED : CKPT_OPEN_CHECK_ON_READ, err);

@@ -32,6 +32,11 @@ typedef struct {
     // `check`: a --resume checkpoint gives its weights and run, not a position to go on from
     // (so a finished run's last checkpoint can be checked).
     bool weights_only;
+    // `sample`: --resume RUN|latest takes the run's newest intact checkpoint when its newest is
+    // damaged or gone, and fell_back says which was passed over and why ("" when none was; the
+    // face tells the user). Otherwise that run is refused, naming the good one (storage/checkpoint_find.h).
+    bool newest_intact;
+    Error fell_back;
 } RunSession;
 
 // Resolves --resume (the newest intact checkpoint, its run config merged with the options the

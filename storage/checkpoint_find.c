@@ -57,7 +57,21 @@ static int verify_recorded(Db *db, const DbCheckpointInfo *ck, bool shards, Erro
     return rc;
 }
 
-static int from_run(Db *db, int64_t run, bool shards, char *dir, size_t cap, Error *err) {
+// What fell_back says of the run's newest checkpoint, passed over for an older good one: why
+// came from verifying it, and a reason that starts with the folder's name loses that prefix.
+static void passed_over(const char *dir, const Error *why, Error *fell_back) {
+    Error ignored;
+    if (!folder_present(dir, &ignored)) {   // "DIR does not exist (deleted or moved?)" says it all
+        *fell_back = *why;
+        return;
+    }
+    const size_t n = strlen(dir);
+    const char *reason = strncmp(why->msg, dir, n) == 0 && strncmp(why->msg + n, ": ", 2) == 0 ? why->msg + n + 2
+                                                                                                 : why->msg;
+    error_set(fell_back, "%s is damaged (%s)", dir, reason);
+}
+
+static int from_run(Db *db, int64_t run, bool shards, char *dir, size_t cap, Error *fell_back, Error *err) {
     DbCheckpointInfo *cks;
     int n;
     if (db_checkpoints_read(db, run, &cks, &n, err)) return -1;
@@ -72,7 +86,8 @@ static int from_run(Db *db, int64_t run, bool shards, char *dir, size_t cap, Err
     }
     int rc = -1;
     if (newest < 0) error_set(err, "run %lld has no complete checkpoint", (long long)run);
-    else if (good == newest) {
+    else if (good == newest || (good >= 0 && fell_back)) {
+        if (good != newest) passed_over(cks[newest].dir, &why, fell_back);
         snprintf(dir, cap, "%s", cks[good].dir);
         rc = 0;
     } else {
@@ -180,9 +195,10 @@ static bool all_digits(const char *s) {
 }
 
 int ckpt_find_resume(const char *arg, const char *db_file, bool shards, char *dir, size_t cap, int64_t *run_id,
-                     Error *warning, Error *err) {
+                     Error *warning, Error *fell_back, Error *err) {
     *run_id = 0;
     warning->msg[0] = '\0';
+    if (fell_back) fell_back->msg[0] = '\0';
     const bool by_run = strcmp(arg, "latest") == 0 || all_digits(arg);
     if (!by_run) return from_folder(arg, shards, dir, cap, run_id, warning, err);
     if (!db_file[0]) {
@@ -197,7 +213,7 @@ int ckpt_find_resume(const char *arg, const char *db_file, bool shards, char *di
         DbRunInfo info;
         if (db_run_get(db, run, &info, err) == 0) {
             db_run_info_clear(&info);
-            rc = from_run(db, run, shards, dir, cap, err);
+            rc = from_run(db, run, shards, dir, cap, fell_back, err);
             *run_id = run;
         }
     }

@@ -74,9 +74,10 @@ int cmd_export(int argc, char **argv) {
     }
     char dir[4096];
     int64_t run = 0;
-    Error warning;
-    if (ckpt_find_resume(what, db_file, true, dir, sizeof dir, &run, &warning, &err)) return cli_fail(&err);
+    Error warning, fell_back;
+    if (ckpt_find_resume(what, db_file, true, dir, sizeof dir, &run, &warning, &fell_back, &err)) return cli_fail(&err);
     if (warning.msg[0]) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
+    if (fell_back.msg[0]) fprintf(stderr, "pptrain: note: %s; exporting %s\n", fell_back.msg, dir);
     HfExportInfo info;
     const int rc = hf_export(dir, folder, bf16, &info, &err);
     if (info.note[0]) fprintf(stderr, "pptrain: warning: %s\n", info.note);

@@ -25,6 +25,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/data/tokenizer_hf.h"
 #include "engine/generate.h"
+#include "engine/transport/mpi_process.h"
 #include "storage/checkpoint.h"
 
 typedef struct {
@@ -356,9 +357,12 @@ int cmd_sample(int argc, char **argv) {
     }
     if (parsed || check_flags(&f, what, &err)) return cli_fail(&err);
     choose_source(ro, what);
-    session.weights_only = true;
+    session.weights_only = session.newest_intact = true;
     SampleTokens t = {0};
-    int rc = run_session_prepare(&session, &err) || open_tokens(&session, &t, &err) ? -1 : 0;
+    int rc = run_session_prepare(&session, &err) ? -1 : 0;
+    if (rc == 0 && session.fell_back.msg[0] && mpi_process_launch_rank() == 0)   // every process found the same
+        fprintf(stderr, "pptrain: note: %s; sampling from %s\n", session.fell_back.msg, session.source_dir);
+    if (rc == 0 && open_tokens(&session, &t, &err)) rc = -1;
     if (rc == 0) rc = sample_body(&session, &f, &t, &err);
     hf_tokenizer_free(t.hf);
     run_session_release(&session);

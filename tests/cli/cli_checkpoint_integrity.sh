@@ -7,6 +7,10 @@
 #    negative or fractional step, a step past the run's end, adam_step past step, a data
 #    cursor beyond the items its steps took: one line naming the field, exit 2;
 #  - a folder written before the seal (no checksums.sha256) resumes with one warning line;
+#  - a run whose newest checkpoint is damaged: `export RUN|latest` and `sample RUN|latest`
+#    take its newest intact one with one note line naming both, exit 0; the damaged folder
+#    named by hand, and a run with no intact checkpoint left, are refused with one line,
+#    exit 2, nothing written; `train --resume RUN` still refuses and names the good one;
 #  - a checkpoint that fails on a full disk after one shard was renamed leaves no file at all;
 #  - on start, temporary files of gone writers in incomplete folders are removed (a live
 #    writer's stay), and the store's 'writing' checkpoints of an ended run are marked failed
@@ -76,6 +80,56 @@ rm -rf legacy && cp -r "$ck2" legacy && rm legacy/checksums.sha256
 check "a folder from before the seal resumes (exit 0)" [ $? -eq 0 ]
 check "a folder from before the seal: one warning line" \
   bash -c "[ \$(wc -l < legacy.err) -eq 1 ] && grep -q '^pptrain: warning: legacy has no checksums.sha256' legacy.err"
+
+# A run whose newest checkpoint (step 4) is damaged: export and sample of the run take step 2.
+"$bin" "${args[@]}" --ckpt-every 2 --ckpt-dir dmg --db dmg.db > dmg.out 2>&1
+dmg4=$(sqlite3 dmg.db 'SELECT dir FROM checkpoints WHERE step = 4')
+dmg2=$(sqlite3 dmg.db 'SELECT dir FROM checkpoints WHERE step = 2')
+shard=model-00001-of-00001.safetensors
+size=$(stat -c %s "$dmg4/$shard")
+"$bin" export "$dmg2" by-folder > /dev/null 2>&1
+new_ids() { sed 's/.*"ids":\[\([0-9,]*\)\].*/\1/' "$1"; }   # the new ids of sample --json
+# one_error FILE WANT: FILE is one line and matches WANT (grep).
+one_error() { [ "$(wc -l < "$1")" -eq 1 ] && grep -q "$2" "$1"; }
+"$bin" sample "$dmg2" --prompt "The " --tokens 8 --json > sample-good.out 2> /dev/null
+truncate -s 100 "$dmg4/$shard"
+note="pptrain: note: $dmg4 is damaged ($shard has 100 bytes, the manifest says $size)"
+for run in latest 1; do
+  "$bin" export "$run" "exp-$run" --db dmg.db > "exp-$run.out" 2> "exp-$run.err"
+  rc=$?
+  check "export $run, its newest checkpoint damaged: exit 0 (got $rc)" [ $rc -eq 0 ]
+  check "export $run: one note line naming both folders" [ "$(cat "exp-$run.err")" = "$note; exporting $dmg2" ]
+  check "export $run: says it exported the step-2 checkpoint" grep -q "^exported $dmg2: " "exp-$run.out"
+  check "export $run: the weights of exporting the step-2 folder" \
+    cmp -s by-folder/model.safetensors "exp-$run/model.safetensors"
+done
+"$bin" sample latest --db dmg.db --prompt "The " --tokens 8 --json > sample-dmg.out 2> sample-dmg.err
+rc=$?
+check "sample latest, its newest checkpoint damaged: exit 0 (got $rc)" [ $rc -eq 0 ]
+check "sample latest: one note line naming both folders" [ "$(cat sample-dmg.err)" = "$note; sampling from $dmg2" ]
+good_ids=$(new_ids sample-good.out)
+check "sample of the step-2 folder: 8 ids ($good_ids)" [ "$(echo "$good_ids" | tr ',' '\n' | wc -l)" -eq 8 ]
+check "sample latest: the step-2 checkpoint's ids" [ "$(new_ids sample-dmg.out)" = "$good_ids" ]
+"$bin" export "$dmg4" exp-folder > exp-folder.out 2> exp-folder.err
+rc=$?
+check "export of the damaged folder named by hand: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "export of the damaged folder: one line naming the good one" \
+  one_error exp-folder.err "^pptrain: checkpoint $dmg4 is damaged: .*the newest good one is $dmg2"
+check "export of the damaged folder: nothing written" [ ! -e exp-folder ]
+"$bin" train --resume 1 --db dmg.db --steps 6 > dmg-resume.out 2>&1
+rc=$?
+check "train --resume RUN still refuses its damaged newest checkpoint: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "train --resume RUN: one line naming the good one" one_error dmg-resume.out "the newest good one is $dmg2"
+truncate -s 100 "$dmg2/$shard"
+"$bin" export 1 exp-none --db dmg.db > exp-none.out 2> exp-none.err
+rc=$?
+check "export, no intact checkpoint left: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "export, no intact checkpoint left: one line" one_error exp-none.err 'the run has no good checkpoint$'
+check "export, no intact checkpoint left: nothing written" [ ! -e exp-none ]
+"$bin" sample 1 --db dmg.db --prompt hi > sample-none.out 2> sample-none.err
+rc=$?
+check "sample, no intact checkpoint left: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "sample, no intact checkpoint left: one line" one_error sample-none.err 'the run has no good checkpoint$'
 
 # A full disk (a 2 MB file size limit; SIGXFSZ is ignored by pptrain): the 1.3 MB weights shard
 # is written and renamed, the 2.6 MB optimizer shard fails. Nothing of the checkpoint stays.

@@ -1,5 +1,7 @@
 #include "storage/hf_export.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,21 @@
 #include "storage/atomic_file.h"
 #include "storage/checkpoint.h"
 #include "storage/model_identity.h"
+
+int hf_export_folder_check(const char *out_dir, Error *err) {
+    DIR *d = opendir(out_dir);
+    if (!d) {
+        if (errno == ENOENT) return 0;   // made by the export
+        if (errno == ENOTDIR) error_set(err, "%s is a file, not a folder (export into a new or empty folder)", out_dir);
+        else error_set(err, "%s: %s", out_dir, strerror(errno));
+        return -1;
+    }
+    const struct dirent *e;
+    while ((e = readdir(d)) && (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)) {}
+    if (e) error_set(err, "%s/%s already exists (export into a new or empty folder)", out_dir, e->d_name);
+    closedir(d);
+    return e ? -1 : 0;
+}
 
 int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err) {
     HfExportInfo local;
@@ -19,11 +36,8 @@ int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *inf
         error_set(err, "%.60s...: path too long", out_dir);
         return -1;
     }
+    if (hf_export_folder_check(out_dir, err)) return -1;
     struct stat sb;
-    if (stat(model_path, &sb) == 0) {
-        error_set(err, "%s already exists (export into a new or empty folder)", model_path);
-        return -1;
-    }
     Checkpoint *c = ckpt_open(src, false, CKPT_OPEN_VERIFY, err);
     if (!c) return -1;
     snprintf(info->note, sizeof info->note, "%.500s", ckpt_note(c));

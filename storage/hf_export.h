@@ -17,9 +17,14 @@ typedef struct {
     char note[512];      // how the source was read, for the user (ckpt_note), or ""
 } HfExportInfo;
 
+// Whether out_dir may take an export: it does not exist yet, or it is an empty folder. Any
+// entry in it (a hidden one too) is refused, naming it, so an export never writes over or
+// beside a user's files. Returns 0, or -1 with a one-line err.
+int hf_export_folder_check(const char *out_dir, Error *err);
 // Reads src (a checkpoint folder, verified against its manifest, or a plain HF folder) and
 // writes out_dir/model.safetensors (F32, or BF16 rounded to nearest even) and
-// out_dir/config.json, each atomically, then copies src's identity files. out_dir is created; a model.safetensors already there
-// is refused. Returns 0, or -1 with a one-line err.
+// out_dir/config.json, each atomically, then copies src's identity files. out_dir is created;
+// one that is not new or empty is refused before anything is read or written
+// (hf_export_folder_check). Returns 0, or -1 with a one-line err.
 int hf_export(const char *src, const char *out_dir, bool bf16, HfExportInfo *info, Error *err);
 #endif

@@ -30,7 +30,8 @@ static void usage(FILE *out) {
     fprintf(out, "usage: pptrain export RUN|latest|CKPT_DIR FOLDER [--bf16] [--db FILE]\n\n"
                  "  Writes FOLDER/model.safetensors and FOLDER/config.json: a Hugging Face LlamaForCausalLM\n"
                  "  folder (transformers: LlamaForCausalLM.from_pretrained(FOLDER)), with the checkpoint's\n"
-                 "  generation_config.json and tokenizer files where it has them.\n"
+                 "  generation_config.json and tokenizer files where it has them. FOLDER must be new or\n"
+                 "  empty: a folder that holds anything is refused, and nothing is written.\n"
                  "  RUN is a run id in the store (its newest intact checkpoint), latest the newest run\n"
                  "  with one, CKPT_DIR a checkpoint folder.\n\n");
     cli_options_usage(out, OPTIONS, N_OPTIONS, 12, NULL, NULL);
@@ -72,6 +73,8 @@ int cmd_export(int argc, char **argv) {
         error_set(&err, "export needs RUN|latest|CKPT_DIR and FOLDER (see pptrain export --help)");
         return cli_fail(&err);
     }
+    // FOLDER first: a folder that would be refused is refused before any checkpoint is read.
+    if (hf_export_folder_check(folder, &err)) return cli_fail(&err);
     char dir[4096];
     int64_t run = 0;
     Error warning, fell_back;

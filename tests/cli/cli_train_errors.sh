@@ -144,6 +144,29 @@ check "console --steps 5: the console's default warmup (20) shrinks; what stops 
 "$bin" export NO-SUCH-FOLDER out > /dev/null 2> stderr.txt
 check "export of a missing folder says so" grep -q "NO-SUCH-FOLDER does not exist (deleted or moved?); give a run id, latest, or a checkpoint folder" stderr.txt
 "$bin" train --data data --steps 2 --warmup 1 --db gone.db --ckpt-dir gone-ck > /dev/null 2>&1
+# export into a folder that holds anything (a hidden file too): one line, exit 2, the folder as
+# it was; an empty folder and a new path take the export.
+mkdir cfgonly hidden empty
+echo '{"mine":1}' > cfgonly/config.json
+touch hidden/.keep
+for folder in cfgonly hidden; do
+  entry=$(ls -A "$folder")
+  "$bin" export 1 "$folder" --db gone.db > stdout.txt 2> stderr.txt
+  rc=$?
+  check "export into $folder (holding $entry): exit 2 (got $rc)" [ $rc -eq 2 ]
+  check "export into $folder: one line naming $entry" \
+    [ "$(cat stderr.txt)" = "pptrain: $folder/$entry already exists (export into a new or empty folder)" ]
+  check "export into $folder: nothing written" [ "$(ls -A "$folder")" = "$entry" ]
+  check "export into $folder: nothing on stdout" [ ! -s stdout.txt ]
+done
+check "export into cfgonly: the user's config.json unchanged" [ "$(cat cfgonly/config.json)" = '{"mine":1}' ]
+"$bin" export 1 empty --db gone.db > /dev/null 2>&1
+check "export into an empty folder exits 0" [ $? -eq 0 ]
+check "export into an empty folder writes it" [ "$(ls -A empty | tr '\n' ' ')" = "config.json model.safetensors " ]
+"$bin" export 1 new/sub --db gone.db > /dev/null 2>&1
+check "export into a new path exits 0" [ $? -eq 0 ]
+check "export into a new path writes it" [ -s new/sub/model.safetensors ]
+rm -rf cfgonly hidden empty new stdout.txt
 rm -rf gone-ck/*/step-000002
 "$bin" export latest out --db gone.db > /dev/null 2> stderr.txt
 check "export of a run whose checkpoint folder was deleted: gone, not damaged" \

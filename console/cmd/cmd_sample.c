@@ -112,9 +112,12 @@ static int parse_flags(int *argc, char **argv, SampleFlags *f, const char **what
     return 0;
 }
 
+// The prompt is refused empty here, before any tokenizer: a Hugging Face one would make it BOS
+// alone, and the byte tokenizer's refusal must be every tokenizer's.
 static int check_flags(const SampleFlags *f, const char *what, Error *err) {
     if (!what) error_set(err, "sample needs RUN|latest|CKPT_DIR|HF_FOLDER (see pptrain sample --help)");
     else if (!f->prompt) error_set(err, "sample needs --prompt TEXT (see pptrain sample --help)");
+    else if (!f->prompt[0]) error_set(err, "--prompt is empty: the model needs text to continue");
     else if (f->sampling && !(f->temperature > 0))
         error_set(err, "--temperature %g: sampling needs a temperature > 0 (leave the sampling options out for "
                        "greedy)", f->temperature);

@@ -9,7 +9,8 @@
 #  - train --sample-every: a sample line, its time apart from the steps', the losses unchanged;
 #    the store's samples table (schema 5), shown by history show (sampling's share of the time
 #    too), show --json and compare (side by side at the steps every run sampled), escaped;
-#  - bad input: one line on stderr, exit 2.
+#  - bad input: one line on stderr, exit 2 (an empty --prompt with any tokenizer, before the
+#    source is read).
 # usage: cli_sample.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
 
@@ -119,6 +120,9 @@ one_line() {   # one_line START: bad.err is one line that starts "pptrain: START
 }
 long=$(printf 'x%.0s' $(seq 1 200))
 refused "an empty prompt" "--prompt is empty" "$fixture" --prompt ""
+hf_tokenizer="$src/tests/fixtures/hf_workflow/model"   # its tokenizer.json would make "" BOS alone
+refused "an empty prompt, a Hugging Face tokenizer" "--prompt is empty" "$hf_tokenizer" --prompt ""
+refused "an empty prompt, refused before the source is read" "--prompt is empty" 2 --db store.db --prompt ""
 refused "no prompt" "sample needs --prompt" "$fixture"
 refused "no source" "sample needs RUN" --prompt hi
 refused "a prompt longer than max_position_embeddings" "--prompt is 201 tokens, longer than the model's max_position_embeddings (128)" "$fixture" --prompt "$long"

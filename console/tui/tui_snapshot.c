@@ -263,6 +263,7 @@ static int snap_on_start(void *ctx, const RunConfig *rc, const PipelineOptions *
         l->slot_bytes[s] = (double)info->slot_bytes[s];
     }
     l->t_first = clock_now_s();
+    l->paused_s = 0.0;
     publish(l, false);
     return 0;
 }
@@ -340,7 +341,7 @@ static void snap_on_step(void *ctx, const Pipeline *p, const PipelineReport *r) 
     v->gflops = s->gflops;
     v->step_ms = s->step_ms;
     v->steps_done++;
-    v->run_s = clock_now_s() - l->t_first;
+    v->run_s = clock_now_s() - l->t_first - l->paused_s;
     tui_series_push(&v->loss_series, s->step, s->loss);
     if (r->has_telemetry) {
         const BubbleParts *b = &r->telemetry.parts;
@@ -373,11 +374,13 @@ static bool snap_should_stop(void *ctx) {
     clock_gettime(CLOCK_REALTIME, &until);
     const double limit = l->pause_limit_s > 0 ? l->pause_limit_s : 1e9;
     until.tv_sec += (time_t)limit;
+    const double paused_at = clock_now_s();
     pthread_mutex_lock(&l->mu);
     int rc = 0;
     while (atomic_load(&l->pause) && !atomic_load(&l->stop) && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&l->resume_cv, &l->mu, &until);
     pthread_mutex_unlock(&l->mu);
+    l->paused_s += clock_now_s() - paused_at;
     const bool stop = atomic_load(&l->stop);
     l->staging.state = stop ? TUI_RUN_STOPPING : atomic_load(&l->pause) ? TUI_RUN_PAUSED : TUI_RUN_RUNNING;
     publish(l, true);

@@ -138,6 +138,7 @@ typedef struct {
     double slot_bytes[TUI_MAX_STAGES];
     double bubble_sum;
     double t_first;             // monotonic seconds at on_start
+    double paused_s;            // seconds spent paused since then: no part of run_s, so not of the ETA
     const int64_t *run_id;      // the session's run-store id (RunSession.recorder.run)
     double pause_limit_s;       // > 0 (MPI): a paused run still steps once per this long, so
                                 // the other processes' waits never reach --timeout

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/data/data.h"
 #include "engine/json_read.h"
 #include "storage/atomic_file.h"
 
@@ -16,7 +17,7 @@ int token_manifest_read(const char *data_path, TokenManifest *m, Error *err) {
     memset(m, 0, sizeof *m);
     snprintf(manifest, sizeof manifest, "%s/tokenize.json", data_path);
     if (stat(data_path, &st) != 0 || !S_ISDIR(st.st_mode) || stat(manifest, &st) != 0) return 0;
-    char *text = file_read_text(manifest, 1 << 20, err);
+    char *text = file_read_text(manifest, DATA_MANIFEST_MAX_BYTES, err);
     if (!text) return -1;
     cJSON *j = json_parse_object(text, strlen(text), manifest, err);
     free(text);

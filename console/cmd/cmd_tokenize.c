@@ -1,14 +1,18 @@
 // console/cmd/cmd_tokenize.c: `pptrain tokenize`: text files or folders -> llm.c token shards
 // with a Hugging Face tokenizer (engine/data/tokenizer_hf.h), written as OUT/<name>_train_NNNNNN.bin
 // and OUT/<name>_val_NNNNNN.bin plus OUT/tokenize.json (the tokenizer's sha256, which
-// `pptrain train --tokenizer` checks, and the shards' counts).
+// `pptrain train --tokenizer` checks, and the shards, which training reads and nothing else:
+// engine/data/data.h).
 //
 // Nothing half-written: every shard goes through the atomic writer (storage/atomic_file) into
-// the hidden OUT/.tokenize-partial/ (training never reads hidden entries), and is renamed into
-// OUT only once all are written, tokenize.json last. So an interrupted run leaves OUT without
-// a partial set of shards that training would read as the whole corpus, and a folder with a
-// tokenize.json holds exactly the shards it lists. A rerun removes what an earlier run of the
-// same --name left (finished or not) before writing, so interrupting and rerunning is safe.
+// the hidden OUT/.tokenize-partial/ (training never reads hidden entries). Until all are written
+// the folder is as an earlier run left it, and a run that fails leaves it so. Then the shards
+// are renamed into OUT and tokenize.json is replaced, last: the manifest is the commit. Only
+// then go the shards the old manifest listed and the new one does not (and any other shard of
+// this --name): a rerun, under any --name, leaves only its own shards. When a new shard takes
+// the name of one the old manifest lists (a rerun under the same --name), the old manifest goes
+// before the renames, and the staging folder stays until the new one is written: a folder
+// holding it and no manifest is refused by training as a tokenize that has not finished.
 #include "console/cmd/cmd_tokenize.h"
 
 #include <cjson/cJSON.h>
@@ -28,7 +32,6 @@
 #include "storage/atomic_file.h"
 
 enum { SHARD_HEADER_INTS = 256, MAGIC_U16 = 20240520, MAGIC_U32 = 20240801 };
-#define STAGING ".tokenize-partial"
 
 typedef struct {
     const char *out, *name, *tokenizer;
@@ -162,7 +165,7 @@ static int flush_shard(Writer *w, Split *s, Error *err) {
     if (!s->n) return 0;
     char name[512], path[4096];
     snprintf(name, sizeof name, "%s_%s_%06d.bin", w->o->name, s->split, s->shards);
-    snprintf(path, sizeof path, "%s/" STAGING "/%s", w->o->out, name);
+    snprintf(path, sizeof path, "%s/" DATA_STAGING "/%s", w->o->out, name);
     int32_t header[SHARD_HEADER_INTS] = {0};
     header[0] = w->width == 2 ? MAGIC_U16 : MAGIC_U32;
     header[1] = w->width == 2 ? 1 : 7;
@@ -218,62 +221,59 @@ static void progress(void *ctx, const TokenizeStats *st) {
     fflush(stderr);
 }
 
-// NAME_train_NNNNNN.bin or NAME_val_NNNNNN.bin: a shard this command writes under --name NAME.
-static int ours(const char *file, const char *name) {
-    size_t ln = strlen(name);
-    if (strncmp(file, name, ln) != 0 || file[ln] != '_') return 0;
-    const char *rest = file + ln + 1;
-    rest += strncmp(rest, "train_", 6) == 0 ? 6 : strncmp(rest, "val_", 4) == 0 ? 4 : 0;
-    if (rest == file + ln + 1) return 0;
-    for (int i = 0; i < 6; i++)
-        if (rest[i] < '0' || rest[i] > '9') return 0;
-    return strcmp(rest + 6, ".bin") == 0;
+// NAME_train_NNNNNN.bin or NAME_val_NNNNNN.bin: a shard this command writes under --name NAME
+// (name NULL: under any name).
+static bool shard_file(const char *file, const char *name) {
+    const size_t n = strlen(file);
+    if (n < 11 || strcmp(file + n - 4, ".bin") != 0 || file[n - 11] != '_') return false;
+    for (size_t i = n - 10; i < n - 4; i++)
+        if (file[i] < '0' || file[i] > '9') return false;
+    const size_t split = n - 11;   // the '_' before the digits: "_train" or "_val" ends there
+    size_t prefix;
+    if (split > 6 && strncmp(file + split - 6, "_train", 6) == 0) prefix = split - 6;
+    else if (split > 4 && strncmp(file + split - 4, "_val", 4) == 0) prefix = split - 4;
+    else return false;
+    return !name || (strlen(name) == prefix && strncmp(file, name, prefix) == 0);
 }
 
-// Removes dir's shards of this --name and stale temporaries.
-static void clear_dir(const char *dir, const char *name) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char path[4096];
-    for (struct dirent *e; (e = readdir(d));)
-        if (ours(e->d_name, name)) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Whether name is in the sorted list (n).
+static bool in_list(const char *const *list, size_t n, const char *name) {
+    return n && bsearch(&name, list, n, sizeof *list, cmp_name) != NULL;
+}
+
+// The staging folder emptied of shards (of any --name: it is this command's own) and of the
+// temporaries of writers that are gone; OUT of those temporaries too.
+static void clear_staging(const char *out) {
+    char staging[4096], path[8192];
+    snprintf(staging, sizeof staging, "%s/" DATA_STAGING, out);
+    DIR *d = opendir(staging);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (shard_file(e->d_name, NULL)) {
+            snprintf(path, sizeof path, "%s/%s", staging, e->d_name);
             unlink(path);
         }
-    closedir(d);
-    atomic_file_clean_stale(dir);
+    if (d) closedir(d);
+    atomic_file_clean_stale(staging);
+    atomic_file_clean_stale(out);
 }
 
-// Before writing: the manifest goes first (the folder is "incomplete" from here until the new
-// one is written), then every shard an earlier run of this --name left, staged or published.
-static int clear_previous(const Options *o, Error *err) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/" STAGING, o->out);
-    if (file_make_dirs(path, err)) return -1;
-    snprintf(path, sizeof path, "%s/tokenize.json", o->out);
-    if (unlink(path) == 0 && fsync_parent_dir(path, err)) return -1;
-    clear_dir(o->out, o->name);
-    snprintf(path, sizeof path, "%s/" STAGING, o->out);
-    clear_dir(path, o->name);
-    return 0;
-}
-
-// Every staged shard renamed into OUT, the folder synced, the staging folder removed.
-static int publish(const Writer *w, Error *err) {
+// Every staged shard renamed into OUT (*moved counts them), the folder synced.
+static int publish(const Writer *w, int *moved, Error *err) {
     char from[4096], to[4096];
-    snprintf(to, sizeof to, "%s/tokenize.json", w->o->out);   // any name in OUT, for the fsync
+    snprintf(to, sizeof to, "%s/" DATA_MANIFEST, w->o->out);   // any name in OUT, for the fsync
     const cJSON *f;
     cJSON_ArrayForEach(f, w->files) {
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "file"));
-        snprintf(from, sizeof from, "%s/" STAGING "/%s", w->o->out, name);
+        snprintf(from, sizeof from, "%s/" DATA_STAGING "/%s", w->o->out, name);
         if (atomic_file_move_into(from, w->o->out, err)) return -1;
+        ++*moved;
     }
-    snprintf(from, sizeof from, "%s/" STAGING, w->o->out);
-    rmdir(from);
     return fsync_parent_dir(to, err);
 }
 
-static int write_manifest(Writer *w, const HfTokenizer *t, const char *sha, const TokenizeStats *st,
+static int write_manifest(const Writer *w, const HfTokenizer *t, const char *sha, const TokenizeStats *st,
                           Error *err) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "tokenizer", hf_tokenizer_name(t));
@@ -283,15 +283,103 @@ static int write_manifest(Writer *w, const HfTokenizer *t, const char *sha, cons
     cJSON_AddNumberToObject(m, "documents", (double)st->docs);
     cJSON_AddNumberToObject(m, "train_tokens", (double)w->train.total);
     cJSON_AddNumberToObject(m, "val_tokens", (double)w->val.total);
-    cJSON_AddItemToObject(m, "shards", w->files);
-    w->files = NULL;
+    cJSON_AddItemToObject(m, "shards", cJSON_Duplicate(w->files, true));
     char *text = cJSON_Print(m);
     char path[4096];
-    snprintf(path, sizeof path, "%s/tokenize.json", w->o->out);
+    snprintf(path, sizeof path, "%s/" DATA_MANIFEST, w->o->out);
     int rc = atomic_write_file(path, text, strlen(text), err);
     free(text);
     cJSON_Delete(m);
     return rc;
+}
+
+// The names of this run's shards, sorted, *n of them (free the array; the names are w->files').
+static const char **new_names(const Writer *w, size_t *n) {
+    const int count = cJSON_GetArraySize(w->files);
+    const char **names = xcalloc(count > 0 ? (size_t)count : 1, sizeof *names);
+    *n = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, w->files) names[(*n)++] = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "file"));
+    qsort(names, *n, sizeof *names, cmp_name);
+    return names;
+}
+
+// How far the commit got, for what a failure undoes.
+typedef struct {
+    int moved;     // shards renamed into OUT
+    bool torn;     // the old manifest is gone and the new one not yet written
+} Commit;
+
+// The new shards into OUT, then the new manifest over the old one (the commit); the old
+// manifest goes first only when a new shard would replace a shard it lists.
+static int commit(const Writer *w, const ShardNames *old, const HfTokenizer *t, const char *sha,
+                  const TokenizeStats *st, Commit *c, Error *err) {
+    size_t n;
+    const char **names = new_names(w, &n);
+    bool clash = false;
+    for (size_t i = 0; i < old->n && !clash; i++) clash = in_list(names, n, old->name[i]);
+    free(names);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" DATA_MANIFEST, w->o->out);
+    if (clash) {
+        if (unlink(path) != 0 && errno != ENOENT) {
+            error_set(err, "%s: cannot remove it to replace its shards: %s", path, strerror(errno));
+            return -1;
+        }
+        c->torn = true;
+        if (fsync_parent_dir(path, err)) return -1;
+    }
+    if (publish(w, &c->moved, err) || write_manifest(w, t, sha, st, err)) return -1;
+    c->torn = false;
+    return 0;
+}
+
+// After the commit: the shards the old manifest listed and any other shard of this --name, when
+// the new manifest does not list them. Nothing else in OUT is touched. A file that cannot be
+// removed stays (training reads the manifest's shards alone).
+static void remove_replaced(const Writer *w, const ShardNames *old) {
+    char staging[4096], path[8192];
+    snprintf(staging, sizeof staging, "%s/" DATA_STAGING, w->o->out);
+    rmdir(staging);
+    size_t n;
+    const char **names = new_names(w, &n);
+    for (size_t i = 0; i < old->n; i++)
+        if (!in_list(names, n, old->name[i])) {
+            snprintf(path, sizeof path, "%s/%s", w->o->out, old->name[i]);
+            unlink(path);
+        }
+    DIR *d = opendir(w->o->out);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (shard_file(e->d_name, w->o->name) && !in_list(names, n, e->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", w->o->out, e->d_name);
+            unlink(path);
+        }
+    if (d) closedir(d);
+    free(names);
+    Error ignored;   // not durable yet: after a crash an unlisted old shard is back, and still unread
+    snprintf(path, sizeof path, "%s/" DATA_MANIFEST, w->o->out);
+    fsync_parent_dir(path, &ignored);
+}
+
+// A run that failed: what it staged goes, and the staging folder and OUT when it made them
+// and left them empty. Before the commit OUT is as the earlier run left it; shards renamed
+// into OUT beside an old manifest that still stands are removed again. A torn folder (its old
+// manifest gone, no new one) keeps the staging folder, so training refuses it until a rerun.
+static void undo(const Writer *w, const Commit *c) {
+    char staging[4096], path[8192];
+    snprintf(staging, sizeof staging, "%s/" DATA_STAGING, w->o->out);
+    clear_staging(w->o->out);
+    if (c->torn) return;
+    int k = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, w->files) {
+        if (k++ == c->moved) break;
+        snprintf(path, sizeof path, "%s/%s", w->o->out,
+                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "file")));
+        unlink(path);
+    }
+    rmdir(staging);
+    rmdir(w->o->out);   // fails harmlessly when it holds anything else
 }
 
 static int run(const Options *o, const char **inputs, int n_in, const HfTokenizer *t, const char *sha,
@@ -304,17 +392,25 @@ static int run(const Options *o, const char **inputs, int n_in, const HfTokenize
     text_encoding_init(&te, t, o->threads);
     TokenizeSink sink = {&w, emit, progress};
     TokenizeStats st;
-    int rc = clear_previous(o, err) || data_tokenize_paths(inputs, n_in, &te, &sink, &st, err) ||
-             flush_shard(&w, &w.train, err) || flush_shard(&w, &w.val, err) || publish(&w, err) ||
-             write_manifest(&w, t, sha, &st, err) ? -1 : 0;
-    if (w.tty) fputc('\n', stderr);
-    if (rc) {   // what this run staged goes; folders it made and left empty too
-        char staging[4096];
-        snprintf(staging, sizeof staging, "%s/" STAGING, o->out);
-        clear_dir(staging, o->name);
-        rmdir(staging);
-        rmdir(o->out);   // fails harmlessly when it holds anything else
+    // The shards the folder's manifest lists now; an unreadable one lists none (this run replaces it).
+    ShardNames old;
+    Error unread;
+    if (data_manifest_shards(o->out, &old, &unread) < 0) old = (ShardNames){0};
+    Commit c = {0};
+    char staging[4096];
+    snprintf(staging, sizeof staging, "%s/" DATA_STAGING, o->out);
+    int rc = file_make_dirs(staging, err);
+    if (rc == 0) {
+        clear_staging(o->out);
+        rc = data_tokenize_paths(inputs, n_in, &te, &sink, &st, err) || flush_shard(&w, &w.train, err) ||
+                     flush_shard(&w, &w.val, err) || commit(&w, &old, t, sha, &st, &c, err)
+                 ? -1
+                 : 0;
     }
+    if (w.tty) fputc('\n', stderr);
+    if (rc) undo(&w, &c);
+    else remove_replaced(&w, &old);
+    data_free_shard_names(&old);
     double dt = now_s() - w.t0;
     if (rc == 0)
         printf("tokenized %llu files, %.1f MB, %llu documents in %.2f s (%.1f MB/s, %.2f M tokens/s, %d threads): "

@@ -98,23 +98,10 @@ static int split_files(const char *path, FileList *files, DataSplit split, size_
     return 0;
 }
 
-// `pptrain tokenize` leaves tokenize.json (its manifest: the tokenizer's sha256) beside its
-// shards; it is not one of them.
-static void drop_manifest(FileList *files) {
-    size_t kept = 0;
-    for (size_t i = 0; i < files->n; i++) {
-        const char *name = strrchr(files->path[i], '/');
-        if (!files->lone && strcmp(name ? name + 1 : files->path[i], "tokenize.json") == 0) free(files->path[i]);
-        else files->path[kept++] = files->path[i];
-    }
-    files->n = kept;
-}
-
 static int load(const char *path, Batching mode, DataSplit split, const TextEncoding *te, TokenStream *s,
                 size_t *held_out, Error *err) {
     FileList files;
-    if (data_list_files(path, &files, err) != 0) return -1;
-    drop_manifest(&files);
+    if (data_list_source(path, &files, err) != 0) return -1;
     if (split_files(path, &files, split, held_out, err)) {
         data_free_files(&files);
         return -1;

@@ -1,10 +1,10 @@
 // engine/data: training text -> batches of token ids.
 //
 // Sources: a plain text file, a folder of text files (read recursively, in sorted path
-// order), an llm.c token shard (.bin), or a folder of .bin shards (its tokenize.json, written by
-// `pptrain tokenize`, is not a shard). Text is tokenized with the byte tokenizer
-// (engine/data/tokenizer.h) or a Hugging Face tokenizer (TextEncoding: its BOS, EOS and pad
-// take the places of the byte tokenizer's below).
+// order), an llm.c token shard (.bin), or a folder of .bin shards: every .bin in it, or, in a
+// folder `pptrain tokenize` wrote, exactly the shards its tokenize.json lists (below). Text
+// is tokenized with the byte tokenizer (engine/data/tokenizer.h) or a Hugging Face tokenizer
+// (TextEncoding: its BOS, EOS and pad take the places of the byte tokenizer's below).
 //
 // Batching (one batch = B rows of T inputs and T targets):
 //   pad:  one document per row: BOS + document + EOS, clipped to T+1 tokens or padded with
@@ -64,6 +64,25 @@ Dataset *dataset_open_split(const char *path, Batching mode, int seq_len, uint64
 // The same with text encoded by te (NULL: the byte tokenizer). Shards are read as they are.
 Dataset *dataset_open_text(const char *path, Batching mode, int seq_len, uint64_t seed, DataSplit split,
                            const TextEncoding *te, Error *err);
+// `pptrain tokenize`'s folder: DIR/tokenize.json lists the shards it wrote ("shards": [{"file":
+// NAME, ...}, ...]), and a folder holding one is read as exactly those files, in sorted order: a
+// listed shard that is missing is an error, and a file it does not list (a stray .bin, an
+// earlier run's shard) is not read. While tokenize writes, its shards wait in the hidden
+// DIR/.tokenize-partial; a folder holding that and no tokenize.json is a tokenize that has not
+// finished, and is refused. A folder without either is read as it always was.
+#define DATA_MANIFEST "tokenize.json"
+#define DATA_STAGING ".tokenize-partial"
+#define DATA_MANIFEST_MAX_BYTES ((size_t)1 << 26)
+typedef struct {
+    char **name;   // (n) the file names the manifest lists, in its order
+    size_t n;
+} ShardNames;
+// 1 with out filled when dir is a folder holding a tokenize.json, 0 when it is not (a file, or
+// a folder without one), -1 with err when the manifest is unreadable, has no "shards" list, or
+// lists a name that is not a file name (empty, ".", "..", with a '/').
+int data_manifest_shards(const char *dir, ShardNames *out, Error *err);
+void data_free_shard_names(ShardNames *s);
+
 // The validation shards a DATA_TRAIN open set aside (0 for anything else).
 size_t dataset_held_out(const Dataset *ds);
 void dataset_close(Dataset *ds);

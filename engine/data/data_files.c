@@ -6,15 +6,21 @@
 //     once, under the first path in sorted order; folder symlink loops are walked once;
 //   - "NAME.dat" beside a file "NAME" is strfile(1)'s index of NAME, not text, and is skipped.
 // Files that hold NUL bytes are left to data_text.c to skip, since it reads them anyway.
+// A folder `pptrain tokenize` wrote is read as its tokenize.json lists it, not walked
+// (data_list_source; the rules in engine/data/data.h).
 #include "engine/data/data_source.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "engine/file_read.h"
+#include "engine/json_read.h"
 
 typedef struct {
     char *path;
@@ -229,5 +235,119 @@ int data_read_file(const char *path, unsigned char **buf, size_t *len, Error *er
     close(fd);
     *buf = p;
     *len = size;
+    return 0;
+}
+
+// ---- a `pptrain tokenize` folder: the shards its manifest lists -----------------------------------
+
+void data_free_shard_names(ShardNames *s) {
+    for (size_t i = 0; i < s->n; i++) free(s->name[i]);
+    free(s->name);
+    *s = (ShardNames){0};
+}
+
+static int plain_file_name(const char *name) {
+    return name && name[0] && strchr(name, '/') == NULL && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+int data_manifest_shards(const char *dir, ShardNames *out, Error *err) {
+    *out = (ShardNames){0};
+    struct stat st;
+    char *path = join_path(dir, DATA_MANIFEST);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || stat(path, &st) != 0) {
+        free(path);
+        return 0;
+    }
+    char *text = file_read_all(path, DATA_MANIFEST_MAX_BYTES, "a " DATA_MANIFEST, NULL, err);
+    cJSON *j = text ? json_parse_object(text, strlen(text), path, err) : NULL;
+    free(text);
+    const cJSON *shards = j ? cJSON_GetObjectItemCaseSensitive(j, "shards") : NULL;
+    int rc = j ? 1 : -1;
+    if (j && !cJSON_IsArray(shards)) {
+        error_set(err, "%s: malformed (no \"shards\" list)", path);
+        rc = -1;
+    }
+    if (rc == 1) {
+        const int n = cJSON_GetArraySize(shards);
+        out->name = xcalloc(n > 0 ? (size_t)n : 1, sizeof *out->name);
+        const cJSON *f;
+        cJSON_ArrayForEach(f, shards) {
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "file"));
+            if (!plain_file_name(name)) {
+                error_set(err, "%s: malformed (shard %zu has no \"file\", or one that is not a file name)", path,
+                          out->n + 1);
+                rc = -1;
+                break;
+            }
+            out->name[out->n] = strdup(name);
+            check_alloc(out->name[out->n++], 1, __FILE__, __LINE__);
+        }
+    }
+    cJSON_Delete(j);
+    free(path);
+    if (rc != 1) data_free_shard_names(out);
+    return rc;
+}
+
+// The listed shards as paths under dir, sorted as a walk of the folder would list them.
+static int manifest_files(const char *dir, const ShardNames *names, FileList *out, Error *err) {
+    if (names->n == 0) {
+        error_set(err, "%s/" DATA_MANIFEST " lists no shards (its tokenize found no documents)", dir);
+        return -1;
+    }
+    out->path = xcalloc(names->n, sizeof *out->path);
+    for (size_t i = 0; i < names->n; i++) {
+        out->path[out->n++] = join_path(dir, names->name[i]);
+        struct stat st;
+        const int failed = stat(out->path[i], &st) != 0 ? errno : 0;
+        char why[160] = "";
+        if (failed == ENOENT) snprintf(why, sizeof why, "missing");
+        else if (failed) snprintf(why, sizeof why, "not readable (%s)", strerror(failed));
+        else if (!S_ISREG(st.st_mode)) snprintf(why, sizeof why, "not a file");
+        if (why[0]) {
+            error_set(err, "%s/" DATA_MANIFEST " lists %s, which is %s: run pptrain tokenize again", dir,
+                      names->name[i], why);
+            data_free_files(out);
+            return -1;
+        }
+    }
+    qsort(out->path, out->n, sizeof *out->path, cmp_str);
+    for (size_t i = 1; i < out->n; i++)
+        if (strcmp(out->path[i], out->path[i - 1]) == 0) {
+            error_set(err, "%s/" DATA_MANIFEST " lists %s twice: run pptrain tokenize again", dir,
+                      strrchr(out->path[i], '/') + 1);
+            data_free_files(out);
+            return -1;
+        }
+    return 0;
+}
+
+int data_list_source(const char *path, FileList *out, Error *err) {
+    *out = (FileList){0};
+    ShardNames names;
+    const int listed = data_manifest_shards(path, &names, err);
+    if (listed < 0) return -1;
+    if (listed) {
+        const int rc = manifest_files(path, &names, out, err);
+        data_free_shard_names(&names);
+        return rc;
+    }
+    char *staging = join_path(path, DATA_STAGING);
+    struct stat st;
+    const int unfinished = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(staging, &st) == 0;
+    free(staging);
+    if (unfinished) {
+        error_set(err, "%s: a pptrain tokenize into this folder has not finished (it holds " DATA_STAGING
+                  " and no " DATA_MANIFEST "): wait for it, or run it again", path);
+        return -1;
+    }
+    if (data_list_files(path, out, err) != 0) return -1;
+    size_t kept = 0;   // a manifest below the folder is not data either
+    for (size_t i = 0; i < out->n; i++) {
+        const char *name = strrchr(out->path[i], '/');
+        if (!out->lone && strcmp(name ? name + 1 : out->path[i], DATA_MANIFEST) == 0) free(out->path[i]);
+        else out->path[kept++] = out->path[i];
+    }
+    out->n = kept;
     return 0;
 }

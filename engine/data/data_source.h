@@ -30,6 +30,11 @@ typedef struct {
 } FileList;
 
 int data_list_files(const char *path, FileList *out, Error *err);
+// The files a --data path names as a source: the shards a `pptrain tokenize` folder's manifest
+// lists (engine/data/data.h; each must be a file there), else data_list_files without the
+// tokenize.json files it found (a manifest is not data). A folder holding .tokenize-partial and
+// no manifest is refused: a tokenize into it has not finished.
+int data_list_source(const char *path, FileList *out, Error *err);
 void data_free_files(FileList *fl);
 int data_has_suffix(const char *s, const char *suffix);
 // Reads a whole file into a fresh buffer (*buf is NULL when the file is empty).

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tests/cli/cli_tokenize.sh: `pptrain tokenize` and `train --tokenizer` end to end: text ->
 # llm.c shards with the Llama 2-style fixture tokenizer (tests/fixtures/tokenizers), the same
-# bytes on 1 and 2 threads, a rerun that replaces stale shards, a write failure that leaves
-# nothing, then a few steps on the shards at P=2 and on the text itself; and the refusals:
-# one line on stderr, exit 2, nothing written.
+# bytes on 1 and 2 threads, a rerun that replaces stale shards (under its own --name or
+# another), a write failure that leaves nothing, a failed rerun that leaves the earlier shards,
+# training that reads the shards tokenize.json lists and no others, then a few steps on the
+# shards at P=2 and on the text itself; and the refusals: one line on stderr, exit 2, nothing
+# written (a listed shard missing, a tokenize that has not finished among them).
 # usage: cli_tokenize.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
 fx=$src/tests/fixtures/tokenizers
@@ -51,6 +53,27 @@ printf 'caf\xe9\n' > mixed/b.txt
 code=$?
 check "a failure after some shards exits 2 with one line" [ $code -eq 2 -a "$(wc -l <err.txt)" -eq 1 ]
 check "and leaves no shard, staged or published" [ -z "$(ls -A mixed_out 2>/dev/null)" ]
+
+# A rerun under another --name replaces the shards the earlier tokenize.json listed, and training
+# reads what the new one lists: the manifest's token count, not a stray .bin dropped in beside.
+# A rerun that fails leaves the earlier run's shards and manifest as they were.
+"$bin" tokenize --tokenizer "$fx/llama2" --out renamed --name aaa text >/dev/null 2>&1
+"$bin" tokenize --tokenizer "$fx/llama2" --out renamed --name bbb text/b.txt >/dev/null 2>&1
+check "a rerun under another --name leaves only its own shards" \
+  [ "$(ls -A renamed | tr '\n' ' ')" = "bbb_train_000000.bin tokenize.json " ]
+cp shards/tokens_train_000000.bin renamed/stray_train_000000.bin
+"$bin" train --model model.json --data renamed --tokenizer "$fx/llama2" --batching pack --seq 8 --batch 1 --steps 1 \
+  --db '' >renamed.txt 2>&1
+want=$(sed -n 's/.*"train_tokens":[[:space:]]*\([0-9]*\).*/\1/p' renamed/tokenize.json)
+check "train reads the manifest's $want tokens, not the old shards or a stray .bin" \
+  grep -q "^  data renamed: .*, $want tokens, pack batching" renamed.txt
+cp renamed/tokenize.json renamed.json
+"$bin" tokenize --tokenizer "$fx/gpt2" --out renamed --name ccc --shard-tokens 20 mixed >/dev/null 2>&1
+check "a failed rerun keeps the earlier manifest" cmp -s renamed.json renamed/tokenize.json
+check "and the earlier shards, and makes none" \
+  [ "$(ls -A renamed | tr '\n' ' ')" = "bbb_train_000000.bin stray_train_000000.bin tokenize.json " ]
+mkdir -p unfinished/.tokenize-partial
+cp shards/tokens_train_000000.bin unfinished/
 
 "$bin" train --model model.json --data shards --tokenizer "$fx/llama2" --batching pack --seq 16 --batch 4 \
   --microbatches 2 --stages 2 --steps 3 --db '' >train.txt 2>&1
@@ -127,4 +150,9 @@ expect_refusal "more than the model's vocabulary (259)" "$bin" train --data text
 expect_refusal "the shards were made with" "$bin" train --model model.json --data shards --batching pack --tokenizer "$fx/mistral" --steps 1 --db ''
 expect_refusal "there is no --init-from" "$bin" train --model model.json --data text --tokenizer auto --steps 1 --db ''
 expect_refusal "needs --tokenizer, --out" "$bin" tokenize --out o5 text
+rm renamed/bbb_train_000000.bin
+expect_refusal "renamed/tokenize.json lists bbb_train_000000.bin, which is missing: run pptrain tokenize again" \
+  "$bin" train --model model.json --data renamed --tokenizer "$fx/llama2" --batching pack --seq 8 --steps 1 --db ''
+expect_refusal "unfinished: a pptrain tokenize into this folder has not finished" \
+  "$bin" train --model model.json --data unfinished --tokenizer "$fx/llama2" --batching pack --seq 8 --steps 1 --db ''
 cli_finish

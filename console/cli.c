@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/transport/mpi_process.h"
+
 int cli_parse_int(const char *flag, const char *text, long min, long max, long *out, Error *err) {
     char *end = NULL;
     errno = 0;
@@ -95,4 +97,30 @@ int cli_fail(const Error *err) {
 void cli_device_text(DeviceKind device, bool gpu_fp32, char *buf, size_t size) {
     if (device != DEVICE_CUDA) snprintf(buf, size, "cpu fp32");
     else snprintf(buf, size, "cuda %s%s", gpu_fp32 ? "fp32" : "bf16", cli_gpu_emulated ? " (emulated)" : "");
+}
+
+int cli_refuse_mpirun_copies(const char *command, const TransportKind *transport) {
+    const int world = mpi_process_launch_size();
+    if (world <= 1 || (transport && transport_multi_process(*transport))) return 0;
+    if (mpi_process_launch_rank() != 0) {
+        mpi_process_wait_for_root();
+        return 2;
+    }
+    if (!transport) {
+        fprintf(stderr, "pptrain: started by mpirun as %d processes, but %s runs in one: run it without mpirun\n",
+                world, command);
+        return 2;
+    }
+    // The transports that make each process a rank, from the registry: "mpi, or nccl on GPUs".
+    char fix[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < TRANSPORT_COUNT && len < sizeof fix; i++) {
+        const TransportInfo *t = &TRANSPORT_REGISTRY[i];
+        if (t->multi_process && t->open)
+            len += (size_t)snprintf(fix + len, sizeof fix - len, "%s%s%s", len ? ", or " : "", t->name,
+                                    t->device_collectives ? " on GPUs" : "");
+    }
+    fprintf(stderr, "pptrain: started by mpirun as %d processes, but --transport is %s (threads of one process): "
+                    "pass --transport %s\n", world, transport_kind_name(*transport), fix);
+    return 2;
 }

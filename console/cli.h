@@ -24,6 +24,15 @@ const char *cli_value(int argc, char **argv, int *i, Error *err);
 // Prints "pptrain: <msg>" to stderr and returns 2 (the exit code for user errors).
 int cli_fail(const Error *err);
 
+// Under mpirun as several processes, a command that runs a whole job in each process would
+// run it once per process: N runs recorded alike, N checkpoint folders, exit 0. transport:
+// the command's --transport, which may be one that makes each process one rank of the job
+// (mpi, nccl); NULL for a command without one, which runs in one process (tokenize, export).
+// 0 when the command may go on (no mpirun, mpirun -np 1, or such a transport); else 2, the
+// exit code, after one line on rank 0's stderr saying what to pass; the other ranks print
+// nothing, so the user reads one line, not N, and first give rank 0 time to print it.
+int cli_refuse_mpirun_copies(const char *command, const TransportKind *transport);
+
 // Defined by the program's main.c, which is compiled once per program: true in pptrain_emu,
 // whose GPUs are emulated on the CPU (tests/gpu_emu).
 extern const bool cli_gpu_emulated;

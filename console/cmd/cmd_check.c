@@ -212,6 +212,8 @@ int cmd_check(int argc, char **argv) {
         cli_options_usage(stdout, CHECK_FLAGS, N_CHECK_FLAGS, 36, NULL, NULL);
         return 0;
     }
+    const int refused = parsed ? 0 : cli_refuse_mpirun_copies("check", &ro->pipe.transport);
+    if (refused) return refused;
     if (parsed || prepare_source(&session, &err)) {
         run_session_release(&session);
         return cli_fail(&err);

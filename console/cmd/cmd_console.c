@@ -228,6 +228,13 @@ static int console_with_defaults(int argc, char **argv, int first, RunOptions de
         free(ro);
         return 0;
     }
+    // Under mpirun with the local transport every process would open its own console on the
+    // terminal, each with its own runs.
+    const int refused = cli_refuse_mpirun_copies("console", &ro->pipe.transport);
+    if (refused) {
+        free(ro);
+        return refused;
+    }
     const bool mpi = transport_multi_process(ro->pipe.transport);
     int rank = 0, world = 1, code;
     if (mpi && mpi_start(&rank, &world, &err)) {

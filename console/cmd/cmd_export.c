@@ -66,6 +66,8 @@ int cmd_export(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    const int refused = cli_refuse_mpirun_copies("export", NULL);
+    if (refused) return refused;
     const char *what = words.what, *folder = words.folder;
     const char *db_file = o.db_file;
     const bool bf16 = o.bf16;

@@ -359,6 +359,8 @@ int cmd_sample(int argc, char **argv) {
         return 0;
     }
     if (parsed || check_flags(&f, what, &err)) return cli_fail(&err);
+    const int refused = cli_refuse_mpirun_copies("sample", &ro->pipe.transport);
+    if (refused) return refused;
     choose_source(ro, what);
     session.weights_only = session.newest_intact = true;
     SampleTokens t = {0};

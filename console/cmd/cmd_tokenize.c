@@ -439,6 +439,11 @@ int cmd_tokenize(int argc, char **argv) {
         free(inputs);
         return cli_fail(&err);
     }
+    const int refused = cli_refuse_mpirun_copies("tokenize", NULL);
+    if (refused) {
+        free(inputs);
+        return refused;
+    }
     HfTokenizer *t = hf_tokenizer_load(o.tokenizer, &err);
     char sha[65];
     int rc = !t || file_sha256(hf_tokenizer_name(t), sha, NULL, &err) || run(&o, inputs, n_in, t, sha, &err) ? -1 : 0;

@@ -251,6 +251,8 @@ int cmd_train(int argc, char **argv) {
         return 0;
     }
     if (rc_parse) return cli_fail(&err);
+    const int refused = cli_refuse_mpirun_copies("train", &ro.pipe.transport);
+    if (refused) return refused;
     static RunSession session;    // large (paths): not on the stack
     TrainPrinter printer;
     memset(&printer, 0, sizeof printer);

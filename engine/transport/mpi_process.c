@@ -67,20 +67,42 @@ static void mpi_process_finalize(void) {
     mpi_finalized = true;
 }
 
-static const char *const RANK_VARS[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+// What a launcher puts in each process's environment: its rank in the world, and the world's
+// size where the launcher says it (PMIx alone does not: there the size is MPI's to tell).
+static const struct {
+    const char *rank, *size;
+} LAUNCH_VARS[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},   // Open MPI's mpirun
+    {"PMIX_RANK", NULL},                                 // a PMIx launcher (prterun, srun --mpi=pmix)
+    {"PMI_RANK", "PMI_SIZE"},                            // a PMI one (MPICH's and Intel MPI's hydra)
+};
+#define N_LAUNCH_VARS (sizeof LAUNCH_VARS / sizeof LAUNCH_VARS[0])
 
 bool mpi_process_launched(void) {
-    for (size_t i = 0; i < sizeof RANK_VARS / sizeof RANK_VARS[0]; i++)
-        if (getenv(RANK_VARS[i])) return true;
+    for (size_t i = 0; i < N_LAUNCH_VARS; i++)
+        if (getenv(LAUNCH_VARS[i].rank)) return true;
     return false;
 }
 
 int mpi_process_launch_rank(void) {
-    for (size_t i = 0; i < sizeof RANK_VARS / sizeof RANK_VARS[0]; i++) {
-        const char *v = getenv(RANK_VARS[i]);
+    for (size_t i = 0; i < N_LAUNCH_VARS; i++) {
+        const char *v = getenv(LAUNCH_VARS[i].rank);
         if (v) return atoi(v);
     }
     return 0;
+}
+
+int mpi_process_launch_size(void) {
+    for (size_t i = 0; i < N_LAUNCH_VARS; i++) {
+        const char *v = LAUNCH_VARS[i].size ? getenv(LAUNCH_VARS[i].size) : NULL;
+        if (v) return atoi(v) > 1 ? atoi(v) : 1;
+    }
+    return 1;
+}
+
+void mpi_process_wait_for_root(void) {
+    const struct timespec grace = {(time_t)ROOT_GRACE_S, 0};
+    nanosleep(&grace, NULL);   // mpirun ends this process once rank 0 has exited
 }
 
 int mpi_process_init(Error *err) {

@@ -43,6 +43,14 @@ void mpi_process_failed(void);
 // The rank the launcher gave this process (from its environment), 0 when no launcher started
 // it; callable before MPI starts. For lines every rank would print alike: rank 0's only.
 int mpi_process_launch_rank(void);
+// The world's size the launcher gave (OMPI_COMM_WORLD_SIZE, PMI_SIZE), 1 when no launcher
+// started this process or it names no size (PMIx alone); callable before MPI starts.
+int mpi_process_launch_size(void);
+// For a rank other than 0 that stops before MPI starts, for a reason rank 0 prints for every
+// rank: mpirun ends the whole job, rank 0 included, as soon as one rank exits non-zero, so it
+// first gives rank 0 up to ROOT_GRACE_S (2 s) to print its line and exit, upon which mpirun
+// ends this process. Returns after that time when mpirun has not.
+void mpi_process_wait_for_root(void);
 // This process's rank in the world and the world's size (MPI initialized).
 int mpi_process_rank(void);
 int mpi_process_size(void);

@@ -2,6 +2,8 @@
 # `pptrain train --transport mpi` under mpirun: P = 2 ranks print the same losses as the
 # local transport (rank 0 prints, once), P = 2 x D = 2 replicas on 4 ranks match local
 # --dp 2, and a world of the wrong size ends every rank with one line and a non-zero exit.
+# mpirun -np 2 without --transport mpi (so every process a whole job) is refused in one line,
+# by train and every other command that would run a job per process; -np 1 still trains.
 # Skipped (exit 0, says so) while `pptrain train` has no --transport flag.
 # usage: cli_mpi.sh PPTRAIN SOURCE_DIR
 source "$(dirname "$0")/lib_cli.sh" "$@"
@@ -41,6 +43,48 @@ check "D=2 matches D=1 (same global batch)" close "$work/local.txt" "$work/local
 check "wrong world size exits non-zero" [ $? -ne 0 ]
 check "every rank says why, once" [ "$(grep -c 'pptrain: mpirun started 3 ranks but --stages 2 x --dp 2 needs 4' \
   "$work/size.txt")" -eq 3 ]
+
+# mpirun with the local transport (the default): every process would run the whole job alone,
+# each recording its own run. Refused on every rank before anything is recorded or written,
+# exit 2, one line on stderr from rank 0 alone (each rank's stderr to its own file, so mpirun's
+# own banner is not counted). With -np 1 the local transport trains as without mpirun.
+on_ranks() {   # on_ranks NAME ARGS...: pptrain ARGS on 2 ranks, rank R's stderr in NAME.err.R
+  local name=$1
+  shift
+  "${mpi[@]}" -np 2 sh -c 'out=$1; shift; exec "$@" 2>"$out.err.$OMPI_COMM_WORLD_RANK"' sh "$work/$name" \
+    "$bin" "$@" > "$work/$name.txt" 2>&1
+}
+on_ranks local2 "${args[@]}" --db "$work/local2.db" --ckpt-dir "$work/local2-ck"
+check "mpirun -np 2 with the local transport exits 2" [ $? -eq 2 ]
+check "one line on stderr across both ranks" [ "$(cat "$work"/local2.err.* | wc -l)" -eq 1 ]
+check "rank 0's, saying what to pass" grep -q "^pptrain: started by mpirun as 2 processes, but --transport is local \
+(threads of one process): pass --transport mpi" "$work/local2.err.0"
+check "no run recorded, no checkpoint written" [ ! -e "$work/local2.db" -a ! -e "$work/local2-ck" ]
+"${mpi[@]}" -np 1 "$bin" "${args[@]}" --db "$work/local1.db" > "$work/local1.txt" 2>&1
+check "mpirun -np 1 with the local transport trains" [ $? -eq 0 ]
+check "and records one run" [ "$(sqlite3 "$work/local1.db" 'SELECT count(*) FROM runs')" = 1 ]
+check "with the losses of the local run" cmp -s <(losses "$work/local.txt") <(losses "$work/local1.txt")
+# Every other command that would run its whole job in each process, the same way; the ones
+# that only read (plan, history) run in each.
+n=0
+db="--db $work/cmd.db"
+text=$src/tests/fixtures/text
+for cmd in "console --steps 2 $db" "train --tui --data $text --steps 2 $db" "check --data $text --stages 2 $db" \
+           "sample $src/tests/fixtures/hf_generate --prompt Hi $db" "tokenize --tokenizer t.json --out o text" \
+           "export latest out $db"; do
+  n=$((n + 1))
+  # shellcheck disable=SC2086
+  on_ranks "cmd$n" $cmd
+  code=$?
+  check "$cmd under mpirun -np 2: exit 2 ($code), one line from rank 0" \
+    bash -c "[ $code -eq 2 ] && [ \"\$(cat '$work'/cmd$n.err.* | wc -l)\" -eq 1 ] &&
+             grep -q '^pptrain: started by mpirun as 2 processes' '$work/cmd$n.err.0'"
+done
+check "and nothing recorded or written" [ ! -e "$work/cmd.db" -a ! -e "$work/o" -a ! -e "$work/out" ]
+"${mpi[@]}" -np 2 "$bin" plan --stages 2 --microbatches 4 > "$work/plan.txt" 2>&1
+check "plan runs in each process" [ $? -eq 0 ]
+"${mpi[@]}" -np 2 "$bin" history list --db "$work/local1.db" > "$work/history.txt" 2>&1
+check "history reads in each process" [ $? -eq 0 ]
 
 # Tied embeddings across processes: the first and last stage's ranks all-reduce E + H, so
 # P=2 x D=2 over mpirun prints the bits of one stage with D=2 (the local transport).

@@ -111,6 +111,8 @@ void tui_app_start_run(TuiApp *app, const RunOptions *ro) {
     app->screen = TUI_SCREEN_LIVE;
     app->setup.ro.resume[0] = '\0';   // a --resume given to the console applies to its first run
     tui_app_status(app, THEME_TEXT, "%s started%s", ro->pipe.schedule, ro->resume[0] ? " (resuming)" : "");
+    // Not beside "failed": a run that fails at its start must not read as started.
+    tui_app_status_while(app, 1u << TUI_RUN_NONE | 1u << TUI_RUN_STARTING | 1u << TUI_RUN_RUNNING);
 }
 
 // ---- shared keys --------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ typedef struct {
     char suggestion[512];                 // plan --from-run latest's best layout ("" when none)
     bool suggested;                       // suggestion is current (cleared on entering the screen)
     RunOptions resumed;                   // ro.resume set: the form's values as it opened on the checkpoint's run
+    bool refused;                         // the status says why Enter could not start the form's run
 } TuiSetup;
 
 // ---- history ---------------------------------------------------------------------------------

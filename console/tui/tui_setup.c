@@ -167,6 +167,10 @@ static void replan(TuiApp *app) {
     TuiSetup *s = &app->setup;
     if (!s->dirty) return;
     s->dirty = false;
+    // A "cannot start" in the header was about the form as it was: once the form changes, the
+    // plan panel says what is wrong now (or nothing), and the old reason would mislead.
+    if (s->refused) app->status[0] = '\0';
+    s->refused = false;
     tui_plan_free(&s->plan);
     s->plan_ok = false;
     RunOptions ro;
@@ -388,9 +392,14 @@ static void draw_plan(TuiApp *app, const SetupLayout *L) {
              p->S / p->P, p->M);
     tui_panel(L->plan, title, THEME_TITLE);
     const TuiGanttData d = {p->ev, p->ev_off, p->P, 0.0, p->makespan};
-    tui_gantt(L->plan_lanes, L->lane_h, 0, min_i(L->lanes_visible, p->P), -1, &d);
+    const int shown = min_i(L->lanes_visible, p->P);
+    tui_gantt(L->plan_lanes, L->lane_h, 0, shown, -1, &d);
     int y = L->plan_lanes.y + L->plan_lanes.h;
-    tui_gantt_axis(y++, in.x, in.w, tui_gantt_label_w(p->P, in.w), 0.0, p->makespan, "units");
+    if (shown < p->P)   // the axis gives way to saying who is left out
+        tui_textf(y++, in.x, in.w, THEME_WARNING, "ranks 0-%d of %d shown (a taller terminal shows all)", shown - 1,
+                  p->P);
+    else
+        tui_gantt_axis(y++, in.x, in.w, tui_gantt_label_w(p->P, in.w), 0.0, p->makespan, "units");
     const double f = formula_bubble(p->name, p->P, p->M, p->S / p->P);
     char formula[64] = "";
     if (!isnan(f)) snprintf(formula, sizeof formula, "; the paper's formula %.2f%%", 100 * f);
@@ -435,8 +444,12 @@ static void start(TuiApp *app) {
     }
     RunOptions ro;
     Error err;
-    if (tui_setup_options(app, &ro, &err)) tui_app_status(app, THEME_ERROR, "cannot start: %s", err.msg);
-    else tui_app_start_run(app, &ro);
+    if (tui_setup_options(app, &ro, &err)) {
+        tui_app_status(app, THEME_ERROR, "cannot start: %s", err.msg);
+        s->refused = true;
+    } else {
+        tui_app_start_run(app, &ro);
+    }
 }
 
 static void form_move(TuiApp *app, int d) {

@@ -264,4 +264,32 @@ check "the resumed run read its own data" grep -q "fixtures/text" <(sqlite3 "$wo
 if [ ! -s "$work/resume/stderr.txt" ]; then pass; else fail "stderr not empty:"; cat "$work/resume/stderr.txt"; fi
 cd "$work" || exit 1
 
+# Messages that go with their cause: a "cannot start" leaves the header once the form changes,
+# a run that fails at its start does not read "started", and a setup screen too short for
+# every rank's lane says which it shows.
+tm kill-server 2>/dev/null
+mkdir -p "$work/notes/adir" && cd "$work/notes" || exit 1
+tm new-session -d -x 120 -y 40 "cd '$work/notes' && '$bin' console --db '$work/notes/r.db' --data '$src/tests/fixtures/text' \
+  2>/dev/null"
+wait_for 10 '^[│x] *stages P +4 ' "the setup form"
+for _ in $(seq 7); do tm send-keys Down; done   # from 1f1b to stages
+tm send-keys 9 Enter
+wait_for 5 '^[│x] *stages P +9 ' "stages typed"
+tm send-keys Enter
+wait_for 5 '^pptrain setup +cannot start: 9 stages' "Enter refused, saying why"
+tm send-keys 4 Enter
+wait_gone 1 'cannot start' "the form changed: the refusal leaves the header (at once, not when it times out)"
+tm resize-window -x 60 -y 16
+wait_for 5 '^[│x]ranks 0-1 of 4 shown' "60x16: the plan says which ranks it shows"
+tm kill-server 2>/dev/null
+tm new-session -d -x 120 -y 40 "cd '$work/notes' && '$bin' console --db '$work/notes/adir' --data '$src/tests/fixtures/text' \
+  2>/dev/null"
+wait_for 10 '^[│x] *stages P +4 ' "the setup form, over a --db that is a folder"
+tm send-keys Enter
+wait_for 10 '^pptrain failed ' "the run fails at its start"
+check "a failed run does not read 'started'" bash -c "! head -1 '$work/screen.txt' | grep -q started"
+wait_for 5 'a folder, not a file' "... saying why"
+tm kill-server 2>/dev/null
+cd "$work" || exit 1
+
 cli_finish

@@ -4,7 +4,16 @@
 # screen, and keep, which saves it.
 # shellcheck shell=bash
 sock=pptrain-test-$$
-tm() { tmux -L "$sock" "$@"; }
+# tmux on the test's own server. A new-session right after a kill-server can reach the server
+# while it exits and fail with "server exited unexpectedly" (14 times in 40 on a 2-core
+# machine), so a test would wait on a screen that never opens: new-session is retried.
+tm() {
+  if [ "$1" = new-session ]; then
+    local try
+    for try in $(seq 50); do tmux -L "$sock" "$@" 2>/dev/null && return 0; sleep 0.1; done
+  fi
+  tmux -L "$sock" "$@"
+}
 trap 'tm kill-server 2>/dev/null; cli_cleanup' EXIT   # cli_cleanup also ends background jobs
 
 # The screens are checked in a UTF-8 locale where there is one (borders are then '│'; in

@@ -8,6 +8,7 @@
 
 #include "console/cli.h"
 #include "console/cli_options.h"
+#include "engine/data/data.h"
 #include "engine/model/stage_ops.h"
 #include "engine/schedule/schedule.h"
 #include "storage/db.h"
@@ -369,17 +370,61 @@ RunOptions run_options_defaults(void) {
     return ro;
 }
 
-// A CSV schedule brings its own P (rows) and M, as plan takes them: they fill --stages and
-// --microbatches when those were not given (when they were, the pipeline checks they agree).
+// A CSV schedule brings its own P (rows), M and V, as plan takes them: P and M fill --stages and
+// --microbatches when those were not given (when they were, the pipeline checks they agree); a
+// --virtual given must be the file's, as a built-in schedule with a fixed V refuses another.
 static int shape_from_csv(RunOptions *ro, Error *err) {
     if (!schedule_is_file(ro->pipe.schedule)) return 0;
-    if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches")) return 0;
+    if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches") &&
+        !run_options_given(ro, "--virtual"))
+        return 0;
     Schedule *s = schedule_resolve(ro->pipe.schedule, 0, 0, 0, err);
     if (!s) return -1;
+    if (run_options_given(ro, "--virtual") && ro->pipe.virtual_stages * s->n_ranks != s->n_stages) {
+        error_set(err, "--virtual %d, but %s has %d stages on %d ranks", ro->pipe.virtual_stages, s->name,
+                  s->n_stages, s->n_ranks);
+        schedule_free(s);
+        return -1;
+    }
     if (!run_options_given(ro, "--stages")) ro->pipe.ranks = s->n_ranks;
     if (!run_options_given(ro, "--microbatches")) ro->rc.microbatches = s->n_microbatches;
     schedule_free(s);
     return 0;
+}
+
+// A flag given without the one it needs would be accepted and do nothing: each is refused in one
+// line that names what it needs. Only flags the user gave count, never a default (the console's
+// --sample-every 25 and --ckpt-dir are values, so they satisfy these as given ones do).
+// Samples are this command line's own, on --resume too (a checkpoint keeps none); a resumed run
+// writes its checkpoints where the run it continues did (run_session.c), so --ckpt-every alone is
+// enough there, and validation is checked against the checkpoint's data once it is merged
+// (run_options_check_val).
+static int refuse_inert(const RunOptions *ro, Error *err) {
+    const bool resume = ro->resume[0] != 0;
+    if (run_options_given(ro, "--ckpt-every") && ro->rc.ckpt_every > 0 && !ro->ckpt_dir[0] && !resume) {
+        error_set(err, "--ckpt-every %d needs --ckpt-dir DIR: without it no checkpoint is written", ro->rc.ckpt_every);
+        return -1;
+    }
+    if (ro->rc.sample_every == 0 && run_options_given(ro, "--sample-prompt")) {
+        error_set(err, "--sample-prompt needs --sample-every N: without it no sample is taken (train's default is "
+                       "none)");
+        return -1;
+    }
+    if (ro->rc.sample_every == 0 && run_options_given(ro, "--sample-tokens")) {
+        error_set(err, "--sample-tokens %d needs --sample-every N: without it no sample is taken (train's default is "
+                       "none)", ro->rc.sample_tokens);
+        return -1;
+    }
+    return 0;
+}
+
+int run_options_check_val(const RunOptions *ro, Error *err) {
+    const bool every = run_options_given(ro, "--val-every");
+    if (!every && !run_options_given(ro, "--val-batches")) return 0;
+    if (ro->rc.val_data_path[0] || data_held_out_count(ro->rc.data_path) > 0) return 0;
+    error_set(err, "%s %d needs --val-data PATH (or --data, a folder with llm.c _val_ shards): without it nothing is "
+                   "validated", every ? "--val-every" : "--val-batches", every ? ro->rc.val_every : ro->rc.val_batches);
+    return -1;
 }
 
 int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *err) {
@@ -400,6 +445,7 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
         error_set(err, "--precision bf16 is for GPU stages (--device cuda); CPU stages compute in fp32");
         return -1;
     }
+    if (refuse_inert(ro, err)) return -1;
     if (ro->resume[0]) {   // the run config comes from the checkpoint: run_session checks it
         ro->rc.optim.total_steps = ro->rc.steps;
         return 0;
@@ -413,6 +459,6 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
     // tenth of it: the user never asked for it. One the user gave is held to --steps.
     if (!run_options_given(ro, "--warmup") && ro->rc.optim.warmup_steps > ro->rc.steps)
         ro->rc.optim.warmup_steps = ro->rc.steps / 10;
-    if (shape_from_csv(ro, err)) return -1;
+    if (shape_from_csv(ro, err) || run_options_check_val(ro, err)) return -1;
     return run_config_validate(&ro->rc, err);
 }

@@ -36,6 +36,10 @@ void run_options_usage_check(FILE *out);
 // (--stages, --schedule, --split, --virtual, --transport, --timeout) and --db; no --data.
 int run_options_parse_sample(int argc, char **argv, int first, RunOptions *ro, Error *err);
 void run_options_usage_sample(FILE *out);
+// --val-every or --val-batches given with no validation set (no --val-data, and --data sets no
+// llm.c _val_ shards aside): -1 with err. run_options_parse checks it; run_session checks it
+// again on --resume, once the checkpoint's data and validation set are merged in.
+int run_options_check_val(const RunOptions *ro, Error *err);
 // Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
 // values except where the user gave new ones.
 bool run_options_given(const RunOptions *ro, const char *flag);

@@ -68,6 +68,11 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only,
     rc.sample_every = ro->rc.sample_every;
     rc.sample_tokens = ro->rc.sample_tokens;
     memcpy(rc.sample_prompt, ro->rc.sample_prompt, sizeof rc.sample_prompt);
+    // Nor is validation (a checkpoint keeps none of it): --val-data, --val-every and
+    // --val-batches apply on --resume as on a fresh run.
+    memcpy(rc.val_data_path, ro->rc.val_data_path, sizeof rc.val_data_path);
+    rc.val_every = ro->rc.val_every;
+    rc.val_batches = ro->rc.val_batches;
     if (run_options_given(ro, "--microbatches")) rc.microbatches = ro->rc.microbatches;
     const bool stages = run_options_given(ro, "--stages"), schedule = run_options_given(ro, "--schedule");
     if (stages) po.ranks = ro->pipe.ranks;
@@ -93,6 +98,7 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only,
     }
     ro->rc = rc;
     ro->pipe = po;
+    if (run_options_check_val(ro, err)) return -1;   // against the checkpoint's data, when --data is not given
     return run_config_validate(&ro->rc, err);
 }
 

@@ -98,6 +98,16 @@ static int split_files(const char *path, FileList *files, DataSplit split, size_
     return 0;
 }
 
+size_t data_held_out_count(const char *path) {
+    FileList files;
+    Error why;
+    size_t held_out = 0;
+    if (data_list_source(path, &files, &why)) return 0;
+    if (split_files(path, &files, DATA_TRAIN, &held_out, &why)) held_out = 0;
+    data_free_files(&files);
+    return held_out;
+}
+
 static int load(const char *path, Batching mode, DataSplit split, const TextEncoding *te, TokenStream *s,
                 size_t *held_out, Error *err) {
     FileList files;

@@ -85,6 +85,9 @@ void data_free_shard_names(ShardNames *s);
 
 // The validation shards a DATA_TRAIN open set aside (0 for anything else).
 size_t dataset_held_out(const Dataset *ds);
+// The same count before any open, from the listing alone (0 too when path cannot be listed:
+// the open says why): whether --data brings a validation set of its own.
+size_t data_held_out_count(const char *path);
 void dataset_close(Dataset *ds);
 
 // Largest token id present (so the caller can check it against the model's vocabulary).

@@ -176,6 +176,61 @@ rm -rf gone.db* gone-ck out
 check "a warmup the user gave is still held to --steps" grep -q -- "--warmup 6 exceeds --steps 5" stderr.txt
 rm -f stderr.txt
 
+# A flag that would do nothing without its partner is refused in one line that names what it
+# needs (console/run_options.c: refuse_inert); with the partner, or inheriting it on --resume
+# or from the console's defaults, it is not.
+expect_line() {   # expect_line "the exact line, after 'pptrain: '" args...
+  local want=$1
+  shift
+  "$bin" train "$@" >stdout.txt 2>stderr.txt
+  local code=$?
+  if [ $code -eq 2 ] && [ "$(cat stderr.txt)" = "pptrain: $want" ] && [ ! -s stdout.txt ]; then pass
+  else fail "pptrain train $* -> exit $code, stderr [$(cat stderr.txt)] (want 2 and 'pptrain: $want')"; fi
+  rm -f stdout.txt stderr.txt
+}
+"$bin" plan --stages 2 --microbatches 2 --dump-csv > v1.csv
+expect_line "--ckpt-every 2 needs --ckpt-dir DIR: without it no checkpoint is written" \
+  --data data --ckpt-every 2 --steps 2 --db ''
+expect_line "--val-every 2 needs --val-data PATH (or --data, a folder with llm.c _val_ shards): without it nothing is \
+validated" --data data --val-every 2 --steps 2 --db ''
+expect_line "--val-batches 3 needs --val-data PATH (or --data, a folder with llm.c _val_ shards): without it nothing \
+is validated" --data data --val-batches 3 --steps 2 --db ''
+expect_line "--sample-prompt needs --sample-every N: without it no sample is taken (train's default is none)" \
+  --data data --sample-prompt hello --steps 2 --db ''
+expect_line "--sample-tokens 8 needs --sample-every N: without it no sample is taken (train's default is none)" \
+  --data data --sample-tokens 8 --sample-every 0 --steps 2 --db ''
+expect_line "--virtual 2, but v1.csv has 2 stages on 2 ranks" --data data --schedule v1.csv --virtual 2 --db ''
+expect_line "--virtual 2, but v1.csv has 2 stages on 2 ranks" --data data --schedule v1.csv --virtual 2 \
+  --stages 2 --microbatches 2 --batch 4 --db ''
+setsid "$bin" train --tui --data data --ckpt-every 2 --db '' < /dev/null > /dev/null 2> stderr.txt
+check "train --tui --ckpt-every alone: the same one line, before the terminal is looked for" \
+  [ "$(cat stderr.txt)" = "pptrain: --ckpt-every 2 needs --ckpt-dir DIR: without it no checkpoint is written" ]
+setsid "$bin" console --steps 5 --ckpt-every 2 --sample-prompt x --sample-tokens 8 --db '' < /dev/null > /dev/null \
+  2> stderr.txt
+check "console --ckpt-every/--sample-prompt: its --ckpt-dir and --sample-every 25 serve; only the tty stops it" \
+  [ "$(cat stderr.txt)" = "pptrain: the console needs a terminal: cannot open /dev/tty" ]
+"$bin" train --data data --steps 2 --warmup 1 --db '' --ckpt-every 1 --ckpt-dir inert-ck --schedule v1.csv \
+  --virtual 1 --batch 4 --sample-every 2 --sample-tokens 4 --sample-prompt "A " > stdout.txt 2> stderr.txt
+check "--ckpt-every with --ckpt-dir, --virtual 1 with a V=1 CSV, samples with --sample-every: exit 0" \
+  bash -c "[ $? -eq 0 ] && grep -q '^checkpoint step 1: ' stdout.txt && grep -q '^sample ' stdout.txt"
+ck=$(ls -d inert-ck/run-*/step-000002)
+"$bin" train --resume "$ck" --steps 3 --ckpt-every 1 --db '' > stdout.txt 2> stderr.txt
+check "--resume with --ckpt-every alone: the run's --ckpt-dir is inherited, exit 0" \
+  bash -c "[ $? -eq 0 ] && grep -q '^checkpoint step 3: .*inert-ck/' stdout.txt"
+expect_line "--val-every 1 needs --val-data PATH (or --data, a folder with llm.c _val_ shards): without it nothing is \
+validated" --resume "$ck" --steps 3 --val-every 1 --db ''
+"$bin" train --resume "$ck" --steps 3 --val-data data --val-every 1 --db '' > stdout.txt 2> stderr.txt
+check "--resume with --val-data: the command line's validation runs (the checkpoint keeps none)" \
+  grep -q '^val      3 | val loss' stdout.txt
+mkdir heldout
+python_free_shard heldout/d_train_000000.bin 20240520 1 600 600
+python_free_shard heldout/d_val_000000.bin 20240520 1 600 600
+"$bin" train --data heldout --batching pack --seq 16 --batch 2 --steps 1 --val-every 1 --val-batches 1 --db '' \
+  > stdout.txt 2> stderr.txt
+check "--val-every with --data holding _val_ shards: validated, exit 0" \
+  bash -c "[ $? -eq 0 ] && grep -q '^val      1 | val loss' stdout.txt"
+rm -rf v1.csv inert-ck heldout stdout.txt stderr.txt
+
 after=$(ls -A | sort | tr '\n' ' ')
 if [ "$before" = "$after" ]; then pass; else fail "files appeared: before [$before] after [$after]"; fi
 

@@ -171,6 +171,26 @@ static void print_registry(void) {
                info->ideal_formula, info->description);
 }
 
+// --from-run searches the layouts itself, for the run's own model, ranks and batch at its
+// measured costs: a layout or cost flag would be ignored, as --top would be without it.
+static const char *const FROM_RUN_UNUSED[] = {"--stages", "--microbatches", "--schedule", "--virtual", "--cost",
+                                              "--latency", "--model", "--seq", "--layers", NULL};
+
+static int refuse_layout_flags(int argc, char **argv, Error *err) {
+    for (int i = 2; i < argc; i++) {
+        const CliOption *opt = cli_option_find(OPTIONS, (int)N_OPTIONS, argv[i]);
+        if (!opt) continue;
+        for (const char *const *u = FROM_RUN_UNUSED; *u; u++)
+            if (strcmp(*u, opt->flag) == 0) {
+                error_set(err, "%s does not apply to --from-run: it ranks every schedule, V, M and split for the "
+                               "run's own model and stages at its measured costs", opt->flag);
+                return -1;
+            }
+        if (opt->arg) i++;   // its value
+    }
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
     *o = (PlanOptions){.seq = 64, .schedule = "1f1b", .cost = {1.0, 2.0, 1.0}, };
     model_config_preset(&o->model, "tiny", err);
@@ -184,6 +204,7 @@ static int parse_options(int argc, char **argv, PlanOptions *o, Error *err) {
         error_set(err, "%s only applies to --from-run", o->db ? "--db" : "--top");
         return -1;
     }
+    if (o->from_run && refuse_layout_flags(argc, argv, err)) return -1;
     if (!o->db) o->db = DB_DEFAULT_PATH;
     if (!o->top) o->top = 10;
     if (o->from_run && o->dump_csv) {

@@ -179,6 +179,16 @@ expect_fail "from-run no store" "none.db" --from-run 1 --db "$work/none.db"
 expect_fail "from-run dump" "choose one" --from-run 1 --db "$work/runs.db" --dump-csv
 expect_fail "db alone" "--db only applies to --from-run" --stages 2 --microbatches 2 --db "$work/runs.db"
 expect_fail "top alone" "--top only applies to --from-run" --stages 2 --microbatches 2 --top 3
+# --from-run searches the layouts itself: a layout or cost flag beside it would be ignored.
+from_run_line="does not apply to --from-run: it ranks every schedule, V, M and split for the run's own model and \
+stages at its measured costs"
+expect_fail "from-run --stages" "pptrain: --stages $from_run_line" --from-run 1 --stages 4 --db "$work/runs.db"
+check "from-run --stages: exactly that line" [ "$(cat "$work/err")" = "pptrain: --stages $from_run_line" ]
+for flag in "--microbatches 8" "--schedule zb-v" "--virtual 2" "--cost 1,2" "--latency 1" "--model tiny" "--seq 32" \
+    "--layers 4"; do
+    expect_fail "from-run $flag" "pptrain: ${flag%% *} $from_run_line" --from-run 1 --db "$work/runs.db" $flag
+done
+expect_ok "from-run with --json and --top" --from-run 1 --db "$work/runs.db" --json --top 2
 # A run that stopped before its first step, and one with a step but no configuration.
 sqlite3 "$work/runs.db" "INSERT INTO runs (started_at, status, schedule, stages, config_json)
     SELECT started_at, 'stopped', schedule, stages, config_json FROM runs WHERE id = 1;

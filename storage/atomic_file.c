@@ -80,13 +80,27 @@ static char *copy_string(const char *s) {
     return memcpy(xmalloc(n), s, n);
 }
 
+// The error names the user's path, never the temporary name, and says when its folder is missing.
+static void report_open_failure(const char *path, int errnum, Error *err) {
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    struct stat st;
+    if (errnum == ENOENT && stat(dir, &st) != 0)
+        error_set(err, "%s: cannot write: %s (its folder %s does not exist)", path, strerror(errnum), dir);
+    else if (errnum == ENOTDIR)
+        error_set(err, "%s: cannot write: %s (%s is not a folder)", path, strerror(errnum), dir);
+    else
+        error_set(err, "%s: cannot write: %s", path, strerror(errnum));
+}
+
 AtomicFile *atomic_file_open(const char *path, Error *err) {
     const size_t cap = strlen(path) + 32;
     char *tmp = xmalloc(cap);
     snprintf(tmp, cap, "%s.%ld.tmp", path, (long)getpid());
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        error_set(err, "%s: cannot create: %s", tmp, strerror(errno));
+        report_open_failure(path, errno, err);
         free(tmp);
         return NULL;
     }

@@ -4,7 +4,9 @@
 // offset, a failing fsync, a failing rename, and a process killed before the rename. After each
 // one the target is the old complete file or the new complete file, never a mix; no temporary
 // file is left (a killed writer's is removed by atomic_file_clean_stale); the error names the
-// file and the step that failed. The safetensors and trace writers go through the same path.
+// file and the step that failed. A file that cannot be created is named by the user's path,
+// never the temporary name, with its missing folder. The safetensors and trace writers go
+// through the same path.
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -159,6 +161,25 @@ static void test_abort(void) {
     CHECK(holds(g_target, OLD, sizeof OLD - 1) && count_temps() == 0, "abort: old file, no temporary file");
 }
 
+// The user never sees "<path>.<pid>.tmp": an open that fails names the path and its missing folder.
+static void test_open_names_the_target(void) {
+    char path[256], want[512];
+    snprintf(path, sizeof path, "%s/no/such/folder/x.csv", g_dir);
+    snprintf(want, sizeof want,
+             "%s: cannot write: No such file or directory (its folder %s/no/such/folder does not exist)", path, g_dir);
+    Error err = {{0}};
+    CHECK(atomic_write_file(path, "a", 1, &err) == -1, "missing folder: reported as a failure");
+    CHECK(strcmp(err.msg, want) == 0 && !strstr(err.msg, ".tmp"), "missing folder: names the target: %s", err.msg);
+    char st_path[256];
+    snprintf(st_path, sizeof st_path, "%s/nothere/m.safetensors", g_dir);
+    const int64_t shape[1] = {1};
+    const float x[1] = {0};
+    SafetensorsWriteTensor t = {"a", ST_F32, 1, shape, x};
+    CHECK(safetensors_write(st_path, 1, &t, 0, NULL, &err) == -1 && strstr(err.msg, st_path) &&
+              !strstr(err.msg, ".tmp") && strstr(err.msg, "does not exist"),
+          "safetensors: names the target: %s", err.msg);
+}
+
 // A writer killed after most of the new bytes reached the disk, before the rename.
 static void test_crash_before_rename(void) {
     reset_target();
@@ -241,6 +262,7 @@ int main(void) {
     test_enospc_everywhere();
     test_fsync_and_rename_fail();
     test_abort();
+    test_open_names_the_target();
     test_crash_before_rename();
     test_writers_on_it();
     test_commit_hashed();

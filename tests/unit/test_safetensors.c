@@ -215,7 +215,7 @@ static void test_writer_refuses(void) {
     char nodir[600];
     snprintf(nodir, sizeof nodir, "%s/no/such/dir/x.safetensors", g_dir);
     CHECK(safetensors_write(nodir, 1, &ok, 0, NULL, &err) == -1 &&
-          strstr(err.msg, "cannot create"), "missing directory: %s", err.msg);
+          strstr(err.msg, "cannot write"), "missing directory: %s", err.msg);
 }
 
 static void test_fixture(void) {

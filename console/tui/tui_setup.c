@@ -43,7 +43,7 @@ static bool looks_like_schedule_csv(const char *path) {
     char head[64] = {0};
     const size_t n = fread(head, 1, sizeof head - 1, f);
     fclose(f);
-    size_t i = 0;
+    size_t i = n >= 3 && memcmp(head, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;   // a UTF-8 byte order mark
     while (i < n && (head[i] == ' ' || head[i] == '\t')) i++;
     if (i < n && head[i] == '(') i++;
     const size_t digits = i;

@@ -193,7 +193,8 @@ int schedule_total_actions(const Schedule *s);
 // like "0F3" (stage 0, forward, microbatch 3), "1I2", "1W2", "0SEND_F3", "1RECV_B2"; empty
 // cells are allowed and skipped. P is the row count, S and M the largest stage and microbatch
 // plus one, the stage map whichever rank holds each stage. A file without comm actions is
-// lowered. Errors carry origin:line:column of the bad cell, or the validator's message.
+// lowered. A leading UTF-8 byte order mark is skipped. Errors carry origin:line:column of
+// the bad cell, or the validator's message.
 // torch's compute_comms actions are read too (engine/schedule/schedule_csv.c): UNSHARD,
 // RESHARD, REDUCE_GRAD and WAIT_* are accepted as no-ops, OVERLAP_F_B runs its sub-actions,
 // and each RECV is placed where torch waits for it (its consumer, or a WAIT_RECV).

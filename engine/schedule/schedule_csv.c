@@ -450,6 +450,8 @@ static Schedule *ordered_and_lowered(Schedule *s) {
 }
 
 Schedule *schedule_parse_csv(const char *text, const char *origin, Error *err) {
+    // A UTF-8 byte order mark (Excel's "CSV UTF-8" writes one) is not part of the first cell.
+    if (strncmp(text, "\xef\xbb\xbf", 3) == 0) text += 3;
     char *copy = strdup(text);
     check_alloc(copy, strlen(text) + 1, __FILE__, __LINE__);
     Parsed p = {0};

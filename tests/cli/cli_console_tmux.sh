@@ -45,9 +45,10 @@ all_there() {   # all_there COLS ROWS
   else fail "$1x$2: the key bar has a cut label: '$bar'"; fi
 }
 
-# A theme file with a bad line, and a schedule as a CSV file in the working directory.
+# A theme file with a bad line, and a schedule as a CSV file in the working directory, saved
+# with a UTF-8 byte order mark as a spreadsheet's "CSV UTF-8" writes it.
 printf 'title = cyan bold\nborder = purpel\n' > bad.theme
-"$bin" plan --stages 4 --microbatches 8 --schedule 1f1b --dump-csv > mine.csv
+{ printf '\357\273\277'; "$bin" plan --stages 4 --microbatches 8 --schedule 1f1b --dump-csv; } > mine.csv
 printf 'step,loss\n1,5.5\n' > data.csv   # a CSV that is not a schedule: not listed
 
 run=(--db "$work/runs.db" --steps 30 --seq 64 --batch 16 --microbatches 8 --stages 4 --theme "$work/bad.theme")

@@ -145,6 +145,9 @@ expect_fail "cost zero" "must be positive" --stages 2 --microbatches 2 --cost 0,
 expect_fail "cost four" "more than 3 values" --stages 2 --microbatches 2 --cost 1,2,1,1
 expect_fail "with-comm alone" "--with-comm only applies to --dump-csv" --stages 2 --microbatches 2 --with-comm
 expect_fail "unreadable csv" "--schedule: $work/none.csv: no such file" --schedule "$work/none.csv"
+{ printf '\357\273\277'; cat "$work/1f1b.csv"; } >"$work/bom.csv"   # saved by a spreadsheet as "CSV UTF-8"
+expect_ok "csv with a byte order mark" --schedule "$work/bom.csv"
+expect_contains "csv with a byte order mark" "rank 3   |"
 printf '0F0,0Q1\n' >"$work/bad.csv"
 expect_fail "malformed csv" "bad.csv:1:5: bad action '0Q1'" --schedule "$work/bad.csv"
 printf '0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n' >"$work/dead.csv"

@@ -263,6 +263,11 @@ static void test_torch_actions(void) {
           s ? row_text(s, 0) : err.msg);
     schedule_free(s);
 
+    // A file saved with a UTF-8 byte order mark and CRLF line ends (a spreadsheet's "CSV UTF-8").
+    s = schedule_parse_csv("\xef\xbb\xbf" "0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0,1B1\r\n", "bom.csv", &err);
+    CHECK(s && schedule_equal(s, g), "a byte order mark is skipped: %s", s ? row_text(s, 0) : err.msg);
+    schedule_free(s);
+
     s = schedule_parse_csv("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n", "late.csv", &err);
     CHECK(s == NULL && strstr(err.msg, "late.csv: rank 1"), "a receive after its consumer: %s",
           s ? "(loaded)" : err.msg);

@@ -122,6 +122,13 @@ static int load(const char *path, Batching mode, DataSplit split, const TextEnco
         else first_text = i;
     }
     int rc = -1;
+    // A .bin that is no llm.c shard is the real problem: say so before advice about shards.
+    const bool refused = shards && (shards < files.n || mode == BATCHING_PAD);
+    for (size_t i = 0; refused && i < files.n; i++)
+        if (data_has_suffix(files.path[i], ".bin") && data_check_shard(files.path[i], err) != 0) {
+            data_free_files(&files);
+            return -1;
+        }
     if (shards && shards < files.n)
         error_set(err, "%s: folder mixes llm.c shards (%s) and text files (%s); point at one "
                   "kind", path, files.path[first_shard], files.path[first_text]);

@@ -118,6 +118,18 @@ static void from_little_endian(void *tok, uint64_t n, int width) {
         }
 }
 
+int data_check_shard(const char *path, Error *err) {
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        error_set(err, "%s: cannot read: %s", path, strerror(errno));
+        return -1;
+    }
+    ShardInfo info;
+    const int rc = check_header(path, fd, &info, err);
+    close(fd);
+    return rc;
+}
+
 // Opens every shard, checks its header and the tokens' width; *total = tokens in all.
 static int check_all(const FileList *files, int *width, uint64_t *total, Error *err) {
     *total = 0;

@@ -56,6 +56,9 @@ void data_free_docs(TextDocs *d);
 int data_load_text(const char *root, const FileList *files, const TextEncoding *te, TokenStream *out,
                    Error *err);
 int data_load_shards(const FileList *files, TokenStream *out, Error *err);
+// Checks one .bin file's llm.c shard header (magic, version, count against the size) without
+// reading its tokens: 0, or -1 with err naming the file and what is wrong.
+int data_check_shard(const char *path, Error *err);
 void data_free_stream(TokenStream *s);
 // Encodes every document of d under te on te->n_enc threads: ids[k] gets document k's ids.
 // -1 with err ("<path>: document N: ...", the first that failed) when one cannot be encoded.

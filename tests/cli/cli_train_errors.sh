@@ -17,6 +17,9 @@ python_free_shard() {   # path magic version count body_tokens(uint16)
 }
 python_free_shard bad_magic.bin 12345 1 100 100
 python_free_shard truncated.bin 20240520 1 100 10
+# A random .bin is named as no shard before any advice about shards (pad batching, mixed folders).
+mkdir rand_bin mixed_bin && head -c 5000 /dev/urandom > rand_bin/rand.bin && cp rand_bin/rand.bin mixed_bin/
+printf 'A document.\n' > mixed_bin/notes.txt
 printf '{"hidden_size": 60, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 259}' > hidden_heads.json
 printf '{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 259}' > heads_kv.json
 printf '{"hidden_size": 64,' > broken.json
@@ -52,6 +55,9 @@ expect_error "--data PATH is required" --steps 2
 expect_error "nowhere" --data nowhere/at/all.txt
 expect_error "bad_magic.bin" --data bad_magic.bin --batching pack
 expect_error "truncated.bin" --data truncated.bin --batching pack
+expect_error "rand_bin/rand.bin: .*not an llm.c token shard" --data rand_bin
+expect_error "mixed_bin/rand.bin: .*not an llm.c token shard" --data mixed_bin
+expect_error "bad_magic.bin: wrong magic" --data bad_magic.bin
 expect_error "not divisible by --microbatches" --data data --batch 6 --microbatches 4
 expect_error "exceeds the model's max_position_embeddings" --data data --seq 100000
 expect_error "hidden_size (60) is not divisible by num_attention_heads (8)" --data data --model hidden_heads.json

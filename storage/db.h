@@ -164,7 +164,7 @@ typedef struct {
     // From the steps (NaN when there are none).
     int steps_done;                   // rows in steps
     int last_step;
-    double last_loss, min_loss, median_tokens_per_s, mean_bubble;
+    double last_loss, min_loss, median_tokens_per_s, mean_bubble;   // median: first step left out (of 2+)
     double mean_ideal, mean_imbalance, mean_transfer, mean_contention;   // the bubble's parts
     // From the evals (NaN, 0 when there are none).
     int evals, last_val_step;

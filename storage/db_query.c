@@ -98,14 +98,17 @@ static int query_row(Db *db, const char *sql, const int64_t *args, int n_args, s
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-// The middle tokens/s of n_rates, or the mean of the middle two.
-static int run_median_rate(Db *db, DbRunInfo *r, int64_t n_rates, Error *err) {
+// The middle tokens/s of n_rates, or the mean of the middle two. As train's summary counts
+// (engine/train_loop.c summarize): the first rated step pays for page faults and cold caches, so
+// it is left out when there are more.
+static int run_median_rate(Db *db, DbRunInfo *r, int64_t n_rates, int64_t first_rated, Error *err) {
     static const char SQL[] =
-        "SELECT avg(t) FROM (SELECT tokens_per_s AS t FROM steps WHERE run_id = ? AND tokens_per_s IS NOT NULL "
-        "ORDER BY t LIMIT ? OFFSET ?)";
+        "SELECT avg(t) FROM (SELECT tokens_per_s AS t FROM steps WHERE run_id = ?1 AND tokens_per_s IS NOT NULL "
+        "AND step > ?4 ORDER BY t LIMIT ?2 OFFSET ?3)";
     sqlite3_stmt *stmt;
-    int64_t args[] = {r->id, 2 - n_rates % 2, (n_rates - 1) / 2};
-    int got = query_row(db, SQL, args, 3, &stmt, err);
+    const int64_t skip = n_rates > 1, n = n_rates - skip;
+    int64_t args[] = {r->id, 2 - n % 2, (n - 1) / 2, skip ? first_rated : first_rated - 1};
+    int got = query_row(db, SQL, args, 4, &stmt, err);
     if (got == 1) {
         r->median_tokens_per_s = col_real(stmt, 0);
         sqlite3_reset(stmt);
@@ -135,12 +138,13 @@ static int run_add_val_stats(Db *db, DbRunInfo *r, Error *err) {
 static int run_add_stats(Db *db, DbRunInfo *r, Error *err) {
     static const char COUNTS[] =
         "SELECT count(*), coalesce(max(step), 0), min(loss), avg(bubble), count(tokens_per_s), avg(bubble_ideal), "
-        "avg(bubble_imbalance), avg(bubble_transfer), avg(bubble_contention) FROM steps WHERE run_id = ?";
+        "avg(bubble_imbalance), avg(bubble_transfer), avg(bubble_contention), "
+        "min(CASE WHEN tokens_per_s IS NOT NULL THEN step END) FROM steps WHERE run_id = ?";
     static const char LAST[] = "SELECT loss FROM steps WHERE run_id = ? ORDER BY step DESC LIMIT 1";
     sqlite3_stmt *stmt;
     int got = query_row(db, COUNTS, &r->id, 1, &stmt, err);
     if (got < 0) return -1;
-    int64_t n_rates = 0;
+    int64_t n_rates = 0, first_rated = 0;
     if (got) {
         r->steps_done = sqlite3_column_int(stmt, 0);
         r->last_step = sqlite3_column_int(stmt, 1);
@@ -151,6 +155,7 @@ static int run_add_stats(Db *db, DbRunInfo *r, Error *err) {
         r->mean_imbalance = col_real(stmt, 6);
         r->mean_transfer = col_real(stmt, 7);
         r->mean_contention = col_real(stmt, 8);
+        first_rated = sqlite3_column_int64(stmt, 9);
         sqlite3_reset(stmt);
     }
     if ((got = query_row(db, LAST, &r->id, 1, &stmt, err)) < 0) return -1;
@@ -158,7 +163,7 @@ static int run_add_stats(Db *db, DbRunInfo *r, Error *err) {
         r->last_loss = col_real(stmt, 0);
         sqlite3_reset(stmt);
     }
-    if (n_rates > 0 && run_median_rate(db, r, n_rates, err)) return -1;
+    if (n_rates > 0 && run_median_rate(db, r, n_rates, first_rated, err)) return -1;
     return run_add_val_stats(db, r, err);
 }
 

@@ -96,7 +96,7 @@ check_ok "help" "$bin" history --help
 expect_text "help names schema" "^  schema "
 check_ok "list" "$bin" history --db runs.db
 expect_text "list header" "id +started +status +schedule +P +V +D +M +steps +last loss +med tok/s +bubble"
-expect_text "run 1 row" "^ +1 +2025-03-0[12] [0-9:]{8} +finished +1f1b +4 +1 +1 +8 +200/200 +2\.4041 +19200 +20\.0%"
+expect_text "run 1 row" "^ +1 +2025-03-0[12] [0-9:]{8} +finished +1f1b +4 +1 +1 +8 +200/200 +2\.4041 +19201 +20\.0%"
 expect_text "run 3 failed" "^ +3 .* failed +gpipe +2 +1 +2 +4 +0/100 +- +- +-"
 expect_text "dead writer shows as crashed" "^ +4 .* crashed "
 expect_text "live writer shows as running" "^ +5 .* running "
@@ -119,7 +119,7 @@ if [ "$(grep -Ec '^ +[0-9]+ ' out.txt)" -eq 2 ]; then pass; else fail "--limit 2
 check_ok "no match" "$bin" history --db runs.db --schedule zb-v
 expect_text "no match line" "^no runs in runs.db match$"
 check_ok "list json" "$bin" history --db runs.db --json
-json_ok "list json" out.txt "json_array_length(j) = 5 AND json_extract(j, '\$[4].median_tokens_per_s') = 19200.5 \
+json_ok "list json" out.txt "json_array_length(j) = 5 AND json_extract(j, '\$[4].median_tokens_per_s') = 19201 \
   AND json_extract(j, '\$[1].status') = 'crashed' AND json_extract(j, '\$[4].seed') = 1337"
 
 # ---- show ---------------------------------------------------------------------------------
@@ -232,5 +232,14 @@ expect_error "--limit: 0 is out of range" --limit 0 --db runs.db
 expect_error "--limit: 'ten' is not an integer" --limit ten --db runs.db
 expect_error "--status: 'done' is not running, finished, failed, stopped or crashed" --status done --db runs.db
 if [ ! -e pptrain.db ]; then pass; else fail "pptrain.db appeared"; fi
+
+# ---- a real run: list's median tok/s is the train summary's (step 1 left out of 2 or more) ----
+"$bin" train --data "$src/tests/fixtures/text" --steps 4 --seq 32 --db real.db >train.txt 2>&1 ||
+  fail "train for the median: $(tail -1 train.txt)"
+summary=$(sed -n 's/^done: .*| median \([0-9]*\) tok\/s.*/\1/p' train.txt)
+check_ok "list of the real run" "$bin" history list --db real.db
+listed=$(awk '$1 == 1 {print $(NF - 1)}' out.txt)
+if [ -n "$summary" ] && [ "$summary" = "$listed" ]; then pass
+else fail "history list median tok/s '$listed' differs from train's summary '$summary'"; cat train.txt out.txt; fi
 
 cli_finish

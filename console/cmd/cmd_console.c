@@ -6,9 +6,11 @@
 // wait for its commands (console/tui/tui_runner) and run what it starts.
 #include "console/cmd/cmd_console.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "console/cli.h"
@@ -227,6 +229,13 @@ static int console_with_defaults(int argc, char **argv, int first, RunOptions de
         usage(stdout);
         free(ro);
         return 0;
+    }
+    // A --themes-dir that is no folder is refused now, not the first time t is pressed.
+    struct stat themes;
+    if (f.themes_dir && f.themes_dir[0] && (stat(f.themes_dir, &themes) != 0 || !S_ISDIR(themes.st_mode))) {
+        error_set(&err, "--themes-dir %s: %s", f.themes_dir, errno == ENOENT ? "no such folder" : "not a folder");
+        free(ro);
+        return cli_fail(&err);
     }
     // Under mpirun with the local transport every process would open its own console on the
     // terminal, each with its own runs.

@@ -127,7 +127,8 @@ void tui_key_history(TuiApp *app) { tui_app_show(app, TUI_SCREEN_HISTORY); }
 
 void tui_key_theme(TuiApp *app) {
     if (app->n_themes == 0) {
-        tui_app_status(app, THEME_WARNING, "no themes found in %s", app->themes_dir);
+        tui_app_status(app, THEME_WARNING, "no themes found in %s (looked at --themes-dir, $PPTRAIN_THEMES, ./themes, "
+                       "beside pptrain, /usr/share/pptrain/themes)", app->themes_dir);
         return;
     }
     tui_app_theme(app, (app->theme_index + 1) % app->n_themes);

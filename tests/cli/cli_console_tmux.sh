@@ -291,6 +291,9 @@ wait_for 10 '^pptrain failed ' "the run fails at its start"
 check "a failed run does not read 'started'" bash -c "! head -1 '$work/screen.txt' | grep -q started"
 wait_for 5 'a folder, not a file' "... saying why"
 tm kill-server 2>/dev/null
+"$bin" console --themes-dir "$work/notes/none" > /dev/null 2> "$work/notes/themes.txt"
+check "--themes-dir that does not exist: exit 2 at start" [ $? -eq 2 ]
+check "... in one line" [ "$(cat "$work/notes/themes.txt")" = "pptrain: --themes-dir $work/notes/none: no such folder" ]
 cd "$work" || exit 1
 
 cli_finish

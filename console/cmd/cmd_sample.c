@@ -25,6 +25,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/data/tokenizer_hf.h"
 #include "engine/generate.h"
+#include "engine/schedule/schedule.h"
 #include "engine/transport/mpi_process.h"
 #include "storage/checkpoint.h"
 
@@ -263,7 +264,10 @@ static void print_json(const SampleTokens *t, const int32_t *prompt, int n_promp
 // the generation needs. The training run's schedule may need more microbatches than one:
 // gpipe unless --schedule is given. A run trained on GPUs samples on GPU stages (its device
 // and precision come with it; engine/model/model_cuda.c's decode).
-static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
+// A schedule CSV given brings its own ranks, as for train; it must be written for the one
+// microbatch a generation runs (a training run's CSV has its own M), which the refusal says how
+// to write.
+static int generation_layout(RunOptions *ro, int n_prompt, long tokens, Error *err) {
     RunConfig *rc = &ro->rc;
     rc->batch = rc->microbatches = 1;
     const long T = n_prompt + tokens - 1;
@@ -273,7 +277,20 @@ static void generation_layout(RunOptions *ro, int n_prompt, long tokens) {
     if (!run_options_given(ro, "--schedule")) {
         snprintf(ro->pipe.schedule, sizeof ro->pipe.schedule, "gpipe");
         ro->pipe.virtual_stages = 0;
+        return 0;
     }
+    if (!schedule_is_file(ro->pipe.schedule)) return 0;
+    Schedule *s = schedule_resolve(ro->pipe.schedule, 0, 0, 0, err);
+    if (!s) return -1;
+    const int ranks = s->n_ranks, M = s->n_microbatches;
+    schedule_free(s);
+    if (M != 1) {
+        error_set(err, "--schedule %s runs %d microbatches, and a sample runs 1: write one with pptrain plan --stages "
+                       "%d --microbatches 1 --dump-csv > FILE (or leave --schedule out)", ro->pipe.schedule, M, ranks);
+        return -1;
+    }
+    if (!run_options_given(ro, "--stages")) ro->pipe.ranks = ranks;
+    return 0;
 }
 
 static int check_prompt(const RunConfig *rc, const int32_t *ids, int n, Error *err) {
@@ -303,8 +320,8 @@ static int sample_body(RunSession *session, const SampleFlags *f, const SampleTo
     Pipeline *p = NULL;
     int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)f->tokens);
     int rc = check_prompt(&ro->rc, prompt, n_prompt, err);
+    if (rc == 0) rc = generation_layout(ro, n_prompt, f->tokens, err);
     if (rc == 0) {
-        generation_layout(ro, n_prompt, f->tokens);
         p = pipeline_create(&ro->rc, &ro->pipe, err);
         if (!p && ro->pipe.device == DEVICE_CUDA && !run_options_given(ro, "--device")) {
             // The device is the run's, not the user's: say so, and how to sample elsewhere.

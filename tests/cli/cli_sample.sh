@@ -136,4 +136,15 @@ refused "a run flag sample has no use for" "sample: no use for the option '--dat
 refused "zero tokens" "--tokens" "$fixture" --prompt hi --tokens 0
 "$bin" "${small[@]}" --sample-every 2 --sample-prompt "" > bad.out 2> bad.err
 check "train --sample-prompt '': exit 2, one line" [ $? -eq 2 ] && one_line "--sample-prompt: the prompt must be 1 to 255 bytes"
+
+# A schedule CSV: its ranks are the layout's (as train takes them), and a training run's CSV,
+# written for M > 1, is refused saying how to write one for the one microbatch a sample runs.
+"$bin" plan --stages 2 --microbatches 1 --dump-csv > one_mb.csv
+"$bin" plan --stages 2 --microbatches 2 --dump-csv > two_mb.csv
+got=$("$bin" sample "$fixture" --prompt Hello --tokens 64 --schedule one_mb.csv --json 2> csv.err | ids_of)
+check "a 1-microbatch CSV: transformers' ids, on its 2 ranks" [ "$got" = "$(expected Hello)" ]
+"$bin" sample "$fixture" --prompt Hello --tokens 8 --schedule one_mb.csv 2> csv.err > /dev/null
+check "... the CSV's 2 ranks, with no --stages" grep -q ', 2 stages, greedy$' csv.err
+refused "a training run's CSV (M 2)" "--schedule two_mb.csv runs 2 microbatches, and a sample runs 1: write one with \
+pptrain plan --stages 2 --microbatches 1 --dump-csv > FILE" "$fixture" --prompt hi --schedule two_mb.csv
 cli_finish

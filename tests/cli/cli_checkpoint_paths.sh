@@ -52,7 +52,7 @@ mkdir -p two && cd two
 "$bin" "${args[@]}" --steps 2 --db a.db --ckpt-dir ck > a.txt 2>&1
 "$bin" "${args[@]}" --steps 2 --seed 7 --db b.db --ckpt-dir ck > b.txt 2>&1
 a=$(sqlite3 a.db "SELECT dir FROM checkpoints"); b=$(sqlite3 b.db "SELECT dir FROM checkpoints")
-check "two stores' run 1: two folders ($a, $b)" [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]
+check "two stores' run 1: two folders ($a, $b)" [ -n "$a" -a -n "$b" -a "$a" != "$b" ]
 check "store a's checkpoint is intact" bash -c "cd '$a' && sha256sum --quiet -c checksums.sha256"
 check "store b's checkpoint is intact" bash -c "cd '$b' && sha256sum --quiet -c checksums.sha256"
 # Forced onto one folder: the second run refuses to write over the first's checkpoint.

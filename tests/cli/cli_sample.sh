@@ -44,7 +44,7 @@ check "text mode says how many tokens and how fast" grep -q '^pptrain sample: 8 
 # Seeded sampling.
 draw() { "$bin" sample "$fixture" --prompt "Hello" --tokens 32 --temperature 1.0 --top-k 50 --top-p 0.95 "$@" --json | ids_of; }
 a=$(draw --seed 7) b=$(draw --seed 7 --stages 2) c=$(draw --seed 8)
-check "the same seed samples the same ids (on another layout too)" [ -n "$a" ] && [ "$a" = "$b" ]
+check "the same seed samples the same ids (on another layout too)" [ -n "$a" -a "$a" = "$b" ]
 check "another seed samples other ids" [ "$a" != "$c" ]
 check "sampling is not greedy" [ "$a" != "$(expected Hello | cut -d, -f1-32)" ]
 
@@ -53,8 +53,9 @@ check "sampling is not greedy" [ "$a" != "$(expected Hello | cut -d, -f1-32)" ]
   --ckpt-dir ck --ckpt-every 2 > train.out 2>&1
 one=$("$bin" sample latest --db store.db --prompt "The " --tokens 12 --json | ids_of)
 check "sample latest: 12 ids from the run's checkpoint" [ "$(echo "$one" | tr ',' '\n' | wc -l)" -eq 12 ]
-check "sample RUN and the checkpoint folder give latest's ids" \
-  [ "$("$bin" sample 1 --db store.db --prompt "The " --tokens 12 --json | ids_of)" = "$one" ] && \
+check "sample RUN gives latest's ids" \
+  [ "$("$bin" sample 1 --db store.db --prompt "The " --tokens 12 --json | ids_of)" = "$one" ]
+check "the checkpoint folder, on 4 stages, gives latest's ids" \
   [ "$("$bin" sample "$(ckpt_of ck 1 2)" --db store.db --prompt "The " --tokens 12 --stages 4 --json | ids_of)" = "$one" ]
 "$bin" train --data "$src/tests/fixtures/text" --model tiny --steps 1 --batch 4 --seq 32 --db store.db > /dev/null 2>&1
 
@@ -63,14 +64,15 @@ check "sample RUN and the checkpoint folder give latest's ids" \
 small=(train --data "$src/tests/fixtures/text" --model tiny --steps 5 --batch 4 --seq 32 --stages 2 --db '')
 "$bin" "${small[@]}" > plain.out 2>&1
 "$bin" "${small[@]}" --sample-every 2 --sample-tokens 12 --sample-prompt "The " > sampled.out 2>&1
-check "a sample line at steps 2, 4 and 5" [ "$(grep -c '^sample ' sampled.out)" -eq 3 ] && \
-  grep -q '^sample    2 | [0-9.]* s | 12 tokens | "' sampled.out && grep -q '^sample    5 | ' sampled.out
+check "three sample lines" [ "$(grep -c '^sample ' sampled.out)" -eq 3 ]
+check "a sample line at step 2, of 12 tokens" grep -q '^sample    2 | [0-9.]* s | 12 tokens | "' sampled.out
+check "a sample line after the last step, 5" grep -q '^sample    5 | ' sampled.out
 check "the samples' time is its own share of the run" grep -q '^  samples: 3 in [0-9.]* s, [0-9.]*% of the run' sampled.out
 check "sampling leaves the losses as they were" [ "$(grep '^step' plain.out | cut -d'|' -f1-2)" = "$(grep '^step' sampled.out | cut -d'|' -f1-2)" ]
 "$bin" "${small[@]}" --db samples.db --sample-every 2 --sample-tokens 12 > /dev/null 2>&1
 "$bin" history show 1 --db samples.db > show.out
-check "history show lists the run's samples" grep -q '^samples (greedy, 3 in the run)$' show.out && \
-  [ "$(grep -c '^  step [245] ([0-9.]* s, 12 tokens): "' show.out)" -eq 3 ]
+check "history show lists the run's samples" grep -q '^samples (greedy, 3 in the run)$' show.out
+check "... at steps 2, 4 and 5" [ "$(grep -c '^  step [245] ([0-9.]* s, 12 tokens): "' show.out)" -eq 3 ]
 check "the store keeps them in its samples table (schema 5)" \
   [ "$(sqlite3 samples.db 'SELECT count(*) FROM samples WHERE tokens = 12; PRAGMA user_version')" = "$(printf '3\n6')" ]
 check "history show gives sampling its own share" \
@@ -135,7 +137,8 @@ refused "a folder that is no model" "" "$work" --prompt hi
 refused "a run flag sample has no use for" "sample: no use for the option '--data'" "$fixture" --prompt hi --data x
 refused "zero tokens" "--tokens" "$fixture" --prompt hi --tokens 0
 "$bin" "${small[@]}" --sample-every 2 --sample-prompt "" > bad.out 2> bad.err
-check "train --sample-prompt '': exit 2, one line" [ $? -eq 2 ] && one_line "--sample-prompt: the prompt must be 1 to 255 bytes"
+check "train --sample-prompt '': exit 2" [ $? -eq 2 ]
+check "train --sample-prompt '': one line" one_line "--sample-prompt: the prompt must be 1 to 255 bytes"
 
 # A schedule CSV: its ranks are the layout's (as train takes them), and a training run's CSV,
 # written for M > 1, is refused saying how to write one for the one microbatch a sample runs.

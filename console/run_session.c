@@ -127,14 +127,15 @@ static int prepare_source(RunSession *s, Error *err) {
         }
         // One process reads every shard: it checks them all now, and a damaged one is named with
         // the newest good checkpoint. A process of an mpirun job may see only its node's shards
-        // (--ckpt-dir on a node-local disk): it checks the rest now and each shard as it reads it.
-        const bool one_process = !transport_multi_process(ro->pipe.transport);
+        // (--ckpt-dir on a node-local disk): it checks the rest now and each shard as it reads it,
+        // as does a look at the options alone (options_only), whose run checks them all after.
+        const bool check_shards = !transport_multi_process(ro->pipe.transport) && !s->options_only;
         Error warning;
-        if (ckpt_find_resume(ro->resume, ro->db_path, one_process, s->source_dir, sizeof s->source_dir,
+        if (ckpt_find_resume(ro->resume, ro->db_path, check_shards, s->source_dir, sizeof s->source_dir,
                              &s->resumed_from, &warning, s->newest_intact ? &s->fell_back : NULL, err))
             return -1;
         if (warning.msg[0] && mpi_process_launch_rank() == 0) fprintf(stderr, "pptrain: warning: %s\n", warning.msg);
-        s->source = ckpt_open(s->source_dir, true, one_process ? CKPT_OPEN_TRUSTED : CKPT_OPEN_CHECK_ON_READ, err);
+        s->source = ckpt_open(s->source_dir, true, check_shards ? CKPT_OPEN_TRUSTED : CKPT_OPEN_CHECK_ON_READ, err);
         if (!s->source) return -1;
         const CkptState *st = ckpt_state(s->source);
         s->start_step = st->step;

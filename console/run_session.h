@@ -36,6 +36,9 @@ typedef struct {
     // damaged or gone, and fell_back says which was passed over and why ("" when none was; the
     // face tells the user). Otherwise that run is refused, naming the good one (storage/checkpoint_find.h).
     bool newest_intact;
+    // The console's look at a --resume before its form opens (the options, not the run): the
+    // shards are left to the run that follows, which checks every one of them as it starts.
+    bool options_only;
     Error fell_back;
 } RunSession;
 

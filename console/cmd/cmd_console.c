@@ -161,6 +161,7 @@ static void app_free(TuiApp *app) {
 static int resumed_options(RunOptions *ro, Error *err) {
     RunSession *s = xcalloc(1, sizeof *s);
     s->ro = *ro;
+    s->options_only = true;   // the run hashes the shards when Enter starts it, not twice
     const int rc = run_session_prepare(s, err);
     if (rc == 0) *ro = s->ro;
     run_session_release(s);

@@ -8,24 +8,20 @@
 #include <sys/stat.h>
 
 #include "engine/data/data.h"
-#include "engine/json_read.h"
 #include "storage/atomic_file.h"
 
 int token_manifest_read(const char *data_path, TokenManifest *m, Error *err) {
-    char manifest[4200];
-    struct stat st;
     memset(m, 0, sizeof *m);
-    snprintf(manifest, sizeof manifest, "%s/tokenize.json", data_path);
-    if (stat(data_path, &st) != 0 || !S_ISDIR(st.st_mode) || stat(manifest, &st) != 0) return 0;
-    char *text = file_read_text(manifest, DATA_MANIFEST_MAX_BYTES, err);
-    if (!text) return -1;
-    cJSON *j = json_parse_object(text, strlen(text), manifest, err);
-    free(text);
-    if (!j) return -1;
+    cJSON *j;
+    char *manifest;
+    int rc = data_manifest_read(data_path, &j, &manifest, err);
+    if (rc <= 0) {
+        free(manifest);
+        return rc;
+    }
     const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "tokenizer_sha256"));
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "tokenizer"));
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(j, "vocab");
-    int rc = 1;
     if (!sha || strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64) {
         error_set(err, "%s: malformed (no tokenizer_sha256)", manifest);
         rc = -1;
@@ -35,6 +31,7 @@ int token_manifest_read(const char *data_path, TokenManifest *m, Error *err) {
         m->vocab = cJSON_IsNumber(vocab) && vocab->valuedouble > 0 && vocab->valuedouble < 1e9 ? vocab->valueint : 0;
     }
     cJSON_Delete(j);
+    free(manifest);
     return rc;
 }
 

@@ -250,20 +250,28 @@ static int plain_file_name(const char *name) {
     return name && name[0] && strchr(name, '/') == NULL && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
+int data_manifest_read(const char *dir, struct cJSON **json, char **path, Error *err) {
+    *json = NULL;
+    *path = join_path(dir, DATA_MANIFEST);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || stat(*path, &st) != 0) return 0;
+    char *text = file_read_all(*path, DATA_MANIFEST_MAX_BYTES, "a " DATA_MANIFEST, NULL, err);
+    *json = text ? json_parse_object(text, strlen(text), *path, err) : NULL;
+    free(text);
+    return *json ? 1 : -1;
+}
+
 int data_manifest_shards(const char *dir, ShardNames *out, Error *err) {
     *out = (ShardNames){0};
-    struct stat st;
-    char *path = join_path(dir, DATA_MANIFEST);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || stat(path, &st) != 0) {
+    cJSON *j;
+    char *path;
+    int rc = data_manifest_read(dir, &j, &path, err);
+    if (rc <= 0) {
         free(path);
-        return 0;
+        return rc;
     }
-    char *text = file_read_all(path, DATA_MANIFEST_MAX_BYTES, "a " DATA_MANIFEST, NULL, err);
-    cJSON *j = text ? json_parse_object(text, strlen(text), path, err) : NULL;
-    free(text);
-    const cJSON *shards = j ? cJSON_GetObjectItemCaseSensitive(j, "shards") : NULL;
-    int rc = j ? 1 : -1;
-    if (j && !cJSON_IsArray(shards)) {
+    const cJSON *shards = cJSON_GetObjectItemCaseSensitive(j, "shards");
+    if (!cJSON_IsArray(shards)) {
         error_set(err, "%s: malformed (no \"shards\" list)", path);
         rc = -1;
     }

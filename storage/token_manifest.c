@@ -15,10 +15,7 @@ int token_manifest_read(const char *data_path, TokenManifest *m, Error *err) {
     cJSON *j;
     char *manifest;
     int rc = data_manifest_read(data_path, &j, &manifest, err);
-    if (rc <= 0) {
-        free(manifest);
-        return rc;
-    }
+    if (rc <= 0) return rc;
     const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "tokenizer_sha256"));
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "tokenizer"));
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(j, "vocab");

@@ -73,9 +73,9 @@ Dataset *dataset_open_text(const char *path, Batching mode, int seq_len, uint64_
 #define DATA_MANIFEST "tokenize.json"
 #define DATA_STAGING ".tokenize-partial"
 #define DATA_MANIFEST_MAX_BYTES ((size_t)1 << 26)
-// DIR/tokenize.json parsed (*json, free with cJSON_Delete; *path its path, always malloc'd): 1,
-// 0 when dir is not a folder holding one (*json NULL), -1 with err when it cannot be read or
-// is not a JSON object. The one reader of the file: its shards (below) and its tokenizer
+// DIR/tokenize.json parsed: 1 with *json (free with cJSON_Delete) and *path (its path, malloc'd),
+// 0 when dir is not a folder holding one, -1 with err when it cannot be read or is not a JSON
+// object (both NULL but on 1). The one reader of the file: its shards (below) and its tokenizer
 // (storage/token_manifest.h) both start here.
 struct cJSON;
 int data_manifest_read(const char *dir, struct cJSON **json, char **path, Error *err);

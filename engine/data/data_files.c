@@ -254,11 +254,18 @@ int data_manifest_read(const char *dir, struct cJSON **json, char **path, Error 
     *json = NULL;
     *path = join_path(dir, DATA_MANIFEST);
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || stat(*path, &st) != 0) return 0;
-    char *text = file_read_all(*path, DATA_MANIFEST_MAX_BYTES, "a " DATA_MANIFEST, NULL, err);
-    *json = text ? json_parse_object(text, strlen(text), *path, err) : NULL;
-    free(text);
-    return *json ? 1 : -1;
+    int rc = 0;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && stat(*path, &st) == 0) {
+        char *text = file_read_all(*path, DATA_MANIFEST_MAX_BYTES, "a " DATA_MANIFEST, NULL, err);
+        *json = text ? json_parse_object(text, strlen(text), *path, err) : NULL;
+        free(text);
+        rc = *json ? 1 : -1;
+    }
+    if (rc != 1) {
+        free(*path);
+        *path = NULL;
+    }
+    return rc;
 }
 
 int data_manifest_shards(const char *dir, ShardNames *out, Error *err) {
@@ -266,10 +273,7 @@ int data_manifest_shards(const char *dir, ShardNames *out, Error *err) {
     cJSON *j;
     char *path;
     int rc = data_manifest_read(dir, &j, &path, err);
-    if (rc <= 0) {
-        free(path);
-        return rc;
-    }
+    if (rc <= 0) return rc;
     const cJSON *shards = cJSON_GetObjectItemCaseSensitive(j, "shards");
     if (!cJSON_IsArray(shards)) {
         error_set(err, "%s: malformed (no \"shards\" list)", path);

@@ -8,14 +8,16 @@
 #                               cli_gpu: the engine on the GPU against the CPU engine)
 #   one layer                   bench_cuda: a 125m decoder layer forward + backward, TFLOP/s
 #   MFU                         125m at seq 1024 (the llama2 tokenizer of tests/fixtures): 1 stage;
-#                               4 stages on one GPU; 2 GPUs over nccl where there are 2
+#                               4 stages on one GPU; with GPU_CHECK_BASE=PPTRAIN, 1 stage again
+#                               for this build and that one, alternating, 3 rounds (their medians
+#                               and the difference); 2 GPUs over nccl where there are 2
 #   compute-sanitizer           racecheck (1 step: the attention kernels' shared tiles), then
 #                               memcheck, synccheck, initcheck (3 steps), on 2 stages
 #   kernels of one step         where a 125m step's GPU time goes, by kernel (Nsight Compute, where
 #                               ncu is on the PATH): one line in the table, the top 12 after it
 #   bf16 vs fp32                200 steps of the small preset, the largest loss gap and the last
 # usage: bench/gpu_check.sh [BUILD_DIR]          (default: build; run from the source tree)
-# GPU_CHECK_LOGS=DIR keeps every part's output there.
+# GPU_CHECK_LOGS=DIR keeps every part's output there; GPU_CHECK_BASE=PPTRAIN adds the A/B row (above).
 set -u
 build=${1:-build}
 bin="$build/pptrain"
@@ -66,18 +68,47 @@ layer() {
 
 # 3. MFU of 125m at seq 1024 (medians of pptrain's own "done:" line; model FLOPs: 6 per
 # parameter and token, and the attention's).
-mfu() {   # mfu WHAT args...: a row with tokens/s, TFLOP/s and MFU
-  local what=$1
+mfu_run() {   # mfu_run OUT args...: trains with args; OUT gets its output; prints "tok/s GFLOP/s"
+  local out=$1
   shift
-  if timeout 120 "$@" --data "$work/corpus.txt" --batching pack --model 125m --seq 1024 --batch 32 --steps 20 \
+  timeout 120 "$@" --data "$work/corpus.txt" --batching pack --model 125m --seq 1024 --batch 32 --steps 20 \
     --warmup 5 --lr 3e-4 --device cuda --db '' --tokenizer "$src/tests/fixtures/tokenizers/llama2/tokenizer.json" \
-    > "$work/mfu.txt" 2>&1; then
-    row "$what" "$(sed -n 's/.*median \([0-9.]*\) tok\/s, \([0-9.]*\) GFLOP\/s.*/\1 \2/p' "$work/mfu.txt" |
-      awk -v peak="$peak_tflops" '{ printf "%.0f tok/s, %.1f TFLOP/s, MFU %.1f%%", $1, $2 / 1e3, 100 * $2 / 1e3 / peak }')"
+    > "$out" 2>&1 && sed -n 's/.*median \([0-9.]*\) tok\/s, \([0-9.]*\) GFLOP\/s.*/\1 \2/p' "$out"
+}
+mfu_words() {   # "TOK GFLOP" -> "N tok/s, X TFLOP/s, MFU Y%"
+  awk -v peak="$peak_tflops" '{ printf "%.0f tok/s, %.1f TFLOP/s, MFU %.1f%%", $1, $2 / 1e3, 100 * $2 / 1e3 / peak }'
+}
+mfu() {   # mfu WHAT args...: a row with tokens/s, TFLOP/s and MFU
+  local what=$1 got
+  shift
+  if got=$(mfu_run "$work/mfu.txt" "$@") && [ -n "$got" ]; then
+    row "$what" "$(mfu_words <<< "$got")"
   else
     row "$what" "FAIL: $(tail -1 "$work/mfu.txt")"
   fi
   cp "$work/mfu.txt" "$work/mfu-${what//[^A-Za-z0-9]/_}.txt"
+}
+# With GPU_CHECK_BASE=PPTRAIN (the parent commit's build, say), the 1-stage row again for this
+# build and that one, alternating over 3 rounds on this machine in this lease, so a change's
+# speed is measured against its parent where clocks and machine are the same; the medians.
+mfu_against_base() {
+  local what=$1 i this=() base=() got
+  for i in 1 2 3; do
+    got=$(mfu_run "$work/ab-base-$i.txt" "$GPU_CHECK_BASE" train --stages 1 --microbatches 2) || got=""
+    [ -n "$got" ] && base+=("$got")
+    got=$(mfu_run "$work/ab-this-$i.txt" "$bin" train --stages 1 --microbatches 2) || got=""
+    [ -n "$got" ] && this+=("$got")
+  done
+  if [ ${#this[@]} -eq 3 ] && [ ${#base[@]} -eq 3 ]; then
+    local t b
+    t=$(printf '%s\n' "${this[@]}" | sort -n | sed -n 2p)
+    b=$(printf '%s\n' "${base[@]}" | sort -n | sed -n 2p)
+    row "$what" "this $(mfu_words <<< "$t" | cut -d, -f1,3), base $(mfu_words <<< "$b" | cut -d, -f1,3):$(
+      awk -v t="${t%% *}" -v b="${b%% *}" 'BEGIN { printf " %+.1f%%", 100 * (t / b - 1) }')"
+  else
+    local why="$((3 - ${#this[@]})) of this build's runs and $((3 - ${#base[@]})) of the base's stopped"
+    row "$what" "FAIL: $why (logs: ab-*.txt)"
+  fi
 }
 
 # 4. compute-sanitizer on 2 stages as threads on GPU 0 (events between their streams). racecheck
@@ -145,6 +176,9 @@ part "one 125m layer fwd+bwd" 60 layer
 part "MFU 125m, 1 stage, M=2" 120 mfu "MFU 125m, 1 stage, M=2" "$bin" train --stages 1 --microbatches 2
 part "MFU 125m, 4 stages on 1 GPU, 1f1b, M=16" 120 \
   mfu "MFU 125m, 4 stages on 1 GPU, 1f1b, M=16" "$bin" train --stages 4 --schedule 1f1b --microbatches 16
+if [ -n "${GPU_CHECK_BASE:-}" ]; then
+  part "MFU 125m, 1 stage, M=2, against the base" 300 mfu_against_base "MFU 1 stage, medians of 3, against the base"
+fi
 if [ "$gpus" -ge 2 ]; then
   part "MFU 125m, 2 GPUs over nccl, 1f1b, M=8" 120 mfu "MFU 125m, 2 GPUs over nccl, 1f1b, M=8" \
     mpirun --allow-run-as-root -np 2 "$bin" train --stages 2 --schedule 1f1b --microbatches 8 --transport nccl

@@ -64,13 +64,15 @@ chmod +x tools/* build/pptrain build/tests/gpu/bench_cuda
 
 gpu_check() { (cd "$src" && PATH="$work/tools:$PATH" GPU_CHECK_LOGS="$work/logs-$1" GPU_CHECK_BUDGET=$1 \
   bash bench/gpu_check.sh "$work/build") > "out-$1.txt" 2>&1; }
+# A base build for the A/B row: the same wrapper, its median read from a copy's own "done:" line.
+cp build/pptrain base-pptrain
 row_of() {   # row_of BUDGET WHAT: that row's result, from the table at the end
   sed -n '/^pptrain gpu_check/,$p' "out-$1.txt" | grep -F "$2" | cut -c46-
 }
 has() { grep -q -E "$2" <<< "$1" || { echo "  got: '$1'"; false; }; }
 
-# The whole check, in a budget every part fits.
-gpu_check 2000
+# The whole check, in a budget every part fits, with a base build to measure against.
+GPU_CHECK_BASE=$work/base-pptrain gpu_check 2000
 check "it exits 0" [ $? -eq 0 ]
 check "the table's heading names the GPU" grep -q -E '^pptrain gpu_check, [0-9-]+, Emulated GPU x 1$' out-2000.txt
 check "ctest -L gpu: pass" has "$(row_of 2000 'ctest -L gpu')" '^pass$'
@@ -80,6 +82,9 @@ check "attention in bf16" has "$(row_of 2000 'bf16 tensor cores')" '^0\.150 ms, 
 mfu='^[0-9]+ tok/s, [0-9.]+ TFLOP/s, MFU [0-9.]+%$'
 check "MFU, 1 stage: pptrain ran and its median was read" has "$(row_of 2000 'MFU 125m, 1 stage')" "$mfu"
 check "MFU, 4 stages: pptrain ran and its median was read" has "$(row_of 2000 'MFU 125m, 4 stages')" "$mfu"
+check "MFU against the base: both builds' medians of 3 and their difference" has "$(row_of 2000 'against the base')" \
+  '^this [0-9]+ tok/s, MFU [0-9.]+%, base [0-9]+ tok/s, MFU [0-9.]+%: [+-][0-9.]+%$'
+check "MFU against the base: 3 runs of each" [ "$(ls logs-2000/ab-this-*.txt logs-2000/ab-base-*.txt | wc -l)" -eq 6 ]
 check "MFU over nccl: skipped with one GPU" has "$(row_of 2000 'over nccl')" '^skipped: one GPU$'
 check "racecheck ran 1 step" has "$(row_of 2000 'tool racecheck')" '^clean \(1 steps\)$'
 for tool in memcheck synccheck initcheck; do
@@ -89,7 +94,7 @@ check "ncu: the step's kernels summed" has "$(row_of 2000 'kernels of one')" '^7
 check "ncu: the top kernels after the table" grep -q -E '^ +84\.7% +3\.000 +2 +1500\.0 +flash_mma_forward_kernel$' out-2000.txt
 check "bf16 vs fp32: both curves read from their stores" \
   has "$(row_of 2000 'bf16 vs fp32')" '^largest rel gap [0-9.]+e[-+][0-9]+ \(step [1-3]\), last [0-9.]+e[-+][0-9]+$'
-check "every part has its row" [ "$(sed -n '/^pptrain gpu_check/,/^$/p' out-2000.txt | grep -c .)" -eq 15 ]
+check "every part has its row" [ "$(sed -n '/^pptrain gpu_check/,/^$/p' out-2000.txt | grep -c .)" -eq 16 ]
 
 # A budget of 100 s: parts whose cap would pass it are skipped, each with a row, and the rest
 # still run; the most telling part that fits (the layer) comes first.
@@ -99,5 +104,6 @@ check "ctest (cap 240 s) skipped, saying why" has "$(row_of 100 'ctest -L gpu')"
 check "the layer (cap 60 s) still ran" has "$(row_of 100 'one 125m layer')" '^0\.812 ms'
 check "the MFU rows (cap 120 s) skipped" [ "$(sed -n '/^pptrain gpu_check/,$p' out-100.txt | grep -c '^MFU.*skipped: [0-9]* s of the 100 s budget')" -eq 2 ]
 check "the sanitizers skipped" [ "$(grep -c '^compute-sanitizer.*skipped:.*it may take 150 s$' out-100.txt)" -eq 8 ]
+check "no A/B row without a base" [ -z "$(row_of 100 'against the base')" ]
 check "no pptrain ran under a tight budget" [ ! -e logs-100/mfu.txt -a ! -e logs-100/memcheck.txt ]
 cli_finish

@@ -42,9 +42,14 @@ void cuda_rope_forward_bf16(CudaCtx *ctx, cuda_bf16 *x, const float *cos_tab, co
                             int HD) {
     const int N = B * T;
     if (N <= 0 || H <= 0 || HD < 2) return;
-    rope_forward_bf16_kernel<<<grid_for((size_t)N, 1), rope_threads(H, HD), 0, ctx->stream>>>((__nv_bfloat16 *)x,
-                                                                                            cos_tab, sin_tab, N, T, H,
-                                                                                            HD);
+    if (HD % 8 == 0 && (uintptr_t)x % 8 == 0 && (uintptr_t)cos_tab % 16 == 0 && (uintptr_t)sin_tab % 16 == 0) {
+        // quads of pairs: rope_threads counts pairs, so HD / 4 gives a row's quads
+        rope_forward_bf16x4_kernel<<<grid_for((size_t)N, 1), rope_threads(H, HD / 4), 0, ctx->stream>>>(
+            (__nv_bfloat16 *)x, cos_tab, sin_tab, N, T, H, HD);
+    } else {
+        rope_forward_bf16_kernel<<<grid_for((size_t)N, 1), rope_threads(H, HD), 0, ctx->stream>>>(
+            (__nv_bfloat16 *)x, cos_tab, sin_tab, N, T, H, HD);
+    }
     CUDA_CHECK_LAUNCH();
 }
 

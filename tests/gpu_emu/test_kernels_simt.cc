@@ -289,6 +289,20 @@ static void test_swiglu(void) {
 }
 
 // ---- rope_kernels.cuh ---------------------------------------------------------------------
+// The four-pairs-a-thread form against the pair-a-thread one, bitwise (the same expressions):
+// `quads` 4-pair groups a half-head, rows over 3 blocks of 8 threads (fewer than a row's quads
+// when H x quads > 8, so threads take them in turn).
+static void rope_forward_bf16x4(const Floats &cos_tab, const Floats &sin_tab, int B, int T, int H, int HD,
+                                int quads) {
+    const int N = B * T;
+    Bf16s want = to_bf16(uniform((size_t)N * H * HD, 30 + quads));
+    Bf16s got = want;
+    run(3, 8, [&] { rope_forward_bf16_kernel(want.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
+    run(3, 8, [&] { rope_forward_bf16x4_kernel(got.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
+    char name[96];
+    snprintf(name, sizeof name, "rope forward bf16, 4 pairs a thread (%d a half-head): as 1", quads);
+    expect_bitwise(name, widen(got), widen(want));
+}
 static void test_rope(void) {
     // 10 token rows of 12 pairs over 3 blocks of 8 threads: blocks take rows in turn, threads
     // a row's pairs in turn
@@ -324,12 +338,21 @@ static void test_rope(void) {
     run(3, 8, [&] { rope_forward_kernel(ref.data(), xw.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     run(3, 8, [&] { rope_forward_bf16_kernel(x16.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD); });
     expect_rounded("rope forward bf16 in place: fp32's on widened x, rounded", x16, ref);
+    rope_forward_bf16x4(cos_tab, sin_tab, B, T, H, HD, 1);   // one quad a head
     const int ld = H * HD + 5;
     Bf16s packed((size_t)B * T * ld, nan16);
     run(3, 8, [&] {
         rope_backward_packed_kernel(packed.data() + 3, ld, dout.data(), cos_tab.data(), sin_tab.data(), N, T, H, HD);
     });
     expect_packed("rope backward packed: fp32's rounded, gaps untouched", packed, ld, 3, dx, (size_t)H * HD);
+
+    // head dim 24: 3 quads a half-head, 9 a row of 3 heads
+    const int HD3 = 24, half3 = HD3 / 2;
+    float inv3[half3];
+    rope_inv_freq(inv3, HD3, 10000.0f, NULL);
+    Floats cos3((size_t)T * half3), sin3((size_t)T * half3);
+    rope_tables(cos3.data(), sin3.data(), T, HD3, inv3);
+    rope_forward_bf16x4(cos3, sin3, B, T, H, HD3, 3);
 }
 
 // ---- residual_kernels.cuh -----------------------------------------------------------------

@@ -371,47 +371,88 @@ static void test_residual(void) {
 }
 
 // ---- crossentropy_kernels.cuh -------------------------------------------------------------
-static void test_crossentropy(void) {
-    const int N = 6, V = 300;   // 64 threads a row: 2 warps, 5 elements a thread, the last partial
+// The element of v `phase` (0..3) past its first boundary of 4 elements (16 bytes of floats, 8 of
+// bf16s); v has 4 elements to spare. Row n of V from there starts phase + n V elements past a
+// boundary, so where V % 4 != 0 the rows take every head (the 0..3 values before the kernel's
+// first float4).
+template <typename T> static T *at_phase(std::vector<T> &v, size_t phase) {
+    const size_t b = 4 * sizeof(T), k = (b - (uintptr_t)v.data() % b) % b / sizeof(T);
+    return v.data() + k + phase;
+}
+
+// The rows kernel on N = 8 rows of V logits, `threads` a row, the logits `xp` elements past a
+// 16-byte boundary and the separate outputs `dp`: fp32 in place (as the fused classifier runs
+// it) against the CPU kernel, with the loss it sums; fp32 into a separate buffer and bf16 bitwise
+// against the in-place values (rounded). Targets: a row's first value, its last, a pad (row 2),
+// and values beside them, on rows of every head where V % 4 != 0; row 6 increasing, so a
+// thread's running max (the online softmax) moves at every fold.
+static void check_crossentropy(int V, unsigned threads, size_t xp, size_t dp) {
+    const int N = 8;
     const size_t n = (size_t)N * V;
     const float scale = 0.25f;
-    Floats logits = uniform(n, 12, 3.0f);
-    // Row 3 increasing: each thread's running max (the online softmax) moves at every element.
-    for (int j = 0; j < V; j++) logits[(size_t)3 * V + j] = (float)j * 0.01f;
-    const std::vector<int32_t> targets = {3, 299, -1, 0, 150, 77};   // row 2 a pad
-    Floats want(n);
-    const double want_loss = crossentropy_forward_backward(want.data(), logits.data(), targets.data(), N, V, scale);
-    Floats d = logits;   // fp32: in place, as the fused classifier runs it
-    std::vector<double> row_loss(N, NAN);
-    run(N, 64, [&] { crossentropy_rows_kernel<float>(d.data(), row_loss.data(), d.data(), targets.data(), V, scale); });
-    expect_close("cross-entropy rows: dlogits in place", d, want, 1e-6);
-    std::vector<double> loss = {0.5};   // += onto a running total
-    run(1, 64, [&] { crossentropy_sum_kernel(loss.data(), row_loss.data(), N, scale); });
-    char detail[80];
-    const double err = std::fabs(loss[0] - 0.5 - want_loss) / std::fabs(want_loss);
-    snprintf(detail, sizeof detail, " (rel err %.2e, bound 1e-6)", err);
-    report("cross-entropy sum: loss += scale x the row losses", err <= 1e-6, detail);
-    Bf16s d16(n, nan16);
-    std::vector<double> row_loss16(N, NAN);
-    run(N, 64, [&] {
-        crossentropy_rows_kernel<__nv_bfloat16>(d16.data(), row_loss16.data(), logits.data(), targets.data(), V, scale);
-    });
-    expect_rounded("cross-entropy rows bf16: fp32's dlogits rounded", d16, d);
-    const bool same = memcmp(row_loss16.data(), row_loss.data(), N * sizeof(double)) == 0;
-    report("cross-entropy rows bf16: the row losses, bitwise", same, "");
+    const std::vector<int32_t> targets = {0, V - 1, -1, V - 2, 1, V / 2, 2, V - 3};
+    Floats x_buf(n + 4), logits_buf(n + 4), d32_buf(n + 4, NAN), want(n);
+    float *x = at_phase(x_buf, xp), *logits = at_phase(logits_buf, xp), *d32 = at_phase(d32_buf, dp);
+    const Floats init = uniform(n, 12 + (uint32_t)V, 3.0f);
+    std::copy(init.begin(), init.end(), x);
+    for (int j = 0; j < V; j++) x[(size_t)6 * V + j] = (float)j * 0.01f;
+    std::copy(x, x + n, logits);   // overwritten in place; x stays for the separate outputs
+    const double want_loss = crossentropy_forward_backward(want.data(), x, targets.data(), N, V, scale);
+    char what[80], detail[80];
 
-    // Rows narrower than the block (40 values, 64 threads: 24 threads hold none).
-    const int V2 = 40;
-    Floats narrow = uniform((size_t)2 * V2, 13, 3.0f), want2((size_t)2 * V2);
-    const std::vector<int32_t> t2 = {39, 5};
-    const double want_loss2 = crossentropy_forward_backward(want2.data(), narrow.data(), t2.data(), 2, V2, 1.0f);
-    std::vector<double> rl2(2, NAN), loss2 = {0.0};
-    run(2, 64, [&] { crossentropy_rows_kernel<float>(narrow.data(), rl2.data(), narrow.data(), t2.data(), V2, 1.0f); });
-    run(1, 64, [&] { crossentropy_sum_kernel(loss2.data(), rl2.data(), 2, 1.0f); });
-    expect_close("cross-entropy rows: 40 values over 64 threads", narrow, want2, 1e-6);
-    const double err2 = std::fabs(loss2[0] - want_loss2) / std::fabs(want_loss2);
-    snprintf(detail, sizeof detail, " (rel err %.2e, bound 1e-6)", err2);
-    report("cross-entropy sum: 40 values over 64 threads", err2 <= 1e-6, detail);
+    std::vector<double> row_loss(N, NAN), loss = {0.5};   // += onto a running total
+    run(N, threads,
+        [&] { crossentropy_rows_kernel<float>(logits, row_loss.data(), logits, targets.data(), V, scale); });
+    const Floats d(logits, logits + n);
+    snprintf(what, sizeof what, "cross-entropy V %d, %u threads, at +%zu: dlogits in place", V, threads, xp);
+    expect_close(what, d, want, 1e-6);
+    run(1, 64, [&] { crossentropy_sum_kernel(loss.data(), row_loss.data(), N, scale); });
+    const double err = std::fabs(loss[0] - 0.5 - want_loss) / std::fabs(want_loss);
+    snprintf(what, sizeof what, "cross-entropy V %d: loss += scale x the row losses", V);
+    snprintf(detail, sizeof detail, " (rel err %.2e, bound 1e-6)", err);
+    report(what, err <= 1e-6, detail);
+
+    // The same kernel on the same logits: the same sums, so each value's bits; only the stores
+    // differ (4 at once where the buffer's rows share the logits' alignment, else one by one).
+    std::vector<double> row_loss32(N, NAN);
+    run(N, threads, [&] { crossentropy_rows_kernel<float>(d32, row_loss32.data(), x, targets.data(), V, scale); });
+    snprintf(what, sizeof what, "cross-entropy V %d: fp32 dlogits at +%zu, bitwise", V, dp);
+    expect_bitwise(what, Floats(d32, d32 + n), d);
+    Bf16s d16_buf(n + 4, nan16);
+    __nv_bfloat16 *d16 = at_phase(d16_buf, dp);
+    std::vector<double> row_loss16(N, NAN);
+    run(N, threads,
+        [&] { crossentropy_rows_kernel<__nv_bfloat16>(d16, row_loss16.data(), x, targets.data(), V, scale); });
+    snprintf(what, sizeof what, "cross-entropy V %d: bf16 dlogits at +%zu, fp32's rounded", V, dp);
+    expect_rounded(what, Bf16s(d16, d16 + n), d);
+    const bool same = memcmp(row_loss16.data(), row_loss.data(), N * sizeof(double)) == 0 &&
+                      memcmp(row_loss32.data(), row_loss.data(), N * sizeof(double)) == 0;
+    snprintf(what, sizeof what, "cross-entropy V %d: the row losses of all three, bitwise", V);
+    report(what, same, "");
+    // Nothing outside the rows written: the 4 spare elements around them still NaN (i - k >= n
+    // before the rows too, where the unsigned difference wraps).
+    const size_t k32 = (size_t)(d32 - d32_buf.data()), k16 = (size_t)(d16 - d16_buf.data());
+    size_t outside = 0;
+    for (size_t i = 0; i < n + 4; i++)
+        outside += (i - k32 >= n && !std::isnan(d32_buf[i])) + (i - k16 >= n && d16_buf[i].bits != nan16.bits);
+    snprintf(what, sizeof what, "cross-entropy V %d: nothing written outside the rows", V);
+    report(what, outside == 0, "");
+}
+
+static void test_crossentropy(void) {
+    // 64 threads a row: 2 warps. V % 4 == 0 (every row on a 16-byte boundary: 75 float4s, threads
+    // 0..10 a pair, the rest one) and not (301..303: heads and tails of 1..3 values).
+    for (int V = 300; V <= 303; V++) check_crossentropy(V, 64, 0, 0);
+    // Several float4s a thread: 1283 = 4 x (64 x 5) + 3, two pairs and one alone; 3073 over 256
+    // threads (as crossentropy.cu launches V < 8192) a pair and one alone. The logits off a
+    // boundary, and the outputs at another phase than theirs (their stores one value at a time).
+    check_crossentropy(1283, 64, 1, 0);
+    check_crossentropy(3073, 256, 3, 2);
+    check_crossentropy(302, 64, 2, 1);
+    // Rows narrower than the block (40 values, 64 threads: 54 threads hold no float4), and
+    // narrower than a float4 (3 values, no float4: a head, a tail, or both).
+    check_crossentropy(40, 64, 0, 0);
+    check_crossentropy(3, 64, 1, 1);
 }
 
 // ---- embedding_kernels.cuh ----------------------------------------------------------------

@@ -5,53 +5,135 @@
 #ifndef PPTRAIN_KERNELS_CUDA_CROSSENTROPY_KERNELS_CUH
 #define PPTRAIN_KERNELS_CUDA_CROSSENTROPY_KERNELS_CUH
 
+// Speed. The shapes of a 125m step on an H200: a chunk of R = 524 rows of V = 32000 fp32
+// logits (67 MB) read twice, and its bf16 dlogits (34 MB) written once, ~168 MB a launch, one
+// block of 1024 threads a row. That is HBM-bound, and what bounds a kernel there is the bytes
+// each SM keeps in flight (Little's law: ~4.8 TB/s x ~0.7 us of loaded latency, over 132 SMs,
+// ~25 KB an SM). A 4-byte load a thread at a time, each feeding the running max's update, kept
+// 2 blocks x 1024 threads x 4 B = 8 KB an SM in flight: ncu measured 71.5 us a launch, 2.3 TB/s.
+// Here a thread loads a float4 (16 bytes) and issues two before it folds either in (2048 x 32 B
+// = 64 KB an SM), and stores 4 values at once (fp32 a float4, bf16 a Bf16x4, 8 bytes): expected
+// ~40 us a launch at ~4.2 TB/s (reasoned, not yet measured). 32 registers a thread
+// (__launch_bounds__ holds it there) keep the 2 blocks of 1024 on an SM.
+// Alignment. Row n starts at logits + n V floats (the chunk 256-byte aligned in the arena), on
+// a 16-byte boundary only when V % 4 == 0 (GPT-2's 50257 is not). Its head, the 0..3 values
+// before its first boundary, and its tail, the 0..3 after its last whole float4, are scalars:
+// head value j thread j's, tail value i thread i's (a block has at least 32 threads, as
+// block_sum needs); the body's float4 i is thread i % blockDim.x's. A fixed assignment and
+// order, so the same bits every run. The dlogits take 4 values a store where their row shares
+// the logits' alignment (in place always; bf16 when the rows before it in its buffer, times V,
+// are a multiple of 4), else 4 stores of one.
+
+// Values before p's first boundary of 4 values (4 x sizeof(T) bytes), at most V: 0..3.
+template <typename T>
+__device__ __forceinline__ int ce_head(const T *p, int V) {
+    const unsigned b = 4 * sizeof(T), h = (unsigned)((b - (uintptr_t)p % b) % b / sizeof(T));
+    return (int)h < V ? (int)h : V;
+}
+
+// Folds K values into a thread's running max mt and sum st = sum of e^(x - mt) (an online
+// softmax): their max first, one rescale of st by e^(mt_old - mt) if it is new, then K terms.
+// A first fold too: st is 0, and expf(-inf) 0.
+template <int K>
+__device__ __forceinline__ void ce_fold(float &mt, double &st, const float (&v)[K]) {
+    float mk = v[0];
+    for (int i = 1; i < K; i++) mk = fmaxf(mk, v[i]);
+    if (mk > mt) {
+        st *= (double)expf(mt - mk);
+        mt = mk;
+    }
+    for (int i = 0; i < K; i++) st += (double)expf(v[i] - mt);
+}
+
+// Value j's dlogit: scale (softmax - onehot), k = scale / sum.
+__device__ __forceinline__ float ce_grad(float xj, int j, int target, float m, float k, float scale) {
+    const float g = expf(xj - m) * k;
+    return j == target ? g - scale : g;
+}
+
+// 4 dlogits at p: one store where p is on a boundary of 4 values (wide; fp32 a float4, bf16 a
+// Bf16x4), else 4 (a buffer whose rows do not share the logits' alignment).
+__device__ __forceinline__ void ce_store4(float *p, const float4 &g, bool wide) {
+    if (wide) *reinterpret_cast<float4 *>(p) = g;
+    else p[0] = g.x, p[1] = g.y, p[2] = g.z, p[3] = g.w;
+}
+__device__ __forceinline__ void ce_store4(__nv_bfloat16 *p, const float4 &g, bool wide) {
+    Bf16x4 o;
+    o.v[0] = __float2bfloat16(g.x), o.v[1] = __float2bfloat16(g.y);
+    o.v[2] = __float2bfloat16(g.z), o.v[3] = __float2bfloat16(g.w);
+    if (wide) *reinterpret_cast<Bf16x4 *>(p) = o;
+    else p[0] = o.v[0], p[1] = o.v[1], p[2] = o.v[2], p[3] = o.v[3];
+}
+
 // One block per row. dlogits is D: fp32, which may alias logits (every read of the row's max,
 // sum and x[target] completes before the block barrier inside block_sum, and only then is the
-// row written; each later element is read, then written, by one thread), or bf16, each value
-// rounded from the fp32 one (a separate buffer: a bf16 store would overlap fp32 values still
-// unread).
+// row written; each later value is read, then written, by one thread: a float4 by the thread
+// that read it, head and tail values by theirs), or bf16, each value rounded from the fp32 one
+// (a separate buffer: a bf16 store would overlap fp32 values still unread).
 template <typename D>
-__global__ void crossentropy_rows_kernel(D *dlogits, double *row_loss, const float *logits,
-                                         const int32_t *__restrict__ targets, int V,
-                                         float scale) {
+__global__ void __launch_bounds__(1024, 2)
+    crossentropy_rows_kernel(D *dlogits, double *row_loss, const float *logits, const int32_t *__restrict__ targets,
+                             int V, float scale) {
     const size_t n = blockIdx.x;
     const float *x = logits + n * V;
     D *d = dlogits ? dlogits + n * V : nullptr;
-    const int target = targets[n];
+    const int target = targets[n], t = (int)threadIdx.x, B = (int)blockDim.x;
     if (target < 0) {                                   // pad: no loss, zero gradient
-        if (d)
-            for (int j = threadIdx.x; j < V; j += blockDim.x) d[j] = from_f32<D>(0.0f);
-        if (threadIdx.x == 0) row_loss[n] = 0.0;
+        if (d) {                                        // d's own head, 4 values a store, tail
+            const int h = ce_head(d, V), nv = (V - h) / 4;
+            if (t < h) d[t] = from_f32<D>(0.0f);
+            for (int i = t; i < nv; i += B) ce_store4(d + h + 4 * i, float4{0.0f, 0.0f, 0.0f, 0.0f}, true);
+            if (h + 4 * nv + t < V) d[h + 4 * nv + t] = from_f32<D>(0.0f);
+        }
+        if (t == 0) row_loss[n] = 0.0;
         return;                                         // the whole block takes this branch
     }
     const float xt = x[target];
+    // x = head [0, h), float4s xv[0, nv) from h, tail [h + 4 nv, V).
+    const int h = ce_head(x, V), nv = (V - h) / 4, tail = h + 4 * nv;
+    const float4 *xv = reinterpret_cast<const float4 *>(x + h);
     // The row's max and its sum of exponentials in one read of the row (an online softmax): each
-    // thread keeps a running max mt and sum st = sum of e^(x - mt) over its elements, a new max
-    // rescaling st by e^(mt_old - mt); then the block's max m, and sum = sum of st e^(mt - m).
-    // The dlogits below read the row once more: twice in all, where a pass for the max and one
-    // for the sum made it three (the logits are R x V fp32, 67 MB a chunk at V 32000, larger
-    // than an H100's L2). Each term is e^(x - mt) e^(mt - m), a product of two rounded
+    // thread keeps a running max mt and sum st (ce_fold); then the block's max m, and sum = sum of
+    // st e^(mt - m). The dlogits below read the row once more: twice in all, where a pass for the
+    // max and one for the sum made it three (the logits are R x V fp32, 67 MB a chunk at V 32000,
+    // larger than an H100's L2). Each term is e^(x - mt) e^(mt - m), a product of two rounded
     // exponentials, where the CPU rounds e^(x - m) once: a few ulps of the sum, not bitwise.
     float mt = -INFINITY;
     double st = 0.0;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        const float xj = x[j];
-        if (xj > mt) {   // the first element too: st is 0, and expf(-inf) 0
-            st = st * (double)expf(mt - xj) + 1.0;
-            mt = xj;
+    if (t < h) ce_fold<1>(mt, st, {x[t]});
+    for (int i = t; i < nv; i += 2 * B) {               // two float4s in flight, then their folds
+        const float4 a = xv[i];
+        if (i + B < nv) {
+            const float4 b = xv[i + B];
+            ce_fold<8>(mt, st, {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w});
         } else {
-            st += (double)expf(xj - mt);
+            ce_fold<4>(mt, st, {a.x, a.y, a.z, a.w});
         }
     }
+    if (tail + t < V) ce_fold<1>(mt, st, {x[tail + t]});
     const float m = block_max(mt);
-    double sum = block_sum(st * (double)expf(mt - m));   // a thread with no elements: 0 x 0
-    if (threadIdx.x == 0) row_loss[n] = (double)m + log(sum) - (double)xt;
+    double sum = block_sum(st * (double)expf(mt - m));   // a thread with no values: 0 x 0
+    if (t == 0) row_loss[n] = (double)m + log(sum) - (double)xt;
     if (d) {
         const float k = (float)((double)scale / sum);
-        for (int j = threadIdx.x; j < V; j += blockDim.x) {
-            float g = expf(x[j] - m) * k;
-            d[j] = from_f32<D>(j == target ? g - scale : g);
+        const bool wide = (uintptr_t)(d + h) % (4 * sizeof(D)) == 0;   // fp32 in place: always
+        const auto g4 = [&](const float4 &a, int j) {
+            return float4{ce_grad(a.x, j, target, m, k, scale), ce_grad(a.y, j + 1, target, m, k, scale),
+                          ce_grad(a.z, j + 2, target, m, k, scale), ce_grad(a.w, j + 3, target, m, k, scale)};
+        };
+        if (t < h) d[t] = from_f32<D>(ce_grad(x[t], t, target, m, k, scale));
+        for (int i = t; i < nv; i += 2 * B) {           // both float4s read before either is written
+            const int j = h + 4 * i;
+            const float4 a = xv[i];
+            if (i + B < nv) {
+                const float4 b = xv[i + B];
+                ce_store4(d + j, g4(a, j), wide);
+                ce_store4(d + j + 4 * B, g4(b, j + 4 * B), wide);
+            } else {
+                ce_store4(d + j, g4(a, j), wide);
+            }
         }
+        if (tail + t < V) d[tail + t] = from_f32<D>(ce_grad(x[tail + t], tail + t, target, m, k, scale));
     }
 }
 

@@ -27,8 +27,9 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162flo
 struct alignas(16) Bf16x8 {
     __nv_bfloat16 v[8];
 };
-// 4 bf16s, 8 bytes: one LDG.E.64, for rows whose vectors are 8-byte aligned but not 16 (a
-// rotation's half-row of 32 values at head dim 64 starts every 64 bytes, its quads every 8).
+// 4 bf16s, 8 bytes: one LDG.E.64 or STG.E.64, for rows whose vectors are 8-byte aligned but
+// not 16 (a rotation's half-row of 32 values at head dim 64 starts every 64 bytes, its quads
+// every 8), or the bf16 values of one float4 of fp32 ones (crossentropy's dlogits).
 struct alignas(8) Bf16x4 {
     __nv_bfloat16 v[4];
 };

@@ -34,6 +34,25 @@ struct alignas(8) Bf16x4 {
     __nv_bfloat16 v[4];
 };
 
+// Elements [4 j, 4 j + 4) of p as fp32, one load: float4 (16 bytes) for float, Bf16x4 (8 bytes)
+// widened for bf16; and their store from fp32, bf16 rounded to nearest even as from_f32: where
+// a kernel walks fp32 and bf16 rows in step, 4 columns a load from each. p 16-byte (float) or
+// 8-byte (bf16) aligned.
+__device__ __forceinline__ float4 load_f32x4(const float *p, size_t j) {
+    return reinterpret_cast<const float4 *>(p)[j];
+}
+__device__ __forceinline__ float4 load_f32x4(const __nv_bfloat16 *p, size_t j) {
+    const Bf16x4 v = reinterpret_cast<const Bf16x4 *>(p)[j];
+    return float4{to_f32(v.v[0]), to_f32(v.v[1]), to_f32(v.v[2]), to_f32(v.v[3])};
+}
+__device__ __forceinline__ void store_f32x4(float *p, size_t j, float4 v) { reinterpret_cast<float4 *>(p)[j] = v; }
+__device__ __forceinline__ void store_f32x4(__nv_bfloat16 *p, size_t j, float4 v) {
+    Bf16x4 o;
+    o.v[0] = from_f32<__nv_bfloat16>(v.x), o.v[1] = from_f32<__nv_bfloat16>(v.y);
+    o.v[2] = from_f32<__nv_bfloat16>(v.z), o.v[3] = from_f32<__nv_bfloat16>(v.w);
+    reinterpret_cast<Bf16x4 *>(p)[j] = o;
+}
+
 // ---- device reductions -------------------------------------------------------------------
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {

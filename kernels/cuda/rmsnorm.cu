@@ -1,16 +1,49 @@
 // RMSNorm (Llama): out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps).
 // Row kernels use one warp per row (8 rows per 256-thread block); row sums are accumulated
 // in double per lane as the CPU does, then combined by a fixed butterfly (deterministic).
+// Each lane takes its row's columns in groups of 4 (rmsnorm_kernels.cuh gives the shapes and
+// why): one vector load or store a group where C % 4 == 0 and every pointer is 16-byte aligned
+// (cudaMalloc and the arena give 256; a view into packed parameters or messages may not), else
+// element by element in the same order, so every form gives the same bits.
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rmsnorm_kernels.cuh"
+
+// Whether the kernels' group loads and stores can run on rows of C from these pointers (NULL
+// passes: the kernel does not touch it).
+static bool rmsnorm_vectors(int C, std::initializer_list<const void *> ptrs) {
+    if (C % 4) return false;
+    for (const void *p : ptrs)
+        if ((uintptr_t)p % 16) return false;
+    return true;
+}
+
+// Calls go(V, VEC) with the row kernels' template arguments as std::integral_constants: the
+// groups a lane holds (rmsnorm_held_groups: 2, 4, 6, 8, or 0 to walk the row again) where VEC,
+// and the element-by-element walk otherwise (held registers only pay with vector loads).
+template <typename Go>
+static void rmsnorm_rows(int C, bool vec, Go go) {
+    using VecOn = std::true_type;
+    if (!vec) return go(std::integral_constant<int, 0>(), std::false_type());
+    switch (rmsnorm_held_groups(C)) {
+    case 2: return go(std::integral_constant<int, 2>(), VecOn());
+    case 4: return go(std::integral_constant<int, 4>(), VecOn());
+    case 6: return go(std::integral_constant<int, 6>(), VecOn());
+    case 8: return go(std::integral_constant<int, 8>(), VecOn());
+    default: return go(std::integral_constant<int, 0>(), VecOn());
+    }
+}
 
 template <typename T>
 static void rmsnorm_forward(CudaCtx *ctx, T *out, float *rstd, const float *inp, const float *weight, int N, int C,
                             float eps) {
     if (N <= 0) return;
-    int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-    rmsnorm_forward_kernel<T><<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(out, rstd, inp, weight, N, C,
-                                                                                      eps);
+    const int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+    rmsnorm_rows(C, rmsnorm_vectors(C, {out, inp, weight}), [&](auto held, auto vec) {
+        rmsnorm_forward_kernel<T, decltype(held)::value, decltype(vec)::value>
+            <<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(out, rstd, inp, weight, N, C, eps);
+    });
     CUDA_CHECK_LAUNCH();
 }
 
@@ -28,9 +61,11 @@ template <typename T>
 static void residual_rmsnorm_forward(CudaCtx *ctx, float *sum, T *out, float *rstd, const float *a, const float *b,
                                      const float *weight, int N, int C, float eps) {
     if (N <= 0) return;
-    int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-    residual_rmsnorm_forward_kernel<T><<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(sum, out, rstd, a, b,
-                                                                                               weight, N, C, eps);
+    const int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+    rmsnorm_rows(C, rmsnorm_vectors(C, {sum, out, a, b, weight}), [&](auto held, auto vec) {
+        residual_rmsnorm_forward_kernel<T, decltype(held)::value, decltype(vec)::value>
+            <<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(sum, out, rstd, a, b, weight, N, C, eps);
+    });
     CUDA_CHECK_LAUNCH();
 }
 
@@ -50,8 +85,11 @@ static void rmsnorm_backward_input(CudaCtx *ctx, float *dinp, __nv_bfloat16 *din
                                    const float *inp, const float *weight, const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
     const int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-    rmsnorm_backward_input_kernel<D><<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(dinp, dinp16, resid, dout,
-                                                                                            inp, weight, rstd, N, C);
+    rmsnorm_rows(C, rmsnorm_vectors(C, {dinp, dinp16, resid, dout, inp, weight}), [&](auto held, auto vec) {
+        rmsnorm_backward_input_kernel<D, decltype(held)::value, decltype(vec)::value>
+            <<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(dinp, dinp16, resid, dout, inp, weight, rstd, N,
+                                                                      C);
+    });
     CUDA_CHECK_LAUNCH();
 }
 

@@ -5,82 +5,226 @@
 #ifndef PPTRAIN_KERNELS_CUDA_RMSNORM_KERNELS_CUH
 #define PPTRAIN_KERNELS_CUDA_RMSNORM_KERNELS_CUH
 
+// ---- the row kernels: one warp a row, 8 rows a 256-thread block ----------------------------
+// Memory-bound: the 125m step (N = 16 x 1024 rows, C = 768) moves 75 to 200 MB a launch. With a
+// 4-byte load a lane per loop step, a warp had 128 bytes in flight per stream and an SM ~8-16 KB,
+// where an H200's HBM wants ~20-30 KB an SM in flight (Little's law), so the kernels ran at
+// ~2.8 TB/s of ~4.5. So a lane takes its columns in groups of 4, each one 16-byte load (fp32) or
+// 8-byte load (bf16), and where the row fits (C <= 1024: V = rmsnorm_held_groups(C) groups a
+// lane) holds them in registers: the whole row's loads are issued before any value is used,
+// and the second pass does not read the row again. H200, 125m, bf16 forms (a device-to-device
+// copy there runs at 3.7 TB/s): residual + forward 64.6 -> 47.6 us (3.7 TB/s; 48.5 walked
+// again, V = 0; 60.9 element by element), backward input 75.3 -> 52.1 us (3.9 TB/s; 62.1 walked
+// again, V = 0), forward 24.2 -> 22.0 us. The held backward takes 120-128 registers (2 blocks an
+// SM), which its 7.5 KB a warp in flight (below) covers.
+//
+// Group j of a row is columns [4 j, 4 j + 4), lane j % 32's: lane l takes groups l, l + 32, ...
+// in that order, and a group's 4 columns in order. Each lane sums its own in double, then
+// warp_sum's fixed butterfly: a fixed order (deterministic). VEC (C % 4 == 0 and every pointer
+// 16-byte aligned, the launcher checks) loads and stores a group at once; without it the same
+// groups go element by element, the columns past C read as 0 (which adds +0, leaving a sum of
+// squares, or a sum that is never -0, as it was) and not written. Held (V > 0) or walked again
+// (V == 0, C > 1024), vector or not, the arithmetic and its order are the same, so every form
+// gives the same bits, and the bf16 forms (template T, D) those of the fp32 forms rounded.
 #define RMSNORM_ROWS_PER_BLOCK 8
-// dweight reduction: each block owns 32 columns x `chunk` rows (cuda_rmsnorm_chunk_rows: 128,
-// doubled until the chunk count fits gridDim.y); 8 thread rows walk the chunk, then a second
-// kernel adds the chunks' partial sums in chunk order.
 
-// out is T: fp32, or bf16 rounded from the fp32 value (a GEMM operand in bf16 mode).
-template <typename T>
+// Groups of 4 columns a lane holds in registers for a row of C (C / 4 groups over 32 lanes,
+// rounded up to 2, 4, 6 or 8: few instantiations), or 0 beyond 8 (C > 1024: the loop that reads
+// the row again; 8 float4s a stream are 32 registers already). C = 768: 6.
+static inline int rmsnorm_held_groups(int C) {
+    const int per_lane = ((C + 3) / 4 + 31) / 32;
+    return per_lane > 8 ? 0 : (per_lane + 1) / 2 * 2;
+}
+
+// Group j of a row as fp32 (see above: VEC one load, else element by element, 0 past C).
+template <bool VEC, typename D>
+__device__ __forceinline__ float4 rmsnorm_load(const D *row, int j, int C) {
+    if (VEC) return load_f32x4(row, (size_t)j);
+    const int c = 4 * j;   // < C: the group exists
+    return float4{to_f32(row[c]), c + 1 < C ? to_f32(row[c + 1]) : 0.0f, c + 2 < C ? to_f32(row[c + 2]) : 0.0f,
+                  c + 3 < C ? to_f32(row[c + 3]) : 0.0f};
+}
+template <bool VEC, typename T>
+__device__ __forceinline__ void rmsnorm_store(T *row, int j, int C, float4 v) {
+    if (VEC) return store_f32x4(row, (size_t)j, v);
+    const int c = 4 * j;
+    row[c] = from_f32<T>(v.x);
+    if (c + 1 < C) row[c + 1] = from_f32<T>(v.y);
+    if (c + 2 < C) row[c + 2] = from_f32<T>(v.z);
+    if (c + 3 < C) row[c + 3] = from_f32<T>(v.w);
+}
+__device__ __forceinline__ double rmsnorm_squares(double ss, float4 v) {
+    ss += (double)v.x * v.x, ss += (double)v.y * v.y, ss += (double)v.z * v.z, ss += (double)v.w * v.w;
+    return ss;
+}
+__device__ __forceinline__ float rmsnorm_rstd(double ss, int C, float eps) {
+    return (float)(1.0 / sqrt(ss / C + (double)eps));
+}
+// x * r * weight, each column.
+__device__ __forceinline__ float4 rmsnorm_scale(float4 x, float r, float4 w) {
+    return float4{x.x * r * w.x, x.y * r * w.y, x.z * r * w.z, x.w * r * w.w};
+}
+
+// out is T: fp32, or bf16 rounded from the fp32 value (a GEMM operand in bf16 mode). Reads inp
+// (N, C) fp32, writes out: V held groups, or 0 (read again); VEC as above.
+template <typename T, int V, bool VEC>
 __global__ void rmsnorm_forward_kernel(T *__restrict__ out, float *__restrict__ rstd,
                                        const float *__restrict__ inp,
                                        const float *__restrict__ weight, int N, int C,
                                        float eps) {
-    int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;                                 // whole warp leaves together
+    const int G = (C + 3) / 4;
     const float *x = inp + (size_t)row * C;
     T *o = out + (size_t)row * C;
     double ss = 0.0;
-    for (int c = lane; c < C; c += 32) ss += (double)x[c] * x[c];
-    ss = warp_sum(ss);
-    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
-    if (lane == 0) rstd[row] = r;
-    for (int c = lane; c < C; c += 32) o[c] = from_f32<T>(x[c] * r * weight[c]);
+    if constexpr (V > 0) {
+        float4 v[V];
+        for (int k = 0; k < V; k++) v[k] = lane + 32 * k < G ? rmsnorm_load<VEC>(x, lane + 32 * k, C) : float4{};
+        for (int k = 0; k < V; k++)
+            if (lane + 32 * k < G) ss = rmsnorm_squares(ss, v[k]);
+        const float r = rmsnorm_rstd(warp_sum(ss), C, eps);
+        if (lane == 0) rstd[row] = r;
+        for (int k = 0; k < V; k++)
+            if (lane + 32 * k < G)
+                rmsnorm_store<VEC>(o, lane + 32 * k, C,
+                                   rmsnorm_scale(v[k], r, rmsnorm_load<VEC>(weight, lane + 32 * k, C)));
+    } else {
+        for (int j = lane; j < G; j += 32) ss = rmsnorm_squares(ss, rmsnorm_load<VEC>(x, j, C));
+        const float r = rmsnorm_rstd(warp_sum(ss), C, eps);
+        if (lane == 0) rstd[row] = r;
+        for (int j = lane; j < G; j += 32)
+            rmsnorm_store<VEC>(o, j, C, rmsnorm_scale(rmsnorm_load<VEC>(x, j, C), r, rmsnorm_load<VEC>(weight, j, C)));
+    }
 }
 
 // The residual add fused in front: sum = a + b, written, and normalized from the values just
 // written (as cuda_residual_forward then cuda_rmsnorm_forward would, in the same order per row).
-// sum may alias a or b: each element is read, then written, by the same lane.
-template <typename T>
+// sum may alias a or b: each element is read, then written, by the same lane, and the held form
+// issues every load of its row before its first store (a store the compiler cannot prove apart
+// from a later load would hold that load back). 125m: a, b read (2 x 50 MB), sum (50 MB) and out
+// (25 MB bf16) written; 6 groups a lane = 12 16-byte loads in flight, 6 KB a warp.
+template <typename T, int V, bool VEC>
 __global__ void residual_rmsnorm_forward_kernel(float *sum, T *__restrict__ out,
                                                 float *__restrict__ rstd, const float *a,
                                                 const float *b, const float *__restrict__ weight,
                                                 int N, int C, float eps) {
-    int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;                                 // whole warp leaves together
+    const int G = (C + 3) / 4;
     const size_t base = (size_t)row * C;
     double ss = 0.0;
-    for (int c = lane; c < C; c += 32) {
-        const float x = a[base + c] + b[base + c];
-        sum[base + c] = x;
-        ss += (double)x * x;
+    if constexpr (V > 0) {
+        float4 x[V], y[V];
+        for (int k = 0; k < V; k++) {
+            const bool in = lane + 32 * k < G;
+            x[k] = in ? rmsnorm_load<VEC>(a + base, lane + 32 * k, C) : float4{};
+            y[k] = in ? rmsnorm_load<VEC>(b + base, lane + 32 * k, C) : float4{};
+        }
+        for (int k = 0; k < V; k++)
+            if (lane + 32 * k < G) {
+                x[k] = float4{x[k].x + y[k].x, x[k].y + y[k].y, x[k].z + y[k].z, x[k].w + y[k].w};
+                rmsnorm_store<VEC>(sum + base, lane + 32 * k, C, x[k]);
+                ss = rmsnorm_squares(ss, x[k]);
+            }
+        const float r = rmsnorm_rstd(warp_sum(ss), C, eps);
+        if (lane == 0) rstd[row] = r;
+        for (int k = 0; k < V; k++)
+            if (lane + 32 * k < G)
+                rmsnorm_store<VEC>(out + base, lane + 32 * k, C,
+                                   rmsnorm_scale(x[k], r, rmsnorm_load<VEC>(weight, lane + 32 * k, C)));
+    } else {
+        for (int j = lane; j < G; j += 32) {
+            const float4 p = rmsnorm_load<VEC>(a + base, j, C), q = rmsnorm_load<VEC>(b + base, j, C);
+            const float4 s = {p.x + q.x, p.y + q.y, p.z + q.z, p.w + q.w};
+            rmsnorm_store<VEC>(sum + base, j, C, s);
+            ss = rmsnorm_squares(ss, s);
+        }
+        const float r = rmsnorm_rstd(warp_sum(ss), C, eps);
+        if (lane == 0) rstd[row] = r;
+        for (int j = lane; j < G; j += 32)   // the sum just written, by this lane
+            rmsnorm_store<VEC>(out + base, j, C,
+                               rmsnorm_scale(rmsnorm_load<VEC>(sum + base, j, C), r, rmsnorm_load<VEC>(weight, j, C)));
     }
-    ss = warp_sum(ss);
-    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
-    if (lane == 0) rstd[row] = r;
-    for (int c = lane; c < C; c += 32) out[base + c] = from_f32<T>(sum[base + c] * r * weight[c]);
+}
+
+// The backward's two steps on one group: wdx += dout * inp * weight (in double, the order the
+// scalar kernel had), and the gradient from the row's a, b and w*dout: from + (a wd - b x).
+__device__ __forceinline__ double rmsnorm_wdx(double wdx, float4 d, float4 x, float4 w) {
+    wdx += (double)d.x * x.x * w.x, wdx += (double)d.y * x.y * w.y;
+    wdx += (double)d.z * x.z * w.z, wdx += (double)d.w * x.w * w.w;
+    return wdx;
+}
+__device__ __forceinline__ float4 rmsnorm_dx(float4 from, float a, float b, float4 wd, float4 x) {
+    return float4{from.x + (a * wd.x - b * x.x), from.y + (a * wd.y - b * x.y), from.z + (a * wd.z - b * x.z),
+                  from.w + (a * wd.w - b * x.w)};
+}
+__device__ __forceinline__ float4 rmsnorm_mul(float4 p, float4 q) {
+    return float4{p.x * q.x, p.y * q.y, p.z * q.z, p.w * q.w};
 }
 
 // dinp = resid + (rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp)), row by row: resid NULL
-// adds to zero, resid == dinp accumulates (each element read, then written, by one lane). dinp16
-// (may be NULL) gets the bf16 copy of the value written, rounded to nearest even. dout is D:
-// fp32, or bf16 (bf16 mode stores the norm output's gradient so), widened.
-template <typename D>
+// adds to zero, resid == dinp accumulates (each element read, then written, by one lane; the
+// held form reads resid with the rest of the row, before the row's first store). dinp16 (may be
+// NULL) gets the bf16 copy of the value written, rounded to nearest even. dout is D: fp32, or
+// bf16 (bf16 mode stores the norm output's gradient so), widened. 125m bf16 mode: dout (25 MB),
+// inp and resid (50 MB each) read, dinp (50 MB) and dinp16 (25 MB) written; held: a lane keeps
+// w*dout, inp and resid, 3 x 6 float4s, and issues all 24 group loads (with the weight's, from
+// L1) before its first use: 7.5 KB a warp from memory.
+template <typename D, int V, bool VEC>
 __global__ void rmsnorm_backward_input_kernel(float *dinp, __nv_bfloat16 *__restrict__ dinp16, const float *resid,
                                               const D *__restrict__ dout, const float *__restrict__ inp,
                                               const float *__restrict__ weight, const float *__restrict__ rstd, int N,
                                               int C) {
-    int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= N) return;
+    const int G = (C + 3) / 4;
     const size_t base = (size_t)row * C;
     const float *x = inp + base;
     const D *d = dout + base;
+    const double r = rstd[row];
     double wdx = 0.0;
-    for (int c = lane; c < C; c += 32) wdx += (double)to_f32(d[c]) * x[c] * weight[c];
-    wdx = warp_sum(wdx);
-    double r = rstd[row];
-    float a = (float)r, b = (float)(r * r * r * wdx / C);
-    for (int c = lane; c < C; c += 32) {
-        const float from = resid ? resid[base + c] : 0.0f;
-        const float g = from + (a * (weight[c] * to_f32(d[c])) - b * x[c]);
-        dinp[base + c] = g;
-        if (dinp16) dinp16[base + c] = __float2bfloat16(g);
+    if constexpr (V > 0) {
+        float4 wd[V], xv[V], from[V], w[V];
+        for (int k = 0; k < V; k++) {
+            const bool in = lane + 32 * k < G;
+            wd[k] = in ? rmsnorm_load<VEC>(d, lane + 32 * k, C) : float4{};   // dout until the product below
+            xv[k] = in ? rmsnorm_load<VEC>(x, lane + 32 * k, C) : float4{};
+            w[k] = in ? rmsnorm_load<VEC>(weight, lane + 32 * k, C) : float4{};
+            from[k] = in && resid ? rmsnorm_load<VEC>(resid + base, lane + 32 * k, C) : float4{};
+        }
+        for (int k = 0; k < V; k++)
+            if (lane + 32 * k < G) {
+                wdx = rmsnorm_wdx(wdx, wd[k], xv[k], w[k]);
+                wd[k] = rmsnorm_mul(w[k], wd[k]);
+            }
+        wdx = warp_sum(wdx);
+        const float a = (float)r, b = (float)(r * r * r * wdx / C);
+        for (int k = 0; k < V; k++)
+            if (lane + 32 * k < G) {
+                const float4 g = rmsnorm_dx(from[k], a, b, wd[k], xv[k]);
+                rmsnorm_store<VEC>(dinp + base, lane + 32 * k, C, g);
+                if (dinp16) rmsnorm_store<VEC>(dinp16 + base, lane + 32 * k, C, g);
+            }
+    } else {
+        for (int j = lane; j < G; j += 32)
+            wdx = rmsnorm_wdx(wdx, rmsnorm_load<VEC>(d, j, C), rmsnorm_load<VEC>(x, j, C),
+                              rmsnorm_load<VEC>(weight, j, C));
+        wdx = warp_sum(wdx);
+        const float a = (float)r, b = (float)(r * r * r * wdx / C);
+        for (int j = lane; j < G; j += 32) {
+            const float4 from = resid ? rmsnorm_load<VEC>(resid + base, j, C) : float4{};
+            const float4 wd = rmsnorm_mul(rmsnorm_load<VEC>(weight, j, C), rmsnorm_load<VEC>(d, j, C));
+            const float4 g = rmsnorm_dx(from, a, b, wd, rmsnorm_load<VEC>(x, j, C));
+            rmsnorm_store<VEC>(dinp + base, j, C, g);
+            if (dinp16) rmsnorm_store<VEC>(dinp16 + base, j, C, g);
+        }
     }
 }
 
+// dweight reduction: each block owns 32 columns x `chunk` rows (cuda_rmsnorm_chunk_rows: 128,
+// doubled until the chunk count fits gridDim.y); 8 thread rows walk the chunk, then a second
+// kernel adds the chunks' partial sums in chunk order.
 // partial(chunks, C) = per-chunk sums of dout * (inp * rstd) (dout D: fp32, or bf16 widened).
 // Block of 256 threads, RMSNORM_DWEIGHT_THREADS: x = thread % 32 the column, y = thread / 32
 // the row phase; grid (column blocks, chunks). Shared-memory combine over y in fixed order.

@@ -31,6 +31,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 extern "C" {
@@ -114,105 +116,179 @@ template <typename Body> static void run(unsigned blocks, unsigned threads, Body
 }
 
 // ---- rmsnorm_kernels.cuh ------------------------------------------------------------------
-static void test_rmsnorm(void) {
-    const int N = 13, C = 72;   // 2 blocks of 8 rows, the second partial; 72 = 2 x 32 + 8 lanes' worth
+// Calls go(form, V, VEC) (std::integral_constants) for each form of the row kernels rmsnorm.cu
+// launches for rows of C: element by element (any C, and any pointer), and where C % 4 == 0 the
+// vector forms: the row walked again (V = 0: C > 1024), and held in registers where
+// rmsnorm_held_groups takes it.
+template <typename Go> static void rmsnorm_forms(int C, Go go) {
+    go("elements", std::integral_constant<int, 0>(), std::false_type());
+    if (C % 4) return;
+    go("vectors", std::integral_constant<int, 0>(), std::true_type());
+    switch (rmsnorm_held_groups(C)) {
+    case 2: return go("held 2", std::integral_constant<int, 2>(), std::true_type());
+    case 4: return go("held 4", std::integral_constant<int, 4>(), std::true_type());
+    case 6: return go("held 6", std::integral_constant<int, 6>(), std::true_type());
+    case 8: return go("held 8", std::integral_constant<int, 8>(), std::true_type());
+    }
+}
+// The vector forms' loads want 16-byte aligned rows (malloc's are, on a 64-bit host): a test
+// buffer that is not fails, rather than running them misaligned.
+static bool aligned16(std::initializer_list<const void *> ptrs) {
+    for (const void *p : ptrs)
+        if ((uintptr_t)p % 16) return false;
+    return true;
+}
+static void append(Floats &all, const Floats &x) { all.insert(all.end(), x.begin(), x.end()); }
+
+// The row kernels on N rows of C, each form against the CPU backend; the bf16 forms against the
+// fp32 forms' outputs, bit for bit; and every form's outputs against the element form's, bit for
+// bit (the same arithmetic in the same order, rmsnorm_kernels.cuh's contract).
+static void check_rmsnorm_rows(int N, int C) {
     const float eps = 1e-5f;
     const size_t n = (size_t)N * C;
     const Floats x = uniform(n, 1, 2.0f), w = uniform(C, 2), b = uniform(n, 3), dout = uniform(n, 4);
     const unsigned blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK,
                    threads = 32 * RMSNORM_ROWS_PER_BLOCK;
-    Floats out(n, NAN), rstd(N, NAN), want(n), want_rstd(N);
+    Floats want(n), want_rstd(N), want_sum(n), rwant(n), rwant_rstd(N);
     rmsnorm_forward(want.data(), want_rstd.data(), x.data(), w.data(), N, C, eps);
-    run(blocks, threads,
-        [&] { rmsnorm_forward_kernel<float>(out.data(), rstd.data(), x.data(), w.data(), N, C, eps); });
-    expect_close("rmsnorm forward: out", out, want, 1e-6);
-    expect_close("rmsnorm forward: rstd", rstd, want_rstd, 1e-6);
-    Bf16s out16(n, nan16);
-    Floats rstd16(N, NAN);
-    run(blocks, threads,
-        [&] { rmsnorm_forward_kernel<__nv_bfloat16>(out16.data(), rstd16.data(), x.data(), w.data(), N, C, eps); });
-    expect_rounded("rmsnorm forward bf16: fp32's out rounded", out16, out);
-    expect_bitwise("rmsnorm forward bf16: rstd", rstd16, rstd);
-
-    // The residual add in front, in place (sum == a, as the layers call it).
-    Floats sum = x, rout(n, NAN), rrstd(N, NAN), want_sum(n);
     residual_forward(want_sum.data(), x.data(), b.data(), n);
-    rmsnorm_forward(want.data(), want_rstd.data(), want_sum.data(), w.data(), N, C, eps);
-    run(blocks, threads, [&] {
-        residual_rmsnorm_forward_kernel<float>(sum.data(), rout.data(), rrstd.data(), sum.data(), b.data(), w.data(), N,
-                                               C, eps);
-    });
-    expect_bitwise("residual + rmsnorm forward: the sum, in place", sum, want_sum);
-    expect_close("residual + rmsnorm forward: out", rout, want, 1e-6);
-    Floats sum16 = x;
-    Bf16s rout16(n, nan16);
-    run(blocks, threads, [&] {
-        residual_rmsnorm_forward_kernel<__nv_bfloat16>(sum16.data(), rout16.data(), rrstd.data(), sum16.data(),
-                                                       b.data(), w.data(), N, C, eps);
-    });
-    expect_rounded("residual + rmsnorm forward bf16: fp32's out rounded", rout16, rout);
-
-    // Input gradient: resid + the norm's term, written with its bf16 copy.
-    Floats dinp(n, NAN), term(n, 0.0f), want_d = b;
-    rmsnorm_backward(term.data(), NULL, dout.data(), x.data(), w.data(), rstd.data(), N, C);
-    rmsnorm_backward(want_d.data(), NULL, dout.data(), x.data(), w.data(), rstd.data(), N, C);
-    Bf16s dinp16(n, nan16);
-    run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel<float>(dinp.data(), dinp16.data(), b.data(), dout.data(), x.data(), w.data(),
-                                             rstd.data(), N, C);
-    });
-    expect_close("rmsnorm backward: dinp = resid + term", dinp, want_d, 1e-5);
-    expect_rounded("rmsnorm backward: dinp's bf16 copy", dinp16, dinp);
-    Floats alone(n, NAN);
-    run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel<float>(alone.data(), nullptr, nullptr, dout.data(), x.data(), w.data(),
-                                             rstd.data(), N, C);
-    });
-    expect_close("rmsnorm backward: resid NULL, the term", alone, term, 1e-5);
-    Floats acc = b;
-    run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel<float>(acc.data(), nullptr, acc.data(), dout.data(), x.data(), w.data(),
-                                             rstd.data(), N, C);
-    });
-    expect_close("rmsnorm backward: resid == dinp accumulates", acc, want_d, 1e-5);
-
-    // bf16 mode's dout (the norm output's gradient as its GEMM stores it): the fp32 form on the
-    // widened values, bit for bit.
+    rmsnorm_forward(rwant.data(), rwant_rstd.data(), want_sum.data(), w.data(), N, C, eps);
+    Floats term(n, 0.0f), want_d = b;
+    rmsnorm_backward(term.data(), NULL, dout.data(), x.data(), w.data(), want_rstd.data(), N, C);
+    rmsnorm_backward(want_d.data(), NULL, dout.data(), x.data(), w.data(), want_rstd.data(), N, C);
     const Bf16s d16 = to_bf16(dout);
     const Floats dw16 = widen(d16);
-    Floats ref(n, NAN), got(n, NAN);
-    run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel<float>(ref.data(), nullptr, b.data(), dw16.data(), x.data(), w.data(),
-                                             rstd.data(), N, C);
-    });
-    run(blocks, threads, [&] {
-        rmsnorm_backward_input_kernel<__nv_bfloat16>(got.data(), nullptr, b.data(), d16.data(), x.data(), w.data(),
-                                                     rstd.data(), N, C);
-    });
-    expect_bitwise("rmsnorm backward, bf16 dout: fp32's on the widened dout", got, ref);
+    Floats first;   // the element form's outputs, end to end
+    rmsnorm_forms(C, [&](const char *form, auto held, auto vec) {
+        constexpr int V = decltype(held)::value;
+        constexpr bool VEC = decltype(vec)::value;
+        char what[96];
+        const auto name = [&](const char *check) {
+            snprintf(what, sizeof what, "rmsnorm C=%d %s: %s", C, form, check);
+            return what;
+        };
+        Floats out(n, NAN), rstd(N, NAN);
+        Bf16s out16(n, nan16);
+        Floats rstd16(N, NAN);
+        run(blocks, threads,
+            [&] { rmsnorm_forward_kernel<float, V, VEC>(out.data(), rstd.data(), x.data(), w.data(), N, C, eps); });
+        expect_close(name("forward out"), out, want, 1e-6);
+        expect_close(name("forward rstd"), rstd, want_rstd, 1e-6);
+        run(blocks, threads, [&] {
+            rmsnorm_forward_kernel<__nv_bfloat16, V, VEC>(out16.data(), rstd16.data(), x.data(), w.data(), N, C, eps);
+        });
+        expect_rounded(name("forward bf16: fp32's out rounded"), out16, out);
+        expect_bitwise(name("forward bf16: rstd"), rstd16, rstd);
 
-    // The weight gradient: per-chunk partial sums (chunks of 4 rows here, so 4 chunks, the last
-    // partial; 3 column blocks, the last partial), then their sum in chunk order, += dweight.
+        // The residual add in front, in place (sum == a, as the layers call it), and into a
+        // third buffer (the bf16 form, sum == b).
+        Floats sum = x, rout(n, NAN), rrstd(N, NAN), sum16 = b, rrstd16(N, NAN);
+        Bf16s rout16(n, nan16);
+        run(blocks, threads, [&] {
+            residual_rmsnorm_forward_kernel<float, V, VEC>(sum.data(), rout.data(), rrstd.data(), sum.data(), b.data(),
+                                                           w.data(), N, C, eps);
+        });
+        expect_bitwise(name("residual: the sum, in place"), sum, want_sum);
+        expect_close(name("residual: out"), rout, rwant, 1e-6);
+        expect_close(name("residual: rstd"), rrstd, rwant_rstd, 1e-6);
+        run(blocks, threads, [&] {
+            residual_rmsnorm_forward_kernel<__nv_bfloat16, V, VEC>(sum16.data(), rout16.data(), rrstd16.data(),
+                                                                   x.data(), sum16.data(), w.data(), N, C, eps);
+        });
+        expect_bitwise(name("residual bf16: the sum, into b"), sum16, want_sum);
+        expect_rounded(name("residual bf16: fp32's out rounded"), rout16, rout);
+        expect_bitwise(name("residual bf16: rstd"), rrstd16, rrstd);
+
+        // Input gradient: resid + the norm's term, written with its bf16 copy; resid NULL; resid
+        // == dinp (accumulates); bf16 mode's dout, fp32's on the widened values bit for bit.
+        Floats dinp(n, NAN), alone(n, NAN), acc = b, ref(n, NAN), got(n, NAN);
+        Bf16s dinp16(n, nan16);
+        run(blocks, threads, [&] {
+            rmsnorm_backward_input_kernel<float, V, VEC>(dinp.data(), dinp16.data(), b.data(), dout.data(), x.data(),
+                                                         w.data(), rstd.data(), N, C);
+        });
+        expect_close(name("backward: dinp = resid + term"), dinp, want_d, 1e-5);
+        expect_rounded(name("backward: dinp's bf16 copy"), dinp16, dinp);
+        run(blocks, threads, [&] {
+            rmsnorm_backward_input_kernel<float, V, VEC>(alone.data(), nullptr, nullptr, dout.data(), x.data(),
+                                                         w.data(), rstd.data(), N, C);
+        });
+        expect_close(name("backward: resid NULL, the term"), alone, term, 1e-5);
+        run(blocks, threads, [&] {
+            rmsnorm_backward_input_kernel<float, V, VEC>(acc.data(), nullptr, acc.data(), dout.data(), x.data(),
+                                                         w.data(), rstd.data(), N, C);
+        });
+        expect_close(name("backward: resid == dinp accumulates"), acc, want_d, 1e-5);
+        run(blocks, threads, [&] {
+            rmsnorm_backward_input_kernel<float, V, VEC>(ref.data(), nullptr, b.data(), dw16.data(), x.data(),
+                                                         w.data(), rstd.data(), N, C);
+        });
+        run(blocks, threads, [&] {
+            rmsnorm_backward_input_kernel<__nv_bfloat16, V, VEC>(got.data(), nullptr, b.data(), d16.data(), x.data(),
+                                                                 w.data(), rstd.data(), N, C);
+        });
+        expect_bitwise(name("backward, bf16 dout: fp32's on the widened"), got, ref);
+
+        Floats all;
+        for (const Floats *f : {&out, &rstd, &sum, &rout, &rrstd, &dinp, &alone, &acc, &got}) append(all, *f);
+        for (const Bf16s *f : {&out16, &rout16, &dinp16}) append(all, widen(*f));
+        if (first.empty()) first = all;
+        else expect_bitwise(name("every output, the element form's bits"), all, first);
+        if (VEC)
+            report(name("test buffers 16-byte aligned"),
+                   aligned16({x.data(), w.data(), b.data(), dout.data(), d16.data(), out.data(), out16.data(),
+                              sum.data(), rout.data(), rout16.data(), dinp.data(), dinp16.data(), acc.data(),
+                              sum16.data(), dw16.data(), ref.data(), got.data(), alone.data()}),
+                   "");
+    });
+}
+
+// The weight gradient on N rows of C: per-chunk partial sums (chunks of 4 rows, the last
+// partial; column blocks of 32, the last partial where C is not a multiple), then their sum in
+// chunk order, += dweight; bf16 dout bit for bit as fp32's on the widened values.
+static void check_rmsnorm_dweight(int N, int C) {
+    const size_t n = (size_t)N * C;
+    const Floats x = uniform(n, 1, 2.0f), w = uniform(C, 2), dout = uniform(n, 4), dw0 = uniform(C, 13);
+    Floats rstd(N), scratch(n);
+    rmsnorm_forward(scratch.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
     const int chunk = 4, chunks = (N + chunk - 1) / chunk;
-    const Floats dw0 = uniform(C, 13);
-    Floats want_w = dw0, got_w = dw0, got_w16 = dw0;
+    const dim3 grid{(unsigned)((C + 31) / 32), (unsigned)chunks, 1};
+    Floats want_w = dw0, got_w = dw0, got_w16 = dw0, ref_w = dw0;
     rmsnorm_backward(NULL, want_w.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
-    std::vector<double> partial((size_t)chunks * C, NAN), partial16((size_t)chunks * C, NAN);
-    simt_launch(dim3{(unsigned)((C + 31) / 32), (unsigned)chunks, 1}, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+    const Bf16s d16 = to_bf16(dout);
+    const Floats dw16 = widen(d16);
+    char what[96];
+    const auto name = [&](const char *check) {
+        snprintf(what, sizeof what, "rmsnorm dweight C=%d: %s", C, check);
+        return what;
+    };
+    std::vector<double> partial((size_t)chunks * C, NAN);
+    simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
         rmsnorm_dweight_partial_kernel<float>(partial.data(), dout.data(), x.data(), rstd.data(), N, C, chunk);
     });
     run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w.data(), partial.data(), chunks, C); });
-    expect_close("rmsnorm weight gradient (+=)", got_w, want_w, 1e-6);
-    simt_launch(dim3{(unsigned)((C + 31) / 32), (unsigned)chunks, 1}, RMSNORM_DWEIGHT_THREADS, 0, [&] {
-        rmsnorm_dweight_partial_kernel<__nv_bfloat16>(partial16.data(), d16.data(), x.data(), rstd.data(), N, C, chunk);
+    expect_close(name("+= the gradient"), got_w, want_w, 1e-6);
+    std::fill(partial.begin(), partial.end(), NAN);
+    simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+        rmsnorm_dweight_partial_kernel<__nv_bfloat16>(partial.data(), d16.data(), x.data(), rstd.data(), N, C, chunk);
     });
-    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w16.data(), partial16.data(), chunks, C); });
-    Floats ref_w = dw0;
-    simt_launch(dim3{(unsigned)((C + 31) / 32), (unsigned)chunks, 1}, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w16.data(), partial.data(), chunks, C); });
+    std::fill(partial.begin(), partial.end(), NAN);
+    simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
         rmsnorm_dweight_partial_kernel<float>(partial.data(), dw16.data(), x.data(), rstd.data(), N, C, chunk);
     });
     run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(ref_w.data(), partial.data(), chunks, C); });
-    expect_bitwise("rmsnorm weight gradient, bf16 dout: fp32's on the widened dout", got_w16, ref_w);
+    expect_bitwise(name("bf16 dout: fp32's on the widened"), got_w16, ref_w);
+}
+
+// 13 rows: 2 blocks of 8 rows, the second partial. Widths: 69, 70, 71 (not multiples of 4:
+// elements only, the last group of 1, 2 or 3 columns, so each of its guards is the one that
+// stops); 72 (18 groups, lanes 18-31 idle; held 2); 768 (the 125m width: 6 groups a lane, held
+// 6); 1000 (250 groups: 8 a lane for lanes 0-25, 7 for the rest; held 8). The weight gradient:
+// 70 (3 column blocks, the last partial), 768.
+static void test_rmsnorm(void) {
+    for (int C : {69, 70, 71, 72, 768, 1000}) check_rmsnorm_rows(13, C);
+    for (int C : {70, 768}) check_rmsnorm_dweight(13, C);
 }
 
 // ---- swiglu_kernels.cuh -------------------------------------------------------------------

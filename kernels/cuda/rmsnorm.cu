@@ -101,9 +101,13 @@ static void rmsnorm_dweight(CudaCtx *ctx, float *dweight, const D *dout, const f
     if (N <= 0 || C <= 0) return;
     const int chunk = cuda_rmsnorm_chunk_rows(N), chunks = (N + chunk - 1) / chunk;
     double *partial = (double *)ctx_arena(ctx, cuda_rmsnorm_arena_bytes(N, C));
-    dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks);
-    rmsnorm_dweight_partial_kernel<D><<<grid, RMSNORM_DWEIGHT_THREADS, 0, ctx->stream>>>(partial, dout, inp, rstd, N, C,
-                                                                                       chunk);
+    dim3 grid((unsigned)((C + RMSNORM_DWEIGHT_COLS - 1) / RMSNORM_DWEIGHT_COLS), (unsigned)chunks);
+    if (rmsnorm_vectors(C, {dout, inp}))
+        rmsnorm_dweight_partial_kernel<D, true>
+            <<<grid, RMSNORM_DWEIGHT_THREADS, 0, ctx->stream>>>(partial, dout, inp, rstd, N, C, chunk);
+    else
+        rmsnorm_dweight_partial_kernel<D, false>
+            <<<grid, RMSNORM_DWEIGHT_THREADS, 0, ctx->stream>>>(partial, dout, inp, rstd, N, C, chunk);
     CUDA_CHECK_LAUNCH();
     rmsnorm_dweight_final_kernel<<<(C + 255) / 256, 256, 0, ctx->stream>>>(dweight, partial, chunks, C);
     CUDA_CHECK_LAUNCH();

@@ -222,33 +222,46 @@ __global__ void rmsnorm_backward_input_kernel(float *dinp, __nv_bfloat16 *__rest
     }
 }
 
-// dweight reduction: each block owns 32 columns x `chunk` rows (cuda_rmsnorm_chunk_rows: 128,
+// partial(chunks, C) = per-chunk sums of dout * (inp * rstd) (dout D: fp32, or bf16 widened).
+// Block of 256 threads, RMSNORM_DWEIGHT_THREADS: x = thread % 32 takes columns [4 x, 4 x + 4) of
+// the block's RMSNORM_DWEIGHT_COLS (group blockIdx.x * 32 + x, as the row kernels' groups: one
+// 16-byte inp load and one 8-byte bf16 dout load where VEC), y = thread / 32 the row phase;
+// grid (column blocks, chunks). Each column's sum keeps the order it had with a column a
+// thread (rows r0 + y, r0 + y + 8, ..., then the 8 phases in order), so vectors change no bit.
+// dweight reduction: each block owns 128 columns x `chunk` rows (cuda_rmsnorm_chunk_rows: 128,
 // doubled until the chunk count fits gridDim.y); 8 thread rows walk the chunk, then a second
 // kernel adds the chunks' partial sums in chunk order.
-// partial(chunks, C) = per-chunk sums of dout * (inp * rstd) (dout D: fp32, or bf16 widened).
-// Block of 256 threads, RMSNORM_DWEIGHT_THREADS: x = thread % 32 the column, y = thread / 32
-// the row phase; grid (column blocks, chunks). Shared-memory combine over y in fixed order.
+// 125m: 75 MB read (bf16 dout, fp32 inp), 6 x 128 = 768 blocks, each thread 16 rows of 24 bytes.
+// That grid is about one wave, so what limits it is how many blocks an SM holds: at nvcc's 44
+// registers 5 (660 on 132 SMs, and a second wave of 108), at 40 (the launch bound) 6, all 768 at
+// once. H200: 26.7 us at 44 registers, 22.0 us bounded (the scalar kernel 27.4 us); loading more
+// rows a batch (8 or 16 a thread) cost registers, blocks an SM, and time (30 to 54 us).
 #define RMSNORM_DWEIGHT_THREADS 256
-template <typename D>
-__global__ void rmsnorm_dweight_partial_kernel(double *__restrict__ partial, const D *__restrict__ dout,
-                                               const float *__restrict__ inp, const float *__restrict__ rstd, int N,
-                                               int C, int chunk) {
-    __shared__ double sh[8][33];
+#define RMSNORM_DWEIGHT_COLS 128
+#define RMSNORM_DWEIGHT_BLOCKS_PER_SM 6
+template <typename D, bool VEC>
+__global__ void __launch_bounds__(RMSNORM_DWEIGHT_THREADS, RMSNORM_DWEIGHT_BLOCKS_PER_SM)
+rmsnorm_dweight_partial_kernel(double *__restrict__ partial, const D *__restrict__ dout, const float *__restrict__ inp,
+                               const float *__restrict__ rstd, int N, int C, int chunk) {
+    __shared__ double sh[8][RMSNORM_DWEIGHT_COLS];
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-    int c = blockIdx.x * 32 + tx;
-    int r0 = blockIdx.y * chunk;
-    int r1 = min(r0 + chunk, N);
-    double acc = 0.0;
-    if (c < C)
+    const int j = blockIdx.x * 32 + tx;
+    const int r0 = blockIdx.y * chunk, r1 = min(r0 + chunk, N);
+    double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0;
+    if (4 * j < C)
         for (int r = r0 + ty; r < r1; r += 8) {
-            size_t i = (size_t)r * C + c;
-            acc += (double)to_f32(dout[i]) * (inp[i] * rstd[r]);
+            const float4 g = rmsnorm_load<VEC>(dout + (size_t)r * C, j, C),
+                         x = rmsnorm_load<VEC>(inp + (size_t)r * C, j, C);
+            const float s = rstd[r];
+            acc0 += (double)g.x * (x.x * s), acc1 += (double)g.y * (x.y * s);
+            acc2 += (double)g.z * (x.z * s), acc3 += (double)g.w * (x.w * s);
         }
-    sh[ty][tx] = acc;
+    sh[ty][4 * tx] = acc0, sh[ty][4 * tx + 1] = acc1, sh[ty][4 * tx + 2] = acc2, sh[ty][4 * tx + 3] = acc3;
     __syncthreads();
-    if (ty == 0 && c < C) {
+    const int t = threadIdx.x, c = blockIdx.x * RMSNORM_DWEIGHT_COLS + t;   // thread t: column t, phases in order
+    if (t < RMSNORM_DWEIGHT_COLS && c < C) {
         double s = 0.0;
-        for (int y = 0; y < 8; y++) s += sh[y][tx];
+        for (int y = 0; y < 8; y++) s += sh[y][t];
         partial[(size_t)blockIdx.y * C + c] = s;
     }
 }

@@ -244,51 +244,65 @@ static void check_rmsnorm_rows(int N, int C) {
 }
 
 // The weight gradient on N rows of C: per-chunk partial sums (chunks of 4 rows, the last
-// partial; column blocks of 32, the last partial where C is not a multiple), then their sum in
-// chunk order, += dweight; bf16 dout bit for bit as fp32's on the widened values.
+// partial; column blocks of RMSNORM_DWEIGHT_COLS, the last partial where C is not a multiple),
+// then their sum in chunk order, += dweight. Element by element and (C % 4 == 0) in vectors:
+// each column's sum keeps its order, so the two agree bit for bit.
 static void check_rmsnorm_dweight(int N, int C) {
     const size_t n = (size_t)N * C;
     const Floats x = uniform(n, 1, 2.0f), w = uniform(C, 2), dout = uniform(n, 4), dw0 = uniform(C, 13);
     Floats rstd(N), scratch(n);
     rmsnorm_forward(scratch.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
     const int chunk = 4, chunks = (N + chunk - 1) / chunk;
-    const dim3 grid{(unsigned)((C + 31) / 32), (unsigned)chunks, 1};
-    Floats want_w = dw0, got_w = dw0, got_w16 = dw0, ref_w = dw0;
+    const dim3 grid{(unsigned)((C + RMSNORM_DWEIGHT_COLS - 1) / RMSNORM_DWEIGHT_COLS), (unsigned)chunks, 1};
+    Floats want_w = dw0;
     rmsnorm_backward(NULL, want_w.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
     const Bf16s d16 = to_bf16(dout);
     const Floats dw16 = widen(d16);
-    char what[96];
-    const auto name = [&](const char *check) {
-        snprintf(what, sizeof what, "rmsnorm dweight C=%d: %s", C, check);
-        return what;
+    Floats first;
+    const auto form = [&](const char *how, auto vec) {
+        constexpr bool VEC = decltype(vec)::value;
+        char what[96];
+        const auto name = [&](const char *check) {
+            snprintf(what, sizeof what, "rmsnorm dweight C=%d %s: %s", C, how, check);
+            return what;
+        };
+        Floats got_w = dw0, got_w16 = dw0, ref_w = dw0;
+        std::vector<double> partial((size_t)chunks * C, NAN);
+        simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+            rmsnorm_dweight_partial_kernel<float, VEC>(partial.data(), dout.data(), x.data(), rstd.data(), N, C, chunk);
+        });
+        run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w.data(), partial.data(), chunks, C); });
+        expect_close(name("+= the gradient"), got_w, want_w, 1e-6);
+        std::fill(partial.begin(), partial.end(), NAN);
+        simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+            rmsnorm_dweight_partial_kernel<__nv_bfloat16, VEC>(partial.data(), d16.data(), x.data(), rstd.data(), N, C,
+                                                               chunk);
+        });
+        run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w16.data(), partial.data(), chunks, C); });
+        std::fill(partial.begin(), partial.end(), NAN);
+        simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
+            rmsnorm_dweight_partial_kernel<float, VEC>(partial.data(), dw16.data(), x.data(), rstd.data(), N, C, chunk);
+        });
+        run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(ref_w.data(), partial.data(), chunks, C); });
+        expect_bitwise(name("bf16 dout: fp32's on the widened"), got_w16, ref_w);
+        Floats all = got_w;
+        append(all, got_w16);
+        if (first.empty()) first = all;
+        else expect_bitwise(name("the element form's bits"), all, first);
+        if (VEC) report(name("test buffers 16-byte aligned"), aligned16({x.data(), dout.data(), d16.data()}), "");
     };
-    std::vector<double> partial((size_t)chunks * C, NAN);
-    simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
-        rmsnorm_dweight_partial_kernel<float>(partial.data(), dout.data(), x.data(), rstd.data(), N, C, chunk);
-    });
-    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w.data(), partial.data(), chunks, C); });
-    expect_close(name("+= the gradient"), got_w, want_w, 1e-6);
-    std::fill(partial.begin(), partial.end(), NAN);
-    simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
-        rmsnorm_dweight_partial_kernel<__nv_bfloat16>(partial.data(), d16.data(), x.data(), rstd.data(), N, C, chunk);
-    });
-    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w16.data(), partial.data(), chunks, C); });
-    std::fill(partial.begin(), partial.end(), NAN);
-    simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
-        rmsnorm_dweight_partial_kernel<float>(partial.data(), dw16.data(), x.data(), rstd.data(), N, C, chunk);
-    });
-    run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(ref_w.data(), partial.data(), chunks, C); });
-    expect_bitwise(name("bf16 dout: fp32's on the widened"), got_w16, ref_w);
+    form("elements", std::false_type());
+    if (C % 4 == 0) form("vectors", std::true_type());
 }
 
 // 13 rows: 2 blocks of 8 rows, the second partial. Widths: 69, 70, 71 (not multiples of 4:
 // elements only, the last group of 1, 2 or 3 columns, so each of its guards is the one that
 // stops); 72 (18 groups, lanes 18-31 idle; held 2); 768 (the 125m width: 6 groups a lane, held
 // 6); 1000 (250 groups: 8 a lane for lanes 0-25, 7 for the rest; held 8). The weight gradient:
-// 70 (3 column blocks, the last partial), 768.
+// 70, 200 (2 column blocks, the second of 72), 768 (6 full).
 static void test_rmsnorm(void) {
     for (int C : {69, 70, 71, 72, 768, 1000}) check_rmsnorm_rows(13, C);
-    for (int C : {70, 768}) check_rmsnorm_dweight(13, C);
+    for (int C : {70, 200, 768}) check_rmsnorm_dweight(13, C);
 }
 
 // ---- swiglu_kernels.cuh -------------------------------------------------------------------

@@ -53,16 +53,10 @@ __device__ __forceinline__ float ce_grad(float xj, int j, int target, float m, f
 
 // 4 dlogits at p: one store where p is on a boundary of 4 values (wide; fp32 a float4, bf16 a
 // Bf16x4), else 4 (a buffer whose rows do not share the logits' alignment).
-__device__ __forceinline__ void ce_store4(float *p, const float4 &g, bool wide) {
-    if (wide) *reinterpret_cast<float4 *>(p) = g;
-    else p[0] = g.x, p[1] = g.y, p[2] = g.z, p[3] = g.w;
-}
-__device__ __forceinline__ void ce_store4(__nv_bfloat16 *p, const float4 &g, bool wide) {
-    Bf16x4 o;
-    o.v[0] = __float2bfloat16(g.x), o.v[1] = __float2bfloat16(g.y);
-    o.v[2] = __float2bfloat16(g.z), o.v[3] = __float2bfloat16(g.w);
-    if (wide) *reinterpret_cast<Bf16x4 *>(p) = o;
-    else p[0] = o.v[0], p[1] = o.v[1], p[2] = o.v[2], p[3] = o.v[3];
+template <typename D>
+__device__ __forceinline__ void ce_store4(D *p, const float4 &g, bool wide) {
+    if (wide) return store_f32x4(p, 0, g);
+    p[0] = from_f32<D>(g.x), p[1] = from_f32<D>(g.y), p[2] = from_f32<D>(g.z), p[3] = from_f32<D>(g.w);
 }
 
 // One block per row. dlogits is D: fp32, which may alias logits (every read of the row's max,

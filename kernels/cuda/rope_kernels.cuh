@@ -86,19 +86,13 @@ __global__ void rope_forward_bf16x4_kernel(__nv_bfloat16 *x, const float *__rest
         const size_t at = (size_t)(n % T) * half;
         for (int j = threadIdx.x; j < per_row; j += blockDim.x) {
             const int h = j / quads, i = 4 * (j - h * quads);
-            const float4 c = *reinterpret_cast<const float4 *>(cos_tab + at + i),
-                         s = *reinterpret_cast<const float4 *>(sin_tab + at + i);
-            Bf16x4 *lo = reinterpret_cast<Bf16x4 *>(x + ((size_t)n * H + h) * HD + i), *hi = lo + quads;
-            const Bf16x4 a = *lo, b = *hi;
-            const float cs[4] = {c.x, c.y, c.z, c.w}, sn[4] = {s.x, s.y, s.z, s.w};
-            Bf16x4 ra, rb;
-            for (int e = 0; e < 4; e++) {
-                const float x0 = to_f32(a.v[e]), x1 = to_f32(b.v[e]);
-                ra.v[e] = from_f32<__nv_bfloat16>(x0 * cs[e] - x1 * sn[e]);
-                rb.v[e] = from_f32<__nv_bfloat16>(x1 * cs[e] + x0 * sn[e]);
-            }
-            *lo = ra;
-            *hi = rb;
+            const float4 c = load_f32x4(cos_tab + at + i, 0), s = load_f32x4(sin_tab + at + i, 0);
+            __nv_bfloat16 *lo = x + ((size_t)n * H + h) * HD + i, *hi = lo + half;
+            const float4 a = load_f32x4(lo, 0), b = load_f32x4(hi, 0);
+            store_f32x4(lo, 0, float4{a.x * c.x - b.x * s.x, a.y * c.y - b.y * s.y, a.z * c.z - b.z * s.z,
+                                      a.w * c.w - b.w * s.w});
+            store_f32x4(hi, 0, float4{b.x * c.x + a.x * s.x, b.y * c.y + a.y * s.y, b.z * c.z + a.z * s.z,
+                                      b.w * c.w + a.w * s.w});
         }
     }
 }

@@ -147,7 +147,9 @@ static int prepare_source(RunSession *s, Error *err) {
         snprintf(s->source_dir, sizeof s->source_dir, "%s", ro->init_from);
         Error why;
         if (!(s->source = ckpt_open(ro->init_from, false, CKPT_OPEN_VERIFY, &why))) {
-            error_set(err, "--init-from: %s", why.msg);
+            // `sample FOLDER` sets init_from itself: its line names the folder, not a flag not typed
+            if (run_options_given(ro, "--init-from")) error_set(err, "--init-from: %s", why.msg);
+            else *err = why;
             return -1;
         }
         // Every rank reads the same folder and would say the same: rank 0 says it.

@@ -127,6 +127,9 @@ refused "an empty prompt, a Hugging Face tokenizer" "--prompt is empty" "$hf_tok
 refused "an empty prompt, refused before the source is read" "--prompt is empty" 2 --db store.db --prompt ""
 refused "no prompt" "sample needs --prompt" "$fixture"
 refused "no source" "sample needs RUN" --prompt hi
+mkdir -p no_weights && cp "$src/tests/fixtures/hf_variants/plain/config.json" no_weights/
+refused "a Hugging Face folder without weights, named as given (no --init-from was typed)" \
+  "no_weights: neither model.safetensors.index.json nor model.safetensors is there" no_weights --prompt hi
 refused "a prompt longer than max_position_embeddings" "--prompt is 201 tokens, longer than the model's max_position_embeddings (128)" "$fixture" --prompt "$long"
 refused "temperature 0 with sampling" "--temperature 0: sampling needs a temperature > 0" "$fixture" --prompt hi --temperature 0
 refused "a negative temperature" "--temperature -1: sampling needs" "$fixture" --prompt hi --temperature -1

@@ -40,6 +40,9 @@ void run_options_usage_sample(FILE *out);
 // llm.c _val_ shards aside): -1 with err. run_options_parse checks it; run_session checks it
 // again on --resume, once the checkpoint's data and validation set are merged in.
 int run_options_check_val(const RunOptions *ro, Error *err);
+// --virtual, when given with a CSV schedule, must be the file's V: a fresh run checks it as it
+// parses; --resume, whose schedule may be the checkpoint's CSV, checks it once that is merged.
+int run_options_check_virtual(const RunOptions *ro, Error *err);
 // Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
 // values except where the user gave new ones.
 bool run_options_given(const RunOptions *ro, const char *flag);

@@ -225,6 +225,7 @@ check "--resume with --ckpt-every alone: the run's --ckpt-dir is inherited, exit
   bash -c "[ $? -eq 0 ] && grep -q '^checkpoint step 3: .*inert-ck/' stdout.txt"
 expect_line "--val-every 1 needs --val-data PATH (or --data, a folder with llm.c _val_ shards): without it nothing is \
 validated" --resume "$ck" --steps 3 --val-every 1 --db ''
+expect_line "--virtual 2, but v1.csv has 2 stages on 2 ranks" --resume "$ck" --steps 3 --virtual 2 --db ''
 "$bin" train --resume "$ck" --steps 3 --val-data data --val-every 1 --db '' > stdout.txt 2> stderr.txt
 check "--resume with --val-data: the command line's validation runs (the checkpoint keeps none)" \
   grep -q '^val      3 | val loss' stdout.txt

@@ -349,12 +349,16 @@ int cuda_classifier_chunk_rows(int N, int V);
 // The GPU's own chunking, in plain C for every build (an estimate, the stage's reservation:
 // engine/model/model_cuda_arena.c): the chunk's fp32 logits take at most
 // CUDA_CLASSIFIER_CHUNK_BYTES, 64 MiB (1.3 % of the 3.3 GB the full (16 x 1024, 50257) logits
-// would take, and still R = 333 rows at V = 50257, wide enough for each chunk's GEMM to run at
-// full rate). classifier.cu's cuda_classifier_chunk_rows returns the first; the GPU emulator
-// (tests/gpu_emu) runs smaller chunks but takes the GPU's arena.
+// would take, and still R = 332 rows at V = 50257, wide enough for each chunk's GEMM to run at
+// full rate). R is a multiple of 4 where it can be: a bf16 group's dlogits hold its chunks back
+// to back, so chunk k's rows start k R V values in, and the loss kernel stores 4 of them at once
+// only where a row shares its logits' 16-byte alignment (at V = 50257 an odd R left 3 chunks of
+// 4 to single stores). classifier.cu's cuda_classifier_chunk_rows returns the first; the GPU
+// emulator (tests/gpu_emu) runs smaller chunks but takes the GPU's arena.
 #define CUDA_CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
 static inline int cuda_classifier_gpu_chunk_rows(int N, int V) {
     size_t rows = CUDA_CLASSIFIER_CHUNK_BYTES / ((size_t)(V > 0 ? V : 1) * sizeof(float));
+    if (rows >= 4) rows -= rows % 4;
     if (rows < 1) rows = 1;
     return N > 0 && rows > (size_t)N ? N : (int)rows;
 }

@@ -844,7 +844,7 @@ static void test_crossentropy(void) {
 static void test_classifier(int VL) {
     // Rows enough for two whole gradient groups of the bf16 form and a short third, itself a
     // whole chunk and half of one: 524 rows a chunk and 2096 a group at 32000 on a GPU (4978
-    // rows), 333 and 1332 at 50257 (3163); the emulator's 16 KiB chunks are a row or a few, and
+    // rows), 332 and 1328 at 50257 (3154); the emulator's 16 KiB chunks are a row or a few, and
     // 701 rows end in a short group there.
     const int R = cuda_classifier_chunk_rows(1 << 30, VL), G = cuda_classifier_group_rows(1 << 30, VL, true);
     const int NR = 2 * G + R + R / 2 > 701 ? 2 * G + R + R / 2 : 701;

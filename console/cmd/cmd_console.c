@@ -232,11 +232,16 @@ static int console_with_defaults(int argc, char **argv, int first, RunOptions de
         return 0;
     }
     // A --themes-dir that is no folder is refused now, not the first time t is pressed.
+    // errno is read only when stat failed: a file that exists is "not a folder" whatever errno held.
     struct stat themes;
-    if (f.themes_dir && f.themes_dir[0] && (stat(f.themes_dir, &themes) != 0 || !S_ISDIR(themes.st_mode))) {
-        error_set(&err, "--themes-dir %s: %s", f.themes_dir, errno == ENOENT ? "no such folder" : "not a folder");
-        free(ro);
-        return cli_fail(&err);
+    if (f.themes_dir && f.themes_dir[0]) {
+        const bool found = stat(f.themes_dir, &themes) == 0;
+        if (!found || !S_ISDIR(themes.st_mode)) {
+            error_set(&err, "--themes-dir %s: %s", f.themes_dir,
+                      !found && errno == ENOENT ? "no such folder" : !found ? strerror(errno) : "not a folder");
+            free(ro);
+            return cli_fail(&err);
+        }
     }
     // Under mpirun with the local transport every process would open its own console on the
     // terminal, each with its own runs.

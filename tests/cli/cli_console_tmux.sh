@@ -294,6 +294,10 @@ tm kill-server 2>/dev/null
 "$bin" console --themes-dir "$work/notes/none" > /dev/null 2> "$work/notes/themes.txt"
 check "--themes-dir that does not exist: exit 2 at start" [ $? -eq 2 ]
 check "... in one line" [ "$(cat "$work/notes/themes.txt")" = "pptrain: --themes-dir $work/notes/none: no such folder" ]
+: > "$work/notes/a-file"
+"$bin" console --themes-dir "$work/notes/a-file" > /dev/null 2> "$work/notes/themes.txt"
+check "--themes-dir naming a file: exit 2, 'not a folder' (whatever errno held)" \
+  [ "$(cat "$work/notes/themes.txt")" = "pptrain: --themes-dir $work/notes/a-file: not a folder" ]
 cd "$work" || exit 1
 
 cli_finish

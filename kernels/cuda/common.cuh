@@ -85,15 +85,16 @@ static inline unsigned grid_for(size_t n, int block) {
     return blocks ? (unsigned)blocks : 1u;
 }
 
-// Whether Bf16x8's 16-byte loads and stores can start at these pointers: all 16-byte aligned.
-static inline bool bf16_aligned16(std::initializer_list<const void *> ptrs) {
+// Whether 16-byte loads and stores (Bf16x8, float4) can start at these pointers: all 16-byte
+// aligned (NULL passes: a kernel does not touch it).
+static inline bool aligned16(std::initializer_list<const void *> ptrs) {
     for (const void *p : ptrs)
         if ((uintptr_t)p % 16) return false;
     return true;
 }
 // ... and walk rows of `width` bf16s at stride ld from them: width and ld multiples of 8 too.
 static inline bool bf16_vectors(size_t width, size_t ld, std::initializer_list<const void *> ptrs) {
-    return width % 8 == 0 && ld % 8 == 0 && bf16_aligned16(ptrs);
+    return width % 8 == 0 && ld % 8 == 0 && aligned16(ptrs);
 }
 
 static inline __nv_bfloat16 *as_bf16(cuda_bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }

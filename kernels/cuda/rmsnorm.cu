@@ -10,14 +10,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rmsnorm_kernels.cuh"
 
-// Whether the kernels' group loads and stores can run on rows of C from these pointers (NULL
-// passes: the kernel does not touch it).
-static bool rmsnorm_vectors(int C, std::initializer_list<const void *> ptrs) {
-    if (C % 4) return false;
-    for (const void *p : ptrs)
-        if ((uintptr_t)p % 16) return false;
-    return true;
-}
+// Whether the kernels' group loads and stores can run on rows of C from these pointers.
+static bool rmsnorm_vectors(int C, std::initializer_list<const void *> ptrs) { return C % 4 == 0 && aligned16(ptrs); }
 
 // Calls go(V, VEC) with the row kernels' template arguments as std::integral_constants: the
 // groups a lane holds (rmsnorm_held_groups: 2, 4, 6, 8, or 0 to walk the row again) where VEC,

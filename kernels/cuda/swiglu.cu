@@ -22,7 +22,7 @@ void cuda_swiglu_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *gat
                               int FF) {
     const size_t n = (size_t)N * FF;
     if (n == 0) return;
-    if (!bf16_aligned16({out, gate, up})) {   // a tail of n % 8 is the kernel's own
+    if (!aligned16({out, gate, up})) {   // a tail of n % 8 is the kernel's own
         swiglu_forward(ctx, as_bf16(out), as_bf16(gate), as_bf16(up), N, FF);
         return;
     }

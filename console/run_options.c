@@ -391,7 +391,7 @@ int run_options_check_virtual(const RunOptions *ro, Error *err) {
 // A CSV schedule brings its own P (rows), M and V, as plan takes them: P and M fill --stages and
 // --microbatches when those were not given (when they were, the pipeline checks they agree);
 // --virtual is held to the file's (virtual_matches).
-static int shape_from_csv(RunOptions *ro, Error *err) {
+int run_options_shape_from_csv(RunOptions *ro, Error *err) {
     if (!schedule_is_file(ro->pipe.schedule)) return 0;
     if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches") &&
         !run_options_given(ro, "--virtual"))
@@ -475,6 +475,6 @@ int run_options_parse(int argc, char **argv, int first, RunOptions *ro, Error *e
     // tenth of it: the user never asked for it. One the user gave is held to --steps.
     if (!run_options_given(ro, "--warmup") && ro->rc.optim.warmup_steps > ro->rc.steps)
         ro->rc.optim.warmup_steps = ro->rc.steps / 10;
-    if (shape_from_csv(ro, err) || run_options_check_val(ro, err)) return -1;
+    if (run_options_shape_from_csv(ro, err) || run_options_check_val(ro, err)) return -1;
     return run_config_validate(&ro->rc, err);
 }

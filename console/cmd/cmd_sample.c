@@ -280,16 +280,13 @@ static int generation_layout(RunOptions *ro, int n_prompt, long tokens, Error *e
         return 0;
     }
     if (!schedule_is_file(ro->pipe.schedule)) return 0;
-    Schedule *s = schedule_resolve(ro->pipe.schedule, 0, 0, 0, err);
-    if (!s) return -1;
-    const int ranks = s->n_ranks, M = s->n_microbatches;
-    schedule_free(s);
-    if (M != 1) {
+    if (run_options_shape_from_csv(ro, err)) return -1;   // its ranks and V; M too (sample has no --microbatches)
+    if (rc->microbatches != 1) {
         error_set(err, "--schedule %s runs %d microbatches, and a sample runs 1: write one with pptrain plan --stages "
-                       "%d --microbatches 1 --dump-csv > FILE (or leave --schedule out)", ro->pipe.schedule, M, ranks);
+                       "%d --microbatches 1 --dump-csv > FILE (or leave --schedule out)", ro->pipe.schedule,
+                  rc->microbatches, ro->pipe.ranks);
         return -1;
     }
-    if (!run_options_given(ro, "--stages")) ro->pipe.ranks = ranks;
     return 0;
 }
 

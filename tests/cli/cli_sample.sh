@@ -153,4 +153,6 @@ check "a 1-microbatch CSV: transformers' ids, on its 2 ranks" [ "$got" = "$(expe
 check "... the CSV's 2 ranks, with no --stages" grep -q ', 2 stages, greedy$' csv.err
 refused "a training run's CSV (M 2)" "--schedule two_mb.csv runs 2 microbatches, and a sample runs 1: write one with \
 pptrain plan --stages 2 --microbatches 1 --dump-csv > FILE" "$fixture" --prompt hi --schedule two_mb.csv
+refused "a --virtual the CSV contradicts" "--virtual 2, but one_mb.csv has 2 stages on 2 ranks" "$fixture" \
+  --prompt hi --schedule one_mb.csv --virtual 2
 cli_finish

@@ -370,35 +370,19 @@ RunOptions run_options_defaults(void) {
     return ro;
 }
 
-// --virtual given must be a CSV schedule's own V (its stages over its ranks), as a built-in
-// schedule with a fixed V refuses another.
-static int virtual_matches(const RunOptions *ro, const Schedule *s, Error *err) {
-    if (!run_options_given(ro, "--virtual") || ro->pipe.virtual_stages * s->n_ranks == s->n_stages) return 0;
-    error_set(err, "--virtual %d, but %s has %d stages on %d ranks", ro->pipe.virtual_stages, s->name, s->n_stages,
-              s->n_ranks);
-    return -1;
-}
-
-int run_options_check_virtual(const RunOptions *ro, Error *err) {
-    if (!run_options_given(ro, "--virtual") || !schedule_is_file(ro->pipe.schedule)) return 0;
-    Schedule *s = schedule_resolve(ro->pipe.schedule, 0, 0, 0, err);
-    if (!s) return -1;
-    const int rc = virtual_matches(ro, s, err);
-    schedule_free(s);
-    return rc;
-}
-
 // A CSV schedule brings its own P (rows), M and V, as plan takes them: P and M fill --stages and
 // --microbatches when those were not given (when they were, the pipeline checks they agree);
-// --virtual is held to the file's (virtual_matches).
+// a --virtual given must be the file's (its stages over its ranks), as a built-in schedule with
+// a fixed V refuses another.
 int run_options_shape_from_csv(RunOptions *ro, Error *err) {
     if (!schedule_is_file(ro->pipe.schedule)) return 0;
-    if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches") &&
-        !run_options_given(ro, "--virtual"))
-        return 0;
+    const bool virtual_given = run_options_given(ro, "--virtual");
+    if (run_options_given(ro, "--stages") && run_options_given(ro, "--microbatches") && !virtual_given) return 0;
     Schedule *s = schedule_resolve(ro->pipe.schedule, 0, 0, 0, err);
     if (!s) return -1;
-    if (virtual_matches(ro, s, err)) {
+    if (virtual_given && ro->pipe.virtual_stages * s->n_ranks != s->n_stages) {
+        error_set(err, "--virtual %d, but %s has %d stages on %d ranks", ro->pipe.virtual_stages, s->name,
+                  s->n_stages, s->n_ranks);
         schedule_free(s);
         return -1;
     }

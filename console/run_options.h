@@ -40,12 +40,10 @@ void run_options_usage_sample(FILE *out);
 // llm.c _val_ shards aside): -1 with err. run_options_parse checks it; run_session checks it
 // again on --resume, once the checkpoint's data and validation set are merged in.
 int run_options_check_val(const RunOptions *ro, Error *err);
-// --virtual, when given with a CSV schedule, must be the file's V: a fresh run checks it as it
-// parses; --resume, whose schedule may be the checkpoint's CSV, checks it once that is merged.
-int run_options_check_virtual(const RunOptions *ro, Error *err);
 // A CSV schedule (--schedule FILE.csv) brings its own P, M and V: P and M fill --stages and
 // --microbatches where those were not given, and a --virtual given must be its V (-1 with err).
-// run_options_parse applies it to train's and check's flags; sample applies it to its own.
+// run_options_parse applies it to train's and check's flags; run_session again on --resume, once
+// the checkpoint's options (its schedule, maybe a CSV) are merged; sample to its own flags.
 int run_options_shape_from_csv(RunOptions *ro, Error *err);
 // Whether the command line set this flag ("--stages"): a resumed run keeps its checkpoint's
 // values except where the user gave new ones.

@@ -99,7 +99,7 @@ static int merge_resumed(RunOptions *ro, const CkptState *st, bool weights_only,
     ro->rc = rc;
     ro->pipe = po;
     if (run_options_check_val(ro, err)) return -1;   // against the checkpoint's data, when --data is not given
-    if (run_options_check_virtual(ro, err)) return -1;   // against the checkpoint's CSV, when --schedule is not given
+    if (run_options_shape_from_csv(ro, err)) return -1;   // a CSV's P and M, as a fresh run takes them; V held to it
     return run_config_validate(&ro->rc, err);
 }
 

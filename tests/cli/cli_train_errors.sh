@@ -226,6 +226,10 @@ check "--resume with --ckpt-every alone: the run's --ckpt-dir is inherited, exit
 expect_line "--val-every 1 needs --val-data PATH (or --data, a folder with llm.c _val_ shards): without it nothing is \
 validated" --resume "$ck" --steps 3 --val-every 1 --db ''
 expect_line "--virtual 2, but v1.csv has 2 stages on 2 ranks" --resume "$ck" --steps 3 --virtual 2 --db ''
+"$bin" plan --stages 2 --microbatches 4 --dump-csv > m4.csv
+"$bin" train --resume "$ck" --steps 3 --schedule m4.csv --db '' > stdout.txt 2> stderr.txt
+check "--resume onto another CSV: its M taken, as a fresh run takes it (the checkpoint's was 2)" \
+  bash -c "[ $? -eq 0 ] && grep -q ', 4 microbatches,' stdout.txt"
 "$bin" train --resume "$ck" --steps 3 --val-data data --val-every 1 --db '' > stdout.txt 2> stderr.txt
 check "--resume with --val-data: the command line's validation runs (the checkpoint keeps none)" \
   grep -q '^val      3 | val loss' stdout.txt
@@ -236,7 +240,7 @@ python_free_shard heldout/d_val_000000.bin 20240520 1 600 600
   > stdout.txt 2> stderr.txt
 check "--val-every with --data holding _val_ shards: validated, exit 0" \
   bash -c "[ $? -eq 0 ] && grep -q '^val      1 | val loss' stdout.txt"
-rm -rf v1.csv inert-ck heldout stdout.txt stderr.txt
+rm -rf v1.csv m4.csv inert-ck heldout stdout.txt stderr.txt
 
 after=$(ls -A | sort | tr '\n' ' ')
 if [ "$before" = "$after" ]; then pass; else fail "files appeared: before [$before] after [$after]"; fi

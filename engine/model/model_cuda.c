@@ -35,8 +35,11 @@
 // batch when Q == KV, else q alone and k, v as one; gate and up as one). Backward: the output
 // gradients are packed side by side into one operand (in bf16 mode the packing is the bf16
 // conversion each operand needed anyway), then one GEMM gives dx and one gives dW for the group.
-// Each residual add runs fused with the RMSNorm after it (the layer's second, the next layer's
-// first, or the final norm): cuda_residual_rmsnorm_forward.
+// Each residual add runs in the epilogue of the GEMM whose output it adds (the attention's
+// output projection, the MLP's down projection): cuda_linear_forward_residual writes x + the
+// product into the next residual buffer, rounded once as a separate add would round it, so the
+// norm after it (the layer's second, the next layer's first, or the final norm) reads the sum
+// alone and no pass reads the projection's output back.
 #include "engine/model/model_cuda.h"
 
 #include <assert.h>
@@ -510,19 +513,6 @@ static void norm_into(StageCuda *c, float *wide, uint16_t *narrow, float *rstd, 
     else cuda_rmsnorm_forward(c->ctx, wide, rstd, x, weight, N, C, eps);
 }
 
-// sum = a + b, then out = rmsnorm(sum) into an operand activation.
-static void residual_norm_into(StageCuda *c, float *sum, float *wide, uint16_t *narrow, float *rstd, const float *a,
-                               const float *b, const float *weight, int N, int C, float eps) {
-    if (c->bf16) cuda_residual_rmsnorm_forward_bf16(c->ctx, sum, narrow, rstd, a, b, weight, N, C, eps);
-    else cuda_residual_rmsnorm_forward(c->ctx, sum, wide, rstd, a, b, weight, N, C, eps);
-}
-
-// out = a + b, and its bf16 copy into out16 unless that is NULL (fp32 mode: always).
-static void residual_into(StageCuda *c, float *out, uint16_t *out16, const float *a, const float *b, size_t n) {
-    if (out16) cuda_residual_forward_bf16(c->ctx, out, out16, a, b, n);
-    else cuda_residual_forward(c->ctx, out, a, b, n);
-}
-
 // h = silu(gate) * up into the operand hidden (bf16 mode: from the bf16 gate and up).
 static void swiglu_into(StageCuda *c, LayerActs *la, int N, int I) {
     if (c->bf16) cuda_swiglu_forward_bf16(c->ctx, la->h_16, la->gate_16, la->up_16, N, I);
@@ -536,6 +526,13 @@ static const cuda_bf16 *w16_of(const StageCuda *c, const float *W) { return c->w
 static void lin_fwd(StageCuda *c, float *out, const void *in, const float *W, int N, int IC, int OC) {
     if (c->bf16) cuda_linear_forward_bf16(c->ctx, out, in, w16_of(c, W), N, IC, OC);
     else cuda_linear_forward(c->ctx, out, in, W, N, IC, OC);
+}
+
+// out(N, OC) = resid(N, OC) + in(N, IC) @ W^T: a residual add, in the GEMM's epilogue.
+static void lin_fwd_residual(StageCuda *c, float *out, const float *resid, const void *in, const float *W, int N,
+                             int IC, int OC) {
+    if (c->bf16) cuda_linear_forward_residual_bf16(c->ctx, out, resid, in, w16_of(c, W), N, IC, OC);
+    else cuda_linear_forward_residual(c->ctx, out, resid, in, W, N, IC, OC);
 }
 
 // dW(OC, IC) += dout(N, OC)^T @ in(N, IC)
@@ -666,15 +663,13 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
                                           d.NKV, d.HD);
     else
         cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
-    lin_fwd(c, la->xmid, kept_operand(c, la->atty, la->atty_16), w->wo, d.N, d.Q, d.C);
-    residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, d.N, d.C, eps);
+    lin_fwd_residual(c, la->xmid, x, kept_operand(c, la->atty, la->atty_16), w->wo, d.N, d.Q, d.C);
+    norm_into(c, la->ln2, la->ln2_16, la->rstd2, la->xmid, w->ln2, d.N, d.C, eps);
     gate_up_forward(c, w, la, d.N, d.C, d.I);
     swiglu_into(c, la, d.N, d.I);
-    lin_fwd(c, out, kept_operand(c, la->h, la->h_16), w->wdown, d.N, d.I, d.C);
-    if (next.weight)
-        residual_norm_into(c, out, next.out, next.out16, next.rstd, out, la->xmid, next.weight, d.N, d.C, eps);
-    else
-        residual_into(c, out, out16, out, la->xmid, NC);
+    lin_fwd_residual(c, out, la->xmid, kept_operand(c, la->h, la->h_16), w->wdown, d.N, d.I, d.C);
+    if (next.weight) norm_into(c, next.out, next.out16, next.rstd, out, next.weight, d.N, d.C, eps);
+    else if (out16) cuda_f32_to_bf16(c->ctx, out16, out, NC);
 }
 
 // The microbatch's token rows (first stage) and target rows (last stage) go up through pinned
@@ -967,12 +962,12 @@ static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, cons
     else
         cuda_flash_decode(c->ctx, la->atty, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH, d.NKV,
                           d.HD);
-    lin_fwd(c, la->xmid, kept_operand(c, la->atty, la->atty_16), w->wo, 1, d.Q, d.C);
-    residual_norm_into(c, la->xmid, la->ln2, la->ln2_16, la->rstd2, la->xmid, x, w->ln2, 1, d.C, eps);
+    lin_fwd_residual(c, la->xmid, x, kept_operand(c, la->atty, la->atty_16), w->wo, 1, d.Q, d.C);
+    norm_into(c, la->ln2, la->ln2_16, la->rstd2, la->xmid, w->ln2, 1, d.C, eps);
     gate_up_forward(c, w, la, 1, d.C, d.I);
     swiglu_into(c, la, 1, d.I);
-    lin_fwd(c, out, kept_operand(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
-    residual_into(c, out, out16, out, la->xmid, (size_t)d.C);
+    lin_fwd_residual(c, out, la->xmid, kept_operand(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
+    if (out16) cuda_f32_to_bf16(c->ctx, out16, out, (size_t)d.C);
 }
 
 // One token at pos (a slot of B = T = 1), queued; the output message handed on as gpu_forward

@@ -53,6 +53,11 @@ void *ctx_arena(CudaCtx *ctx, size_t bytes);
 void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A,
              int lda, const void *B, int ldb, cudaDataType_t ab_type, float beta, float *C,
              int ldc);
+// The same with C read from Cin and the result written to D (same shape and ldc; Cin may be D):
+// D = alpha * op(A) @ op(B) + beta * Cin, the sum rounded once. The forward's residual adds run
+// so, in the GEMM's epilogue (cuda_linear_forward_residual): no separate add reads the output.
+void gemm_rm_into(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A, int lda,
+                  const void *B, int ldb, cudaDataType_t ab_type, float beta, const float *Cin, float *D, int ldc);
 // The plan cache's value size and release (context.cu makes and frees the cache).
 size_t gemm_plan_bytes(void);
 void gemm_plan_release(void *value);

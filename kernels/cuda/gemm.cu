@@ -81,28 +81,36 @@ static void plan_build(CudaCtx *ctx, const GemmKey *key, GemmPlan *g) {
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
 }
 
-void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A,
-             int lda, const void *B, int ldb, cudaDataType_t ab_type, float beta, float *C,
-             int ldc) {
+void gemm_rm_into(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A, int lda,
+                  const void *B, int ldb, cudaDataType_t ab_type, float beta, const float *Cin, float *D, int ldc) {
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) {                       // nothing to multiply: C = beta * C, which cuBLAS does
-        gemm_cublas(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, ab_type, beta, C, ldc);
-        return;
-    }
     const GemmKey key = {.m = M, .n = N, .k = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb,
                          .ldc = ldc, .ab_type = (int32_t)ab_type, .c_type = (int32_t)CUDA_R_32F,
                          .epilogue = (int32_t)CUBLASLT_EPILOGUE_DEFAULT,
                          .align_a = gemm_ptr_alignment(A), .align_b = gemm_ptr_alignment(B),
-                         .align_c = gemm_ptr_alignment(C)};
-    bool is_new = false;
-    GemmPlan *g = (GemmPlan *)gemm_plans_find(ctx->plans, &key, &is_new);
-    if (is_new) plan_build(ctx, &key, g);
-    if (g->lt)   // C and D are the same buffer: beta = 1 reads the old gradient and writes the sum.
-        CUBLAS_CHECK(cublasLtMatmul(ctx->lt, g->desc, &alpha, B, g->lx, A, g->ly, &beta, C, g->lc, C,
-                                    g->lc, &g->algo, ctx->lt_workspace, ctx->lt_workspace_bytes,
-                                    ctx->stream));
-    else
-        gemm_cublas(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, ab_type, beta, C, ldc);
+                         .align_c = gemm_pair_alignment(Cin, D)};
+    GemmPlan *g = NULL;
+    if (K > 0) {
+        bool is_new = false;
+        g = (GemmPlan *)gemm_plans_find(ctx->plans, &key, &is_new);
+        if (is_new) plan_build(ctx, &key, g);
+    }
+    if (g && g->lt) {   // C and D may be one buffer: beta = 1 then reads the old gradient, writes the sum
+        CUBLAS_CHECK(cublasLtMatmul(ctx->lt, g->desc, &alpha, B, g->lx, A, g->ly, &beta, Cin, g->lc, D, g->lc,
+                                    &g->algo, ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->stream));
+        return;
+    }
+    // cuBLAS (and K <= 0: nothing to multiply, D = beta * C, which cuBLAS does) reads C from D.
+    if (Cin != D && beta != 0.0f)
+        CUDA_CHECK(cudaMemcpy2DAsync(D, (size_t)ldc * sizeof(float), Cin, (size_t)ldc * sizeof(float),
+                                     (size_t)N * sizeof(float), (size_t)M, cudaMemcpyDeviceToDevice, ctx->stream));
+    gemm_cublas(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, ab_type, beta, D, ldc);
+}
+
+void gemm_rm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A,
+             int lda, const void *B, int ldb, cudaDataType_t ab_type, float beta, float *C,
+             int ldc) {
+    gemm_rm_into(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, ab_type, beta, C, C, ldc);
 }
 
 void gemm_rm_strided(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha,

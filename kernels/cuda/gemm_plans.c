@@ -78,3 +78,8 @@ uint32_t gemm_ptr_alignment(const void *ptr) {
     while (al > 1 && (a & (al - 1))) al >>= 1;
     return al;
 }
+
+uint32_t gemm_pair_alignment(const void *c, const void *d) {
+    const uint32_t ac = gemm_ptr_alignment(c), ad = gemm_ptr_alignment(d);
+    return ac < ad ? ac : ad;
+}

@@ -40,6 +40,8 @@ void *gemm_plans_find(GemmPlans *p, const GemmKey *key, bool *is_new);
 unsigned long gemm_plans_misses(const GemmPlans *p);
 // Largest power of two (<= 256) dividing the address: the alignment a GemmKey records.
 uint32_t gemm_ptr_alignment(const void *p);
+// The same for two buffers a GEMM reads and writes as C and D: the smaller of theirs.
+uint32_t gemm_pair_alignment(const void *c, const void *d);
 
 #define GEMM_PLANS_MAX 256
 

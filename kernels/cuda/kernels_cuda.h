@@ -131,17 +131,12 @@ void cuda_embedding_backward(CudaCtx *ctx, float *dwte, const float *dout,
 // out = inp * rstd * weight, rstd(N) = 1/sqrt(mean(inp^2) + eps) (saved for backward).
 void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *inp,
                           const float *weight, int N, int C, float eps);
-// The residual add and the next RMSNorm in one kernel: sum = a + b (may alias a or b), then
-// out, rstd as cuda_rmsnorm_forward(out, rstd, sum, weight): the same numbers as the two calls.
-void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
-                                   const float *a, const float *b, const float *weight, int N,
-                                   int C, float eps);
-// The two with out in bf16, rounded to nearest even from the fp32 value the forms above store:
-// a GEMM operand written where it is made (bf16 mode), with no conversion pass after it.
+// The same with out in bf16, rounded to nearest even from the fp32 value the form above stores:
+// a GEMM operand written where it is made (bf16 mode), with no conversion pass after it. (The
+// residual add before a norm runs in the epilogue of the GEMM that makes its term:
+// cuda_linear_forward_residual.)
 void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const float *inp, const float *weight, int N,
                                int C, float eps);
-void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out, float *rstd, const float *a,
-                                        const float *b, const float *weight, int N, int C, float eps);
 // dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL. The weight
 // gradient sums rows in chunks (cuda_rmsnorm_chunk_rows: 128, doubled until at most 65535 chunks,
 // the grid's y limit), each chunk's C partial sums a double in the arena
@@ -180,6 +175,11 @@ void cuda_rmsnorm_dweight_bf16(CudaCtx *ctx, float *dweight, const cuda_bf16 *do
 // out(N, OC) = inp(N, IC) @ W(OC, IC)^T        (overwrites out)
 void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float *W,
                          int N, int IC, int OC);
+// out(N, OC) = resid(N, OC) + inp @ W^T, the add in the GEMM's epilogue (each element rounded
+// once, as the product written and then added would be: the same bits). out and resid are
+// separate buffers (or the same); the forward's residual adds, which no kernel then reads back.
+void cuda_linear_forward_residual(CudaCtx *ctx, float *out, const float *resid, const float *inp, const float *W, int N,
+                                  int IC, int OC);
 // dinp(N, IC) = dout(N, OC) @ W(OC, IC)        (overwrites dinp, which is not read: no zeroing first)
 void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W,
                                 int N, int IC, int OC);
@@ -204,6 +204,8 @@ void cuda_linear_forward_shared_to_bf16(CudaCtx *ctx, cuda_bf16 *out, size_t out
 // (the _to_bf16 form below), which test_cuda_kernels holds to this fp32-result one.
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
                               const cuda_bf16 *W, int N, int IC, int OC);
+void cuda_linear_forward_residual_bf16(CudaCtx *ctx, float *out, const float *resid, const cuda_bf16 *inp,
+                                       const cuda_bf16 *W, int N, int IC, int OC);
 void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout,
                                      const cuda_bf16 *W, int N, int IC, int OC);
 void cuda_linear_backward_weight_bf16(CudaCtx *ctx, float *dW, const cuda_bf16 *dout,
@@ -312,12 +314,6 @@ void cuda_swiglu_backward_bf16(CudaCtx *ctx, cuda_bf16 *dgate_up, int ld, const 
                                const cuda_bf16 *up, int N, int FF);
 void cuda_swiglu_backward(CudaCtx *ctx, float *dgate, float *dup, const float *dout,
                           const float *gate, const float *up, int N, int FF);
-
-// ---- residual.cu -------------------------------------------------------------------------
-// out(n) = a + b. out may alias a or b.
-void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n);
-// The same, and out16(n) = the sum rounded to nearest even (a bf16 copy written with it).
-void cuda_residual_forward_bf16(CudaCtx *ctx, float *out, cuda_bf16 *out16, const float *a, const float *b, size_t n);
 
 // ---- crossentropy.cu ---------------------------------------------------------------------
 // Fused softmax + cross-entropy over logits(N, V) (the LM head's output) with targets(N)

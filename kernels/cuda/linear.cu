@@ -1,6 +1,7 @@
 // Linear layer y = x @ W^T with W in (OC, IC) layout (kernels/cpu/linear.c), on cuBLASLt.
 // Row-major GEMM shapes (see gemm.cu for the column-major mapping):
 //   forward          out(N, OC)  = inp(N, IC) @ W(OC, IC)^T     ta = 0, tb = 1, beta = 0
+//   ... + residual   out(N, OC)  = resid(N, OC) + inp @ W^T     the same, beta = 1, C = resid
 //   backward input   dinp(N, IC)  = dout(N, OC) @ W(OC, IC)     ta = 0, tb = 0, beta = 0
 //   backward weight  dW(OC, IC) += dout(N, OC)^T @ inp(N, IC)   ta = 1, tb = 0, beta = 1
 // The input gradient is written, not added: each has one writer (its layer's backward), so no
@@ -14,6 +15,10 @@
 static void linear_fwd(CudaCtx *ctx, float *out, const void *inp, const void *W, int N, int IC,
                        int OC, cudaDataType_t t) {
     gemm_rm(ctx, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, t, 0.0f, out, OC);
+}
+static void linear_fwd_residual(CudaCtx *ctx, float *out, const float *resid, const void *inp, const void *W, int N,
+                                int IC, int OC, cudaDataType_t t) {
+    gemm_rm_into(ctx, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, t, 1.0f, resid, out, OC);
 }
 static void linear_bwd_inp(CudaCtx *ctx, float *dinp, const void *dout, const void *W, int N,
                            int IC, int OC, cudaDataType_t t) {
@@ -55,6 +60,10 @@ void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float
                          int IC, int OC) {
     linear_fwd(ctx, out, inp, W, N, IC, OC, CUDA_R_32F);
 }
+void cuda_linear_forward_residual(CudaCtx *ctx, float *out, const float *resid, const float *inp, const float *W, int N,
+                                  int IC, int OC) {
+    linear_fwd_residual(ctx, out, resid, inp, W, N, IC, OC, CUDA_R_32F);
+}
 void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W,
                                 int N, int IC, int OC) {
     linear_bwd_inp(ctx, dinp, dout, W, N, IC, OC, CUDA_R_32F);
@@ -67,6 +76,10 @@ void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, con
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp,
                               const cuda_bf16 *W, int N, int IC, int OC) {
     linear_fwd(ctx, out, inp, W, N, IC, OC, CUDA_R_16BF);
+}
+void cuda_linear_forward_residual_bf16(CudaCtx *ctx, float *out, const float *resid, const cuda_bf16 *inp,
+                                       const cuda_bf16 *W, int N, int IC, int OC) {
+    linear_fwd_residual(ctx, out, resid, inp, W, N, IC, OC, CUDA_R_16BF);
 }
 void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout,
                                      const cuda_bf16 *W, int N, int IC, int OC) {

@@ -51,29 +51,6 @@ void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const 
     rmsnorm_forward(ctx, (__nv_bfloat16 *)out, rstd, inp, weight, N, C, eps);
 }
 
-template <typename T>
-static void residual_rmsnorm_forward(CudaCtx *ctx, float *sum, T *out, float *rstd, const float *a, const float *b,
-                                     const float *weight, int N, int C, float eps) {
-    if (N <= 0) return;
-    const int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-    rmsnorm_rows(C, rmsnorm_vectors(C, {sum, out, a, b, weight}), [&](auto held, auto vec) {
-        residual_rmsnorm_forward_kernel<T, decltype(held)::value, decltype(vec)::value>
-            <<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(sum, out, rstd, a, b, weight, N, C, eps);
-    });
-    CUDA_CHECK_LAUNCH();
-}
-
-void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd,
-                                   const float *a, const float *b, const float *weight, int N,
-                                   int C, float eps) {
-    residual_rmsnorm_forward(ctx, sum, out, rstd, a, b, weight, N, C, eps);
-}
-
-void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out, float *rstd, const float *a,
-                                        const float *b, const float *weight, int N, int C, float eps) {
-    residual_rmsnorm_forward(ctx, sum, (__nv_bfloat16 *)out, rstd, a, b, weight, N, C, eps);
-}
-
 template <typename D>
 static void rmsnorm_backward_input(CudaCtx *ctx, float *dinp, __nv_bfloat16 *dinp16, const float *resid, const D *dout,
                                    const float *inp, const float *weight, const float *rstd, int N, int C) {

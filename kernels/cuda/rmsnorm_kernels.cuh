@@ -13,10 +13,11 @@
 // 8-byte load (bf16), and where the row fits (C <= 1024: V = rmsnorm_held_groups(C) groups a
 // lane) holds them in registers: the whole row's loads are issued before any value is used,
 // and the second pass does not read the row again. H200, 125m, bf16 forms (a device-to-device
-// copy there runs at 3.7 TB/s): residual + forward 64.6 -> 47.6 us (3.7 TB/s; 48.5 walked
-// again, V = 0; 60.9 element by element), backward input 75.3 -> 52.1 us (3.9 TB/s; 62.1 walked
-// again, V = 0), forward 24.2 -> 22.0 us. The held backward takes 120-128 registers (2 blocks an
-// SM), which its 7.5 KB a warp in flight (below) covers.
+// copy there runs at 3.7 TB/s): residual + forward (a kernel since replaced by the GEMM
+// epilogue's add) 64.6 -> 47.6 us (3.7 TB/s; 48.5 walked again, V = 0; 60.9 element by element),
+// backward input 75.3 -> 52.1 us (3.9 TB/s; 62.1 walked again, V = 0), forward 24.2 -> 22.0 us.
+// The held backward takes 120-128 registers (2 blocks an SM), which its 7.5 KB a warp in flight
+// (below) covers.
 //
 // Group j of a row is columns [4 j, 4 j + 4), lane j % 32's: lane l takes groups l, l + 32, ...
 // in that order, and a group's 4 columns in order. Each lane sums its own in double, then
@@ -95,56 +96,6 @@ __global__ void rmsnorm_forward_kernel(T *__restrict__ out, float *__restrict__ 
         if (lane == 0) rstd[row] = r;
         for (int j = lane; j < G; j += 32)
             rmsnorm_store<VEC>(o, j, C, rmsnorm_scale(rmsnorm_load<VEC>(x, j, C), r, rmsnorm_load<VEC>(weight, j, C)));
-    }
-}
-
-// The residual add fused in front: sum = a + b, written, and normalized from the values just
-// written (as cuda_residual_forward then cuda_rmsnorm_forward would, in the same order per row).
-// sum may alias a or b: each element is read, then written, by the same lane, and the held form
-// issues every load of its row before its first store (a store the compiler cannot prove apart
-// from a later load would hold that load back). 125m: a, b read (2 x 50 MB), sum (50 MB) and out
-// (25 MB bf16) written; 6 groups a lane = 12 16-byte loads in flight, 6 KB a warp.
-template <typename T, int V, bool VEC>
-__global__ void residual_rmsnorm_forward_kernel(float *sum, T *__restrict__ out,
-                                                float *__restrict__ rstd, const float *a,
-                                                const float *b, const float *__restrict__ weight,
-                                                int N, int C, float eps) {
-    const int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= N) return;                                 // whole warp leaves together
-    const int G = (C + 3) / 4;
-    const size_t base = (size_t)row * C;
-    double ss = 0.0;
-    if constexpr (V > 0) {
-        float4 x[V], y[V];
-        for (int k = 0; k < V; k++) {
-            const bool in = lane + 32 * k < G;
-            x[k] = in ? rmsnorm_load<VEC>(a + base, lane + 32 * k, C) : float4{};
-            y[k] = in ? rmsnorm_load<VEC>(b + base, lane + 32 * k, C) : float4{};
-        }
-        for (int k = 0; k < V; k++)
-            if (lane + 32 * k < G) {
-                x[k] = float4{x[k].x + y[k].x, x[k].y + y[k].y, x[k].z + y[k].z, x[k].w + y[k].w};
-                rmsnorm_store<VEC>(sum + base, lane + 32 * k, C, x[k]);
-                ss = rmsnorm_squares(ss, x[k]);
-            }
-        const float r = rmsnorm_rstd(warp_sum(ss), C, eps);
-        if (lane == 0) rstd[row] = r;
-        for (int k = 0; k < V; k++)
-            if (lane + 32 * k < G)
-                rmsnorm_store<VEC>(out + base, lane + 32 * k, C,
-                                   rmsnorm_scale(x[k], r, rmsnorm_load<VEC>(weight, lane + 32 * k, C)));
-    } else {
-        for (int j = lane; j < G; j += 32) {
-            const float4 p = rmsnorm_load<VEC>(a + base, j, C), q = rmsnorm_load<VEC>(b + base, j, C);
-            const float4 s = {p.x + q.x, p.y + q.y, p.z + q.z, p.w + q.w};
-            rmsnorm_store<VEC>(sum + base, j, C, s);
-            ss = rmsnorm_squares(ss, s);
-        }
-        const float r = rmsnorm_rstd(warp_sum(ss), C, eps);
-        if (lane == 0) rstd[row] = r;
-        for (int j = lane; j < G; j += 32)   // the sum just written, by this lane
-            rmsnorm_store<VEC>(out + base, j, C,
-                               rmsnorm_scale(rmsnorm_load<VEC>(sum + base, j, C), r, rmsnorm_load<VEC>(weight, j, C)));
     }
 }
 

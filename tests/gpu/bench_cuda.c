@@ -113,20 +113,20 @@ static void layer_alloc(struct Layer *L) {
 }
 
 // The engine's bf16 layer_forward: q alone and k | v as one batch (grouped queries), RoPE in
-// place, attention, the o projection, the residual fused with the second norm, gate | up as
-// one batch, SwiGLU, the down projection, and the residual fused with the next layer's norm.
+// place, attention, the o projection adding the residual in its epilogue, the second norm,
+// gate | up as one batch, SwiGLU, the down projection adding the residual, the next layer's norm.
 static void layer_forward(struct Layer *L) {
     cuda_linear_forward_shared_to_bf16(ctx, L->q_b, 0, L->ln1_b, L->wq, 0, 1, N, C, C);
     cuda_linear_forward_shared_to_bf16(ctx, L->k_b, (size_t)N * CKV, L->ln1_b, L->wk, (size_t)CKV * C, 2, N, C, CKV);
     cuda_rope_forward_bf16(ctx, L->q_b, L->cos_tab, L->sin_tab, B, T, NH, HD);
     cuda_rope_forward_bf16(ctx, L->k_b, L->cos_tab, L->sin_tab, B, T, NKV, HD);
     cuda_flash_attention_forward_bf16(ctx, L->ao_b, L->lse, L->q_b, L->k_b, L->v_b, B, T, NH, NKV, HD);
-    cuda_linear_forward_bf16(ctx, L->xmid, L->ao_b, L->wo, N, C, C);
-    cuda_residual_rmsnorm_forward_bf16(ctx, L->xmid, L->ln2_b, L->rstd2, L->xmid, L->x, L->ln2, N, C, 1e-5f);
+    cuda_linear_forward_residual_bf16(ctx, L->xmid, L->x, L->ao_b, L->wo, N, C, C);
+    cuda_rmsnorm_forward_bf16(ctx, L->ln2_b, L->rstd2, L->xmid, L->ln2, N, C, 1e-5f);
     cuda_linear_forward_shared_to_bf16(ctx, L->g_b, (size_t)N * FF, L->ln2_b, L->wg, (size_t)FF * C, 2, N, C, FF);
     cuda_swiglu_forward_bf16(ctx, L->h_b, L->g_b, L->u_b, N, FF);
-    cuda_linear_forward_bf16(ctx, L->out, L->h_b, L->wd, N, FF, C);
-    cuda_residual_rmsnorm_forward_bf16(ctx, L->out, L->next_b, L->rstd_next, L->out, L->xmid, L->ln1, N, C, 1e-5f);
+    cuda_linear_forward_residual_bf16(ctx, L->out, L->xmid, L->h_b, L->wd, N, FF, C);
+    cuda_rmsnorm_forward_bf16(ctx, L->next_b, L->rstd_next, L->out, L->ln1, N, C, 1e-5f);
 }
 
 // The engine's bf16 layer_backward_input then layer_backward_weight: every activation gradient

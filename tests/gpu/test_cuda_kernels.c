@@ -350,6 +350,30 @@ static void test_rmsnorm(void) {
 }
 
 // One linear shape, fp32 and bf16 paths.
+// out = resid + the product in the GEMM's epilogue (cuda_linear_forward_residual, fp32 or bf16
+// operands) against the same GEMM's product written (d_prod, just computed by the plain form,
+// which shares its plan: same shape and alignments) and added after on the host: bitwise, the
+// epilogue's alpha acc + beta C with alpha = beta = 1 rounding once, as the add does. Into a
+// separate buffer, and in place (out == resid).
+static void check_linear_residual(const char *form, const float *d_prod, const void *d_inp, const void *d_W, int IC,
+                                  int OC, bool bf16) {
+    char name[96];
+    const size_t no = (size_t)N * OC;
+    float *resid = hrand(no, 1.0f), *want = fetch(d_prod, no);
+    for (size_t i = 0; i < no; i++) want[i] += resid[i];
+    float *d_resid = dfloat(resid, no), *d_sum = dnan(no);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        float *dst = in_place ? d_resid : d_sum;
+        if (bf16) cuda_linear_forward_residual_bf16(ctx, dst, d_resid, d_inp, d_W, N, IC, OC);
+        else cuda_linear_forward_residual(ctx, dst, d_resid, d_inp, d_W, N, IC, OC);
+        snprintf(name, sizeof name, "linear_forward_residual %s (%d->%d%s): product + resid", form, IC, OC,
+                 in_place ? ", in place" : "");
+        check(name, dst, want, no, 0.0);
+    }
+    free(resid); free(want);
+    CUDA_CHECK(cudaFree(d_resid)); CUDA_CHECK(cudaFree(d_sum));
+}
+
 static void test_linear_shape(int IC, int OC) {
     char name[96];
     size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
@@ -368,6 +392,7 @@ static void test_linear_shape(int IC, int OC) {
     cuda_linear_forward(ctx, d_out, d_inp, d_W, N, IC, OC);
     snprintf(name, sizeof name, "linear_forward fp32 (%d->%d)", IC, OC);
     check(name, d_out, out, no, 1e-5);
+    check_linear_residual("fp32", d_out, d_inp, d_W, IC, OC, false);
     cuda_linear_backward_input(ctx, d_dinp, d_dout, d_W, N, IC, OC);
     snprintf(name, sizeof name, "linear_backward_input fp32 (%d->%d, written)", IC, OC);
     check(name, d_dinp, dinp, ni, 1e-5);
@@ -382,6 +407,7 @@ static void test_linear_shape(int IC, int OC) {
     cuda_linear_forward_bf16(ctx, d_out, b_inp, b_W, N, IC, OC);
     snprintf(name, sizeof name, "linear_forward bf16 (%d->%d)", IC, OC);
     check(name, d_out, out, no, 1e-2);
+    check_linear_residual("bf16", d_out, b_inp, b_W, IC, OC, true);
     cuda_linear_backward_input_bf16(ctx, d_dinp, b_dout, b_W, N, IC, OC);
     snprintf(name, sizeof name, "linear_backward_input bf16 (%d->%d, written)", IC, OC);
     check(name, d_dinp, dinp, ni, 3e-2);
@@ -784,21 +810,7 @@ static void test_swiglu_residual(void) {
     CUDA_CHECK(cudaFree(d_gate_r)); CUDA_CHECK(cudaFree(d_up_r));
     CUDA_CHECK(cudaFree(d_gate16)); CUDA_CHECK(cudaFree(d_up16));
 
-    // residual: out = a + b (exact), then in place (out == a).
-    float *sum = malloc(sizeof(float) * n);
-    if (!sum) abort();
-    residual_forward(sum, gate, up, n);
-    cuda_residual_forward(ctx, d_out, d_gate, d_up, n);
-    check("residual_forward", d_out, sum, n, 0.0);
-    cuda_bf16 *d_sum16 = dalloc(sizeof(cuda_bf16) * n);
-    cuda_residual_forward_bf16(ctx, d_out, d_sum16, d_gate, d_up, n);
-    check("residual_forward_bf16 sum", d_out, sum, n, 0.0);
-    check_rounded("residual_forward_bf16 copy: the sum, rounded", d_sum16, d_out, n);
-    CUDA_CHECK(cudaFree(d_sum16));
-    cuda_residual_forward(ctx, d_gate, d_gate, d_up, n);
-    check("residual_forward in place (out == a)", d_gate, sum, n, 0.0);
     free(gate); free(up); free(out); free(dout); free(dg); free(du);
-    free(sum);
     CUDA_CHECK(cudaFree(d_gate)); CUDA_CHECK(cudaFree(d_up)); CUDA_CHECK(cudaFree(d_out));
     CUDA_CHECK(cudaFree(d_dout)); CUDA_CHECK(cudaFree(d_dg)); CUDA_CHECK(cudaFree(d_du));
 }
@@ -901,33 +913,14 @@ static void test_classifier(int VL) {
     CUDA_CHECK(cudaFree(b_x)); CUDA_CHECK(cudaFree(b_W));
 }
 
-// The fused layer's kernels (engine/model/model_cuda.c "Fused projections"): the residual add
-// with the norm after it (in place, sum == a, as the layers call it) against residual_forward
-// then rmsnorm_forward; batched projections of one input against one linear each; column blocks
-// packed side by side, fp32 exact and bf16 rounded as cuda_f32_to_bf16 rounds.
+// The fused layer's kernels (engine/model/model_cuda.c "Fused projections"): batched
+// projections of one input against one linear each; column blocks packed side by side, fp32
+// exact and bf16 rounded as cuda_f32_to_bf16 rounds. (The residual add in the GEMM's epilogue:
+// check_linear_residual.)
 static void test_fused_layer(void) {
-    const float eps = 1e-5f;
     const size_t nc = (size_t)N * C;
-    float *a = hrand(nc, 2.0f), *b = hrand(nc, 2.0f), *w = hrand(C, 0.5f);
-    float *sum = malloc(sizeof(float) * nc), *out = malloc(sizeof(float) * nc), *rstd = malloc(sizeof(float) * N);
-    if (!sum || !out || !rstd) abort();
-    residual_forward(sum, a, b, nc);
-    rmsnorm_forward(out, rstd, sum, w, N, C, eps);
-    float *d_a = dfloat(a, nc), *d_b = dfloat(b, nc), *d_w = dfloat(w, C);
-    float *d_out = dalloc(sizeof(float) * nc), *d_rstd = dalloc(sizeof(float) * N);
-    cuda_residual_rmsnorm_forward(ctx, d_a, d_out, d_rstd, d_a, d_b, d_w, N, C, eps);
-    check("residual_rmsnorm_forward sum (in place)", d_a, sum, nc, 0.0);
-    check("residual_rmsnorm_forward out", d_out, out, nc, 1e-6);
-    check("residual_rmsnorm_forward rstd", d_rstd, rstd, N, 1e-6);
-    {   // the bf16 form: the same sum and rstd, out rounded from the fp32 form's
-        float *d_a2 = dfloat(a, nc), *d_r2 = dalloc(sizeof(float) * N);
-        cuda_bf16 *d_o16 = dalloc(sizeof(cuda_bf16) * nc);
-        cuda_residual_rmsnorm_forward_bf16(ctx, d_a2, d_o16, d_r2, d_a2, d_b, d_w, N, C, eps);
-        check("residual_rmsnorm_forward_bf16 sum (in place)", d_a2, sum, nc, 0.0);
-        check_rounded("residual_rmsnorm_forward_bf16 out: fp32's, rounded", d_o16, d_out, nc);
-        check("residual_rmsnorm_forward_bf16 rstd", d_r2, rstd, N, 1e-6);
-        CUDA_CHECK(cudaFree(d_a2)); CUDA_CHECK(cudaFree(d_r2)); CUDA_CHECK(cudaFree(d_o16));
-    }
+    float *a = hrand(nc, 2.0f), *b = hrand(nc, 2.0f);
+    float *d_b = dfloat(b, nc);
 
     // Three projections (OC = FF) of one input, weights back to back, outputs spaced by `gap`.
     enum { batch = 3 };
@@ -979,10 +972,9 @@ static void test_fused_layer(void) {
     cuda_pack_cols(ctx, d_p + C, 2 * C, d_b, N, C);
     check("pack_cols fp32 (exact)", d_p, packed, 2 * nc, 0.0);
 
-    free(a); free(b); free(w); free(sum); free(out); free(rstd); free(W); free(want);
+    free(a); free(b); free(W); free(want);
     free(packed);
-    CUDA_CHECK(cudaFree(d_a)); CUDA_CHECK(cudaFree(d_b)); CUDA_CHECK(cudaFree(d_w)); CUDA_CHECK(cudaFree(d_out));
-    CUDA_CHECK(cudaFree(d_rstd)); CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_W)); CUDA_CHECK(cudaFree(d_o));
+    CUDA_CHECK(cudaFree(d_b)); CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_W)); CUDA_CHECK(cudaFree(d_o));
     CUDA_CHECK(cudaFree(b_x)); CUDA_CHECK(cudaFree(b_W)); CUDA_CHECK(cudaFree(d_p));
 }
 

@@ -35,6 +35,9 @@
 #   then 1 more with grouped queries, to 25: the group sum rotates dk back by RoPE as it sums
 #     the query heads' shares and writes it into the packed gradient, so RoPE's backward call for
 #     k is gone there too;
+#   then the residual adds moved into the output and down projections' epilogues
+#     (cuda_linear_forward_residual), and each fused residual + norm became a plain norm: one
+#     call for one, no count moves;
 #   fp32: 37 with grouped queries (37 before the fusions too) and 36 without: the forward saves
 #     as in bf16, but fp32 operands were never converted, so in each backward half the packing of
 #     the gradient blocks (2 + 3 calls) adds back what the merged GEMMs save (1 + 2) and more.

@@ -118,16 +118,17 @@ static void *arena_for(CudaCtx *ctx, const char *call, size_t bytes) {
     return arena_grow(ctx, bytes);
 }
 
-// gemm.cu's gemm_rm as it plans (at the call, not when the work runs): the key it builds for
-// these arguments, looked up in the context's cache; a miss is the heuristic query a GPU makes,
-// counted (emu_count_gemm_plan).
+// gemm.cu's gemm_rm_into as it plans (at the call, not when the work runs): the key it builds
+// for these arguments (align_c: C's alignment, or the smaller of C's and D's where they differ,
+// gemm_pair_alignment), looked up in the context's cache; a miss is the heuristic query a GPU
+// makes, counted (emu_count_gemm_plan).
 static void plan_gemm(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, const void *A, int lda, const void *B,
-                      int ldb, bool bf16, const void *C, int ldc) {
+                      int ldb, bool bf16, uint32_t align_c, int ldc) {
     if (M <= 0 || N <= 0 || K <= 0) return;   // gemm_rm: no cuBLASLt GEMM, no plan
     const GemmKey key = {.m = M, .n = N, .k = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc,
                          .ab_type = bf16 ? CUDA_R_16BF : CUDA_R_32F, .c_type = CUDA_R_32F,
                          .epilogue = 1 /* CUBLASLT_EPILOGUE_DEFAULT */, .align_a = gemm_ptr_alignment(A),
-                         .align_b = gemm_ptr_alignment(B), .align_c = gemm_ptr_alignment(C)};
+                         .align_b = gemm_ptr_alignment(B), .align_c = align_c};
     bool is_new = false;
     gemm_plans_find(ctx->plans, &key, &is_new);
     if (is_new) emu_count_gemm_plan();
@@ -286,8 +287,7 @@ static void round_free(cuda_bf16 *dst, float *t, size_t n) {
 typedef struct {
     float *out, *rstd, *dinp, *dweight;
     cuda_bf16 *out16;            // the bf16 forms' output (out NULL); the backward's bf16 copy
-    float *sum;                  // the fused residual's (residual_rmsnorm)
-    const float *a, *b;          // the forward's residual add's terms; a: the backward's resid
+    const float *a;              // the backward's resid
     const float *inp, *weight, *dout, *rstd_in;
     const cuda_bf16 *dout16;     // the backward's bf16 forms: dout in bf16 (dout NULL), widened
     int N, C;
@@ -307,15 +307,6 @@ static void run_rmsnorm_forward(void *p) {
     const size_t n = (size_t)a->N * a->C;
     float *out = a->out16 ? temp(n) : a->out;
     rmsnorm_forward(out, a->rstd, a->inp, a->weight, a->N, a->C, a->eps);
-    if (a->out16) round_free(a->out16, out, n);
-}
-
-static void run_residual_rmsnorm_forward(void *p) {
-    const RmsnormArgs *a = p;
-    const size_t n = (size_t)a->N * a->C;
-    float *out = a->out16 ? temp(n) : a->out;
-    residual_forward(a->sum, a->a, a->b, n);
-    rmsnorm_forward(out, a->rstd, a->sum, a->weight, a->N, a->C, a->eps);
     if (a->out16) round_free(a->out16, out, n);
 }
 
@@ -347,13 +338,6 @@ static void rmsnorm_forward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
     else emu_need_device(call, a.out, F(NC));
     emu_need_device(call, a.rstd, F(a.N));
     emu_need_device(call, a.weight, F(a.C));
-    if (a.sum) {   // the fused residual add
-        emu_need_device(call, a.sum, F(NC));
-        emu_need_device(call, a.a, F(NC));
-        emu_need_device(call, a.b, F(NC));
-        emu_enqueue(ctx->stream, run_residual_rmsnorm_forward, &a, sizeof a);
-        return;
-    }
     emu_need_device(call, a.inp, F(NC));
     emu_enqueue(ctx->stream, run_rmsnorm_forward, &a, sizeof a);
 }
@@ -368,20 +352,6 @@ void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const 
                                int C, float eps) {
     rmsnorm_forward_as(ctx, __func__,
                        (RmsnormArgs){.out16 = out, .rstd = rstd, .inp = inp, .weight = weight, .N = N, .C = C, .eps = eps});
-}
-
-void cuda_residual_rmsnorm_forward(CudaCtx *ctx, float *sum, float *out, float *rstd, const float *a, const float *b,
-                                   const float *weight, int N, int C, float eps) {
-    rmsnorm_forward_as(ctx, __func__,
-                       (RmsnormArgs){.sum = sum, .out = out, .rstd = rstd, .a = a, .b = b, .weight = weight, .N = N,
-                                     .C = C, .eps = eps});
-}
-
-void cuda_residual_rmsnorm_forward_bf16(CudaCtx *ctx, float *sum, cuda_bf16 *out, float *rstd, const float *a,
-                                        const float *b, const float *weight, int N, int C, float eps) {
-    rmsnorm_forward_as(ctx, __func__,
-                       (RmsnormArgs){.sum = sum, .out16 = out, .rstd = rstd, .a = a, .b = b, .weight = weight, .N = N,
-                                     .C = C, .eps = eps});
 }
 
 // The backward's dout (fp32, or bf16 in the _bf16 forms) must be the device's.
@@ -471,11 +441,6 @@ static void swiglu_inputs(const EltwiseArgs *e, const float **gate, const float 
     *up = e->b16 ? *tu : e->b;
 }
 
-static void run_residual_forward(void *p) {
-    const EltwiseArgs *e = p;
-    residual_forward(e->out, e->a, e->b, e->n);
-    if (e->out16) round_into(e->out16, e->out, e->n);
-}
 
 static void run_swiglu_forward(void *p) {
     const EltwiseArgs *e = p;
@@ -514,24 +479,6 @@ static void run_swiglu_backward(void *p) {
     free(tu);
 }
 
-void cuda_residual_forward(CudaCtx *ctx, float *out, const float *a, const float *b, size_t n) {
-    launch(ctx, __func__);
-    emu_need_device(__func__, out, F(n));
-    emu_need_device(__func__, a, F(n));
-    emu_need_device(__func__, b, F(n));
-    const EltwiseArgs e = {.out = out, .a = a, .b = b, .n = n};
-    emu_enqueue(ctx->stream, run_residual_forward, &e, sizeof e);
-}
-
-void cuda_residual_forward_bf16(CudaCtx *ctx, float *out, cuda_bf16 *out16, const float *a, const float *b, size_t n) {
-    launch(ctx, __func__);
-    emu_need_device(__func__, out, F(n));
-    emu_need_device(__func__, out16, n * sizeof(cuda_bf16));
-    emu_need_device(__func__, a, F(n));
-    emu_need_device(__func__, b, F(n));
-    const EltwiseArgs e = {.out = out, .out16 = out16, .a = a, .b = b, .n = n};
-    emu_enqueue(ctx->stream, run_residual_forward, &e, sizeof e);
-}
 
 static void swiglu_forward_as(CudaCtx *ctx, const char *call, EltwiseArgs e) {
     launch(ctx, call);
@@ -592,6 +539,7 @@ typedef struct {
     size_t nx, nw;      // their element counts
     int N, IC, OC;
     cuda_bf16 *y16;     // backward input's _to_bf16 form: dinp written, rounded (y NULL)
+    const float *resid; // forward's _residual form: out = resid + the product (resid may be out)
 } LinearArgs;
 
 static void run_linear(void *p) {
@@ -599,7 +547,17 @@ static void run_linear(void *p) {
     float *x = a->bf16 ? widen(a->x, a->nx) : NULL, *w = a->bf16 ? widen(a->w, a->nw) : NULL;
     const float *xs = a->bf16 ? x : a->x, *ws = a->bf16 ? w : a->w;
     switch (a->kind) {
-    case LIN_FORWARD: linear_forward(a->y, xs, ws, a->N, a->IC, a->OC); break;
+    case LIN_FORWARD:
+        if (a->resid) {   // the product, then the epilogue's add: one rounding, as written and added
+            const size_t no = (size_t)a->N * a->OC;
+            float *t = temp(no);
+            linear_forward(t, xs, ws, a->N, a->IC, a->OC);
+            for (size_t i = 0; i < no; i++) a->y[i] = t[i] + a->resid[i];
+            free(t);
+        } else {
+            linear_forward(a->y, xs, ws, a->N, a->IC, a->OC);
+        }
+        break;
     case LIN_BACKWARD_INPUT:
         if (a->y16) {
             float *t = temp((size_t)a->N * a->IC);
@@ -615,8 +573,8 @@ static void run_linear(void *p) {
     free(w);
 }
 
-static void linear(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, float *y, const void *x, const void *w,
-                   int N, int IC, int OC) {
+static void linear_into(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, float *y, const float *resid,
+                        const void *x, const void *w, int N, int IC, int OC) {
     launch(ctx, call);
     const size_t NI = (size_t)N * IC, NO = (size_t)N * OC, OI = (size_t)OC * IC, esz = bf16 ? 2 : 4;
     const size_t ny = kind == LIN_FORWARD ? NO : kind == LIN_BACKWARD_INPUT ? NI : OI;
@@ -625,11 +583,18 @@ static void linear(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, f
     emu_need_device(call, x, nx * esz);
     emu_need_device(call, w, nw * esz);
     // linear.cu's gemm_rm calls (see there)
-    if (kind == LIN_FORWARD) plan_gemm(ctx, false, true, N, OC, IC, x, IC, w, IC, bf16, y, OC);
-    if (kind == LIN_BACKWARD_INPUT) plan_gemm(ctx, false, false, N, IC, OC, x, OC, w, IC, bf16, y, IC);
-    if (kind == LIN_BACKWARD_WEIGHT) plan_gemm(ctx, true, false, OC, IC, N, x, OC, w, IC, bf16, y, IC);
-    const LinearArgs a = {kind, bf16, y, x, w, nx, nw, N, IC, OC, NULL};
+    if (resid) emu_need_device(call, resid, F(ny));
+    const uint32_t align_c = resid ? gemm_pair_alignment(resid, y) : gemm_ptr_alignment(y);
+    if (kind == LIN_FORWARD) plan_gemm(ctx, false, true, N, OC, IC, x, IC, w, IC, bf16, align_c, OC);
+    if (kind == LIN_BACKWARD_INPUT) plan_gemm(ctx, false, false, N, IC, OC, x, OC, w, IC, bf16, align_c, IC);
+    if (kind == LIN_BACKWARD_WEIGHT) plan_gemm(ctx, true, false, OC, IC, N, x, OC, w, IC, bf16, align_c, IC);
+    const LinearArgs a = {kind, bf16, y, x, w, nx, nw, N, IC, OC, NULL, resid};
     emu_enqueue(ctx->stream, run_linear, &a, sizeof a);
+}
+
+static void linear(CudaCtx *ctx, const char *call, LinearKind kind, bool bf16, float *y, const void *x, const void *w,
+                   int N, int IC, int OC) {
+    linear_into(ctx, call, kind, bf16, y, NULL, x, w, N, IC, OC);
 }
 
 typedef struct {
@@ -689,6 +654,11 @@ void cuda_linear_forward(CudaCtx *ctx, float *out, const float *inp, const float
     linear(ctx, __func__, LIN_FORWARD, false, out, inp, W, N, IC, OC);
 }
 
+void cuda_linear_forward_residual(CudaCtx *ctx, float *out, const float *resid, const float *inp, const float *W, int N,
+                                  int IC, int OC) {
+    linear_into(ctx, __func__, LIN_FORWARD, false, out, resid, inp, W, N, IC, OC);
+}
+
 void cuda_linear_backward_input(CudaCtx *ctx, float *dinp, const float *dout, const float *W, int N, int IC, int OC) {
     linear(ctx, __func__, LIN_BACKWARD_INPUT, false, dinp, dout, W, N, IC, OC);
 }
@@ -701,6 +671,11 @@ void cuda_linear_backward_weight(CudaCtx *ctx, float *dW, const float *dout, con
 void cuda_linear_forward_bf16(CudaCtx *ctx, float *out, const cuda_bf16 *inp, const cuda_bf16 *W, int N, int IC,
                               int OC) {
     linear(ctx, __func__, LIN_FORWARD, true, out, inp, W, N, IC, OC);
+}
+
+void cuda_linear_forward_residual_bf16(CudaCtx *ctx, float *out, const float *resid, const cuda_bf16 *inp,
+                                       const cuda_bf16 *W, int N, int IC, int OC) {
+    linear_into(ctx, __func__, LIN_FORWARD, true, out, resid, inp, W, N, IC, OC);
 }
 
 void cuda_linear_backward_input_bf16(CudaCtx *ctx, float *dinp, const cuda_bf16 *dout, const cuda_bf16 *W, int N,
@@ -1183,11 +1158,12 @@ static void classifier(CudaCtx *ctx, const char *call, ClassifierArgs a) {
         for (int r0 = g0; r0 < g0 + grows; r0 += R) {
             const int rows = g0 + grows - r0 < R ? g0 + grows - r0 : R;
             plan_gemm(ctx, false, true, rows, a.V, a.C, (const char *)a.x + (size_t)r0 * a.C * esz, a.C, a.W, a.C,
-                      a.bf16, logits, a.V);
+                      a.bf16, gemm_ptr_alignment(logits), a.V);
         }
         const void *xg = (const char *)a.x + (size_t)g0 * a.C * esz;
-        if (a.dx) plan_gemm(ctx, false, false, grows, a.C, a.V, dl, a.V, a.W, a.C, a.bf16, a.dx + (size_t)g0 * a.C, a.C);
-        if (a.dW) plan_gemm(ctx, true, false, a.V, a.C, grows, dl, a.V, xg, a.C, a.bf16, a.dW, a.C);
+        if (a.dx) plan_gemm(ctx, false, false, grows, a.C, a.V, dl, a.V, a.W, a.C, a.bf16,
+                            gemm_ptr_alignment(a.dx + (size_t)g0 * a.C), a.C);
+        if (a.dW) plan_gemm(ctx, true, false, a.V, a.C, grows, dl, a.V, xg, a.C, a.bf16, gemm_ptr_alignment(a.dW), a.C);
     }
     emu_enqueue(ctx->stream, run_classifier, &a, sizeof a);
 }

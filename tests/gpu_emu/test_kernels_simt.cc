@@ -1,5 +1,5 @@
 // tests/gpu_emu/test_kernels_simt.cc: the elementwise CUDA kernels' own source
-// (kernels/cuda/{rmsnorm,rope,swiglu,residual,crossentropy,embedding,adamw,gradnorm,convert}_kernels.cuh)
+// (kernels/cuda/{rmsnorm,rope,swiglu,crossentropy,embedding,adamw,gradnorm,convert}_kernels.cuh)
 // run on CPU threads (simt.h), as test_flash_simt runs attention's. Without a GPU nothing else executes these
 // lines: the emulator stands in for each kernels/cuda call with the CPU backend's kernel.
 //
@@ -22,7 +22,6 @@
 #include "kernels/cuda/crossentropy_kernels.cuh"
 #include "kernels/cuda/embedding_kernels.cuh"
 #include "kernels/cuda/gradnorm_kernels.cuh"
-#include "kernels/cuda/residual_kernels.cuh"
 #include "kernels/cuda/rmsnorm_kernels.cuh"
 #include "kernels/cuda/rope_kernels.cuh"
 #include "kernels/cuda/swiglu_kernels.cuh"
@@ -149,10 +148,8 @@ static void check_rmsnorm_rows(int N, int C) {
     const Floats x = uniform(n, 1, 2.0f), w = uniform(C, 2), b = uniform(n, 3), dout = uniform(n, 4);
     const unsigned blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK,
                    threads = 32 * RMSNORM_ROWS_PER_BLOCK;
-    Floats want(n), want_rstd(N), want_sum(n), rwant(n), rwant_rstd(N);
+    Floats want(n), want_rstd(N);
     rmsnorm_forward(want.data(), want_rstd.data(), x.data(), w.data(), N, C, eps);
-    residual_forward(want_sum.data(), x.data(), b.data(), n);
-    rmsnorm_forward(rwant.data(), rwant_rstd.data(), want_sum.data(), w.data(), N, C, eps);
     Floats term(n, 0.0f), want_d = b;
     rmsnorm_backward(term.data(), NULL, dout.data(), x.data(), w.data(), want_rstd.data(), N, C);
     rmsnorm_backward(want_d.data(), NULL, dout.data(), x.data(), w.data(), want_rstd.data(), N, C);
@@ -179,25 +176,6 @@ static void check_rmsnorm_rows(int N, int C) {
         });
         expect_rounded(name("forward bf16: fp32's out rounded"), out16, out);
         expect_bitwise(name("forward bf16: rstd"), rstd16, rstd);
-
-        // The residual add in front, in place (sum == a, as the layers call it), and into a
-        // third buffer (the bf16 form, sum == b).
-        Floats sum = x, rout(n, NAN), rrstd(N, NAN), sum16 = b, rrstd16(N, NAN);
-        Bf16s rout16(n, nan16);
-        run(blocks, threads, [&] {
-            residual_rmsnorm_forward_kernel<float, V, VEC>(sum.data(), rout.data(), rrstd.data(), sum.data(), b.data(),
-                                                           w.data(), N, C, eps);
-        });
-        expect_bitwise(name("residual: the sum, in place"), sum, want_sum);
-        expect_close(name("residual: out"), rout, rwant, 1e-6);
-        expect_close(name("residual: rstd"), rrstd, rwant_rstd, 1e-6);
-        run(blocks, threads, [&] {
-            residual_rmsnorm_forward_kernel<__nv_bfloat16, V, VEC>(sum16.data(), rout16.data(), rrstd16.data(),
-                                                                   x.data(), sum16.data(), w.data(), N, C, eps);
-        });
-        expect_bitwise(name("residual bf16: the sum, into b"), sum16, want_sum);
-        expect_rounded(name("residual bf16: fp32's out rounded"), rout16, rout);
-        expect_bitwise(name("residual bf16: rstd"), rrstd16, rrstd);
 
         // Input gradient: resid + the norm's term, written with its bf16 copy; resid NULL; resid
         // == dinp (accumulates); bf16 mode's dout, fp32's on the widened values bit for bit.
@@ -230,15 +208,15 @@ static void check_rmsnorm_rows(int N, int C) {
         expect_bitwise(name("backward, bf16 dout: fp32's on the widened"), got, ref);
 
         Floats all;
-        for (const Floats *f : {&out, &rstd, &sum, &rout, &rrstd, &dinp, &alone, &acc, &got}) append(all, *f);
-        for (const Bf16s *f : {&out16, &rout16, &dinp16}) append(all, widen(*f));
+        for (const Floats *f : {&out, &rstd, &dinp, &alone, &acc, &got}) append(all, *f);
+        for (const Bf16s *f : {&out16, &dinp16}) append(all, widen(*f));
         if (first.empty()) first = all;
         else expect_bitwise(name("every output, the element form's bits"), all, first);
         if (VEC)
             report(name("test buffers 16-byte aligned"),
                    aligned16({x.data(), w.data(), b.data(), dout.data(), d16.data(), out.data(), out16.data(),
-                              sum.data(), rout.data(), rout16.data(), dinp.data(), dinp16.data(), acc.data(),
-                              sum16.data(), dw16.data(), ref.data(), got.data(), alone.data()}),
+                              dinp.data(), dinp16.data(), acc.data(), dw16.data(), ref.data(), got.data(),
+                              alone.data()}),
                    "");
     });
 }
@@ -443,21 +421,6 @@ static void test_rope(void) {
     Floats cos3((size_t)T * half3), sin3((size_t)T * half3);
     rope_tables(cos3.data(), sin3.data(), T, HD3, inv3);
     rope_forward_bf16x4(cos3, sin3, B, T, H, HD3, 3);
-}
-
-// ---- residual_kernels.cuh -----------------------------------------------------------------
-static void test_residual(void) {
-    const size_t n = 300;
-    const Floats a = uniform(n, 10), b = uniform(n, 11);
-    Floats want(n), out(n, NAN);
-    residual_forward(want.data(), a.data(), b.data(), n);
-    Bf16s out16(n, nan16);
-    run(2, 64, [&] { residual_kernel(out.data(), out16.data(), a.data(), b.data(), n); });
-    expect_bitwise("residual: a + b", out, want);
-    expect_rounded("residual: the sum's bf16 copy", out16, out);
-    Floats inplace = a;
-    run(2, 64, [&] { residual_kernel(inplace.data(), nullptr, inplace.data(), b.data(), n); });
-    expect_bitwise("residual in place (out == a)", inplace, want);
 }
 
 // ---- crossentropy_kernels.cuh -------------------------------------------------------------
@@ -741,7 +704,6 @@ int main(void) {
     test_rmsnorm();
     test_swiglu();
     test_rope();
-    test_residual();
     test_crossentropy();
     test_embedding();
     test_adamw();

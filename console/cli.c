@@ -99,9 +99,19 @@ void cli_device_text(DeviceKind device, bool gpu_fp32, char *buf, size_t size) {
     else snprintf(buf, size, "cuda %s%s", gpu_fp32 ? "fp32" : "bf16", cli_gpu_emulated ? " (emulated)" : "");
 }
 
+// The world's size mpirun started: from the launcher's environment, or, where it names none
+// (a PMIx launcher alone), from MPI, which such a launcher's processes can start.
+static int launched_world_size(void) {
+    const int named = mpi_process_launch_size();
+    if (named > 0) return named;
+    Error err = {0};
+    return mpi_process_init(&err) == 0 ? mpi_process_size() : 1;
+}
+
 int cli_refuse_mpirun_copies(const char *command, const TransportKind *transport) {
-    const int world = mpi_process_launch_size();
-    if (world <= 1 || (transport && transport_multi_process(*transport))) return 0;
+    if (transport && transport_multi_process(*transport)) return 0;
+    const int world = launched_world_size();
+    if (world <= 1) return 0;
     if (mpi_process_launch_rank() != 0) {
         mpi_process_wait_for_root();
         return 2;

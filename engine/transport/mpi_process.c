@@ -97,7 +97,7 @@ int mpi_process_launch_size(void) {
         const char *v = LAUNCH_VARS[i].size ? getenv(LAUNCH_VARS[i].size) : NULL;
         if (v) return atoi(v) > 1 ? atoi(v) : 1;
     }
-    return 1;
+    return mpi_process_launched() ? 0 : 1;
 }
 
 void mpi_process_wait_for_root(void) {

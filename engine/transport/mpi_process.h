@@ -44,7 +44,8 @@ void mpi_process_failed(void);
 // it; callable before MPI starts. For lines every rank would print alike: rank 0's only.
 int mpi_process_launch_rank(void);
 // The world's size the launcher gave (OMPI_COMM_WORLD_SIZE, PMI_SIZE), 1 when no launcher
-// started this process or it names no size (PMIx alone); callable before MPI starts.
+// started this process, 0 when one did but named no size (PMIx alone: then only MPI can tell,
+// mpi_process_size after mpi_process_init); callable before MPI starts.
 int mpi_process_launch_size(void);
 // For a rank other than 0 that stops before MPI starts, for a reason rank 0 prints for every
 // rank: mpirun ends the whole job, rank 0 included, as soon as one rank exits non-zero, so it

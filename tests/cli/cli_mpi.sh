@@ -64,6 +64,25 @@ check "no run recorded, no checkpoint written" [ ! -e "$work/local2.db" -a ! -e 
 check "mpirun -np 1 with the local transport trains" [ $? -eq 0 ]
 check "and records one run" [ "$(sqlite3 "$work/local1.db" 'SELECT count(*) FROM runs')" = 1 ]
 check "with the losses of the local run" cmp -s <(losses "$work/local.txt") <(losses "$work/local1.txt")
+# A PMIx launcher alone (prterun, srun --mpi=pmix) names each process's rank (PMIX_RANK) but
+# not the world's size: mpirun's processes with OMPI_COMM_WORLD_* taken out stand in for one.
+# The size comes from MPI then, and the copies are refused all the same; -np 1 still trains.
+pmix_ranks() {   # pmix_ranks NAME NP ARGS...: as on_ranks, with no OMPI_COMM_WORLD_* variables
+  local name=$1 np=$2
+  shift 2
+  "${mpi[@]}" -np "$np" sh -c 'out=$1; r=$OMPI_COMM_WORLD_RANK; shift
+    exec env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE "$@" 2>"$out.err.$r"' sh "$work/$name" \
+    "$bin" "$@" > "$work/$name.txt" 2>&1
+}
+pmix_ranks pmix2 2 "${args[@]}" --db "$work/pmix2.db"
+check "PMIx alone, -np 2, local transport: exit 2" [ $? -eq 2 ]
+check "PMIx alone: rank 0's one line, with the size MPI gave" \
+  bash -c "[ \"\$(cat '$work'/pmix2.err.* | wc -l)\" -eq 1 ] &&
+           grep -q '^pptrain: started by mpirun as 2 processes, but --transport is local' '$work/pmix2.err.0'"
+check "PMIx alone: no run recorded" [ ! -e "$work/pmix2.db" ]
+pmix_ranks pmix1 1 "${args[@]}" --db "$work/pmix1.db"
+check "PMIx alone, -np 1, local transport: trains" [ $? -eq 0 ]
+check "PMIx alone, -np 1: the local run's losses" cmp -s <(losses "$work/local.txt") <(losses "$work/pmix1.txt")
 # Every other command that would run its whole job in each process, the same way; the ones
 # that only read (plan, history) run in each.
 n=0

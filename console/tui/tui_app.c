@@ -302,7 +302,8 @@ static int place_note(TuiApp *app, int cols, int rows, TuiLine *lines) {
     const char *note = tui_app_note(app, &role);
     app->note_in_header = false;
     if (!note[0]) return 0;
-    if (tui_text_width(note) + 2 <= cols - HEADER_FIXED_W) {
+    const int kept = screen_ops(app)->header_kept ? screen_ops(app)->header_kept(app) : 0;
+    if (tui_text_width(note) + 2 <= cols - HEADER_FIXED_W - kept) {
         app->note_in_header = true;
         return 0;
     }

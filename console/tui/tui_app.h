@@ -213,6 +213,9 @@ typedef struct {
     // Whether k lines of note above the key bar leave the screen the room it needs at cols x
     // rows (the live screen: no rank hidden for them); NULL: always.
     bool (*note_room)(const TuiApp *app, int cols, int rows, int k);
+    // Columns of the header the screen's must-stay fields take (the live screen: the CPU's
+    // oversubscription), which a note in the header leaves them; NULL: none.
+    int (*header_kept)(const TuiApp *app);
 } TuiScreenOps;
 
 extern const TuiScreenOps TUI_LIVE_SCREEN;     // tui_live.c

@@ -99,6 +99,14 @@ static int identity_fields(const TuiView *v, Field *f) {
     return n;
 }
 
+// The columns the fields of priority 0 take, each with its gap: what nothing else may crowd out.
+static int kept_width(const Field *f, int n) {
+    int w = 0;
+    for (int i = 0; i < n; i++)
+        if (f[i].priority == 0) w += FIELD_GAP + tui_text_width(f[i].text);
+    return w;
+}
+
 // "step 123/500 [====== 24% ======] loss ... ETA 0:21": the bar goes before the fields do.
 static void draw_progress(const TuiView *v, int y, int x, int w) {
     char step[48], pct[16], tok[16], eta[16], gf[16];
@@ -135,7 +143,6 @@ static void draw_header(TuiApp *app, const Rect *h) {
     tui_fill(*h, THEME_HEADER);
     int x = tui_text(h->y, h->x, h->w, THEME_TITLE, v->read_only ? "pptrain watch " : "pptrain ");
     x += tui_text(h->y, h->x + x, h->w - x, state_role(v->state), tui_run_state_name(v->state));
-    const int note = tui_app_header_note(app, h->y, h->x + x, h->w - x);
     Field f[MAX_FIELDS];
     int n = 0;
     if (h->h < 2 && v->step > 0) {
@@ -143,6 +150,10 @@ static void draw_header(TuiApp *app, const Rect *h) {
         add_field(f, &n, THEME_HEADER, 2, "loss %.4f", v->loss);
     }
     n += identity_fields(v, f + n);
+    // A note (a passing message) takes the row's right end, but never the room of the fields
+    // that must stay (the CPU's oversubscription, the step in one row).
+    const int kept = kept_width(f, n);
+    const int note = tui_app_header_note(app, h->y, h->x + x + kept, h->w - x - kept);
     draw_fields(h->y, h->x + x + FIELD_GAP, h->w - x - FIELD_GAP - note, f, n);
     if (h->h >= 2) draw_progress(v, h->y + 1, h->x, h->w);
 }
@@ -656,14 +667,23 @@ static bool live_note_room(const TuiApp *app, int cols, int rows, int k) {
     return !with.stages_scroll || without.stages_scroll;
 }
 
+// The header's columns a note must leave (tui_app's place_note sends a note that would crowd
+// them out below, where rows allow).
+static int live_header_kept(const TuiApp *app) {
+    Field f[MAX_FIELDS];
+    return app->view ? kept_width(f, identity_fields(app->view, f)) : 0;
+}
+
 static void live_enter(TuiApp *app) { live_poll(app); }
 
 #define N_KEYS(table) ((int)(sizeof table / sizeof table[0]))
 
 const TuiScreenOps TUI_LIVE_SCREEN = {.enter = live_enter, .poll = live_poll, .draw = live_draw,
                                       .click = live_click, .keys = LIVE_KEYS, .n_keys = N_KEYS(LIVE_KEYS),
-                                      .note = live_note, .help = live_help, .note_room = live_note_room};
+                                      .note = live_note, .help = live_help, .note_room = live_note_room,
+                                      .header_kept = live_header_kept};
 
 const TuiScreenOps TUI_WATCH_SCREEN = {.poll = tui_watch_poll, .draw = live_draw, .click = live_click,
                                        .keys = WATCH_KEYS, .n_keys = N_KEYS(WATCH_KEYS),
-                                       .note = live_note, .help = live_help, .note_room = live_note_room};
+                                       .note = live_note, .help = live_help, .note_room = live_note_room,
+                                       .header_kept = live_header_kept};

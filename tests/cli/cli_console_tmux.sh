@@ -90,6 +90,12 @@ wait_for 5 'timeline step 30 ─' "End and - come back to the whole latest step"
 all_there 80 24
 all_there 60 20
 keep small
+if [ "$(nproc)" -lt 4 ]; then   # a note leaves the oversubscription flag its room in the header
+  tm send-keys -
+  wait_for 5 'the whole step is shown' "60x20: a note"
+  check "60x20: the header keeps '4 ranks on $(nproc) cores' beside the note" \
+    bash -c "head -1 '$work/screen.txt' | grep -q '4 ranks on $(nproc) cores'"
+fi
 tm resize-window -x 120 -y 40
 
 # Help opens and closes.

@@ -45,18 +45,63 @@ __device__ __forceinline__ void ce_fold(float &mt, double &st, const float (&v)[
     for (int i = 0; i < K; i++) st += (double)expf(v[i] - mt);
 }
 
-// Value j's dlogit: scale (softmax - onehot), k = scale / sum.
-__device__ __forceinline__ float ce_grad(float xj, int j, int target, float m, float k, float scale) {
-    const float g = expf(xj - m) * k;
-    return j == target ? g - scale : g;
-}
-
 // 4 dlogits at p: one store where p is on a boundary of 4 values (wide; fp32 a float4, bf16 a
 // Bf16x4), else 4 (a buffer whose rows do not share the logits' alignment).
 template <typename D>
 __device__ __forceinline__ void ce_store4(D *p, const float4 &g, bool wide) {
     if (wide) return store_f32x4(p, 0, g);
     p[0] = from_f32<D>(g.x), p[1] = from_f32<D>(g.y), p[2] = from_f32<D>(g.z), p[3] = from_f32<D>(g.w);
+}
+
+// A pad row (target < 0): no loss, and where there are dlogits, zeros: d's own head, 4 values a
+// store, tail. The whole block takes this branch (a row's target is the block's).
+template <typename D>
+__device__ __forceinline__ void ce_pad_row(D *d, double *loss, int V) {
+    const int t = (int)threadIdx.x, B = (int)blockDim.x;
+    if (d) {
+        const int h = ce_head(d, V), nv = (V - h) / 4;
+        if (t < h) d[t] = from_f32<D>(0.0f);
+        for (int i = t; i < nv; i += B) ce_store4(d + h + 4 * i, float4{0.0f, 0.0f, 0.0f, 0.0f}, true);
+        if (h + 4 * nv + t < V) d[h + 4 * nv + t] = from_f32<D>(0.0f);
+    }
+    if (t == 0) *loss = 0.0;
+}
+
+// A thread's float4 groups fold in pairs (8 values, ce_fold<8>), the last one alone where the
+// thread has an odd count (ce_fold<4>).
+__device__ __forceinline__ void ce_fold_pair(float &mt, double &st, const float4 &a, const float4 &b) {
+    ce_fold<8>(mt, st, {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w});
+}
+__device__ __forceinline__ void ce_fold_one(float &mt, double &st, const float4 &a) {
+    ce_fold<4>(mt, st, {a.x, a.y, a.z, a.w});
+}
+
+// What a row's dlogits take: value j's is scale (softmax - onehot) = e^(x_j - m) k, less scale
+// at the target, with k = scale / sum.
+struct CeGrad {
+    float m, k, scale;
+    int target;
+    __device__ __forceinline__ float operator()(float xj, int j) const {
+        const float g = expf(xj - m) * k;
+        return j == target ? g - scale : g;
+    }
+    // The dlogits of values j..j+3 of the row (a) at d + j (ce_store4).
+    template <typename D>
+    __device__ __forceinline__ void store4(D *d, int j, const float4 &a, bool wide) const {
+        const CeGrad &g = *this;
+        ce_store4(d + j, float4{g(a.x, j), g(a.y, j + 1), g(a.z, j + 2), g(a.w, j + 3)}, wide);
+    }
+};
+
+// The block's max m of the threads' mt, and sum = sum of their st e^(mt - m) (a thread with no
+// values: 0 x 0); thread 0 writes the row's loss, m + log(sum) - x[target]; every thread gets
+// what its dlogits take. Every thread of the block calls it (block_max and block_sum meet at
+// barriers).
+__device__ __forceinline__ CeGrad ce_row(float mt, double st, float xt, int target, float scale, double *loss) {
+    const float m = block_max(mt);
+    const double sum = block_sum(st * (double)expf(mt - m));
+    if (threadIdx.x == 0) *loss = (double)m + log(sum) - (double)xt;
+    return CeGrad{m, (float)((double)scale / sum), scale, target};
 }
 
 // One block per row. dlogits is D: fp32, which may alias logits (every read of the row's max,
@@ -72,16 +117,7 @@ __global__ void __launch_bounds__(1024, 2)
     const float *x = logits + n * V;
     D *d = dlogits ? dlogits + n * V : nullptr;
     const int target = targets[n], t = (int)threadIdx.x, B = (int)blockDim.x;
-    if (target < 0) {                                   // pad: no loss, zero gradient
-        if (d) {                                        // d's own head, 4 values a store, tail
-            const int h = ce_head(d, V), nv = (V - h) / 4;
-            if (t < h) d[t] = from_f32<D>(0.0f);
-            for (int i = t; i < nv; i += B) ce_store4(d + h + 4 * i, float4{0.0f, 0.0f, 0.0f, 0.0f}, true);
-            if (h + 4 * nv + t < V) d[h + 4 * nv + t] = from_f32<D>(0.0f);
-        }
-        if (t == 0) row_loss[n] = 0.0;
-        return;                                         // the whole block takes this branch
-    }
+    if (target < 0) return ce_pad_row(d, row_loss + n, V);   // pad: no loss, zero gradient
     const float xt = x[target];
     // x = head [0, h), float4s xv[0, nv) from h, tail [h + 4 nv, V).
     const int h = ce_head(x, V), nv = (V - h) / 4, tail = h + 4 * nv;
@@ -97,37 +133,26 @@ __global__ void __launch_bounds__(1024, 2)
     if (t < h) ce_fold<1>(mt, st, {x[t]});
     for (int i = t; i < nv; i += 2 * B) {               // two float4s in flight, then their folds
         const float4 a = xv[i];
-        if (i + B < nv) {
-            const float4 b = xv[i + B];
-            ce_fold<8>(mt, st, {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w});
-        } else {
-            ce_fold<4>(mt, st, {a.x, a.y, a.z, a.w});
-        }
+        if (i + B < nv) ce_fold_pair(mt, st, a, xv[i + B]);
+        else ce_fold_one(mt, st, a);
     }
     if (tail + t < V) ce_fold<1>(mt, st, {x[tail + t]});
-    const float m = block_max(mt);
-    double sum = block_sum(st * (double)expf(mt - m));   // a thread with no values: 0 x 0
-    if (t == 0) row_loss[n] = (double)m + log(sum) - (double)xt;
+    const CeGrad g = ce_row(mt, st, xt, target, scale, row_loss + n);
     if (d) {
-        const float k = (float)((double)scale / sum);
         const bool wide = (uintptr_t)(d + h) % (4 * sizeof(D)) == 0;   // fp32 in place: always
-        const auto g4 = [&](const float4 &a, int j) {
-            return float4{ce_grad(a.x, j, target, m, k, scale), ce_grad(a.y, j + 1, target, m, k, scale),
-                          ce_grad(a.z, j + 2, target, m, k, scale), ce_grad(a.w, j + 3, target, m, k, scale)};
-        };
-        if (t < h) d[t] = from_f32<D>(ce_grad(x[t], t, target, m, k, scale));
+        if (t < h) d[t] = from_f32<D>(g(x[t], t));
         for (int i = t; i < nv; i += 2 * B) {           // both float4s read before either is written
             const int j = h + 4 * i;
             const float4 a = xv[i];
             if (i + B < nv) {
                 const float4 b = xv[i + B];
-                ce_store4(d + j, g4(a, j), wide);
-                ce_store4(d + j + 4 * B, g4(b, j + 4 * B), wide);
+                g.store4(d, j, a, wide);
+                g.store4(d, j + 4 * B, b, wide);
             } else {
-                ce_store4(d + j, g4(a, j), wide);
+                g.store4(d, j, a, wide);
             }
         }
-        if (tail + t < V) d[tail + t] = from_f32<D>(ce_grad(x[tail + t], tail + t, target, m, k, scale));
+        if (tail + t < V) d[tail + t] = from_f32<D>(g(x[tail + t], tail + t));
     }
 }
 

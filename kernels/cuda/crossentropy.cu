@@ -5,13 +5,19 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/crossentropy_kernels.cuh"
 
+// A block a row; the register form where every row's float4s fit its threads 8 each (V <= 32771
+// at 1024), else the walk, which reads the row twice (crossentropy_kernels.cuh: the same bits).
 template <typename D>
 static void rows(CudaCtx *ctx, D *dlogits, double *row_loss, const float *logits, const int32_t *targets, int N, int V,
                  float scale) {
     if (N <= 0) return;
     // Large vocabularies (32k..128k) want a full block per row; small ones waste it.
     const int block = V >= 8192 ? 1024 : 256;
-    crossentropy_rows_kernel<D><<<(unsigned)N, block, 0, ctx->stream>>>(dlogits, row_loss, logits, targets, V, scale);
+    const dim3 grid((unsigned)N);
+    if (crossentropy_held_fits(V, block, CROSSENTROPY_HELD_GROUPS))
+        crossentropy_rows_held_kernel<D, CROSSENTROPY_HELD_GROUPS>
+            <<<grid, block, 0, ctx->stream>>>(dlogits, row_loss, logits, targets, V, scale);
+    else crossentropy_rows_kernel<D><<<grid, block, 0, ctx->stream>>>(dlogits, row_loss, logits, targets, V, scale);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -6,15 +6,28 @@
 #define PPTRAIN_KERNELS_CUDA_CROSSENTROPY_KERNELS_CUH
 
 // Speed. The shapes of a 125m step on an H200: a chunk of R = 524 rows of V = 32000 fp32
-// logits (67 MB) read twice, and its bf16 dlogits (34 MB) written once, ~168 MB a launch, one
-// block of 1024 threads a row. That is HBM-bound, and what bounds a kernel there is the bytes
-// each SM keeps in flight (Little's law: ~4.8 TB/s x ~0.7 us of loaded latency, over 132 SMs,
-// ~25 KB an SM). A 4-byte load a thread at a time, each feeding the running max's update, kept
-// 2 blocks x 1024 threads x 4 B = 8 KB an SM in flight: ncu measured 71.5 us a launch, 2.3 TB/s.
-// Here a thread loads a float4 (16 bytes) and issues two before it folds either in (2048 x 32 B
-// = 64 KB an SM), and stores 4 values at once (fp32 a float4, bf16 a Bf16x4, 8 bytes): expected
-// ~40 us a launch at ~4.2 TB/s (reasoned, not yet measured). 32 registers a thread
-// (__launch_bounds__ holds it there) keep the 2 blocks of 1024 on an SM.
+// logits (67 MB), and its bf16 dlogits (34 MB) written once, one block of 1024 threads a row.
+// That is HBM-bound, and what bounds a kernel there is the bytes each SM keeps in flight
+// (Little's law: ~4.8 TB/s x ~0.7 us of loaded latency, over 132 SMs, ~25 KB an SM). A 4-byte
+// load a thread at a time, each feeding the running max's update, kept 2 blocks x 1024 threads
+// x 4 B = 8 KB an SM in flight: ncu measured 71.5 us a launch, 2.3 TB/s. Now a thread loads
+// float4s (16 bytes) and stores 4 values at once (fp32 a float4, bf16 a Bf16x4, 8 bytes), in
+// one of two forms; crossentropy.cu launches the second wherever the row fits it:
+//   the walk (crossentropy_rows_kernel): two float4s in flight before it folds either in (2048
+//   x 32 B = 64 KB an SM), and the row read again for the dlogits (the chunk is larger than L2,
+//   so from HBM): 67 x 2 + 34 = ~168 MB a launch, expected ~40 us at ~4.2 TB/s (reasoned, not
+//   yet measured). 32 registers a thread (__launch_bounds__ holds it there) keep 2 blocks of
+//   1024 on an SM. Any V.
+//   held (crossentropy_rows_held_kernel<D, G>): a thread's G = 8 float4s all loaded at once
+//   (1024 x 128 B = 128 KB an SM in flight) and kept in registers until the dlogits, so the row
+//   is read once: 67 + 34 = ~101 MB a launch, 40% fewer bytes, so ~40% less time at the same
+//   bandwidth (~24 us at ~4.2 TB/s): an estimate from the bytes, until a GPU times it. (fp32
+//   dlogits in place: 201 -> 134 MB.) 64 registers (sm_80) or 62 (sm_90), no spills: 1 block
+//   of 1024 an SM. Rows of V <= 4 x 8 x 1024 + 3 = 32771 at 1024 threads, and every V < 8192
+//   (256 threads: at most 2047 float4s). Past that, GPT-2's 50257 say, a thread would hold 13
+//   float4s, 52 registers of values alone where 1024 threads have 64 each: the walk.
+// Both give the same bits (the same values a thread, folded in the same order, the same
+// arithmetic: the helpers below); tests/gpu_emu/test_kernels_simt.cc holds them to it.
 // Alignment. Row n starts at logits + n V floats (the chunk 256-byte aligned in the arena), on
 // a 16-byte boundary only when V % 4 == 0 (GPT-2's 50257 is not). Its head, the 0..3 values
 // before its first boundary, and its tail, the 0..3 after its last whole float4, are scalars:
@@ -23,6 +36,14 @@
 // order, so the same bits every run. The dlogits take 4 values a store where their row shares
 // the logits' alignment (in place always; bf16 when the rows before it in its buffer, times V,
 // are a multiple of 4), else 4 stores of one.
+
+// The register form's float4 groups a thread holds (crossentropy_rows_held_kernel's G): at 1024
+// threads a row, rows of V <= 4 x 8 x 1024 + 3 = 32771 (the 125m model's and Llama-2's 32000).
+#define CROSSENTROPY_HELD_GROUPS 8
+
+// Whether crossentropy_rows_held_kernel<D, G> takes rows of V at `threads` a row: a row has at
+// most V / 4 float4s (fewer where its head takes 1..3 values), G a thread.
+static inline bool crossentropy_held_fits(int V, int threads, int G) { return V / 4 <= G * threads; }
 
 // Values before p's first boundary of 4 values (4 x sizeof(T) bytes), at most V: 0..3.
 template <typename T>
@@ -153,6 +174,49 @@ __global__ void __launch_bounds__(1024, 2)
             }
         }
         if (tail + t < V) d[tail + t] = from_f32<D>(g(x[tail + t], tail + t));
+    }
+}
+
+// The register form: as crossentropy_rows_kernel, but each thread holds its row's values (its
+// float4s t, t + B, ..., t + (G - 1) B where they exist, and its head and tail values) in
+// registers from the one read to the dlogits, so the row is read once. Every load is issued
+// before the first fold; then the same folds in the same order (head, the pairs (t, t + B),
+// (t + 2 B, t + 3 B), ..., the last alone where the count is odd, tail) and the same dlogits, so
+// every value and row loss has crossentropy_rows_kernel's bits. G is even (the pairs), and every
+// row's float4s fit G a thread (crossentropy_held_fits; the launcher checks). fp32 dlogits may
+// alias logits as there: each value is written only after the block barriers, by the thread
+// that read it.
+template <typename D, int G>
+__global__ void __launch_bounds__(1024, 1)
+    crossentropy_rows_held_kernel(D *dlogits, double *row_loss, const float *logits,
+                                  const int32_t *__restrict__ targets, int V, float scale) {
+    static_assert(G > 0 && G % 2 == 0, "a thread's groups fold in pairs");
+    const size_t n = blockIdx.x;
+    const float *x = logits + n * V;
+    D *d = dlogits ? dlogits + n * V : nullptr;
+    const int target = targets[n], t = (int)threadIdx.x, B = (int)blockDim.x;
+    if (target < 0) return ce_pad_row(d, row_loss + n, V);   // pad: no loss, zero gradient
+    const int h = ce_head(x, V), nv = (V - h) / 4, tail = h + 4 * nv;
+    const float4 *xv = reinterpret_cast<const float4 *>(x + h);
+    const float xt = x[target], xh = t < h ? x[t] : 0.0f, xl = tail + t < V ? x[tail + t] : 0.0f;
+    float4 v[G];   // float4 t + g B in v[g]
+    for (int g = 0; g < G; g++) v[g] = t + g * B < nv ? xv[t + g * B] : float4{};
+    float mt = -INFINITY;
+    double st = 0.0;
+    if (t < h) ce_fold<1>(mt, st, {xh});
+    for (int g = 0; g < G; g += 2)
+        if (t + g * B < nv) {
+            if (t + (g + 1) * B < nv) ce_fold_pair(mt, st, v[g], v[g + 1]);
+            else ce_fold_one(mt, st, v[g]);
+        }
+    if (tail + t < V) ce_fold<1>(mt, st, {xl});
+    const CeGrad cg = ce_row(mt, st, xt, target, scale, row_loss + n);
+    if (d) {
+        const bool wide = (uintptr_t)(d + h) % (4 * sizeof(D)) == 0;   // fp32 in place: always
+        if (t < h) d[t] = from_f32<D>(cg(xh, t));
+        for (int g = 0; g < G; g++)
+            if (t + g * B < nv) cg.store4(d, h + 4 * (t + g * B), v[g], wide);
+        if (tail + t < V) d[tail + t] = from_f32<D>(cg(xl, tail + t));
     }
 }
 

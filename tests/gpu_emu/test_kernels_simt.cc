@@ -433,54 +433,94 @@ template <typename T> static T *at_phase(std::vector<T> &v, size_t phase) {
     return v.data() + k + phase;
 }
 
-// The rows kernel on N = 8 rows of V logits, `threads` a row, the logits `xp` elements past a
-// 16-byte boundary and the separate outputs `dp`: fp32 in place (as the fused classifier runs
-// it) against the CPU kernel, with the loss it sums; fp32 into a separate buffer and bf16 bitwise
-// against the in-place values (rounded). Targets: a row's first value, its last, a pad (row 2),
-// and values beside them, on rows of every head where V % 4 != 0; row 6 increasing, so a
-// thread's running max (the online softmax) moves at every fold.
-static void check_crossentropy(int V, unsigned threads, size_t xp, size_t dp) {
+// The rows kernel in its two forms (crossentropy.cu launches the register form where the row
+// fits, crossentropy_held_fits, else the walk) on N rows of V, `threads` a row.
+enum CeForm { CE_WALK, CE_HELD };
+static const char *const ce_form_names[] = {"walk", "held"};
+template <typename D>
+static void ce_rows(CeForm form, int N, unsigned threads, D *d, double *row_loss, const float *x,
+                    const int32_t *targets, int V, float scale) {
+    if (form == CE_HELD)
+        run(N, threads,
+            [&] { crossentropy_rows_held_kernel<D, CROSSENTROPY_HELD_GROUPS>(d, row_loss, x, targets, V, scale); });
+    else run(N, threads, [&] { crossentropy_rows_kernel<D>(d, row_loss, x, targets, V, scale); });
+}
+
+// A form's outputs on the same rows: dlogits in place (fp32, in the logits), into a separate
+// fp32 buffer and a bf16 one, and the row losses of each.
+struct CeOut {
+    Floats in_place, d32;
+    Bf16s d16;
+    std::vector<double> loss_in_place, loss32, loss16;
+};
+
+// The rows kernel of `form` on N = 8 rows of V logits, `threads` a row, the logits `xp` elements
+// past a 16-byte boundary and the separate outputs `dp`: fp32 in place (as the fused classifier
+// runs it) against the CPU kernel, with the loss it sums; fp32 into a separate buffer and bf16
+// bitwise against the in-place values (rounded). Targets: a row's first value, its last, a pad
+// (row 2), and values beside them (clamped to the row, where V < 4), on rows of every head where
+// V % 4 != 0; row 6 increasing, so a thread's running max (the online softmax) moves at every
+// fold; row 4 for the order of the folds (below).
+static CeOut check_crossentropy_form(CeForm form, int V, unsigned threads, size_t xp, size_t dp) {
     const int N = 8;
     const size_t n = (size_t)N * V;
     const float scale = 0.25f;
-    const std::vector<int32_t> targets = {0, V - 1, -1, V - 2, 1, V / 2, 2, V - 3};
+    std::vector<int32_t> targets = {0, V - 1, -1, V - 2, 1, V / 2, 2, V - 3};
+    for (int32_t &t : targets) t = std::min(t, V - 1);
     Floats x_buf(n + 4), logits_buf(n + 4), d32_buf(n + 4, NAN), want(n);
     float *x = at_phase(x_buf, xp), *logits = at_phase(logits_buf, xp), *d32 = at_phase(d32_buf, dp);
     const Floats init = uniform(n, 12 + (uint32_t)V, 3.0f);
     std::copy(init.begin(), init.end(), x);
     for (int j = 0; j < V; j++) x[(size_t)6 * V + j] = (float)j * 0.01f;
+    // Row 4 shows the order of a thread's folds, where thread 0 has a pair of float4s, a (values
+    // h .. h + 3) and b (h + 4 threads .. + 3): a.x = 0, the max and the row's target; b's four
+    // values -37, whose terms e^-37 are each 0.38 of the last place of a sum in [1, 2); the rest
+    // in (-34, -22]. Folded a then b, thread 0's sum is past 1 when b's terms come, and each is
+    // lost; b first, they make 1.5 places before the 1 comes and rounds them to 1 or 2: another
+    // sum, and the row's loss, log(sum) (x[target] = m = 0, the sum 1 + ~1e-8), another value.
+    float *r4 = x + (size_t)4 * V;
+    const int h4 = ce_head(r4, V);
+    if ((V - h4) / 4 > (int)threads) {
+        for (int j = 0; j < V; j++) r4[j] = -22.0f - 2.0f * (3.0f + init[(size_t)4 * V + j]);
+        for (int i = 0; i < 4; i++) r4[h4 + 4 * (int)threads + i] = -37.0f;
+        r4[h4] = 0.0f;
+        targets[4] = h4;
+    }
     std::copy(x, x + n, logits);   // overwritten in place; x stays for the separate outputs
     const double want_loss = crossentropy_forward_backward(want.data(), x, targets.data(), N, V, scale);
-    char what[80], detail[80];
+    const char *f = ce_form_names[form];
+    char what[96], detail[80];
 
-    std::vector<double> row_loss(N, NAN), loss = {0.5};   // += onto a running total
-    run(N, threads,
-        [&] { crossentropy_rows_kernel<float>(logits, row_loss.data(), logits, targets.data(), V, scale); });
-    const Floats d(logits, logits + n);
-    snprintf(what, sizeof what, "cross-entropy V %d, %u threads, at +%zu: dlogits in place", V, threads, xp);
+    CeOut out;
+    std::vector<double> &row_loss = out.loss_in_place, loss = {0.5};   // += onto a running total
+    row_loss.assign(N, NAN);
+    ce_rows(form, N, threads, logits, row_loss.data(), logits, targets.data(), V, scale);
+    const Floats &d = out.in_place = Floats(logits, logits + n);
+    snprintf(what, sizeof what, "cross-entropy %s V %d, %u threads, at +%zu: dlogits in place", f, V, threads, xp);
     expect_close(what, d, want, 1e-6);
     run(1, 64, [&] { crossentropy_sum_kernel(loss.data(), row_loss.data(), N, scale); });
-    const double err = std::fabs(loss[0] - 0.5 - want_loss) / std::fabs(want_loss);
-    snprintf(what, sizeof what, "cross-entropy V %d: loss += scale x the row losses", V);
+    const double err = std::fabs(loss[0] - 0.5 - want_loss) / std::max(std::fabs(want_loss), 1e-30);
+    snprintf(what, sizeof what, "cross-entropy %s V %d: loss += scale x the row losses", f, V);
     snprintf(detail, sizeof detail, " (rel err %.2e, bound 1e-6)", err);
     report(what, err <= 1e-6, detail);
 
     // The same kernel on the same logits: the same sums, so each value's bits; only the stores
     // differ (4 at once where the buffer's rows share the logits' alignment, else one by one).
-    std::vector<double> row_loss32(N, NAN);
-    run(N, threads, [&] { crossentropy_rows_kernel<float>(d32, row_loss32.data(), x, targets.data(), V, scale); });
-    snprintf(what, sizeof what, "cross-entropy V %d: fp32 dlogits at +%zu, bitwise", V, dp);
-    expect_bitwise(what, Floats(d32, d32 + n), d);
+    out.loss32.assign(N, NAN);
+    ce_rows(form, N, threads, d32, out.loss32.data(), x, targets.data(), V, scale);
+    out.d32 = Floats(d32, d32 + n);
+    snprintf(what, sizeof what, "cross-entropy %s V %d: fp32 dlogits at +%zu, bitwise", f, V, dp);
+    expect_bitwise(what, out.d32, d);
     Bf16s d16_buf(n + 4, nan16);
     __nv_bfloat16 *d16 = at_phase(d16_buf, dp);
-    std::vector<double> row_loss16(N, NAN);
-    run(N, threads,
-        [&] { crossentropy_rows_kernel<__nv_bfloat16>(d16, row_loss16.data(), x, targets.data(), V, scale); });
-    snprintf(what, sizeof what, "cross-entropy V %d: bf16 dlogits at +%zu, fp32's rounded", V, dp);
-    expect_rounded(what, Bf16s(d16, d16 + n), d);
-    const bool same = memcmp(row_loss16.data(), row_loss.data(), N * sizeof(double)) == 0 &&
-                      memcmp(row_loss32.data(), row_loss.data(), N * sizeof(double)) == 0;
-    snprintf(what, sizeof what, "cross-entropy V %d: the row losses of all three, bitwise", V);
+    out.loss16.assign(N, NAN);
+    ce_rows(form, N, threads, d16, out.loss16.data(), x, targets.data(), V, scale);
+    out.d16 = Bf16s(d16, d16 + n);
+    snprintf(what, sizeof what, "cross-entropy %s V %d: bf16 dlogits at +%zu, fp32's rounded", f, V, dp);
+    expect_rounded(what, out.d16, d);
+    const bool same = memcmp(out.loss16.data(), row_loss.data(), N * sizeof(double)) == 0 &&
+                      memcmp(out.loss32.data(), row_loss.data(), N * sizeof(double)) == 0;
+    snprintf(what, sizeof what, "cross-entropy %s V %d: the row losses of all three, bitwise", f, V);
     report(what, same, "");
     // Nothing outside the rows written: the 4 spare elements around them still NaN (i - k >= n
     // before the rows too, where the unsigned difference wraps).
@@ -488,11 +528,43 @@ static void check_crossentropy(int V, unsigned threads, size_t xp, size_t dp) {
     size_t outside = 0;
     for (size_t i = 0; i < n + 4; i++)
         outside += (i - k32 >= n && !std::isnan(d32_buf[i])) + (i - k16 >= n && d16_buf[i].bits != nan16.bits);
-    snprintf(what, sizeof what, "cross-entropy V %d: nothing written outside the rows", V);
+    snprintf(what, sizeof what, "cross-entropy %s V %d: nothing written outside the rows", f, V);
     report(what, outside == 0, "");
+    return out;
+}
+
+// Both forms where the register form takes the row (crossentropy_held_fits at G =
+// CROSSENTROPY_HELD_GROUPS), each checked as above, and the register form's every output
+// bitwise the walk's: the same values a thread, folded in the same order.
+static void check_crossentropy(int V, unsigned threads, size_t xp, size_t dp) {
+    const CeOut walk = check_crossentropy_form(CE_WALK, V, threads, xp, dp);
+    if (!crossentropy_held_fits(V, (int)threads, CROSSENTROPY_HELD_GROUPS)) return;
+    const CeOut held = check_crossentropy_form(CE_HELD, V, threads, xp, dp);
+    char what[96];
+    snprintf(what, sizeof what, "cross-entropy V %d: held == walk, dlogits in place", V);
+    expect_bitwise(what, held.in_place, walk.in_place);
+    snprintf(what, sizeof what, "cross-entropy V %d: held == walk, fp32 dlogits at +%zu", V, dp);
+    expect_bitwise(what, held.d32, walk.d32);
+    size_t differ = 0;
+    for (size_t i = 0; i < walk.d16.size(); i++) differ += held.d16[i].bits != walk.d16[i].bits;
+    snprintf(what, sizeof what, "cross-entropy V %d: held == walk, bf16 dlogits at +%zu", V, dp);
+    report(what, differ == 0, differ ? " (bf16 values differ)" : "");
+    const size_t bytes = walk.loss32.size() * sizeof(double);
+    const bool same = memcmp(held.loss_in_place.data(), walk.loss_in_place.data(), bytes) == 0 &&
+                      memcmp(held.loss32.data(), walk.loss32.data(), bytes) == 0 &&
+                      memcmp(held.loss16.data(), walk.loss16.data(), bytes) == 0;
+    snprintf(what, sizeof what, "cross-entropy V %d: held == walk, the row losses", V);
+    report(what, same, "");
 }
 
 static void test_crossentropy(void) {
+    // Where the launcher takes the register form (G = 8 float4s a thread): a row of V has at most
+    // V / 4 float4s, so V <= 32 threads + 3.
+    const bool fits = crossentropy_held_fits(2051, 64, 8) && !crossentropy_held_fits(2052, 64, 8) &&
+                      crossentropy_held_fits(32000, 1024, 8) && crossentropy_held_fits(32771, 1024, 8) &&
+                      !crossentropy_held_fits(32772, 1024, 8) && !crossentropy_held_fits(50257, 1024, 8) &&
+                      crossentropy_held_fits(8191, 256, 8) && crossentropy_held_fits(1, 64, 8);
+    report("cross-entropy: the register form takes V <= 32 x threads + 3", fits && CROSSENTROPY_HELD_GROUPS == 8, "");
     // 64 threads a row: 2 warps. V % 4 == 0 (every row on a 16-byte boundary: 75 float4s, threads
     // 0..10 a pair, the rest one) and not (301..303: heads and tails of 1..3 values).
     for (int V = 300; V <= 303; V++) check_crossentropy(V, 64, 0, 0);
@@ -502,10 +574,21 @@ static void test_crossentropy(void) {
     check_crossentropy(1283, 64, 1, 0);
     check_crossentropy(3073, 256, 3, 2);
     check_crossentropy(302, 64, 2, 1);
+    // The register form's limits at 64 threads: 8 float4s a thread in every row (2048, and 2051
+    // with heads of 1..3 values: (2051 - h) / 4 = 512 = 8 x 64 for every h), and threads of 8
+    // (four pairs) beside threads of 7 (three pairs and one alone): 1844 at +1 is 460 float4s, 7 x
+    // 64 + 12; 1845 at +2 every head. 2052 is past the register form: the walk alone.
+    check_crossentropy(2048, 64, 0, 0);
+    check_crossentropy(2051, 64, 1, 3);
+    check_crossentropy(1844, 64, 1, 1);
+    check_crossentropy(1845, 64, 2, 0);
+    check_crossentropy(2052, 64, 0, 0);
     // Rows narrower than the block (40 values, 64 threads: 54 threads hold no float4), and
-    // narrower than a float4 (3 values, no float4: a head, a tail, or both).
+    // narrower than a float4 (3, 2 and 1 values, no float4: a head, a tail, or both).
     check_crossentropy(40, 64, 0, 0);
     check_crossentropy(3, 64, 1, 1);
+    check_crossentropy(2, 64, 3, 0);
+    check_crossentropy(1, 64, 2, 2);
 }
 
 // ---- embedding_kernels.cuh ----------------------------------------------------------------

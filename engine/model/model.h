@@ -172,8 +172,9 @@ void stage_carve_views(const StageModel *s, float *base, ParamViews *v);
 
 // Gradients and the optimizer, on the stage's device (engine/model/stage_ops.h says more).
 void stage_zero_grads(StageModel *s);
-// Scales the gradients by clip (< 1 clips, as grad_scale) and applies one AdamW update with
-// opt->t incremented (adamw_state_step).
+// Applies one AdamW update with opt->t incremented (adamw_state_step) to the gradients scaled
+// by clip (< 1 clips, as grad_scale); the gradients are unspecified after it until the next
+// stage_zero_grads (a CPU stage's are scaled, a GPU stage's not: stage_ops.h).
 void stage_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip);
 // The gradient all-reduce over replicas: the numel floats to sum in place (device memory when
 // `device`, else host memory), and the sum handed back to the stage after it.

@@ -371,13 +371,16 @@ static void gpu_grad_sum_squares(const StageModel *s, double *out) {
     for (int i = 1; i < s->n_params; i++) out[i] = 0.0;
 }
 
+// The clip factor is applied as the update reads each gradient (cuda_adamw_update: the bits a
+// scaling pass then the update would give, without that pass's read and write of every
+// gradient), so g keeps its unscaled values, and a norm already read stays the norm of g. No
+// one reads g after an update: the next step zeroes it first, the host mirror takes gradients
+// only for `pptrain check` (which updates nothing), and the replica sum comes before the update.
 static void gpu_update(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip) {
     StageCuda *c = cuda_of(s);
-    c->norm_read = false;
-    if (clip < 1.0f) cuda_grad_scale(c->ctx, c->g, s->numel, clip);
     opt->t++;
-    cuda_adamw_update(c->ctx, c->w, c->w16, c->g, c->m, c->v, s->numel, opt->t, lr, o->beta1, o->beta2, o->eps,
-                      o->weight_decay);
+    cuda_adamw_update(c->ctx, c->w, c->w16, c->g, clip, c->m, c->v, s->numel, opt->t, lr, o->beta1, o->beta2,
+                      o->eps, o->weight_decay);
 }
 
 // ---- messages and slots ------------------------------------------------------------------
@@ -750,8 +753,8 @@ static double gpu_forward(StageModel *s, StageActs *a, const int32_t *tokens, co
 }
 
 // The step's one wait on the last stage's rank: its loss and, the gradients being complete by
-// then, their sum of squares (what gpu_grad_sum_squares gives unless a replica sum or an update
-// changes them first); the loss accumulator then starts again at zero.
+// then, their sum of squares (what gpu_grad_sum_squares gives unless a replica sum changes them
+// first); the loss accumulator then starts again at zero.
 static double gpu_step_loss(StageModel *s) {
     StageCuda *c = cuda_of(s);
     read_totals(c, s->numel);

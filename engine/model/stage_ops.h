@@ -64,7 +64,9 @@ struct StageOps {
     // out[n_params]: each tensor's sum of squared gradients, in double. A backend that sums on
     // its device in an order of its own may give the stage's whole sum in out[0], zeros after.
     void (*grad_sum_squares)(const StageModel *s, double *out);
-    // Scales the gradients by clip (< 1 clips) and applies one AdamW update (opt->t + 1).
+    // Applies one AdamW update (opt->t + 1) to the gradients scaled by clip (< 1 clips). The
+    // gradients are unspecified after it until zero_grads: the CPU scales them in place first, a
+    // GPU applies the factor as it reads them and leaves them unscaled.
     void (*update)(StageModel *s, AdamWState *opt, const OptimConfig *o, double lr, float clip);
     // The numel floats a gradient all-reduce over replicas sums in place: device memory when
     // `device` (a transport whose collectives take device memory: nccl), else host memory

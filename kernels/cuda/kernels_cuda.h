@@ -383,10 +383,13 @@ void cuda_classifier_bf16(CudaCtx *ctx, double *loss, float *dx, float *dW, cons
                           float scale);
 
 // ---- adamw.cu ----------------------------------------------------------------------------
-// adamw_update on fp32 master params and moments, the same fp32 arithmetic term for term;
-// when params_bf16 is non-NULL it also receives bf16(params) (the GEMM working copy).
+// adamw_update on fp32 master params and moments, the same fp32 arithmetic term for term, on
+// the gradients scaled by clip (the clip factor; 1 when not clipping): what grad_scale then
+// adamw_update make on the CPU, with grads only read (they keep their unscaled values: no pass
+// of its own rewrites them). When params_bf16 is non-NULL it also receives bf16(params) (the
+// GEMM working copy).
 void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, const float *grads,
-                       float *m, float *v, size_t n, int t, double lr, double beta1,
+                       float clip, float *m, float *v, size_t n, int t, double lr, double beta1,
                        double beta2, double eps, double weight_decay);
 
 // ---- gradnorm.cu -------------------------------------------------------------------------
@@ -402,7 +405,7 @@ static inline size_t cuda_grad_sum_squares_arena_bytes(size_t n) {
     return n ? cuda_arena_round((size_t)cuda_grad_sum_squares_blocks(n) * sizeof(double)) : 0;
 }
 void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n);
-// g *= s.
+// g *= s. (A step's clip does not take it: cuda_adamw_update applies the factor as it reads g.)
 void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s);
 // g *= grad_clip_factor(sqrt(*sumsq), max_norm), the factor computed on the device from the
 // device sum of squares (clip without a round trip to the host).

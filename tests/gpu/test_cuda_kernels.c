@@ -986,14 +986,18 @@ static void test_adamw(void) {
     float *d_g = dalloc(sizeof(float) * n);
     cuda_bf16 *d_pb = dalloc(sizeof(cuda_bf16) * n);
     for (int t = 1; t <= 3; t++) {
-        float *g = hrand(n, 1.0f);
+        // Step 2 clips: the CPU scales its gradients first (grad_scale); the device's are only read.
+        const float clip = t == 2 ? 0.37f : 1.0f;
+        float *g = hrand(n, 1.0f), *scaled = hcopy(g, n);
         upload(d_g, g, sizeof(float) * n);
-        adamw_update(p, g, m, v, n, t, 1e-3, 0.9, 0.95, 1e-8, 0.1);
-        cuda_adamw_update(ctx, d_p, d_pb, d_g, d_m, d_v, n, t, 1e-3, 0.9, 0.95, 1e-8, 0.1);
+        grad_scale(scaled, n, clip);
+        adamw_update(p, scaled, m, v, n, t, 1e-3, 0.9, 0.95, 1e-8, 0.1);
+        cuda_adamw_update(ctx, d_p, d_pb, d_g, clip, d_m, d_v, n, t, 1e-3, 0.9, 0.95, 1e-8, 0.1);
+        if (t == 2) check("adamw leaves the gradients unscaled (exact)", d_g, g, n, 0.0);
         cuda_ctx_synchronize(ctx);                       // g is freed next
-        free(g);
+        free(g); free(scaled);
     }
-    check("adamw params (3 steps)", d_p, p, n, 1e-6);
+    check("adamw params (3 steps, one clipped)", d_p, p, n, 1e-6);
     check("adamw m", d_m, m, n, 1e-6);
     check("adamw v", d_v, v, n, 1e-6);
     float *gp = fetch(d_p, n);

@@ -1186,26 +1186,38 @@ typedef struct {
     float *params, *m, *v;
     cuda_bf16 *params_bf16;
     const float *grads;
+    float clip;
     size_t n;
     int t;
     double lr, beta1, beta2, eps, weight_decay;
 } AdamwArgs;
 
+// A clip factor below 1 scales a copy (grad_scale's bits, which the kernel's multiply gives):
+// the device gradients keep their values, as the GPU's kernel only reads them.
 static void run_adamw(void *p) {
     const AdamwArgs *a = p;
-    adamw_update(a->params, a->grads, a->m, a->v, a->n, a->t, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay);
+    float *scaled = NULL;
+    if (a->clip != 1.0f) {
+        scaled = temp(a->n);
+        memcpy(scaled, a->grads, F(a->n));
+        grad_scale(scaled, a->n, a->clip);
+    }
+    adamw_update(a->params, scaled ? scaled : a->grads, a->m, a->v, a->n, a->t, a->lr, a->beta1, a->beta2, a->eps,
+                 a->weight_decay);
+    free(scaled);
     if (a->params_bf16) round_into(a->params_bf16, a->params, a->n);
 }
 
-void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, const float *grads, float *m, float *v,
-                       size_t n, int t, double lr, double beta1, double beta2, double eps, double weight_decay) {
+void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, const float *grads, float clip, float *m,
+                       float *v, size_t n, int t, double lr, double beta1, double beta2, double eps,
+                       double weight_decay) {
     launch(ctx, __func__);
     emu_need_device(__func__, params, F(n));
     emu_need_device(__func__, grads, F(n));
     emu_need_device(__func__, m, F(n));
     emu_need_device(__func__, v, F(n));
     if (params_bf16) emu_need_device(__func__, params_bf16, n * sizeof *params_bf16);
-    const AdamwArgs a = {params, m, v, params_bf16, grads, n, t, lr, beta1, beta2, eps, weight_decay};
+    const AdamwArgs a = {params, m, v, params_bf16, grads, clip, n, t, lr, beta1, beta2, eps, weight_decay};
     emu_enqueue(ctx->stream, run_adamw, &a, sizeof a);
 }
 

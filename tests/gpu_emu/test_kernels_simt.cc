@@ -660,7 +660,7 @@ static void test_adamw(void) {
         const Floats g = uniform(n, 60 + (uint32_t)t, 0.5f);
         adamw_update(c.p.data(), g.data(), c.m.data(), c.v.data(), n, t, lr, beta1, beta2, eps, wd);
         const AdamwScalars sc = adamw_scalars(t, lr, beta1, beta2, eps, wd);
-        run(3, 64, [&] { adamw_kernel(k.p.data(), p16.data(), g.data(), k.m.data(), k.v.data(), n, sc); });
+        run(3, 64, [&] { adamw_kernel(k.p.data(), p16.data(), g.data(), 1.0f, k.m.data(), k.v.data(), n, sc); });
         const size_t bytes = n * sizeof(float);
         same &= memcmp(k.p.data(), c.p.data(), bytes) == 0 && memcmp(k.m.data(), c.m.data(), bytes) == 0 &&
                 memcmp(k.v.data(), c.v.data(), bytes) == 0;
@@ -673,8 +673,37 @@ static void test_adamw(void) {
     const Floats g = uniform(n, 61, 0.5f);
     adamw_update(want.p.data(), g.data(), want.m.data(), want.v.data(), n, 1, lr, beta1, beta2, eps, wd);
     const AdamwScalars sc = adamw_scalars(1, lr, beta1, beta2, eps, wd);
-    run(2, 32, [&] { adamw_kernel(q.p.data(), nullptr, g.data(), q.m.data(), q.v.data(), n, sc); });
+    run(2, 32, [&] { adamw_kernel(q.p.data(), nullptr, g.data(), 1.0f, q.m.data(), q.v.data(), n, sc); });
     expect_bitwise("adamw: no bf16 copy, the same params", q.p, want.p);
+
+    // The clip factor taken as the gradients are read (clip 0.37): bitwise scale_kernel then the
+    // update with no factor, and grad_scale then adamw_update on the CPU; the gradients
+    // themselves not written.
+    const float clip = 0.37f;
+    AdamwState fused = adamw_start(n), split = fused, cpu = fused;
+    Bf16s f16(n, nan16), s16(n, nan16);
+    const Floats g0 = uniform(n, 62, 0.5f);
+    Floats g_fused = g0, g_split = g0, g_cpu = g0;
+    for (int t : {1, 2}) {
+        const AdamwScalars st = adamw_scalars(t, lr, beta1, beta2, eps, wd);
+        run(3, 64, [&] {
+            adamw_kernel(fused.p.data(), f16.data(), g_fused.data(), clip, fused.m.data(), fused.v.data(), n, st);
+        });
+        Floats scaled = g_split;
+        run(3, 64, [&] { scale_kernel(scaled.data(), n, clip); });
+        run(3, 64, [&] {
+            adamw_kernel(split.p.data(), s16.data(), scaled.data(), 1.0f, split.m.data(), split.v.data(), n, st);
+        });
+        Floats cpu_scaled = g_cpu;
+        grad_scale(cpu_scaled.data(), n, clip);
+        adamw_update(cpu.p.data(), cpu_scaled.data(), cpu.m.data(), cpu.v.data(), n, t, lr, beta1, beta2, eps, wd);
+    }
+    expect_bitwise("adamw clip 0.37: params bitwise scale_kernel then adamw", fused.p, split.p);
+    expect_bitwise("adamw clip 0.37: m bitwise scale_kernel then adamw", fused.m, split.m);
+    expect_bitwise("adamw clip 0.37: v bitwise scale_kernel then adamw", fused.v, split.v);
+    expect_bitwise("adamw clip 0.37: bf16 copy bitwise", widen(f16), widen(s16));
+    expect_bitwise("adamw clip 0.37: params bitwise grad_scale then adamw_update", fused.p, cpu.p);
+    expect_bitwise("adamw clip 0.37: the gradients left unscaled", g_fused, g0);
 }
 
 // ---- gradnorm_kernels.cuh -----------------------------------------------------------------

@@ -707,10 +707,39 @@ static void test_adamw(void) {
 }
 
 // ---- gradnorm_kernels.cuh -----------------------------------------------------------------
+// sumsq_partial_kernel as it was before its vector loop, a value a thread at a time: the order
+// of the adds the kernel keeps (thread t of block b: g[b B + t + k S] for k = 0, 1, ..., then
+// block_sum), so its partials are these bits.
+__global__ void sumsq_partial_values(double *partial, const float *g, size_t n) {
+    double acc = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc += (double)g[i] * g[i];
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// The partials of blocks x threads over g[offset, offset + n) bitwise sumsq_partial_values's.
+static void check_sumsq_order(const char *what, const Floats &g, size_t offset, size_t n, unsigned blocks,
+                              unsigned threads) {
+    std::vector<double> got(blocks, NAN), want(blocks, NAN);
+    run(blocks, threads, [&] { sumsq_partial_kernel(got.data(), g.data() + offset, n); });
+    run(blocks, threads, [&] { sumsq_partial_values(want.data(), g.data() + offset, n); });
+    size_t differ = 0;
+    for (unsigned b = 0; b < blocks; b++) differ += memcmp(&got[b], &want[b], sizeof(double)) != 0;
+    char detail[64];
+    snprintf(detail, sizeof detail, differ ? " (%zu of %u differ)" : "", differ, blocks);
+    report(what, differ == 0, detail);
+}
+
 // The sum of squares as cuda_grad_sum_squares runs it (cuda_grad_sum_squares_blocks blocks of
 // GRADNORM_BLOCK, then one block over the partials, added to what *sumsq held) against
 // grad_sum_squares: another order, so close (1e-12: a lost or doubled value is about 1e-4 of
-// the total here). Then scale and clip, bitwise g times grad_scale's and grad_clip_factor's.
+// the total here). The vector loop's partials bitwise the value-a-thread order's, on values of
+// 41 magnitudes (2^-20 to 2^20), so that another order of the adds would show in the bits:
+// whole batches of GRADNORM_STEPS steps and the longest rest (7 steps and 77 values: the rest
+// loop's; a batch taken there would read past n), whole batches alone, 64 threads (16 float4s a
+// step), and g one float past 16-byte alignment (the value-a-thread loop throughout).
+// Then scale and clip, bitwise g times grad_scale's and grad_clip_factor's.
 static void test_gradnorm(void) {
     const size_t n = 5 * 1024 + 37;   // 6 blocks, the last one ragged
     const Floats g = uniform(n, 71);
@@ -732,6 +761,14 @@ static void test_gradnorm(void) {
     const double err2 = std::fabs(strided - (want - 2.5)) / (want - 2.5);
     snprintf(detail, sizeof detail, " (rel err %.1e)", err2);
     report("gradnorm: sum of squares, 2 blocks of 64 striding", err2 <= 1e-12, detail);
+    Floats wide = uniform(3 * 256 * GRADNORM_STEPS * 6, 72);
+    for (size_t i = 0; i < wide.size(); i++) wide[i] = std::ldexp(wide[i], (int)(i * 7 % 41) - 20);
+    const size_t batch = 3 * 256 * GRADNORM_STEPS;   // 3 blocks of 256: the values of one batch
+    check_sumsq_order("gradnorm: 5 batches, 7 steps and 77 values, bitwise", wide, 0, 5 * batch + 7 * 768 + 77, 3,
+                      256);
+    check_sumsq_order("gradnorm: 2 whole batches, no rest, bitwise", wide, 0, 2 * batch, 3, 256);
+    check_sumsq_order("gradnorm: 2 blocks of 64, ragged, bitwise", wide, 0, 20011, 2, 64);
+    check_sumsq_order("gradnorm: g not 16-byte aligned, bitwise", wide, 1, 20011, 2, 64);
     // More partials than the final block's threads (1024 of a large tensor, 256 threads).
     std::vector<double> many(100);
     double many_sum = 0.0, many_want = 0.0;

@@ -592,6 +592,49 @@ static void test_crossentropy(void) {
 }
 
 // ---- embedding_kernels.cuh ----------------------------------------------------------------
+// The runs kernel as it was, a position at a time (block i, column c: the same adds in the same
+// order), for every block and column: what the batched walk must give bit for bit.
+static void embedding_runs_in_order(Floats &dwte, const Floats &dout, const std::vector<int32_t> &keys,
+                                    const std::vector<int32_t> &rows, int N, int C) {
+    for (int i = 0; i < N; i++) {
+        const int tok = keys[i];
+        if (i > 0 && keys[i - 1] == tok) continue;
+        for (int c = 0; c < C; c++) {
+            float acc = 0.0f;
+            for (int j = i; j < N && keys[j] == tok; j++) acc += dout[(size_t)rows[j] * C + c];
+            dwte[(size_t)tok * C + c] += acc;
+        }
+    }
+}
+
+// Tokens run[t] times each (0: never), in an order shuffled by seed, stably sorted as
+// embedding.cu sorts them: keys and the rows they came from. The runs kernel at `threads` a
+// block against embedding_runs_in_order, bitwise, on dout values of 31 magnitudes (so that
+// another order of a run's adds would show in the bits), C not a multiple of threads.
+static void check_embedding_runs(const char *what, const std::vector<int> &run_of, int C, unsigned threads,
+                                 uint32_t seed) {
+    std::vector<int32_t> tokens;
+    for (size_t t = 0; t < run_of.size(); t++) tokens.insert(tokens.end(), (size_t)run_of[t], (int32_t)t);
+    const int N = (int)tokens.size(), V = (int)run_of.size();
+    for (int n = N - 1; n > 0; n--) {
+        seed = seed * 1664525u + 1013904223u;
+        std::swap(tokens[(size_t)n], tokens[(seed >> 8) % (uint32_t)(n + 1)]);
+    }
+    std::vector<int32_t> rows(N), keys(N);
+    for (int n = 0; n < N; n++) rows[n] = n;
+    std::stable_sort(rows.begin(), rows.end(), [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
+    for (int n = 0; n < N; n++) keys[n] = tokens[rows[n]];
+    Floats dout = uniform((size_t)N * C, seed);
+    for (size_t i = 0; i < dout.size(); i++) dout[i] = std::ldexp(dout[i], (int)(i * 5 % 31) - 15);
+    const Floats dwte0 = uniform((size_t)V * C, seed + 1);
+    Floats got = dwte0, want = dwte0;
+    embedding_runs_in_order(want, dout, keys, rows, N, C);
+    simt_launch(dim3{(unsigned)N, (unsigned)((C + threads - 1) / threads), 1}, threads, 0, [&] {
+        embedding_backward_runs_kernel(got.data(), dout.data(), keys.data(), rows.data(), N, C);
+    });
+    expect_bitwise(what, got, want);
+}
+
 static void test_embedding(void) {
     // 37 rows of 72 columns from a 11-token table: tokens repeat (runs of several rows, not
     // adjacent), the first and last ids appear, id 5 never does.
@@ -635,6 +678,18 @@ static void test_embedding(void) {
     bool kept = std::find(tokens.begin(), tokens.end(), unused) == tokens.end();
     for (int c = 0; kept && c < C; c++) kept = dwte[(size_t)unused * C + c] == dwte0[(size_t)unused * C + c];
     report("embedding backward: an unused id's row untouched", kept, "");
+
+    // Runs of 1, of the batch's length and one either side, twice and thrice it, of blockDim.x
+    // and one more (every probe of the first round equal), of blockDim.x^2 and one more, and of
+    // 2950 (the byte-level space's: past 32^2, so at 32 threads the search's step grows twice),
+    // an id never used (5), the last run ending at N; 24 columns at 32 threads: 8 threads
+    // past C take part in the search only.
+    const int B = EMBEDDING_RUN_BATCH;
+    check_embedding_runs("embedding backward: runs of 1 to 2950 (32 threads) bitwise",
+                         {1, 2950, B - 1, B, B + 1, 0, 1, 2 * B, 3 * B + 1, 1, 32, 33, 1024, 1025, 1, 100}, 24, 32,
+                         91);
+    check_embedding_runs("embedding backward: runs of 1 to 700 (64 threads) bitwise",
+                         {3, 1, 700, B - 1, B + 1, 64, 65, 1, 2 * B - 1, 1, 129}, 70, 64, 92);
 }
 
 // ---- adamw_kernels.cuh --------------------------------------------------------------------

@@ -15,7 +15,7 @@
 // operations in the same order: bitwise the CPU's where nothing is contracted into a
 // multiply-add (the host test); nvcc contracts by default, so on a GPU within an ulp or so.
 // The clip's multiply is __fmul_rn, never contracted into the lerp's subtraction after it, so
-// g has the bits grad_scale (and the GPU's scale_kernel) would have stored, and a factor of 1
+// g has the bits grad_scale (and a GPU pass of g *= clip) would have stored, and a factor of 1
 // leaves it exact.
 __global__ void adamw_kernel(float *__restrict__ params, __nv_bfloat16 *__restrict__ params_bf16,
                              const float *__restrict__ grads, float clip, float *__restrict__ m, float *__restrict__ v,

@@ -14,15 +14,3 @@ void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n
     sumsq_final_kernel<<<1, GRADNORM_BLOCK, 0, ctx->stream>>>(sumsq, partial, nblocks);
     CUDA_CHECK_LAUNCH();
 }
-
-void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s) {
-    if (n == 0) return;
-    scale_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(g, n, s);
-    CUDA_CHECK_LAUNCH();
-}
-
-void cuda_grad_clip(CudaCtx *ctx, float *g, size_t n, const double *sumsq, float max_norm) {
-    if (n == 0) return;
-    clip_kernel<<<grid_for(n, 256), 256, 0, ctx->stream>>>(g, n, sumsq, max_norm);
-    CUDA_CHECK_LAUNCH();
-}

@@ -55,16 +55,4 @@ __global__ void sumsq_final_kernel(double *sumsq, const double *__restrict__ par
     if (threadIdx.x == 0) *sumsq += acc;
 }
 
-__global__ void scale_kernel(float *g, size_t n, float s) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        g[i] *= s;
-}
-
-// grad_clip_factor on the device: min(1, max_norm / (sqrt(sumsq) + 1e-6)).
-__global__ void clip_kernel(float *g, size_t n, const double *__restrict__ sumsq, float max_norm) {
-    const double f = (double)max_norm / (sqrt(*sumsq) + 1e-6);
-    const float s = f < 1.0 ? (float)f : 1.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        g[i] *= s;
-}
 #endif

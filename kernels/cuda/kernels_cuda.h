@@ -405,11 +405,7 @@ static inline size_t cuda_grad_sum_squares_arena_bytes(size_t n) {
     return n ? cuda_arena_round((size_t)cuda_grad_sum_squares_blocks(n) * sizeof(double)) : 0;
 }
 void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n);
-// g *= s. (A step's clip does not take it: cuda_adamw_update applies the factor as it reads g.)
-void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s);
-// g *= grad_clip_factor(sqrt(*sumsq), max_norm), the factor computed on the device from the
-// device sum of squares (clip without a round trip to the host).
-void cuda_grad_clip(CudaCtx *ctx, float *g, size_t n, const double *sumsq, float max_norm);
+// (A step's clip has no pass of its own: cuda_adamw_update applies the factor as it reads g.)
 
 #ifdef __cplusplus
 }

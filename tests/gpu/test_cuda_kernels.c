@@ -1022,16 +1022,7 @@ static void test_gradnorm(void) {
     cuda_grad_sum_squares(ctx, d_ss, d_g1, n1);
     cuda_grad_sum_squares(ctx, d_ss, d_g2, n2);
     check_scalar("grad_sum_squares (two tensors, +=)", cuda_fetch_double(ctx, d_ss), want, 1e-10);
-
-    const float max_norm = (float)(0.5 * sqrt(want));  // forces clipping
-    float *c2 = hcopy(g2, n2);
-    grad_scale(c2, n2, grad_clip_factor(sqrt(want), max_norm));
-    cuda_grad_clip(ctx, d_g2, n2, d_ss, max_norm);
-    check("grad_clip (device factor)", d_g2, c2, n2, 2e-7);
-    grad_scale(g1, n1, 0.37f);
-    cuda_grad_scale(ctx, d_g1, n1, 0.37f);
-    check("grad_scale", d_g1, g1, n1, 0.0);
-    free(g1); free(g2); free(c2);
+    free(g1); free(g2);
     CUDA_CHECK(cudaFree(d_g1)); CUDA_CHECK(cudaFree(d_g2)); CUDA_CHECK(cudaFree(d_ss));
 }
 

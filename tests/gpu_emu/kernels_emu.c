@@ -1223,10 +1223,8 @@ void cuda_adamw_update(CudaCtx *ctx, float *params, cuda_bf16 *params_bf16, cons
 
 typedef struct {
     float *g;
-    double *sumsq;          // sum_squares: += ; clip: read
-    const double *sumsq_in;
+    double *sumsq;          // += the sum of squares
     size_t n;
-    float s;                // scale: the factor; clip: max_norm
     void *arena;            // gradnorm.cu's per-block partial sums
     size_t arena_bytes;
 } GradArgs;
@@ -1237,16 +1235,6 @@ static void run_grad_sum_squares(void *p) {
     emu_poison(a->arena, a->arena_bytes);
 }
 
-static void run_grad_scale(void *p) {
-    const GradArgs *a = p;
-    grad_scale(a->g, a->n, a->s);
-}
-
-static void run_grad_clip(void *p) {
-    const GradArgs *a = p;
-    grad_scale(a->g, a->n, grad_clip_factor(sqrt(*a->sumsq_in), a->s));
-}
-
 void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n) {
     launch(ctx, __func__);
     emu_need_device(__func__, sumsq, sizeof *sumsq);
@@ -1255,19 +1243,4 @@ void cuda_grad_sum_squares(CudaCtx *ctx, double *sumsq, const float *g, size_t n
     GradArgs a = {.g = (float *)g, .sumsq = sumsq, .n = n, .arena_bytes = cuda_grad_sum_squares_arena_bytes(n)};
     a.arena = arena_for(ctx, __func__, a.arena_bytes);
     emu_enqueue(ctx->stream, run_grad_sum_squares, &a, sizeof a);
-}
-
-void cuda_grad_scale(CudaCtx *ctx, float *g, size_t n, float s) {
-    launch(ctx, __func__);
-    emu_need_device(__func__, g, F(n));
-    const GradArgs a = {.g = g, .n = n, .s = s};
-    emu_enqueue(ctx->stream, run_grad_scale, &a, sizeof a);
-}
-
-void cuda_grad_clip(CudaCtx *ctx, float *g, size_t n, const double *sumsq, float max_norm) {
-    launch(ctx, __func__);
-    emu_need_device(__func__, g, F(n));
-    emu_need_device(__func__, sumsq, sizeof *sumsq);
-    const GradArgs a = {.g = g, .sumsq_in = sumsq, .n = n, .s = max_norm};
-    emu_enqueue(ctx->stream, run_grad_clip, &a, sizeof a);
 }

@@ -731,9 +731,9 @@ static void test_adamw(void) {
     run(2, 32, [&] { adamw_kernel(q.p.data(), nullptr, g.data(), 1.0f, q.m.data(), q.v.data(), n, sc); });
     expect_bitwise("adamw: no bf16 copy, the same params", q.p, want.p);
 
-    // The clip factor taken as the gradients are read (clip 0.37): bitwise scale_kernel then the
-    // update with no factor, and grad_scale then adamw_update on the CPU; the gradients
-    // themselves not written.
+    // The clip factor taken as the gradients are read (clip 0.37): bitwise a pass of g *= clip
+    // (as the scaling kernel the update replaced did it) then the update with no factor, and
+    // grad_scale then adamw_update on the CPU; the gradients themselves not written.
     const float clip = 0.37f;
     AdamwState fused = adamw_start(n), split = fused, cpu = fused;
     Bf16s f16(n, nan16), s16(n, nan16);
@@ -745,7 +745,7 @@ static void test_adamw(void) {
             adamw_kernel(fused.p.data(), f16.data(), g_fused.data(), clip, fused.m.data(), fused.v.data(), n, st);
         });
         Floats scaled = g_split;
-        run(3, 64, [&] { scale_kernel(scaled.data(), n, clip); });
+        for (float &x : scaled) x *= clip;
         run(3, 64, [&] {
             adamw_kernel(split.p.data(), s16.data(), scaled.data(), 1.0f, split.m.data(), split.v.data(), n, st);
         });
@@ -753,9 +753,9 @@ static void test_adamw(void) {
         grad_scale(cpu_scaled.data(), n, clip);
         adamw_update(cpu.p.data(), cpu_scaled.data(), cpu.m.data(), cpu.v.data(), n, t, lr, beta1, beta2, eps, wd);
     }
-    expect_bitwise("adamw clip 0.37: params bitwise scale_kernel then adamw", fused.p, split.p);
-    expect_bitwise("adamw clip 0.37: m bitwise scale_kernel then adamw", fused.m, split.m);
-    expect_bitwise("adamw clip 0.37: v bitwise scale_kernel then adamw", fused.v, split.v);
+    expect_bitwise("adamw clip 0.37: params bitwise g *= clip then adamw", fused.p, split.p);
+    expect_bitwise("adamw clip 0.37: m bitwise g *= clip then adamw", fused.m, split.m);
+    expect_bitwise("adamw clip 0.37: v bitwise g *= clip then adamw", fused.v, split.v);
     expect_bitwise("adamw clip 0.37: bf16 copy bitwise", widen(f16), widen(s16));
     expect_bitwise("adamw clip 0.37: params bitwise grad_scale then adamw_update", fused.p, cpu.p);
     expect_bitwise("adamw clip 0.37: the gradients left unscaled", g_fused, g0);
@@ -830,21 +830,6 @@ static void test_gradnorm(void) {
     for (size_t i = 0; i < many.size(); i++) many[i] = 1.0 + (double)i * i, many_want += many[i];
     run(1, 32, [&] { sumsq_final_kernel(&many_sum, many.data(), (int)many.size()); });
     report("gradnorm: 100 partials summed by 32 threads", many_sum == many_want, "");
-
-    Floats scaled = g, want_scaled = g;
-    grad_scale(want_scaled.data(), n, 0.37f);
-    run(3, 64, [&] { scale_kernel(scaled.data(), n, 0.37f); });
-    expect_bitwise("gradnorm: scale", scaled, want_scaled);
-    // max_norm 1.5 clips (the norm is about 41), 100 does not (the factor is exactly 1).
-    for (float max_norm : {1.5f, 100.0f}) {
-        Floats clipped = g, want_clipped = g;
-        const float f = grad_clip_factor(std::sqrt(sumsq), max_norm);
-        for (float &x : want_clipped) x *= f;
-        run(3, 64, [&] { clip_kernel(clipped.data(), n, &sumsq, max_norm); });
-        char what[80];
-        snprintf(what, sizeof what, "gradnorm: clip to %g (factor %.4g)", max_norm, f);
-        expect_bitwise(what, clipped, want_clipped);
-    }
 }
 
 // ---- convert_kernels.cuh ------------------------------------------------------------------

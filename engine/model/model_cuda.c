@@ -653,11 +653,25 @@ static void gate_up_forward(StageCuda *c, const LayerParams *w, LayerActs *la, i
              I);
 }
 
-// la->ln1 and la->rstd1 are the caller's (the previous layer's fused residual, or gpu_forward).
-// out16: where out's bf16 copy goes when no norm follows (bf16 mode: the output message), or NULL.
+// A layer's second half for its N rows, after attention: xmid = x + the output projection, its
+// norm, the MLP, out = xmid + the down projection, then the norm that follows (next) or, where
+// none does, out's bf16 copy into out16 (bf16 mode: the output message; NULL: none). The
+// training forward and generation's one-row decode both end their layers here.
+static void layer_after_attention(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
+                                  uint16_t *out16, int N, StageDims d, float eps, NextNorm next) {
+    lin_fwd_residual(c, la->xmid, x, kept_operand(c, la->atty, la->atty_16), w->wo, N, d.Q, d.C);
+    norm_into(c, la->ln2, la->ln2_16, la->rstd2, la->xmid, w->ln2, N, d.C, eps);
+    gate_up_forward(c, w, la, N, d.C, d.I);
+    swiglu_into(c, la, N, d.I);
+    lin_fwd_residual(c, out, la->xmid, kept_operand(c, la->h, la->h_16), w->wdown, N, d.I, d.C);
+    if (next.weight) norm_into(c, next.out, next.out16, next.rstd, out, next.weight, N, d.C, eps);
+    else if (out16) cuda_f32_to_bf16(c->ctx, out16, out, (size_t)N * d.C);
+}
+
+// la->ln1 and la->rstd1 are the caller's (the previous layer's norm after its residual, or
+// gpu_forward). out16: where out's bf16 copy goes when no norm follows, or NULL.
 static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x, float *out,
                           uint16_t *out16, const StageActs *a, StageDims d, float eps, NextNorm next) {
-    const size_t NC = (size_t)d.N * d.C;
     qkv_forward(c, w, la, kept_operand(c, la->ln1, la->ln1_16), d);
     rope_in_place(c, projected(c, la->q, la->q_16), a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
     rope_in_place(c, projected(c, la->k, la->k_16), a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
@@ -666,13 +680,7 @@ static void layer_forward(StageCuda *c, const LayerParams *w, LayerActs *la, con
                                           d.NKV, d.HD);
     else
         cuda_flash_attention_forward(c->ctx, la->atty, la->lse, la->q, la->k, la->v, d.B, d.T, d.NH, d.NKV, d.HD);
-    lin_fwd_residual(c, la->xmid, x, kept_operand(c, la->atty, la->atty_16), w->wo, d.N, d.Q, d.C);
-    norm_into(c, la->ln2, la->ln2_16, la->rstd2, la->xmid, w->ln2, d.N, d.C, eps);
-    gate_up_forward(c, w, la, d.N, d.C, d.I);
-    swiglu_into(c, la, d.N, d.I);
-    lin_fwd_residual(c, out, la->xmid, kept_operand(c, la->h, la->h_16), w->wdown, d.N, d.I, d.C);
-    if (next.weight) norm_into(c, next.out, next.out16, next.rstd, out, next.weight, d.N, d.C, eps);
-    else if (out16) cuda_f32_to_bf16(c->ctx, out16, out, NC);
+    layer_after_attention(c, w, la, x, out, out16, d.N, d, eps, next);
 }
 
 // The microbatch's token rows (first stage) and target rows (last stage) go up through pinned
@@ -965,12 +973,7 @@ static void layer_decode(StageCuda *c, const LayerParams *w, LayerActs *la, cons
     else
         cuda_flash_decode(c->ctx, la->atty, la->q, kv_at(kv, kv->k, l, 0), kv_at(kv, kv->v, l, 0), pos + 1, d.NH, d.NKV,
                           d.HD);
-    lin_fwd_residual(c, la->xmid, x, kept_operand(c, la->atty, la->atty_16), w->wo, 1, d.Q, d.C);
-    norm_into(c, la->ln2, la->ln2_16, la->rstd2, la->xmid, w->ln2, 1, d.C, eps);
-    gate_up_forward(c, w, la, 1, d.C, d.I);
-    swiglu_into(c, la, 1, d.I);
-    lin_fwd_residual(c, out, la->xmid, kept_operand(c, la->h, la->h_16), w->wdown, 1, d.I, d.C);
-    if (out16) cuda_f32_to_bf16(c->ctx, out16, out, (size_t)d.C);
+    layer_after_attention(c, w, la, x, out, out16, 1, d, eps, (NextNorm){0});
 }
 
 // One token at pos (a slot of B = T = 1), queued; the output message handed on as gpu_forward

@@ -84,13 +84,13 @@ static void plan_build(CudaCtx *ctx, const GemmKey *key, GemmPlan *g) {
 void gemm_rm_into(CudaCtx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const void *A, int lda,
                   const void *B, int ldb, cudaDataType_t ab_type, float beta, const float *Cin, float *D, int ldc) {
     if (M <= 0 || N <= 0) return;
-    const GemmKey key = {.m = M, .n = N, .k = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb,
-                         .ldc = ldc, .ab_type = (int32_t)ab_type, .c_type = (int32_t)CUDA_R_32F,
-                         .epilogue = (int32_t)CUBLASLT_EPILOGUE_DEFAULT,
-                         .align_a = gemm_ptr_alignment(A), .align_b = gemm_ptr_alignment(B),
-                         .align_c = gemm_pair_alignment(Cin, D)};
     GemmPlan *g = NULL;
-    if (K > 0) {
+    if (K > 0) {   // (K <= 0: nothing to multiply, no plan)
+        const GemmKey key = {.m = M, .n = N, .k = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb,
+                             .ldc = ldc, .ab_type = (int32_t)ab_type, .c_type = (int32_t)CUDA_R_32F,
+                             .epilogue = (int32_t)CUBLASLT_EPILOGUE_DEFAULT,
+                             .align_a = gemm_ptr_alignment(A), .align_b = gemm_ptr_alignment(B),
+                             .align_c = gemm_pair_alignment(Cin, D)};
         bool is_new = false;
         g = (GemmPlan *)gemm_plans_find(ctx->plans, &key, &is_new);
         if (is_new) plan_build(ctx, &key, g);

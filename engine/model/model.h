@@ -247,7 +247,9 @@ void stage_msg_free(const StageModel *s, void *msg);
 //     (ignored on the last stage, whose loss
 //     gradient the forward computed) to the gradient of the stage input, at
 //     stage_acts_dinput() (first stage: nothing); keeps what the weight half needs.
-//   stage_backward_weight ("W"): accumulates every parameter gradient into s->grads.
+//   stage_backward_weight ("W"): accumulates the parameter gradients into s->grads; a GPU
+//     stage's norm weights (C values a norm) get theirs in the input half instead, from the
+//     kernel that makes the norm's input gradient and has its rows in registers.
 // stage_backward ("B") runs both.
 void stage_backward_input(StageModel *s, StageActs *a, const void *dout);
 void stage_backward_weight(StageModel *s, StageActs *a);

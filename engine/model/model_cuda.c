@@ -788,31 +788,28 @@ static uint16_t *dresid_copy(const StageCuda *c, const StageModel *s, const Stag
 
 // A norm's input gradient through the projections after it: their input-gradient GEMM (the
 // packed gradient dproj (N, OC) of the OC = all their outputs, weights W back to back) into the
-// norm output's gradient dln (N, C), kept for the weight half (bf16 mode: stored bf16, dln16),
-// then dx = resid + the norm's term (dx16: its bf16 copy, or NULL).
+// norm output's gradient dln (N, C) (bf16 mode: stored bf16, dln16), then dx = resid + the
+// norm's term (dx16: its bf16 copy, or NULL), and the norm's weight gradient dweight += its
+// term in the same kernel, which has the rows it reads in registers (kernels_cuda.h). So a GPU
+// stage's norm weights get their gradient in the input half, the C values each that a
+// zero-bubble split could move to the weight half, for a pass over 3 bytes an element less.
 static void norm_input_grad(StageCuda *c, float *dln, uint16_t *dln16, const void *dproj, const float *W, int OC,
-                            float *dx, uint16_t *dx16, const float *resid, const float *inp, const float *weight,
-                            const float *rstd, StageDims d) {
+                            float *dx, uint16_t *dx16, float *dweight, const float *resid, const float *inp,
+                            const float *weight, const float *rstd, StageDims d) {
     if (c->bf16) {
         cuda_linear_backward_input_to_bf16(c->ctx, dln16, dproj, w16_of(c, W), d.N, d.C, OC);
-        cuda_residual_rmsnorm_backward_bf16(c->ctx, dx, dx16, resid, dln16, inp, weight, rstd, d.N, d.C);
+        cuda_residual_rmsnorm_backward_bf16(c->ctx, dx, dx16, dweight, resid, dln16, inp, weight, rstd, d.N, d.C);
     } else {
         cuda_linear_backward_input(c->ctx, dln, dproj, W, d.N, d.C, OC);
-        cuda_residual_rmsnorm_backward(c->ctx, dx, dx16, resid, dln, inp, weight, rstd, d.N, d.C);
+        cuda_residual_rmsnorm_backward(c->ctx, dx, dx16, dweight, resid, dln, inp, weight, rstd, d.N, d.C);
     }
-}
-
-// A norm's weight gradient (+= dweight) from its output gradient as the input half kept it.
-static void norm_weight_grad(StageCuda *c, float *dweight, const float *dln, const uint16_t *dln16, const float *inp,
-                             const float *weight, const float *rstd, StageDims d) {
-    if (c->bf16) cuda_rmsnorm_dweight_bf16(c->ctx, dweight, dln16, inp, rstd, d.N, d.C);
-    else cuda_rmsnorm_backward(c->ctx, NULL, dweight, dln, inp, weight, rstd, d.N, d.C);
 }
 
 // dx (dx16: its bf16 copy, or NULL) from the layer's output gradient dout (bf16 mode: read by
 // the GEMMs as la->dout_16). Every activation gradient here is written by the call that makes
 // it (kernels_cuda.h's contract), so none is zeroed first.
-static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *la, const float *x,
+// g: the layer's gradients, where its norms' weight gradients go (norm_input_grad).
+static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerParams *g, LayerActs *la, const float *x,
                                  const float *dout, float *dx, uint16_t *dx16, StageActs *a, StageDims d) {
     // MLP branch
     if (c->bf16) {   // dh stored bf16 (only SwiGLU reads it); dgate | dup written into the packed bf16 operand
@@ -824,7 +821,7 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
     }
     float *dxmid = c->bf16 ? a->dxmid : la->dxmid;   // bf16: a slot-wide buffer, kept as dxmid_16
     norm_input_grad(c, la->dln2, la->dln2_16, packed_dgate_up(c, la, d), w->wgate, 2 * d.I, dxmid,
-                    c->bf16 ? la->dxmid_16 : NULL, dout, la->xmid, w->ln2, la->rstd2, d);   // gate|up at once
+                    c->bf16 ? la->dxmid_16 : NULL, g->ln2, dout, la->xmid, w->ln2, la->rstd2, d);   // gate|up at once
     // Attention branch
     if (c->bf16) {
         // The attention output's gradient stored bf16 (only attention reads it); then dq, dk and
@@ -841,8 +838,8 @@ static void layer_backward_input(StageCuda *c, const LayerParams *w, LayerActs *
         cuda_rope_backward(c->ctx, la->dq, a->drot_q, a->cos_tab, a->sin_tab, d.B, d.T, d.NH, d.HD);
         cuda_rope_backward(c->ctx, la->dk, a->drot_k, a->cos_tab, a->sin_tab, d.B, d.T, d.NKV, d.HD);
     }
-    norm_input_grad(c, la->dln1, la->dln1_16, packed_dqkv(c, la, d), w->wq, d.Q + 2 * d.KV, dx, dx16, dxmid, x, w->ln1,
-                    la->rstd1, d);   // q|k|v at once
+    norm_input_grad(c, la->dln1, la->dln1_16, packed_dqkv(c, la, d), w->wq, d.Q + 2 * d.KV, dx, dx16, g->ln1, dxmid,
+                    x, w->ln1, la->rstd1, d);   // q|k|v at once
 }
 
 // Queued, not waited for: the input-gradient message is handed over as forward's output is. In
@@ -853,40 +850,35 @@ static void gpu_backward_input(StageModel *s, StageActs *a, const void *dout) {
     const StageDims d = stage_dims(s, a);
     const size_t NC = (size_t)d.N * d.C;
     const int top = a->n_layers;
+    c->norm_read = false;   // the norms' weight gradients change here (norm_input_grad)
     if (!s->has_embed) cuda_handoff_acquire(ac->din_msg, cuda_ctx_stream(c->ctx));   // after its last reader
-    if (s->has_head)   // dlnf: the forward's (the fused classifier)
-        cuda_residual_rmsnorm_backward(c->ctx, acts_dresid_at(a, top), dresid_copy(c, s, a, top), NULL, a->dlnf,
-                                       acts_resid_at(a, top), c->dw.norm, a->rstdf, d.N, d.C);
+    if (s->has_head)   // dlnf: the forward's (the fused classifier); the final norm's weight gradient with it
+        cuda_residual_rmsnorm_backward(c->ctx, acts_dresid_at(a, top), dresid_copy(c, s, a, top), c->dg.norm, NULL,
+                                       a->dlnf, acts_resid_at(a, top), c->dw.norm, a->rstdf, d.N, d.C);
     else
         from_msg(c, acts_dresid_at(a, top), dresid_copy(c, s, a, top), dout, NC);
     for (int l = top - 1; l >= 0; l--)
-        layer_backward_input(c, &c->dw.layer[l], &a->layer[l], acts_resid_at(a, l), acts_dresid_at(a, l + 1),
-                             acts_dresid_at(a, l), dresid_copy(c, s, a, l), a, d);
+        layer_backward_input(c, &c->dw.layer[l], &c->dg.layer[l], &a->layer[l], acts_resid_at(a, l),
+                             acts_dresid_at(a, l + 1), acts_dresid_at(a, l), dresid_copy(c, s, a, l), a, d);
     if (!s->has_embed) cuda_handoff_release(ac->din_msg, cuda_ctx_stream(c->ctx));
 }
 
-// dout: the layer's output gradient in fp32 mode (bf16 mode reads la->dout_16).
-static void layer_backward_weight(StageCuda *c, const LayerParams *w, LayerParams *g, const LayerActs *la,
-                                  const float *x, const float *dout, StageDims d) {
+// dout: the layer's output gradient in fp32 mode (bf16 mode reads la->dout_16). The norms'
+// weight gradients came with the input half (norm_input_grad).
+static void layer_backward_weight(StageCuda *c, LayerParams *g, const LayerActs *la, const float *dout, StageDims d) {
     lin_bwd_w(c, g->wdown, kept_operand(c, dout, la->dout_16), kept_operand(c, la->h, la->h_16), d.N, d.I, d.C);
     lin_bwd_w(c, g->wgate, packed_dgate_up(c, la, d), kept_operand(c, la->ln2, la->ln2_16), d.N, d.C, 2 * d.I);
-    norm_weight_grad(c, g->ln2, la->dln2, la->dln2_16, la->xmid, w->ln2, la->rstd2, d);
     lin_bwd_w(c, g->wo, kept_operand(c, la->dxmid, la->dxmid_16), kept_operand(c, la->atty, la->atty_16), d.N, d.Q,
               d.C);
     lin_bwd_w(c, g->wq, packed_dqkv(c, la, d), kept_operand(c, la->ln1, la->ln1_16), d.N, d.C, d.Q + 2 * d.KV);
-    norm_weight_grad(c, g->ln1, la->dln1, la->dln1_16, x, w->ln1, la->rstd1, d);
 }
 
 static void gpu_backward_weight(StageModel *s, StageActs *a) {
     StageCuda *c = cuda_of(s);
     c->norm_read = false;
     const StageDims d = stage_dims(s, a);
-    if (s->has_head)   // the head's own weight gradient came with the forward (gpu_forward)
-        cuda_rmsnorm_backward(c->ctx, NULL, c->dg.norm, a->dlnf, acts_resid_at(a, a->n_layers), c->dw.norm, a->rstdf,
-                              d.N, d.C);
     for (int l = a->n_layers - 1; l >= 0; l--)
-        layer_backward_weight(c, &c->dw.layer[l], &c->dg.layer[l], &a->layer[l], acts_resid_at(a, l),
-                              acts_dresid_at(a, l + 1), d);
+        layer_backward_weight(c, &c->dg.layer[l], &a->layer[l], acts_dresid_at(a, l + 1), d);
     if (s->has_embed) cuda_embedding_backward(c->ctx, c->dg.wte, acts_dresid_at(a, 0), a->tokens, d.N, d.C);
 }
 

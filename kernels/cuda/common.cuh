@@ -17,7 +17,7 @@
 #include "kernels/cuda/gemm_plans.h"
 #include "kernels/cuda/device_math.cuh"
 
-#define CTX_SMEM_KERNELS 64   // more than flash_attention.cu instantiates (about 30)
+#define CTX_SMEM_KERNELS 64   // more than ask: flash_attention.cu instantiates about 30, rmsnorm.cu 8
 
 struct CudaCtx {
     int device;
@@ -30,14 +30,36 @@ struct CudaCtx {
     void *arena;                  // scratch of one call at a time (stream order), grown on demand
     size_t arena_bytes;
     double *fetched;              // pinned: where cuda_fetch_double's copy lands
-    // Dynamic shared memory granted per kernel on this context's device (flash_attention.cu's
-    // allow_smem): asked for once, and again only for more bytes.
+    // Dynamic shared memory granted per kernel on this context's device (allow_smem, below):
+    // asked for once, and again only for more bytes.
     struct {
         const void *kernel;
         size_t bytes;
     } smem_granted[CTX_SMEM_KERNELS];
     int n_smem_granted;
 };
+
+// Dynamic shared memory above 48 KiB must be asked for per kernel, and the largest
+// shared-memory carveout of the SM's L1 with it (the driver's default may split it so that
+// fewer blocks fit). The grant is per kernel and device, so the context (one device, one
+// stage's thread) keeps what it asked for and asks the driver again only for more; a full
+// table just asks every time.
+template <typename Kernel>
+static void allow_smem(CudaCtx *ctx, Kernel kernel, size_t bytes) {
+    const void *key = (const void *)kernel;
+    int i = 0;
+    while (i < ctx->n_smem_granted && ctx->smem_granted[i].kernel != key) i++;
+    if (i < ctx->n_smem_granted && bytes <= ctx->smem_granted[i].bytes) return;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    (int)cudaSharedmemCarveoutMaxShared));
+    if (i == ctx->n_smem_granted) {
+        if (i == CTX_SMEM_KERNELS) return;
+        ctx->n_smem_granted++;
+        ctx->smem_granted[i].kernel = key;
+    }
+    ctx->smem_granted[i].bytes = bytes;
+}
 
 // The arena: at least `bytes` of device scratch, 256-byte aligned, valid for the work this
 // call queues (the next call on the same stream may reuse it: stream order keeps them apart).

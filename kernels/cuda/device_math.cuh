@@ -8,6 +8,10 @@
 #define PPTRAIN_KERNELS_CUDA_DEVICE_MATH_CUH
 #include <math.h>
 
+#ifndef DYNAMIC_SHARED_FLOATS   // the block's dynamic shared memory as floats (simt.h: a buffer)
+#define DYNAMIC_SHARED_FLOATS(name) extern __shared__ float name[]
+#endif
+
 // An fp32 result stored as T: float as it is, bf16 rounded to nearest even (NaN stays NaN), as
 // cuda_f32_to_bf16 rounds. Kernels whose output is a GEMM operand in bf16 mode take T.
 template <typename T>

@@ -46,30 +46,11 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/flash_mma_kernels.cuh"
 
-// Dynamic shared memory above 48 KiB must be asked for per kernel (the tensor-core kernels,
-// double-buffered, at HD 64: 45 KiB forward, 55 KiB backward; at HD 128: 85 and 103 KiB; the
-// fp32 dk/dv kernel at HD 256 needs more than an A100's 163 KiB). Each kernel also asks for
-// the largest shared-memory carveout of the SM's L1 (they read global memory through cp.async
-// and their own loads, not L1): the driver's default may split it so that fewer blocks fit,
-// and 4 blocks of 55 KiB need 224 of an H100's 228 KiB.
-// The grant is per kernel and device, so the context (one device, one stage's thread) keeps
-// what it asked for and asks the driver again only for more; a full table just asks every time.
-template <typename Kernel>
-static void allow_smem(CudaCtx *ctx, Kernel kernel, size_t bytes) {
-    const void *key = (const void *)kernel;
-    int i = 0;
-    while (i < ctx->n_smem_granted && ctx->smem_granted[i].kernel != key) i++;
-    if (i < ctx->n_smem_granted && bytes <= ctx->smem_granted[i].bytes) return;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    (int)cudaSharedmemCarveoutMaxShared));
-    if (i == ctx->n_smem_granted) {
-        if (i == CTX_SMEM_KERNELS) return;
-        ctx->n_smem_granted++;
-        ctx->smem_granted[i].kernel = key;
-    }
-    ctx->smem_granted[i].bytes = bytes;
-}
+// Shared memory above 48 KiB (the tensor-core kernels, double-buffered, at HD 64: 45 KiB
+// forward, 55 KiB backward; at HD 128: 85 and 103 KiB; the fp32 dk/dv kernel at HD 256 needs
+// more than an A100's 163 KiB) is asked for by allow_smem (common.cuh). It also asks for the
+// largest shared-memory carveout of the SM's L1: these kernels read global memory through
+// cp.async and their own loads, not L1, and 4 blocks of 55 KiB need 224 of an H100's 228 KiB.
 
 // The fp32 kernels: q, k, v and out fp32, or (bf16 mode, a head dim the tensor cores do not
 // take) bf16, widened as they load and rounded as out is stored.

@@ -13,10 +13,6 @@
 #include "kernels/cuda/flash_tile.h"
 #include "kernels/cuda/rope_pair.cuh"
 
-#ifndef DYNAMIC_SHARED_FLOATS   // the block's dynamic shared memory as floats (simt.h: a buffer)
-#define DYNAMIC_SHARED_FLOATS(name) extern __shared__ float name[]
-#endif
-
 #define FLASH_THREADS 128
 #define FLASH_SLD (FLASH_BK + 1)   // row stride of the shared score tiles S, P, dS
 

@@ -137,20 +137,7 @@ void cuda_rmsnorm_forward(CudaCtx *ctx, float *out, float *rstd, const float *in
 // cuda_linear_forward_residual.)
 void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const float *inp, const float *weight, int N,
                                int C, float eps);
-// dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL. The weight
-// gradient sums rows in chunks (cuda_rmsnorm_chunk_rows: 128, doubled until at most 65535 chunks,
-// the grid's y limit), each chunk's C partial sums a double in the arena
-// (cuda_rmsnorm_arena_bytes), then adds the chunks in order.
-static inline int cuda_rmsnorm_chunk_rows(int N) {
-    int chunk = 128;
-    while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
-    return chunk;
-}
-static inline size_t cuda_rmsnorm_arena_bytes(int N, int C) {
-    if (N <= 0 || C <= 0) return 0;
-    const int chunk = cuda_rmsnorm_chunk_rows(N);
-    return cuda_arena_round((size_t)((N + chunk - 1) / chunk) * (size_t)C * sizeof(double));
-}
+// dinp(N, C) += d/dinp; dweight(C) += sum_n dout * inp * rstd. Either may be NULL.
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
                            const float *inp, const float *weight, const float *rstd,
                            int N, int C);
@@ -158,17 +145,34 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
 // (overwrites; resid NULL: zero, resid == dinp: cuda_rmsnorm_backward's accumulation), the same
 // numbers as a copy of resid then cuda_rmsnorm_backward. dinp16 (may be NULL) gets the value's
 // bf16 copy, rounded to nearest even: the gradient as a GEMM operand, with no conversion pass.
-void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+// dweight (may be NULL): dweight(C) += sum_n dout * inp * rstd as well, from the rows the input
+// gradient reads (so a GPU stage's norm weights get their gradient in the input half). Its rows
+// are summed in double, in chunks of rows whose C sums each go to the arena
+// (cuda_rmsnorm_arena_bytes), then the chunks are added, all in a fixed order: chunks of
+// CUDA_RMSNORM_FUSED_ROWS where the input gradient's kernel holds its rows and adds them
+// (cuda_rmsnorm_fused: C % 4 == 0 and C <= 1024, with 16-byte aligned rows), else chunks of
+// cuda_rmsnorm_chunk_rows (128, doubled until at most 65535 chunks, the grid's y limit) by
+// kernels of their own after the input gradient.
+#define CUDA_RMSNORM_FUSED_ROWS 64
+static inline bool cuda_rmsnorm_fused(int C) { return C % 4 == 0 && C <= 1024; }
+static inline int cuda_rmsnorm_chunk_rows(int N) {
+    int chunk = 128;
+    while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
+    return chunk;
+}
+static inline size_t cuda_rmsnorm_arena_bytes(int N, int C) {   // the fused form's, where it may run: more chunks
+    if (N <= 0 || C <= 0) return 0;
+    const int chunk = cuda_rmsnorm_fused(C) ? CUDA_RMSNORM_FUSED_ROWS : cuda_rmsnorm_chunk_rows(N);
+    return cuda_arena_round((size_t)((N + chunk - 1) / chunk) * (size_t)C * sizeof(double));
+}
+void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight, const float *resid,
                                     const float *dout, const float *inp, const float *weight, const float *rstd, int N,
                                     int C);
-// bf16 mode's forms, with the norm output's gradient dout (N, C) in bf16 (as the input-gradient
-// GEMM of the projections after the norm stores it), widened exactly: the residual-fused input
-// gradient as above, and the weight gradient dweight(C) += sum_n dout * inp * rstd.
-void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
-                                         const cuda_bf16 *dout, const float *inp, const float *weight,
-                                         const float *rstd, int N, int C);
-void cuda_rmsnorm_dweight_bf16(CudaCtx *ctx, float *dweight, const cuda_bf16 *dout, const float *inp, const float *rstd,
-                               int N, int C);
+// bf16 mode's form, with the norm output's gradient dout (N, C) in bf16 (as the input-gradient
+// GEMM of the projections after the norm stores it), widened exactly.
+void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight,
+                                         const float *resid, const cuda_bf16 *dout, const float *inp,
+                                         const float *weight, const float *rstd, int N, int C);
 
 // ---- linear.cu (cuBLASLt) ----------------------------------------------------------------
 // fp32 operands, fp32 accumulation (no TF32).

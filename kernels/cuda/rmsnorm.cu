@@ -51,25 +51,21 @@ void cuda_rmsnorm_forward_bf16(CudaCtx *ctx, cuda_bf16 *out, float *rstd, const 
     rmsnorm_forward(ctx, (__nv_bfloat16 *)out, rstd, inp, weight, N, C, eps);
 }
 
-template <typename D>
-static void rmsnorm_backward_input(CudaCtx *ctx, float *dinp, __nv_bfloat16 *dinp16, const float *resid, const D *dout,
-                                   const float *inp, const float *weight, const float *rstd, int N, int C) {
-    if (N <= 0 || C <= 0) return;
-    const int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
-    rmsnorm_rows(C, rmsnorm_vectors(C, {dinp, dinp16, resid, dout, inp, weight}), [&](auto held, auto vec) {
-        rmsnorm_backward_input_kernel<D, decltype(held)::value, decltype(vec)::value>
-            <<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(dinp, dinp16, resid, dout, inp, weight, rstd, N,
-                                                                      C);
-    });
+static_assert(RMSNORM_FUSED_ROWS == CUDA_RMSNORM_FUSED_ROWS, "kernels_cuda.h sizes the fused backward's partial sums");
+
+// dweight(C) += the `chunks` rows of partial sums, column by column (rmsnorm_dweight_final_kernel).
+static void rmsnorm_dweight_final(CudaCtx *ctx, float *dweight, const double *partial, int chunks, int C) {
+    rmsnorm_dweight_final_kernel<<<(C + 31) / 32, RMSNORM_FINAL_THREADS, 0, ctx->stream>>>(dweight, partial, chunks,
+                                                                                           C);
     CUDA_CHECK_LAUNCH();
 }
 
-// dweight(C) += sum over rows of dout * inp * rstd: per-chunk partial sums in the arena, then
-// their sum in chunk order.
+// dweight(C) += sum over rows of dout * inp * rstd on its own: per-chunk partial sums in the
+// arena, then their sum (the backward's fallback where the input gradient's kernel does not hold
+// its rows).
 template <typename D>
 static void rmsnorm_dweight(CudaCtx *ctx, float *dweight, const D *dout, const float *inp, const float *rstd, int N,
                             int C) {
-    if (N <= 0 || C <= 0) return;
     const int chunk = cuda_rmsnorm_chunk_rows(N), chunks = (N + chunk - 1) / chunk;
     double *partial = (double *)ctx_arena(ctx, cuda_rmsnorm_arena_bytes(N, C));
     dim3 grid((unsigned)((C + RMSNORM_DWEIGHT_COLS - 1) / RMSNORM_DWEIGHT_COLS), (unsigned)chunks);
@@ -80,31 +76,60 @@ static void rmsnorm_dweight(CudaCtx *ctx, float *dweight, const D *dout, const f
         rmsnorm_dweight_partial_kernel<D, false>
             <<<grid, RMSNORM_DWEIGHT_THREADS, 0, ctx->stream>>>(partial, dout, inp, rstd, N, C, chunk);
     CUDA_CHECK_LAUNCH();
-    rmsnorm_dweight_final_kernel<<<(C + 255) / 256, 256, 0, ctx->stream>>>(dweight, partial, chunks, C);
-    CUDA_CHECK_LAUNCH();
+    rmsnorm_dweight_final(ctx, dweight, partial, chunks, C);
 }
 
-void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout,
-                           const float *inp, const float *weight, const float *rstd, int N,
-                           int C) {
-    if (dinp) rmsnorm_backward_input(ctx, dinp, (__nv_bfloat16 *)NULL, dinp, dout, inp, weight, rstd, N, C);
+// The backward: dinp (and dinp16) from the rows, and with dweight (may be NULL) dweight += its
+// term. Where the rows are held (vectors, C <= 1024), the input gradient's kernel adds the
+// weight gradient's partial sums of the rows it has in registers (WEIGHT); otherwise
+// rmsnorm_dweight reads the rows again after it.
+template <typename D>
+static void rmsnorm_backward(CudaCtx *ctx, float *dinp, __nv_bfloat16 *dinp16, float *dweight, const float *resid,
+                             const D *dout, const float *inp, const float *weight, const float *rstd, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    const bool vec = rmsnorm_vectors(C, {dinp, dinp16, resid, dout, inp, weight});
+    if (dweight && vec && cuda_rmsnorm_fused(C)) {   // (then rmsnorm_held_groups(C) > 0: V below)
+        const int chunks = (N + RMSNORM_FUSED_ROWS - 1) / RMSNORM_FUSED_ROWS;
+        double *partial = (double *)ctx_arena(ctx, cuda_rmsnorm_arena_bytes(N, C));
+        rmsnorm_rows(C, vec, [&](auto held, auto) {
+            constexpr int V = decltype(held)::value;
+            if constexpr (V > 0) {
+                const auto kernel = rmsnorm_backward_input_kernel<D, V, true, true>;
+                const size_t smem = rmsnorm_fused_smem_bytes(V);
+                allow_smem(ctx, kernel, smem);
+                kernel<<<chunks, 32 * RMSNORM_ROWS_PER_BLOCK, smem, ctx->stream>>>(dinp, dinp16, resid, dout, inp,
+                                                                                   weight, rstd, partial, N, C);
+            }
+        });
+        CUDA_CHECK_LAUNCH();
+        rmsnorm_dweight_final(ctx, dweight, partial, chunks, C);
+        return;
+    }
+    const int blocks = (N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK;
+    rmsnorm_rows(C, vec, [&](auto held, auto vecs) {
+        rmsnorm_backward_input_kernel<D, decltype(held)::value, decltype(vecs)::value, false>
+            <<<blocks, 32 * RMSNORM_ROWS_PER_BLOCK, 0, ctx->stream>>>(dinp, dinp16, resid, dout, inp, weight, rstd,
+                                                                      (double *)NULL, N, C);
+    });
+    CUDA_CHECK_LAUNCH();
     if (dweight) rmsnorm_dweight(ctx, dweight, dout, inp, rstd, N, C);
 }
 
-void cuda_rmsnorm_dweight_bf16(CudaCtx *ctx, float *dweight, const cuda_bf16 *dout, const float *inp, const float *rstd,
-                               int N, int C) {
-    rmsnorm_dweight(ctx, dweight, (const __nv_bfloat16 *)dout, inp, rstd, N, C);
+void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
+                           const float *weight, const float *rstd, int N, int C) {
+    if (dinp) rmsnorm_backward(ctx, dinp, (__nv_bfloat16 *)NULL, dweight, dinp, dout, inp, weight, rstd, N, C);
+    else if (dweight && N > 0 && C > 0) rmsnorm_dweight(ctx, dweight, dout, inp, rstd, N, C);
 }
 
-void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight, const float *resid,
                                     const float *dout, const float *inp, const float *weight, const float *rstd, int N,
                                     int C) {
-    rmsnorm_backward_input(ctx, dinp, (__nv_bfloat16 *)dinp16, resid, dout, inp, weight, rstd, N, C);
+    rmsnorm_backward(ctx, dinp, (__nv_bfloat16 *)dinp16, dweight, resid, dout, inp, weight, rstd, N, C);
 }
 
-void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
-                                         const cuda_bf16 *dout, const float *inp, const float *weight,
-                                         const float *rstd, int N, int C) {
-    rmsnorm_backward_input(ctx, dinp, (__nv_bfloat16 *)dinp16, resid, (const __nv_bfloat16 *)dout, inp, weight, rstd, N,
-                           C);
+void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight,
+                                         const float *resid, const cuda_bf16 *dout, const float *inp,
+                                         const float *weight, const float *rstd, int N, int C) {
+    rmsnorm_backward(ctx, dinp, (__nv_bfloat16 *)dinp16, dweight, resid, (const __nv_bfloat16 *)dout, inp, weight,
+                     rstd, N, C);
 }

@@ -114,6 +114,22 @@ __device__ __forceinline__ float4 rmsnorm_mul(float4 p, float4 q) {
     return float4{p.x * q.x, p.y * q.y, p.z * q.z, p.w * q.w};
 }
 
+// The backward's weight-gradient term of one group, added to this lane's 4 sums of its columns
+// (acc[0], acc[32], acc[64], acc[96]: its slots in shared memory, below): dout * (inp * rstd),
+// widened to double where the product is taken (exact), as the CPU backend and
+// rmsnorm_dweight_partial_kernel take it.
+__device__ __forceinline__ void rmsnorm_dweight_add(double *acc, float4 d, float4 x, float r) {
+    acc[0] += (double)d.x * (x.x * r), acc[32] += (double)d.y * (x.y * r);
+    acc[64] += (double)d.z * (x.z * r), acc[96] += (double)d.w * (x.w * r);
+}
+
+// Rows a block of the backward takes with the weight gradient fused (WEIGHT below): 8 a warp.
+#define RMSNORM_FUSED_ROWS 64
+// Its dynamic shared memory: a double for each of a lane's 4 V columns, for 32 lanes x 8 warps.
+static inline size_t rmsnorm_fused_smem_bytes(int V) {
+    return (size_t)RMSNORM_ROWS_PER_BLOCK * 4 * V * 32 * sizeof(double);
+}
+
 // dinp = resid + (rstd * (w*dout) - rstd^3 / C * inp * sum(w*dout*inp)), row by row: resid NULL
 // adds to zero, resid == dinp accumulates (each element read, then written, by one lane; the
 // held form reads resid with the rest of the row, before the row's first store). dinp16 (may be
@@ -122,53 +138,83 @@ __device__ __forceinline__ float4 rmsnorm_mul(float4 p, float4 q) {
 // inp and resid (50 MB each) read, dinp (50 MB) and dinp16 (25 MB) written; held: a lane keeps
 // w*dout, inp and resid, 3 x 6 float4s, and issues all 24 group loads (with the weight's, from
 // L1) before its first use: 7.5 KB a warp from memory.
-template <typename D, int V, bool VEC>
+//
+// A block takes 8 rows, a warp each; with WEIGHT (held rows only) RMSNORM_FUSED_ROWS, warp w
+// rows w, w + 8, ..., and it also writes the weight gradient's partial sums of those rows,
+// partial[blockIdx.x][C] (doubles), which rmsnorm_dweight_final_kernel adds: the sums read the
+// dout and inp the input gradient has in registers, where a kernel of their own read them again
+// (75 MB a 125m norm, about 22 us on an H200). A lane adds its columns' terms row by row into
+// its own slots of shared memory (slot s of lane l of warp w at [(w 4 V + s) 32 + l]: a warp's
+// 32 lanes hit 32 banks' pairs, and no slot is another thread's, so no sync until the block's
+// rows are done); then column c of the partial row is its 8 warps' sums in warp order. So a
+// column's partial is the sum, warp by warp, of rows in order: fixed, whatever the GPU.
+template <typename D, int V, bool VEC, bool WEIGHT>
 __global__ void rmsnorm_backward_input_kernel(float *dinp, __nv_bfloat16 *__restrict__ dinp16, const float *resid,
                                               const D *__restrict__ dout, const float *__restrict__ inp,
-                                              const float *__restrict__ weight, const float *__restrict__ rstd, int N,
-                                              int C) {
-    const int row = blockIdx.x * RMSNORM_ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= N) return;
-    const int G = (C + 3) / 4;
-    const size_t base = (size_t)row * C;
-    const float *x = inp + base;
-    const D *d = dout + base;
-    const double r = rstd[row];
-    double wdx = 0.0;
-    if constexpr (V > 0) {
-        float4 wd[V], xv[V], from[V], w[V];
-        for (int k = 0; k < V; k++) {
-            const bool in = lane + 32 * k < G;
-            wd[k] = in ? rmsnorm_load<VEC>(d, lane + 32 * k, C) : float4{};   // dout until the product below
-            xv[k] = in ? rmsnorm_load<VEC>(x, lane + 32 * k, C) : float4{};
-            w[k] = in ? rmsnorm_load<VEC>(weight, lane + 32 * k, C) : float4{};
-            from[k] = in && resid ? rmsnorm_load<VEC>(resid + base, lane + 32 * k, C) : float4{};
+                                              const float *__restrict__ weight, const float *__restrict__ rstd,
+                                              double *__restrict__ partial, int N, int C) {
+    static_assert(!WEIGHT || (V > 0 && VEC), "the weight gradient is fused into the held vector form only");
+    constexpr int ROWS = WEIGHT ? RMSNORM_FUSED_ROWS : RMSNORM_ROWS_PER_BLOCK;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int G = (C + 3) / 4, r1 = min(N, (int)blockIdx.x * ROWS + ROWS);
+    DYNAMIC_SHARED_FLOATS(sh);
+    double *sums = nullptr, *acc = nullptr;   // WEIGHT: the block's slots; this lane's slot s at acc[32 s]
+    if constexpr (WEIGHT) {
+        sums = reinterpret_cast<double *>(sh);
+        acc = sums + (size_t)warp * 4 * V * 32 + lane;
+        for (int s = 0; s < 4 * V; s++) acc[32 * s] = 0.0;
+    }
+    for (int row = (int)blockIdx.x * ROWS + warp; row < r1; row += RMSNORM_ROWS_PER_BLOCK) {   // whole warps
+        const size_t base = (size_t)row * C;
+        const float *x = inp + base;
+        const D *d = dout + base;
+        const double r = rstd[row];
+        double wdx = 0.0;
+        if constexpr (V > 0) {
+            float4 wd[V], xv[V], from[V], w[V];
+            for (int k = 0; k < V; k++) {
+                const bool in = lane + 32 * k < G;
+                wd[k] = in ? rmsnorm_load<VEC>(d, lane + 32 * k, C) : float4{};   // dout until the product below
+                xv[k] = in ? rmsnorm_load<VEC>(x, lane + 32 * k, C) : float4{};
+                w[k] = in ? rmsnorm_load<VEC>(weight, lane + 32 * k, C) : float4{};
+                from[k] = in && resid ? rmsnorm_load<VEC>(resid + base, lane + 32 * k, C) : float4{};
+            }
+            for (int k = 0; k < V; k++)
+                if (lane + 32 * k < G) {
+                    if constexpr (WEIGHT) rmsnorm_dweight_add(acc + 32 * 4 * k, wd[k], xv[k], (float)r);
+                    wdx = rmsnorm_wdx(wdx, wd[k], xv[k], w[k]);
+                    wd[k] = rmsnorm_mul(w[k], wd[k]);
+                }
+            wdx = warp_sum(wdx);
+            const float a = (float)r, b = (float)(r * r * r * wdx / C);
+            for (int k = 0; k < V; k++)
+                if (lane + 32 * k < G) {
+                    const float4 g = rmsnorm_dx(from[k], a, b, wd[k], xv[k]);
+                    rmsnorm_store<VEC>(dinp + base, lane + 32 * k, C, g);
+                    if (dinp16) rmsnorm_store<VEC>(dinp16 + base, lane + 32 * k, C, g);
+                }
+        } else {
+            for (int j = lane; j < G; j += 32)
+                wdx = rmsnorm_wdx(wdx, rmsnorm_load<VEC>(d, j, C), rmsnorm_load<VEC>(x, j, C),
+                                  rmsnorm_load<VEC>(weight, j, C));
+            wdx = warp_sum(wdx);
+            const float a = (float)r, b = (float)(r * r * r * wdx / C);
+            for (int j = lane; j < G; j += 32) {
+                const float4 from = resid ? rmsnorm_load<VEC>(resid + base, j, C) : float4{};
+                const float4 wd = rmsnorm_mul(rmsnorm_load<VEC>(weight, j, C), rmsnorm_load<VEC>(d, j, C));
+                const float4 g = rmsnorm_dx(from, a, b, wd, rmsnorm_load<VEC>(x, j, C));
+                rmsnorm_store<VEC>(dinp + base, j, C, g);
+                if (dinp16) rmsnorm_store<VEC>(dinp16 + base, j, C, g);
+            }
         }
-        for (int k = 0; k < V; k++)
-            if (lane + 32 * k < G) {
-                wdx = rmsnorm_wdx(wdx, wd[k], xv[k], w[k]);
-                wd[k] = rmsnorm_mul(w[k], wd[k]);
-            }
-        wdx = warp_sum(wdx);
-        const float a = (float)r, b = (float)(r * r * r * wdx / C);
-        for (int k = 0; k < V; k++)
-            if (lane + 32 * k < G) {
-                const float4 g = rmsnorm_dx(from[k], a, b, wd[k], xv[k]);
-                rmsnorm_store<VEC>(dinp + base, lane + 32 * k, C, g);
-                if (dinp16) rmsnorm_store<VEC>(dinp16 + base, lane + 32 * k, C, g);
-            }
-    } else {
-        for (int j = lane; j < G; j += 32)
-            wdx = rmsnorm_wdx(wdx, rmsnorm_load<VEC>(d, j, C), rmsnorm_load<VEC>(x, j, C),
-                              rmsnorm_load<VEC>(weight, j, C));
-        wdx = warp_sum(wdx);
-        const float a = (float)r, b = (float)(r * r * r * wdx / C);
-        for (int j = lane; j < G; j += 32) {
-            const float4 from = resid ? rmsnorm_load<VEC>(resid + base, j, C) : float4{};
-            const float4 wd = rmsnorm_mul(rmsnorm_load<VEC>(weight, j, C), rmsnorm_load<VEC>(d, j, C));
-            const float4 g = rmsnorm_dx(from, a, b, wd, rmsnorm_load<VEC>(x, j, C));
-            rmsnorm_store<VEC>(dinp + base, j, C, g);
-            if (dinp16) rmsnorm_store<VEC>(dinp16 + base, j, C, g);
+    }
+    if constexpr (WEIGHT) {
+        __syncthreads();
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            const int j = c / 4, slot = 4 * (j / 32) + c % 4;   // column c: group j's, lane j % 32's
+            double s = 0.0;
+            for (int w = 0; w < RMSNORM_ROWS_PER_BLOCK; w++) s += sums[((size_t)w * 4 * V + slot) * 32 + j % 32];
+            partial[(size_t)blockIdx.x * C + c] = s;
         }
     }
 }
@@ -217,15 +263,28 @@ rmsnorm_dweight_partial_kernel(double *__restrict__ partial, const D *__restrict
     }
 }
 
-// dweight(C) += sum over chunks of partial, in chunk order.
-__global__ void rmsnorm_dweight_final_kernel(float *__restrict__ dweight,
-                                             const double *__restrict__ partial, int chunks,
-                                             int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+// dweight(C) += the sum of partial's `chunks` rows, column by column. Block of 256 threads,
+// RMSNORM_FINAL_THREADS, over 32 columns: x = thread % 32 the column, y = thread / 32 the phase,
+// which sums rows y, y + 8, ... in order; then the 8 phases' sums in phase order. A fixed order
+// (deterministic), and 8 times the threads of a column a thread walking every row: 125m's fused
+// backward leaves 256 rows, which one thread a column took in about 16 dependent round trips of
+// the loads it could batch, each 32 loads here (the 128 rows of the kernel above took 8.3 us on
+// an H200, a column a thread).
+#define RMSNORM_FINAL_THREADS 256
+__global__ void __launch_bounds__(RMSNORM_FINAL_THREADS)
+rmsnorm_dweight_final_kernel(float *__restrict__ dweight, const double *__restrict__ partial, int chunks, int C) {
+    __shared__ double sh[RMSNORM_FINAL_THREADS / 32][32];
+    const int x = threadIdx.x % 32, y = threadIdx.x / 32, c = blockIdx.x * 32 + x;
     double s = 0.0;
-    for (int k = 0; k < chunks; k++) s += partial[(size_t)k * C + c];
-    dweight[c] += (float)s;
+    if (c < C)
+        for (int k = y; k < chunks; k += RMSNORM_FINAL_THREADS / 32) s += partial[(size_t)k * C + c];
+    sh[y][x] = s;
+    __syncthreads();
+    if (y == 0 && c < C) {
+        double t = 0.0;
+        for (int p = 0; p < RMSNORM_FINAL_THREADS / 32; p++) t += sh[p][x];
+        dweight[c] += (float)t;
+    }
 }
 
 #endif

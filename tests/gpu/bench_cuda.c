@@ -131,26 +131,26 @@ static void layer_forward(struct Layer *L) {
 
 // The engine's bf16 layer_backward_input then layer_backward_weight: every activation gradient
 // written by the call that makes it, the packed q | k | v and gate | up gradients one GEMM
-// each, the weight half last (as zero-bubble schedules split it off).
+// each, the norms' weight gradients in the kernels of their input gradients, the weight half
+// last (as zero-bubble schedules split it off).
 static void layer_backward(struct Layer *L) {
     const int QKV = C + 2 * CKV;
     cuda_linear_backward_input_to_bf16(ctx, L->dh_b, L->dout_b, L->wd, N, FF, C);
     cuda_swiglu_backward_bf16(ctx, L->dgu_b, 2 * FF, L->dh_b, L->g_b, L->u_b, N, FF);
     cuda_linear_backward_input_to_bf16(ctx, L->dln2_b, L->dgu_b, L->wg, N, C, 2 * FF);
-    cuda_residual_rmsnorm_backward_bf16(ctx, L->dxmid, L->dxmid_b, L->dout, L->dln2_b, L->xmid, L->ln2, L->rstd2, N,
-                                        C);
+    cuda_residual_rmsnorm_backward_bf16(ctx, L->dxmid, L->dxmid_b, L->dln2w, L->dout, L->dln2_b, L->xmid, L->ln2,
+                                        L->rstd2, N, C);
     cuda_linear_backward_input_to_bf16(ctx, L->dao_b, L->dxmid_b, L->wo, N, C, C);
     cuda_flash_attention_rope_backward_bf16(ctx, L->dqkv_b, QKV, L->dq, L->dk, L->dsum, L->dao_b, L->q_b, L->k_b,
                                             L->v_b, L->ao_b, L->lse, L->cos_tab, L->sin_tab, B, T, NH, NKV, HD);
     cuda_linear_backward_input_to_bf16(ctx, L->dln1_b, L->dqkv_b, L->wq, N, C, QKV);
-    cuda_residual_rmsnorm_backward_bf16(ctx, L->dx, L->dx_b, L->dxmid, L->dln1_b, L->x, L->ln1, L->rstd1, N, C);
+    cuda_residual_rmsnorm_backward_bf16(ctx, L->dx, L->dx_b, L->dln1w, L->dxmid, L->dln1_b, L->x, L->ln1, L->rstd1, N,
+                                        C);
     // the weight half
     cuda_linear_backward_weight_bf16(ctx, L->dwd, L->dout_b, L->h_b, N, FF, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwg, L->dgu_b, L->ln2_b, N, C, 2 * FF);
-    cuda_rmsnorm_dweight_bf16(ctx, L->dln2w, L->dln2_b, L->xmid, L->rstd2, N, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwo, L->dxmid_b, L->ao_b, N, C, C);
     cuda_linear_backward_weight_bf16(ctx, L->dwq, L->dqkv_b, L->ln1_b, N, C, QKV);
-    cuda_rmsnorm_dweight_bf16(ctx, L->dln1w, L->dln1_b, L->x, L->rstd1, N, C);
 }
 
 // Milliseconds per call of fn, averaged over iters after one warm-up call.

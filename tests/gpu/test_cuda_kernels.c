@@ -305,13 +305,13 @@ static void test_rmsnorm(void) {
     rmsnorm_backward(term, NULL, dout, inp, w, rstd, N, C);
     float *d_resid = dfloat(dinp0, NC), *d_fused = dalloc(sizeof(float) * NC);
     cuda_bf16 *d_fused16 = dalloc(sizeof(cuda_bf16) * NC);
-    cuda_residual_rmsnorm_backward(ctx, d_fused, d_fused16, d_resid, d_dout, d_inp, d_w, d_rstd, N, C);
+    cuda_residual_rmsnorm_backward(ctx, d_fused, d_fused16, NULL, d_resid, d_dout, d_inp, d_w, d_rstd, N, C);
     check_delta("residual_rmsnorm_backward dinp = resid + term", d_fused, dinp, dinp0, NC, 1e-5);
     check_rounded("residual_rmsnorm_backward bf16 copy: fp32's, rounded", d_fused16, d_fused, NC);
-    cuda_residual_rmsnorm_backward(ctx, d_fused, NULL, NULL, d_dout, d_inp, d_w, d_rstd, N, C);
+    cuda_residual_rmsnorm_backward(ctx, d_fused, NULL, NULL, NULL, d_dout, d_inp, d_w, d_rstd, N, C);
     check_delta("residual_rmsnorm_backward resid NULL: the term", d_fused, term, zero, NC, 1e-5);
     upload(d_fused, dinp0, sizeof(float) * NC);
-    cuda_residual_rmsnorm_backward(ctx, d_fused, NULL, d_fused, d_dout, d_inp, d_w, d_rstd, N, C);
+    cuda_residual_rmsnorm_backward(ctx, d_fused, NULL, NULL, d_fused, d_dout, d_inp, d_w, d_rstd, N, C);
     float *fused = fetch(d_fused, NC), *accumulated = fetch(d_dinp, NC);
     check_true("residual_rmsnorm_backward resid == dinp: rmsnorm_backward's bits",
                memcmp(fused, accumulated, sizeof(float) * NC) == 0);
@@ -322,19 +322,29 @@ static void test_rmsnorm(void) {
         for (size_t i = 0; i < NC; i++) dout_r[i] = bf2f(f2bf(dout[i]));
         float *d_dout_r = dfloat(dout_r, NC), *d_want = dalloc(sizeof(float) * NC), *d_got = dnan(NC);
         cuda_bf16 *d_dout16 = dbf16(dout, NC), *d_got16 = dfill16(NC, 0x7fc1);
-        cuda_residual_rmsnorm_backward(ctx, d_want, NULL, d_resid, d_dout_r, d_inp, d_w, d_rstd, N, C);
-        cuda_residual_rmsnorm_backward_bf16(ctx, d_got, d_got16, d_resid, d_dout16, d_inp, d_w, d_rstd, N, C);
+        // ... and with the weight gradient fused in (dweight += its term from the same rows): the
+        // input gradient's bits unchanged, bf16's weight gradient fp32's on the widened dout, and
+        // both the CPU's within the rounding of their sums' order (doubles, then one float).
+        float *d_dw_want = dfloat(dw0, C), *d_dw_got = dfloat(dw0, C);
+        cuda_residual_rmsnorm_backward(ctx, d_want, NULL, d_dw_want, d_resid, d_dout_r, d_inp, d_w, d_rstd, N, C);
+        cuda_residual_rmsnorm_backward_bf16(ctx, d_got, d_got16, d_dw_got, d_resid, d_dout16, d_inp, d_w, d_rstd, N,
+                                            C);
         float *want = fetch(d_want, NC), *got = fetch(d_got, NC);
         check_true("residual_rmsnorm_backward_bf16: fp32's on the widened dout, bitwise",
                    memcmp(want, got, sizeof(float) * NC) == 0);
         check_rounded("residual_rmsnorm_backward_bf16 bf16 copy: its value, rounded", d_got16, d_got, NC);
-        float *d_dw_want = dfloat(dw0, C), *d_dw_got = dfloat(dw0, C);
-        cuda_rmsnorm_backward(ctx, NULL, d_dw_want, d_dout_r, d_inp, d_w, d_rstd, N, C);
-        cuda_rmsnorm_dweight_bf16(ctx, d_dw_got, d_dout16, d_inp, d_rstd, N, C);
         float *dw_want = fetch(d_dw_want, C), *dw_got = fetch(d_dw_got, C);
-        check_true("rmsnorm_dweight_bf16 (+=): fp32's on the widened dout, bitwise",
+        check_true("residual_rmsnorm_backward_bf16 dweight (+=): fp32's on the widened dout, bitwise",
                    memcmp(dw_want, dw_got, sizeof(float) * C) == 0);
-        check_delta("rmsnorm_dweight_bf16 (+=) vs CPU", d_dw_got, dw, dw0, C, 1e-2);
+        check_delta("residual_rmsnorm_backward_bf16 dweight (+=) vs CPU", d_dw_got, dw, dw0, C, 1e-2);
+        cuda_residual_rmsnorm_backward(ctx, d_want, NULL, NULL, d_resid, d_dout_r, d_inp, d_w, d_rstd, N, C);
+        float *alone = fetch(d_want, NC);
+        check_true("residual_rmsnorm_backward: dinp's bits the same with dweight fused",
+                   memcmp(want, alone, sizeof(float) * NC) == 0);
+        upload(d_dw_got, dw0, sizeof(float) * C);
+        cuda_residual_rmsnorm_backward(ctx, d_want, NULL, d_dw_got, d_resid, d_dout, d_inp, d_w, d_rstd, N, C);
+        check_delta("residual_rmsnorm_backward dweight (+=) vs CPU", d_dw_got, dw, dw0, C, 1e-5);
+        free(alone);
         free(dout_r); free(want); free(got); free(dw_want); free(dw_got);
         CUDA_CHECK(cudaFree(d_dout_r)); CUDA_CHECK(cudaFree(d_want)); CUDA_CHECK(cudaFree(d_got));
         CUDA_CHECK(cudaFree(d_dout16)); CUDA_CHECK(cudaFree(d_got16));

@@ -319,16 +319,18 @@ static void run_rmsnorm_backward(void *p) {
 }
 
 // dinp = resid (or zero), then the accumulating backward, then the bf16 copy: the fused
-// kernel's numbers (the sum's order is the same: resid + the norm's term).
+// kernel's numbers (the sum's order is the same: resid + the norm's term); and with dweight the
+// weight gradient, whose sums the GPU takes in another fixed order of doubles (kernels_cuda.h).
 static void run_residual_rmsnorm_backward(void *p) {
     const RmsnormArgs *a = p;
     const size_t n = (size_t)a->N * a->C;
     if (!a->a) memset(a->dinp, 0, F(n));
     else if (a->a != a->dinp) memcpy(a->dinp, a->a, F(n));
     float *owned;
-    rmsnorm_backward(a->dinp, NULL, rmsnorm_dout(a, &owned), a->inp, a->weight, a->rstd_in, a->N, a->C);
+    rmsnorm_backward(a->dinp, a->dweight, rmsnorm_dout(a, &owned), a->inp, a->weight, a->rstd_in, a->N, a->C);
     free(owned);
     if (a->out16) round_into(a->out16, a->dinp, n);
+    if (a->arena) emu_poison(a->arena, a->arena_bytes);
 }
 
 static void rmsnorm_forward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
@@ -384,12 +386,6 @@ void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const floa
                                       .rstd_in = rstd, .N = N, .C = C});
 }
 
-void cuda_rmsnorm_dweight_bf16(CudaCtx *ctx, float *dweight, const cuda_bf16 *dout, const float *inp, const float *rstd,
-                               int N, int C) {
-    rmsnorm_backward_as(ctx, __func__,
-                        (RmsnormArgs){.dweight = dweight, .dout16 = dout, .inp = inp, .rstd_in = rstd, .N = N, .C = C});
-}
-
 static void residual_rmsnorm_backward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
     launch(ctx, call);
     const size_t NC = (size_t)a.N * a.C;
@@ -400,24 +396,31 @@ static void residual_rmsnorm_backward_as(CudaCtx *ctx, const char *call, Rmsnorm
     emu_need_device(call, a.inp, F(NC));
     emu_need_device(call, a.weight, F(a.C));
     emu_need_device(call, a.rstd_in, F(a.N));
+    if (a.dweight) emu_need_device(call, a.dweight, F(a.C));
     if (a.N <= 0 || a.C <= 0) return;
+    if (a.dweight) {
+        a.arena_bytes = cuda_rmsnorm_arena_bytes(a.N, a.C);
+        a.arena = arena_for(ctx, call, a.arena_bytes);
+    }
     emu_enqueue(ctx->stream, run_residual_rmsnorm_backward, &a, sizeof a);
 }
 
-void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
+void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight, const float *resid,
                                     const float *dout, const float *inp, const float *weight, const float *rstd, int N,
                                     int C) {
     residual_rmsnorm_backward_as(ctx, __func__,
-                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .a = resid, .dout = dout, .inp = inp,
-                                               .weight = weight, .rstd_in = rstd, .N = N, .C = C});
+                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .dweight = dweight, .a = resid,
+                                               .dout = dout, .inp = inp, .weight = weight, .rstd_in = rstd, .N = N,
+                                               .C = C});
 }
 
-void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, const float *resid,
-                                         const cuda_bf16 *dout, const float *inp, const float *weight,
-                                         const float *rstd, int N, int C) {
+void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight,
+                                         const float *resid, const cuda_bf16 *dout, const float *inp,
+                                         const float *weight, const float *rstd, int N, int C) {
     residual_rmsnorm_backward_as(ctx, __func__,
-                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .a = resid, .dout16 = dout, .inp = inp,
-                                               .weight = weight, .rstd_in = rstd, .N = N, .C = C});
+                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .dweight = dweight, .a = resid,
+                                               .dout16 = dout, .inp = inp, .weight = weight, .rstd_in = rstd, .N = N,
+                                               .C = C});
 }
 
 typedef struct {

@@ -182,28 +182,28 @@ static void check_rmsnorm_rows(int N, int C) {
         Floats dinp(n, NAN), alone(n, NAN), acc = b, ref(n, NAN), got(n, NAN);
         Bf16s dinp16(n, nan16);
         run(blocks, threads, [&] {
-            rmsnorm_backward_input_kernel<float, V, VEC>(dinp.data(), dinp16.data(), b.data(), dout.data(), x.data(),
-                                                         w.data(), rstd.data(), N, C);
+            rmsnorm_backward_input_kernel<float, V, VEC, false>(dinp.data(), dinp16.data(), b.data(), dout.data(),
+                                                                x.data(), w.data(), rstd.data(), nullptr, N, C);
         });
         expect_close(name("backward: dinp = resid + term"), dinp, want_d, 1e-5);
         expect_rounded(name("backward: dinp's bf16 copy"), dinp16, dinp);
         run(blocks, threads, [&] {
-            rmsnorm_backward_input_kernel<float, V, VEC>(alone.data(), nullptr, nullptr, dout.data(), x.data(),
-                                                         w.data(), rstd.data(), N, C);
+            rmsnorm_backward_input_kernel<float, V, VEC, false>(alone.data(), nullptr, nullptr, dout.data(), x.data(),
+                                                                w.data(), rstd.data(), nullptr, N, C);
         });
         expect_close(name("backward: resid NULL, the term"), alone, term, 1e-5);
         run(blocks, threads, [&] {
-            rmsnorm_backward_input_kernel<float, V, VEC>(acc.data(), nullptr, acc.data(), dout.data(), x.data(),
-                                                         w.data(), rstd.data(), N, C);
+            rmsnorm_backward_input_kernel<float, V, VEC, false>(acc.data(), nullptr, acc.data(), dout.data(), x.data(),
+                                                                w.data(), rstd.data(), nullptr, N, C);
         });
         expect_close(name("backward: resid == dinp accumulates"), acc, want_d, 1e-5);
         run(blocks, threads, [&] {
-            rmsnorm_backward_input_kernel<float, V, VEC>(ref.data(), nullptr, b.data(), dw16.data(), x.data(),
-                                                         w.data(), rstd.data(), N, C);
+            rmsnorm_backward_input_kernel<float, V, VEC, false>(ref.data(), nullptr, b.data(), dw16.data(), x.data(),
+                                                                w.data(), rstd.data(), nullptr, N, C);
         });
         run(blocks, threads, [&] {
-            rmsnorm_backward_input_kernel<__nv_bfloat16, V, VEC>(got.data(), nullptr, b.data(), d16.data(), x.data(),
-                                                                 w.data(), rstd.data(), N, C);
+            rmsnorm_backward_input_kernel<__nv_bfloat16, V, VEC, false>(got.data(), nullptr, b.data(), d16.data(),
+                                                                        x.data(), w.data(), rstd.data(), nullptr, N, C);
         });
         expect_bitwise(name("backward, bf16 dout: fp32's on the widened"), got, ref);
 
@@ -219,6 +219,12 @@ static void check_rmsnorm_rows(int N, int C) {
                               alone.data()}),
                    "");
     });
+}
+
+// dweight(C) += the sum of partial's chunk rows: rmsnorm_dweight_final_kernel as rmsnorm.cu launches it.
+static void dweight_final(Floats &dweight, const std::vector<double> &partial, int chunks, int C) {
+    run((C + 31) / 32, RMSNORM_FINAL_THREADS,
+        [&] { rmsnorm_dweight_final_kernel(dweight.data(), partial.data(), chunks, C); });
 }
 
 // The weight gradient on N rows of C: per-chunk partial sums (chunks of 4 rows, the last
@@ -249,19 +255,19 @@ static void check_rmsnorm_dweight(int N, int C) {
         simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
             rmsnorm_dweight_partial_kernel<float, VEC>(partial.data(), dout.data(), x.data(), rstd.data(), N, C, chunk);
         });
-        run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w.data(), partial.data(), chunks, C); });
+        dweight_final(got_w, partial, chunks, C);
         expect_close(name("+= the gradient"), got_w, want_w, 1e-6);
         std::fill(partial.begin(), partial.end(), NAN);
         simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
             rmsnorm_dweight_partial_kernel<__nv_bfloat16, VEC>(partial.data(), d16.data(), x.data(), rstd.data(), N, C,
                                                                chunk);
         });
-        run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(got_w16.data(), partial.data(), chunks, C); });
+        dweight_final(got_w16, partial, chunks, C);
         std::fill(partial.begin(), partial.end(), NAN);
         simt_launch(grid, RMSNORM_DWEIGHT_THREADS, 0, [&] {
             rmsnorm_dweight_partial_kernel<float, VEC>(partial.data(), dw16.data(), x.data(), rstd.data(), N, C, chunk);
         });
-        run((C + 255) / 256, 256, [&] { rmsnorm_dweight_final_kernel(ref_w.data(), partial.data(), chunks, C); });
+        dweight_final(ref_w, partial, chunks, C);
         expect_bitwise(name("bf16 dout: fp32's on the widened"), got_w16, ref_w);
         Floats all = got_w;
         append(all, got_w16);
@@ -273,14 +279,111 @@ static void check_rmsnorm_dweight(int N, int C) {
     if (C % 4 == 0) form("vectors", std::true_type());
 }
 
+// The backward with the weight gradient fused in (WEIGHT: the held forms), on N rows of C: blocks
+// of RMSNORM_FUSED_ROWS rows write their partial sums, then rmsnorm_dweight_final_kernel adds
+// them. The input gradient and its bf16 copy are the unfused kernel's, bit for bit. The partial
+// sums (doubles, where a changed order shows in the last bits) are, bit for bit, a host model of
+// the order kernels_cuda.h fixes: in each chunk, warp w's rows w, w + 8, ... from 0.0, then the
+// 8 warps in order. The weight gradient is the CPU backend's within rounding (its one sum of the
+// rows in order). bf16 dout gives fp32's on the widened values, bit for bit.
+static void check_rmsnorm_fused(int N, int C) {
+    const size_t n = (size_t)N * C;
+    const Floats x = uniform(n, 5, 2.0f), w = uniform(C, 6), b = uniform(n, 7), dout = uniform(n, 8),
+                 dw0 = uniform(C, 9);
+    Floats rstd(N), scratch(n);
+    rmsnorm_forward(scratch.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    Floats want_w = dw0;
+    rmsnorm_backward(NULL, want_w.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    const int chunks = (N + RMSNORM_FUSED_ROWS - 1) / RMSNORM_FUSED_ROWS, warps = RMSNORM_ROWS_PER_BLOCK;
+    std::vector<double> model((size_t)chunks * C);
+    for (int k = 0; k < chunks; k++)
+        for (int c = 0; c < C; c++) {
+            const int r1 = std::min(N, (k + 1) * RMSNORM_FUSED_ROWS);
+            double chunk = 0.0;
+            for (int wp = 0; wp < warps; wp++) {
+                double rows = 0.0;
+                for (int r = k * RMSNORM_FUSED_ROWS + wp; r < r1; r += warps)
+                    rows += (double)dout[(size_t)r * C + c] * (x[(size_t)r * C + c] * rstd[r]);
+                chunk += rows;
+            }
+            model[(size_t)k * C + c] = chunk;
+        }
+    const Bf16s d16 = to_bf16(dout);
+    const Floats dw16 = widen(d16);
+    const unsigned threads = 32 * RMSNORM_ROWS_PER_BLOCK;
+    rmsnorm_forms(C, [&](const char *form, auto held, auto vec) {
+        constexpr int V = decltype(held)::value;
+        if constexpr (V > 0 && decltype(vec)::value) {
+            char what[96];
+            const auto name = [&](const char *check) {
+                snprintf(what, sizeof what, "rmsnorm fused N=%d C=%d %s: %s", N, C, form, check);
+                return what;
+            };
+            const size_t smem_floats = rmsnorm_fused_smem_bytes(V) / sizeof(float);
+            std::vector<double> partial;
+            // fused(dinp, dinp16, dweight, dout): the fused kernel into `partial`, then the final sum
+            const auto fused = [&](Floats &dinp, Bf16s *dinp16, Floats &dweight, const auto &d) {
+                partial.assign((size_t)chunks * C, NAN);
+                simt_launch(dim3{(unsigned)chunks, 1, 1}, threads, smem_floats, [&] {
+                    rmsnorm_backward_input_kernel<std::decay_t<decltype(d[0])>, V, true, true>(
+                        dinp.data(), dinp16 ? dinp16->data() : nullptr, b.data(), d.data(), x.data(), w.data(),
+                        rstd.data(), partial.data(), N, C);
+                });
+                dweight_final(dweight, partial, chunks, C);
+            };
+            Floats dinp(n, NAN), ref(n, NAN), got_w = dw0;
+            Bf16s dinp16(n, nan16), ref16(n, nan16);
+            fused(dinp, &dinp16, got_w, dout);
+            run((N + RMSNORM_ROWS_PER_BLOCK - 1) / RMSNORM_ROWS_PER_BLOCK, threads, [&] {
+                rmsnorm_backward_input_kernel<float, V, true, false>(ref.data(), ref16.data(), b.data(), dout.data(),
+                                                                     x.data(), w.data(), rstd.data(), nullptr, N, C);
+            });
+            expect_bitwise(name("dinp, the unfused kernel's bits"), dinp, ref);
+            expect_bitwise(name("dinp's bf16 copy, the unfused kernel's"), widen(dinp16), widen(ref16));
+            report(name("partial sums, the model's order bit for bit"),
+                   memcmp(partial.data(), model.data(), model.size() * sizeof(double)) == 0, "");
+            expect_close(name("dweight +=, the CPU's"), got_w, want_w, 1e-6);
+            Floats got16(n, NAN), ref_d(n, NAN), got16_w = dw0, ref_w = dw0;
+            fused(got16, nullptr, got16_w, d16);
+            fused(ref_d, nullptr, ref_w, dw16);
+            expect_bitwise(name("bf16 dout: fp32's dinp on the widened"), got16, ref_d);
+            expect_bitwise(name("bf16 dout: fp32's dweight on the widened"), got16_w, ref_w);
+        }
+    });
+}
+
+// rmsnorm_dweight_final_kernel's grouping, seen through one float: chunk 0 = 2^53, chunk 1 = 1,
+// chunk 8 = -2^53. Phase 0 (chunks 0, 8) cancels to 0 and phase 1 holds the 1, so dweight gains
+// 1; the chunks in plain order would lose the 1 (2^53 + 1 rounds to 2^53, ties to even) and
+// gain 0.
+static void check_rmsnorm_final_order(void) {
+    const int chunks = 12, C = 1;
+    const double big = 9007199254740992.0;   // 2^53: big + 1 rounds back to big
+    std::vector<double> partial(chunks * C, 0.0);
+    partial[0] = big, partial[8] = -big, partial[1] = 1.0;
+    Floats dweight = {0.5f};
+    dweight_final(dweight, partial, chunks, C);
+    report("rmsnorm dweight final: phases y, y + 8, ..., then in order", dweight[0] == 1.5f, "");
+}
+
 // 13 rows: 2 blocks of 8 rows, the second partial. Widths: 69, 70, 71 (not multiples of 4:
 // elements only, the last group of 1, 2 or 3 columns, so each of its guards is the one that
 // stops); 72 (18 groups, lanes 18-31 idle; held 2); 768 (the 125m width: 6 groups a lane, held
 // 6); 1000 (250 groups: 8 a lane for lanes 0-25, 7 for the rest; held 8). The weight gradient:
-// 70, 200 (2 column blocks, the second of 72), 768 (6 full).
+// 70, 200 (2 column blocks, the second of 72), 768 (6 full). The fused backward: 589 rows, 10
+// chunks of 64 (the last of 13 rows: warps 0-4 take 2, 5-7 take 1), so the final's 8 phases
+// take 2 chunks or 1; held 2, 6 and 8; and 5 rows, where warps 5-7 take none.
 static void test_rmsnorm(void) {
     for (int C : {69, 70, 71, 72, 768, 1000}) check_rmsnorm_rows(13, C);
     for (int C : {70, 200, 768}) check_rmsnorm_dweight(13, C);
+    for (int C : {72, 768, 1000}) check_rmsnorm_fused(589, C);
+    check_rmsnorm_fused(5, 72);
+    check_rmsnorm_final_order();
+    // rmsnorm.cu fuses the weight gradient where cuda_rmsnorm_fused says (and the rows are
+    // vectors), and launches it only for held forms: the two must agree on every width.
+    int disagree = 0;
+    for (int C = 1; C <= 4096; C++) disagree += cuda_rmsnorm_fused(C) != (C % 4 == 0 && rmsnorm_held_groups(C) > 0);
+    report("rmsnorm: cuda_rmsnorm_fused = a held vector form, C 1 .. 4096", disagree == 0, "");
 }
 
 // ---- swiglu_kernels.cuh -------------------------------------------------------------------

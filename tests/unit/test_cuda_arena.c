@@ -21,11 +21,13 @@ static StageModel shell_of(const ModelConfig *cfg, bool embed, bool head) {
     return (StageModel){.cfg = *cfg, .layer_begin = 0, .layer_end = cfg->layers, .has_embed = embed, .has_head = head};
 }
 
-// The RMSNorm weight gradient's partial sums: rows in chunks of 128 (doubled past 65535
-// chunks), C doubles a chunk.
+// The RMSNorm weight gradient's partial sums, C doubles a chunk of rows: chunks of 64 where the
+// input gradient's kernel sums them (C a multiple of 4 up to 1024), else of 128 (doubled past
+// 65535 chunks).
 static size_t norm_partials(size_t N, size_t C) {
     size_t chunk = 128;
     while ((N + chunk - 1) / chunk > 65535) chunk *= 2;
+    if (C % 4 == 0 && C <= 1024) chunk = 64;
     return round256((N + chunk - 1) / chunk * C * 8);
 }
 // The gradient norm's per-block partial sums, 1024 doubles at most: the floor of every stage.
@@ -38,10 +40,10 @@ static void test_125m(void) {
     CHECK(model_config_preset(&cfg, "125m", &err) == 0, "preset 125m: %s", err.msg);
     const size_t B = 16, T = 1024, N = B * T, C = (size_t)cfg.hidden, V = (size_t)cfg.vocab;
     // 125m has as many kv heads as heads: no grouped queries, so no dk/dv shares. A body stage's
-    // largest use is the RMSNorm weight gradient's partial sums: 128 chunks of 768 doubles,
-    // 0.75 MiB.
+    // largest use is the RMSNorm weight gradient's partial sums: 256 chunks of 768 doubles,
+    // 1.5 MiB.
     const size_t norm = norm_partials(N, C);
-    CHECK(norm == 128 * 768 * 8 && norm > GRADNORM, "norm partials %zu", norm);
+    CHECK(norm == 256 * 768 * 8 && norm > GRADNORM, "norm partials %zu", norm);
     const StageModel body = shell_of(&cfg, false, false);
     CHECK(stage_cuda_arena_bytes(&body, (int)B, (int)T, true) == norm + SLACK, "125m body stage: %zu, want %zu",
           stage_cuda_arena_bytes(&body, (int)B, (int)T, true), norm + SLACK);
@@ -91,13 +93,19 @@ static void test_gqa_shares(void) {
     const StageModel plain = shell_of(&cfg, false, false);
     CHECK(stage_cuda_arena_bytes(&plain, (int)B, (int)T, true) == norm_partials(N, (size_t)cfg.hidden) + SLACK,
           "no GQA: %zu", stage_cuda_arena_bytes(&plain, (int)B, (int)T, true));
-    // Past 65535 chunks of 128 rows the chunks double: 2^24 rows would be 131072 chunks of 128,
-    // then 65536 of 256, so they take 32768 chunks of 512; hidden 64: 16 MiB of partial sums.
-    cfg.hidden = 64;
+    // Where the norm's own kernels sum (hidden not a multiple of 4, or over 1024), past 65535
+    // chunks of 128 rows the chunks double: 2^24 rows would be 131072 chunks of 128, then 65536
+    // of 256, so they take 32768 chunks of 512; hidden 66: 16.5 MiB of partial sums. At hidden 64
+    // the fused kernel's chunks of 64 rows take no grid's y: 262144 chunks, 128 MiB.
+    cfg.hidden = 66;
     cfg.kv_heads = cfg.heads;
     const StageModel wide = shell_of(&cfg, false, false);
-    CHECK(stage_cuda_arena_bytes(&wide, 16384, 1024, true) == 16 * MIB + SLACK, "2^24 rows: %zu",
+    CHECK(stage_cuda_arena_bytes(&wide, 16384, 1024, true) == 32768 * 66 * 8 + SLACK, "2^24 rows, hidden 66: %zu",
           stage_cuda_arena_bytes(&wide, 16384, 1024, true));
+    cfg.hidden = 64;
+    const StageModel fused = shell_of(&cfg, false, false);
+    CHECK(stage_cuda_arena_bytes(&fused, 16384, 1024, true) == 128 * MIB + SLACK, "2^24 rows, hidden 64: %zu",
+          stage_cuda_arena_bytes(&fused, 16384, 1024, true));
     // Small shapes: each piece is rounded to 256 bytes (3 x 7 rows, 3 heads on 1 of dim 2,
     // hidden 4: shares 2 x round256(504) = 1024 bytes, the norm's round256(32) = 256), and the
     // gradient norm's 8 KiB is the floor.

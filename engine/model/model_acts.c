@@ -44,6 +44,9 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
     a->tokens = (int32_t *)carve(cv, N);
     a->resid = carve(cv, (a->n_layers + 1) * N * C);
     a->dresid = carve(cv, (size_t)acts_dresid_rows(a) * N * C);
+    float *dln = NULL;   // norm_grads_in_input: the slot's one norm output gradient (or dln_16)
+    uint16_t *dln_16 = NULL;
+    if (a->norm_grads_in_input && a->n_layers > 0) carve_operand(cv, a->narrow_operands, &dln, &dln_16, N * C);
     for (int l = 0; l < a->n_layers; l++) {
         LayerActs *la = cv->base ? &a->layer[l] : &(LayerActs){0};
         const bool narrow = a->narrow_operands;
@@ -67,8 +70,13 @@ static void carve_acts(const StageModel *s, StageActs *a, Carver *cv) {
         else la->dxmid = carve(cv, N * C);
         if (narrow) la->dgate_up_16 = carve_bf16(cv, N * 2 * I);
         else la->dgate = carve(cv, N * I), la->dup = carve(cv, N * I);
-        carve_operand(cv, narrow, &la->dln1, &la->dln1_16, N * C);   // dln1_16, dln2_16: as their GEMM stores them
-        carve_operand(cv, narrow, &la->dln2, &la->dln2_16, N * C);
+        if (a->norm_grads_in_input) {
+            la->dln1 = la->dln2 = dln;
+            la->dln1_16 = la->dln2_16 = dln_16;
+        } else {
+            carve_operand(cv, narrow, &la->dln1, &la->dln1_16, N * C);   // as their GEMM stores them
+            carve_operand(cv, narrow, &la->dln2, &la->dln2_16, N * C);
+        }
     }
     if (s->has_head) {
         carve_operand(cv, a->narrow_operands, &a->lnf, &a->lnf_16, N * C);
@@ -104,6 +112,7 @@ StageActs stage_acts_shape(const StageModel *s, int B, int T, bool light) {
     return (StageActs){.B = B, .T = T, .N = B * T, .n_layers = s->layer_end - s->layer_begin,
                        .C = s->cfg.hidden, .V = s->cfg.vocab, .light = light,
                        .flash_attention = s->ops && s->ops->flash_attention,
+                       .norm_grads_in_input = s->ops && s->ops->norm_grads_in_input,
                        .no_logits = s->ops && s->ops->head_without_logits,
                        .narrow_operands = s->ops && s->ops->narrow_operands && s->ops->narrow_operands(s)};
 }
@@ -147,6 +156,7 @@ size_t stage_acts_bytes_on(const StageModel *s, int B, int T, DeviceKind device,
     StageActs a = stage_acts_shape(s, B, T, false);
     a.flash_attention = device == DEVICE_CUDA;   // a GPU stage: flash attention's row statistics,
     a.no_logits = device == DEVICE_CUDA;         // the fused classifier's head (no N x V logits),
+    a.norm_grads_in_input = device == DEVICE_CUDA;   // one norm output gradient a slot,
     a.narrow_operands = device == DEVICE_CUDA && low_precision;   // and bf16 operand activations
     return full_bytes(s, a);
 }

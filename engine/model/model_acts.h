@@ -22,7 +22,7 @@ typedef struct {
     float *dq, *dk, *dv;    // (N, Q), (N, KV), (N, KV) gradients before rotary
     float *dxmid;           // (N, C)
     float *dgate, *dup;     // (N, I)
-    float *dln1, *dln2;     // (N, C) gradients of the norm outputs
+    float *dln1, *dln2;     // (N, C) gradients of the norm outputs (norm_grads_in_input: one slot buffer)
     // narrow_operands (StageActs): ln1, ln2, h and atty are these bf16 GEMM operands instead
     // (the fp32 pointers above NULL): GEMMs read them, in bf16 mode as bf16 (and attention's
     // backward reads atty for D = rowsum(dout * atty)).
@@ -45,7 +45,7 @@ typedef struct {
     uint16_t *q_16, *k_16, *v_16;
     // ... and the norms' output gradients dln1_16, dln2_16 (N, C) each (dln1, dln2 NULL), stored
     // bf16 by the input-gradient GEMMs of the projections after each norm: the norm's backward
-    // reads them, widened, in both halves (its input gradient, then its weight's).
+    // reads them, widened (with norm_grads_in_input, in the input half only: one slot buffer).
     uint16_t *dln1_16, *dln2_16;
 } LayerActs;
 
@@ -60,6 +60,10 @@ struct StageActs {
     bool flash_attention;
     bool no_logits;         // the backend's head needs no (N, V) logits (stage_ops.h): logits, dlogits NULL
     bool narrow_operands;   // ln1, ln2, h, atty, gate, up, q, k, v and lnf are bf16 (LayerActs' *_16, lnf_16; stage_ops.h)
+    // The norms' weight gradients come with the input half (stage_ops.h): every layer's dln1 and
+    // dln2 (or dln1_16, dln2_16) are one (N, C) buffer of the slot, which each norm's backward
+    // writes and reads before the next one's.
+    bool norm_grads_in_input;
     bool forward_only;      // no backward follows this slot's forwards (stage_acts_set_forward_only)
     // What crosses the stage boundary, in both forms (full: views into resid / dresid).
     float *input;           // (N, C) stage input (non-first stages)

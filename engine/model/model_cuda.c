@@ -1028,6 +1028,7 @@ static const StageOps CUDA_OPS = {
     .bind_thread = gpu_bind_thread,
     .detach = gpu_detach,
     .flash_attention = true,
+    .norm_grads_in_input = true,
     .narrow_operands = gpu_narrow_operands,
     .kv_create = gpu_kv_create,
     .kv_free = gpu_kv_free,

@@ -101,6 +101,10 @@ struct StageOps {
     // Attention keeps (B, NH, T) row statistics instead of (B, NH, T, T) probabilities and
     // score gradients (flash attention; engine/model/model_acts.h lays a slot out by it).
     bool flash_attention;
+    // The norms' weight gradients come with the backward's input half (the kernel that makes a
+    // norm's input gradient adds them), so the norms' output gradients dln1 and dln2 are not kept
+    // for the weight half: one buffer a slot serves every norm (engine/model/model_acts.h).
+    bool norm_grads_in_input;
     // Whether the stage keeps its GEMM operand activations (the norms' outputs ln1, ln2, lnf,
     // the MLP's hidden h, the attention output atty) as bf16, written so by the kernels that
     // make them (engine/model/model_acts.h: the *_16 buffers in their place). NULL: never (the CPU).

@@ -235,7 +235,9 @@ static void test_shape(int T, int HD, int NH, int NKV) {
 // What a microbatch slot keeps (stage_acts_bytes_on: the banner's per-stage bytes, and the
 // runtime's peak through stage_acts_bytes): on a GPU attention keeps (B, NH, T) row statistics
 // per layer (lse) and once per slot (dsum) where the CPU keeps (B, NH, T, T) matrices (att,
-// datt), each carved 64-byte aligned; so the slot is linear in T on the GPU.
+// datt), each carved 64-byte aligned; so the slot is linear in T on the GPU. A GPU stage's norms
+// take their weight gradients in the backward's input half, so it keeps one norm output
+// gradient (N, C) a slot where the CPU keeps dln1 and dln2 a layer for its weight half.
 static size_t carved(size_t floats) { return (floats * sizeof(float) + 63) & ~(size_t)63; }
 
 static void test_slot_bytes(void) {
@@ -247,14 +249,16 @@ static void test_slot_bytes(void) {
     const size_t cpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU, false);
     const size_t gpu = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA, false);
     const size_t square = carved((size_t)rows * cfg.heads * T * T), line = carved((size_t)rows * cfg.heads * T);
-    // Without the head, attention is the whole difference; with it, a GPU stage also keeps no
-    // (N, V) logits (the fused classifier, kernels/cuda/classifier.cu).
+    // Without the head, attention and the norms' output gradients are the whole difference; with
+    // it, a GPU stage also keeps no (N, V) logits (the fused classifier, kernels/cuda/classifier.cu).
     StageModel body = shell;
     body.has_head = false;
     const size_t cpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CPU, false);
     const size_t gpu_body = stage_acts_bytes_on(&body, rows, T, DEVICE_CUDA, false);
-    CHECK(cpu_body - gpu_body == (size_t)(cfg.layers + 1) * (square - line), "CPU %zu - GPU %zu bytes != %d x (%zu - %zu)",
-          cpu_body, gpu_body, cfg.layers + 1, square, line);
+    const size_t dln = carved((size_t)rows * T * cfg.hidden);
+    CHECK(cpu_body - gpu_body == (size_t)(cfg.layers + 1) * (square - line) + (size_t)(2 * cfg.layers - 1) * dln,
+          "CPU %zu - GPU %zu bytes != %d x (%zu - %zu) + %d x %zu", cpu_body, gpu_body, cfg.layers + 1, square, line,
+          2 * cfg.layers - 1, dln);
     const size_t logits = carved((size_t)rows * T * cfg.vocab);
     CHECK(cpu - gpu >= (cpu_body - gpu_body) + logits, "with the head: CPU %zu - GPU %zu bytes, not %zu more for the logits",
           cpu, gpu, logits);
@@ -275,7 +279,7 @@ static void test_slot_bytes(void) {
     // gradient once it has read it), not layers + 1, and dxmid one (N, C) buffer a slot.
     // And gate and up (N, I) each are stored bf16 by their GEMM, and so are q (N, Q), k and v
     // (N, KV) by theirs, and the slot's attention output gradient (N, Q) and MLP hidden gradient
-    // (N, I) by theirs, and each layer's norm output gradients dln1 and dln2 (N, C) by theirs.
+    // (N, I) by theirs, and the slot's norm output gradient (N, C) by theirs.
     const size_t N = (size_t)rows * T, C = (size_t)cfg.hidden, I = (size_t)cfg.intermediate;
     const size_t Q = (size_t)cfg.heads * cfg.head_dim, KV = (size_t)cfg.kv_heads * cfg.head_dim;
     const size_t half_c = carved(N * C) - carved(N * C / 2), half_i = carved(N * I) - carved(N * I / 2);
@@ -283,8 +287,8 @@ static void test_slot_bytes(void) {
     const size_t grads = carved(N * Q) + 2 * carved(N * KV) + 2 * carved(N * I) - carved(N * (Q + 2 * KV) / 2) -
                          carved(N * I);
     const size_t dresid = carved(N * C) - 2 * carved(N * C / 2);   // per layer: fp32 dxmid -> dout_16 + dxmid_16
-    const size_t saved = (size_t)cfg.layers * (4 * half_c + 3 * half_i + 2 * half_q + 2 * half_kv + grads + dresid) +
-                         half_c + half_q + half_i + (size_t)cfg.layers * carved(N * C) - carved(N * C);
+    const size_t saved = (size_t)cfg.layers * (2 * half_c + 3 * half_i + 2 * half_q + 2 * half_kv + grads + dresid) +
+                         2 * half_c + half_q + half_i + (size_t)cfg.layers * carved(N * C) - carved(N * C);
     const size_t gpu16 = stage_acts_bytes_on(&shell, rows, T, DEVICE_CUDA, true);
     CHECK(gpu - gpu16 == saved, "bf16: %zu fewer bytes, want %zu", gpu - gpu16, saved);
     CHECK(stage_acts_bytes_on(&shell, rows, T, DEVICE_CPU, true) == cpu, "a CPU stage keeps fp32 whatever the precision");

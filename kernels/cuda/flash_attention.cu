@@ -33,7 +33,9 @@
 // 128 fall back to the fp32 kernels. The engine calls the backward as
 // cuda_flash_attention_rope_backward_bf16: the tensor-core kernels rotate dq (and dk, without
 // grouped queries) back by RoPE in registers and write them bf16 into the packed q|k|v gradient;
-// with grouped queries the group sum rotates dk as it sums it.
+// with grouped queries the group sum rotates dk as it sums it. Their dq kernel takes D itself
+// (no flash_rowsum_kernel pass), from dout and out rows 16-byte aligned, as q, k and v are for
+// the tiles' cp.async, and writes it to dsum for the dk/dv kernel after it.
 //
 // Every product of two shared tiles (scores, P v, dS k, dS^T q, P^T dout) is register-tiled:
 // thread t computes a 2 x 4 micro-tile, rows t / 8 and t / 8 + 16, columns t % 8 + 8 j, so
@@ -93,16 +95,18 @@ void cuda_flash_decode_bf16(CudaCtx *ctx, cuda_bf16 *out, const cuda_bf16 *q, co
            NH, NKV, HD);
 }
 
-// D = rowsum(dout * out), then the arena for grouped queries' shares: what both backward forms
-// start with. Returns the shares (NULL without grouped queries).
-// (dout and out fp32, or both bf16 in bf16 mode.)
+// D = rowsum(dout * out) (the fp32 kernels'; the tensor-core dq kernel takes it itself)
+// (dout and out fp32, or both bf16 in bf16 mode).
 template <typename E>
-static float *backward_start(CudaCtx *ctx, float *dsum, const E *dout, const E *out, int B, int T, int NH, int NKV,
-                             int HD) {
-    const size_t rows = (size_t)B * NH * T, tokens = (size_t)B * T;
+static void backward_rowsum(CudaCtx *ctx, float *dsum, const E *dout, const E *out, int B, int T, int NH, int HD) {
+    const size_t rows = (size_t)B * NH * T;
     flash_rowsum_kernel<E><<<grid_for(rows, 256), 256, 0, ctx->stream>>>(dsum, dout, out, B, T, NH, HD);
     CUDA_CHECK_LAUNCH();
-    return NH > NKV ? (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes(tokens, NH, NKV, HD)) : NULL;
+}
+
+// The arena for grouped queries' shares of dk and dv (NULL without grouped queries).
+static float *backward_shares(CudaCtx *ctx, int B, int T, int NH, int NKV, int HD) {
+    return NH > NKV ? (float *)ctx_arena(ctx, cuda_flash_backward_arena_bytes((size_t)B * T, NH, NKV, HD)) : NULL;
 }
 
 // The second share tensor, after the first in the arena.
@@ -128,7 +132,8 @@ static void backward_fp32(CudaCtx *ctx, float *dq, float *dk, FlashDv dv, float 
                           const E *k, const E *v, const E *out, const float *lse, int B, int T, int NH, int NKV,
                           int HD) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    float *dk_part = backward_start(ctx, dsum, dout, out, B, T, NH, NKV, HD);
+    backward_rowsum(ctx, dsum, dout, out, B, T, NH, HD);
+    float *dk_part = backward_shares(ctx, B, T, NH, NKV, HD);
     float *dv_part = dv_share(dk_part, (size_t)B * T, NH, HD);
     const float scale = flash_scale(HD);
     const size_t dq_bytes = dq_smem(HD) * sizeof(float), dkdv_bytes = dkdv_smem(HD) * sizeof(float);
@@ -190,7 +195,7 @@ static void backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv_bits
         return;
     }
     if (B <= 0 || T <= 0 || NH <= 0) return;
-    float *dk_part = backward_start(ctx, dsum, dout, out, B, T, NH, NKV, HD);
+    float *dk_part = backward_shares(ctx, B, T, NH, NKV, HD);   // D: the dq kernel's
     float *dv_part = dv_share(dk_part, (size_t)B * T, NH, HD);
     const dim3 grid((unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH));
     const float scale = flash_scale(HD);
@@ -199,8 +204,8 @@ static void backward_bf16(CudaCtx *ctx, float *dq, float *dk, cuda_bf16 *dv_bits
         const size_t smem = mma_backward_smem(D) * sizeof(float);
         allow_smem(ctx, flash_mma_dq_kernel<D>, smem);
         allow_smem(ctx, flash_mma_dkdv_kernel<D>, smem);
-        flash_mma_dq_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dq, dout, q, k, v, lse, dsum, T, NH, NKV,
-                                                                          mma_scales(scale), rq);
+        flash_mma_dq_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dq, dsum, dout, q, k, v, out, lse, T, NH,
+                                                                          NKV, mma_scales(scale), rq);
         CUDA_CHECK_LAUNCH();
         flash_mma_dkdv_kernel<D><<<grid, MMA_THREADS, smem, ctx->stream>>>(dk, dv, dk_part, dv_part, dout, q, k, v,
                                                                             lse, dsum, T, NH, NKV, mma_scales(scale),

@@ -283,6 +283,23 @@ __device__ __forceinline__ static float flash_dot16(float s, const uint4 &a, con
     return s;
 }
 
+// rowsum(a * o) over one row of n 16-byte pieces of E each (both rows 16-byte aligned), in index
+// order (flash_dot's), up to 4 loads of each in flight before their products: D's sum, as
+// flash_rowsum_kernel takes it and the tensor-core dq kernel (flash_mma_dq_kernel) too.
+template <typename E>
+__device__ __forceinline__ static float flash_row_dot16(const E *a_row, const E *o_row, int n) {
+    const uint4 *a = reinterpret_cast<const uint4 *>(a_row), *o = reinterpret_cast<const uint4 *>(o_row);
+    float s = 0.0f;
+    for (int c = 0; c < n; c += 4) {
+        uint4 av[4] = {}, ov[4] = {};   // (those past n are never read; the host compiler cannot tell)
+        for (int j = 0; j < 4; j++)
+            if (c + j < n) av[j] = a[c + j], ov[j] = o[c + j];
+        for (int j = 0; j < 4; j++)
+            if (c + j < n) s = flash_dot16<E>(s, av[j], ov[j]);
+    }
+    return s;
+}
+
 // dsum(B, NH, T) = rowsum(dout * out): row (b * NH + h) * T + t, one thread a row, each row
 // summed in index order (flash_dot's, with dout and out widened from bf16 in bf16 mode), so
 // dsum is written coalesced. A row's elements are read 16 bytes at a time (HD x the element
@@ -301,19 +318,9 @@ __global__ void flash_rowsum_kernel(float *__restrict__ dsum, const T_ *__restri
         const int t = (int)(row % T), h = (int)(row / T % NH), b = (int)(row / ((size_t)T * NH));
         const size_t at = (((size_t)b * T + t) * NH + h) * HD;
         float s = 0.0f;
-        if (wide) {
-            const uint4 *a = reinterpret_cast<const uint4 *>(dout + at), *o = reinterpret_cast<const uint4 *>(out + at);
-            const int n = HD / V;
-            for (int c = 0; c < n; c += 4) {
-                uint4 av[4], ov[4];
-                for (int j = 0; j < 4; j++)
-                    if (c + j < n) av[j] = a[c + j], ov[j] = o[c + j];
-                for (int j = 0; j < 4; j++)
-                    if (c + j < n) s = flash_dot16<T_>(s, av[j], ov[j]);
-            }
-        } else {
+        if (wide) s = flash_row_dot16<T_>(dout + at, out + at, HD / V);
+        else
             for (int d = 0; d < HD; d++) s += flash_load(dout + at + d) * flash_load(out + at + d);
-        }
         dsum[row] = s;
     }
 }

@@ -155,11 +155,15 @@ struct MmaOnDiagonal {
 // built twice and the loop holds only the second: tiles off the diagonal run without the causal
 // mask's compares and selects and without the branches around column blocks that
 // mma_diagonal_blocks may skip. Off the diagonal the mask keeps every element and no block is
-// skipped, so both forms compute the same bits.
-template <typename Load, typename Compute>
-__device__ __forceinline__ static void mma_walk_tiles(int first, int last, int diagonal, Load load, Compute compute) {
+// skipped, so both forms compute the same bits. start() runs once the first tile's copies are
+// in flight, before the first wait: work of the block's own (the dq kernel's D) that overlaps
+// them, and whose shared-memory stores the first tile's __syncthreads publishes.
+template <typename Load, typename Compute, typename Start>
+__device__ __forceinline__ static void mma_walk_tiles(int first, int last, int diagonal, Load load, Compute compute,
+                                                      Start start) {
     load(first, 0);
     cp_async_commit();
+    start();
     const auto step = [&](int tile, auto on_diagonal) {
         const int buffer = (tile - first) & 1;
         if (tile + 1 < last) load(tile + 1, buffer ^ 1);
@@ -173,6 +177,10 @@ __device__ __forceinline__ static void mma_walk_tiles(int first, int last, int d
     if (tile < last && tile == diagonal) step(tile++, MmaOnDiagonal<true>());   // dk/dv: the first
     for (; tile < last && tile != diagonal; tile++) step(tile, MmaOnDiagonal<false>());
     if (tile < last && tile == diagonal) step(tile, MmaOnDiagonal<true>());     // forward, dq: the last
+}
+template <typename Load, typename Compute>
+__device__ __forceinline__ static void mma_walk_tiles(int first, int last, int diagonal, Load load, Compute compute) {
+    mma_walk_tiles(first, last, diagonal, load, compute, [] {});
 }
 
 // The kernels' scale and the base-2 softmax's (flash_mma_log2_scale), passed as a kernel
@@ -387,15 +395,19 @@ flash_mma_forward_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ ls
 }
 
 // dq = scale dS k: block (query tile, b * NH + h), warp w its 16 query rows, key tiles as
-// forward. Per key tile: S = q k^T and dP = dout v^T in accumulators, then per element p =
-// flash_mma_prob(s or -inf, L2), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
+// forward. First D = rowsum(dout * out) of the tile's rows, a thread a row, as
+// flash_rowsum_kernel sums it (flash_row_dot16: the same bits), from the rows in global memory
+// while the first key tile's copies fly; it goes to the tile's Ds and to dsum, where the dk/dv
+// kernel after this one reads it (the pass of its own that D took, 21.8 us a 125m layer on an
+// H200, is gone). Per key tile: S = q k^T and dP = dout v^T in accumulators, then per element
+// p = flash_mma_prob(s or -inf, L2), dS = flash_dscore(p, dp, D) rounded to bf16, then dS k.
 // dq goes to dq in fp32, or with rq.dst through RoPE's backward into the packed gradient.
 template <int HD>
 __global__ void __launch_bounds__(MMA_THREADS, MMA_MIN_BLOCKS(HD))
-flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ dout,
+flash_mma_dq_kernel(float *__restrict__ dq, float *__restrict__ dsum, const __nv_bfloat16 *__restrict__ dout,
                     const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k,
-                    const __nv_bfloat16 *__restrict__ v, const float *__restrict__ lse,
-                    const float *__restrict__ dsum, int T, int NH, int NKV, MmaScales sc, FlashRopeOut rq) {
+                    const __nv_bfloat16 *__restrict__ v, const __nv_bfloat16 *__restrict__ out,
+                    const float *__restrict__ lse, int T, int NH, int NKV, MmaScales sc, FlashRopeOut rq) {
     DYNAMIC_SHARED_FLOATS(sh);
     const MmaBackwardTiles t = mma_backward_tiles<HD>(sh);   // L and D: the query tile's own
     const MmaLane ln;
@@ -406,7 +418,17 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
     load_tile_async<HD>(t.own[1], head_rows(dout, b, h, T, NH, HD), q0, nq);
     float *Ls = t.L(0), *Ds = t.D(0);   // the query tile's statistics
     load_lse2(Ls, lse + (size_t)bh * T, q0, nq);
-    load_stats(Ds, dsum + (size_t)bh * T, q0, nq);
+    const auto rowsum = [&] {   // D of the tile's rows (0 past T), a thread a row
+        const int r = threadIdx.x;
+        if (r >= FLASH_MMA_ROWS) return;
+        float D = 0.0f;
+        if (r < nq) {
+            const size_t at = ((size_t)b * T * NH + h) * HD + (size_t)(q0 + r) * NH * HD;
+            D = flash_row_dot16<__nv_bfloat16>(dout + at, out + at, HD / 8);
+            dsum[(size_t)bh * T + q0 + r] = D;
+        }
+        Ds[r] = D;
+    };
     const FlashRows<__nv_bfloat16> kr = head_rows(k, b, kvh, T, NKV, HD), vr = head_rows(v, b, kvh, T, NKV, HD);
     float acc[HD / 8][4];
     for (int c = 0; c < HD / 8; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
@@ -437,7 +459,7 @@ flash_mma_dq_kernel(float *__restrict__ dq, const __nv_bfloat16 *__restrict__ do
                 mma_a_slot(pa, j, h) = pack_bf16x2(ds[0], ds[1]);
             }
         mma_accumulate<HD, 64>(acc, pa, Ks, 0, seen.begin, seen.end);
-    });
+    }, rowsum);
     if (rq.dst) {
         mma_emit_rope<HD>(acc, ln, sc.scale, rq, b, T, q0, nq, h);
         return;

@@ -161,8 +161,9 @@ static void check_shape(int B, int T, int NH, int NKV, int HD, bool bf16_in) {
 // (rope_backward_packed_kernel over the kernels' fp32 dq and dk, given here), bitwise, the gaps
 // between blocks untouched, and no fp32 dk written.
 static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16Input &q16, const Bf16Input &k16,
-                             const Bf16Input &v16, const Bf16Input &d16, const std::vector<float> &lse, const std::vector<float> &dsum,
-                             const std::vector<float> &dq, const std::vector<float> &dk) {
+                             const Bf16Input &v16, const Bf16Input &d16, const Bf16Input &o16,
+                             const std::vector<float> &lse, const std::vector<float> &dq,
+                             const std::vector<float> &dk) {
     char shape[80];
     snprintf(shape, sizeof shape, "rope B%d T%d NH%d NKV%d HD%d", B, T, NH, NKV, HD);
     const int half = HD / 2, Q = NH * HD, KV = NKV * HD, ld = Q + 2 * KV + 3, N = B * T;
@@ -184,7 +185,7 @@ static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16In
     const bool grouped = NH > NKV;
     const FlashRopeOut rq = {cos_tab.data(), sin_tab.data(), got.data(), (size_t)ld};
     const FlashRopeOut rk = {cos_tab.data(), sin_tab.data(), got.data() + Q, (size_t)ld};
-    std::vector<float> dq_unused((size_t)N * Q, NAN), dk32((size_t)N * KV, NAN);
+    std::vector<float> dq_unused((size_t)N * Q, NAN), dk32((size_t)N * KV, NAN), dsum((size_t)B * NH * T, NAN);
     std::vector<float> dk_part(grouped ? (size_t)N * Q : 0, NAN), dv_part(grouped ? (size_t)N * Q : 0, NAN);
     PackedDv dv16((size_t)N, (size_t)KV);
     const dim3 grid{(unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH), 1};
@@ -192,8 +193,8 @@ static void check_rope_fused(int B, int T, int NH, int NKV, int HD, const Bf16In
     mma_dispatch(HD, [&](auto hd) {
         constexpr int D = decltype(hd)::value;
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
-            flash_mma_dq_kernel<D>(dq_unused.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
-                                   lse.data(), dsum.data(), T, NH, NKV, mma_scales(scale), rq);
+            flash_mma_dq_kernel<D>(dq_unused.data(), dsum.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(),
+                                   v16.bits.data(), o16.bits.data(), lse.data(), T, NH, NKV, mma_scales(scale), rq);
         });
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dkdv_kernel<D>(dk32.data(), dv16.sink(), dk_part.data(), dv_part.data(), d16.bits.data(),
@@ -251,8 +252,10 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
     PackedDv dv16((size_t)B * T, (size_t)NKV * HD);
     std::vector<float> e_out(nq), e_lse(nr), e_dq = dq0, e_dk = dk0, e_dv(nk), e_dsum(nr);
     flash_emu_forward_bf16(e_out.data(), e_lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+    const Bf16Input o16 = bf16_input(e_out);   // out as bf16 mode stores it, what D is taken from
     flash_emu_backward_bf16(e_dq.data(), e_dk.data(), e_dv.data(), e_dsum.data(), dout.data(), q.data(), k.data(),
-                            v.data(), e_out.data(), e_lse.data(), B, T, NH, NKV, HD);
+                            v.data(), o16.wide.data(), e_lse.data(), B, T, NH, NKV, HD);
+    std::vector<float> dsum(nr, NAN);   // the dq kernel's D
     const float scale = flash_scale(HD);
     const dim3 grid{(unsigned)flash_tiles(T, FLASH_MMA_ROWS), (unsigned)(B * NH), 1};
     const bool grouped = NH > NKV;
@@ -264,14 +267,16 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
             flash_mma_forward_kernel<D>(out16.data(), lse.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(), T,
                                         NH, NKV, mma_scales(scale));
         });
-        // Backward from the emulator's forward, so a forward difference cannot pass on.
+        // Backward from the emulator's forward, so a forward difference cannot pass on; the dk/dv
+        // kernel reads the D the dq kernel wrote, as the launcher runs them.
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
-            flash_mma_dq_kernel<D>(dq.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(), v16.bits.data(),
-                                   e_lse.data(), e_dsum.data(), T, NH, NKV, mma_scales(scale), no_rope);
+            flash_mma_dq_kernel<D>(dq.data(), dsum.data(), d16.bits.data(), q16.bits.data(), k16.bits.data(),
+                                   v16.bits.data(), o16.bits.data(), e_lse.data(), T, NH, NKV, mma_scales(scale),
+                                   no_rope);
         });
         simt_launch(grid, MMA_THREADS, mma_backward_smem(D), [&] {
             flash_mma_dkdv_kernel<D>(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), d16.bits.data(),
-                                     q16.bits.data(), k16.bits.data(), v16.bits.data(), e_lse.data(), e_dsum.data(),
+                                     q16.bits.data(), k16.bits.data(), v16.bits.data(), e_lse.data(), dsum.data(),
                                      T, NH, NKV, mma_scales(scale), no_rope);
         });
     });
@@ -280,13 +285,14 @@ static void check_mma_shape(int B, int T, int NH, int NKV, int HD, float q_gain 
             flash_group_sum_kernel(dk.data(), dv16.sink(), dk_part.data(), dv_part.data(), (size_t)B * T, T, NH, NKV,
                                    HD, scale, no_rope);
         });
-    for (size_t i = 0; i < nq; i++) out[i] = __bfloat162float(out16[i]), e_out[i] = flash_bf16(e_out[i]);
-    expect_bitwise(shape, "out (bf16)", out, e_out);
+    for (size_t i = 0; i < nq; i++) out[i] = __bfloat162float(out16[i]);
+    expect_bitwise(shape, "out (bf16)", out, o16.wide);
     expect_bitwise(shape, "lse", lse, e_lse);
+    expect_bitwise(shape, "D (the dq kernel's)", dsum, e_dsum);
     expect_bitwise(shape, "dq", dq, e_dq);
     expect_bitwise(shape, "dk", dk, e_dk);
     expect_packed_dv(shape, dv16, e_dv);
-    check_rope_fused(B, T, NH, NKV, HD, q16, k16, v16, d16, e_lse, e_dsum, dq, dk);
+    check_rope_fused(B, T, NH, NKV, HD, q16, k16, v16, d16, o16, e_lse, dq, dk);
 }
 
 // Generation's decode (flash_decode_kernel: one query row against n cached keys, its tiles'

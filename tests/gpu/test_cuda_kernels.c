@@ -292,7 +292,8 @@ static void test_rmsnorm(void) {
     check_rounded("rmsnorm_forward_bf16 out: fp32's, rounded", d_out16, d_out, (size_t)N * C);
     check("rmsnorm_forward_bf16 rstd", d_rstd16, rstd, N, 1e-6);
     CUDA_CHECK(cudaFree(d_out16)); CUDA_CHECK(cudaFree(d_rstd16));
-    // The two halves apart (NULL for the other), as the zero-bubble split calls them.
+    // The two halves apart (NULL for the other): the weight gradient alone runs the norm's own
+    // kernels, which rows the fused backward does not take (C > 1024, unaligned) still use.
     cuda_rmsnorm_backward(ctx, d_dinp, NULL, d_dout, d_inp, d_w, d_rstd, N, C);
     cuda_rmsnorm_backward(ctx, NULL, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
     check_delta("rmsnorm_backward dinp (+=)", d_dinp, dinp, dinp0, (size_t)N * C, 1e-5);

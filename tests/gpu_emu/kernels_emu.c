@@ -310,22 +310,15 @@ static void run_rmsnorm_forward(void *p) {
     if (a->out16) round_free(a->out16, out, n);
 }
 
+// dinp (if any) = resid (a; NULL: zero; a == dinp: dinp as it is), then the accumulating
+// backward, then the bf16 copy: the fused kernel's numbers (the sum's order is the same: resid
+// + the norm's term); and with dweight the weight gradient, whose sums the GPU takes in another
+// fixed order of doubles (kernels_cuda.h).
 static void run_rmsnorm_backward(void *p) {
     const RmsnormArgs *a = p;
-    float *owned;
-    rmsnorm_backward(a->dinp, a->dweight, rmsnorm_dout(a, &owned), a->inp, a->weight, a->rstd_in, a->N, a->C);
-    free(owned);
-    if (a->arena) emu_poison(a->arena, a->arena_bytes);
-}
-
-// dinp = resid (or zero), then the accumulating backward, then the bf16 copy: the fused
-// kernel's numbers (the sum's order is the same: resid + the norm's term); and with dweight the
-// weight gradient, whose sums the GPU takes in another fixed order of doubles (kernels_cuda.h).
-static void run_residual_rmsnorm_backward(void *p) {
-    const RmsnormArgs *a = p;
     const size_t n = (size_t)a->N * a->C;
-    if (!a->a) memset(a->dinp, 0, F(n));
-    else if (a->a != a->dinp) memcpy(a->dinp, a->a, F(n));
+    if (a->dinp && !a->a) memset(a->dinp, 0, F(n));
+    else if (a->dinp && a->a != a->dinp) memcpy(a->dinp, a->a, F(n));
     float *owned;
     rmsnorm_backward(a->dinp, a->dweight, rmsnorm_dout(a, &owned), a->inp, a->weight, a->rstd_in, a->N, a->C);
     free(owned);
@@ -363,12 +356,17 @@ static void need_rmsnorm_dout(const char *call, const RmsnormArgs *a) {
     else emu_need_device(call, a->dout, F(NC));
 }
 
+// Every backward form: cuda_rmsnorm_backward (dinp accumulates: a = dinp; or dinp NULL) and
+// the residual forms (dinp written from a, its bf16 copy out16).
 static void rmsnorm_backward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
     launch(ctx, call);
-    if (a.dinp) emu_need_device(call, a.dinp, F((size_t)a.N * a.C));
+    const size_t NC = (size_t)a.N * a.C;
+    if (a.dinp) emu_need_device(call, a.dinp, F(NC));
+    if (a.out16) emu_need_device(call, a.out16, NC * sizeof(cuda_bf16));
+    if (a.a) emu_need_device(call, a.a, F(NC));
     if (a.dweight) emu_need_device(call, a.dweight, F(a.C));
     need_rmsnorm_dout(call, &a);
-    emu_need_device(call, a.inp, F((size_t)a.N * a.C));
+    emu_need_device(call, a.inp, F(NC));
     if (a.weight) emu_need_device(call, a.weight, F(a.C));
     emu_need_device(call, a.rstd_in, F(a.N));
     if (a.N <= 0 || a.C <= 0) return;
@@ -382,45 +380,24 @@ static void rmsnorm_backward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
 void cuda_rmsnorm_backward(CudaCtx *ctx, float *dinp, float *dweight, const float *dout, const float *inp,
                            const float *weight, const float *rstd, int N, int C) {
     rmsnorm_backward_as(ctx, __func__,
-                        (RmsnormArgs){.dinp = dinp, .dweight = dweight, .dout = dout, .inp = inp, .weight = weight,
-                                      .rstd_in = rstd, .N = N, .C = C});
-}
-
-static void residual_rmsnorm_backward_as(CudaCtx *ctx, const char *call, RmsnormArgs a) {
-    launch(ctx, call);
-    const size_t NC = (size_t)a.N * a.C;
-    emu_need_device(call, a.dinp, F(NC));
-    if (a.out16) emu_need_device(call, a.out16, NC * sizeof(cuda_bf16));
-    if (a.a) emu_need_device(call, a.a, F(NC));
-    need_rmsnorm_dout(call, &a);
-    emu_need_device(call, a.inp, F(NC));
-    emu_need_device(call, a.weight, F(a.C));
-    emu_need_device(call, a.rstd_in, F(a.N));
-    if (a.dweight) emu_need_device(call, a.dweight, F(a.C));
-    if (a.N <= 0 || a.C <= 0) return;
-    if (a.dweight) {
-        a.arena_bytes = cuda_rmsnorm_arena_bytes(a.N, a.C);
-        a.arena = arena_for(ctx, call, a.arena_bytes);
-    }
-    emu_enqueue(ctx->stream, run_residual_rmsnorm_backward, &a, sizeof a);
+                        (RmsnormArgs){.dinp = dinp, .dweight = dweight, .a = dinp, .dout = dout, .inp = inp,
+                                      .weight = weight, .rstd_in = rstd, .N = N, .C = C});
 }
 
 void cuda_residual_rmsnorm_backward(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight, const float *resid,
                                     const float *dout, const float *inp, const float *weight, const float *rstd, int N,
                                     int C) {
-    residual_rmsnorm_backward_as(ctx, __func__,
-                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .dweight = dweight, .a = resid,
-                                               .dout = dout, .inp = inp, .weight = weight, .rstd_in = rstd, .N = N,
-                                               .C = C});
+    rmsnorm_backward_as(ctx, __func__,
+                        (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .dweight = dweight, .a = resid, .dout = dout,
+                                      .inp = inp, .weight = weight, .rstd_in = rstd, .N = N, .C = C});
 }
 
 void cuda_residual_rmsnorm_backward_bf16(CudaCtx *ctx, float *dinp, cuda_bf16 *dinp16, float *dweight,
                                          const float *resid, const cuda_bf16 *dout, const float *inp,
                                          const float *weight, const float *rstd, int N, int C) {
-    residual_rmsnorm_backward_as(ctx, __func__,
-                                 (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .dweight = dweight, .a = resid,
-                                               .dout16 = dout, .inp = inp, .weight = weight, .rstd_in = rstd, .N = N,
-                                               .C = C});
+    rmsnorm_backward_as(ctx, __func__,
+                        (RmsnormArgs){.dinp = dinp, .out16 = dinp16, .dweight = dweight, .a = resid, .dout16 = dout,
+                                      .inp = inp, .weight = weight, .rstd_in = rstd, .N = N, .C = C});
 }
 
 typedef struct {

@@ -6,7 +6,9 @@
 #   ctest -L gpu                the GPU tests (test_cuda_kernels: flash attention at T 1 and 1024,
 #                               HD 24/64/128, GQA 32/8; the fused classifier at V 32000 and 50257;
 #                               cli_gpu: the engine on the GPU against the CPU engine)
-#   one layer                   bench_cuda: a 125m decoder layer forward + backward, TFLOP/s
+#   one layer                   bench_cuda: a 125m decoder layer forward + backward, TFLOP/s; the
+#                               device's GEMM rate and its memory's (a 1 GiB copy), which the
+#                               estimates of docs/gpu.md scale by
 #   MFU                         125m at seq 1024 (the llama2 tokenizer of tests/fixtures): 1 stage;
 #                               4 stages on one GPU; with GPU_CHECK_BASE=PPTRAIN, 1 stage again
 #                               for this build and that one, alternating, 3 rounds (their medians
@@ -54,11 +56,12 @@ gpu_tests() {
   fi
 }
 
-# 2. One decoder layer of 125m (bf16 GEMMs, flash attention), and the device's GEMM rates.
+# 2. One decoder layer of 125m (bf16 GEMMs, flash attention), and the device's GEMM and memory rates.
 layer() {
   if timeout 60 "$build/tests/gpu/bench_cuda" > "$work/bench_cuda.txt" 2>&1; then
     row "one 125m layer fwd+bwd (B 4, T 1024)" "$(sed -n 's/.*forward + backward: *\([0-9.]*\) ms *\([0-9.]*\) TFLOP.*/\1 ms, \2 TFLOP\/s/p' "$work/bench_cuda.txt")"
     row "bf16 GEMM 4096x3072x768" "$(sed -n 's/.*bf16 -> fp32: *[0-9.]* ms *\([0-9.]*\) TFLOP.*/\1 TFLOP\/s/p' "$work/bench_cuda.txt")"
+    row "device memory, 1 GiB copy (read + write)" "$(sed -n 's/.*device copy[^:]*: *[0-9.]* ms *\([0-9.]*\) GB.*/\1 GB\/s/p' "$work/bench_cuda.txt")"
     row "attention fwd+bwd, fp32 CUDA cores" "$(sed -n 's/.*attention fwd+bwd fp32[^:]*: *\([0-9.]*\) ms *\([0-9.]*\) TFLOP.*/\1 ms, \2 TFLOP\/s/p' "$work/bench_cuda.txt")"
     row "attention fwd+bwd, bf16 tensor cores" "$(sed -n 's/.*attention fwd+bwd bf16[^:]*: *\([0-9.]*\) ms *\([0-9.]*\) TFLOP.*/\1 ms, \2 TFLOP\/s/p' "$work/bench_cuda.txt")"
   else

@@ -1,6 +1,7 @@
 // Forward + backward of one Llama decoder layer at 125M-parameter shapes on the bf16 GEMM
 // path (C = 768, 12 heads of 64, 4 kv heads, FF = 2048, T = 1024, B = 4), timed with CUDA
-// events, plus one large bf16 and fp32 GEMM for the device's reference rate.
+// events, plus one large bf16 and fp32 GEMM for the device's reference rate, and a
+// device-to-device copy for its memory's (what the memory-bound passes' estimates scale by).
 //   bench_cuda [iterations]        (built, not run by ctest; prints TFLOP/s; the emulated build
 //                                   at a small shape is: bench_cuda_emulated)
 // FLOPs counted: every GEMM, and flash attention's products over the causal pairs as it
@@ -16,9 +17,11 @@
 enum { B = 4, T = 1024, N = B * T, C = 768, NH = 12, NKV = 4, HD = C / NH, CKV = NKV * HD,
        FF = 2048 };
 enum { GEMM_OC = 3072 };
+#define COPY_BYTES ((size_t)1 << 30)   // 1 GiB: 20 times the 50 MB L2 of an H100 or H200
 #else   // the same calls at a shape the GPU emulator runs in seconds (tests/gpu_emu: bench_cuda_emulated)
 enum { B = 2, T = 64, N = B * T, C = 64, NH = 4, NKV = 2, HD = C / NH, CKV = NKV * HD, FF = 128 };
 enum { GEMM_OC = 256 };
+#define COPY_BYTES ((size_t)1 << 20)
 #endif
 
 static CudaCtx *ctx;
@@ -195,6 +198,14 @@ static float *gA_f, *gW_f, *gOut;
 static void gemm_bf16(struct Layer *L) { (void)L; cuda_linear_forward_bf16(ctx, gOut, gA_b, gW_b, N, C, GEMM_OC); }
 static void gemm_f32(struct Layer *L) { (void)L; cuda_linear_forward(ctx, gOut, gA_f, gW_f, N, C, GEMM_OC); }
 
+// One device-to-device copy of COPY_BYTES: it reads and writes each byte once, so the memory
+// moves twice COPY_BYTES a call.
+static void *copy_src, *copy_dst;
+static void copy_d2d(struct Layer *L) {
+    (void)L;
+    CUDA_CHECK(cudaMemcpyAsync(copy_dst, copy_src, COPY_BYTES, cudaMemcpyDeviceToDevice, cuda_ctx_stream(ctx)));
+}
+
 int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 20;
     if (iters < 1) iters = 1;
@@ -208,13 +219,21 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
+    copy_src = dzeros(COPY_BYTES / sizeof(float));
+    copy_dst = dalloc(COPY_BYTES);
+    double ms = time_ms(copy_d2d, NULL, iters);
+    printf("device copy %zu MiB:        %8.3f ms  %7.1f GB/s (read + write)\n", COPY_BYTES >> 20, ms,
+           2.0 * (double)COPY_BYTES / (ms * 1e6));
+    CUDA_CHECK(cudaFree(copy_src));
+    CUDA_CHECK(cudaFree(copy_dst));
+
     gA_f = drand_f32((size_t)N * C, 1.0f);
     gW_f = drand_f32((size_t)GEMM_OC * C, 0.03f);
     gOut = dzeros((size_t)N * GEMM_OC);
     gA_b = drand_bf16((size_t)N * C, 1.0f);
     gW_b = drand_bf16((size_t)GEMM_OC * C, 0.03f);
     const double gemm_flops = 2.0 * N * C * GEMM_OC;
-    double ms = time_ms(gemm_bf16, gemm_layer, iters);
+    ms = time_ms(gemm_bf16, gemm_layer, iters);
     printf("GEMM %dx%dx%d bf16 -> fp32:  %8.3f ms  %7.1f TFLOP/s\n", N, GEMM_OC, C, ms,
            gemm_flops / (ms * 1e9));
     ms = time_ms(gemm_f32, gemm_layer, iters);

@@ -17,7 +17,7 @@
 #include "kernels/cuda/gemm_plans.h"
 #include "kernels/cuda/device_math.cuh"
 
-#define CTX_SMEM_KERNELS 64   // more than ask: flash_attention.cu instantiates about 30, rmsnorm.cu 8
+#define CTX_SMEM_KERNELS 64   // more kernels than ask for a grant: flash_attention.cu about 30, rmsnorm.cu 8
 
 struct CudaCtx {
     int device;
